@@ -1,0 +1,189 @@
+//! The executable: function table, constant pool and instruction stream. Immutable once built.
+
+use crate::bytecode::Instruction;
+use crate::error::Result;
+use crate::location::Location;
+use crate::value::Value;
+use std::collections::HashMap;
+
+/// What a function-table entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FuncKind {
+    /// A function whose body is this executable's bytecode.
+    Bytecode,
+    /// A packed function provided by a registry when the VM is built.
+    Packed,
+}
+
+impl FuncKind {
+    /// `"bytecode"` or `"packed"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FuncKind::Bytecode => "bytecode",
+            FuncKind::Packed => "packed",
+        }
+    }
+}
+
+/// One entry of the function table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FuncInfo {
+    /// The function's name, unique in the table.
+    pub name: String,
+    /// Bytecode or packed.
+    pub kind: FuncKind,
+    /// The first instruction (bytecode functions).
+    pub start_instr: u32,
+    /// One past the last instruction (bytecode functions).
+    pub end_instr: u32,
+    /// The number of inputs; they arrive in registers `0..num_args`.
+    pub num_args: u32,
+    /// The number of registers a frame of this function has.
+    pub register_file_size: u32,
+    /// The parameters' names (empty, or one per input).
+    pub param_names: Vec<String>,
+}
+
+impl FuncInfo {
+    /// A packed-function entry.
+    pub fn packed(name: impl Into<String>) -> Self {
+        FuncInfo {
+            name: name.into(),
+            kind: FuncKind::Packed,
+            start_instr: 0,
+            end_instr: 0,
+            num_args: 0,
+            register_file_size: 0,
+            param_names: Vec::new(),
+        }
+    }
+
+    /// The instruction range of a bytecode function.
+    pub fn instr_range(&self) -> std::ops::Range<usize> {
+        self.start_instr as usize..self.end_instr as usize
+    }
+}
+
+/// The content a VM runs. Build one with `relaxvm_builder::ExecBuilder`, the assembler, or by
+/// loading a file; share it as `Arc<Executable>`.
+#[derive(Clone)]
+pub struct Executable {
+    funcs: Vec<FuncInfo>,
+    func_map: HashMap<String, u32>,
+    constants: Vec<Value>,
+    instrs: Vec<Instruction>,
+    locations: Vec<Option<Location>>,
+}
+
+/// The parts an executable is made of, before verification.
+#[derive(Clone, Default)]
+pub struct ExecutableParts {
+    /// The function table.
+    pub funcs: Vec<FuncInfo>,
+    /// The constant pool.
+    pub constants: Vec<Value>,
+    /// The instruction stream.
+    pub instrs: Vec<Instruction>,
+    /// One optional location per instruction (may be empty: no locations).
+    pub locations: Vec<Option<Location>>,
+}
+
+impl Executable {
+    /// Builds an executable from its parts after verifying them (see [`crate::verify`]).
+    pub fn from_parts(parts: ExecutableParts) -> Result<Self> {
+        crate::verify::verify(&parts)?;
+        let func_map = parts.funcs.iter().enumerate().map(|(i, f)| (f.name.clone(), i as u32)).collect();
+        let mut locations = parts.locations;
+        if locations.iter().all(Option::is_none) {
+            locations.clear();
+        }
+        Ok(Executable { funcs: parts.funcs, func_map, constants: parts.constants, instrs: parts.instrs, locations })
+    }
+
+    /// The parts, to transform and rebuild.
+    pub fn to_parts(&self) -> ExecutableParts {
+        ExecutableParts {
+            funcs: self.funcs.clone(),
+            constants: self.constants.clone(),
+            instrs: self.instrs.clone(),
+            locations: self.locations.clone(),
+        }
+    }
+
+    /// The function table.
+    pub fn funcs(&self) -> &[FuncInfo] {
+        &self.funcs
+    }
+
+    /// The index of the function named `name`.
+    pub fn func_index(&self, name: &str) -> Option<u32> {
+        self.func_map.get(name).copied()
+    }
+
+    /// The function named `name`.
+    pub fn func(&self, name: &str) -> Option<&FuncInfo> {
+        self.func_index(name).map(|i| &self.funcs[i as usize])
+    }
+
+    /// The constant pool.
+    pub fn constants(&self) -> &[Value] {
+        &self.constants
+    }
+
+    /// The instruction stream.
+    pub fn instrs(&self) -> &[Instruction] {
+        &self.instrs
+    }
+
+    /// The location attached to instruction `i`, if any.
+    pub fn location(&self, i: usize) -> Option<&Location> {
+        self.locations.get(i).and_then(Option::as_ref)
+    }
+
+    /// True when any instruction carries a location.
+    pub fn has_locations(&self) -> bool {
+        !self.locations.is_empty()
+    }
+
+    /// The same executable without debug information (locations).
+    pub fn stripped(&self) -> Executable {
+        Executable { locations: Vec::new(), ..self.clone() }
+    }
+
+    /// Names of the bytecode functions, in table order.
+    pub fn bytecode_function_names(&self) -> Vec<&str> {
+        self.funcs.iter().filter(|f| f.kind == FuncKind::Bytecode).map(|f| f.name.as_str()).collect()
+    }
+
+    /// Names of the packed functions the executable calls, in table order.
+    pub fn packed_function_names(&self) -> Vec<&str> {
+        self.funcs.iter().filter(|f| f.kind == FuncKind::Packed).map(|f| f.name.as_str()).collect()
+    }
+
+    /// A summary like the design document's.
+    pub fn stats(&self) -> String {
+        let consts: Vec<String> = self.constants.iter().map(crate::text::constant_summary).collect();
+        format!(
+            "Relax VM executable statistics:\n  Constant pool (# {}): [{}]\n  Globals (#{}): [{}]\n  Packed functions (#{}): [{}]\n  Instructions (#{})\n",
+            consts.len(),
+            consts.join(", "),
+            self.bytecode_function_names().len(),
+            self.bytecode_function_names().join(", "),
+            self.packed_function_names().len(),
+            self.packed_function_names().join(", "),
+            self.instrs.len(),
+        )
+    }
+
+    /// The instruction at `pc` of function `func`, as text, for error messages.
+    pub fn instr_text(&self, index: usize) -> String {
+        self.instrs.get(index).map(|i| crate::text::instr_to_text(self, i)).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for Executable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Executable({} functions, {} constants, {} instructions)", self.funcs.len(), self.constants.len(), self.instrs.len())
+    }
+}
+

@@ -1,0 +1,62 @@
+//! # relaxvm
+//!
+//! A register-based virtual machine whose one real instruction is a call to a *packed
+//! function* — a function of a slice of dynamically typed [`Value`]s. Compilers emit bytecode
+//! (with `relaxvm_builder::ExecBuilder`), ship it as an [`Executable`], and run it with a
+//! [`VirtualMachine`]:
+//!
+//! ```
+//! use relaxvm::{registry, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, Arg,
+//!               PackedFunc, Value, VirtualMachine};
+//! use std::sync::Arc;
+//!
+//! registry::register_global(PackedFunc::typed("doc.add", |a: i64, b: i64| a + b), true).unwrap();
+//! let exe = Executable::from_parts(ExecutableParts {
+//!     funcs: vec![
+//!         FuncInfo { name: "main".into(), kind: FuncKind::Bytecode, start_instr: 0, end_instr: 2,
+//!                    num_args: 2, register_file_size: 3, param_names: vec![] },
+//!         FuncInfo::packed("doc.add"),
+//!     ],
+//!     instrs: vec![
+//!         Instruction::Call { func: 1, args: vec![Arg::Reg(0), Arg::Reg(1)], dst: Some(2) },
+//!         Instruction::Ret { result: 2 },
+//!     ],
+//!     ..Default::default()
+//! }).unwrap();
+//! let mut vm = VirtualMachine::new(Arc::new(exe)).unwrap();
+//! assert_eq!(vm.invoke("main", &[Value::Int(2), Value::Int(3)]).unwrap().as_int().unwrap(), 5);
+//! ```
+#![deny(missing_docs)]
+
+pub mod bytecode;
+mod code;
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub mod executable;
+pub mod location;
+pub mod packed;
+pub mod python_dump;
+pub mod registry;
+pub mod shape;
+pub mod storage;
+pub mod tensor;
+pub mod text;
+pub mod value;
+pub mod verify;
+pub mod vm;
+
+pub use bytecode::{Arg, Instruction, RegIdx};
+pub use device::{Device, DeviceType};
+pub use dtype::DataType;
+pub use error::{Error, ErrorKind, Result};
+pub use executable::{Executable, ExecutableParts, FuncInfo, FuncKind};
+pub use half;
+pub use location::Location;
+pub use packed::{CallCtx, PackedFunc, TypedFn, VmHandle};
+pub use registry::Registry;
+pub use shape::Shape;
+pub use storage::Storage;
+pub use tensor::{Element, Tensor};
+pub use value::{Callable, Closure, FromValue, IntoValue, Value};
+pub use vm::{InstrumentAction, InstrumentCall, InterruptHandle, VirtualMachine, VmConfig};

@@ -1,0 +1,209 @@
+//! Packed functions: functions of a slice of values, the VM's one calling convention.
+
+use crate::device::Device;
+use crate::error::{Error, ErrorKind, Result};
+use crate::value::{Callable, Closure, FromValue, IntoValue, Value};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// The signature every packed function has.
+pub type PackedFnSig = dyn Fn(&mut CallCtx<'_>, &[Value]) -> Result<Value> + Send + Sync;
+
+/// A named, shareable packed function.
+#[derive(Clone)]
+pub struct PackedFunc {
+    f: Arc<PackedFnSig>,
+    name: Arc<str>,
+}
+
+/// What a packed function can reach of the VM that calls it (for `vm_state` builtins).
+pub trait VmHandle {
+    /// Calls a function value (bytecode or packed) with `args` followed by its captures.
+    fn call_closure(&mut self, f: &Closure, args: &[Value]) -> Result<Value>;
+    /// The VM's default device.
+    fn device(&self) -> Device;
+}
+
+/// The context of one packed-function call: the calling VM, if any.
+pub struct CallCtx<'a> {
+    vm: Option<&'a mut dyn VmHandle>,
+}
+
+impl<'a> CallCtx<'a> {
+    /// A context inside a VM.
+    pub fn new(vm: &'a mut dyn VmHandle) -> Self {
+        CallCtx { vm: Some(vm) }
+    }
+
+    /// A context outside any VM (bytecode closures cannot be called from it).
+    pub fn detached() -> CallCtx<'static> {
+        CallCtx { vm: None }
+    }
+
+    /// The VM's default device (CPU 0 outside a VM).
+    pub fn device(&self) -> Device {
+        self.vm.as_ref().map(|vm| vm.device()).unwrap_or_default()
+    }
+
+    /// Calls a function value with `args` followed by its captured values.
+    pub fn call(&mut self, f: &Value, args: &[Value]) -> Result<Value> {
+        let closure = f.as_func()?;
+        match (&mut self.vm, &closure.callable) {
+            (Some(vm), _) => vm.call_closure(closure, args),
+            (None, Callable::Packed(p)) => {
+                let all: Vec<Value> = args.iter().chain(&closure.captured).cloned().collect();
+                p.call(&mut CallCtx::detached(), &all)
+            }
+            (None, Callable::Bytecode { name, .. }) => {
+                Err(Error::value(format!("bytecode function {name:?} can only be called inside a VM")))
+            }
+        }
+    }
+}
+
+impl PackedFunc {
+    /// A packed function from a closure that may reach the VM through its context.
+    pub fn new(name: &str, f: impl Fn(&mut CallCtx<'_>, &[Value]) -> Result<Value> + Send + Sync + 'static) -> Self {
+        PackedFunc { f: Arc::new(f), name: name.into() }
+    }
+
+    /// A packed function that does not need the VM.
+    pub fn from_fn(name: &str, f: impl Fn(&[Value]) -> Result<Value> + Send + Sync + 'static) -> Self {
+        PackedFunc::new(name, move |_, args| f(args))
+    }
+
+    /// A packed function from a typed closure, e.g. `|a: i64, b: i64| a + b`; arguments are
+    /// converted with [`FromValue`] and a wrong count or type is an error naming the function.
+    pub fn typed<Args, F: TypedFn<Args>>(name: &str, f: F) -> Self {
+        let owned: Arc<str> = name.into();
+        PackedFunc::new(name, move |_, args| f.call_typed(&owned, args))
+    }
+
+    /// The name the function was registered under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Calls the function; a panic inside it becomes an error.
+    #[inline]
+    pub fn call(&self, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+        match catch_unwind(AssertUnwindSafe(|| (self.f)(ctx, args))) {
+            Ok(r) => r,
+            Err(payload) => Err(panic_error(&self.name, payload)),
+        }
+    }
+
+    /// True when both handles share one function.
+    pub fn ptr_eq(&self, other: &PackedFunc) -> bool {
+        Arc::ptr_eq(&self.f, &other.f)
+    }
+}
+
+#[cold]
+fn panic_error(name: &str, payload: Box<dyn std::any::Any + Send>) -> Error {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into());
+    ErrorKind::Panic(format!("{name}: {msg}")).into()
+}
+
+impl std::fmt::Debug for PackedFunc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PackedFunc({})", self.name)
+    }
+}
+
+/// A typed result: a value, or a `Result` of one.
+pub trait IntoResult {
+    /// Converts into the packed-function result.
+    fn into_result(self) -> Result<Value>;
+}
+
+impl<T: IntoValue> IntoResult for T {
+    fn into_result(self) -> Result<Value> {
+        Ok(self.into_value())
+    }
+}
+
+impl<T: IntoValue> IntoResult for Result<T> {
+    fn into_result(self) -> Result<Value> {
+        self.map(IntoValue::into_value)
+    }
+}
+
+/// A Rust closure callable as a packed function with typed arguments.
+pub trait TypedFn<Args>: Send + Sync + 'static {
+    /// Converts the arguments and calls.
+    fn call_typed(&self, name: &str, args: &[Value]) -> Result<Value>;
+}
+
+macro_rules! impl_typed_fn {
+    ($n:literal $(, $a:ident $i:tt)*) => {
+        impl<F, R, $($a: FromValue),*> TypedFn<($($a,)*)> for F
+        where
+            F: Fn($($a),*) -> R + Send + Sync + 'static,
+            R: IntoResult,
+        {
+            #[allow(unused_variables)]
+            fn call_typed(&self, name: &str, args: &[Value]) -> Result<Value> {
+                if args.len() != $n {
+                    return Err(Error::arity(name, $n.to_string(), args.len()));
+                }
+                (self)($($a::from_value(&args[$i]).map_err(|e| e.context(&format!("{name} argument {}", $i)))?),*).into_result()
+            }
+        }
+    };
+}
+
+impl_typed_fn!(0);
+impl_typed_fn!(1, A0 0);
+impl_typed_fn!(2, A0 0, A1 1);
+impl_typed_fn!(3, A0 0, A1 1, A2 2);
+impl_typed_fn!(4, A0 0, A1 1, A2 2, A3 3);
+impl_typed_fn!(5, A0 0, A1 1, A2 2, A3 3, A4 4);
+impl_typed_fn!(6, A0 0, A1 1, A2 2, A3 3, A4 4, A5 5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_converts_and_checks() {
+        let add = PackedFunc::typed("my.add", |a: i64, b: i64| a + b);
+        let mut ctx = CallCtx::detached();
+        assert_eq!(add.call(&mut ctx, &[Value::Int(2), Value::Int(3)]).unwrap().as_int().unwrap(), 5);
+        let e = add.call(&mut ctx, &[Value::Int(2)]).unwrap_err().to_string();
+        assert!(e.contains("my.add") && e.contains("expected 2"), "{e}");
+        let e = add.call(&mut ctx, &[Value::Int(2), Value::str("x")]).unwrap_err().to_string();
+        assert!(e.contains("my.add argument 1") && e.contains("found str"), "{e}");
+    }
+
+    #[test]
+    fn typed_result_errors_pass_through() {
+        let f = PackedFunc::typed("my.div", |a: i64, b: i64| -> Result<i64> {
+            a.checked_div(b).ok_or_else(|| Error::arithmetic("division by zero"))
+        });
+        let mut ctx = CallCtx::detached();
+        assert!(f.call(&mut ctx, &[Value::Int(1), Value::Int(0)]).is_err());
+    }
+
+    #[test]
+    fn panics_become_errors() {
+        let f = PackedFunc::from_fn("my.boom", |_| panic!("kaboom"));
+        let e = f.call(&mut CallCtx::detached(), &[]).unwrap_err().to_string();
+        assert!(e.contains("panicked") && e.contains("my.boom") && e.contains("kaboom"), "{e}");
+    }
+
+    #[test]
+    fn detached_context_calls_packed_closures_only() {
+        let inc = PackedFunc::typed("inc", |a: i64, b: i64| a + b);
+        let clo = Value::Func(Arc::new(Closure { callable: Callable::Packed(inc), captured: vec![Value::Int(10)] }));
+        let mut ctx = CallCtx::detached();
+        assert_eq!(ctx.call(&clo, &[Value::Int(1)]).unwrap().as_int().unwrap(), 11);
+        let bc = Value::Func(Arc::new(Closure { callable: Callable::Bytecode { index: 0, name: "f".into() }, captured: vec![] }));
+        assert!(ctx.call(&bc, &[]).is_err());
+        assert_eq!(ctx.device(), Device::cpu(0));
+    }
+}

@@ -1,0 +1,134 @@
+//! Registries of packed functions by name: a value type, and the process-wide default.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::packed::{CallCtx, PackedFunc, TypedFn};
+use crate::value::Value;
+use indexmap::IndexMap;
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// A table of packed functions by name, in registration order.
+#[derive(Clone, Default)]
+pub struct Registry {
+    funcs: IndexMap<String, PackedFunc>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Registry::default()
+    }
+
+    /// Registers `f` under its name; an existing name is an error unless `allow_override`.
+    pub fn register(&mut self, f: PackedFunc, allow_override: bool) -> Result<()> {
+        if !allow_override && self.funcs.contains_key(f.name()) {
+            return Err(ErrorKind::AlreadyRegistered(f.name().to_string()).into());
+        }
+        self.funcs.insert(f.name().to_string(), f);
+        Ok(())
+    }
+
+    /// Registers a closure that does not need the VM.
+    pub fn register_fn(
+        &mut self,
+        name: &str,
+        f: impl Fn(&[Value]) -> Result<Value> + Send + Sync + 'static,
+    ) -> Result<()> {
+        self.register(PackedFunc::from_fn(name, f), false)
+    }
+
+    /// Registers a closure that may reach the VM.
+    pub fn register_ctx(
+        &mut self,
+        name: &str,
+        f: impl Fn(&mut CallCtx<'_>, &[Value]) -> Result<Value> + Send + Sync + 'static,
+    ) -> Result<()> {
+        self.register(PackedFunc::new(name, f), false)
+    }
+
+    /// Registers a typed closure, e.g. `register_typed("my.add", |a: i64, b: i64| a + b)`.
+    pub fn register_typed<Args, F: TypedFn<Args>>(&mut self, name: &str, f: F) -> Result<()> {
+        self.register(PackedFunc::typed(name, f), false)
+    }
+
+    /// The function registered under `name`.
+    pub fn get(&self, name: &str) -> Option<&PackedFunc> {
+        self.funcs.get(name)
+    }
+
+    /// True when `name` is registered.
+    pub fn contains(&self, name: &str) -> bool {
+        self.funcs.contains_key(name)
+    }
+
+    /// Removes `name`, returning its function.
+    pub fn remove(&mut self, name: &str) -> Option<PackedFunc> {
+        self.funcs.shift_remove(name)
+    }
+
+    /// Every registered name, in registration order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.funcs.keys().map(String::as_str)
+    }
+
+    /// How many functions are registered.
+    pub fn len(&self) -> usize {
+        self.funcs.len()
+    }
+
+    /// True when nothing is registered.
+    pub fn is_empty(&self) -> bool {
+        self.funcs.is_empty()
+    }
+}
+
+fn global_lock() -> &'static RwLock<Registry> {
+    static GLOBAL: OnceLock<RwLock<Registry>> = OnceLock::new();
+    GLOBAL.get_or_init(Default::default)
+}
+
+/// Reads the process-wide registry (what `register_func` in Python writes).
+pub fn global() -> RwLockReadGuard<'static, Registry> {
+    global_lock().read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Writes the process-wide registry.
+pub fn global_mut() -> RwLockWriteGuard<'static, Registry> {
+    global_lock().write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Registers `f` in the process-wide registry.
+pub fn register_global(f: PackedFunc, allow_override: bool) -> Result<()> {
+    global_mut().register(f, allow_override)
+}
+
+/// The process-wide function registered under `name`.
+pub fn get_global(name: &str) -> Result<PackedFunc> {
+    global().get(name).cloned().ok_or_else(|| Error::from(ErrorKind::UnknownFunction(name.to_string())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn register_get_and_override() {
+        let mut r = Registry::new();
+        r.register_typed("t.add", |a: i64, b: i64| a + b).unwrap();
+        assert!(r.contains("t.add"));
+        let e = r.register_typed("t.add", |a: i64| a).unwrap_err().to_string();
+        assert!(e.contains("already registered"), "{e}");
+        r.register(PackedFunc::typed("t.add", |a: i64| a), true).unwrap();
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.names().collect::<Vec<_>>(), vec!["t.add"]);
+        assert!(r.remove("t.add").is_some());
+        assert!(r.is_empty() && r.get("t.add").is_none());
+    }
+
+    #[test]
+    fn global_registry() {
+        register_global(PackedFunc::typed("test.registry.global", || 7i64), true).unwrap();
+        let f = get_global("test.registry.global").unwrap();
+        assert_eq!(f.call(&mut CallCtx::detached(), &[]).unwrap().as_int().unwrap(), 7);
+        assert!(get_global("test.registry.nothing").is_err());
+    }
+}

@@ -1,0 +1,100 @@
+//! Shape tuples: immutable, cheaply cloned lists of dimensions.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// A tuple of dimensions (TVM's `ShapeTuple`). Cloning shares the data.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Shape(Arc<[i64]>);
+
+impl Shape {
+    /// A shape from its dimensions.
+    pub fn new(dims: impl Into<Arc<[i64]>>) -> Self {
+        Shape(dims.into())
+    }
+
+    /// The dimensions.
+    pub fn dims(&self) -> &[i64] {
+        &self.0
+    }
+
+    /// The number of elements a tensor of this shape holds, or `None` on overflow or a
+    /// negative dimension.
+    pub fn numel(&self) -> Option<usize> {
+        numel(&self.0)
+    }
+}
+
+/// The product of `dims`, or `None` on overflow or a negative dimension.
+pub fn numel(dims: &[i64]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+}
+
+impl Deref for Shape {
+    type Target = [i64];
+    fn deref(&self) -> &[i64] {
+        &self.0
+    }
+}
+
+impl From<Vec<i64>> for Shape {
+    fn from(v: Vec<i64>) -> Self {
+        Shape(v.into())
+    }
+}
+
+impl From<&[i64]> for Shape {
+    fn from(v: &[i64]) -> Self {
+        Shape(v.into())
+    }
+}
+
+impl<const N: usize> From<[i64; N]> for Shape {
+    fn from(v: [i64; N]) -> Self {
+        Shape(v.as_slice().into())
+    }
+}
+
+impl fmt::Debug for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Shape {
+    /// Python tuple syntax: `(32, 16)`, `(3,)`, `()`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(")?;
+        for (i, d) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        if self.0.len() == 1 {
+            f.write_str(",")?;
+        }
+        f.write_str(")")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_like_python() {
+        assert_eq!(Shape::from([32, 16]).to_string(), "(32, 16)");
+        assert_eq!(Shape::from([3]).to_string(), "(3,)");
+        assert_eq!(Shape::from([]).to_string(), "()");
+    }
+
+    #[test]
+    fn numel_checks_overflow_and_sign() {
+        assert_eq!(Shape::from([2, 3]).numel(), Some(6));
+        assert_eq!(Shape::from([]).numel(), Some(1));
+        assert_eq!(Shape::from([-1, 3]).numel(), None);
+        assert_eq!(Shape::from([i64::MAX, 4]).numel(), None);
+    }
+}

@@ -1,0 +1,398 @@
+//! N-dimensional tensors: a typed, strided view of a [`Storage`].
+
+use crate::device::Device;
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+use crate::shape::{numel, Shape};
+use crate::storage::Storage;
+use half::{bf16, f16};
+use ndarray::{ArrayD, ArrayViewD, IxDyn, ShapeBuilder};
+use std::fmt;
+use std::sync::Arc;
+
+/// A Rust element type that tensors can hold.
+pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + fmt::Display + 'static {
+    /// The matching data type.
+    const DTYPE: DataType;
+    /// The value as `f64` (booleans as 0 or 1; wide integers may round).
+    fn to_f64(self) -> f64;
+    /// The value nearest `x` (saturating for integers, `x != 0` for booleans).
+    fn from_f64(x: f64) -> Self;
+}
+
+macro_rules! impl_element {
+    ($($t:ty => $d:ident),* $(,)?) => { $(impl Element for $t {
+        const DTYPE: DataType = DataType::$d;
+        fn to_f64(self) -> f64 { self as f64 }
+        fn from_f64(x: f64) -> Self { x as $t }
+    })* };
+}
+impl_element!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16,
+    u32 => U32, u64 => U64, f32 => F32, f64 => F64);
+
+impl Element for bool {
+    const DTYPE: DataType = DataType::Bool;
+    fn to_f64(self) -> f64 {
+        f64::from(u8::from(self))
+    }
+    fn from_f64(x: f64) -> Self {
+        x != 0.0
+    }
+}
+
+macro_rules! impl_half_element {
+    ($($t:ty => $d:ident),*) => { $(impl Element for $t {
+        const DTYPE: DataType = DataType::$d;
+        fn to_f64(self) -> f64 { self.to_f64() }
+        fn from_f64(x: f64) -> Self { <$t>::from_f64(x) }
+    })* };
+}
+impl_half_element!(f16 => F16, bf16 => BF16);
+
+/// Runs `$body` with `$t` bound to the Rust element type of `$dtype`.
+///
+/// ```
+/// use relaxvm::{dispatch_dtype, DataType};
+/// let size = dispatch_dtype!(DataType::F32, T => std::mem::size_of::<T>());
+/// assert_eq!(size, 4);
+/// ```
+#[macro_export]
+macro_rules! dispatch_dtype {
+    ($dtype:expr, $t:ident => $body:expr) => {{
+        use $crate::DataType as __D;
+        match $dtype {
+            __D::Bool => { type $t = bool; $body }
+            __D::I8 => { type $t = i8; $body }
+            __D::I16 => { type $t = i16; $body }
+            __D::I32 => { type $t = i32; $body }
+            __D::I64 => { type $t = i64; $body }
+            __D::U8 => { type $t = u8; $body }
+            __D::U16 => { type $t = u16; $body }
+            __D::U32 => { type $t = u32; $body }
+            __D::U64 => { type $t = u64; $body }
+            __D::F16 => { type $t = $crate::half::f16; $body }
+            __D::BF16 => { type $t = $crate::half::bf16; $body }
+            __D::F32 => { type $t = f32; $body }
+            __D::F64 => { type $t = f64; $body }
+        }
+    }};
+}
+
+/// A tensor: shared storage, a byte offset, a dtype, a shape and strides. Cloning shares it.
+#[derive(Clone)]
+pub struct Tensor(Arc<Inner>);
+
+struct Inner {
+    storage: Storage,
+    byte_offset: usize,
+    dtype: DataType,
+    shape: Shape,
+    /// Strides in elements; `None` means C-contiguous.
+    strides: Option<Arc<[i64]>>,
+}
+
+/// C-contiguous strides (in elements) for `dims`.
+pub fn contiguous_strides(dims: &[i64]) -> Vec<i64> {
+    let mut strides = vec![1i64; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1].saturating_mul(dims[i + 1].max(1));
+    }
+    strides
+}
+
+impl Tensor {
+    /// A view of `storage`: checks that every element lies inside it.
+    pub fn from_parts(
+        storage: Storage,
+        byte_offset: usize,
+        shape: Shape,
+        strides: Option<Vec<i64>>,
+        dtype: DataType,
+    ) -> Result<Self> {
+        let n = numel(&shape).ok_or_else(|| Error::value(format!("invalid tensor shape {shape}: dimensions must be non-negative and their product must fit in memory")))?;
+        let strides = strides.filter(|s| *s != contiguous_strides(&shape));
+        if let Some(s) = &strides {
+            if s.len() != shape.len() {
+                return Err(Error::value(format!("strides {s:?} do not match shape {shape}")));
+            }
+            if s.iter().any(|x| *x < 0) {
+                return Err(Error::value(format!("negative strides {s:?} are not supported")));
+            }
+        }
+        let needed = if n == 0 { 0 } else { extent(&shape, strides.as_deref(), dtype)? };
+        let end = byte_offset.checked_add(needed);
+        if end.is_none_or(|e| e > storage.len()) {
+            return Err(Error::value(format!(
+                "tensor of shape {shape} and dtype {dtype} at byte offset {byte_offset} needs {needed} bytes, but the storage has {}",
+                storage.len()
+            )));
+        }
+        Ok(Tensor(Arc::new(Inner { storage, byte_offset, dtype, shape, strides: strides.map(Into::into) })))
+    }
+
+    /// A new zero-filled contiguous tensor.
+    pub fn zeros(shape: impl Into<Shape>, dtype: DataType, device: Device) -> Result<Self> {
+        let shape = shape.into();
+        let n = numel(&shape).ok_or_else(|| Error::value(format!("invalid tensor shape {shape}")))?;
+        let bytes = (n as u128) * dtype.itemsize() as u128;
+        let storage = Storage::alloc_checked(bytes as i128, device)?;
+        Tensor::from_parts(storage, 0, shape, None, dtype)
+    }
+
+    /// Takes an ndarray array, without copying when it is in standard layout.
+    pub fn from_array<T: Element>(a: ArrayD<T>) -> Self {
+        let dims: Vec<i64> = a.shape().iter().map(|d| *d as i64).collect();
+        let a = if a.is_standard_layout() { a } else { a.as_standard_layout().into_owned() };
+        let (vec, offset) = a.into_raw_vec_and_offset();
+        let offset = offset.unwrap_or(0) * std::mem::size_of::<T>();
+        Tensor::from_parts(Storage::from_vec(vec), offset, dims.into(), None, T::DTYPE)
+            .expect("a standard-layout ndarray fits its own buffer")
+    }
+
+    /// A contiguous tensor from a vector and a shape.
+    pub fn from_vec<T: Element>(shape: impl Into<Shape>, data: Vec<T>) -> Result<Self> {
+        let shape = shape.into();
+        if numel(&shape) != Some(data.len()) {
+            return Err(Error::value(format!("{} elements cannot have shape {shape}", data.len())));
+        }
+        Tensor::from_parts(Storage::from_vec(data), 0, shape, None, T::DTYPE)
+    }
+
+    /// A zero-dimensional tensor holding `x`.
+    pub fn scalar<T: Element>(x: T) -> Self {
+        Tensor::from_vec(Shape::from([]), vec![x]).expect("one element fits shape ()")
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DataType {
+        self.0.dtype
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &Shape {
+        &self.0.shape
+    }
+
+    /// The number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.0.shape.len()
+    }
+
+    /// The number of elements.
+    pub fn numel(&self) -> usize {
+        numel(&self.0.shape).expect("checked at construction")
+    }
+
+    /// Strides in elements (computed for contiguous tensors).
+    pub fn strides(&self) -> Vec<i64> {
+        match &self.0.strides {
+            Some(s) => s.to_vec(),
+            None => contiguous_strides(&self.0.shape),
+        }
+    }
+
+    /// True when the elements are laid out C-contiguously.
+    pub fn is_contiguous(&self) -> bool {
+        self.0.strides.is_none()
+    }
+
+    /// The byte offset into the storage.
+    pub fn byte_offset(&self) -> usize {
+        self.0.byte_offset
+    }
+
+    /// The underlying storage.
+    pub fn storage(&self) -> &Storage {
+        &self.0.storage
+    }
+
+    /// The device.
+    pub fn device(&self) -> Device {
+        self.0.storage.device()
+    }
+
+    /// The size in bytes of the elements (contiguous size).
+    pub fn nbytes(&self) -> usize {
+        self.numel() * self.dtype().itemsize()
+    }
+
+    /// Pointer to the first element.
+    pub fn data_ptr(&self) -> *mut u8 {
+        // SAFETY: `from_parts` checked byte_offset (plus the extent) lies inside the storage.
+        unsafe { self.0.storage.as_ptr().add(self.0.byte_offset) }
+    }
+
+    /// True when both tensors view the same storage.
+    pub fn shares_storage(&self, other: &Tensor) -> bool {
+        self.0.storage.ptr_eq(&other.0.storage)
+    }
+
+    /// A read-only ndarray view of the elements, which must be of type `T`.
+    pub fn view<T: Element>(&self) -> Result<ArrayViewD<'_, T>> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::type_mismatch(format!("tensor of {}", T::DTYPE), format!("tensor of {}", self.dtype())));
+        }
+        let ptr = self.data_ptr().cast::<T>();
+        if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+            return Err(Error::value(format!("tensor data at {ptr:p} is not aligned for {}", self.dtype())));
+        }
+        let dims: Vec<usize> = self.0.shape.iter().map(|d| *d as usize).collect();
+        let strides: Vec<usize> = self.strides().iter().map(|s| *s as usize).collect();
+        let shape = IxDyn(&dims).strides(IxDyn(&strides));
+        // SAFETY: `from_parts` proved every element (offset + sum((dim-1)*stride)) lies inside
+        // the storage, strides are non-negative, the pointer is aligned (checked above), and the
+        // storage outlives the returned view because the view borrows `self`.
+        Ok(unsafe { ArrayViewD::from_shape_ptr(shape, ptr) })
+    }
+
+    /// The elements as an owned array in standard layout.
+    pub fn to_array<T: Element>(&self) -> Result<ArrayD<T>> {
+        Ok(self.view::<T>()?.as_standard_layout().into_owned())
+    }
+
+    /// The elements, in row-major order.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        Ok(self.view::<T>()?.iter().copied().collect())
+    }
+
+    /// The elements as contiguous bytes (copied only when the tensor is strided).
+    pub fn contiguous_bytes(&self) -> Vec<u8> {
+        if self.is_contiguous() {
+            let start = self.byte_offset();
+            return self.storage().bytes()[start..start + self.nbytes()].to_vec();
+        }
+        self.contiguous().contiguous_bytes()
+    }
+
+    /// This tensor if contiguous, else a contiguous copy.
+    pub fn contiguous(&self) -> Tensor {
+        if self.is_contiguous() {
+            return self.clone();
+        }
+        dispatch_dtype!(self.dtype(), T => Tensor::from_array(self.to_array::<T>().expect("dtype matches")))
+    }
+
+    /// A tensor with the same elements and a new shape: a view when contiguous, else a copy.
+    pub fn reshape(&self, shape: impl Into<Shape>) -> Result<Tensor> {
+        let shape = shape.into();
+        if numel(&shape) != Some(self.numel()) {
+            return Err(Error::value(format!("cannot reshape tensor of shape {} ({} elements) to {shape}", self.shape(), self.numel())));
+        }
+        let base = self.contiguous();
+        Tensor::from_parts(base.storage().clone(), base.byte_offset(), shape, None, self.dtype())
+    }
+
+    /// The value of a one-element tensor, as `i64` (bools and floats converted; `None` otherwise).
+    pub fn scalar_i64(&self) -> Option<i64> {
+        if self.numel() != 1 {
+            return None;
+        }
+        Some(dispatch_dtype!(self.dtype(), T => self.view::<T>().ok()?.iter().next().map(|x| x.to_f64() as i64)?))
+    }
+
+    /// The value of a one-element tensor as `f64`.
+    pub fn scalar_f64(&self) -> Option<f64> {
+        if self.numel() != 1 {
+            return None;
+        }
+        Some(dispatch_dtype!(self.dtype(), T => self.view::<T>().ok()?.iter().next().map(|x| x.to_f64())?))
+    }
+
+    /// True when both tensors have equal dtype, shape and elements.
+    pub fn content_eq(&self, other: &Tensor) -> bool {
+        self.dtype() == other.dtype()
+            && self.shape() == other.shape()
+            && self.contiguous_bytes() == other.contiguous_bytes()
+    }
+}
+
+/// Bytes spanned from the first to the last element, inclusive.
+fn extent(shape: &[i64], strides: Option<&[i64]>, dtype: DataType) -> Result<usize> {
+    let overflow = || Error::value(format!("tensor of shape {:?} is too large", shape));
+    let last = match strides {
+        None => numel(shape).ok_or_else(overflow)?.checked_sub(1).unwrap_or(0),
+        Some(s) => shape.iter().zip(s).try_fold(0usize, |acc, (d, st)| {
+            let span = usize::try_from((d - 1).max(0)).ok()?.checked_mul(usize::try_from(*st).ok()?)?;
+            acc.checked_add(span)
+        }).ok_or_else(overflow)?,
+    };
+    last.checked_add(1).and_then(|n| n.checked_mul(dtype.itemsize())).ok_or_else(overflow)
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tensor(shape={}, dtype={}, device={})", self.shape(), self.dtype(), self.device())
+    }
+}
+
+impl fmt::Display for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        dispatch_dtype!(self.dtype(), T => match self.view::<T>() {
+            Ok(v) => write!(f, "{v}"),
+            Err(e) => write!(f, "<{e}>"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    #[test]
+    fn from_array_is_zero_copy_and_views_back() {
+        let a = array![[1.0f32, 2.0], [3.0, 4.0]].into_dyn();
+        let p = a.as_ptr() as usize;
+        let t = Tensor::from_array(a);
+        assert_eq!(t.data_ptr() as usize, p);
+        assert_eq!(t.shape().dims(), &[2, 2]);
+        assert_eq!(t.view::<f32>().unwrap()[[1, 0]], 3.0);
+        assert!(t.view::<f64>().is_err());
+    }
+
+    #[test]
+    fn strided_views_and_contiguous_copies() {
+        let t = Tensor::from_vec([2, 3], (0..6).collect::<Vec<i64>>()).unwrap();
+        // The transpose: shape (3, 2), strides (1, 3).
+        let tt = Tensor::from_parts(t.storage().clone(), 0, [3, 2].into(), Some(vec![1, 3]), DataType::I64).unwrap();
+        assert!(!tt.is_contiguous());
+        assert_eq!(tt.to_vec::<i64>().unwrap(), vec![0, 3, 1, 4, 2, 5]);
+        let r = tt.reshape([6]).unwrap();
+        assert!(!r.shares_storage(&t));
+        let r2 = t.reshape([3, 2]).unwrap();
+        assert!(r2.shares_storage(&t));
+        assert!(t.reshape([4]).is_err());
+    }
+
+    #[test]
+    fn from_parts_checks_bounds() {
+        let s = Storage::alloc(16, Device::cpu(0)).unwrap();
+        assert!(Tensor::from_parts(s.clone(), 0, [4].into(), None, DataType::F32).is_ok());
+        assert!(Tensor::from_parts(s.clone(), 4, [4].into(), None, DataType::F32).is_err());
+        assert!(Tensor::from_parts(s.clone(), 0, [-1].into(), None, DataType::F32).is_err());
+        assert!(Tensor::from_parts(s.clone(), 0, [2, 2].into(), Some(vec![4, 1]), DataType::F32).is_err());
+        assert!(Tensor::from_parts(s.clone(), 0, [2].into(), Some(vec![-1]), DataType::F32).is_err());
+        assert!(Tensor::from_parts(s, 100, [0].into(), None, DataType::F32).is_err());
+    }
+
+    #[test]
+    fn scalars_and_zeros() {
+        assert_eq!(Tensor::scalar(true).scalar_i64(), Some(1));
+        assert_eq!(Tensor::scalar(2.5f64).scalar_f64(), Some(2.5));
+        assert_eq!(Tensor::scalar(half::f16::from_f32(1.5)).scalar_f64(), Some(1.5));
+        let z = Tensor::zeros([2, 2], DataType::I32, Device::cpu(0)).unwrap();
+        assert_eq!(z.scalar_i64(), None);
+        assert_eq!(z.to_vec::<i32>().unwrap(), vec![0; 4]);
+        assert!(Tensor::zeros([1 << 30, 1 << 30], DataType::F64, Device::cpu(0)).is_err());
+    }
+
+    #[test]
+    fn content_equality_and_display() {
+        let a = Tensor::from_vec([2], vec![1i32, 2]).unwrap();
+        let b = Tensor::from_vec([2], vec![1i32, 2]).unwrap();
+        assert!(a.content_eq(&b));
+        assert!(!a.content_eq(&Tensor::from_vec([2], vec![1i32, 3]).unwrap()));
+        assert_eq!(a.to_string(), "[1, 2]");
+        assert!(format!("{a:?}").contains("int32"));
+    }
+}

@@ -1,0 +1,162 @@
+//! The text form of an executable (`as_text()`), which the assembler parses back.
+//!
+//! ```text
+//! .const c[0] = shape (32, 16)
+//! .packed vm.builtin.alloc_shape_heap
+//!
+//! @main inputs=2 regs=4 params=(a, b):
+//!   call  vm.op.add  in: %0, %1  dst: %2  loc("model.py":3:1)
+//!   if  %2  2
+//!   goto  -1
+//!   ret  %2
+//! ```
+//!
+//! The grammar is documented in `docs/text-format.md`.
+
+use crate::bytecode::{Arg, Instruction};
+use crate::executable::{Executable, FuncKind};
+use crate::location::write_quoted;
+use crate::value::Value;
+use std::fmt::Write;
+
+/// True when `s` can be printed without quotes as a function or parameter name.
+pub fn is_plain_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit() || c == '-')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '$'))
+}
+
+/// Appends a name, quoted when it is not plain.
+pub fn write_name(out: &mut String, s: &str) {
+    if is_plain_name(s) {
+        out.push_str(s);
+    } else {
+        write_quoted(out, s).expect("writing to a String");
+    }
+}
+
+/// The text of a constant: `int 5`, `shape (32, 16)`, `tensor float32 (2,) hex:0000803f...`.
+pub fn constant_to_text(v: &Value) -> String {
+    let mut out = String::new();
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Int(i) => write!(out, "int {i}").unwrap(),
+        Value::Float(x) => write!(out, "float {x:?}").unwrap(),
+        Value::Bool(b) => write!(out, "bool {b}").unwrap(),
+        Value::Str(s) => {
+            out.push_str("str ");
+            write_quoted(&mut out, s).unwrap();
+        }
+        Value::Shape(s) => write!(out, "shape {s}").unwrap(),
+        Value::DType(d) => write!(out, "dtype {d}").unwrap(),
+        Value::Device(d) => write!(out, "device {d}").unwrap(),
+        Value::Tensor(t) => {
+            write!(out, "tensor {} {} hex:", t.dtype(), t.shape()).unwrap();
+            for b in t.contiguous_bytes() {
+                write!(out, "{b:02x}").unwrap();
+            }
+        }
+        other => write!(out, "<{}>", other.type_name()).unwrap(),
+    }
+    out
+}
+
+/// A short form for `stats()`: tensors by dtype and shape only.
+pub fn constant_summary(v: &Value) -> String {
+    match v {
+        Value::Tensor(t) => format!("tensor {} {}", t.dtype(), t.shape()),
+        other => constant_to_text(other),
+    }
+}
+
+fn arg_to_text(exe: &Executable, a: &Arg, out: &mut String) {
+    match a {
+        Arg::Reg(r) => write!(out, "%{r}").unwrap(),
+        Arg::Void => out.push_str("%void"),
+        Arg::VmState => out.push_str("%vm"),
+        Arg::Imm(i) => write!(out, "i{i}").unwrap(),
+        Arg::Const(c) => write!(out, "c[{c}]").unwrap(),
+        Arg::Func(f) => {
+            out.push_str("f[");
+            write_name(out, &exe.funcs()[*f as usize].name);
+            out.push(']');
+        }
+    }
+}
+
+/// One instruction: `call  vm.op.add  in: %0, %1  dst: %2`, `ret  %2`, `if  %0  3`, `goto  -2`.
+pub fn instr_to_text(exe: &Executable, instr: &Instruction) -> String {
+    let mut out = String::new();
+    match instr {
+        Instruction::Call { func, args, dst } => {
+            out.push_str("call  ");
+            write_name(&mut out, &exe.funcs()[*func as usize].name);
+            if !args.is_empty() {
+                out.push_str("  in: ");
+                for (i, a) in args.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    arg_to_text(exe, a, &mut out);
+                }
+            }
+            match dst {
+                Some(d) => write!(out, "  dst: %{d}").unwrap(),
+                None => out.push_str("  dst: void"),
+            }
+        }
+        Instruction::Ret { result } => write!(out, "ret  %{result}").unwrap(),
+        Instruction::Goto { offset } => write!(out, "goto  {offset}").unwrap(),
+        Instruction::If { cond, false_offset } => write!(out, "if  %{cond}  {false_offset}").unwrap(),
+    }
+    out
+}
+
+/// The whole executable as text.
+pub fn to_text(exe: &Executable) -> String {
+    let mut out = String::new();
+    for (i, c) in exe.constants().iter().enumerate() {
+        writeln!(out, ".const c[{i}] = {}", constant_to_text(c)).unwrap();
+    }
+    for f in exe.funcs() {
+        match f.kind {
+            FuncKind::Packed => {
+                out.push_str(".packed ");
+                write_name(&mut out, &f.name);
+                out.push('\n');
+            }
+            FuncKind::Bytecode => {
+                out.push_str("\n@");
+                write_name(&mut out, &f.name);
+                write!(out, " inputs={} regs={}", f.num_args, f.register_file_size).unwrap();
+                if !f.param_names.is_empty() {
+                    out.push_str(" params=(");
+                    for (i, p) in f.param_names.iter().enumerate() {
+                        if i > 0 {
+                            out.push_str(", ");
+                        }
+                        write_name(&mut out, p);
+                    }
+                    out.push(')');
+                }
+                out.push_str(":\n");
+                for pc in f.instr_range() {
+                    out.push_str("  ");
+                    out.push_str(&instr_to_text(exe, &exe.instrs()[pc]));
+                    if let Some(loc) = exe.location(pc) {
+                        write!(out, "  loc({loc})").unwrap();
+                    }
+                    out.push('\n');
+                }
+            }
+        }
+    }
+    out
+}
+
+impl Executable {
+    /// The text form (see the module documentation).
+    pub fn as_text(&self) -> String {
+        to_text(self)
+    }
+}

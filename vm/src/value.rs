@@ -1,0 +1,385 @@
+//! Dynamically typed values: what registers hold and packed functions take and return.
+
+use crate::device::Device;
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+use crate::packed::PackedFunc;
+use crate::shape::Shape;
+use crate::storage::Storage;
+use crate::tensor::Tensor;
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+/// A dynamically typed value. Cloning is cheap: heap payloads are reference counted.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub enum Value {
+    /// No value (`None` in Python; what `void` destinations would hold).
+    #[default]
+    Null,
+    /// A 64-bit signed integer.
+    Int(i64),
+    /// A 64-bit float.
+    Float(f64),
+    /// A boolean.
+    Bool(bool),
+    /// A string.
+    Str(Arc<str>),
+    /// A data type.
+    DType(DataType),
+    /// A device.
+    Device(Device),
+    /// A shape tuple.
+    Shape(Shape),
+    /// A tensor.
+    Tensor(Tensor),
+    /// A tuple of values.
+    Tuple(Arc<[Value]>),
+    /// A function, possibly with captured values (a closure).
+    Func(Arc<Closure>),
+    /// Raw storage from `alloc_storage`.
+    Storage(Storage),
+    /// The VM-state register's marker: builtins that take it reach the VM through their
+    /// [`CallCtx`](crate::CallCtx).
+    VmState,
+    /// Any other object, opaque to the VM.
+    Object(Arc<dyn Any + Send + Sync>),
+}
+
+/// What a function value calls.
+#[derive(Clone)]
+pub enum Callable {
+    /// A bytecode function of an executable, by its function-table index and name.
+    Bytecode {
+        /// Index in the function table.
+        index: u32,
+        /// The function's name (to find it again in another executable).
+        name: Arc<str>,
+    },
+    /// A packed function.
+    Packed(PackedFunc),
+}
+
+/// A function value with captured arguments, passed after the call's own arguments.
+#[derive(Clone)]
+pub struct Closure {
+    /// What is called.
+    pub callable: Callable,
+    /// Values appended to every call's arguments.
+    pub captured: Vec<Value>,
+}
+
+impl Closure {
+    /// The function's name (packed functions report theirs).
+    pub fn name(&self) -> &str {
+        match &self.callable {
+            Callable::Bytecode { name, .. } => name,
+            Callable::Packed(f) => f.name(),
+        }
+    }
+}
+
+impl Value {
+    /// A string value.
+    pub fn str(s: &str) -> Self {
+        Value::Str(s.into())
+    }
+
+    /// A tuple value.
+    pub fn tuple(items: impl Into<Arc<[Value]>>) -> Self {
+        Value::Tuple(items.into())
+    }
+
+    /// A function value wrapping a packed function.
+    pub fn packed(f: PackedFunc) -> Self {
+        Value::Func(Arc::new(Closure { callable: Callable::Packed(f), captured: Vec::new() }))
+    }
+
+    /// The name of this value's type, as errors print it.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Int(_) => "int",
+            Value::Float(_) => "float",
+            Value::Bool(_) => "bool",
+            Value::Str(_) => "str",
+            Value::DType(_) => "dtype",
+            Value::Device(_) => "device",
+            Value::Shape(_) => "shape",
+            Value::Tensor(_) => "tensor",
+            Value::Tuple(_) => "tuple",
+            Value::Func(_) => "function",
+            Value::Storage(_) => "storage",
+            Value::VmState => "vm_state",
+            Value::Object(_) => "object",
+        }
+    }
+
+    /// The value as an integer (bools count; floats do not).
+    pub fn as_int(&self) -> Result<i64> {
+        match self {
+            Value::Int(i) => Ok(*i),
+            Value::Bool(b) => Ok(i64::from(*b)),
+            other => Err(Error::type_mismatch("int", other.describe())),
+        }
+    }
+
+    /// The value as a float (ints convert).
+    pub fn as_float(&self) -> Result<f64> {
+        match self {
+            Value::Float(f) => Ok(*f),
+            Value::Int(i) => Ok(*i as f64),
+            Value::Bool(b) => Ok(f64::from(u8::from(*b))),
+            other => Err(Error::type_mismatch("float", other.describe())),
+        }
+    }
+
+    /// The value as a tensor.
+    pub fn as_tensor(&self) -> Result<&Tensor> {
+        match self {
+            Value::Tensor(t) => Ok(t),
+            other => Err(Error::type_mismatch("tensor", other.describe())),
+        }
+    }
+
+    /// The value as a shape.
+    pub fn as_shape(&self) -> Result<&Shape> {
+        match self {
+            Value::Shape(s) => Ok(s),
+            other => Err(Error::type_mismatch("shape", other.describe())),
+        }
+    }
+
+    /// The value as a string.
+    pub fn as_str(&self) -> Result<&str> {
+        match self {
+            Value::Str(s) => Ok(s),
+            other => Err(Error::type_mismatch("str", other.describe())),
+        }
+    }
+
+    /// The value as a data type (strings such as `"float32"` parse).
+    pub fn as_dtype(&self) -> Result<DataType> {
+        match self {
+            Value::DType(d) => Ok(*d),
+            Value::Str(s) => s.parse(),
+            other => Err(Error::type_mismatch("dtype", other.describe())),
+        }
+    }
+
+    /// The value as a tuple's items.
+    pub fn as_tuple(&self) -> Result<&[Value]> {
+        match self {
+            Value::Tuple(t) => Ok(t),
+            other => Err(Error::type_mismatch("tuple", other.describe())),
+        }
+    }
+
+    /// The value as a function.
+    pub fn as_func(&self) -> Result<&Arc<Closure>> {
+        match self {
+            Value::Func(c) => Ok(c),
+            other => Err(Error::type_mismatch("function", other.describe())),
+        }
+    }
+
+    /// The truth of a condition: a non-zero int, a true bool, or a one-element tensor.
+    pub fn truthy(&self) -> Result<bool> {
+        match self {
+            Value::Int(i) => Ok(*i != 0),
+            Value::Bool(b) => Ok(*b),
+            Value::Tensor(t) => t.scalar_f64().map(|x| x != 0.0).ok_or_else(|| {
+                Error::type_mismatch("int, bool or one-element tensor", format!("tensor of shape {}", t.shape()))
+            }),
+            other => Err(Error::type_mismatch("int, bool or one-element tensor", other.describe())),
+        }
+    }
+
+    /// A short description for error messages: the type and, for small values, the value.
+    pub fn describe(&self) -> String {
+        match self {
+            Value::Int(_) | Value::Float(_) | Value::Bool(_) | Value::DType(_) | Value::Shape(_) => {
+                format!("{} {}", self.type_name(), self)
+            }
+            Value::Tensor(t) => format!("tensor of shape {} and dtype {}", t.shape(), t.dtype()),
+            _ => self.type_name().to_string(),
+        }
+    }
+
+    /// Structural equality: tensors by content, functions and objects by identity.
+    pub fn same_as(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Null, Value::Null) | (Value::VmState, Value::VmState) => true,
+            (Value::Int(a), Value::Int(b)) => a == b,
+            (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::Str(a), Value::Str(b)) => a == b,
+            (Value::DType(a), Value::DType(b)) => a == b,
+            (Value::Device(a), Value::Device(b)) => a == b,
+            (Value::Shape(a), Value::Shape(b)) => a == b,
+            (Value::Tensor(a), Value::Tensor(b)) => a.content_eq(b),
+            (Value::Tuple(a), Value::Tuple(b)) => a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.same_as(y)),
+            (Value::Func(a), Value::Func(b)) => Arc::ptr_eq(a, b),
+            (Value::Storage(a), Value::Storage(b)) => a.ptr_eq(b),
+            (Value::Object(a), Value::Object(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => f.write_str("None"),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write!(f, "{x:?}"),
+            Value::Bool(b) => f.write_str(if *b { "True" } else { "False" }),
+            Value::Str(s) => write!(f, "{s}"),
+            Value::DType(d) => write!(f, "{d}"),
+            Value::Device(d) => write!(f, "{d}"),
+            Value::Shape(s) => write!(f, "{s}"),
+            Value::Tensor(t) => write!(f, "{t}"),
+            Value::Tuple(items) => {
+                f.write_str("(")?;
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                f.write_str(if items.len() == 1 { ",)" } else { ")" })
+            }
+            Value::Func(c) => write!(f, "<function {}>", c.name()),
+            Value::Storage(s) => write!(f, "{s:?}"),
+            Value::VmState => f.write_str("<vm_state>"),
+            Value::Object(_) => f.write_str("<object>"),
+        }
+    }
+}
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Str(s) => write!(f, "{s:?}"),
+            Value::Tensor(t) => write!(f, "{t:?}"),
+            other => write!(f, "{other}"),
+        }
+    }
+}
+
+/// Conversion from a [`Value`] argument, for typed packed functions.
+pub trait FromValue: Sized {
+    /// Converts, or says what was expected.
+    fn from_value(v: &Value) -> Result<Self>;
+}
+
+/// Conversion into a [`Value`] result.
+pub trait IntoValue {
+    /// Converts.
+    fn into_value(self) -> Value;
+}
+
+macro_rules! value_conv {
+    ($t:ty, $variant:ident, $expected:literal, |$v:ident| $from:expr) => {
+        impl FromValue for $t {
+            fn from_value($v: &Value) -> Result<Self> {
+                $from.ok_or_else(|| Error::type_mismatch($expected, $v.describe()))
+            }
+        }
+        impl From<$t> for Value {
+            fn from(x: $t) -> Value {
+                Value::$variant(x.into())
+            }
+        }
+    };
+}
+
+value_conv!(i64, Int, "int", |v| match v { Value::Int(i) => Some(*i), Value::Bool(b) => Some(i64::from(*b)), _ => None });
+value_conv!(f64, Float, "float", |v| match v { Value::Float(x) => Some(*x), Value::Int(i) => Some(*i as f64), _ => None });
+value_conv!(bool, Bool, "bool", |v| match v { Value::Bool(b) => Some(*b), Value::Int(i) => Some(*i != 0), _ => None });
+value_conv!(String, Str, "str", |v| match v { Value::Str(s) => Some(s.to_string()), _ => None });
+value_conv!(Shape, Shape, "shape", |v| match v { Value::Shape(s) => Some(s.clone()), _ => None });
+value_conv!(Tensor, Tensor, "tensor", |v| match v { Value::Tensor(t) => Some(t.clone()), _ => None });
+value_conv!(DataType, DType, "dtype", |v| v.as_dtype().ok());
+value_conv!(Device, Device, "device", |v| match v { Value::Device(d) => Some(*d), _ => None });
+
+impl From<i32> for Value {
+    fn from(x: i32) -> Value {
+        Value::Int(x.into())
+    }
+}
+
+impl From<&str> for Value {
+    fn from(x: &str) -> Value {
+        Value::Str(x.into())
+    }
+}
+
+impl From<Vec<Value>> for Value {
+    fn from(x: Vec<Value>) -> Value {
+        Value::Tuple(x.into())
+    }
+}
+
+impl From<()> for Value {
+    fn from(_: ()) -> Value {
+        Value::Null
+    }
+}
+
+impl FromValue for Value {
+    fn from_value(v: &Value) -> Result<Self> {
+        Ok(v.clone())
+    }
+}
+
+impl<T: Into<Value>> IntoValue for T {
+    fn into_value(self) -> Value {
+        self.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_is_small() {
+        assert!(std::mem::size_of::<Value>() <= 24, "{}", std::mem::size_of::<Value>());
+    }
+
+    #[test]
+    fn accessors_report_expected_and_found() {
+        let e = Value::str("x").as_int().unwrap_err().to_string();
+        assert!(e.contains("expected int") && e.contains("found str"), "{e}");
+        assert_eq!(Value::Bool(true).as_int().unwrap(), 1);
+        assert_eq!(Value::Int(2).as_float().unwrap(), 2.0);
+        assert!(Value::Null.as_tensor().is_err());
+        assert!(Value::Null.as_shape().is_err());
+        assert!(Value::Null.as_tuple().is_err());
+        assert!(Value::Null.as_func().is_err());
+        assert_eq!(Value::str("int8").as_dtype().unwrap(), DataType::I8);
+    }
+
+    #[test]
+    fn truthiness() {
+        assert!(Value::Int(3).truthy().unwrap());
+        assert!(!Value::Bool(false).truthy().unwrap());
+        assert!(Value::Tensor(Tensor::scalar(1i32)).truthy().unwrap());
+        assert!(!Value::Tensor(Tensor::from_vec([1], vec![0.0f32]).unwrap()).truthy().unwrap());
+        assert!(Value::Tensor(Tensor::from_vec([2], vec![0.0f32, 1.0]).unwrap()).truthy().is_err());
+        assert!(Value::str("x").truthy().is_err());
+    }
+
+    #[test]
+    fn display_and_equality() {
+        let t = Value::tuple(vec![Value::Int(1), Value::Float(2.0), Value::Null]);
+        assert_eq!(t.to_string(), "(1, 2.0, None)");
+        assert!(t.same_as(&t.clone()));
+        assert!(!Value::Int(1).same_as(&Value::Float(1.0)));
+        assert_eq!(Value::tuple(vec![Value::Int(1)]).to_string(), "(1,)");
+        assert_eq!(<i64 as FromValue>::from_value(&Value::Int(4)).unwrap(), 4);
+        assert!(<String as FromValue>::from_value(&Value::Int(4)).is_err());
+    }
+}

@@ -1,0 +1,445 @@
+//! The virtual machine: runs an executable's bytecode functions.
+//!
+//! Bytecode-to-bytecode calls push a frame on a heap-allocated stack and jump; they do not
+//! recurse on the native stack. The native stack grows only when a packed function re-enters
+//! the VM (e.g. `vm.builtin.invoke_closure`), and that nesting is bounded separately.
+
+use crate::code::{Callee, Code, Op, Operand, VOID};
+use crate::device::Device;
+use crate::error::{Error, ErrorKind, Result};
+use crate::executable::{Executable, FuncKind};
+use crate::packed::{CallCtx, PackedFunc, VmHandle};
+use crate::registry::Registry;
+use crate::value::{Callable, Closure, Value};
+use smallvec::SmallVec;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Limits of one VM.
+#[derive(Clone, Debug)]
+pub struct VmConfig {
+    /// The deepest chain of bytecode frames before a call fails with a stack-overflow error.
+    pub max_call_depth: usize,
+    /// How many times packed functions may re-enter the VM, nested, (each uses native stack).
+    pub max_reentry: usize,
+    /// Instructions one top-level invocation may execute; `None` is unlimited.
+    pub step_budget: Option<u64>,
+}
+
+impl Default for VmConfig {
+    fn default() -> Self {
+        VmConfig { max_call_depth: 100_000, max_reentry: 200, step_budget: None }
+    }
+}
+
+/// One `call` as the instrument hook sees it.
+pub struct InstrumentCall<'a> {
+    /// The called function as a value.
+    pub func: &'a Value,
+    /// Its name.
+    pub name: &'a str,
+    /// True before the call runs, false after.
+    pub before: bool,
+    /// The call's arguments.
+    pub args: &'a [Value],
+    /// The result (after the call only).
+    pub ret: Option<&'a Value>,
+}
+
+/// What the instrument hook asks the VM to do with a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstrumentAction {
+    /// Run the call (or, after it, go on).
+    Continue,
+    /// Skip the call; its destination receives null.
+    Skip,
+}
+
+/// The instrument hook type.
+pub type Instrument = Box<dyn FnMut(&InstrumentCall<'_>) -> Result<InstrumentAction> + Send>;
+
+/// Stops a running VM from another thread: the VM checks it at backward jumps and calls.
+#[derive(Clone, Debug, Default)]
+pub struct InterruptHandle(Arc<AtomicBool>);
+
+impl InterruptHandle {
+    /// Asks the VM to stop with [`ErrorKind::Interrupted`] as soon as it checks.
+    pub fn interrupt(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn take(&self) -> bool {
+        self.0.load(Ordering::Relaxed) && self.0.swap(false, Ordering::Relaxed)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Frame {
+    func: u32,
+    base: usize,
+    /// The caller's `call` instruction, where execution resumes (+1) on return.
+    pc: usize,
+    /// The caller's destination register for this frame's result.
+    dst: u32,
+}
+
+/// A virtual machine bound to one executable.
+pub struct VirtualMachine {
+    exe: Arc<Executable>,
+    code: Arc<Code>,
+    device: Device,
+    config: VmConfig,
+    frames: Vec<Frame>,
+    regs: Vec<Value>,
+    reentry: usize,
+    steps_left: u64,
+    interrupt: InterruptHandle,
+    instrument: Option<Instrument>,
+    saved: HashMap<String, Value>,
+    inputs: HashMap<String, Vec<Value>>,
+    outputs: HashMap<String, Value>,
+}
+
+impl VirtualMachine {
+    /// A VM whose packed functions come from the process-wide registry.
+    pub fn new(exe: Arc<Executable>) -> Result<Self> {
+        VirtualMachine::with_overrides(exe, &Registry::new())
+    }
+
+    /// A VM that looks packed functions up in `overrides` first, then in the process-wide
+    /// registry. Every name that neither provides is reported in one error.
+    pub fn with_overrides(exe: Arc<Executable>, overrides: &Registry) -> Result<Self> {
+        let code = Arc::new(Code::decode(&exe, overrides)?);
+        Ok(VirtualMachine {
+            exe,
+            code,
+            device: Device::cpu(0),
+            config: VmConfig::default(),
+            frames: Vec::new(),
+            regs: Vec::new(),
+            reentry: 0,
+            steps_left: u64::MAX,
+            interrupt: InterruptHandle::default(),
+            instrument: None,
+            saved: HashMap::new(),
+            inputs: HashMap::new(),
+            outputs: HashMap::new(),
+        })
+    }
+
+    /// The executable this VM runs.
+    pub fn executable(&self) -> &Arc<Executable> {
+        &self.exe
+    }
+
+    /// The default device builtins allocate on.
+    pub fn set_device(&mut self, device: Device) {
+        self.device = device;
+    }
+
+    /// The limits.
+    pub fn config(&self) -> &VmConfig {
+        &self.config
+    }
+
+    /// Changes the limits.
+    pub fn config_mut(&mut self) -> &mut VmConfig {
+        &mut self.config
+    }
+
+    /// A handle that interrupts this VM from another thread.
+    pub fn interrupt_handle(&self) -> InterruptHandle {
+        self.interrupt.clone()
+    }
+
+    /// Installs (or with `None` removes) the hook called before and after every `call`.
+    pub fn set_instrument(&mut self, instrument: Option<Instrument>) {
+        self.instrument = instrument;
+    }
+
+    /// The function named `name` (a bytecode function or a saved function) as a value.
+    pub fn get_function(&self, name: &str) -> Result<Value> {
+        if let Some(v) = self.saved.get(name) {
+            return Ok(v.clone());
+        }
+        match self.exe.func_index(name) {
+            Some(i) if self.exe.funcs()[i as usize].kind == FuncKind::Bytecode => Ok(self.code.func_values[i as usize].clone()),
+            _ => Err(ErrorKind::UnknownFunction(name.to_string()).into()),
+        }
+    }
+
+    /// Calls the function named `name` (bytecode or saved) with `args`.
+    pub fn invoke(&mut self, name: &str, args: &[Value]) -> Result<Value> {
+        let f = self.get_function(name)?;
+        self.invoke_closure(&f, args)
+    }
+
+    /// Calls a function value with `args` followed by its captured values.
+    pub fn invoke_closure(&mut self, f: &Value, args: &[Value]) -> Result<Value> {
+        let closure = f.as_func()?.clone();
+        if self.reentry == 0 {
+            self.steps_left = self.config.step_budget.unwrap_or(u64::MAX);
+            self.interrupt.take();
+        }
+        self.call_closure(&closure, args)
+    }
+
+    /// Saves `func` with `args` bound under `saved_name`, callable with no arguments; with
+    /// `include_return` false the saved function returns null.
+    pub fn save_function(&mut self, func: &str, saved_name: &str, args: Vec<Value>, include_return: bool) -> Result<()> {
+        let target = self.get_function(func)?;
+        let check = self.bytecode_index(target.as_func()?)?;
+        self.check_arity(check, args.len())?;
+        let saved = if include_return {
+            let c = target.as_func()?;
+            Closure { callable: c.callable.clone(), captured: args.into_iter().chain(c.captured.iter().cloned()).collect() }
+        } else {
+            let call = PackedFunc::new(saved_name, move |ctx, a| ctx.call(&target, a).map(|_| Value::Null));
+            Closure { callable: Callable::Packed(call), captured: args }
+        };
+        self.saved.insert(saved_name.to_string(), Value::Func(Arc::new(saved)));
+        Ok(())
+    }
+
+    /// Sets the inputs of a later [`invoke_stateful`](Self::invoke_stateful).
+    pub fn set_input(&mut self, name: &str, args: Vec<Value>) -> Result<()> {
+        let f = self.get_function(name)?;
+        let index = self.bytecode_index(f.as_func()?)?;
+        self.check_arity(index, args.len())?;
+        self.inputs.insert(name.to_string(), args);
+        Ok(())
+    }
+
+    /// Runs `name` on the inputs given to [`set_input`](Self::set_input), keeping its result.
+    pub fn invoke_stateful(&mut self, name: &str) -> Result<()> {
+        let args = self
+            .inputs
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::value(format!("no inputs were set for {name:?}: call set_input first")))?;
+        let out = self.invoke(name, &args)?;
+        self.outputs.insert(name.to_string(), out);
+        Ok(())
+    }
+
+    /// The result of the last [`invoke_stateful`](Self::invoke_stateful) of `name`.
+    pub fn get_outputs(&self, name: &str) -> Result<Value> {
+        self.outputs
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::value(format!("no outputs for {name:?}: call invoke_stateful first")))
+    }
+
+    fn bytecode_index(&self, c: &Closure) -> Result<Option<u32>> {
+        match &c.callable {
+            Callable::Packed(_) => Ok(None),
+            Callable::Bytecode { index, name } => {
+                let same = self.exe.funcs().get(*index as usize).is_some_and(|f| *f.name == **name && f.kind == FuncKind::Bytecode);
+                let found = if same { Some(*index) } else { self.exe.func_index(name).filter(|i| self.exe.funcs()[*i as usize].kind == FuncKind::Bytecode) };
+                found.map(Some).ok_or_else(|| ErrorKind::UnknownFunction(name.to_string()).into())
+            }
+        }
+    }
+
+    fn check_arity(&self, index: Option<u32>, got: usize) -> Result<()> {
+        if let Some(i) = index {
+            let f = &self.exe.funcs()[i as usize];
+            if f.num_args as usize != got {
+                return Err(Error::arity(&f.name, f.num_args.to_string(), got));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs bytecode function `func` with `args` to completion, unwinding on error.
+    fn run(&mut self, func: u32, args: &[Value], captured: &[Value]) -> Result<Value> {
+        if self.reentry >= self.config.max_reentry {
+            return Err(ErrorKind::StackOverflow(self.config.max_reentry).into());
+        }
+        let depth = self.frames.len();
+        let mark = self.regs.len();
+        self.reentry += 1;
+        let result = self
+            .push_frame(func, usize::MAX, VOID, args.iter().chain(captured).cloned())
+            .and_then(|()| self.run_loop(depth));
+        self.reentry -= 1;
+        if result.is_err() {
+            self.frames.truncate(depth);
+            self.regs.truncate(mark);
+        }
+        result
+    }
+
+    fn push_frame(&mut self, func: u32, ret_pc: usize, dst: u32, args: impl Iterator<Item = Value>) -> Result<()> {
+        let Callee::Bytecode { regs, .. } = self.code.callees[func as usize] else {
+            unreachable!("push_frame is only called for bytecode functions")
+        };
+        if self.frames.len() >= self.config.max_call_depth {
+            return Err(ErrorKind::StackOverflow(self.config.max_call_depth).into());
+        }
+        if let Some(caller) = self.frames.last_mut() {
+            caller.pc = ret_pc;
+            caller.dst = dst;
+        }
+        let base = self.regs.len();
+        self.regs.extend(args);
+        self.regs.resize(base + regs as usize, Value::Null);
+        self.frames.push(Frame { func, base, pc: 0, dst: VOID });
+        Ok(())
+    }
+
+    fn run_loop(&mut self, depth: usize) -> Result<Value> {
+        let code = Arc::clone(&self.code);
+        let top = *self.frames.last().expect("a frame was pushed");
+        let Callee::Bytecode { start, .. } = code.callees[top.func as usize] else { unreachable!() };
+        let mut pc = start as usize;
+        let mut base = top.base;
+        loop {
+            self.steps_left = match self.steps_left.checked_sub(1) {
+                Some(s) => s,
+                None => return Err(self.locate(pc, ErrorKind::StepBudget(self.config.step_budget.unwrap_or(0)).into())),
+            };
+            match code.ops[pc] {
+                Op::Call { func, args, nargs, dst } => {
+                    let operands = &code.operands[args as usize..(args + nargs) as usize];
+                    match &code.callees[func as usize] {
+                        Callee::Packed(f) if self.instrument.is_none() => {
+                            let argv = self.load_args(operands, base);
+                            let ret = f.call(&mut CallCtx::new(self), &argv).map_err(|e| self.locate(pc, e))?;
+                            if dst != VOID {
+                                self.regs[base + dst as usize] = ret;
+                            }
+                            pc += 1;
+                        }
+                        Callee::Bytecode { start, .. } if self.instrument.is_none() => {
+                            self.check_interrupt().map_err(|e| self.locate(pc, e))?;
+                            let argv = self.load_args(operands, base);
+                            self.push_frame(func, pc, dst, argv.into_iter()).map_err(|e| self.locate(pc, e))?;
+                            base = self.frames.last().expect("just pushed").base;
+                            pc = *start as usize;
+                        }
+                        _ => {
+                            let argv = self.load_args(operands, base);
+                            let ret = self.instrumented_call(&code, func, &argv).map_err(|e| self.locate(pc, e))?;
+                            if dst != VOID {
+                                self.regs[base + dst as usize] = ret;
+                            }
+                            pc += 1;
+                        }
+                    }
+                }
+                Op::Ret { result } => {
+                    let value = std::mem::take(&mut self.regs[base + result as usize]);
+                    let done = self.frames.pop().expect("a frame is running");
+                    self.regs.truncate(done.base);
+                    if self.frames.len() == depth {
+                        return Ok(value);
+                    }
+                    let caller = *self.frames.last().expect("a caller frame");
+                    base = caller.base;
+                    pc = caller.pc + 1;
+                    if caller.dst != VOID {
+                        self.regs[base + caller.dst as usize] = value;
+                    }
+                }
+                Op::Goto { target } => {
+                    if (target as usize) <= pc {
+                        self.check_interrupt().map_err(|e| self.locate(pc, e))?;
+                    }
+                    pc = target as usize;
+                }
+                Op::If { cond, false_target } => {
+                    let taken = self.regs[base + cond as usize].truthy().map_err(|e| self.locate(pc, e))?;
+                    pc = if taken { pc + 1 } else { false_target as usize };
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn load_args(&self, operands: &[Operand], base: usize) -> SmallVec<[Value; 8]> {
+        operands
+            .iter()
+            .map(|o| match o {
+                Operand::Reg(r) => self.regs[base + *r as usize].clone(),
+                Operand::Val(v) => v.clone(),
+            })
+            .collect()
+    }
+
+    #[inline]
+    fn check_interrupt(&self) -> Result<()> {
+        if self.interrupt.take() {
+            return Err(ErrorKind::Interrupted.into());
+        }
+        Ok(())
+    }
+
+    /// A call with the instrument hook around it (bytecode callees run nested).
+    #[cold]
+    fn instrumented_call(&mut self, code: &Code, func: u32, args: &[Value]) -> Result<Value> {
+        let fval = &code.func_values[func as usize];
+        let name = self.exe.funcs()[func as usize].name.clone();
+        let mut hook = self.instrument.take().expect("only called with an instrument");
+        let before = hook(&InstrumentCall { func: fval, name: &name, before: true, args, ret: None });
+        self.instrument = Some(hook);
+        if before? == InstrumentAction::Skip {
+            return Ok(Value::Null);
+        }
+        let ret = match &code.callees[func as usize] {
+            Callee::Packed(f) => f.call(&mut CallCtx::new(self), args)?,
+            Callee::Bytecode { .. } => self.run(func, args, &[])?,
+        };
+        if let Some(mut hook) = self.instrument.take() {
+            let after = hook(&InstrumentCall { func: fval, name: &name, before: false, args, ret: Some(&ret) });
+            self.instrument = Some(hook);
+            after?;
+        }
+        Ok(ret)
+    }
+
+    /// Adds the function, instruction and location to an error (once: the innermost wins).
+    #[cold]
+    fn locate(&self, pc: usize, e: Error) -> Error {
+        if matches!(e.kind(), ErrorKind::At { .. }) {
+            return e;
+        }
+        let func = &self.exe.funcs()[self.frames.last().expect("a frame is running").func as usize];
+        ErrorKind::At {
+            func: func.name.clone(),
+            pc: pc - func.start_instr as usize,
+            instr: self.exe.instr_text(pc),
+            location: self.exe.location(pc).map(|l| l.to_string()),
+            source: e,
+        }
+        .into()
+    }
+}
+
+impl VmHandle for VirtualMachine {
+    fn call_closure(&mut self, f: &Closure, args: &[Value]) -> Result<Value> {
+        match self.bytecode_index(f)? {
+            Some(index) => {
+                let got = args.len() + f.captured.len();
+                self.check_arity(Some(index), got)?;
+                self.run(index, args, &f.captured)
+            }
+            None => {
+                let Callable::Packed(p) = &f.callable else { unreachable!("bytecode_index said packed") };
+                let all: SmallVec<[Value; 8]> = args.iter().chain(&f.captured).cloned().collect();
+                p.call(&mut CallCtx::new(self), &all)
+            }
+        }
+    }
+
+    fn device(&self) -> Device {
+        self.device
+    }
+}
+
+impl std::fmt::Debug for VirtualMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "VirtualMachine({:?})", self.exe)
+    }
+}
