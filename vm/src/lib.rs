@@ -34,6 +34,7 @@ pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod executable;
+pub mod format;
 pub mod location;
 pub mod packed;
 pub mod python_dump;

@@ -1,0 +1,1 @@
+//! The binary executable format (`.rvx`): see `docs/format.md`.
