@@ -1,1 +1,25 @@
-//! placeholder
+//! # relaxvm-builder
+//!
+//! Everything that makes [`relaxvm::Executable`]s:
+//!
+//! * [`ExecBuilder`] — TVM's `ExecBuilder`: open a function, emit instructions, `get()` an
+//!   executable. Functions are [checked](check) (with control flow) when they close, and
+//!   registers are renumbered densely when the executable is built.
+//! * [`assemble`] — parses the text form that [`relaxvm::Executable::as_text`] prints back
+//!   into an executable (grammar in `docs/text-format.md`).
+//! * [`npy`] — reads and writes numpy `.npy` files as tensors.
+//! * the `relaxvm` command-line tool (feature `cli`): `asm`, `dis`, `stats`, `verify`, `run`.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod check;
+mod constants;
+pub mod error;
+mod exec_builder;
+mod formalize;
+mod func_table;
+mod text;
+
+pub use check::check_executable;
+pub use error::{BuildError, CheckError, CheckErrorKind};
+pub use exec_builder::{BuildOutput, ExecBuilder};

@@ -1,0 +1,95 @@
+//! The constant pool under construction: equal constants are stored once.
+
+use crate::error::BuildError;
+use relaxvm::Value;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+/// Constants in pool order, with a hash index for deduplication.
+#[derive(Clone, Default)]
+pub(crate) struct ConstantPool {
+    values: Vec<Value>,
+    by_hash: HashMap<u64, Vec<u32>>,
+}
+
+impl ConstantPool {
+    /// The index of a constant equal to `v` ([`Value::same_as`]), adding `v` if there is none.
+    pub fn intern(&mut self, v: Value) -> Result<u32, BuildError> {
+        let h = content_hash(&v).ok_or(BuildError::UnsupportedConstant(v.type_name()))?;
+        let candidates = self.by_hash.entry(h).or_default();
+        if let Some(&i) = candidates.iter().find(|&&i| self.values[i as usize].same_as(&v)) {
+            return Ok(i);
+        }
+        let i =
+            u32::try_from(self.values.len()).map_err(|_| BuildError::UnsupportedConstant("4294967296th constant"))?;
+        candidates.push(i);
+        self.values.push(v);
+        Ok(i)
+    }
+
+    /// The constants, in pool order.
+    pub fn values(&self) -> &[Value] {
+        &self.values
+    }
+}
+
+/// A hash consistent with [`Value::same_as`] for the kinds a constant may be; `None` for the
+/// others (tuples, functions, storage, objects...).
+fn content_hash(v: &Value) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    match v {
+        Value::Null => 0u8.hash(&mut h),
+        Value::Int(i) => (1u8, i).hash(&mut h),
+        Value::Float(x) => (2u8, x.to_bits()).hash(&mut h),
+        Value::Bool(b) => (3u8, b).hash(&mut h),
+        Value::Str(s) => (4u8, &**s).hash(&mut h),
+        Value::Shape(s) => (5u8, s.dims()).hash(&mut h),
+        Value::DType(d) => (6u8, d).hash(&mut h),
+        Value::Device(d) => (7u8, d).hash(&mut h),
+        Value::Tensor(t) => (8u8, t.dtype(), t.shape().dims(), t.contiguous_bytes()).hash(&mut h),
+        _ => return None,
+    }
+    Some(h.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use relaxvm::{DataType, Device, Shape, Tensor};
+
+    #[test]
+    fn equal_constants_share_an_index() {
+        let mut p = ConstantPool::default();
+        let t = |v: Vec<f32>| Value::Tensor(Tensor::from_vec([v.len() as i64], v).unwrap());
+        let items = [
+            Value::Int(1),
+            Value::str("a"),
+            Value::Shape(Shape::from([2, 3])),
+            Value::DType(DataType::F32),
+            t(vec![1.0, 2.0]),
+            Value::Float(1.0),
+            Value::Bool(true),
+            Value::Null,
+            Value::Device(Device::cpu(0)),
+        ];
+        let first: Vec<u32> = items.iter().map(|v| p.intern(v.clone()).unwrap()).collect();
+        assert_eq!(first, (0..items.len() as u32).collect::<Vec<_>>());
+        assert_eq!(p.intern(Value::Int(1)).unwrap(), 0);
+        assert_eq!(p.intern(Value::str("a")).unwrap(), 1);
+        assert_eq!(p.intern(Value::Shape(Shape::from([2, 3]))).unwrap(), 2);
+        assert_eq!(p.intern(Value::DType(DataType::F32)).unwrap(), 3);
+        assert_eq!(p.intern(t(vec![1.0, 2.0])).unwrap(), 4, "tensors by content");
+        assert_eq!(p.intern(t(vec![1.0, 3.0])).unwrap(), items.len() as u32);
+        assert_eq!(p.values().len(), items.len() + 1);
+    }
+
+    #[test]
+    fn non_constant_kinds_are_rejected() {
+        let mut p = ConstantPool::default();
+        let e = p.intern(Value::tuple(vec![Value::Int(1)])).unwrap_err().to_string();
+        assert!(e.contains("a tuple cannot be a constant"), "{e}");
+        assert!(p.intern(Value::VmState).is_err());
+        assert!(p.values().is_empty());
+    }
+}

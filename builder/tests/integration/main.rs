@@ -1,0 +1,6 @@
+//! Integration tests of relaxvm-builder: one binary, one module per concern.
+
+mod builder;
+mod check;
+mod common;
+mod formalize;
