@@ -4,7 +4,7 @@
 use crate::bytecode::{Arg, Instruction};
 use crate::error::{ErrorKind, Result};
 use crate::executable::{Executable, FuncKind};
-use crate::packed::PackedFunc;
+use crate::packed::{BinaryFn, PackedFunc};
 use crate::registry::Registry;
 use crate::value::{Callable, Closure, Value};
 use std::sync::Arc;
@@ -13,9 +13,14 @@ use std::sync::Arc;
 pub(crate) const VOID: u32 = u32::MAX;
 
 /// A decoded instruction; indices were proven in range by the verifier.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub(crate) enum Op {
-    Call { func: u32, args: u32, nargs: u32, dst: u32 },
+    /// A call of a packed function; `args` indexes `operands`.
+    CallPacked { func: u32, args: u32, nargs: u32, dst: u32 },
+    /// A call of a two-argument plain function with operands `a` and `b`.
+    CallBinary { f: BinaryFn, a: u32, b: u32, dst: u32 },
+    /// A call of a bytecode function of this executable.
+    CallBytecode { func: u32, args: u32, nargs: u32, dst: u32 },
     Ret { result: u32 },
     Goto { target: u32 },
     If { cond: u32, false_target: u32 },
@@ -73,13 +78,20 @@ impl Code {
             .instrs()
             .iter()
             .enumerate()
-            .map(|(pc, instr)| decode_op(exe, &func_values, &mut operands, pc, instr))
+            .map(|(pc, instr)| decode_op(exe, &callees, &func_values, &mut operands, pc, instr))
             .collect();
         Ok(Code { ops, operands, callees, func_values })
     }
 }
 
-fn decode_op(exe: &Executable, func_values: &[Value], operands: &mut Vec<Operand>, pc: usize, instr: &Instruction) -> Op {
+fn decode_op(
+    exe: &Executable,
+    callees: &[Callee],
+    func_values: &[Value],
+    operands: &mut Vec<Operand>,
+    pc: usize,
+    instr: &Instruction,
+) -> Op {
     let rel = |off: i64| (pc as i64 + off) as u32;
     match instr {
         Instruction::Call { func, args, dst } => {
@@ -92,7 +104,14 @@ fn decode_op(exe: &Executable, func_values: &[Value], operands: &mut Vec<Operand
                 Arg::Const(c) => Operand::Val(exe.constants()[c as usize].clone()),
                 Arg::Func(f) => Operand::Val(func_values[f as usize].clone()),
             }));
-            Op::Call { func: *func, args: start, nargs: args.len() as u32, dst: dst.unwrap_or(VOID) }
+            let (nargs, dst) = (args.len() as u32, dst.unwrap_or(VOID));
+            match &callees[*func as usize] {
+                Callee::Bytecode { .. } => Op::CallBytecode { func: *func, args: start, nargs, dst },
+                Callee::Packed(p) => match p.as_binary() {
+                    Some(f) if nargs == 2 => Op::CallBinary { f, a: start, b: start + 1, dst },
+                    _ => Op::CallPacked { func: *func, args: start, nargs, dst },
+                },
+            }
         }
         Instruction::Ret { result } => Op::Ret { result: *result },
         Instruction::Goto { offset } => Op::Goto { target: rel(*offset) },

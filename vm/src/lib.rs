@@ -28,6 +28,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod arcstr;
 pub mod bytecode;
 mod code;
 pub mod device;
@@ -47,6 +48,7 @@ pub mod value;
 pub mod verify;
 pub mod vm;
 
+pub use arcstr::ArcStr;
 pub use bytecode::{Arg, Instruction, RegIdx};
 pub use device::{Device, DeviceType};
 pub use dtype::DataType;

@@ -9,11 +9,16 @@ use std::sync::Arc;
 /// The signature every packed function has.
 pub type PackedFnSig = dyn Fn(&mut CallCtx<'_>, &[Value]) -> Result<Value> + Send + Sync;
 
+/// A plain function of two values: the form of hot scalar builtins, which the interpreter
+/// calls directly, without building an argument list.
+pub type BinaryFn = fn(&Value, &Value) -> Result<Value>;
+
 /// A named, shareable packed function.
 #[derive(Clone)]
 pub struct PackedFunc {
     f: Arc<PackedFnSig>,
     name: Arc<str>,
+    binary: Option<BinaryFn>,
 }
 
 /// What a packed function can reach of the VM that calls it (for `vm_state` builtins).
@@ -64,7 +69,24 @@ impl<'a> CallCtx<'a> {
 impl PackedFunc {
     /// A packed function from a closure that may reach the VM through its context.
     pub fn new(name: &str, f: impl Fn(&mut CallCtx<'_>, &[Value]) -> Result<Value> + Send + Sync + 'static) -> Self {
-        PackedFunc { f: Arc::new(f), name: name.into() }
+        PackedFunc { f: Arc::new(f), name: name.into(), binary: None }
+    }
+
+    /// A packed function of exactly two arguments given as a plain function; calls with two
+    /// operands skip argument-list construction in the interpreter.
+    pub fn binary(name: &str, f: BinaryFn) -> Self {
+        let owned: Arc<str> = name.into();
+        let mut p = PackedFunc::new(name, move |_, args| match args {
+            [a, b] => f(a, b),
+            _ => Err(Error::arity(&*owned, "2", args.len())),
+        });
+        p.binary = Some(f);
+        p
+    }
+
+    /// The two-argument plain function, when the function was made with [`PackedFunc::binary`].
+    pub fn as_binary(&self) -> Option<BinaryFn> {
+        self.binary
     }
 
     /// A packed function that does not need the VM.
@@ -187,6 +209,20 @@ mod tests {
         });
         let mut ctx = CallCtx::detached();
         assert!(f.call(&mut ctx, &[Value::Int(1), Value::Int(0)]).is_err());
+    }
+
+    #[test]
+    fn binary_functions_check_arity() {
+        fn add(a: &Value, b: &Value) -> Result<Value> {
+            Ok(Value::Int(a.as_int()? + b.as_int()?))
+        }
+        let f = PackedFunc::binary("b.add", add);
+        assert!(f.as_binary().is_some());
+        let mut ctx = CallCtx::detached();
+        assert_eq!(f.call(&mut ctx, &[Value::Int(1), Value::Int(2)]).unwrap().as_int().unwrap(), 3);
+        let e = f.call(&mut ctx, &[Value::Int(1)]).unwrap_err().to_string();
+        assert!(e.contains("b.add") && e.contains("expected 2"), "{e}");
+        assert!(PackedFunc::typed("t", || 1i64).as_binary().is_none());
     }
 
     #[test]

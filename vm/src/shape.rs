@@ -4,14 +4,14 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
-/// A tuple of dimensions (TVM's `ShapeTuple`). Cloning shares the data.
+/// A tuple of dimensions (TVM's `ShapeTuple`). Cloning shares the data; one pointer wide.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Shape(Arc<[i64]>);
+pub struct Shape(Arc<Vec<i64>>);
 
 impl Shape {
     /// A shape from its dimensions.
-    pub fn new(dims: impl Into<Arc<[i64]>>) -> Self {
-        Shape(dims.into())
+    pub fn new(dims: impl Into<Vec<i64>>) -> Self {
+        Shape(Arc::new(dims.into()))
     }
 
     /// The dimensions.
@@ -40,19 +40,19 @@ impl Deref for Shape {
 
 impl From<Vec<i64>> for Shape {
     fn from(v: Vec<i64>) -> Self {
-        Shape(v.into())
+        Shape(Arc::new(v))
     }
 }
 
 impl From<&[i64]> for Shape {
     fn from(v: &[i64]) -> Self {
-        Shape(v.into())
+        Shape(Arc::new(v.to_vec()))
     }
 }
 
 impl<const N: usize> From<[i64; N]> for Shape {
     fn from(v: [i64; N]) -> Self {
-        Shape(v.as_slice().into())
+        Shape(Arc::new(v.to_vec()))
     }
 }
 

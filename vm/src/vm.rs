@@ -7,12 +7,14 @@
 use crate::code::{Callee, Code, Op, Operand, VOID};
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
+use crate::bytecode::Instruction;
 use crate::executable::{Executable, FuncKind};
 use crate::packed::{CallCtx, PackedFunc, VmHandle};
 use crate::registry::Registry;
 use crate::value::{Callable, Closure, Value};
 use smallvec::SmallVec;
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -23,7 +25,8 @@ pub struct VmConfig {
     pub max_call_depth: usize,
     /// How many times packed functions may re-enter the VM, nested, (each uses native stack).
     pub max_reentry: usize,
-    /// Instructions one top-level invocation may execute; `None` is unlimited.
+    /// Steps one top-level invocation may take, counting every bytecode call and backward
+    /// jump (the points every long-running program passes through); `None` is unlimited.
     pub step_budget: Option<u64>,
 }
 
@@ -92,6 +95,7 @@ pub struct VirtualMachine {
     config: VmConfig,
     frames: Vec<Frame>,
     regs: Vec<Value>,
+    argbuf: Vec<ManuallyDrop<Value>>,
     reentry: usize,
     steps_left: u64,
     interrupt: InterruptHandle,
@@ -118,6 +122,7 @@ impl VirtualMachine {
             config: VmConfig::default(),
             frames: Vec::new(),
             regs: Vec::new(),
+            argbuf: Vec::with_capacity(16),
             reentry: 0,
             steps_left: u64::MAX,
             interrupt: InterruptHandle::default(),
@@ -295,39 +300,47 @@ impl VirtualMachine {
         let Callee::Bytecode { start, .. } = code.callees[top.func as usize] else { unreachable!() };
         let mut pc = start as usize;
         let mut base = top.base;
+        let plain = self.instrument.is_none();
         loop {
-            self.steps_left = match self.steps_left.checked_sub(1) {
-                Some(s) => s,
-                None => return Err(self.locate(pc, ErrorKind::StepBudget(self.config.step_budget.unwrap_or(0)).into())),
-            };
             match code.ops[pc] {
-                Op::Call { func, args, nargs, dst } => {
-                    let operands = &code.operands[args as usize..(args + nargs) as usize];
-                    match &code.callees[func as usize] {
-                        Callee::Packed(f) if self.instrument.is_none() => {
-                            let argv = self.load_args(operands, base);
-                            let ret = f.call(&mut CallCtx::new(self), &argv).map_err(|e| self.locate(pc, e))?;
-                            if dst != VOID {
-                                self.regs[base + dst as usize] = ret;
-                            }
-                            pc += 1;
-                        }
-                        Callee::Bytecode { start, .. } if self.instrument.is_none() => {
-                            self.check_interrupt().map_err(|e| self.locate(pc, e))?;
-                            let argv = self.load_args(operands, base);
-                            self.push_frame(func, pc, dst, argv.into_iter()).map_err(|e| self.locate(pc, e))?;
-                            base = self.frames.last().expect("just pushed").base;
-                            pc = *start as usize;
-                        }
-                        _ => {
-                            let argv = self.load_args(operands, base);
-                            let ret = self.instrumented_call(&code, func, &argv).map_err(|e| self.locate(pc, e))?;
-                            if dst != VOID {
-                                self.regs[base + dst as usize] = ret;
-                            }
-                            pc += 1;
-                        }
+                Op::CallBinary { f, a, b, dst } if plain => {
+                    let ret = f(self.operand(&code, a, base), self.operand(&code, b, base));
+                    let ret = ret.map_err(|e| self.locate(pc, e))?;
+                    if dst != VOID {
+                        set_reg(&mut self.regs[base + dst as usize], ret);
                     }
+                    pc += 1;
+                }
+                Op::CallPacked { func, args, nargs, dst } if plain => {
+                    let Callee::Packed(f) = &code.callees[func as usize] else { unreachable!("decoded as packed") };
+                    let operands = &code.operands[args as usize..(args + nargs) as usize];
+                    // One reused buffer of borrowed arguments: no allocation and no
+                    // reference-count traffic per call in steady state.
+                    let mut argv = std::mem::take(&mut self.argbuf);
+                    self.borrow_args_into(operands, base, &mut argv);
+                    let ret = f.call(&mut CallCtx::new(self), as_values(&argv));
+                    argv.clear();
+                    self.argbuf = argv;
+                    let ret = ret.map_err(|e| self.locate(pc, e))?;
+                    if dst != VOID {
+                        set_reg(&mut self.regs[base + dst as usize], ret);
+                    }
+                    pc += 1;
+                }
+                Op::CallBytecode { func, args, nargs, dst } if plain => {
+                    self.count_step().map_err(|e| self.locate(pc, e))?;
+                    let Callee::Bytecode { start, .. } = code.callees[func as usize] else { unreachable!("decoded as bytecode") };
+                    let argv = self.load_args(&code.operands[args as usize..(args + nargs) as usize], base);
+                    self.push_frame(func, pc, dst, argv.into_iter()).map_err(|e| self.locate(pc, e))?;
+                    base = self.frames.last().expect("just pushed").base;
+                    pc = start as usize;
+                }
+                Op::CallPacked { .. } | Op::CallBinary { .. } | Op::CallBytecode { .. } => {
+                    let ret = self.instrumented_call(&code, pc, base).map_err(|e| self.locate(pc, e))?;
+                    if let Some(dst) = self.exe.instrs()[pc].writes() {
+                        set_reg(&mut self.regs[base + dst as usize], ret);
+                    }
+                    pc += 1;
                 }
                 Op::Ret { result } => {
                     let value = std::mem::take(&mut self.regs[base + result as usize]);
@@ -340,12 +353,12 @@ impl VirtualMachine {
                     base = caller.base;
                     pc = caller.pc + 1;
                     if caller.dst != VOID {
-                        self.regs[base + caller.dst as usize] = value;
+                        set_reg(&mut self.regs[base + caller.dst as usize], value);
                     }
                 }
                 Op::Goto { target } => {
                     if (target as usize) <= pc {
-                        self.check_interrupt().map_err(|e| self.locate(pc, e))?;
+                        self.count_step().map_err(|e| self.locate(pc, e))?;
                     }
                     pc = target as usize;
                 }
@@ -357,28 +370,76 @@ impl VirtualMachine {
         }
     }
 
+    /// Fills `out` with bitwise copies of the arguments, without touching reference counts.
     #[inline]
-    fn load_args(&self, operands: &[Operand], base: usize) -> SmallVec<[Value; 8]> {
-        operands
-            .iter()
-            .map(|o| match o {
-                Operand::Reg(r) => self.regs[base + *r as usize].clone(),
-                Operand::Val(v) => v.clone(),
-            })
-            .collect()
+    fn borrow_args_into(&self, operands: &[Operand], base: usize, out: &mut Vec<ManuallyDrop<Value>>) {
+        for o in operands {
+            let v = match o {
+                Operand::Reg(r) => &self.regs[base + *r as usize],
+                Operand::Val(v) => v,
+            };
+            // SAFETY: the copy is never dropped (ManuallyDrop) and lives only for one packed call,
+            // during which its source stays alive and unmodified: constants are held by `code`,
+            // and the calling frame's registers are not written while the callee runs (re-entrant
+            // calls only push and pop frames above it; moving the register Vec moves the handles,
+            // not the objects they point to). The callee sees `&[Value]`, so keeping a value
+            // requires a clone, which takes a proper reference.
+            out.push(ManuallyDrop::new(unsafe { std::ptr::read(v) }));
+        }
     }
 
     #[inline]
-    fn check_interrupt(&self) -> Result<()> {
+    fn load_args_into(&self, operands: &[Operand], base: usize, out: &mut Vec<Value>) {
+        for o in operands {
+            out.push(match o {
+                Operand::Reg(r) => self.regs[base + *r as usize].clone(),
+                Operand::Val(v) => v.clone(),
+            });
+        }
+    }
+
+    fn load_args(&self, operands: &[Operand], base: usize) -> SmallVec<[Value; 8]> {
+        let mut v = Vec::with_capacity(operands.len());
+        self.load_args_into(operands, base, &mut v);
+        v.into()
+    }
+
+    #[inline]
+    fn operand<'a>(&'a self, code: &'a Code, index: u32, base: usize) -> &'a Value {
+        match &code.operands[index as usize] {
+            Operand::Reg(r) => &self.regs[base + *r as usize],
+            Operand::Val(v) => v,
+        }
+    }
+
+    /// Called at every backward jump and bytecode call, the points every long run passes
+    /// through: checks the interrupt flag and the step budget.
+    #[inline]
+    fn count_step(&mut self) -> Result<()> {
         if self.interrupt.take() {
             return Err(ErrorKind::Interrupted.into());
+        }
+        match self.steps_left.checked_sub(1) {
+            Some(s) => self.steps_left = s,
+            None => return Err(ErrorKind::StepBudget(self.config.step_budget.unwrap_or(0)).into()),
         }
         Ok(())
     }
 
     /// A call with the instrument hook around it (bytecode callees run nested).
     #[cold]
-    fn instrumented_call(&mut self, code: &Code, func: u32, args: &[Value]) -> Result<Value> {
+    fn instrumented_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<Value> {
+        let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
+        let args = match code.ops[pc] {
+            Op::CallPacked { args, nargs, .. } | Op::CallBytecode { args, nargs, .. } => {
+                self.load_args(&code.operands[args as usize..(args + nargs) as usize], base)
+            }
+            Op::CallBinary { a, b, .. } => {
+                [a, b].iter().map(|i| self.operand(code, *i, base).clone()).collect()
+            }
+            _ => unreachable!("a call"),
+        };
+        let args = &args[..];
         let fval = &code.func_values[func as usize];
         let name = self.exe.funcs()[func as usize].name.clone();
         let mut hook = self.instrument.take().expect("only called with an instrument");
@@ -415,6 +476,39 @@ impl VirtualMachine {
         }
         .into()
     }
+}
+
+/// Writes a register, moving the value as two word-sized loads and stores.
+///
+/// A plain move compiles to a 16-byte vector load of a value that the callee had just stored
+/// as two 8-byte words, which defeats store-to-load forwarding and stalled every call; moving
+/// it word by word keeps the loads the same width as the stores.
+#[inline(always)]
+fn set_reg(slot: &mut Value, v: Value) {
+    type Word = std::mem::MaybeUninit<u64>;
+    const _: () = assert!(std::mem::size_of::<Value>() == 2 * std::mem::size_of::<u64>());
+    let v = ManuallyDrop::new(v);
+    let src = (&*v as *const Value).cast::<Word>();
+    // SAFETY: `Value` is exactly two words (asserted above) and `src` points to an initialised
+    // value; reading its words as `MaybeUninit` is sound even where they hold padding. Volatile
+    // keeps the two reads from being merged into one wide load.
+    let (w0, w1) = unsafe { (src.read_volatile(), src.add(1).read_volatile()) };
+    let old = std::mem::replace(slot, Value::Null);
+    let dst = (slot as *mut Value).cast::<Word>();
+    // SAFETY: `slot` holds a valid (trivially droppable) Null, which we overwrite with the bits
+    // of `v`, whose ownership moves here (`v` is never dropped: ManuallyDrop).
+    unsafe {
+        dst.write(w0);
+        dst.add(1).write(w1);
+    }
+    drop(old);
+}
+
+/// Views borrowed argument copies as values.
+#[inline]
+fn as_values(args: &[ManuallyDrop<Value>]) -> &[Value] {
+    // SAFETY: `ManuallyDrop<T>` is `repr(transparent)` over `T`, so the slices have one layout.
+    unsafe { std::slice::from_raw_parts(args.as_ptr().cast::<Value>(), args.len()) }
 }
 
 impl VmHandle for VirtualMachine {

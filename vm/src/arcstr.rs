@@ -1,0 +1,86 @@
+//! A shared immutable string one pointer wide, so that [`Value`](crate::Value) stays 16 bytes.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// A reference-counted string behind a thin pointer. Derefs to `str`.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct ArcStr(Arc<String>);
+
+impl ArcStr {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Deref for ArcStr {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for ArcStr {
+    fn from(s: &str) -> Self {
+        ArcStr(Arc::new(s.to_owned()))
+    }
+}
+
+impl From<String> for ArcStr {
+    fn from(s: String) -> Self {
+        ArcStr(Arc::new(s))
+    }
+}
+
+impl From<&String> for ArcStr {
+    fn from(s: &String) -> Self {
+        ArcStr(Arc::new(s.clone()))
+    }
+}
+
+impl From<Arc<str>> for ArcStr {
+    fn from(s: Arc<str>) -> Self {
+        ArcStr(Arc::new(s.to_string()))
+    }
+}
+
+impl fmt::Display for ArcStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ArcStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.0.as_str(), f)
+    }
+}
+
+impl PartialEq<str> for ArcStr {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for ArcStr {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thin_and_string_like() {
+        assert_eq!(std::mem::size_of::<ArcStr>(), std::mem::size_of::<usize>());
+        let s = ArcStr::from("abc");
+        assert_eq!(&*s, "abc");
+        assert_eq!(s, "abc");
+        assert_eq!(format!("{s} {s:?}"), "abc \"abc\"");
+        assert_eq!(ArcStr::from(String::from("x")).len(), 1);
+    }
+}
