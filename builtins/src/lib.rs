@@ -1,1 +1,125 @@
-//! placeholder
+//! # relaxvm-builtins
+//!
+//! The `vm.builtin.*` and `vm.op.*` packed-function library of relaxvm, with Apache TVM's
+//! Relax VM names and argument conventions:
+//!
+//! | module | builtins |
+//! |---|---|
+//! | [`shape_heap`] | `alloc_shape_heap`, `shape_of`, `store_shape`, `load_shape`, `match_shape`, `make_shape`, `match_prim_value`, `make_prim_value`, `tensor_to_shape` |
+//! | [`checks`] | `check_tensor_info`, `check_shape_info`, `check_tuple_info`, `check_prim_value_info`, `check_func_info` |
+//! | [`memory`] | `alloc_storage`, `alloc_tensor`, `reshape`, `copy`, `move`, `null_value`, `ensure_zero_offset`, `to_device` |
+//! | [`data`] | `make_tuple`, `tuple_getitem`, `read_if_cond`, `print`, `make_closure`, `invoke_closure` |
+//! | [`scalar`] | `vm.builtin.int.*`, `vm.builtin.float.*` |
+//! | [`tensor_ops`] | `vm.op.{add,sub,mul,div,maximum,minimum,neg,exp,sqrt,relu,sum,matmul}` |
+//!
+//! Install them once per process, then build VMs as usual:
+//!
+//! ```
+//! use relaxvm::{registry, CallCtx, Value};
+//! relaxvm_builtins::ensure_registered();
+//! let add = registry::get_global("vm.builtin.int.add").unwrap();
+//! let sum = add.call(&mut CallCtx::detached(), &[Value::Int(2), Value::Int(3)]).unwrap();
+//! assert_eq!(sum.as_int().unwrap(), 5);
+//! ```
+//!
+//! Or fill a registry value of your own with [`register_all`].
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod args;
+pub mod checks;
+pub mod data;
+pub mod memory;
+pub mod scalar;
+pub mod shape_heap;
+mod table;
+pub mod tensor_ops;
+
+use relaxvm::{Registry, Result};
+use std::sync::Once;
+use table::Builtin;
+
+/// Every builtin of every module, in registration order.
+fn all() -> impl Iterator<Item = &'static Builtin> {
+    [
+        shape_heap::BUILTINS,
+        checks::BUILTINS,
+        memory::BUILTINS,
+        data::BUILTINS,
+        scalar::BUILTINS,
+        tensor_ops::BUILTINS,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+/// Registers every builtin in `reg`. A name that `reg` already holds is an error
+/// (`AlreadyRegistered`); builtins before it stay registered.
+pub fn register_all(reg: &mut Registry) -> Result<()> {
+    for b in all() {
+        reg.register(b.packed(), false)?;
+    }
+    Ok(())
+}
+
+/// Installs every builtin into the process-wide registry, once; later calls do nothing.
+///
+/// A name already registered there (e.g. a user's override registered earlier) is kept.
+/// Call this before `VirtualMachine::new` so that executables find the builtins.
+pub fn ensure_registered() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let mut reg = relaxvm::registry::global_mut();
+        for b in all() {
+            if !reg.contains(b.name) {
+                // Cannot fail: the name is not registered (checked above, under the lock).
+                let _ = reg.register(b.packed(), false);
+            }
+        }
+    });
+}
+
+/// The name of every builtin this crate provides, in registration order.
+pub fn builtin_names() -> Vec<&'static str> {
+    all().map(|b| b.name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn names_are_unique_and_registered() {
+        let names = builtin_names();
+        let unique: HashSet<_> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "duplicate builtin names");
+        let mut reg = Registry::new();
+        register_all(&mut reg).unwrap();
+        assert_eq!(reg.names().collect::<Vec<_>>(), names);
+        for n in &names {
+            assert!(
+                n.starts_with("vm.builtin.") || n.starts_with("vm.op."),
+                "{n}"
+            );
+        }
+    }
+
+    #[test]
+    fn register_all_twice_is_an_error() {
+        let mut reg = Registry::new();
+        register_all(&mut reg).unwrap();
+        let e = register_all(&mut reg).unwrap_err().to_string();
+        assert!(e.contains("already registered"), "{e}");
+    }
+
+    #[test]
+    fn ensure_registered_is_idempotent() {
+        ensure_registered();
+        ensure_registered();
+        let reg = relaxvm::registry::global();
+        for n in builtin_names() {
+            assert!(reg.contains(n), "{n}");
+        }
+    }
+}

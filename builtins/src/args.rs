@@ -1,0 +1,234 @@
+//! Argument checking shared by the builtins: counts, types and ranges. Every error names the
+//! builtin, what it expected and what it found.
+
+use relaxvm::{DataType, Error, ErrorKind, Result, Shape, Tensor, Value};
+
+/// Fails unless exactly `n` arguments were passed.
+#[inline]
+pub(crate) fn arity(name: &str, args: &[Value], n: usize) -> Result<()> {
+    if args.len() != n {
+        return Err(Error::arity(name, n.to_string(), args.len()));
+    }
+    Ok(())
+}
+
+/// Fails unless between `min` and `max` arguments (inclusive) were passed.
+pub(crate) fn arity_range(name: &str, args: &[Value], min: usize, max: usize) -> Result<()> {
+    if args.len() < min || args.len() > max {
+        return Err(Error::arity(name, format!("{min} to {max}"), args.len()));
+    }
+    Ok(())
+}
+
+/// Fails unless at least `min` arguments were passed.
+pub(crate) fn arity_at_least(name: &str, args: &[Value], min: usize) -> Result<()> {
+    if args.len() < min {
+        return Err(Error::arity(name, format!("at least {min}"), args.len()));
+    }
+    Ok(())
+}
+
+/// A type mismatch for argument `i` (described by `what`) of builtin `name`.
+#[cold]
+pub(crate) fn type_err(name: &str, i: usize, what: &str, expected: &str, found: &Value) -> Error {
+    Error::type_mismatch(
+        format!("{expected} as argument {i} ({what}) of {name}"),
+        found.describe(),
+    )
+}
+
+/// A value error whose message starts with the builtin's name.
+#[cold]
+pub(crate) fn value_err(name: &str, msg: impl std::fmt::Display) -> Error {
+    Error::value(format!("{name}: {msg}"))
+}
+
+/// Adds the builtin's name to an error raised by the core runtime (allocation, view, shape
+/// errors), whatever its kind.
+#[cold]
+pub(crate) fn in_builtin(name: &str, e: Error) -> Error {
+    match e.into_kind() {
+        ErrorKind::Alloc { bytes, reason } => Error::alloc(bytes, format!("{reason} (in {name})")),
+        ErrorKind::Index { what, index, len } => {
+            Error::index(format!("{what} (in {name})"), index, len)
+        }
+        ErrorKind::Arithmetic(m) => Error::arithmetic(format!("{name}: {m}")),
+        other => Error::from(other).context(name),
+    }
+}
+
+/// Argument `i` as an integer (bools count, as in TVM).
+pub(crate) fn int(name: &str, args: &[Value], i: usize, what: &str) -> Result<i64> {
+    match args.get(i) {
+        Some(Value::Int(v)) => Ok(*v),
+        Some(Value::Bool(b)) => Ok(i64::from(*b)),
+        Some(other) => Err(type_err(name, i, what, "int", other)),
+        None => Err(Error::arity(
+            name,
+            format!("at least {}", i + 1),
+            args.len(),
+        )),
+    }
+}
+
+/// Argument `i` as a tensor.
+pub(crate) fn tensor<'a>(
+    name: &str,
+    args: &'a [Value],
+    i: usize,
+    what: &str,
+) -> Result<&'a Tensor> {
+    match args.get(i) {
+        Some(Value::Tensor(t)) => Ok(t),
+        Some(other) => Err(type_err(name, i, what, "tensor", other)),
+        None => Err(Error::arity(
+            name,
+            format!("at least {}", i + 1),
+            args.len(),
+        )),
+    }
+}
+
+/// Argument `i` as a shape.
+pub(crate) fn shape<'a>(name: &str, args: &'a [Value], i: usize, what: &str) -> Result<&'a Shape> {
+    match args.get(i) {
+        Some(Value::Shape(s)) => Ok(s),
+        Some(other) => Err(type_err(name, i, what, "shape", other)),
+        None => Err(Error::arity(
+            name,
+            format!("at least {}", i + 1),
+            args.len(),
+        )),
+    }
+}
+
+/// Argument `i` as an optional string: null (or a missing trailing argument) is `None`.
+pub(crate) fn opt_str<'a>(
+    name: &str,
+    args: &'a [Value],
+    i: usize,
+    what: &str,
+) -> Result<Option<&'a str>> {
+    match args.get(i) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Str(s)) => Ok(Some(s)),
+        Some(other) => Err(type_err(name, i, what, "str or null", other)),
+    }
+}
+
+/// Argument `i` as an optional data type: null, `"void"`, `"handle"` and `""` mean any.
+pub(crate) fn opt_dtype(
+    name: &str,
+    args: &[Value],
+    i: usize,
+    what: &str,
+) -> Result<Option<DataType>> {
+    match args.get(i) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::DType(d)) => Ok(Some(*d)),
+        Some(Value::Str(s)) if matches!(&**s, "" | "void" | "handle") => Ok(None),
+        Some(Value::Str(s)) => s.parse().map(Some).map_err(|e| in_builtin(name, e)),
+        Some(other) => Err(type_err(name, i, what, "dtype, dtype name or null", other)),
+    }
+}
+
+/// Argument `i` as a data type.
+pub(crate) fn dtype(name: &str, args: &[Value], i: usize, what: &str) -> Result<DataType> {
+    match args.get(i) {
+        Some(Value::DType(d)) => Ok(*d),
+        Some(Value::Str(s)) => s.parse().map_err(|e| in_builtin(name, e)),
+        Some(other) => Err(type_err(name, i, what, "dtype or dtype name", other)),
+        None => Err(Error::arity(
+            name,
+            format!("at least {}", i + 1),
+            args.len(),
+        )),
+    }
+}
+
+/// Checks that argument `i` is the VM-state register (`%vm`); null is accepted too, for calls
+/// made from outside a VM.
+pub(crate) fn vm_state(name: &str, args: &[Value], i: usize) -> Result<()> {
+    match args.get(i) {
+        Some(Value::VmState | Value::Null) => Ok(()),
+        Some(other) => Err(type_err(
+            name,
+            i,
+            "the VM state",
+            "vm_state (%vm) or null",
+            other,
+        )),
+        None => Err(Error::arity(
+            name,
+            format!("at least {}", i + 1),
+            args.len(),
+        )),
+    }
+}
+
+/// `err_ctx` as a message prefix: `"ctx: "`, or nothing.
+pub(crate) fn ctx_prefix(err_ctx: Option<&str>) -> String {
+    match err_ctx {
+        Some(c) if !c.is_empty() => format!("{c}: "),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_builtin_expected_and_found() {
+        let args = [Value::str("x")];
+        let e = int("vm.t", &args, 0, "size").unwrap_err().to_string();
+        assert!(
+            e.contains("vm.t") && e.contains("expected int") && e.contains("found str"),
+            "{e}"
+        );
+        let e = tensor("vm.t", &args, 1, "x").unwrap_err().to_string();
+        assert!(e.contains("vm.t") && e.contains("at least 2"), "{e}");
+        let e = arity_range("vm.t", &args, 2, 3).unwrap_err().to_string();
+        assert!(
+            e.contains("vm.t") && e.contains("2 to 3") && e.contains("got 1"),
+            "{e}"
+        );
+        assert!(arity_at_least("vm.t", &args, 2).is_err());
+        assert!(vm_state("vm.t", &args, 0).is_err());
+        assert!(vm_state("vm.t", &[Value::VmState], 0).is_ok());
+    }
+
+    #[test]
+    fn optional_dtype_and_string() {
+        let args = [
+            Value::Null,
+            Value::str("void"),
+            Value::str("float32"),
+            Value::str("nope"),
+            Value::Int(1),
+        ];
+        assert_eq!(opt_dtype("f", &args, 0, "d").unwrap(), None);
+        assert_eq!(opt_dtype("f", &args, 1, "d").unwrap(), None);
+        assert_eq!(opt_dtype("f", &args, 2, "d").unwrap(), Some(DataType::F32));
+        let e = opt_dtype("f", &args, 3, "d").unwrap_err().to_string();
+        assert!(e.starts_with("f: ") && e.contains("nope"), "{e}");
+        assert!(opt_dtype("f", &args, 4, "d").is_err());
+        assert_eq!(opt_str("f", &args, 9, "s").unwrap(), None);
+        assert!(opt_str("f", &args, 4, "s").is_err());
+        assert_eq!(ctx_prefix(Some("x")), "x: ");
+        assert_eq!(ctx_prefix(Some("")), "");
+    }
+
+    #[test]
+    fn in_builtin_names_the_builtin_for_every_kind() {
+        for e in [
+            Error::alloc(8, "too big"),
+            Error::index("heap", 3, 2),
+            Error::arithmetic("x"),
+            Error::value("v"),
+        ] {
+            let s = in_builtin("vm.b", e).to_string();
+            assert!(s.contains("vm.b"), "{s}");
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! Scalar arithmetic and comparisons on ints and floats: what loop counters and shape
+//! computations use, so they are on the hot path.
+//!
+//! `vm.builtin.int.{add,sub,mul,floordiv,floormod,min,max}` take two ints (bools count as 0/1)
+//! and return an int; overflow and division by zero are arithmetic errors. `floordiv` and
+//! `floormod` round toward negative infinity, as Python's `//` and `%` do.
+//! `vm.builtin.int.{lt,le,gt,ge,eq,ne}` return a bool.
+//!
+//! `vm.builtin.float.{add,sub,mul,div,min,max}` take two floats (ints and bools convert) and
+//! return a float with IEEE semantics (`1.0 / 0.0` is `inf`, as in TVM's generated code);
+//! `vm.builtin.float.{lt,le,gt,ge,eq,ne}` return a bool (false for NaN, except `ne`).
+//!
+//! The fast path of each is one slice pattern on `[Value::Int, Value::Int]` (or floats): no
+//! allocation and no formatting unless the call fails.
+
+use crate::args::{self, type_err};
+use crate::table::{builtin, Builtin};
+use relaxvm::{Error, Result, Value};
+
+/// The builtins of this module.
+pub(crate) const BUILTINS: &[Builtin] = &[
+    builtin!("vm.builtin.int.add", int_add),
+    builtin!("vm.builtin.int.sub", int_sub),
+    builtin!("vm.builtin.int.mul", int_mul),
+    builtin!("vm.builtin.int.floordiv", int_floordiv),
+    builtin!("vm.builtin.int.floormod", int_floormod),
+    builtin!("vm.builtin.int.min", int_min),
+    builtin!("vm.builtin.int.max", int_max),
+    builtin!("vm.builtin.int.lt", int_lt),
+    builtin!("vm.builtin.int.le", int_le),
+    builtin!("vm.builtin.int.gt", int_gt),
+    builtin!("vm.builtin.int.ge", int_ge),
+    builtin!("vm.builtin.int.eq", int_eq),
+    builtin!("vm.builtin.int.ne", int_ne),
+    builtin!("vm.builtin.float.add", float_add),
+    builtin!("vm.builtin.float.sub", float_sub),
+    builtin!("vm.builtin.float.mul", float_mul),
+    builtin!("vm.builtin.float.div", float_div),
+    builtin!("vm.builtin.float.min", float_min),
+    builtin!("vm.builtin.float.max", float_max),
+    builtin!("vm.builtin.float.lt", float_lt),
+    builtin!("vm.builtin.float.le", float_le),
+    builtin!("vm.builtin.float.gt", float_gt),
+    builtin!("vm.builtin.float.ge", float_ge),
+    builtin!("vm.builtin.float.eq", float_eq),
+    builtin!("vm.builtin.float.ne", float_ne),
+];
+
+/// `a // b` rounded toward negative infinity; `None` on division by zero or overflow.
+#[inline]
+pub fn floordiv(a: i64, b: i64) -> Option<i64> {
+    let q = a.checked_div(b)?;
+    // The remainder of a successful division is exact (MIN % -1 has already been excluded).
+    if a % b != 0 && ((a < 0) != (b < 0)) {
+        Some(q - 1)
+    } else {
+        Some(q)
+    }
+}
+
+/// `a % b` with the sign of `b`; `None` on division by zero.
+#[inline]
+pub fn floormod(a: i64, b: i64) -> Option<i64> {
+    if b == -1 {
+        return Some(0);
+    }
+    let r = a.checked_rem(b)?;
+    if r != 0 && ((r < 0) != (b < 0)) {
+        Some(r + b)
+    } else {
+        Some(r)
+    }
+}
+
+/// The slow path of an int builtin: arity and type errors, bools as ints, and the error for
+/// a failed operation.
+#[cold]
+#[inline(never)]
+fn int_slow(
+    name: &str,
+    symbol: &str,
+    args: &[Value],
+    op: impl Fn(i64, i64) -> Option<Value>,
+) -> Result<Value> {
+    args::arity(name, args, 2)?;
+    let int = |i: usize| match &args[i] {
+        Value::Int(v) => Ok(*v),
+        Value::Bool(b) => Ok(i64::from(*b)),
+        other => Err(type_err(
+            name,
+            i,
+            if i == 0 { "lhs" } else { "rhs" },
+            "int",
+            other,
+        )),
+    };
+    let (a, b) = (int(0)?, int(1)?);
+    op(a, b).ok_or_else(|| {
+        if b == 0 && matches!(symbol, "//" | "%") {
+            Error::arithmetic(format!("{name}: division by zero ({a} {symbol} {b})"))
+        } else {
+            Error::arithmetic(format!("{name}: {a} {symbol} {b} overflows int64"))
+        }
+    })
+}
+
+/// Defines an int builtin from an operation `|a, b| -> Option<Value>`.
+macro_rules! int_op {
+    ($fname:ident, $symbol:literal, |$a:ident, $b:ident| $body:expr) => {
+        #[inline]
+        fn $fname(name: &'static str, args: &[Value]) -> Result<Value> {
+            if let [Value::Int($a), Value::Int($b)] = args {
+                let ($a, $b) = (*$a, *$b);
+                if let Some(v) = $body {
+                    return Ok(v);
+                }
+            }
+            int_slow(name, $symbol, args, |$a, $b| $body)
+        }
+    };
+}
+
+int_op!(int_add, "+", |a, b| a.checked_add(b).map(Value::Int));
+int_op!(int_sub, "-", |a, b| a.checked_sub(b).map(Value::Int));
+int_op!(int_mul, "*", |a, b| a.checked_mul(b).map(Value::Int));
+int_op!(int_floordiv, "//", |a, b| floordiv(a, b).map(Value::Int));
+int_op!(int_floormod, "%", |a, b| floormod(a, b).map(Value::Int));
+int_op!(int_min, "min", |a, b| Some(Value::Int(a.min(b))));
+int_op!(int_max, "max", |a, b| Some(Value::Int(a.max(b))));
+int_op!(int_lt, "<", |a, b| Some(Value::Bool(a < b)));
+int_op!(int_le, "<=", |a, b| Some(Value::Bool(a <= b)));
+int_op!(int_gt, ">", |a, b| Some(Value::Bool(a > b)));
+int_op!(int_ge, ">=", |a, b| Some(Value::Bool(a >= b)));
+int_op!(int_eq, "==", |a, b| Some(Value::Bool(a == b)));
+int_op!(int_ne, "!=", |a, b| Some(Value::Bool(a != b)));
+
+/// The slow path of a float builtin: arity and type errors, and ints/bools as floats.
+#[cold]
+#[inline(never)]
+fn float_slow(name: &str, args: &[Value], op: impl Fn(f64, f64) -> Value) -> Result<Value> {
+    args::arity(name, args, 2)?;
+    let float = |i: usize| match &args[i] {
+        Value::Float(v) => Ok(*v),
+        Value::Int(v) => Ok(*v as f64),
+        Value::Bool(b) => Ok(f64::from(u8::from(*b))),
+        other => Err(type_err(
+            name,
+            i,
+            if i == 0 { "lhs" } else { "rhs" },
+            "float",
+            other,
+        )),
+    };
+    Ok(op(float(0)?, float(1)?))
+}
+
+/// Defines a float builtin from an operation `|a, b| -> Value`.
+macro_rules! float_op {
+    ($fname:ident, |$a:ident, $b:ident| $body:expr) => {
+        #[inline]
+        fn $fname(name: &'static str, args: &[Value]) -> Result<Value> {
+            if let [Value::Float($a), Value::Float($b)] = args {
+                let ($a, $b) = (*$a, *$b);
+                return Ok($body);
+            }
+            float_slow(name, args, |$a, $b| $body)
+        }
+    };
+}
+
+float_op!(float_add, |a, b| Value::Float(a + b));
+float_op!(float_sub, |a, b| Value::Float(a - b));
+float_op!(float_mul, |a, b| Value::Float(a * b));
+float_op!(float_div, |a, b| Value::Float(a / b));
+float_op!(float_min, |a, b| Value::Float(
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.min(b)
+    }
+));
+float_op!(float_max, |a, b| Value::Float(
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+));
+float_op!(float_lt, |a, b| Value::Bool(a < b));
+float_op!(float_le, |a, b| Value::Bool(a <= b));
+float_op!(float_gt, |a, b| Value::Bool(a > b));
+float_op!(float_ge, |a, b| Value::Bool(a >= b));
+float_op!(float_eq, |a, b| Value::Bool(a == b));
+float_op!(float_ne, |a, b| Value::Bool(a != b));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use relaxvm::{CallCtx, ErrorKind};
+
+    fn call(name: &str, a: Value, b: Value) -> Result<Value> {
+        let f = BUILTINS
+            .iter()
+            .find(|f| f.name == name)
+            .expect("known builtin");
+        f.packed().call(&mut CallCtx::detached(), &[a, b])
+    }
+
+    fn int(name: &str, a: i64, b: i64) -> Result<i64> {
+        call(
+            &format!("vm.builtin.int.{name}"),
+            Value::Int(a),
+            Value::Int(b),
+        )
+        .map(|v| v.as_int().unwrap())
+    }
+
+    #[test]
+    fn python_floor_semantics() {
+        for (a, b) in [
+            (7, 2),
+            (-7, 2),
+            (7, -2),
+            (-7, -2),
+            (6, 3),
+            (-6, 3),
+            (0, -5),
+            (i64::MIN, 1),
+            (i64::MIN, -2),
+            (i64::MAX, -1),
+        ] {
+            let q = a.div_euclid(b) - if b < 0 && a.rem_euclid(b) != 0 { 1 } else { 0 };
+            assert_eq!(int("floordiv", a, b).unwrap(), q, "{a} // {b}");
+            assert_eq!(int("floormod", a, b).unwrap(), a - q * b, "{a} % {b}");
+        }
+        assert_eq!(int("floordiv", -7, 2).unwrap(), -4);
+        assert_eq!(int("floormod", -7, 2).unwrap(), 1);
+        assert_eq!(int("floormod", 7, -2).unwrap(), -1);
+        assert_eq!(int("floormod", i64::MIN, -1).unwrap(), 0);
+    }
+
+    #[test]
+    fn overflow_and_division_by_zero_are_errors() {
+        for (op, a, b) in [
+            ("add", i64::MAX, 1),
+            ("sub", i64::MIN, 1),
+            ("mul", i64::MAX, 2),
+            ("floordiv", i64::MIN, -1),
+        ] {
+            let e = int(op, a, b).unwrap_err();
+            assert!(matches!(e.kind(), ErrorKind::Arithmetic(_)), "{e}");
+            assert!(
+                e.to_string().contains(&format!("vm.builtin.int.{op}"))
+                    && e.to_string().contains("overflows"),
+                "{e}"
+            );
+        }
+        for op in ["floordiv", "floormod"] {
+            let e = int(op, 1, 0).unwrap_err().to_string();
+            assert!(e.contains("division by zero") && e.contains(op), "{e}");
+        }
+    }
+
+    #[test]
+    fn ints_compare_and_accept_bools() {
+        assert_eq!(int("add", 2, 3).unwrap(), 5);
+        assert_eq!(int("min", -2, 3).unwrap(), -2);
+        assert_eq!(int("max", -2, 3).unwrap(), 3);
+        let cmp = |op: &str, a, b| {
+            call(
+                &format!("vm.builtin.int.{op}"),
+                Value::Int(a),
+                Value::Int(b),
+            )
+            .unwrap()
+            .truthy()
+            .unwrap()
+        };
+        assert!(
+            cmp("lt", 1, 2)
+                && cmp("le", 2, 2)
+                && cmp("gt", 3, 2)
+                && cmp("ge", 2, 2)
+                && cmp("eq", 2, 2)
+                && cmp("ne", 1, 2)
+        );
+        assert!(!cmp("lt", 2, 2));
+        assert_eq!(
+            call("vm.builtin.int.add", Value::Bool(true), Value::Int(1))
+                .unwrap()
+                .as_int()
+                .unwrap(),
+            2
+        );
+        let e = call("vm.builtin.int.add", Value::Float(1.0), Value::Int(1))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("vm.builtin.int.add")
+                && e.contains("expected int")
+                && e.contains("found float 1.0"),
+            "{e}"
+        );
+        let f = BUILTINS
+            .iter()
+            .find(|f| f.name == "vm.builtin.int.add")
+            .unwrap()
+            .packed();
+        let e = f
+            .call(&mut CallCtx::detached(), &[Value::Int(1)])
+            .unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Arity { .. }), "{e}");
+    }
+
+    #[test]
+    fn floats_follow_ieee() {
+        let f = |op: &str, a: f64, b: f64| {
+            call(
+                &format!("vm.builtin.float.{op}"),
+                Value::Float(a),
+                Value::Float(b),
+            )
+            .unwrap()
+        };
+        assert_eq!(f("add", 1.5, 2.0).as_float().unwrap(), 3.5);
+        assert_eq!(f("sub", 1.5, 2.0).as_float().unwrap(), -0.5);
+        assert_eq!(f("mul", 1.5, 2.0).as_float().unwrap(), 3.0);
+        assert_eq!(f("div", 1.0, 0.0).as_float().unwrap(), f64::INFINITY);
+        assert!(f("div", 0.0, 0.0).as_float().unwrap().is_nan());
+        assert!(f("max", f64::NAN, 0.0).as_float().unwrap().is_nan());
+        assert_eq!(f("min", -1.0, 0.0).as_float().unwrap(), -1.0);
+        assert!(!f("lt", f64::NAN, 1.0).truthy().unwrap());
+        assert!(!f("eq", f64::NAN, f64::NAN).truthy().unwrap());
+        assert!(f("ne", f64::NAN, f64::NAN).truthy().unwrap());
+        assert!(
+            f("le", 1.0, 1.0).truthy().unwrap()
+                && f("ge", 1.0, 1.0).truthy().unwrap()
+                && f("gt", 2.0, 1.0).truthy().unwrap()
+        );
+        assert_eq!(
+            call("vm.builtin.float.add", Value::Int(1), Value::Float(0.5))
+                .unwrap()
+                .as_float()
+                .unwrap(),
+            1.5
+        );
+        assert!(call("vm.builtin.float.add", Value::str("1"), Value::Float(0.5)).is_err());
+    }
+}

@@ -1,0 +1,704 @@
+//! The shape heap: a 1-D `int64` tensor in which programs keep symbolic dimensions, and the
+//! builtins that fill it from tensors and shapes and build shapes and values from it.
+//!
+//! | builtin | arguments | result |
+//! |---|---|---|
+//! | `vm.builtin.alloc_shape_heap` | `(size)` or `(%vm, size)` | a zeroed `int64` tensor of `size` slots |
+//! | `vm.builtin.shape_of` | `(tensor)` | its shape |
+//! | `vm.builtin.store_shape` | `(shape, heap, idx...)` | null; `heap[idx_i] = shape[i]` |
+//! | `vm.builtin.load_shape` | `(heap, idx...)` | the shape `(heap[idx_0], ...)` |
+//! | `vm.builtin.match_shape` | `(value, heap, ndim, (code, v)*ndim, err_ctx)` | null |
+//! | `vm.builtin.make_shape` | `(heap, ndim, (code, v)*ndim)` | a shape |
+//! | `vm.builtin.match_prim_value` | `(value, heap, code, v, err_ctx)` | null |
+//! | `vm.builtin.make_prim_value` | `(heap, code, v)` | an int |
+//! | `vm.builtin.tensor_to_shape` | `(tensor)` | the shape held by a 1-D integer tensor |
+//!
+//! Match codes (TVM's `MatchShapeCode`): 0 the dimension must equal the immediate `v`; 1 store
+//! the dimension in `heap[v]`; 2 no-op; 3 the dimension must equal `heap[v]`. Make codes
+//! (`MakeShapeCode`): 0 the immediate `v`; 1 `heap[v]`. The heap may be null when no code
+//! touches it. A mismatch is a value error that starts with `err_ctx`.
+
+use crate::args::{self, ctx_prefix, in_builtin, type_err, value_err};
+use crate::table::{builtin, Builtin};
+use crate::tensor_ops::num::Num;
+use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, Result, Shape, Storage, Tensor, Value};
+
+/// The builtins of this module.
+pub(crate) const BUILTINS: &[Builtin] = &[
+    builtin!("vm.builtin.alloc_shape_heap", ctx alloc_shape_heap),
+    builtin!("vm.builtin.shape_of", shape_of),
+    builtin!("vm.builtin.store_shape", store_shape),
+    builtin!("vm.builtin.load_shape", load_shape),
+    builtin!("vm.builtin.match_shape", match_shape),
+    builtin!("vm.builtin.make_shape", make_shape),
+    builtin!("vm.builtin.match_prim_value", match_prim_value),
+    builtin!("vm.builtin.make_prim_value", make_prim_value),
+    builtin!("vm.builtin.tensor_to_shape", tensor_to_shape),
+];
+
+/// A shape heap argument: a 1-D `int64` tensor, or null when the program has none.
+struct Heap<'a> {
+    name: &'static str,
+    tensor: Option<&'a Tensor>,
+}
+
+impl<'a> Heap<'a> {
+    /// Argument `i` of `args` as a heap.
+    fn arg(name: &'static str, args: &'a [Value], i: usize) -> Result<Self> {
+        match args.get(i) {
+            Some(Value::Null) => Ok(Heap { name, tensor: None }),
+            Some(Value::Tensor(t)) if t.dtype() == DataType::I64 && t.ndim() == 1 => Ok(Heap {
+                name,
+                tensor: Some(t),
+            }),
+            Some(other) => Err(type_err(
+                name,
+                i,
+                "shape heap",
+                "1-D int64 tensor or null",
+                other,
+            )),
+            None => Err(Error::arity(
+                name,
+                format!("at least {}", i + 1),
+                args.len(),
+            )),
+        }
+    }
+
+    /// The byte offset of slot `idx` in the heap's storage.
+    fn slot(&self, idx: i64) -> Result<(&'a Tensor, usize)> {
+        let t = self.tensor.ok_or_else(|| {
+            value_err(
+                self.name,
+                format!("reading or writing slot {idx} needs a shape heap, found null"),
+            )
+        })?;
+        let len = t.numel();
+        let out_of_range = || Error::index(format!("shape heap (in {})", self.name), idx, len);
+        let i = usize::try_from(idx)
+            .ok()
+            .filter(|i| *i < len)
+            .ok_or_else(out_of_range)?;
+        let stride = usize::try_from(t.strides().first().copied().unwrap_or(1))
+            .map_err(|_| out_of_range())?;
+        let offset = i
+            .checked_mul(stride)
+            .and_then(|e| e.checked_mul(8))
+            .and_then(|b| b.checked_add(t.byte_offset()))
+            .ok_or_else(out_of_range)?;
+        Ok((t, offset))
+    }
+
+    /// `heap[idx]`.
+    fn load(&self, idx: i64) -> Result<i64> {
+        let (t, offset) = self.slot(idx)?;
+        let bytes = t
+            .storage()
+            .bytes()
+            .get(offset..offset + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok());
+        bytes.map(i64::from_ne_bytes).ok_or_else(|| {
+            Error::index(
+                format!("shape heap storage (in {})", self.name),
+                idx,
+                t.numel(),
+            )
+        })
+    }
+
+    /// `heap[idx] = value`.
+    fn store(&self, idx: i64, value: i64) -> Result<()> {
+        let (t, offset) = self.slot(idx)?;
+        t.storage()
+            .write(offset, &value.to_ne_bytes())
+            .map_err(|e| in_builtin(self.name, e))
+    }
+}
+
+/// `alloc_shape_heap(size)` or `alloc_shape_heap(%vm, size)`: a zeroed int64 tensor.
+fn alloc_shape_heap(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    args::arity_range(name, args, 1, 2)?;
+    if args.len() == 2 {
+        args::vm_state(name, args, 0)?;
+    }
+    let i = args.len() - 1;
+    let size = match &args[i] {
+        Value::Shape(s) if s.len() == 1 => s[0],
+        Value::Int(n) => *n,
+        other => {
+            return Err(type_err(
+                name,
+                i,
+                "heap size",
+                "int or one-element shape",
+                other,
+            ))
+        }
+    };
+    if size < 0 {
+        return Err(value_err(
+            name,
+            format!("the heap size must be non-negative, found {size}"),
+        ));
+    }
+    let storage = Storage::alloc_checked(i128::from(size) * 8, ctx.device())
+        .map_err(|e| in_builtin(name, e))?;
+    let heap = Tensor::from_parts(storage, 0, Shape::from([size]), None, DataType::I64)
+        .map_err(|e| in_builtin(name, e))?;
+    Ok(Value::Tensor(heap))
+}
+
+/// `shape_of(tensor)`: the tensor's shape.
+fn shape_of(name: &'static str, args: &[Value]) -> Result<Value> {
+    args::arity(name, args, 1)?;
+    Ok(Value::Shape(
+        args::tensor(name, args, 0, "tensor")?.shape().clone(),
+    ))
+}
+
+/// `store_shape(shape, heap, idx_0, ..., idx_{n-1})`: `heap[idx_i] = shape[i]`.
+fn store_shape(name: &'static str, args: &[Value]) -> Result<Value> {
+    args::arity_at_least(name, args, 2)?;
+    let shape = args::shape(name, args, 0, "shape")?;
+    let heap = Heap::arg(name, args, 1)?;
+    if args.len() - 2 != shape.len() {
+        return Err(value_err(
+            name,
+            format!(
+                "expected one heap index per dimension of shape {shape} ({}), found {}",
+                shape.len(),
+                args.len() - 2
+            ),
+        ));
+    }
+    for (k, dim) in shape.iter().enumerate() {
+        let idx = args::int(name, args, k + 2, "heap index")?;
+        heap.store(idx, *dim)?;
+    }
+    Ok(Value::Null)
+}
+
+/// `load_shape(heap, idx...)`: the shape `(heap[idx_0], heap[idx_1], ...)`.
+fn load_shape(name: &'static str, args: &[Value]) -> Result<Value> {
+    args::arity_at_least(name, args, 1)?;
+    let heap = Heap::arg(name, args, 0)?;
+    let dims = (1..args.len())
+        .map(|k| heap.load(args::int(name, args, k, "heap index")?))
+        .collect::<Result<Vec<i64>>>()?;
+    Ok(Value::Shape(dims.into()))
+}
+
+/// The number of `(code, value)` pairs a call announces, checked against the argument count
+/// (`fixed` arguments before the pairs, plus `trailing_max` optional ones after).
+fn pair_count(name: &str, args: &[Value], ndim_at: usize, trailing_max: usize) -> Result<usize> {
+    let ndim = args::int(name, args, ndim_at, "ndim")?;
+    let pairs = usize::try_from(ndim)
+        .ok()
+        .filter(|n| n.checked_mul(2).is_some_and(|p| p <= args.len()))
+        .ok_or_else(|| {
+            value_err(
+                name,
+                format!("ndim must be a non-negative count of (code, value) pairs that were passed, found {ndim} with {} arguments", args.len()),
+            )
+        })?;
+    let min = ndim_at + 1 + 2 * pairs;
+    if args.len() < min || args.len() > min + trailing_max {
+        let expected = if trailing_max == 0 {
+            min.to_string()
+        } else {
+            format!("{min} to {}", min + trailing_max)
+        };
+        return Err(Error::arity(
+            name,
+            format!("{expected} (ndim = {pairs})"),
+            args.len(),
+        ));
+    }
+    Ok(pairs)
+}
+
+/// Applies one match code to a runtime dimension `actual`.
+fn match_one(
+    name: &'static str,
+    heap: &Heap<'_>,
+    code: i64,
+    v: i64,
+    actual: i64,
+    err_ctx: Option<&str>,
+    what: &str,
+) -> Result<()> {
+    match code {
+        0 if actual == v => Ok(()),
+        0 => Err(value_err(
+            name,
+            format!("{}match_cast error: {what} = {actual}, but the specified constant is {v}", ctx_prefix(err_ctx)),
+        )),
+        1 => heap.store(v, actual),
+        2 => Ok(()),
+        3 => {
+            let expected = heap.load(v)?;
+            if expected == actual {
+                Ok(())
+            } else {
+                Err(value_err(
+                    name,
+                    format!(
+                        "{}match_cast error: {what} = {actual}, but a previous match set it to {expected} (shape heap slot {v})",
+                        ctx_prefix(err_ctx)
+                    ),
+                ))
+            }
+        }
+        other => Err(value_err(name, format!("unknown match code {other}: expected 0 (assert equal to immediate), 1 (store to heap), 2 (no-op) or 3 (assert equal to heap slot)"))),
+    }
+}
+
+/// `match_shape(value, heap, ndim, (code, v)*ndim, err_ctx)`: checks and records the dimensions
+/// of a tensor or shape.
+fn match_shape(name: &'static str, args: &[Value]) -> Result<Value> {
+    args::arity_at_least(name, args, 3)?;
+    let pairs = pair_count(name, args, 2, 1)?;
+    let err_ctx = args::opt_str(name, args, 3 + 2 * pairs, "err_ctx")?;
+    let dims: &[i64] = match &args[0] {
+        Value::Tensor(t) => t.shape(),
+        Value::Shape(s) => s,
+        other => return Err(type_err(name, 0, "value", "tensor or shape", other)),
+    };
+    let heap = Heap::arg(name, args, 1)?;
+    if dims.len() != pairs {
+        return Err(value_err(
+            name,
+            format!(
+                "{}match_cast error: expected {pairs} dimensions, found {} (shape {})",
+                ctx_prefix(err_ctx),
+                dims.len(),
+                Shape::from(dims)
+            ),
+        ));
+    }
+    for (i, actual) in dims.iter().enumerate() {
+        let code = args::int(name, args, 3 + 2 * i, "match code")?;
+        let v = args::int(name, args, 4 + 2 * i, "match value")?;
+        match_one(
+            name,
+            &heap,
+            code,
+            v,
+            *actual,
+            err_ctx,
+            &format!("shape[{i}]"),
+        )?;
+    }
+    Ok(Value::Null)
+}
+
+/// Applies one make code.
+fn make_one(name: &'static str, heap: &Heap<'_>, code: i64, v: i64) -> Result<i64> {
+    match code {
+        0 => Ok(v),
+        1 => heap.load(v),
+        other => Err(value_err(
+            name,
+            format!("unknown make code {other}: expected 0 (immediate) or 1 (load from heap)"),
+        )),
+    }
+}
+
+/// `make_shape(heap, ndim, (code, v)*ndim)`: a shape of immediates and heap slots.
+fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
+    args::arity_at_least(name, args, 2)?;
+    let pairs = pair_count(name, args, 1, 0)?;
+    let heap = Heap::arg(name, args, 0)?;
+    let dims = (0..pairs)
+        .map(|i| {
+            let code = args::int(name, args, 2 + 2 * i, "make code")?;
+            make_one(
+                name,
+                &heap,
+                code,
+                args::int(name, args, 3 + 2 * i, "make value")?,
+            )
+        })
+        .collect::<Result<Vec<i64>>>()?;
+    Ok(Value::Shape(dims.into()))
+}
+
+/// `match_prim_value(value, heap, code, v, err_ctx)`: `match_shape` for one integer.
+fn match_prim_value(name: &'static str, args: &[Value]) -> Result<Value> {
+    args::arity_range(name, args, 4, 5)?;
+    let value = args::int(name, args, 0, "value")?;
+    let heap = Heap::arg(name, args, 1)?;
+    let code = args::int(name, args, 2, "match code")?;
+    let v = args::int(name, args, 3, "match value")?;
+    let err_ctx = args::opt_str(name, args, 4, "err_ctx")?;
+    match_one(name, &heap, code, v, value, err_ctx, "the value")?;
+    Ok(Value::Null)
+}
+
+/// `make_prim_value(heap, code, v)`: an immediate or a heap slot, as an int.
+fn make_prim_value(name: &'static str, args: &[Value]) -> Result<Value> {
+    args::arity(name, args, 3)?;
+    let heap = Heap::arg(name, args, 0)?;
+    let code = args::int(name, args, 1, "make code")?;
+    Ok(Value::Int(make_one(
+        name,
+        &heap,
+        code,
+        args::int(name, args, 2, "make value")?,
+    )?))
+}
+
+/// `tensor_to_shape(tensor)`: the dimensions held by a 1-D integer tensor.
+fn tensor_to_shape(name: &'static str, args: &[Value]) -> Result<Value> {
+    args::arity(name, args, 1)?;
+    let t = args::tensor(name, args, 0, "tensor")?;
+    let integral = !t.dtype().is_float() && t.dtype() != DataType::Bool;
+    if t.ndim() != 1 || !integral {
+        return Err(value_err(
+            name,
+            format!(
+                "expected a 1-D integer tensor, found {}",
+                Value::Tensor(t.clone()).describe()
+            ),
+        ));
+    }
+    let dims = dispatch_dtype!(t.dtype(), T => to_i64s::<T>(name, t)?);
+    Ok(Value::Shape(dims.into()))
+}
+
+/// The elements of an integer tensor as `i64`, failing for values beyond `i64` (`uint64`).
+fn to_i64s<T: Num>(name: &str, t: &Tensor) -> Result<Vec<i64>> {
+    let view = t.view::<T>().map_err(|e| in_builtin(name, e))?;
+    view.iter()
+        .map(|x| {
+            x.to_int()
+                .ok_or_else(|| value_err(name, format!("dimension {x} does not fit in int64")))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::Builtin;
+
+    fn call(name: &str, args: &[Value]) -> Result<Value> {
+        let b: &Builtin = BUILTINS
+            .iter()
+            .find(|b| b.name == name)
+            .expect("known builtin");
+        b.packed().call(&mut CallCtx::detached(), args)
+    }
+
+    fn heap(n: i64) -> Value {
+        call("vm.builtin.alloc_shape_heap", &[Value::Int(n)]).unwrap()
+    }
+
+    #[test]
+    fn design_doc_store_and_load() {
+        let h = heap(2);
+        let x = Value::Tensor(Tensor::zeros([32, 16], DataType::F32, Default::default()).unwrap());
+        let s = call("vm.builtin.shape_of", &[x]).unwrap();
+        call(
+            "vm.builtin.store_shape",
+            &[s, h.clone(), Value::Int(0), Value::Int(1)],
+        )
+        .unwrap();
+        let out = call(
+            "vm.builtin.load_shape",
+            &[h.clone(), Value::Int(1), Value::Int(0)],
+        )
+        .unwrap();
+        assert_eq!(out.as_shape().unwrap().dims(), &[16, 32]);
+        let with_vm = call(
+            "vm.builtin.alloc_shape_heap",
+            &[Value::VmState, Value::Int(3)],
+        )
+        .unwrap();
+        assert_eq!(with_vm.as_tensor().unwrap().shape().dims(), &[3]);
+    }
+
+    #[test]
+    fn match_and_make() {
+        let h = heap(4);
+        let s = Value::Shape([8, 4, 9].into());
+        let args = [
+            s.clone(),
+            h.clone(),
+            Value::Int(3),
+            0.into(),
+            8.into(),
+            1.into(),
+            2.into(),
+            2.into(),
+            0.into(),
+            Value::str("ctx"),
+        ];
+        call("vm.builtin.match_shape", &args).unwrap();
+        assert_eq!(
+            call(
+                "vm.builtin.make_prim_value",
+                &[h.clone(), 1.into(), 2.into()]
+            )
+            .unwrap()
+            .as_int()
+            .unwrap(),
+            4
+        );
+        let again = [
+            s.clone(),
+            h.clone(),
+            Value::Int(3),
+            2.into(),
+            0.into(),
+            3.into(),
+            2.into(),
+            2.into(),
+            0.into(),
+            Value::Null,
+        ];
+        call("vm.builtin.match_shape", &again).unwrap();
+        let bad = [
+            Value::Shape([8, 5, 9].into()),
+            h.clone(),
+            Value::Int(3),
+            2.into(),
+            0.into(),
+            3.into(),
+            2.into(),
+            2.into(),
+            0.into(),
+            Value::str("my_fn"),
+        ];
+        let e = call("vm.builtin.match_shape", &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("my_fn") && e.contains("shape[1] = 5") && e.contains("set it to 4"),
+            "{e}"
+        );
+        let made = call(
+            "vm.builtin.make_shape",
+            &[h.clone(), 2.into(), 1.into(), 2.into(), 0.into(), 7.into()],
+        )
+        .unwrap();
+        assert_eq!(made.as_shape().unwrap().dims(), &[4, 7]);
+        let immediate_only = call(
+            "vm.builtin.make_shape",
+            &[Value::Null, 1.into(), 0.into(), 5.into()],
+        )
+        .unwrap();
+        assert_eq!(immediate_only.as_shape().unwrap().dims(), &[5]);
+    }
+
+    #[test]
+    fn match_errors() {
+        let h = heap(1);
+        let t = Value::Tensor(Tensor::zeros([2], DataType::F32, Default::default()).unwrap());
+        let e = call(
+            "vm.builtin.match_shape",
+            &[
+                t.clone(),
+                h.clone(),
+                1.into(),
+                0.into(),
+                3.into(),
+                Value::str("c"),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("c: match_cast error: shape[0] = 2") && e.contains("constant is 3"),
+            "{e}"
+        );
+        let e = call(
+            "vm.builtin.match_shape",
+            &[
+                t.clone(),
+                h.clone(),
+                2.into(),
+                0.into(),
+                2.into(),
+                0.into(),
+                1.into(),
+                Value::Null,
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("expected 2 dimensions, found 1"), "{e}");
+        let e = call(
+            "vm.builtin.match_shape",
+            &[t.clone(), h.clone(), 1.into(), 9.into(), 0.into()],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("unknown match code 9"), "{e}");
+        let e = call(
+            "vm.builtin.match_shape",
+            &[t.clone(), h.clone(), 1.into(), 1.into(), 5.into()],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("index 5 out of range") && e.contains("match_shape"),
+            "{e}"
+        );
+        let e = call(
+            "vm.builtin.match_shape",
+            &[t.clone(), Value::Null, 1.into(), 1.into(), 0.into()],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("needs a shape heap, found null"), "{e}");
+        for ndim in [-1, i64::MAX, 5] {
+            assert!(call(
+                "vm.builtin.match_shape",
+                &[t.clone(), h.clone(), ndim.into(), 0.into(), 2.into()]
+            )
+            .is_err());
+        }
+        assert!(call(
+            "vm.builtin.match_shape",
+            &[Value::Int(1), h.clone(), 0.into()]
+        )
+        .is_err());
+        call(
+            "vm.builtin.match_prim_value",
+            &[5.into(), h.clone(), 1.into(), 0.into(), Value::Null],
+        )
+        .unwrap();
+        call(
+            "vm.builtin.match_prim_value",
+            &[5.into(), h.clone(), 3.into(), 0.into()],
+        )
+        .unwrap();
+        let e = call(
+            "vm.builtin.match_prim_value",
+            &[6.into(), h.clone(), 3.into(), 0.into(), Value::str("pv")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("pv: match_cast error: the value = 6"), "{e}");
+        assert!(call(
+            "vm.builtin.make_prim_value",
+            &[h.clone(), 2.into(), 0.into()]
+        )
+        .is_err());
+        assert!(call(
+            "vm.builtin.make_prim_value",
+            &[Value::Null, 1.into(), 0.into()]
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn heap_errors() {
+        let h = heap(2);
+        assert!(call("vm.builtin.alloc_shape_heap", &[Value::Int(-1)]).is_err());
+        let e = call("vm.builtin.alloc_shape_heap", &[Value::Int(i64::MAX)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cannot allocate") && e.contains("alloc_shape_heap"),
+            "{e}"
+        );
+        assert!(call(
+            "vm.builtin.alloc_shape_heap",
+            &[Value::Int(1), Value::Int(1)]
+        )
+        .is_err());
+        assert_eq!(
+            call("vm.builtin.alloc_shape_heap", &[Value::Shape([0].into())])
+                .unwrap()
+                .as_tensor()
+                .unwrap()
+                .numel(),
+            0
+        );
+        let e = call("vm.builtin.load_shape", &[h.clone(), Value::Int(2)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "index 2 out of range for shape heap (in vm.builtin.load_shape) of length 2"
+            ),
+            "{e}"
+        );
+        assert!(call("vm.builtin.load_shape", &[h.clone(), Value::Int(-1)]).is_err());
+        assert!(call("vm.builtin.load_shape", &[h.clone(), Value::Int(i64::MIN)]).is_err());
+        let s = Value::Shape([1, 2].into());
+        assert!(call(
+            "vm.builtin.store_shape",
+            &[s.clone(), h.clone(), Value::Int(0)]
+        )
+        .is_err());
+        assert!(call(
+            "vm.builtin.store_shape",
+            &[s.clone(), h.clone(), 0.into(), 5.into()]
+        )
+        .is_err());
+        let f32_heap =
+            Value::Tensor(Tensor::zeros([2], DataType::F32, Default::default()).unwrap());
+        let e = call("vm.builtin.store_shape", &[s, f32_heap, 0.into(), 1.into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("1-D int64 tensor") && e.contains("float32"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn strided_heap_writes_the_right_slots() {
+        let base = Tensor::from_vec([4], vec![0i64; 4]).unwrap();
+        let strided = Tensor::from_parts(
+            base.storage().clone(),
+            8,
+            [2].into(),
+            Some(vec![2]),
+            DataType::I64,
+        )
+        .unwrap();
+        call(
+            "vm.builtin.store_shape",
+            &[
+                Value::Shape([7, 9].into()),
+                Value::Tensor(strided),
+                0.into(),
+                1.into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(base.to_vec::<i64>().unwrap(), vec![0, 7, 0, 9]);
+    }
+
+    #[test]
+    fn tensor_to_shape_converts_integer_tensors() {
+        for t in [
+            Tensor::from_vec([2], vec![3i32, 4]).unwrap(),
+            Tensor::from_vec([2], vec![3u8, 4]).unwrap(),
+            Tensor::from_vec([2], vec![3i64, 4]).unwrap(),
+        ] {
+            let s = call("vm.builtin.tensor_to_shape", &[Value::Tensor(t)]).unwrap();
+            assert_eq!(s.as_shape().unwrap().dims(), &[3, 4]);
+        }
+        let big = Tensor::from_vec([1], vec![u64::MAX]).unwrap();
+        assert!(call("vm.builtin.tensor_to_shape", &[Value::Tensor(big)]).is_err());
+        let exact = Tensor::from_vec([1], vec![i64::MAX]).unwrap();
+        let s = call("vm.builtin.tensor_to_shape", &[Value::Tensor(exact)]).unwrap();
+        assert_eq!(s.as_shape().unwrap().dims(), &[i64::MAX]);
+        assert!(call(
+            "vm.builtin.tensor_to_shape",
+            &[Value::Tensor(Tensor::from_vec([1], vec![1.0f32]).unwrap())]
+        )
+        .is_err());
+        assert!(call(
+            "vm.builtin.tensor_to_shape",
+            &[Value::Tensor(Tensor::scalar(1i64))]
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,40 @@
+//! The table each module declares its builtins in: one name, one function, one source of truth
+//! for `register_all`, `ensure_registered` and `builtin_names`.
+
+use relaxvm::PackedFunc;
+
+/// One builtin: its registered name and how to make its packed function.
+pub(crate) struct Builtin {
+    /// The registered name, e.g. `vm.builtin.shape_of`.
+    pub(crate) name: &'static str,
+    /// Makes the packed function; it is handed `name` so errors can quote it.
+    pub(crate) make: fn(&'static str) -> PackedFunc,
+}
+
+impl Builtin {
+    /// The packed function of this builtin.
+    pub(crate) fn packed(&self) -> PackedFunc {
+        (self.make)(self.name)
+    }
+}
+
+/// `builtin!("vm.builtin.x", f)` for `fn f(name: &'static str, args: &[Value]) -> Result<Value>`;
+/// `builtin!("vm.builtin.x", ctx f)` for `fn f(name, ctx: &mut CallCtx, args) -> Result<Value>`.
+///
+/// The function is a fn item called inside a closure, so it is inlined: a call costs one
+/// indirect jump (through the `PackedFunc`), which matters for the scalar builtins.
+macro_rules! builtin {
+    ($name:literal, ctx $f:path) => {
+        $crate::table::Builtin {
+            name: $name,
+            make: |n| relaxvm::PackedFunc::new(n, move |ctx, args| $f(n, ctx, args)),
+        }
+    };
+    ($name:literal, $f:path) => {
+        $crate::table::Builtin {
+            name: $name,
+            make: |n| relaxvm::PackedFunc::from_fn(n, move |args| $f(n, args)),
+        }
+    };
+}
+pub(crate) use builtin;

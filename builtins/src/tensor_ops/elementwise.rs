@@ -1,0 +1,427 @@
+//! Elementwise operators: binary with broadcasting, and unary.
+//!
+//! The same-shape contiguous case (and tensor-with-scalar) is a tight loop over slices that
+//! the compiler vectorises; other shapes go through ndarray's broadcasting `Zip`.
+
+use super::num::{dispatch_float, Float, Num};
+use super::promote::float_for;
+use super::{
+    broadcast_shapes, numel, operand_array, operands_type, shaped, tensor_value, try_vec, Operand,
+};
+use crate::args::{self, value_err};
+use ndarray::{ArrayD, ArrayViewD, IxDyn, Zip};
+use relaxvm::{dispatch_dtype, DataType, Error, Result, Value};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Binary {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Maximum,
+    Minimum,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unary {
+    Neg,
+    Exp,
+    Sqrt,
+    Relu,
+}
+
+/// `vm.op.add(a, b)`.
+pub(crate) fn add(name: &'static str, args: &[Value]) -> Result<Value> {
+    binary(name, args, Binary::Add)
+}
+
+/// `vm.op.sub(a, b)`.
+pub(crate) fn sub(name: &'static str, args: &[Value]) -> Result<Value> {
+    binary(name, args, Binary::Sub)
+}
+
+/// `vm.op.mul(a, b)`.
+pub(crate) fn mul(name: &'static str, args: &[Value]) -> Result<Value> {
+    binary(name, args, Binary::Mul)
+}
+
+/// `vm.op.div(a, b)`: true division.
+pub(crate) fn div(name: &'static str, args: &[Value]) -> Result<Value> {
+    binary(name, args, Binary::Div)
+}
+
+/// `vm.op.maximum(a, b)`.
+pub(crate) fn maximum(name: &'static str, args: &[Value]) -> Result<Value> {
+    binary(name, args, Binary::Maximum)
+}
+
+/// `vm.op.minimum(a, b)`.
+pub(crate) fn minimum(name: &'static str, args: &[Value]) -> Result<Value> {
+    binary(name, args, Binary::Minimum)
+}
+
+/// `vm.op.neg(a)`.
+pub(crate) fn neg(name: &'static str, args: &[Value]) -> Result<Value> {
+    unary(name, args, Unary::Neg)
+}
+
+/// `vm.op.exp(a)`.
+pub(crate) fn exp(name: &'static str, args: &[Value]) -> Result<Value> {
+    unary(name, args, Unary::Exp)
+}
+
+/// `vm.op.sqrt(a)`.
+pub(crate) fn sqrt(name: &'static str, args: &[Value]) -> Result<Value> {
+    unary(name, args, Unary::Sqrt)
+}
+
+/// `vm.op.relu(a)`.
+pub(crate) fn relu(name: &'static str, args: &[Value]) -> Result<Value> {
+    unary(name, args, Unary::Relu)
+}
+
+fn binary(name: &'static str, args: &[Value], op: Binary) -> Result<Value> {
+    args::arity(name, args, 2)?;
+    let ops = [
+        Operand::arg(name, args, 0, "lhs")?,
+        Operand::arg(name, args, 1, "rhs")?,
+    ];
+    let dtype = operands_type(name, &ops)?;
+    let shape = broadcast_shapes(name, &ops[0].shape(), &ops[1].shape())?;
+    if op == Binary::Div {
+        let fd = float_for_division(dtype);
+        return dispatch_float!(fd, T => float_binary::<T>(name, &ops, &shape),
+            _ => Err(Error::value(format!("{name}: internal error: {fd} is not a float type"))));
+    }
+    if op == Binary::Sub && dtype == DataType::Bool {
+        return Err(value_err(
+            name,
+            "subtracting booleans is not supported (as in numpy); use logical xor",
+        ));
+    }
+    dispatch_dtype!(dtype, T => num_binary::<T>(name, op, &ops, &shape))
+}
+
+/// True division computes integers and bools in `float64`, as numpy does.
+fn float_for_division(d: DataType) -> DataType {
+    if d.is_float() {
+        d
+    } else {
+        DataType::F64
+    }
+}
+
+fn num_binary<T: Num>(
+    name: &str,
+    op: Binary,
+    ops: &[Operand<'_>; 2],
+    shape: &[usize],
+) -> Result<Value> {
+    let x = operand_array::<T>(name, &ops[0])?;
+    let y = operand_array::<T>(name, &ops[1])?;
+    let (x, y) = (x.view(), y.view());
+    let out = match op {
+        Binary::Add => zip_map(name, &x, &y, shape, T::plus)?,
+        Binary::Sub => zip_map(name, &x, &y, shape, T::minus)?,
+        Binary::Mul => zip_map(name, &x, &y, shape, T::times)?,
+        Binary::Maximum => zip_map(name, &x, &y, shape, T::maximum)?,
+        Binary::Minimum => zip_map(name, &x, &y, shape, T::minimum)?,
+        Binary::Div => {
+            return Err(Error::value(format!(
+                "{name}: internal error: division reached the integer kernel"
+            )))
+        }
+    };
+    Ok(tensor_value(out))
+}
+
+fn float_binary<T: Float>(name: &str, ops: &[Operand<'_>; 2], shape: &[usize]) -> Result<Value> {
+    let x = operand_array::<T>(name, &ops[0])?;
+    let y = operand_array::<T>(name, &ops[1])?;
+    Ok(tensor_value(zip_map(
+        name,
+        &x.view(),
+        &y.view(),
+        shape,
+        T::quotient,
+    )?))
+}
+
+/// `f(x, y)` for every element of the broadcast shape `shape`.
+pub(crate) fn zip_map<T: Copy, U: Num>(
+    name: &str,
+    x: &ArrayViewD<'_, T>,
+    y: &ArrayViewD<'_, T>,
+    shape: &[usize],
+    f: impl Fn(T, T) -> U,
+) -> Result<ArrayD<U>> {
+    let n = numel(name, shape)?;
+    // Fast paths: standard-layout operands of the full size or of one element lay their
+    // elements out exactly as the result does.
+    if let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice()) {
+        let mut out = try_vec(name, n)?;
+        if xs.len() == n && ys.len() == n {
+            out.extend(xs.iter().zip(ys).map(|(p, q)| f(*p, *q)));
+        } else if xs.len() == n && ys.len() == 1 {
+            let q = ys[0];
+            out.extend(xs.iter().map(|p| f(*p, q)));
+        } else if xs.len() == 1 && ys.len() == n {
+            let p = xs[0];
+            out.extend(ys.iter().map(|q| f(p, *q)));
+        }
+        if out.len() == n {
+            return shaped(name, shape, out);
+        }
+    }
+    let bad = || {
+        value_err(
+            name,
+            format!(
+                "cannot broadcast operands of shapes {:?} and {:?} to {shape:?}",
+                x.shape(),
+                y.shape()
+            ),
+        )
+    };
+    let xb = x.broadcast(IxDyn(shape)).ok_or_else(bad)?;
+    let yb = y.broadcast(IxDyn(shape)).ok_or_else(bad)?;
+    let mut data = try_vec(name, n)?;
+    data.resize(n, U::ZERO);
+    let mut out = shaped(name, shape, data)?;
+    Zip::from(&mut out)
+        .and(&xb)
+        .and(&yb)
+        .for_each(|o, p, q| *o = f(*p, *q));
+    Ok(out)
+}
+
+fn unary(name: &'static str, args: &[Value], op: Unary) -> Result<Value> {
+    args::arity(name, args, 1)?;
+    let x = Operand::arg(name, args, 0, "operand")?;
+    let dtype = operands_type(name, &[x])?;
+    match op {
+        Unary::Neg if dtype == DataType::Bool => Err(value_err(
+            name,
+            "negating booleans is not supported (as in numpy); use logical not",
+        )),
+        Unary::Neg => dispatch_dtype!(dtype, T => num_unary::<T>(name, &x, T::negate)),
+        Unary::Relu => dispatch_dtype!(dtype, T => num_unary::<T>(name, &x, T::relu)),
+        Unary::Exp | Unary::Sqrt => {
+            let fd = float_for(dtype);
+            dispatch_float!(fd, T => num_unary::<T>(name, &x, if op == Unary::Exp { T::exponential } else { T::square_root }),
+                _ => Err(Error::value(format!("{name}: internal error: {fd} is not a float type"))))
+        }
+    }
+}
+
+fn num_unary<T: Num>(name: &str, x: &Operand<'_>, f: fn(T) -> T) -> Result<Value> {
+    let a = operand_array::<T>(name, x)?;
+    Ok(tensor_value(super::map_array(name, &a.view(), f)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::f16;
+    use relaxvm::{Shape, Tensor};
+
+    fn t<T: relaxvm::Element>(shape: &[i64], v: Vec<T>) -> Value {
+        Value::Tensor(Tensor::from_vec(Shape::from(shape), v).unwrap())
+    }
+
+    fn out<T: relaxvm::Element>(v: Result<Value>) -> (Vec<i64>, DataType, Vec<T>) {
+        let v = v.unwrap();
+        let t = v.as_tensor().unwrap();
+        (t.shape().to_vec(), t.dtype(), t.to_vec::<T>().unwrap())
+    }
+
+    #[test]
+    fn same_shape_and_broadcast() {
+        let a = t(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let b = t(&[3], vec![10.0f32, 20.0, 30.0]);
+        assert_eq!(
+            out::<f32>(add("vm.op.add", &[a.clone(), a.clone()])).2,
+            vec![2.0, 4.0, 6.0, 8.0, 10.0, 12.0]
+        );
+        assert_eq!(
+            out::<f32>(add("vm.op.add", &[a.clone(), b.clone()])).2,
+            vec![11.0, 22.0, 33.0, 14.0, 25.0, 36.0]
+        );
+        assert_eq!(
+            out::<f32>(sub("vm.op.sub", &[b.clone(), a.clone()])).2,
+            vec![9.0, 18.0, 27.0, 6.0, 15.0, 24.0]
+        );
+        let col = t(&[2, 1], vec![1i32, 2]);
+        let row = t(&[1, 3], vec![10i32, 20, 30]);
+        let (s, d, v) = out::<i32>(mul("vm.op.mul", &[col, row]));
+        assert_eq!(
+            (s, d, v),
+            (vec![2, 3], DataType::I32, vec![10, 20, 30, 20, 40, 60])
+        );
+        let e = add("vm.op.add", &[a, t(&[2], vec![1.0f32, 2.0])])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("vm.op.add") && e.contains("(2, 3) and (2,)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn scalars_are_weak() {
+        let a = t(&[3], vec![1i8, 2, 127]);
+        let (_, d, v) = out::<i8>(add("vm.op.add", &[a.clone(), Value::Int(10)]));
+        assert_eq!((d, v), (DataType::I8, vec![11, 12, -119]));
+        let (_, d, v) = out::<f64>(add("vm.op.add", &[a.clone(), Value::Float(0.5)]));
+        assert_eq!((d, v), (DataType::F64, vec![1.5, 2.5, 127.5]));
+        let e = add("vm.op.add", &[a.clone(), Value::Int(1000)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("Python integer 1000 is out of bounds for int8"),
+            "{e}"
+        );
+        let (s, d, v) = out::<i64>(sub("vm.op.sub", &[Value::Int(1), Value::Int(3)]));
+        assert_eq!((s, d, v), (vec![], DataType::I64, vec![-2]));
+        let h = t(&[1], vec![f16::from_f32(1.5)]);
+        let (_, d, v) = out::<f16>(mul("vm.op.mul", &[Value::Int(2), h]));
+        assert_eq!((d, v), (DataType::F16, vec![f16::from_f32(3.0)]));
+        let bools = t(&[2], vec![true, false]);
+        let (_, d, v) = out::<i64>(add("vm.op.add", &[bools.clone(), Value::Int(1)]));
+        assert_eq!((d, v), (DataType::I64, vec![2, 1]));
+        let (_, d, v) = out::<bool>(add("vm.op.add", &[bools.clone(), Value::Bool(false)]));
+        assert_eq!((d, v), (DataType::Bool, vec![true, false]));
+    }
+
+    #[test]
+    fn mixed_dtypes_promote() {
+        let u = t(&[2], vec![200u8, 1]);
+        let i = t(&[2], vec![-1i8, -2]);
+        let (_, d, v) = out::<i16>(add("vm.op.add", &[u.clone(), i.clone()]));
+        assert_eq!((d, v), (DataType::I16, vec![199, -1]));
+        let f = t(&[2], vec![0.5f32, 0.25]);
+        let (_, d, v) = out::<f32>(add("vm.op.add", &[i.clone(), f]));
+        assert_eq!((d, v), (DataType::F32, vec![-0.5, -1.75]));
+        let l = t(&[2], vec![1i64 << 53, 3]);
+        let (_, d, v) = out::<i64>(add("vm.op.add", &[l, t(&[2], vec![1i32, 1])]));
+        assert_eq!((d, v), (DataType::I64, vec![(1i64 << 53) + 1, 4]));
+    }
+
+    #[test]
+    fn division_and_bool_rules() {
+        let a = t(&[3], vec![1i32, -3, 0]);
+        let (_, d, v) = out::<f64>(div("vm.op.div", &[a.clone(), Value::Int(2)]));
+        assert_eq!((d, v), (DataType::F64, vec![0.5, -1.5, 0.0]));
+        let (_, _, v) = out::<f64>(div("vm.op.div", &[a.clone(), Value::Int(0)]));
+        assert!(v[0].is_infinite() && v[1] == f64::NEG_INFINITY && v[2].is_nan());
+        let b = t(&[2], vec![true, false]);
+        assert_eq!(
+            out::<bool>(add("vm.op.add", &[b.clone(), b.clone()])).2,
+            vec![true, false]
+        );
+        assert_eq!(
+            out::<bool>(mul("vm.op.mul", &[b.clone(), t(&[2], vec![true, true])])).2,
+            vec![true, false]
+        );
+        assert!(sub("vm.op.sub", &[b.clone(), b.clone()])
+            .unwrap_err()
+            .to_string()
+            .contains("vm.op.sub"));
+        assert!(neg("vm.op.neg", std::slice::from_ref(&b)).is_err());
+        assert_eq!(
+            out::<f64>(div("vm.op.div", &[b.clone(), Value::Bool(true)])).1,
+            DataType::F64
+        );
+    }
+
+    #[test]
+    fn max_min_propagate_nan() {
+        let a = t(&[3], vec![1.0f64, f64::NAN, -1.0]);
+        let b = t(&[3], vec![0.0f64, 0.0, f64::NAN]);
+        let v = out::<f64>(maximum("vm.op.maximum", &[a.clone(), b.clone()])).2;
+        assert!(v[0] == 1.0 && v[1].is_nan() && v[2].is_nan());
+        let v = out::<f64>(minimum("vm.op.minimum", &[a, Value::Float(0.0)])).2;
+        assert!(v[0] == 0.0 && v[1].is_nan() && v[2] == -1.0);
+    }
+
+    #[test]
+    fn unary_ops() {
+        let a = t(&[2], vec![-4.0f32, 4.0]);
+        assert_eq!(
+            out::<f32>(neg("vm.op.neg", std::slice::from_ref(&a))).2,
+            vec![4.0, -4.0]
+        );
+        assert_eq!(
+            out::<f32>(relu("vm.op.relu", std::slice::from_ref(&a))).2,
+            vec![0.0, 4.0]
+        );
+        let v = out::<f32>(sqrt("vm.op.sqrt", std::slice::from_ref(&a))).2;
+        assert!(v[0].is_nan() && v[1] == 2.0);
+        let (_, d, v) = out::<f64>(exp("vm.op.exp", &[Value::Int(0)]));
+        assert_eq!((d, v), (DataType::F64, vec![1.0]));
+        assert_eq!(
+            out::<f16>(exp("vm.op.exp", &[t(&[1], vec![0i8])])).1,
+            DataType::F16
+        );
+        assert_eq!(
+            out::<f32>(sqrt("vm.op.sqrt", &[t(&[1], vec![4u16])])).2,
+            vec![2.0]
+        );
+        assert_eq!(
+            out::<f64>(sqrt("vm.op.sqrt", &[t(&[1], vec![4i64])])).2,
+            vec![2.0]
+        );
+        assert_eq!(
+            out::<u8>(neg("vm.op.neg", &[t(&[1], vec![1u8])])).2,
+            vec![255]
+        );
+        assert_eq!(
+            out::<i32>(relu("vm.op.relu", &[t(&[2], vec![-1i32, 3])])).2,
+            vec![0, 3]
+        );
+        assert!(exp("vm.op.exp", &[Value::str("x")]).is_err());
+        assert!(exp("vm.op.exp", &[]).is_err());
+    }
+
+    #[test]
+    fn empty_zero_dim_and_strided() {
+        let e = t(&[0, 3], Vec::<f32>::new());
+        let (s, _, v) = out::<f32>(add(
+            "vm.op.add",
+            &[e.clone(), t(&[3], vec![1.0f32, 2.0, 3.0])],
+        ));
+        assert_eq!((s, v.len()), (vec![0, 3], 0));
+        let z = Value::Tensor(Tensor::scalar(2.0f32));
+        let (s, _, v) = out::<f32>(mul("vm.op.mul", &[z.clone(), z.clone()]));
+        assert_eq!((s, v), (vec![], vec![4.0]));
+        let base = Tensor::from_vec([2, 3], (0..6).map(|x| x as f32).collect::<Vec<_>>()).unwrap();
+        let tr = Tensor::from_parts(
+            base.storage().clone(),
+            0,
+            [3, 2].into(),
+            Some(vec![1, 3]),
+            DataType::F32,
+        )
+        .unwrap();
+        let (s, _, v) = out::<f32>(add(
+            "vm.op.add",
+            &[Value::Tensor(tr.clone()), Value::Float(1.0)],
+        ));
+        assert_eq!((s, v), (vec![3, 2], vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]));
+        let (_, _, v) = out::<f32>(add(
+            "vm.op.add",
+            &[Value::Tensor(tr.clone()), Value::Tensor(tr)],
+        ));
+        assert_eq!(v, vec![0.0, 6.0, 2.0, 8.0, 4.0, 10.0]);
+    }
+
+    #[test]
+    fn huge_broadcast_is_an_error() {
+        let a =
+            Value::Tensor(Tensor::zeros([1 << 20, 1], DataType::Bool, Default::default()).unwrap());
+        let b =
+            Value::Tensor(Tensor::zeros([1, 1 << 20], DataType::Bool, Default::default()).unwrap());
+        let e = add("vm.op.add", &[a, b]).unwrap_err();
+        assert!(matches!(e.kind(), relaxvm::ErrorKind::Alloc { .. }), "{e}");
+    }
+}

@@ -1,0 +1,307 @@
+//! Tensor operators with numpy's semantics.
+//!
+//! | builtin | arguments | numpy equivalent |
+//! |---|---|---|
+//! | `vm.op.add`, `vm.op.sub`, `vm.op.mul` | `(a, b)` | `a + b`, `a - b`, `a * b` |
+//! | `vm.op.div` | `(a, b)` | `a / b` (true division: integers give `float64`) |
+//! | `vm.op.maximum`, `vm.op.minimum` | `(a, b)` | `np.maximum`, `np.minimum` (NaN propagates) |
+//! | `vm.op.neg` | `(a)` | `-a` |
+//! | `vm.op.exp`, `vm.op.sqrt` | `(a)` | `np.exp`, `np.sqrt` |
+//! | `vm.op.relu` | `(a)` | `np.maximum(a, 0)` (same dtype) |
+//! | `vm.op.sum` | `(a, [axis, [keepdims]])` | `np.sum(a, axis, keepdims=keepdims)` |
+//! | `vm.op.matmul` | `(a, b)` | `a @ b` |
+//!
+//! Operands are tensors or scalars: an int, float or bool [`Value`] acts as a Python scalar
+//! (weak, numpy 2 / NEP 50), so `vm.op.add(int8_tensor, 10)` is `int8`. Tensors of different
+//! dtypes promote by numpy's table (see [`promote`] for the rules, including `bfloat16`).
+//! Shapes broadcast as in numpy. The result is always a new contiguous tensor; an operation on
+//! scalars alone gives a zero-dimensional tensor.
+//!
+//! Element semantics follow numpy: integer arithmetic wraps; `bool + bool` is logical or,
+//! `bool * bool` logical and, `maximum`/`minimum` of bools are or/and, `bool - bool` and
+//! `-bool` are errors (numpy raises `TypeError`); `exp`/`sqrt` of integers compute in the
+//! smallest float that holds them (`int8 -> float16`, `int16 -> float32`, wider -> `float64`);
+//! `sum` of booleans and signed integers gives `int64` and of unsigned integers `uint64`;
+//! `float16` and `bfloat16` compute in `float32` and round back.
+
+pub(crate) mod num;
+pub mod promote;
+
+mod elementwise;
+mod matmul;
+mod reduce;
+
+use crate::args::{in_builtin, type_err, value_err};
+use crate::table::{builtin, Builtin};
+use ndarray::{ArrayD, ArrayViewD, CowArray, IxDyn};
+use num::Num;
+use promote::WeakKind;
+use relaxvm::{dispatch_dtype, DataType, Element, Error, Result, Tensor, Value};
+
+/// The builtins of this module.
+pub(crate) const BUILTINS: &[Builtin] = &[
+    builtin!("vm.op.add", elementwise::add),
+    builtin!("vm.op.sub", elementwise::sub),
+    builtin!("vm.op.mul", elementwise::mul),
+    builtin!("vm.op.div", elementwise::div),
+    builtin!("vm.op.maximum", elementwise::maximum),
+    builtin!("vm.op.minimum", elementwise::minimum),
+    builtin!("vm.op.neg", elementwise::neg),
+    builtin!("vm.op.exp", elementwise::exp),
+    builtin!("vm.op.sqrt", elementwise::sqrt),
+    builtin!("vm.op.relu", elementwise::relu),
+    builtin!("vm.op.sum", reduce::sum),
+    builtin!("vm.op.matmul", matmul::matmul),
+];
+
+/// One operand of an operator: a tensor, or a weak Python scalar.
+#[derive(Clone, Copy)]
+pub(crate) enum Operand<'a> {
+    /// A tensor (its dtype is strong).
+    Tensor(&'a Tensor),
+    /// A Python int.
+    Int(i64),
+    /// A Python float.
+    Float(f64),
+    /// A Python bool.
+    Bool(bool),
+}
+
+impl<'a> Operand<'a> {
+    /// Argument `i` as an operand.
+    pub(crate) fn arg(name: &str, args: &'a [Value], i: usize, what: &str) -> Result<Self> {
+        match args.get(i) {
+            Some(Value::Tensor(t)) => Ok(Operand::Tensor(t)),
+            Some(Value::Int(v)) => Ok(Operand::Int(*v)),
+            Some(Value::Float(v)) => Ok(Operand::Float(*v)),
+            Some(Value::Bool(v)) => Ok(Operand::Bool(*v)),
+            Some(other) => Err(type_err(name, i, what, "tensor, int, float or bool", other)),
+            None => Err(Error::arity(
+                name,
+                format!("at least {}", i + 1),
+                args.len(),
+            )),
+        }
+    }
+
+    /// The shape (scalars are zero-dimensional).
+    pub(crate) fn shape(&self) -> Vec<usize> {
+        match self {
+            // Tensor dimensions are non-negative: `Tensor::from_parts` checks them.
+            Operand::Tensor(t) => t.shape().iter().map(|d| *d as usize).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn weak(&self) -> Option<WeakKind> {
+        match self {
+            Operand::Tensor(_) => None,
+            Operand::Bool(_) => Some(WeakKind::Bool),
+            Operand::Int(_) => Some(WeakKind::Int),
+            Operand::Float(_) => Some(WeakKind::Float),
+        }
+    }
+}
+
+/// The dtype an operation on `ops` computes in (numpy promotion with NEP 50 weak scalars);
+/// fails when an int scalar does not fit an integer result type.
+pub(crate) fn operands_type(name: &str, ops: &[Operand<'_>]) -> Result<DataType> {
+    let strong = ops
+        .iter()
+        .filter_map(|o| {
+            if let Operand::Tensor(t) = o {
+                Some(t.dtype())
+            } else {
+                None
+            }
+        })
+        .reduce(promote::promote_types);
+    let weak = ops.iter().filter_map(Operand::weak).max();
+    let dtype = promote::result_type(strong, weak);
+    if !dtype.is_float() && dtype != DataType::Bool {
+        for o in ops {
+            if let Operand::Int(i) = o {
+                if dispatch_dtype!(dtype, T => T::from_int(*i).is_none()) {
+                    return Err(value_err(name, format!("Python integer {i} is out of bounds for {dtype} (the dtype of the tensor operand)")));
+                }
+            }
+        }
+    }
+    Ok(dtype)
+}
+
+/// The operand's elements as type `T`: a view when the tensor already has type `T`, else a
+/// converted copy. Conversions follow safe promotions (exact) or go to float (rounding, as
+/// numpy). Scalars become zero-dimensional arrays.
+pub(crate) fn operand_array<'a, T: Num>(
+    name: &str,
+    op: &Operand<'a>,
+) -> Result<CowArray<'a, T, IxDyn>> {
+    let scalar = match *op {
+        Operand::Tensor(t) => return cast_tensor(name, t),
+        Operand::Int(i) => T::from_int(i).ok_or_else(|| {
+            value_err(
+                name,
+                format!("Python integer {i} is out of bounds for {}", T::DTYPE),
+            )
+        })?,
+        Operand::Float(x) => T::from_f64(x),
+        Operand::Bool(b) => T::from_f64(f64::from(u8::from(b))),
+    };
+    Ok(CowArray::from(ArrayD::from_elem(IxDyn(&[]), scalar)))
+}
+
+/// A tensor's elements as type `T` (a view when no conversion is needed).
+pub(crate) fn cast_tensor<'a, T: Num>(name: &str, t: &'a Tensor) -> Result<CowArray<'a, T, IxDyn>> {
+    if t.dtype() == T::DTYPE {
+        return Ok(CowArray::from(
+            t.view::<T>().map_err(|e| in_builtin(name, e))?,
+        ));
+    }
+    dispatch_dtype!(t.dtype(), S => {
+        let v = t.view::<S>().map_err(|e| in_builtin(name, e))?;
+        Ok(CowArray::from(map_array(name, &v, |x| T::from_f64(x.to_f64()))?))
+    })
+}
+
+/// `f` applied to every element, in a new standard-layout array.
+pub(crate) fn map_array<S: Copy, T>(
+    name: &str,
+    v: &ArrayViewD<'_, S>,
+    f: impl Fn(S) -> T,
+) -> Result<ArrayD<T>> {
+    let mut out = try_vec(name, v.len())?;
+    match v.as_slice() {
+        Some(s) => out.extend(s.iter().map(|x| f(*x))),
+        None => out.extend(v.iter().map(|x| f(*x))),
+    }
+    shaped(name, v.shape(), out)
+}
+
+/// An array of `shape` holding `data` (in row-major order).
+pub(crate) fn shaped<T>(name: &str, shape: &[usize], data: Vec<T>) -> Result<ArrayD<T>> {
+    ArrayD::from_shape_vec(IxDyn(shape), data).map_err(|e| {
+        value_err(
+            name,
+            format!("cannot build a result of shape {shape:?}: {e}"),
+        )
+    })
+}
+
+/// An empty vector with room for `n` elements, or an allocation error (never an abort).
+pub(crate) fn try_vec<T>(name: &str, n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        let bytes = (n as u128).saturating_mul(std::mem::size_of::<T>() as u128);
+        Error::alloc(
+            bytes,
+            format!("out of memory for a result of {n} elements (in {name})"),
+        )
+    })?;
+    Ok(v)
+}
+
+/// The number of elements of `shape`, or an error when it overflows.
+pub(crate) fn numel(name: &str, shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |acc, d| acc.checked_mul(*d))
+        .filter(|n| *n <= isize::MAX as usize)
+        .ok_or_else(|| {
+            Error::alloc(
+                u128::MAX,
+                format!("a result of shape {shape:?} has too many elements (in {name})"),
+            )
+        })
+}
+
+/// numpy's broadcast of two shapes.
+pub(crate) fn broadcast_shapes(name: &str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| {
+        if i + s.len() >= n {
+            s[i + s.len() - n]
+        } else {
+            1
+        }
+    };
+    (0..n)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y => Ok(x),
+            (1, y) => Ok(y),
+            (x, 1) => Ok(x),
+            (x, y) => Err(value_err(
+                name,
+                format!("operands could not be broadcast together with shapes {} and {} (dimension {i}: {x} vs {y})", fmt_shape(a), fmt_shape(b)),
+            )),
+        })
+        .collect()
+}
+
+/// A shape in Python tuple syntax.
+pub(crate) fn fmt_shape(s: &[usize]) -> String {
+    relaxvm::Shape::from(s.iter().map(|d| *d as i64).collect::<Vec<_>>()).to_string()
+}
+
+/// Wraps a result array as a tensor value (zero-copy).
+pub(crate) fn tensor_value<T: Element>(a: ArrayD<T>) -> Value {
+    Value::Tensor(Tensor::from_array(a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcasting() {
+        assert_eq!(
+            broadcast_shapes("f", &[2, 1, 3], &[4, 1]).unwrap(),
+            vec![2, 4, 3]
+        );
+        assert_eq!(broadcast_shapes("f", &[], &[5]).unwrap(), vec![5]);
+        assert_eq!(broadcast_shapes("f", &[0], &[1]).unwrap(), vec![0]);
+        let e = broadcast_shapes("f", &[2, 3], &[4])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("f: operands could not be broadcast together with shapes (2, 3) and (4,)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn operand_types() {
+        let t8 = Tensor::from_vec([1], vec![1i8]).unwrap();
+        let tf = Tensor::from_vec([1], vec![1.0f32]).unwrap();
+        let ty = |ops: &[Operand<'_>]| operands_type("f", ops);
+        assert_eq!(
+            ty(&[Operand::Tensor(&t8), Operand::Int(100)]).unwrap(),
+            DataType::I8
+        );
+        assert!(ty(&[Operand::Tensor(&t8), Operand::Int(300)]).is_err());
+        assert_eq!(
+            ty(&[Operand::Tensor(&t8), Operand::Float(1.5)]).unwrap(),
+            DataType::F64
+        );
+        assert_eq!(
+            ty(&[Operand::Tensor(&tf), Operand::Int(1 << 40)]).unwrap(),
+            DataType::F32
+        );
+        assert_eq!(
+            ty(&[Operand::Tensor(&t8), Operand::Tensor(&tf)]).unwrap(),
+            DataType::F32
+        );
+        assert_eq!(
+            ty(&[Operand::Int(1), Operand::Bool(true)]).unwrap(),
+            DataType::I64
+        );
+    }
+
+    #[test]
+    fn sizes_are_checked() {
+        assert!(numel("f", &[usize::MAX, 2]).is_err());
+        assert!(numel("f", &[1 << 40, 1 << 40]).is_err());
+        assert_eq!(numel("f", &[]).unwrap(), 1);
+        assert!(try_vec::<f64>("f", usize::MAX / 4).is_err());
+    }
+}

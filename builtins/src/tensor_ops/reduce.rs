@@ -1,0 +1,281 @@
+//! Reductions: `vm.op.sum(x, [axis, [keepdims]])`.
+//!
+//! `axis` is null (every axis), an int, or a shape or tuple of ints; negative axes count from
+//! the end, and an empty list reduces nothing. `keepdims` is a bool (or int; null is false).
+//! The result dtype is numpy's: `int64` for bools and signed integers, `uint64` for unsigned
+//! integers, the input's for floats. Integer sums wrap; float sums are pairwise, as numpy's,
+//! with `float16`/`bfloat16` accumulated in `float32`.
+
+use super::num::Num;
+use super::{numel, operand_array, operands_type, shaped, tensor_value, try_vec, Operand};
+use crate::args::{self, type_err, value_err};
+use ndarray::{ArrayD, ArrayViewD};
+use relaxvm::dtype::TypeClass;
+use relaxvm::{DataType, Error, Result, Value};
+
+/// `vm.op.sum(x, [axis, [keepdims]])`.
+pub(crate) fn sum(name: &'static str, args: &[Value]) -> Result<Value> {
+    args::arity_range(name, args, 1, 3)?;
+    let x = Operand::arg(name, args, 0, "operand")?;
+    let dtype = operands_type(name, &[x])?;
+    let ndim = x.shape().len();
+    let axes = parse_axes(name, args.get(1), ndim)?;
+    let keepdims = match args.get(2) {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Int(i)) => *i != 0,
+        Some(other) => return Err(type_err(name, 2, "keepdims", "bool", other)),
+    };
+    match dtype.class() {
+        TypeClass::Bool | TypeClass::Int => {
+            sum_as::<i64>(name, &x, &axes, keepdims).map(tensor_value)
+        }
+        TypeClass::UInt => sum_as::<u64>(name, &x, &axes, keepdims).map(tensor_value),
+        TypeClass::Float | TypeClass::BFloat => match dtype {
+            DataType::F64 => sum_as::<f64>(name, &x, &axes, keepdims).map(tensor_value),
+            DataType::F32 => sum_as::<f32>(name, &x, &axes, keepdims).map(tensor_value),
+            DataType::F16 => sum_as::<f32>(name, &x, &axes, keepdims)
+                .map(|a| tensor_value(a.mapv(half::f16::from_f32))),
+            DataType::BF16 => sum_as::<f32>(name, &x, &axes, keepdims)
+                .map(|a| tensor_value(a.mapv(half::bf16::from_f32))),
+            other => Err(Error::value(format!(
+                "{name}: internal error: {other} is not a float type"
+            ))),
+        },
+    }
+}
+
+/// The reduction axes, sorted and distinct.
+fn parse_axes(name: &str, v: Option<&Value>, ndim: usize) -> Result<Vec<usize>> {
+    let raw: Vec<i64> = match v {
+        None | Some(Value::Null) => return Ok((0..ndim).collect()),
+        Some(Value::Int(i)) => vec![*i],
+        Some(Value::Shape(s)) => s.to_vec(),
+        Some(Value::Tuple(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::Int(i) => Ok(*i),
+                other => Err(type_err(name, 1, "axis", "int in the axis tuple", other)),
+            })
+            .collect::<Result<_>>()?,
+        Some(other) => {
+            return Err(type_err(
+                name,
+                1,
+                "axis",
+                "null, int, shape or tuple of ints",
+                other,
+            ))
+        }
+    };
+    let n = ndim as i64;
+    let mut axes = raw
+        .iter()
+        .map(|a| {
+            let k = if *a < 0 { a.checked_add(n) } else { Some(*a) };
+            k.filter(|k| (0..n).contains(k))
+                .map(|k| k as usize)
+                .ok_or_else(|| {
+                    value_err(
+                        name,
+                        format!("axis {a} is out of bounds for a tensor of dimension {ndim}"),
+                    )
+                })
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    axes.sort_unstable();
+    if axes.windows(2).any(|w| w[0] == w[1]) {
+        return Err(value_err(name, format!("duplicate value in axis {raw:?}")));
+    }
+    Ok(axes)
+}
+
+/// The sum over `axes`, accumulated in `A`.
+fn sum_as<A: Num>(
+    name: &str,
+    x: &Operand<'_>,
+    axes: &[usize],
+    keepdims: bool,
+) -> Result<ArrayD<A>> {
+    let a = operand_array::<A>(name, x)?;
+    let out = reduce(name, a.view(), axes)?;
+    if !keepdims {
+        return Ok(out);
+    }
+    let kept_shape: Vec<usize> = a
+        .shape()
+        .iter()
+        .enumerate()
+        .map(|(i, d)| if axes.contains(&i) { 1 } else { *d })
+        .collect();
+    shaped(name, &kept_shape, out.into_raw_vec_and_offset().0)
+}
+
+/// Sums the axes `axes` (sorted) away: the kept axes are moved first and the reduced ones
+/// last, so each output element sums one contiguous run.
+fn reduce<A: Num>(name: &str, a: ArrayViewD<'_, A>, axes: &[usize]) -> Result<ArrayD<A>> {
+    let kept: Vec<usize> = (0..a.ndim()).filter(|i| !axes.contains(i)).collect();
+    let out_shape: Vec<usize> = kept.iter().map(|k| a.shape()[*k]).collect();
+    let inner: usize = axes.iter().map(|k| a.shape()[*k]).product();
+    let outer = numel(name, &out_shape)?;
+    let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
+    let permuted = a.permuted_axes(perm);
+    let standard = permuted.as_standard_layout();
+    let data = standard.as_slice().ok_or_else(|| {
+        Error::value(format!(
+            "{name}: internal error: a standard-layout array has no slice"
+        ))
+    })?;
+    let mut out = try_vec(name, outer)?;
+    if inner == 0 {
+        out.resize(outer, A::ZERO);
+    } else {
+        out.extend(data.chunks_exact(inner).map(pairwise));
+    }
+    shaped(name, &out_shape, out)
+}
+
+/// Pairwise summation (numpy's scheme: eight accumulators on blocks of up to 128 elements).
+fn pairwise<A: Num>(s: &[A]) -> A {
+    if s.len() < 8 {
+        return s.iter().fold(A::ZERO, |acc, x| acc.plus(*x));
+    }
+    if s.len() <= 128 {
+        let mut acc = [A::ZERO; 8];
+        let mut chunks = s.chunks_exact(8);
+        for c in &mut chunks {
+            for (a, x) in acc.iter_mut().zip(c) {
+                *a = a.plus(*x);
+            }
+        }
+        let total = (acc[0].plus(acc[1]))
+            .plus(acc[2].plus(acc[3]))
+            .plus((acc[4].plus(acc[5])).plus(acc[6].plus(acc[7])));
+        return chunks.remainder().iter().fold(total, |acc, x| acc.plus(*x));
+    }
+    let half = s.len() / 2;
+    let mid = half - half % 8;
+    pairwise(&s[..mid]).plus(pairwise(&s[mid..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use relaxvm::{Shape, Tensor};
+
+    fn t<T: relaxvm::Element>(shape: &[i64], v: Vec<T>) -> Value {
+        Value::Tensor(Tensor::from_vec(Shape::from(shape), v).unwrap())
+    }
+
+    fn out<T: relaxvm::Element>(v: Result<Value>) -> (Vec<i64>, DataType, Vec<T>) {
+        let v = v.unwrap();
+        let t = v.as_tensor().unwrap();
+        (t.shape().to_vec(), t.dtype(), t.to_vec::<T>().unwrap())
+    }
+
+    const N: &str = "vm.op.sum";
+
+    #[test]
+    fn sums_over_axes() {
+        let x = t(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(
+            out::<f32>(sum(N, std::slice::from_ref(&x))),
+            (vec![], DataType::F32, vec![21.0])
+        );
+        assert_eq!(
+            out::<f32>(sum(N, &[x.clone(), 0.into()])).2,
+            vec![5.0, 7.0, 9.0]
+        );
+        assert_eq!(
+            out::<f32>(sum(N, &[x.clone(), (-1).into()])).2,
+            vec![6.0, 15.0]
+        );
+        assert_eq!(
+            out::<f32>(sum(N, &[x.clone(), Value::Shape([0, 1].into())])).2,
+            vec![21.0]
+        );
+        assert_eq!(
+            out::<f32>(sum(
+                N,
+                &[
+                    x.clone(),
+                    Value::tuple(vec![Value::Int(1)]),
+                    Value::Bool(true)
+                ]
+            ))
+            .0,
+            vec![2, 1]
+        );
+        assert_eq!(
+            out::<f32>(sum(N, &[x.clone(), Value::Null, Value::Bool(true)])).0,
+            vec![1, 1]
+        );
+        let (s, _, v) = out::<f32>(sum(N, &[x.clone(), Value::Shape([].into())]));
+        assert_eq!((s, v), (vec![2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+    }
+
+    #[test]
+    fn sum_dtypes_follow_numpy() {
+        assert_eq!(
+            out::<i64>(sum(N, &[t(&[3], vec![true, true, false])])),
+            (vec![], DataType::I64, vec![2])
+        );
+        assert_eq!(
+            out::<i64>(sum(N, &[t(&[2], vec![100i8, 100])])).2,
+            vec![200]
+        );
+        assert_eq!(
+            out::<u64>(sum(N, &[t(&[2], vec![200u8, 100])])).2,
+            vec![300]
+        );
+        assert_eq!(
+            out::<i64>(sum(N, &[t(&[2], vec![i64::MAX, 1])])).2,
+            vec![i64::MIN]
+        );
+        assert_eq!(
+            out::<half::f16>(sum(N, &[t(&[2], vec![half::f16::ONE, half::f16::ONE])])).2,
+            vec![half::f16::from_f32(2.0)]
+        );
+        assert_eq!(
+            out::<half::bf16>(sum(N, &[t(&[1], vec![half::bf16::ONE])])).1,
+            DataType::BF16
+        );
+        assert_eq!(out::<i64>(sum(N, &[Value::Int(4)])).2, vec![4]);
+    }
+
+    #[test]
+    fn pairwise_is_accurate() {
+        let n = 1_000_003usize;
+        let x = t(&[n as i64], vec![0.1f32; n]);
+        let v = out::<f32>(sum(N, &[x])).2[0];
+        assert!((v as f64 - 0.1 * n as f64).abs() < 1.0, "{v}");
+        let ints: Vec<i64> = (0..1000).collect();
+        assert_eq!(pairwise(&ints), 499_500);
+    }
+
+    #[test]
+    fn empty_nan_and_errors() {
+        let e = t(&[0, 3], Vec::<f64>::new());
+        assert_eq!(out::<f64>(sum(N, std::slice::from_ref(&e))).2, vec![0.0]);
+        assert_eq!(
+            out::<f64>(sum(N, &[e.clone(), 0.into()])).2,
+            vec![0.0, 0.0, 0.0]
+        );
+        assert_eq!(out::<f64>(sum(N, &[e.clone(), 1.into()])).0, vec![0]);
+        assert!(out::<f64>(sum(N, &[t(&[2], vec![1.0f64, f64::NAN])])).2[0].is_nan());
+        let x = t(&[2, 3], vec![0i32; 6]);
+        for bad in [
+            Value::Int(2),
+            Value::Int(-3),
+            Value::Int(i64::MIN),
+            Value::Shape([0, 0].into()),
+            Value::str("x"),
+        ] {
+            let e = sum(N, &[x.clone(), bad]).unwrap_err().to_string();
+            assert!(e.contains(N), "{e}");
+        }
+        assert!(sum(N, &[x.clone(), Value::Null, Value::str("yes")]).is_err());
+        assert!(sum(N, &[Value::Tensor(Tensor::scalar(1.0f32)), 0.into()]).is_err());
+        assert!(sum(N, &[]).is_err());
+    }
+}
