@@ -265,9 +265,8 @@ impl VirtualMachine {
         let depth = self.frames.len();
         let mark = self.regs.len();
         self.reentry += 1;
-        let result = self
-            .push_frame(func, usize::MAX, VOID, args.iter().chain(captured).cloned())
-            .and_then(|()| self.run_loop(depth));
+        self.regs.extend(args.iter().chain(captured).cloned());
+        let result = self.enter_frame(func, usize::MAX, VOID, mark).and_then(|()| self.run_loop(depth));
         self.reentry -= 1;
         if result.is_err() {
             self.frames.truncate(depth);
@@ -276,19 +275,20 @@ impl VirtualMachine {
         result
     }
 
-    fn push_frame(&mut self, func: u32, ret_pc: usize, dst: u32, args: impl Iterator<Item = Value>) -> Result<()> {
+    /// Makes the arguments already pushed at `base` the start of a new frame of `func`, whose
+    /// caller resumes after `ret_pc` and receives the result in `dst`.
+    fn enter_frame(&mut self, func: u32, ret_pc: usize, dst: u32, base: usize) -> Result<()> {
         let Callee::Bytecode { regs, .. } = self.code.callees[func as usize] else {
-            unreachable!("push_frame is only called for bytecode functions")
+            unreachable!("enter_frame is only called for bytecode functions")
         };
         if self.frames.len() >= self.config.max_call_depth {
+            self.regs.truncate(base);
             return Err(ErrorKind::StackOverflow(self.config.max_call_depth).into());
         }
         if let Some(caller) = self.frames.last_mut() {
             caller.pc = ret_pc;
             caller.dst = dst;
         }
-        let base = self.regs.len();
-        self.regs.extend(args);
         self.regs.resize(base + regs as usize, Value::Null);
         self.frames.push(Frame { func, base, pc: 0, dst: VOID });
         Ok(())
@@ -330,9 +330,18 @@ impl VirtualMachine {
                 Op::CallBytecode { func, args, nargs, dst } if plain => {
                     self.count_step().map_err(|e| self.locate(pc, e))?;
                     let Callee::Bytecode { start, .. } = code.callees[func as usize] else { unreachable!("decoded as bytecode") };
-                    let argv = self.load_args(&code.operands[args as usize..(args + nargs) as usize], base);
-                    self.push_frame(func, pc, dst, argv.into_iter()).map_err(|e| self.locate(pc, e))?;
-                    base = self.frames.last().expect("just pushed").base;
+                    // The arguments go straight into the callee's registers: no allocation once
+                    // the register stack has grown to the program's depth.
+                    let new_base = self.regs.len();
+                    for o in &code.operands[args as usize..(args + nargs) as usize] {
+                        let v = match o {
+                            Operand::Reg(r) => self.regs[base + *r as usize].clone(),
+                            Operand::Val(v) => v.clone(),
+                        };
+                        self.regs.push(v);
+                    }
+                    self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
+                    base = new_base;
                     pc = start as usize;
                 }
                 Op::CallPacked { .. } | Op::CallBinary { .. } | Op::CallBytecode { .. } => {
