@@ -310,7 +310,7 @@ impl Tensor {
 fn extent(shape: &[i64], strides: Option<&[i64]>, dtype: DataType) -> Result<usize> {
     let overflow = || Error::value(format!("tensor of shape {:?} is too large", shape));
     let last = match strides {
-        None => numel(shape).ok_or_else(overflow)?.checked_sub(1).unwrap_or(0),
+        None => numel(shape).ok_or_else(overflow)?.saturating_sub(1),
         Some(s) => shape.iter().zip(s).try_fold(0usize, |acc, (d, st)| {
             let span = usize::try_from((d - 1).max(0)).ok()?.checked_mul(usize::try_from(*st).ok()?)?;
             acc.checked_add(span)
