@@ -16,14 +16,36 @@ pub(crate) const VOID: u32 = u32::MAX;
 #[derive(Clone, Copy)]
 pub(crate) enum Op {
     /// A call of a packed function; `args` indexes `operands`.
-    CallPacked { func: u32, args: u32, nargs: u32, dst: u32 },
+    CallPacked {
+        func: u32,
+        args: u32,
+        nargs: u32,
+        dst: u32,
+    },
     /// A call of a two-argument plain function with operands `a` and `b`.
-    CallBinary { f: BinaryFn, a: u32, b: u32, dst: u32 },
+    CallBinary {
+        f: BinaryFn,
+        a: u32,
+        b: u32,
+        dst: u32,
+    },
     /// A call of a bytecode function of this executable.
-    CallBytecode { func: u32, args: u32, nargs: u32, dst: u32 },
-    Ret { result: u32 },
-    Goto { target: u32 },
-    If { cond: u32, false_target: u32 },
+    CallBytecode {
+        func: u32,
+        args: u32,
+        nargs: u32,
+        dst: u32,
+    },
+    Ret {
+        result: u32,
+    },
+    Goto {
+        target: u32,
+    },
+    If {
+        cond: u32,
+        false_target: u32,
+    },
 }
 
 /// A decoded argument: a register of the frame, or a value fixed at decode time.

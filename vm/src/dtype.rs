@@ -163,10 +163,7 @@ impl DataType {
 
     /// The data type of a [`DataType::tag`].
     pub fn from_tag(tag: u8) -> Result<Self> {
-        DataType::ALL
-            .get(usize::from(tag))
-            .copied()
-            .ok_or_else(|| Error::format(format!("unknown dtype tag {tag}")))
+        DataType::ALL.get(usize::from(tag)).copied().ok_or_else(|| Error::format(format!("unknown dtype tag {tag}")))
     }
 }
 

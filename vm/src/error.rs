@@ -189,9 +189,7 @@ impl Error {
     pub fn context(self, what: &str) -> Self {
         match *self.0 {
             ErrorKind::Value(m) => Error::value(format!("{what}: {m}")),
-            ErrorKind::Type { expected, found } => {
-                Error::type_mismatch(format!("{expected} (in {what})"), found)
-            }
+            ErrorKind::Type { expected, found } => Error::type_mismatch(format!("{expected} (in {what})"), found),
             other => other.into(),
         }
     }

@@ -183,7 +183,12 @@ impl Executable {
 
 impl std::fmt::Debug for Executable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Executable({} functions, {} constants, {} instructions)", self.funcs.len(), self.constants.len(), self.instrs.len())
+        write!(
+            f,
+            "Executable({} functions, {} constants, {} instructions)",
+            self.funcs.len(),
+            self.constants.len(),
+            self.instrs.len()
+        )
     }
 }
-

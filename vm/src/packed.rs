@@ -238,7 +238,10 @@ mod tests {
         let clo = Value::Func(Arc::new(Closure { callable: Callable::Packed(inc), captured: vec![Value::Int(10)] }));
         let mut ctx = CallCtx::detached();
         assert_eq!(ctx.call(&clo, &[Value::Int(1)]).unwrap().as_int().unwrap(), 11);
-        let bc = Value::Func(Arc::new(Closure { callable: Callable::Bytecode { index: 0, name: "f".into() }, captured: vec![] }));
+        let bc = Value::Func(Arc::new(Closure {
+            callable: Callable::Bytecode { index: 0, name: "f".into() },
+            captured: vec![],
+        }));
         assert!(ctx.call(&bc, &[]).is_err());
         assert_eq!(ctx.device(), Device::cpu(0));
     }

@@ -52,8 +52,7 @@ impl Drop for Block {
 }
 
 fn aligned_layout(len: usize) -> Result<Layout> {
-    Layout::from_size_align(len, ALIGNMENT)
-        .map_err(|_| Error::alloc(len as u128, "size exceeds the address space"))
+    Layout::from_size_align(len, ALIGNMENT).map_err(|_| Error::alloc(len as u128, "size exceeds the address space"))
 }
 
 impl Storage {
@@ -61,7 +60,12 @@ impl Storage {
     /// never aborts, when the memory cannot be had.
     pub fn alloc(nbytes: usize, device: Device) -> Result<Self> {
         if nbytes == 0 {
-            return Ok(Storage(Arc::new(Block { ptr: NonNull::<u64>::dangling().cast(), len: 0, device, owner: Owner::Aligned })));
+            return Ok(Storage(Arc::new(Block {
+                ptr: NonNull::<u64>::dangling().cast(),
+                len: 0,
+                device,
+                owner: Owner::Aligned,
+            })));
         }
         let layout = aligned_layout(nbytes)?;
         // SAFETY: the layout has a non-zero size (checked above).
@@ -99,7 +103,12 @@ impl Storage {
     /// # Safety
     /// `ptr` must be valid for reads and writes of `len` bytes for as long as `owner` is alive,
     /// and must not be freed by anyone but `owner`'s destructor.
-    pub unsafe fn from_external(ptr: NonNull<u8>, len: usize, device: Device, owner: Box<dyn Any + Send + Sync>) -> Self {
+    pub unsafe fn from_external(
+        ptr: NonNull<u8>,
+        len: usize,
+        device: Device,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> Self {
         Storage(Arc::new(Block { ptr, len, device, owner: Owner::External(owner) }))
     }
 

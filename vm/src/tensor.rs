@@ -61,19 +61,58 @@ macro_rules! dispatch_dtype {
     ($dtype:expr, $t:ident => $body:expr) => {{
         use $crate::DataType as __D;
         match $dtype {
-            __D::Bool => { type $t = bool; $body }
-            __D::I8 => { type $t = i8; $body }
-            __D::I16 => { type $t = i16; $body }
-            __D::I32 => { type $t = i32; $body }
-            __D::I64 => { type $t = i64; $body }
-            __D::U8 => { type $t = u8; $body }
-            __D::U16 => { type $t = u16; $body }
-            __D::U32 => { type $t = u32; $body }
-            __D::U64 => { type $t = u64; $body }
-            __D::F16 => { type $t = $crate::half::f16; $body }
-            __D::BF16 => { type $t = $crate::half::bf16; $body }
-            __D::F32 => { type $t = f32; $body }
-            __D::F64 => { type $t = f64; $body }
+            __D::Bool => {
+                type $t = bool;
+                $body
+            }
+            __D::I8 => {
+                type $t = i8;
+                $body
+            }
+            __D::I16 => {
+                type $t = i16;
+                $body
+            }
+            __D::I32 => {
+                type $t = i32;
+                $body
+            }
+            __D::I64 => {
+                type $t = i64;
+                $body
+            }
+            __D::U8 => {
+                type $t = u8;
+                $body
+            }
+            __D::U16 => {
+                type $t = u16;
+                $body
+            }
+            __D::U32 => {
+                type $t = u32;
+                $body
+            }
+            __D::U64 => {
+                type $t = u64;
+                $body
+            }
+            __D::F16 => {
+                type $t = $crate::half::f16;
+                $body
+            }
+            __D::BF16 => {
+                type $t = $crate::half::bf16;
+                $body
+            }
+            __D::F32 => {
+                type $t = f32;
+                $body
+            }
+            __D::F64 => {
+                type $t = f64;
+                $body
+            }
         }
     }};
 }
@@ -109,7 +148,11 @@ impl Tensor {
         strides: Option<Vec<i64>>,
         dtype: DataType,
     ) -> Result<Self> {
-        let n = numel(&shape).ok_or_else(|| Error::value(format!("invalid tensor shape {shape}: dimensions must be non-negative and their product must fit in memory")))?;
+        let n = numel(&shape).ok_or_else(|| {
+            Error::value(format!(
+                "invalid tensor shape {shape}: dimensions must be non-negative and their product must fit in memory"
+            ))
+        })?;
         let strides = strides.filter(|s| *s != contiguous_strides(&shape));
         if let Some(s) = &strides {
             if s.len() != shape.len() {
@@ -276,7 +319,11 @@ impl Tensor {
     pub fn reshape(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         let shape = shape.into();
         if numel(&shape) != Some(self.numel()) {
-            return Err(Error::value(format!("cannot reshape tensor of shape {} ({} elements) to {shape}", self.shape(), self.numel())));
+            return Err(Error::value(format!(
+                "cannot reshape tensor of shape {} ({} elements) to {shape}",
+                self.shape(),
+                self.numel()
+            )));
         }
         let base = self.contiguous();
         Tensor::from_parts(base.storage().clone(), base.byte_offset(), shape, None, self.dtype())
@@ -311,10 +358,14 @@ fn extent(shape: &[i64], strides: Option<&[i64]>, dtype: DataType) -> Result<usi
     let overflow = || Error::value(format!("tensor of shape {:?} is too large", shape));
     let last = match strides {
         None => numel(shape).ok_or_else(overflow)?.saturating_sub(1),
-        Some(s) => shape.iter().zip(s).try_fold(0usize, |acc, (d, st)| {
-            let span = usize::try_from((d - 1).max(0)).ok()?.checked_mul(usize::try_from(*st).ok()?)?;
-            acc.checked_add(span)
-        }).ok_or_else(overflow)?,
+        Some(s) => shape
+            .iter()
+            .zip(s)
+            .try_fold(0usize, |acc, (d, st)| {
+                let span = usize::try_from((d - 1).max(0)).ok()?.checked_mul(usize::try_from(*st).ok()?)?;
+                acc.checked_add(span)
+            })
+            .ok_or_else(overflow)?,
     };
     last.checked_add(1).and_then(|n| n.checked_mul(dtype.itemsize())).ok_or_else(overflow)
 }

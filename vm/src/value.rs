@@ -1,7 +1,7 @@
 //! Dynamically typed values: what registers hold and packed functions take and return.
 
-use crate::device::Device;
 use crate::arcstr::ArcStr;
+use crate::device::Device;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::packed::PackedFunc;
@@ -224,7 +224,9 @@ impl Value {
             (Value::Device(a), Value::Device(b)) => a == b,
             (Value::Shape(a), Value::Shape(b)) => a == b,
             (Value::Tensor(a), Value::Tensor(b)) => a.content_eq(b),
-            (Value::Tuple(a), Value::Tuple(b)) => a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.same_as(y)),
+            (Value::Tuple(a), Value::Tuple(b)) => {
+                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.same_as(y))
+            }
             (Value::Func(a), Value::Func(b)) => Arc::ptr_eq(a, b),
             (Value::Storage(a), Value::Storage(b)) => a.ptr_eq(b),
             (Value::Object(a), Value::Object(b)) => Arc::ptr_eq(a, b),
@@ -300,14 +302,38 @@ macro_rules! value_conv {
     };
 }
 
-value_conv!(i64, Int, "int", |v| match v { Value::Int(i) => Some(*i), Value::Bool(b) => Some(i64::from(*b)), _ => None });
-value_conv!(f64, Float, "float", |v| match v { Value::Float(x) => Some(*x), Value::Int(i) => Some(*i as f64), _ => None });
-value_conv!(bool, Bool, "bool", |v| match v { Value::Bool(b) => Some(*b), Value::Int(i) => Some(*i != 0), _ => None });
-value_conv!(String, Str, "str", |v| match v { Value::Str(s) => Some(s.to_string()), _ => None });
-value_conv!(Shape, Shape, "shape", |v| match v { Value::Shape(s) => Some(s.clone()), _ => None });
-value_conv!(Tensor, Tensor, "tensor", |v| match v { Value::Tensor(t) => Some(t.clone()), _ => None });
+value_conv!(i64, Int, "int", |v| match v {
+    Value::Int(i) => Some(*i),
+    Value::Bool(b) => Some(i64::from(*b)),
+    _ => None,
+});
+value_conv!(f64, Float, "float", |v| match v {
+    Value::Float(x) => Some(*x),
+    Value::Int(i) => Some(*i as f64),
+    _ => None,
+});
+value_conv!(bool, Bool, "bool", |v| match v {
+    Value::Bool(b) => Some(*b),
+    Value::Int(i) => Some(*i != 0),
+    _ => None,
+});
+value_conv!(String, Str, "str", |v| match v {
+    Value::Str(s) => Some(s.to_string()),
+    _ => None,
+});
+value_conv!(Shape, Shape, "shape", |v| match v {
+    Value::Shape(s) => Some(s.clone()),
+    _ => None,
+});
+value_conv!(Tensor, Tensor, "tensor", |v| match v {
+    Value::Tensor(t) => Some(t.clone()),
+    _ => None,
+});
 value_conv!(DataType, DType, "dtype", |v| v.as_dtype().ok());
-value_conv!(Device, Device, "device", |v| match v { Value::Device(d) => Some(*d), _ => None });
+value_conv!(Device, Device, "device", |v| match v {
+    Value::Device(d) => Some(*d),
+    _ => None,
+});
 
 impl From<i32> for Value {
     fn from(x: i32) -> Value {

@@ -86,7 +86,12 @@ fn verify_instr(parts: &ExecutableParts, f: &FuncInfo, pc: usize) -> std::result
                 .get(*func as usize)
                 .ok_or_else(|| format!("function index {func} outside the table of {}", parts.funcs.len()))?;
             if callee.kind == FuncKind::Bytecode && args.len() != callee.num_args as usize {
-                return Err(format!("calls {:?} with {} arguments, it takes {}", callee.name, args.len(), callee.num_args));
+                return Err(format!(
+                    "calls {:?} with {} arguments, it takes {}",
+                    callee.name,
+                    args.len(),
+                    callee.num_args
+                ));
             }
             for a in args {
                 match *a {

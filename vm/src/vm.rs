@@ -4,10 +4,10 @@
 //! recurse on the native stack. The native stack grows only when a packed function re-enters
 //! the VM (e.g. `vm.builtin.invoke_closure`), and that nesting is bounded separately.
 
+use crate::bytecode::Instruction;
 use crate::code::{Callee, Code, Op, Operand, VOID};
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
-use crate::bytecode::Instruction;
 use crate::executable::{Executable, FuncKind};
 use crate::packed::{CallCtx, PackedFunc, VmHandle};
 use crate::registry::Registry;
@@ -169,7 +169,9 @@ impl VirtualMachine {
             return Ok(v.clone());
         }
         match self.exe.func_index(name) {
-            Some(i) if self.exe.funcs()[i as usize].kind == FuncKind::Bytecode => Ok(self.code.func_values[i as usize].clone()),
+            Some(i) if self.exe.funcs()[i as usize].kind == FuncKind::Bytecode => {
+                Ok(self.code.func_values[i as usize].clone())
+            }
             _ => Err(ErrorKind::UnknownFunction(name.to_string()).into()),
         }
     }
@@ -192,13 +194,22 @@ impl VirtualMachine {
 
     /// Saves `func` with `args` bound under `saved_name`, callable with no arguments; with
     /// `include_return` false the saved function returns null.
-    pub fn save_function(&mut self, func: &str, saved_name: &str, args: Vec<Value>, include_return: bool) -> Result<()> {
+    pub fn save_function(
+        &mut self,
+        func: &str,
+        saved_name: &str,
+        args: Vec<Value>,
+        include_return: bool,
+    ) -> Result<()> {
         let target = self.get_function(func)?;
         let check = self.bytecode_index(target.as_func()?)?;
         self.check_arity(check, args.len())?;
         let saved = if include_return {
             let c = target.as_func()?;
-            Closure { callable: c.callable.clone(), captured: args.into_iter().chain(c.captured.iter().cloned()).collect() }
+            Closure {
+                callable: c.callable.clone(),
+                captured: args.into_iter().chain(c.captured.iter().cloned()).collect(),
+            }
         } else {
             let call = PackedFunc::new(saved_name, move |ctx, a| ctx.call(&target, a).map(|_| Value::Null));
             Closure { callable: Callable::Packed(call), captured: args }
@@ -240,8 +251,16 @@ impl VirtualMachine {
         match &c.callable {
             Callable::Packed(_) => Ok(None),
             Callable::Bytecode { index, name } => {
-                let same = self.exe.funcs().get(*index as usize).is_some_and(|f| *f.name == **name && f.kind == FuncKind::Bytecode);
-                let found = if same { Some(*index) } else { self.exe.func_index(name).filter(|i| self.exe.funcs()[*i as usize].kind == FuncKind::Bytecode) };
+                let same = self
+                    .exe
+                    .funcs()
+                    .get(*index as usize)
+                    .is_some_and(|f| *f.name == **name && f.kind == FuncKind::Bytecode);
+                let found = if same {
+                    Some(*index)
+                } else {
+                    self.exe.func_index(name).filter(|i| self.exe.funcs()[*i as usize].kind == FuncKind::Bytecode)
+                };
                 found.map(Some).ok_or_else(|| ErrorKind::UnknownFunction(name.to_string()).into())
             }
         }
@@ -329,7 +348,9 @@ impl VirtualMachine {
                 }
                 Op::CallBytecode { func, args, nargs, dst } if plain => {
                     self.count_step().map_err(|e| self.locate(pc, e))?;
-                    let Callee::Bytecode { start, .. } = code.callees[func as usize] else { unreachable!("decoded as bytecode") };
+                    let Callee::Bytecode { start, .. } = code.callees[func as usize] else {
+                        unreachable!("decoded as bytecode")
+                    };
                     // The arguments go straight into the callee's registers: no allocation once
                     // the register stack has grown to the program's depth.
                     let new_base = self.regs.len();
@@ -443,9 +464,7 @@ impl VirtualMachine {
             Op::CallPacked { args, nargs, .. } | Op::CallBytecode { args, nargs, .. } => {
                 self.load_args(&code.operands[args as usize..(args + nargs) as usize], base)
             }
-            Op::CallBinary { a, b, .. } => {
-                [a, b].iter().map(|i| self.operand(code, *i, base).clone()).collect()
-            }
+            Op::CallBinary { a, b, .. } => [a, b].iter().map(|i| self.operand(code, *i, base).clone()).collect(),
             _ => unreachable!("a call"),
         };
         let args = &args[..];

@@ -3,8 +3,8 @@
 
 use relaxvm::registry::register_global;
 use relaxvm::{
-    Arg, CallCtx, ErrorKind, Executable, ExecutableParts, FuncInfo, FuncKind, InstrumentAction, Instruction,
-    Location, PackedFunc, Registry, Value, VirtualMachine,
+    Arg, CallCtx, ErrorKind, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, InstrumentAction, Location,
+    PackedFunc, Registry, Value, VirtualMachine,
 };
 use std::sync::{Arc, Mutex, Once};
 
@@ -101,11 +101,8 @@ fn recursion() {
 #[test]
 fn unbounded_recursion_is_an_error_and_vm_recovers() {
     use Arg::*;
-    let mut m = vm(
-        vec![func("f", (0, 2), 1, 2)],
-        vec![call(0, vec![Reg(0)], Some(1)), Instruction::Ret { result: 1 }],
-        vec![],
-    );
+    let mut m =
+        vm(vec![func("f", (0, 2), 1, 2)], vec![call(0, vec![Reg(0)], Some(1)), Instruction::Ret { result: 1 }], vec![]);
     m.config_mut().max_call_depth = 1000;
     let e = m.invoke("f", &[Value::Int(1)]).unwrap_err();
     assert!(matches!(e.root().kind(), ErrorKind::StackOverflow(1000)), "{e}");
@@ -161,7 +158,11 @@ fn missing_packed_functions_are_all_named_at_construction() {
 fn if_rejects_non_scalar_condition() {
     let mut m = vm(
         vec![func("main", (0, 3), 1, 1)],
-        vec![Instruction::If { cond: 0, false_offset: 2 }, Instruction::Ret { result: 0 }, Instruction::Ret { result: 0 }],
+        vec![
+            Instruction::If { cond: 0, false_offset: 2 },
+            Instruction::Ret { result: 0 },
+            Instruction::Ret { result: 0 },
+        ],
         vec![],
     );
     assert!(m.invoke("main", &[Value::str("x")]).is_err());
@@ -189,7 +190,13 @@ fn closures_capture_after_call_arguments() {
     use Arg::*;
     // main(x): c = closure(sub, 10); return call(vm, c, x)  ==  sub(x, 10)
     let mut m = vm(
-        vec![func("main", (0, 3), 1, 3), func("sub", (3, 5), 2, 3), FuncInfo::packed("t.closure"), FuncInfo::packed("t.call"), FuncInfo::packed("t.sub")],
+        vec![
+            func("main", (0, 3), 1, 3),
+            func("sub", (3, 5), 2, 3),
+            FuncInfo::packed("t.closure"),
+            FuncInfo::packed("t.call"),
+            FuncInfo::packed("t.sub"),
+        ],
         vec![
             call(2, vec![Func(1), Imm(10)], Some(1)),
             call(3, vec![VmState, Reg(1), Reg(0)], Some(2)),

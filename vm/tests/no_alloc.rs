@@ -37,7 +37,15 @@ fn int_lt(a: &Value, b: &Value) -> relaxvm::Result<Value> {
 }
 
 fn bytecode(name: &str, start: u32, end: u32, num_args: u32, regs: u32) -> FuncInfo {
-    FuncInfo { name: name.into(), kind: FuncKind::Bytecode, start_instr: start, end_instr: end, num_args, register_file_size: regs, param_names: vec![] }
+    FuncInfo {
+        name: name.into(),
+        kind: FuncKind::Bytecode,
+        start_instr: start,
+        end_instr: end,
+        num_args,
+        register_file_size: regs,
+        param_names: vec![],
+    }
 }
 
 fn call(func: u32, args: Vec<Arg>, dst: u32) -> Instruction {
