@@ -12,14 +12,17 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod asm;
 pub mod check;
 mod constants;
 pub mod error;
 mod exec_builder;
 mod formalize;
 mod func_table;
+mod tensor_bytes;
 mod text;
 
+pub use asm::{assemble, AsmError};
 pub use check::check_executable;
 pub use error::{BuildError, CheckError, CheckErrorKind};
 pub use exec_builder::{BuildOutput, ExecBuilder};

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 
 use relaxvm::{Executable, Tensor, Value};
-use relaxvm_builder::{BuildError, ExecBuilder};
+use relaxvm_builder::{assemble, BuildError, ExecBuilder};
 
 /// Runs `body` inside `function(name, num_inputs)` ... `end_function()`.
 pub fn func(
@@ -15,9 +15,28 @@ pub fn func(
     ib.end_function()
 }
 
-/// Builds, expecting success, and returns the executable.
+/// Builds, expecting success, checks that the text form round-trips, and returns the
+/// executable.
 pub fn build(ib: &mut ExecBuilder) -> Executable {
-    ib.get().unwrap_or_else(|e| panic!("build failed: {e}")).executable
+    let exe = ib.get().unwrap_or_else(|e| panic!("build failed: {e}")).executable;
+    assert_round_trip(&exe);
+    exe
+}
+
+/// `assemble(exe.as_text())` prints the same text and has the same parts (the builder lays
+/// functions out in table order, so the parts are canonical too).
+pub fn assert_round_trip(exe: &Executable) {
+    let text = exe.as_text();
+    let back = assemble(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(back.as_text(), text);
+    let (a, b) = (exe.to_parts(), back.to_parts());
+    assert_eq!(a.funcs, b.funcs);
+    assert_eq!(a.instrs, b.instrs);
+    assert_eq!(a.locations, b.locations);
+    assert_eq!(a.constants.len(), b.constants.len());
+    for (x, y) in a.constants.iter().zip(&b.constants) {
+        assert!(x.same_as(y) || x.to_string() == y.to_string(), "{x:?} vs {y:?}");
+    }
 }
 
 /// A float32 tensor constant.

@@ -1,5 +1,6 @@
 //! Integration tests of relaxvm-builder: one binary, one module per concern.
 
+mod asm;
 mod builder;
 mod check;
 mod common;

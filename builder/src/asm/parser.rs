@@ -1,0 +1,302 @@
+//! Lines to a program whose function references are still names (see [`super::resolve`]).
+
+use super::constant::parse_constant;
+use super::cursor::{Cursor, Pos};
+use super::location::parse_loc;
+use super::AsmError;
+use relaxvm::{Location, Value};
+use std::collections::HashMap;
+
+/// The parsed program: constants and the function table in source order.
+pub(super) struct Program {
+    pub constants: Vec<Value>,
+    pub entries: Vec<Entry>,
+}
+
+/// One function-table entry: `.packed NAME` or `@NAME ...:` with its body.
+pub(super) struct Entry {
+    pub name: String,
+    pub pos: Pos,
+    pub body: Option<Body>,
+}
+
+/// A bytecode function's header and instructions.
+pub(super) struct Body {
+    pub num_inputs: (u32, Pos),
+    pub regs: Option<(u32, Pos)>,
+    pub params: Vec<String>,
+    pub instrs: Vec<Instr>,
+}
+
+/// One instruction, with where it starts and its optional location.
+pub(super) struct Instr {
+    pub pos: Pos,
+    pub op: Op,
+    pub loc: Option<Location>,
+}
+
+/// A register operand and where it is written.
+#[derive(Clone, Copy)]
+pub(super) struct Reg {
+    pub index: u32,
+    pub pos: Pos,
+}
+
+/// An instruction before name resolution.
+pub(super) enum Op {
+    Call { func: (String, Pos), args: Vec<(Arg, Pos)>, dst: Option<Reg> },
+    Ret { result: Reg },
+    Goto { offset: i64 },
+    If { cond: Reg, false_offset: i64 },
+}
+
+/// A call argument before name resolution.
+pub(super) enum Arg {
+    Reg(u32),
+    Void,
+    VmState,
+    Imm(i64),
+    Const(u32),
+    Func(String),
+}
+
+/// Parses the whole source.
+pub(super) fn parse(text: &str) -> Result<Program, AsmError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut program = Program { constants: Vec::new(), entries: Vec::new() };
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    // The entry whose body instructions go to; any directive ends it.
+    let mut current: Option<usize> = None;
+    for (i, raw) in text.split('\n').enumerate() {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        let mut c = Cursor::new(line, i + 1);
+        c.skip_ws();
+        if c.at_end() {
+            continue;
+        }
+        if c.peek() == Some('@') {
+            let entry = parse_header(&mut c)?;
+            current = Some(add_entry(&mut program, &mut seen, entry)?);
+            continue;
+        }
+        let at = c.pos();
+        let word = c.take_while(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '.' | '_'));
+        match word {
+            ".const" => {
+                current = None;
+                parse_const(&mut c, &mut program.constants)?;
+            }
+            ".packed" => {
+                current = None;
+                c.expect_ws("a function name after '.packed'")?;
+                let pos = c.pos();
+                let name = c.name("a function name")?;
+                c.expect_end()?;
+                add_entry(&mut program, &mut seen, Entry { name, pos, body: None })?;
+            }
+            "call" | "ret" | "goto" | "if" => {
+                let Some(body) = current.and_then(|e| program.entries[e].body.as_mut()) else {
+                    return Err(at.error(format!(
+                        "'{word}' outside a function: start one with a header like `@main inputs=1 regs=2:`"
+                    )));
+                };
+                let op = parse_op(&mut c, word)?;
+                c.skip_ws();
+                let loc = if c.rest().starts_with("loc(") { Some(parse_loc(&mut c)?) } else { None };
+                c.expect_end()?;
+                body.instrs.push(Instr { pos: at, op, loc });
+            }
+            _ => {
+                let found = if word.is_empty() { c.found() } else { format!("{word:?}") };
+                return Err(at.error(format!(
+                    "expected .const, .packed, a function header `@name inputs=N:` or an instruction (call, ret, goto, if), found {found}"
+                )));
+            }
+        }
+    }
+    Ok(program)
+}
+
+fn add_entry(program: &mut Program, seen: &mut HashMap<String, usize>, entry: Entry) -> Result<usize, AsmError> {
+    if entry.name.is_empty() {
+        return Err(entry.pos.error("function names must not be empty"));
+    }
+    if let Some(&prev) = seen.get(&entry.name) {
+        let line = program.entries[prev].pos.line;
+        return Err(entry
+            .pos
+            .error(format!("function {:?} is already in the function table (line {line})", entry.name)));
+    }
+    seen.insert(entry.name.clone(), program.entries.len());
+    program.entries.push(entry);
+    Ok(program.entries.len() - 1)
+}
+
+/// `.const c[N] = CONSTANT`, where N must be the next index.
+fn parse_const(c: &mut Cursor<'_>, constants: &mut Vec<Value>) -> Result<(), AsmError> {
+    c.expect_ws("c[N] after '.const'")?;
+    c.expect("c[", "c[N] after '.const'")?;
+    let at = c.pos();
+    let index = c.uint("a constant index")?;
+    if index as usize != constants.len() {
+        return Err(at.error(format!(
+            "expected constant index {}, found {index} (constants are numbered in order)",
+            constants.len()
+        )));
+    }
+    c.expect("]", "']'")?;
+    c.skip_ws();
+    c.expect("=", "'='")?;
+    c.skip_ws();
+    constants.push(parse_constant(c)?);
+    c.expect_end()
+}
+
+/// `@NAME inputs=N [regs=M] [params=(a, b)]:`
+fn parse_header(c: &mut Cursor<'_>) -> Result<Entry, AsmError> {
+    let header = c.pos();
+    c.expect("@", "'@'")?;
+    let pos = c.pos();
+    let name = c.name("a function name after '@'")?;
+    let (mut inputs, mut regs, mut params) = (None, None, None);
+    loop {
+        let spaced = c.skip_ws();
+        if c.eat(":") {
+            break;
+        }
+        if !spaced {
+            return Err(c.expected("' ' or ':' after the function name"));
+        }
+        let at = c.pos();
+        let found = c.found();
+        let key = c.take_while(|ch| ch.is_ascii_lowercase());
+        let dup = |seen: bool| if seen { Err(at.error(format!("{key}= is given twice"))) } else { Ok(()) };
+        let unexpected = || at.error(format!("expected inputs=N, regs=N, params=(...) or ':', found {found}"));
+        if key.is_empty() || !c.eat("=") {
+            return Err(unexpected());
+        }
+        match key {
+            "inputs" => {
+                dup(inputs.is_some())?;
+                inputs = Some((c.uint("the number of inputs")?, at));
+            }
+            "regs" => {
+                dup(regs.is_some())?;
+                regs = Some((c.uint("the number of registers")?, at));
+            }
+            "params" => {
+                dup(params.is_some())?;
+                params = Some(parse_params(c)?);
+            }
+            _ => return Err(unexpected()),
+        }
+    }
+    c.expect_end()?;
+    let num_inputs = inputs.ok_or_else(|| header.error(format!("the header of {name:?} needs inputs=N")))?;
+    let body = Body { num_inputs, regs, params: params.unwrap_or_default(), instrs: Vec::new() };
+    Ok(Entry { name, pos, body: Some(body) })
+}
+
+fn parse_params(c: &mut Cursor<'_>) -> Result<Vec<String>, AsmError> {
+    c.expect("(", "'(' starting the parameter names")?;
+    let mut names = Vec::new();
+    c.skip_ws();
+    if c.eat(")") {
+        return Ok(names);
+    }
+    loop {
+        c.skip_ws();
+        names.push(c.name("a parameter name")?);
+        c.skip_ws();
+        if c.eat(")") {
+            return Ok(names);
+        }
+        c.expect(",", "',' or ')' in params=(...)")?;
+    }
+}
+
+fn parse_reg(c: &mut Cursor<'_>) -> Result<Reg, AsmError> {
+    let pos = c.pos();
+    if !c.eat("%") {
+        return Err(c.expected("a register like %0"));
+    }
+    Ok(Reg { index: c.uint("a register number after '%'")?, pos })
+}
+
+fn parse_op(c: &mut Cursor<'_>, word: &str) -> Result<Op, AsmError> {
+    match word {
+        "call" => {
+            c.expect_ws("a function name after 'call'")?;
+            let pos = c.pos();
+            let func = (c.name("a function name")?, pos);
+            let mut args = Vec::new();
+            c.skip_ws();
+            if c.eat("in:") {
+                loop {
+                    c.skip_ws();
+                    let at = c.pos();
+                    args.push((parse_arg(c)?, at));
+                    c.skip_ws();
+                    if !c.eat(",") {
+                        break;
+                    }
+                }
+            }
+            let dst = if c.eat("dst:") {
+                c.skip_ws();
+                if c.eat("void") {
+                    None
+                } else if c.peek() == Some('%') {
+                    Some(parse_reg(c)?)
+                } else {
+                    return Err(c.expected("a destination register like %0, or void"));
+                }
+            } else {
+                None
+            };
+            Ok(Op::Call { func, args, dst })
+        }
+        "ret" => {
+            c.expect_ws("a register after 'ret'")?;
+            Ok(Op::Ret { result: parse_reg(c)? })
+        }
+        "goto" => {
+            c.expect_ws("an offset after 'goto'")?;
+            Ok(Op::Goto { offset: c.int("a jump offset")? })
+        }
+        _ => {
+            c.expect_ws("a register after 'if'")?;
+            let cond = parse_reg(c)?;
+            c.expect_ws("the false offset after the condition")?;
+            Ok(Op::If { cond, false_offset: c.int("a jump offset")? })
+        }
+    }
+}
+
+fn parse_arg(c: &mut Cursor<'_>) -> Result<Arg, AsmError> {
+    const WHAT: &str = "an argument (%N, %void, %vm, iN, c[N] or f[NAME])";
+    if c.eat("%void") {
+        return Ok(Arg::Void);
+    }
+    if c.eat("%vm") {
+        return Ok(Arg::VmState);
+    }
+    if c.eat("%") {
+        return Ok(Arg::Reg(c.uint("a register number after '%'")?));
+    }
+    if c.eat("c[") {
+        let i = c.uint("a constant index")?;
+        c.expect("]", "']' closing c[")?;
+        return Ok(Arg::Const(i));
+    }
+    if c.eat("f[") {
+        let name = c.name("a function name")?;
+        c.expect("]", "']' closing f[")?;
+        return Ok(Arg::Func(name));
+    }
+    if c.rest().starts_with('i') && c.rest()[1..].starts_with(|ch: char| ch.is_ascii_digit() || ch == '-') {
+        c.eat("i");
+        return Ok(Arg::Imm(c.int("an immediate after 'i'")?));
+    }
+    Err(c.expected(WHAT))
+}
