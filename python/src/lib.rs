@@ -1,1 +1,50 @@
-//! placeholder
+//! Python bindings of relaxvm: the private module `relaxvm._relaxvm`, re-exported by the
+//! `relaxvm` package. One file per concept; this file only lists them.
+
+mod builder;
+mod builder_shim;
+mod closure;
+mod convert;
+mod device;
+mod dlpack;
+mod dtype;
+mod errors;
+mod executable;
+mod registry;
+mod shape;
+mod tensor;
+mod vm;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    m.add_class::<builder::PyArg>()?;
+    m.add_class::<builder::PyLocation>()?;
+    m.add_class::<builder::FunctionScope>()?;
+    m.add_class::<builder::PyExecBuilder>()?;
+    m.add_class::<closure::PyClosure>()?;
+    m.add_class::<convert::PyOpaque>()?;
+    m.add_class::<device::PyDevice>()?;
+    m.add_class::<dtype::PyDataType>()?;
+    m.add_class::<executable::PyExecutable>()?;
+    m.add_class::<shape::PyShape>()?;
+    m.add_class::<tensor::PyTensor>()?;
+    m.add_class::<vm::PyVirtualMachine>()?;
+    m.add_class::<vm::PyVmFunction>()?;
+    m.add_class::<vm::BenchmarkResult>()?;
+    m.add_class::<vm::TimeEvaluator>()?;
+    m.add_function(wrap_pyfunction!(device::cpu, m)?)?;
+    m.add_function(wrap_pyfunction!(device::device, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::tensor, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::tensor_from_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::empty, m)?)?;
+    m.add_function(wrap_pyfunction!(dlpack::from_dlpack, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::register_func, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::get_global_func, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::list_global_func_names, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::remove_global_func, m)?)?;
+    Ok(())
+}

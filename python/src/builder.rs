@@ -1,0 +1,382 @@
+//! `rx.ExecBuilder`: emits bytecode the way TVM's `relax.ExecBuilder` does.
+
+use crate::convert::to_value;
+use crate::errors::check_error;
+use crate::executable::PyExecutable;
+use crate::shape::extract_shape;
+use crate::tensor::copy_tensor;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};
+use crate::builder_shim as rb;
+use relaxvm::{Arg, FuncKind, Location, RegIdx, Value};
+use std::sync::Arc;
+
+/// An instruction argument: a register `r(i)`, an immediate `imm(v)`, a constant `c(i)`, a
+/// function `f(name)`, the VM-state register or the void register. Handles are hashable and
+/// compare equal when they denote the same argument.
+#[pyclass(module = "relaxvm", name = "Arg", frozen, eq, hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct PyArg {
+    pub arg: Arg,
+    /// The function's name, for `f(...)` handles (repr only).
+    pub func_name: Option<String>,
+}
+
+impl PyArg {
+    fn new(arg: Arg) -> Self {
+        PyArg { arg, func_name: None }
+    }
+}
+
+#[pymethods]
+impl PyArg {
+    /// `"reg"`, `"imm"`, `"const"`, `"func"`, `"vm_state"` or `"void"`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        match self.arg {
+            Arg::Reg(_) => "reg",
+            Arg::Imm(_) => "imm",
+            Arg::Const(_) => "const",
+            Arg::Func(_) => "func",
+            Arg::VmState => "vm_state",
+            Arg::Void => "void",
+        }
+    }
+
+    /// The register, immediate, constant or function index (`None` for the special registers).
+    #[getter]
+    fn value(&self) -> Option<i64> {
+        match self.arg {
+            Arg::Reg(r) => Some(r.into()),
+            Arg::Imm(i) => Some(i),
+            Arg::Const(c) => Some(c.into()),
+            Arg::Func(f) => Some(f.into()),
+            Arg::VmState | Arg::Void => None,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        match (&self.arg, &self.func_name) {
+            (Arg::Reg(r), _) => format!("r({r})"),
+            (Arg::Imm(i), _) => format!("imm({i})"),
+            (Arg::Const(c), _) => format!("c({c})"),
+            (Arg::Func(_), Some(n)) => format!("f({n:?})"),
+            (Arg::Func(i), None) => format!("f({i})"),
+            (Arg::VmState, _) => "vm_state()".into(),
+            (Arg::Void, _) => "void_arg()".into(),
+        }
+    }
+}
+
+/// A source location for `loc=`: `Location.file("m.py", 3, 1)`, `Location.name("add")`,
+/// `Location.callsite(callee, caller)`, `Location.fused([...])`.
+#[pyclass(module = "relaxvm", name = "Location", frozen, eq, hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct PyLocation(pub Location);
+
+#[pymethods]
+impl PyLocation {
+    /// A file, line and column.
+    #[staticmethod]
+    #[pyo3(signature = (file, line = 1, col = 1))]
+    fn file(file: String, line: u32, col: u32) -> Self {
+        PyLocation(Location::File { file, line, col })
+    }
+
+    /// A name, e.g. of the operator an instruction lowers.
+    #[staticmethod]
+    fn name(name: String) -> Self {
+        PyLocation(Location::Name(name))
+    }
+
+    /// `callee` inlined at `caller`.
+    #[staticmethod]
+    fn callsite(callee: &PyLocation, caller: &PyLocation) -> Self {
+        PyLocation(Location::CallSite { callee: Box::new(callee.0.clone()), caller: Box::new(caller.0.clone()) })
+    }
+
+    /// Several locations fused into one instruction.
+    #[staticmethod]
+    fn fused(locations: Vec<PyRef<'_, PyLocation>>) -> Self {
+        PyLocation(Location::Fused(locations.iter().map(|l| l.0.clone()).collect()))
+    }
+
+    fn __str__(&self) -> String {
+        self.0.to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Location({})", self.0)
+    }
+}
+
+/// The scope of one function being emitted; returned by `ExecBuilder.function`. Leaving the
+/// `with` block ends the function.
+#[pyclass(module = "relaxvm", name = "FunctionScope")]
+pub struct FunctionScope {
+    builder: Py<PyExecBuilder>,
+    name: String,
+    open: bool,
+}
+
+#[pymethods]
+impl FunctionScope {
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (exc_type = None, _exc = None, _tb = None))]
+    fn __exit__(
+        &mut self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        if !self.open {
+            return Ok(false);
+        }
+        self.open = false;
+        let mut b = self.builder.bind(py).borrow_mut();
+        b.in_function = false;
+        let r = b.inner.end_function();
+        if exc_type.is_some_and(|e| !e.is_none()) {
+            return Ok(false); // the body's exception wins
+        }
+        r.map_err(|e| check_error(py, format!("function {:?}: {e}", self.name)))?;
+        Ok(false)
+    }
+
+    /// The function's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Emits instructions and builds an `Executable` (TVM's `relax.ExecBuilder`).
+#[pyclass(module = "relaxvm", name = "ExecBuilder")]
+pub struct PyExecBuilder {
+    inner: rb::ExecBuilder,
+    in_function: bool,
+}
+
+fn reg_of(py: Python<'_>, ob: &Bound<'_, PyAny>, what: &str) -> PyResult<RegIdx> {
+    if let Ok(a) = ob.cast::<PyArg>() {
+        if let Arg::Reg(r) = a.get().arg {
+            return Ok(r);
+        }
+        return Err(PyTypeError::new_err(format!("{what} must be a register such as ib.r(2), got {}", a.get().__repr__())));
+    }
+    if ob.is_instance_of::<PyInt>() && !ob.is_instance_of::<PyBool>() {
+        return ob.extract::<u32>().map_err(|_| PyValueError::new_err(format!("{what}: register index out of range")));
+    }
+    let _ = py;
+    Err(PyTypeError::new_err(format!("{what} must be a register such as ib.r(2)")))
+}
+
+impl PyExecBuilder {
+    fn check_scope(&self) -> PyResult<()> {
+        if !self.in_function {
+            return Err(PyValueError::new_err("emit should happen in a function scope (with ib.function(...):)"));
+        }
+        Ok(())
+    }
+
+    fn constant(&mut self, py: Python<'_>, v: Value) -> PyResult<PyArg> {
+        // Constants never alias the caller's memory: a later write to the array must not change
+        // the program.
+        let v = match v {
+            Value::Tensor(t) => Value::Tensor(copy_tensor(py, &t)?),
+            other => other,
+        };
+        let i = self.inner.convert_constant(v).map_err(|e| check_error(py, e.to_string()))?;
+        Ok(PyArg::new(Arg::Const(i)))
+    }
+
+    fn to_arg(&mut self, py: Python<'_>, ob: &Bound<'_, PyAny>) -> PyResult<Arg> {
+        if let Ok(a) = ob.cast::<PyArg>() {
+            return Ok(a.get().arg);
+        }
+        if ob.is_none() {
+            return Ok(Arg::Void);
+        }
+        if ob.is_instance_of::<PyInt>() {
+            let i: i64 = ob.extract().map_err(|_| PyValueError::new_err("immediate does not fit in 64 bits"))?;
+            return Ok(Arg::Imm(i));
+        }
+        if ob.is_instance_of::<PyTuple>() {
+            let shape = extract_shape(ob)?;
+            return Ok(self.constant(py, Value::Shape(shape))?.arg);
+        }
+        if ob.is_instance_of::<PyList>() {
+            return Err(PyTypeError::new_err("a list is not an instruction argument: use a tuple for a shape, or ib.convert_constant"));
+        }
+        Ok(self.constant(py, to_value(ob)?)?.arg)
+    }
+
+    fn with_loc<R>(&mut self, loc: Option<&PyLocation>, f: impl FnOnce(&mut rb::ExecBuilder) -> Result<R, rb::BuildError>) -> Result<R, rb::BuildError> {
+        if let Some(l) = loc {
+            self.inner.set_location(Some(l.0.clone()));
+        }
+        let r = f(&mut self.inner);
+        if loc.is_some() {
+            self.inner.set_location(None);
+        }
+        r
+    }
+}
+
+#[pymethods]
+impl PyExecBuilder {
+    #[new]
+    fn new() -> Self {
+        PyExecBuilder { inner: rb::ExecBuilder::new(), in_function: false }
+    }
+
+    /// Register `idx` of the current frame; the first `num_inputs` registers hold the inputs.
+    fn r(&self, idx: u32) -> PyArg {
+        PyArg::new(Arg::Reg(idx))
+    }
+
+    /// An immediate (inline 64-bit integer).
+    fn imm(&self, value: i64) -> PyArg {
+        PyArg::new(Arg::Imm(value))
+    }
+
+    /// Constant number `idx` of the constant pool.
+    fn c(&self, idx: u32) -> PyArg {
+        PyArg::new(Arg::Const(idx))
+    }
+
+    /// The function `name` as a value (declared as a packed function if not yet known).
+    fn f(&mut self, name: &str) -> PyArg {
+        let i = self.inner.func_ref(name);
+        PyArg { arg: Arg::Func(i), func_name: Some(name.to_string()) }
+    }
+
+    /// The VM-state register: lets a builtin reach the VM (e.g. `vm.builtin.alloc_storage`).
+    fn vm_state(&self) -> PyArg {
+        PyArg::new(Arg::VmState)
+    }
+
+    /// The void register: passes `None`.
+    fn void_arg(&self) -> PyArg {
+        PyArg::new(Arg::Void)
+    }
+
+    /// Adds `value` to the constant pool (equal constants share one entry) and returns its
+    /// handle `c(i)`. Tuples become shapes; numpy arrays are copied.
+    fn convert_constant(&mut self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<PyArg> {
+        let v = if value.is_instance_of::<PyTuple>() { Value::Shape(extract_shape(value)?) } else { to_value(value)? };
+        self.constant(py, v)
+    }
+
+    /// Declares function `name` as `"packed"` (provided by a registry) or `"bytecode"` (defined
+    /// later in this builder); returns its handle `f(name)`.
+    #[pyo3(signature = (name, kind = "packed"))]
+    fn declare_function(&mut self, py: Python<'_>, name: &str, kind: &str) -> PyResult<PyArg> {
+        let kind = match kind {
+            "packed" => FuncKind::Packed,
+            "bytecode" => FuncKind::Bytecode,
+            other => return Err(PyValueError::new_err(format!("kind must be \"packed\" or \"bytecode\", got {other:?}"))),
+        };
+        let i = self.inner.declare_function(name, kind).map_err(|e| check_error(py, e.to_string()))?;
+        Ok(PyArg { arg: Arg::Func(i), func_name: Some(name.to_string()) })
+    }
+
+    /// Starts bytecode function `name` taking `num_inputs` inputs (in registers `0..num_inputs`);
+    /// use as `with ib.function("main", num_inputs=2):`.
+    #[pyo3(signature = (name, num_inputs = 0, param_names = None))]
+    fn function(
+        slf: &Bound<'_, Self>,
+        name: &str,
+        num_inputs: u32,
+        param_names: Option<Vec<String>>,
+    ) -> PyResult<FunctionScope> {
+        let py = slf.py();
+        let mut b = slf.borrow_mut();
+        if b.in_function {
+            return Err(PyValueError::new_err("functions cannot nest: end the current one first"));
+        }
+        b.inner.function(name, num_inputs, param_names).map_err(|e| check_error(py, e.to_string()))?;
+        b.in_function = true;
+        Ok(FunctionScope { builder: slf.clone().unbind(), name: name.to_string(), open: true })
+    }
+
+    /// Emits `call name(args...) -> dst`. In `args`, handles pass through, plain ints become
+    /// immediates, tuples become shape constants, `None` is the void register, and tensors,
+    /// numpy arrays, dtypes, shapes, strings and floats become constants.
+    #[pyo3(signature = (name, args = None, dst = None, loc = None))]
+    fn emit_call(
+        &mut self,
+        py: Python<'_>,
+        name: &str,
+        args: Option<&Bound<'_, PyAny>>,
+        dst: Option<&Bound<'_, PyAny>>,
+        loc: Option<PyRef<'_, PyLocation>>,
+    ) -> PyResult<()> {
+        self.check_scope()?;
+        let mut argv = Vec::new();
+        if let Some(a) = args.filter(|a| !a.is_none()) {
+            for item in a.try_iter()? {
+                argv.push(self.to_arg(py, &item?)?);
+            }
+        }
+        let dst = match dst {
+            Some(d) if !d.is_none() => {
+                if let Ok(a) = d.cast::<PyArg>() {
+                    if a.get().arg == Arg::Void {
+                        None
+                    } else {
+                        Some(reg_of(py, d, "dst")?)
+                    }
+                } else {
+                    Some(reg_of(py, d, "dst")?)
+                }
+            }
+            _ => None,
+        };
+        self.with_loc(loc.as_deref(), |b| b.emit_call(name, &argv, dst)).map_err(|e| check_error(py, e.to_string()))
+    }
+
+    /// Emits `ret result`.
+    #[pyo3(signature = (result, loc = None))]
+    fn emit_ret(&mut self, py: Python<'_>, result: &Bound<'_, PyAny>, loc: Option<PyRef<'_, PyLocation>>) -> PyResult<()> {
+        self.check_scope()?;
+        let r = reg_of(py, result, "emit_ret's argument")?;
+        self.with_loc(loc.as_deref(), |b| b.emit_ret(r)).map_err(|e| check_error(py, e.to_string()))
+    }
+
+    /// Emits `goto offset` (relative to this instruction; negative loops back).
+    #[pyo3(signature = (offset, loc = None))]
+    fn emit_goto(&mut self, py: Python<'_>, offset: i64, loc: Option<PyRef<'_, PyLocation>>) -> PyResult<()> {
+        self.check_scope()?;
+        self.with_loc(loc.as_deref(), |b| b.emit_goto(offset)).map_err(|e| check_error(py, e.to_string()))
+    }
+
+    /// Emits `if cond false_offset`: falls through when `cond` is non-zero, else jumps.
+    #[pyo3(signature = (cond, false_offset, loc = None))]
+    fn emit_if(&mut self, py: Python<'_>, cond: &Bound<'_, PyAny>, false_offset: i64, loc: Option<PyRef<'_, PyLocation>>) -> PyResult<()> {
+        self.check_scope()?;
+        let c = reg_of(py, cond, "emit_if's condition")?;
+        self.with_loc(loc.as_deref(), |b| b.emit_if(c, false_offset)).map_err(|e| check_error(py, e.to_string()))
+    }
+
+    /// Checks, formalizes and returns the executable. Raises `CheckError` when a function reads
+    /// a register that is neither an input nor written before; warns about unused inputs.
+    fn get(&mut self, py: Python<'_>) -> PyResult<PyExecutable> {
+        if self.in_function {
+            return Err(PyValueError::new_err("get() inside a function scope: leave the `with ib.function(...)` block first"));
+        }
+        let out = self.inner.get().map_err(|e| check_error(py, e.to_string()))?;
+        if !out.warnings.is_empty() {
+            let warnings = py.import("warnings")?;
+            for w in &out.warnings {
+                warnings.call_method1("warn", (PyString::new(py, w), py.get_type::<pyo3::exceptions::PyUserWarning>(), 2))?;
+            }
+        }
+        Ok(PyExecutable(Arc::new(out.executable)))
+    }
+}

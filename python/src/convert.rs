@@ -1,0 +1,202 @@
+//! Conversion between Python objects and VM values, both ways.
+//!
+//! | Python                          | VM value            | back to Python        |
+//! |---------------------------------|---------------------|-----------------------|
+//! | `None`, `bool`, `int`, `float`, `str` | Null, Bool, Int, Float, Str | the same type |
+//! | `rx.Tensor`, `numpy.ndarray`, DLPack objects | Tensor (zero-copy when possible) | `rx.Tensor` |
+//! | `rx.Shape`                      | Shape               | `rx.Shape`            |
+//! | `rx.DataType`, `rx.Device`      | DType, Device       | the same classes      |
+//! | `tuple`, `list`                 | Tuple               | `tuple`               |
+//! | `rx.Closure`, any callable      | Func                | `rx.Closure`          |
+//! | numpy scalars                   | Bool, Int, Float    | Python scalars        |
+//! | `rx.Object`                     | Storage, VmState, Object | `rx.Object`      |
+
+use crate::closure::PyClosure;
+use crate::device::PyDevice;
+use crate::dtype::PyDataType;
+use crate::shape::PyShape;
+use crate::tensor::{tensor_from_numpy, PyTensor};
+use numpy::PyUntypedArray;
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use pyo3::PyTypeInfo;
+use relaxvm::Value;
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// Arguments as the VM takes them: up to 8 without a heap allocation.
+pub type Args = SmallVec<[Value; 8]>;
+
+/// `True` or `False` as an owned object.
+#[inline]
+pub fn py_bool(py: Python<'_>, b: bool) -> Py<PyAny> {
+    PyBool::new(py, b).to_owned().into_any().unbind()
+}
+
+/// A VM value that Python sees as an opaque handle: storage, the VM-state marker, or any
+/// other object a builtin returns. It goes back into the VM as the same value.
+#[pyclass(module = "relaxvm", name = "Object", frozen)]
+pub struct PyOpaque(pub Value);
+
+#[pymethods]
+impl PyOpaque {
+    /// The VM's name for the value's type (`"storage"`, `"vm_state"`, `"object"`).
+    #[getter]
+    fn type_name(&self) -> &'static str {
+        self.0.type_name()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<relaxvm.Object {}: {}>", self.0.type_name(), self.0)
+    }
+}
+
+struct NumpyScalarTypes {
+    bool_: Py<PyType>,
+    integer: Py<PyType>,
+    floating: Py<PyType>,
+}
+
+static NUMPY_SCALARS: PyOnceLock<Option<NumpyScalarTypes>> = PyOnceLock::new();
+
+fn numpy_scalars(py: Python<'_>) -> Option<&'static NumpyScalarTypes> {
+    NUMPY_SCALARS
+        .get_or_init(py, || {
+            let np = py.import("numpy").ok()?;
+            let get = |n: &str| np.getattr(n).ok()?.cast_into::<PyType>().ok().map(Bound::unbind);
+            Some(NumpyScalarTypes { bool_: get("bool_")?, integer: get("integer")?, floating: get("floating")? })
+        })
+        .as_ref()
+}
+
+fn type_error(ob: &Bound<'_, PyAny>) -> PyErr {
+    let name = ob.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+    PyTypeError::new_err(format!(
+        "cannot pass a {name} to the VM: expected None, bool, int, float, str, a tensor (rx.Tensor, numpy array or DLPack object), rx.Shape, rx.DataType, rx.Device, a tuple or list of those, or a callable"
+    ))
+}
+
+/// Converts a Python object into a VM value. Numpy arrays are viewed without copying when
+/// their layout allows; callables become packed functions that call back into Python.
+pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
+    let py = ob.py();
+    // Exact builtin types first: the common scalar arguments cost one pointer comparison.
+    if PyInt::is_exact_type_of(ob) {
+        return ob.extract::<i64>().map(Value::Int).map_err(|_| PyOverflowError::new_err("int does not fit in 64 bits"));
+    }
+    if let Ok(t) = ob.cast::<PyTensor>() {
+        return Ok(Value::Tensor(t.get().0.clone()));
+    }
+    if PyFloat::is_exact_type_of(ob) {
+        // SAFETY-free: exact float.
+        return Ok(Value::Float(ob.cast::<PyFloat>().expect("checked").value()));
+    }
+    if ob.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = ob.cast_exact::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if let Ok(a) = ob.cast::<PyUntypedArray>() {
+        return tensor_from_numpy(a).map(Value::Tensor);
+    }
+    if let Ok(s) = ob.cast::<PyString>() {
+        return Ok(Value::Str(Arc::from(&*s.to_cow()?)));
+    }
+    if let Ok(t) = ob.cast::<PyTuple>() {
+        return tuple_value(t.iter());
+    }
+    if let Ok(l) = ob.cast::<PyList>() {
+        return tuple_value(l.iter());
+    }
+    if let Ok(s) = ob.cast::<PyShape>() {
+        return Ok(Value::Shape(s.get().0.clone()));
+    }
+    if let Ok(d) = ob.cast::<PyDataType>() {
+        return Ok(Value::DType(d.get().0));
+    }
+    if let Ok(d) = ob.cast::<PyDevice>() {
+        return Ok(Value::Device(d.get().0));
+    }
+    if let Ok(c) = ob.cast::<PyClosure>() {
+        return Ok(Value::Func(c.get().0.clone()));
+    }
+    if let Ok(o) = ob.cast::<PyOpaque>() {
+        return Ok(o.get().0.clone());
+    }
+    if PyInt::is_type_of(ob) {
+        return ob.extract::<i64>().map(Value::Int).map_err(|_| PyOverflowError::new_err("int does not fit in 64 bits"));
+    }
+    if PyFloat::is_type_of(ob) {
+        return Ok(Value::Float(ob.extract()?));
+    }
+    if let Some(np) = numpy_scalars(py) {
+        if ob.is_instance(np.bool_.bind(py))? {
+            return Ok(Value::Bool(ob.is_truthy()?));
+        }
+        if ob.is_instance(np.integer.bind(py))? {
+            return ob.extract::<i64>().map(Value::Int).map_err(|_| PyOverflowError::new_err("integer does not fit in 64 bits"));
+        }
+        if ob.is_instance(np.floating.bind(py))? {
+            return Ok(Value::Float(ob.extract()?));
+        }
+    }
+    if ob.hasattr(pyo3::intern!(py, "__dlpack__"))? {
+        return crate::dlpack::from_dlpack_object(ob).map(Value::Tensor);
+    }
+    if ob.is_callable() {
+        return Ok(Value::packed(crate::registry::python_packed_func(ob)?));
+    }
+    Err(type_error(ob))
+}
+
+fn tuple_value<'py>(items: impl Iterator<Item = Bound<'py, PyAny>>) -> PyResult<Value> {
+    let v: Vec<Value> = items.map(|i| to_value(&i)).collect::<PyResult<_>>()?;
+    Ok(Value::Tuple(v.into()))
+}
+
+/// Converts the items of a tuple of arguments.
+#[inline]
+pub fn args_to_values(args: &Bound<'_, PyTuple>) -> PyResult<Args> {
+    let mut out = Args::new();
+    push_args(args, &mut out)?;
+    Ok(out)
+}
+
+/// Converts the items of a tuple of arguments, appending them to `out` (no moves of `out`).
+#[inline]
+pub fn push_args(args: &Bound<'_, PyTuple>, out: &mut Args) -> PyResult<()> {
+    for a in args.iter_borrowed() {
+        out.push(to_value(&a)?);
+    }
+    Ok(())
+}
+
+/// Converts a VM value into a Python object.
+pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Int(i) => i.into_pyobject(py)?.into_any(),
+        Value::Float(x) => PyFloat::new(py, *x).into_any(),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Str(s) => PyString::new(py, s).into_any(),
+        Value::Tensor(t) => Bound::new(py, PyTensor(t.clone()))?.into_any(),
+        Value::Shape(s) => Bound::new(py, PyShape(s.clone()))?.into_any(),
+        Value::DType(d) => Bound::new(py, PyDataType(*d))?.into_any(),
+        Value::Device(d) => Bound::new(py, PyDevice(*d))?.into_any(),
+        Value::Tuple(items) => {
+            let objs: Vec<Bound<'py, PyAny>> = items.iter().map(|i| to_py(py, i)).collect::<PyResult<_>>()?;
+            PyTuple::new(py, objs)?.into_any()
+        }
+        Value::Func(c) => Bound::new(py, PyClosure(Arc::clone(c)))?.into_any(),
+        other => Bound::new(py, PyOpaque(other.clone()))?.into_any(),
+    })
+}
+
+/// Converts each value, as a tuple of arguments for a Python call.
+pub fn values_to_tuple<'py>(py: Python<'py>, vals: &[Value]) -> PyResult<Bound<'py, PyTuple>> {
+    let objs: SmallVec<[Bound<'py, PyAny>; 8]> = vals.iter().map(|v| to_py(py, v)).collect::<PyResult<_>>()?;
+    PyTuple::new(py, objs)
+}

@@ -1,0 +1,304 @@
+//! The DLPack exchange protocol, both ways, on the C structures of `dlpack.h`.
+//!
+//! Export (`Tensor.__dlpack__`): a capsule named `"dltensor"` (or `"dltensor_versioned"` when
+//! the consumer asks for DLPack 1.x) holding a heap-allocated managed tensor whose context
+//! keeps our tensor alive. A consumer renames the capsule to `"used_..."` and later calls the
+//! deleter; a capsule that was never consumed runs the deleter from its own destructor.
+//!
+//! Import (`rx.from_dlpack(x)`): we call `x.__dlpack__()`, take ownership of the managed
+//! tensor (renaming the capsule), and wrap its memory in a storage whose owner calls the
+//! producer's deleter when the last tensor viewing it is dropped.
+
+use crate::errors::IntoPyResult;
+use crate::tensor::PyTensor;
+use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyDict};
+use relaxvm::{DataType, Device, DeviceType, Storage, Tensor};
+use std::ffi::{c_void, CStr};
+use std::ptr::NonNull;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DLDevice {
+    device_type: i32,
+    device_id: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DLDataType {
+    code: u8,
+    bits: u8,
+    lanes: u16,
+}
+
+#[repr(C)]
+struct DLTensor {
+    data: *mut c_void,
+    device: DLDevice,
+    ndim: i32,
+    dtype: DLDataType,
+    shape: *mut i64,
+    strides: *mut i64,
+    byte_offset: u64,
+}
+
+#[repr(C)]
+struct DLManagedTensor {
+    dl_tensor: DLTensor,
+    manager_ctx: *mut c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
+}
+
+#[repr(C)]
+struct DLPackVersion {
+    major: u32,
+    minor: u32,
+}
+
+#[repr(C)]
+struct DLManagedTensorVersioned {
+    version: DLPackVersion,
+    manager_ctx: *mut c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
+    flags: u64,
+    dl_tensor: DLTensor,
+}
+
+const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;
+const DLTENSOR: &CStr = c"dltensor";
+const USED_DLTENSOR: &CStr = c"used_dltensor";
+const DLTENSOR_VERSIONED: &CStr = c"dltensor_versioned";
+const USED_DLTENSOR_VERSIONED: &CStr = c"used_dltensor_versioned";
+
+/// What an exported managed tensor points at: our tensor and the arrays its header uses.
+struct ExportCtx {
+    _tensor: Tensor,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+}
+
+fn export_header(t: &Tensor, ctx: &mut ExportCtx) -> DLTensor {
+    DLTensor {
+        data: t.data_ptr().cast(),
+        device: DLDevice { device_type: t.device().device_type.code(), device_id: t.device().device_id },
+        ndim: ctx.shape.len() as i32,
+        dtype: DLDataType { code: t.dtype().dlpack_code(), bits: t.dtype().bits(), lanes: 1 },
+        shape: ctx.shape.as_mut_ptr(),
+        strides: ctx.strides.as_mut_ptr(),
+        byte_offset: 0,
+    }
+}
+
+unsafe extern "C" fn delete_legacy(m: *mut DLManagedTensor) {
+    if m.is_null() {
+        return;
+    }
+    // SAFETY: `m` was made by `Box::into_raw` in `to_capsule` and its context by
+    // `Box::into_raw` of an `ExportCtx`; DLPack calls the deleter exactly once.
+    unsafe {
+        let m = Box::from_raw(m);
+        drop(Box::from_raw(m.manager_ctx.cast::<ExportCtx>()));
+    }
+}
+
+unsafe extern "C" fn delete_versioned(m: *mut DLManagedTensorVersioned) {
+    if m.is_null() {
+        return;
+    }
+    // SAFETY: as `delete_legacy`.
+    unsafe {
+        let m = Box::from_raw(m);
+        drop(Box::from_raw(m.manager_ctx.cast::<ExportCtx>()));
+    }
+}
+
+/// Destructor of an exported capsule: frees the managed tensor unless a consumer took it.
+unsafe extern "C" fn capsule_destructor(capsule: *mut ffi::PyObject) {
+    // SAFETY: called by Python with the capsule being destroyed and the GIL held. A consumed
+    // capsule has been renamed, so `PyCapsule_IsValid` is false for it and we leave the tensor
+    // to its consumer. IsValid sets no exception.
+    unsafe {
+        if ffi::PyCapsule_IsValid(capsule, DLTENSOR.as_ptr()) == 1 {
+            let p = ffi::PyCapsule_GetPointer(capsule, DLTENSOR.as_ptr()).cast::<DLManagedTensor>();
+            delete_legacy(p);
+        } else if ffi::PyCapsule_IsValid(capsule, DLTENSOR_VERSIONED.as_ptr()) == 1 {
+            let p = ffi::PyCapsule_GetPointer(capsule, DLTENSOR_VERSIONED.as_ptr()).cast::<DLManagedTensorVersioned>();
+            delete_versioned(p);
+        }
+    }
+}
+
+/// Exports `t` as a DLPack capsule (versioned when the consumer supports DLPack 1.x).
+pub fn to_capsule(py: Python<'_>, t: Tensor, versioned: bool) -> PyResult<Bound<'_, PyAny>> {
+    let ctx = Box::new(ExportCtx { shape: t.shape().to_vec(), strides: t.strides(), _tensor: t.clone() });
+    let ctx = Box::into_raw(ctx);
+    // SAFETY: `ctx` is a valid, uniquely owned pointer until a deleter frees it.
+    let header = export_header(&t, unsafe { &mut *ctx });
+    let (ptr, name): (*mut c_void, &CStr) = if versioned {
+        let m = Box::new(DLManagedTensorVersioned {
+            version: DLPackVersion { major: 1, minor: 0 },
+            manager_ctx: ctx.cast(),
+            deleter: Some(delete_versioned),
+            flags: 0,
+            dl_tensor: header,
+        });
+        (Box::into_raw(m).cast(), DLTENSOR_VERSIONED)
+    } else {
+        let m = Box::new(DLManagedTensor { dl_tensor: header, manager_ctx: ctx.cast(), deleter: Some(delete_legacy) });
+        (Box::into_raw(m).cast(), DLTENSOR)
+    };
+    // SAFETY: `ptr` is a valid managed tensor, `name` a static C string, and the destructor
+    // frees the tensor only while the capsule is unconsumed. On failure we free it ourselves.
+    unsafe {
+        let cap = ffi::PyCapsule_New(ptr, name.as_ptr(), Some(capsule_destructor));
+        if cap.is_null() {
+            if versioned {
+                delete_versioned(ptr.cast());
+            } else {
+                delete_legacy(ptr.cast());
+            }
+            return Err(PyErr::fetch(py));
+        }
+        Ok(Bound::from_owned_ptr(py, cap))
+    }
+}
+
+/// An imported managed tensor; dropping it calls the producer's deleter.
+enum Imported {
+    Legacy(*mut DLManagedTensor),
+    Versioned(*mut DLManagedTensorVersioned),
+}
+
+// SAFETY: DLPack requires deleters to be callable from any thread (numpy's takes the GIL
+// itself); the pointer is owned exclusively by this value.
+unsafe impl Send for Imported {}
+// SAFETY: `&Imported` exposes nothing.
+unsafe impl Sync for Imported {}
+
+impl Drop for Imported {
+    fn drop(&mut self) {
+        // SAFETY: we own the managed tensor (the capsule was renamed to "used_..."), so calling
+        // its deleter once, here, is what the protocol asks.
+        unsafe {
+            match *self {
+                Imported::Legacy(m) => {
+                    if let Some(d) = (*m).deleter {
+                        d(m)
+                    }
+                }
+                Imported::Versioned(m) => {
+                    if let Some(d) = (*m).deleter {
+                        d(m)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Wraps the tensor described by `dl` (owned through `owner`) without copying.
+///
+/// # Safety
+/// `dl` must be a valid DLTensor whose memory lives as long as `owner`.
+unsafe fn import_tensor(py: Python<'_>, dl: &DLTensor, owner: Imported) -> PyResult<Tensor> {
+    let device = Device { device_type: DeviceType::from_code(dl.device.device_type).py_err(py)?, device_id: dl.device.device_id };
+    if dl.dtype.lanes != 1 {
+        return Err(PyTypeError::new_err(format!("DLPack tensors with {} lanes are not supported", dl.dtype.lanes)));
+    }
+    let dtype = DataType::from_dlpack(dl.dtype.code, dl.dtype.bits).py_err(py)?;
+    let ndim = usize::try_from(dl.ndim).map_err(|_| PyBufferError::new_err("negative ndim"))?;
+    // SAFETY: the producer guarantees `shape` (and `strides`, when non-null) hold `ndim` entries.
+    let shape: Vec<i64> = if ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(dl.shape, ndim) }.to_vec() };
+    let strides: Option<Vec<i64>> =
+        if dl.strides.is_null() || ndim == 0 { None } else { Some(unsafe { std::slice::from_raw_parts(dl.strides, ndim) }.to_vec()) };
+    let itemsize = dtype.itemsize();
+    let numel: usize = shape.iter().map(|d| *d as usize).product();
+    let extent = if numel == 0 {
+        0
+    } else {
+        let st = strides.clone().unwrap_or_else(|| relaxvm::tensor::contiguous_strides(&shape));
+        if st.iter().any(|s| *s < 0) {
+            return Err(PyBufferError::new_err("DLPack tensors with negative strides are not supported"));
+        }
+        (shape.iter().zip(&st).map(|(d, s)| (*d as usize - 1) * (*s as usize)).sum::<usize>() + 1) * itemsize
+    };
+    // SAFETY: data + byte_offset is the first element (DLPack's definition).
+    let start = unsafe { dl.data.cast::<u8>().add(dl.byte_offset as usize) };
+    if (start as usize) % itemsize != 0 {
+        return Err(PyBufferError::new_err("DLPack tensor data is not aligned to its element size"));
+    }
+    let ptr = NonNull::new(start).unwrap_or(NonNull::<u64>::dangling().cast());
+    // SAFETY: the producer keeps `extent` bytes from `start` alive until its deleter runs,
+    // which `owner` calls only when the storage (and every tensor viewing it) is dropped.
+    let storage = unsafe { Storage::from_external(ptr, extent, device, Box::new(owner)) };
+    Tensor::from_parts(storage, 0, shape.into(), strides, dtype).py_err(py)
+}
+
+/// Takes the tensor out of a DLPack capsule, renaming the capsule as consumed.
+fn from_capsule(py: Python<'_>, cap: &Bound<'_, PyCapsule>) -> PyResult<(Tensor, bool)> {
+    // SAFETY: the capsule's name tells which structure its pointer holds; after renaming it to
+    // "used_*" the producer no longer frees it and `Imported` owns it.
+    unsafe {
+        if ffi::PyCapsule_IsValid(cap.as_ptr(), DLTENSOR_VERSIONED.as_ptr()) == 1 {
+            let m = ffi::PyCapsule_GetPointer(cap.as_ptr(), DLTENSOR_VERSIONED.as_ptr()).cast::<DLManagedTensorVersioned>();
+            if (*m).version.major > 1 {
+                return Err(PyBufferError::new_err(format!("unsupported DLPack version {}", (*m).version.major)));
+            }
+            let read_only = (*m).flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0;
+            if ffi::PyCapsule_SetName(cap.as_ptr(), USED_DLTENSOR_VERSIONED.as_ptr()) != 0 {
+                return Err(PyErr::fetch(py));
+            }
+            let dl = &(*m).dl_tensor;
+            return import_tensor(py, dl, Imported::Versioned(m)).map(|t| (t, read_only));
+        }
+        if ffi::PyCapsule_IsValid(cap.as_ptr(), DLTENSOR.as_ptr()) == 1 {
+            let m = ffi::PyCapsule_GetPointer(cap.as_ptr(), DLTENSOR.as_ptr()).cast::<DLManagedTensor>();
+            if ffi::PyCapsule_SetName(cap.as_ptr(), USED_DLTENSOR.as_ptr()) != 0 {
+                return Err(PyErr::fetch(py));
+            }
+            let dl = &(*m).dl_tensor;
+            return import_tensor(py, dl, Imported::Legacy(m)).map(|t| (t, false));
+        }
+    }
+    Err(PyTypeError::new_err("expected a DLPack capsule named \"dltensor\" or \"dltensor_versioned\" that was not consumed yet"))
+}
+
+/// Imports any object with `__dlpack__` (or a raw capsule) as a tensor, without copying when
+/// the producer's memory is writeable.
+pub fn from_dlpack_object(ob: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    let py = ob.py();
+    if let Ok(cap) = ob.cast::<PyCapsule>() {
+        return from_capsule(py, cap).map(|(t, _)| t);
+    }
+    if let Ok(t) = ob.cast::<PyTensor>() {
+        return Ok(t.get().0.clone());
+    }
+    if let Ok(dev) = ob.call_method0(pyo3::intern!(py, "__dlpack_device__")) {
+        let (ty, _id): (i32, i32) = dev.extract()?;
+        if ty != DeviceType::Cpu.code() {
+            return Err(PyBufferError::new_err(format!("cannot import a tensor from device type {ty}: only CPU (1) is supported")));
+        }
+    }
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("max_version", (1, 0))?;
+    let cap = match ob.call_method(pyo3::intern!(py, "__dlpack__"), (), Some(&kwargs)) {
+        Ok(c) => c,
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => ob.call_method0(pyo3::intern!(py, "__dlpack__"))?,
+        Err(e) => return Err(e),
+    };
+    let (t, read_only) = from_capsule(py, cap.cast::<PyCapsule>().map_err(|_| PyTypeError::new_err("__dlpack__ did not return a capsule"))?)?;
+    if read_only {
+        // Builtins may write into their arguments: never hand them read-only memory.
+        return crate::tensor::copy_tensor(py, &t);
+    }
+    Ok(t)
+}
+
+/// `rx.from_dlpack(x)`: a tensor sharing `x`'s memory through the DLPack protocol.
+#[pyfunction]
+pub fn from_dlpack<'py>(py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTensor>> {
+    PyTensor::wrap(py, from_dlpack_object(x)?)
+}

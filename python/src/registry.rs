@@ -1,0 +1,140 @@
+//! The process-wide function registry seen from Python, and Python callables as packed
+//! functions.
+
+use crate::closure::PyClosure;
+use crate::convert::{to_py, to_value, values_to_tuple};
+use crate::errors::from_pyerr;
+use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyCFunction, PyDict, PyString, PyTuple};
+use relaxvm::{registry, PackedFunc, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The functions `register_func` put in the global registry that call Python, by name.
+fn python_backed() -> &'static Mutex<HashMap<String, PackedFunc>> {
+    static FUNCS: OnceLock<Mutex<HashMap<String, PackedFunc>>> = OnceLock::new();
+    FUNCS.get_or_init(Default::default)
+}
+
+/// True when the global registry's `name` is a Python function registered by `register_func`
+/// (calling it needs the GIL, so there is no point releasing the GIL around it).
+pub fn is_python_backed(name: &str) -> bool {
+    let Some(current) = registry::global().get(name).cloned() else { return false };
+    python_backed().lock().unwrap_or_else(|p| p.into_inner()).get(name).is_some_and(|p| p.ptr_eq(&current))
+}
+
+/// A packed function that calls the Python callable `f` (taking the GIL for the call).
+/// Arguments are converted to Python objects, the result back to a VM value; an exception is
+/// carried through the VM and re-raised, with its own type, where the VM was entered.
+pub fn packed_from_callable(name: &str, f: Py<PyAny>) -> PackedFunc {
+    PackedFunc::new(name, move |_ctx, args| {
+        Python::attach(|py| {
+            let call = || -> PyResult<Value> {
+                let tuple = values_to_tuple(py, args)?;
+                let ret = f.bind(py).call1(tuple)?;
+                to_value(&ret)
+            };
+            call().map_err(from_pyerr)
+        })
+    })
+}
+
+fn callable_name(f: &Bound<'_, PyAny>) -> String {
+    f.getattr(pyo3::intern!(f.py(), "__qualname__"))
+        .or_else(|_| f.getattr(pyo3::intern!(f.py(), "__name__")))
+        .and_then(|n| n.extract::<String>())
+        .map(|n| format!("python.{n}"))
+        .unwrap_or_else(|_| "python.callable".to_string())
+}
+
+/// A Python callable as a packed function named after it.
+pub fn python_packed_func(f: &Bound<'_, PyAny>) -> PyResult<PackedFunc> {
+    if !f.is_callable() {
+        return Err(PyTypeError::new_err("expected a callable"));
+    }
+    Ok(packed_from_callable(&callable_name(f), f.clone().unbind()))
+}
+
+fn register(name: &str, f: &Bound<'_, PyAny>, allow_override: bool) -> PyResult<()> {
+    let (func, is_python) = if let Ok(c) = f.cast::<PyClosure>() {
+        let c = Arc::clone(&c.get().0);
+        (PackedFunc::new(name, move |ctx, args| ctx.call(&Value::Func(Arc::clone(&c)), args)), false)
+    } else {
+        if !f.is_callable() {
+            return Err(PyTypeError::new_err(format!("register_func({name:?}): {} is not callable", f.get_type().name()?)));
+        }
+        (packed_from_callable(name, f.clone().unbind()), true)
+    };
+    registry::register_global(func.clone(), allow_override).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let mut py_funcs = python_backed().lock().unwrap_or_else(|p| p.into_inner());
+    if is_python {
+        py_funcs.insert(name.to_string(), func);
+    } else {
+        py_funcs.remove(name);
+    }
+    Ok(())
+}
+
+/// Registers `f` in the process-wide registry under `func_name`, where every VM looks packed
+/// functions up. Use as `register_func("name", f)`, as a decorator `@register_func("name")`, or
+/// bare `@register_func` (the function's own name). A name registered twice without
+/// `override=True` raises `ValueError`.
+#[pyfunction]
+#[pyo3(signature = (func_name, f = None, r#override = false))]
+pub fn register_func<'py>(
+    py: Python<'py>,
+    func_name: &Bound<'py, PyAny>,
+    f: Option<&Bound<'py, PyAny>>,
+    r#override: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    if !func_name.is_instance_of::<PyString>() {
+        // Bare decorator: @register_func
+        if f.is_some() || !func_name.is_callable() {
+            return Err(PyTypeError::new_err("register_func expects a name (str) and optionally a callable"));
+        }
+        let name: String = func_name.getattr("__name__")?.extract()?;
+        register(&name, func_name, r#override)?;
+        return Ok(func_name.clone());
+    }
+    let name: String = func_name.extract()?;
+    if let Some(f) = f {
+        register(&name, f, r#override)?;
+        return Ok(f.clone());
+    }
+    let decorator = PyCFunction::new_closure(py, None, None, move |args: &Bound<'_, PyTuple>, _kw: Option<&Bound<'_, PyDict>>| -> PyResult<Py<PyAny>> {
+        let f = args.get_item(0)?;
+        register(&name, &f, r#override)?;
+        Ok(f.unbind())
+    })?;
+    Ok(decorator.into_any())
+}
+
+/// The function registered under `name`, as a callable `rx.Closure`; with `allow_missing`
+/// returns `None` instead of raising `KeyError` when there is none.
+#[pyfunction]
+#[pyo3(signature = (name, allow_missing = false))]
+pub fn get_global_func<'py>(py: Python<'py>, name: &str, allow_missing: bool) -> PyResult<Bound<'py, PyAny>> {
+    match registry::global().get(name) {
+        Some(f) => to_py(py, &Value::packed(f.clone())),
+        None if allow_missing => Ok(py.None().into_bound(py)),
+        None => Err(PyKeyError::new_err(format!("no global function named {name:?}"))),
+    }
+}
+
+/// Every name in the process-wide registry, in registration order.
+#[pyfunction]
+pub fn list_global_func_names() -> Vec<String> {
+    registry::global().names().map(str::to_string).collect()
+}
+
+/// Removes `name` from the process-wide registry (`KeyError` when absent).
+#[pyfunction]
+pub fn remove_global_func(name: &str) -> PyResult<()> {
+    python_backed().lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+    registry::global_mut()
+        .remove(name)
+        .map(|_| ())
+        .ok_or_else(|| PyKeyError::new_err(format!("no global function named {name:?}")))
+}
+

@@ -1,0 +1,382 @@
+//! `rx.Tensor` and its exchange with numpy.
+//!
+//! A numpy array passed to the VM is viewed in place (the tensor's storage owns a reference to
+//! the array) when it is aligned, writeable and has non-negative strides that are whole
+//! elements; otherwise it is copied. `Tensor.numpy()` returns an array viewing the tensor's
+//! storage whose `base` is the tensor, so the memory lives as long as either side needs it.
+
+use crate::convert::py_bool;
+use crate::device::{extract_device, PyDevice};
+use crate::dtype::extract_dtype;
+use crate::errors::IntoPyResult;
+use crate::shape::extract_shape;
+use numpy::npyffi::{self, npy_intp, NPY_ARRAY_WRITEABLE, PY_ARRAY_API};
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::PyTypeInfo;
+use relaxvm::{DataType, Device, Storage, Tensor};
+use std::ffi::c_int;
+use std::ptr::NonNull;
+
+/// An n-dimensional array on a device (TVM's `NDArray`/`runtime.Tensor`).
+#[pyclass(module = "relaxvm", name = "Tensor", frozen)]
+pub struct PyTensor(pub Tensor);
+
+/// The data type of a numpy dtype, from its kind and size.
+fn numpy_dtype(kind: u8, itemsize: usize) -> Option<DataType> {
+    Some(match (kind, itemsize) {
+        (b'b', 1) => DataType::Bool,
+        (b'i', 1) => DataType::I8,
+        (b'i', 2) => DataType::I16,
+        (b'i', 4) => DataType::I32,
+        (b'i', 8) => DataType::I64,
+        (b'u', 1) => DataType::U8,
+        (b'u', 2) => DataType::U16,
+        (b'u', 4) => DataType::U32,
+        (b'u', 8) => DataType::U64,
+        (b'f', 2) => DataType::F16,
+        (b'f', 4) => DataType::F32,
+        (b'f', 8) => DataType::F64,
+        _ => return None,
+    })
+}
+
+/// The numpy type number of a data type (`None` for bfloat16, which numpy lacks).
+fn numpy_typenum(d: DataType) -> Option<c_int> {
+    Some(match d {
+        DataType::Bool => 0,
+        DataType::I8 => 1,
+        DataType::U8 => 2,
+        DataType::I16 => 3,
+        DataType::U16 => 4,
+        DataType::I32 => 5,
+        DataType::U32 => 6,
+        DataType::I64 => 9,
+        DataType::U64 => 10,
+        DataType::F32 => 11,
+        DataType::F64 => 12,
+        DataType::F16 => 23,
+        DataType::BF16 => return None,
+    })
+}
+
+/// Keeps a numpy array alive for as long as a storage views its memory.
+struct ArrayOwner(#[allow(dead_code)] Py<PyAny>);
+
+/// Converts a numpy array to a tensor: a view when the layout allows, else a copy.
+pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
+    let py = a.py();
+    let descr = a.dtype();
+    let itemsize = descr.itemsize();
+    let dtype = numpy_dtype(descr.kind(), itemsize).ok_or_else(|| {
+        PyTypeError::new_err(format!("numpy dtype {} has no relaxvm equivalent", descr.str().map(|s| s.to_string()).unwrap_or_default()))
+    })?;
+    if descr.is_native_byteorder() == Some(false) {
+        let native = a.call_method1(pyo3::intern!(py, "astype"), (dtype.name(),))?;
+        return tensor_from_numpy(native.cast::<PyUntypedArray>()?);
+    }
+    // SAFETY: `a` is a live ndarray (type-checked by the cast that produced it); we only read
+    // its header fields while holding a reference to it.
+    let (data, flags) = unsafe {
+        let raw = &*a.as_array_ptr();
+        (raw.fields.data, raw.fields.flags)
+    };
+    let shape = a.shape();
+    let byte_strides = a.strides();
+    let viewable = flags & NPY_ARRAY_WRITEABLE != 0
+        && (data as usize) % itemsize == 0
+        && byte_strides.iter().all(|s| *s >= 0 && (*s as usize) % itemsize == 0);
+    if !viewable {
+        let copy = a.call_method1(pyo3::intern!(py, "copy"), ("C",))?;
+        return tensor_from_numpy(copy.cast::<PyUntypedArray>()?);
+    }
+    let dims: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
+    let strides: Vec<i64> = byte_strides.iter().map(|s| (*s as usize / itemsize) as i64).collect();
+    let numel: usize = shape.iter().product();
+    let extent = if numel == 0 {
+        0
+    } else {
+        shape.iter().zip(byte_strides).map(|(d, s)| (d - 1) * (*s as usize)).sum::<usize>() + itemsize
+    };
+    let ptr = NonNull::new(data.cast::<u8>()).unwrap_or(NonNull::<u64>::dangling().cast());
+    let owner = ArrayOwner(a.clone().into_any().unbind());
+    // SAFETY: numpy guarantees `extent` bytes from `data` belong to the array (every element
+    // offset is sum((dim - 1) * stride) with non-negative strides, checked above) and it is
+    // writeable; the array object is kept alive by `owner`, which the storage holds until its
+    // last tensor is dropped, so the memory is not freed before.
+    let storage = unsafe { Storage::from_external(ptr, extent, Device::cpu(0), Box::new(owner)) };
+    Tensor::from_parts(storage, 0, dims.into(), Some(strides), dtype).py_err(py)
+}
+
+/// A contiguous tensor allocated by the runtime holding a copy of `bytes`.
+fn tensor_from_raw(py: Python<'_>, bytes: &[u8], shape: relaxvm::Shape, dtype: DataType, device: Device) -> PyResult<Tensor> {
+    let t = Tensor::zeros(shape, dtype, device).py_err(py)?;
+    if bytes.len() != t.nbytes() {
+        return Err(PyValueError::new_err(format!(
+            "{} bytes cannot fill a tensor of shape {} and dtype {} ({} bytes)",
+            bytes.len(),
+            t.shape(),
+            dtype,
+            t.nbytes()
+        )));
+    }
+    t.storage().write(0, bytes).py_err(py)?;
+    Ok(t)
+}
+
+/// A copy of `t` in fresh runtime-owned contiguous storage.
+pub fn copy_tensor(py: Python<'_>, t: &Tensor) -> PyResult<Tensor> {
+    tensor_from_raw(py, &t.contiguous_bytes(), t.shape().clone(), t.dtype(), t.device())
+}
+
+/// A numpy array viewing `t`'s memory, with `base` set to `owner` (which keeps it alive).
+fn numpy_view<'py>(py: Python<'py>, t: &Tensor, owner: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let typenum = numpy_typenum(t.dtype())
+        .ok_or_else(|| PyTypeError::new_err(format!("numpy has no {} dtype; convert the tensor to float32 first", t.dtype())))?;
+    let itemsize = t.dtype().itemsize() as npy_intp;
+    let mut dims: Vec<npy_intp> = t.shape().iter().map(|d| *d as npy_intp).collect();
+    let mut strides: Vec<npy_intp> = t.strides().iter().map(|s| *s as npy_intp * itemsize).collect();
+    // SAFETY: the descriptor is a new reference that PyArray_NewFromDescr steals; `dims` and
+    // `strides` have `ndim` entries and describe elements inside the tensor's storage (checked
+    // when the tensor was made); numpy does not free `data` because we pass it in; the base
+    // object (the tensor, which owns the storage) is a new reference that SetBaseObject steals,
+    // so the memory outlives the array.
+    unsafe {
+        let descr = PY_ARRAY_API.PyArray_DescrFromType(py, typenum);
+        if descr.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let subtype = <PyUntypedArray as PyTypeInfo>::type_object_raw(py);
+        let arr = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            subtype,
+            descr,
+            dims.len() as c_int,
+            dims.as_mut_ptr(),
+            strides.as_mut_ptr(),
+            t.data_ptr().cast(),
+            NPY_ARRAY_WRITEABLE,
+            std::ptr::null_mut(),
+        );
+        let arr = Bound::from_owned_ptr_or_err(py, arr)?;
+        if PY_ARRAY_API.PyArray_SetBaseObject(py, arr.as_ptr().cast::<npyffi::PyArrayObject>(), owner.into_ptr()) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(arr)
+    }
+}
+
+impl PyTensor {
+    /// A new Python tensor object.
+    pub fn wrap(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyTensor>> {
+        Bound::new(py, PyTensor(t))
+    }
+}
+
+#[pymethods]
+impl PyTensor {
+    /// The shape, as a tuple of ints.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.0.shape().dims())
+    }
+
+    /// The element type's name, e.g. `"float32"`.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.0.dtype().name()
+    }
+
+    /// The device the data lives on.
+    #[getter]
+    fn device(&self) -> PyDevice {
+        PyDevice(self.0.device())
+    }
+
+    /// The number of dimensions.
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.0.ndim()
+    }
+
+    /// The number of elements.
+    #[getter]
+    fn size(&self) -> usize {
+        self.0.numel()
+    }
+
+    /// The size of the elements in bytes.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.0.nbytes()
+    }
+
+    /// Strides in elements.
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.0.strides())
+    }
+
+    /// True when the elements are laid out C-contiguously.
+    #[getter]
+    fn is_contiguous(&self) -> bool {
+        self.0.is_contiguous()
+    }
+
+    /// A numpy array viewing this tensor's memory (no copy; the array keeps the tensor alive).
+    fn numpy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        numpy_view(slf.py(), &slf.get().0, slf.clone().into_any())
+    }
+
+    /// numpy's array protocol: `np.asarray(tensor)` views the tensor's memory.
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(slf: &Bound<'py, Self>, dtype: Option<&Bound<'py, PyAny>>, copy: Option<bool>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let mut arr = numpy_view(py, &slf.get().0, slf.clone().into_any())?;
+        if let Some(d) = dtype.filter(|d| !d.is_none()) {
+            arr = arr.call_method1(pyo3::intern!(py, "astype"), (d,))?;
+        } else if copy == Some(true) {
+            arr = arr.call_method0(pyo3::intern!(py, "copy"))?;
+        }
+        Ok(arr)
+    }
+
+    /// Copies `source` (a tensor or array-like of the same shape) into this tensor in place.
+    fn copyfrom<'py>(slf: &Bound<'py, Self>, source: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
+        let py = slf.py();
+        let dst = numpy_view(py, &slf.get().0, slf.clone().into_any())?;
+        let np = py.import(pyo3::intern!(py, "numpy"))?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("casting", "same_kind")?;
+        np.call_method("copyto", (dst, source), Some(&kwargs))?;
+        Ok(slf.clone())
+    }
+
+    /// DLPack export: a capsule owning a reference to this tensor.
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        slf: &Bound<'py, Self>,
+        stream: Option<&Bound<'py, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if stream.is_some_and(|s| !s.is_none()) {
+            // CPU tensors have no stream; -1 and None both mean "no synchronisation".
+            let s: Option<i64> = stream.unwrap().extract().ok();
+            if s != Some(-1) {
+                return Err(PyBufferError::new_err("relaxvm CPU tensors take stream=None"));
+            }
+        }
+        if let Some((ty, _)) = dl_device {
+            if ty != 1 {
+                return Err(PyBufferError::new_err(format!("cannot export to device type {ty}: only CPU (1)")));
+            }
+        }
+        let t = if copy == Some(true) { copy_tensor(slf.py(), &slf.get().0)? } else { slf.get().0.clone() };
+        crate::dlpack::to_capsule(slf.py(), t, max_version.is_some_and(|v| v.0 >= 1))
+    }
+
+    /// `(device_type, device_id)` for DLPack: `(1, 0)` is CPU 0.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        let d = self.0.device();
+        (d.device_type.code(), d.device_id)
+    }
+
+    /// True when both tensors view the same memory block.
+    fn same_storage(&self, other: &PyTensor) -> bool {
+        self.0.shares_storage(&other.0)
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        match self.0.shape().first() {
+            Some(d) => Ok(*d as usize),
+            None => Err(PyTypeError::new_err("len() of a 0-d tensor")),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<relaxvm.Tensor shape={} dtype={} device={}>\n{}", self.0.shape(), self.0.dtype(), PyDevice(self.0.device()).repr(), self.0)
+    }
+
+    fn __str__(&self) -> String {
+        self.0.to_string()
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
+        let t = &slf.get().0;
+        let f = py.import("relaxvm")?.getattr("tensor_from_bytes")?;
+        let bytes = PyBytes::new(py, &t.contiguous_bytes());
+        let args = (bytes, PyTuple::new(py, t.shape().dims())?, t.dtype().name()).into_pyobject(py)?;
+        Ok((f, args))
+    }
+
+    fn __eq__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> Py<PyAny> {
+        // Identity, as TVM's objects compare; use numpy for element-wise comparison.
+        py_bool(slf.py(), slf.is(other))
+    }
+
+    fn __hash__(slf: &Bound<'_, Self>) -> isize {
+        slf.as_ptr() as isize
+    }
+}
+
+/// `rx.tensor(data, dtype=None, device=None)`: a new tensor holding a copy of `data` (a tensor,
+/// numpy array, or anything `numpy.asarray` accepts), optionally converted to `dtype`.
+#[pyfunction]
+#[pyo3(signature = (data, dtype = None, device = None))]
+pub fn tensor<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    dtype: Option<&Bound<'py, PyAny>>,
+    device: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyTensor>> {
+    let device = extract_device(device)?;
+    let dtype = dtype.filter(|d| !d.is_none()).map(extract_dtype).transpose()?;
+    if let Ok(t) = data.cast::<PyTensor>() {
+        let t = &t.get().0;
+        if dtype.is_none_or(|d| d == t.dtype()) {
+            let copy = tensor_from_raw(py, &t.contiguous_bytes(), t.shape().clone(), t.dtype(), device)?;
+            return PyTensor::wrap(py, copy);
+        }
+    }
+    let np = py.import(pyo3::intern!(py, "numpy"))?;
+    let arr = match dtype {
+        Some(d) if d == DataType::BF16 => return Err(PyTypeError::new_err("rx.tensor cannot make bfloat16 tensors from numpy data")),
+        Some(d) => np.call_method1(pyo3::intern!(py, "ascontiguousarray"), (data, d.name()))?,
+        None => np.call_method1(pyo3::intern!(py, "ascontiguousarray"), (data,))?,
+    };
+    let src = tensor_from_numpy(arr.cast::<PyUntypedArray>()?)?;
+    let bytes = src.contiguous_bytes();
+    PyTensor::wrap(py, tensor_from_raw(py, &bytes, src.shape().clone(), src.dtype(), device)?)
+}
+
+/// `rx.tensor_from_bytes(data, shape, dtype)`: a tensor from raw little-endian bytes.
+#[pyfunction]
+pub fn tensor_from_bytes<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    shape: &Bound<'py, PyAny>,
+    dtype: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyTensor>> {
+    let shape = extract_shape(shape)?;
+    let dtype = extract_dtype(dtype)?;
+    PyTensor::wrap(py, tensor_from_raw(py, data, shape, dtype, Device::cpu(0))?)
+}
+
+/// `rx.empty(shape, dtype="float32", device=None)`: a zero-filled tensor.
+#[pyfunction]
+#[pyo3(signature = (shape, dtype = None, device = None))]
+pub fn empty<'py>(
+    py: Python<'py>,
+    shape: &Bound<'py, PyAny>,
+    dtype: Option<&Bound<'py, PyAny>>,
+    device: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyTensor>> {
+    let shape = extract_shape(shape)?;
+    let dtype = dtype.filter(|d| !d.is_none()).map(extract_dtype).transpose()?.unwrap_or(DataType::F32);
+    PyTensor::wrap(py, Tensor::zeros(shape, dtype, extract_device(device)?).py_err(py)?)
+}

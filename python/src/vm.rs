@@ -1,0 +1,506 @@
+//! `rx.VirtualMachine`: runs an executable with the GIL released.
+//!
+//! The VM sits behind a mutex, so one VM shared by several Python threads serialises their
+//! calls. The lock is taken after the GIL is released (a thread waiting for the VM never blocks
+//! one that needs the GIL to finish a callback). A callback that re-enters the VM it was called
+//! from gets a clear error instead of a deadlock.
+
+use crate::convert::{args_to_values, push_args, to_py, to_value, values_to_tuple, Args};
+use crate::device::extract_device;
+use crate::errors::{from_pyerr, IntoPyResult};
+use crate::executable::PyExecutable;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use crate::registry::is_python_backed;
+use relaxvm::{Callable, Error, Executable, FuncKind, Instruction, InstrumentAction, InterruptHandle, Value, VirtualMachine};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::Instant;
+
+/// A number unique to the calling (attached) thread while it lives: its Python thread state.
+#[inline]
+fn thread_id(_py: Python<'_>) -> usize {
+    // SAFETY: the thread is attached (we hold a `Python` token), so it has a thread state.
+    unsafe { pyo3::ffi::PyThreadState_Get() as usize }
+}
+
+/// A VM and the thread that holds it.
+pub struct Shared {
+    vm: Mutex<VirtualMachine>,
+    holder: AtomicUsize,
+    interrupt: InterruptHandle,
+}
+
+struct Held<'a> {
+    guard: MutexGuard<'a, VirtualMachine>,
+    holder: &'a AtomicUsize,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.holder.store(0, Ordering::Release);
+    }
+}
+
+enum TryHold<'a> {
+    Held(Held<'a>),
+    Busy,
+    Reentrant,
+}
+
+impl Shared {
+    /// Takes the VM if it is free, without blocking.
+    #[inline]
+    fn try_hold(&self, me: usize) -> TryHold<'_> {
+        let guard = match self.vm.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                return if self.holder.load(Ordering::Acquire) == me { TryHold::Reentrant } else { TryHold::Busy };
+            }
+        };
+        self.holder.store(me, Ordering::Release);
+        TryHold::Held(Held { guard, holder: &self.holder })
+    }
+
+    /// Waits for the VM. Only ever called with the GIL released: the holder may need the GIL
+    /// for a callback before it can let go.
+    fn hold_blocking(&self, me: usize) -> Held<'_> {
+        let guard = self.vm.lock().unwrap_or_else(|p| p.into_inner());
+        self.holder.store(me, Ordering::Release);
+        Held { guard, holder: &self.holder }
+    }
+
+    /// Runs `f` on the VM. With `release`, the GIL is released while it runs; without, it is
+    /// kept (worthwhile when `f` is short or only calls back into Python), unless the VM is busy
+    /// in another thread, in which case we release it while we wait.
+    #[inline]
+    fn run<R: Send>(&self, py: Python<'_>, release: bool, f: impl FnOnce(&mut VirtualMachine) -> relaxvm::Result<R> + Send) -> PyResult<R> {
+        let me = thread_id(py);
+        if !release {
+            match self.try_hold(me) {
+                TryHold::Held(mut held) => return f(&mut held.guard).py_err(py),
+                TryHold::Reentrant => return Err(reentrant_error()),
+                TryHold::Busy => {}
+            }
+        }
+        let r = py.detach(|| match self.try_hold(me) {
+            TryHold::Held(mut held) => Ok(f(&mut held.guard)),
+            TryHold::Busy => Ok(f(&mut self.hold_blocking(me).guard)),
+            TryHold::Reentrant => Err(()),
+        });
+        match r {
+            Ok(res) => res.py_err(py),
+            Err(()) => Err(reentrant_error()),
+        }
+    }
+
+    /// Runs `f` on the VM's tables (no bytecode runs, so no callbacks).
+    fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut VirtualMachine) -> R + Send) -> PyResult<R> {
+        self.run(py, false, |vm| Ok(f(vm)))
+    }
+}
+
+fn reentrant_error() -> PyErr {
+    PyRuntimeError::new_err(
+        "this VirtualMachine is already running on this thread (a callback re-entered it); use another VirtualMachine for nested calls",
+    )
+}
+
+/// A virtual machine bound to one executable (TVM's `relax.VirtualMachine`).
+#[pyclass(module = "relaxvm", name = "VirtualMachine", frozen)]
+pub struct PyVirtualMachine {
+    shared: Arc<Shared>,
+    exe: Py<PyExecutable>,
+    /// Per function-table entry: a packed function that calls Python.
+    python_backed: Vec<bool>,
+}
+
+/// Whether calling bytecode function `start` should release the GIL: yes when it may reach
+/// native packed functions or loops; no when it only moves values around and calls Python
+/// (releasing and re-taking the GIL would cost more than the call).
+fn needs_release(exe: &Executable, python_backed: &[bool], start: usize) -> bool {
+    let mut seen = vec![false; exe.funcs().len()];
+    let mut stack = vec![start];
+    while let Some(i) = stack.pop() {
+        if std::mem::replace(&mut seen[i], true) {
+            continue;
+        }
+        let f = &exe.funcs()[i];
+        if f.kind == FuncKind::Packed {
+            if !python_backed[i] {
+                return true;
+            }
+            continue;
+        }
+        for ins in &exe.instrs()[f.instr_range()] {
+            match ins {
+                Instruction::Call { func, .. } => stack.push(*func as usize),
+                Instruction::Goto { offset } | Instruction::If { false_offset: offset, .. } if *offset <= 0 => return true,
+                _ => {}
+            }
+        }
+    }
+    false
+}
+
+/// A bytecode (or saved) function of a VM, resolved once; call it like a Python function.
+#[pyclass(module = "relaxvm", name = "VMFunction", frozen)]
+pub struct PyVmFunction {
+    shared: Arc<Shared>,
+    func: Value,
+    release: bool,
+    name: String,
+    params: Vec<String>,
+}
+
+impl PyVmFunction {
+    #[inline]
+    fn bind_args(&self, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>, argv: &mut Args) -> PyResult<()> {
+        push_args(args, argv)?;
+        if let Some(kw) = kwargs.filter(|k| !k.is_empty()) {
+            bind_kwargs(&self.name, &self.params, argv, kw)?;
+        }
+        Ok(())
+    }
+}
+
+/// Places keyword arguments by parameter name after the positional ones.
+fn bind_kwargs(name: &str, params: &[String], argv: &mut Args, kw: &Bound<'_, PyDict>) -> PyResult<()> {
+    if params.is_empty() {
+        return Err(PyTypeError::new_err(format!("{name}() has no parameter names: pass its arguments by position")));
+    }
+    let mut slots: Vec<Option<Value>> = vec![None; params.len().max(argv.len())];
+    for (i, v) in argv.drain(..).enumerate() {
+        slots[i] = Some(v);
+    }
+    for (k, v) in kw.iter() {
+        let k: String = k.extract()?;
+        let i = params
+            .iter()
+            .position(|p| *p == k)
+            .ok_or_else(|| PyTypeError::new_err(format!("{name}() got an unexpected keyword argument {k:?}")))?;
+        if slots[i].is_some() {
+            return Err(PyTypeError::new_err(format!("{name}() got multiple values for argument {k:?}")));
+        }
+        slots[i] = Some(to_value(&v)?);
+    }
+    for (i, s) in slots.into_iter().enumerate() {
+        match s {
+            Some(v) => argv.push(v),
+            None => {
+                return Err(PyTypeError::new_err(format!(
+                    "{name}() missing argument {:?}",
+                    params.get(i).map(String::as_str).unwrap_or("?")
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+#[pymethods]
+impl PyVmFunction {
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+        let mut argv = Args::new();
+        self.bind_args(args, kwargs, &mut argv)?;
+        let func = &self.func;
+        let ret = self.shared.run(py, self.release, |vm| vm.invoke_closure(func, &argv))?;
+        to_py(py, &ret)
+    }
+
+    /// The function's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The parameter names (empty when the function was built without them).
+    #[getter]
+    fn param_names(&self) -> Vec<String> {
+        self.params.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<relaxvm.VMFunction {:?}>", self.name)
+    }
+}
+
+/// Timing of repeated runs (seconds), like TVM's `BenchmarkResult`.
+#[pyclass(module = "relaxvm", name = "BenchmarkResult", frozen)]
+pub struct BenchmarkResult {
+    /// Mean seconds per run of each repeat.
+    #[pyo3(get)]
+    results: Vec<f64>,
+    /// The mean of `results`.
+    #[pyo3(get)]
+    mean: f64,
+    /// The median of `results`.
+    #[pyo3(get)]
+    median: f64,
+    /// The smallest of `results`.
+    #[pyo3(get)]
+    min: f64,
+    /// The largest of `results`.
+    #[pyo3(get)]
+    max: f64,
+    /// The standard deviation of `results`.
+    #[pyo3(get)]
+    std: f64,
+}
+
+impl BenchmarkResult {
+    fn new(results: Vec<f64>) -> Self {
+        let n = results.len().max(1) as f64;
+        let mean = results.iter().sum::<f64>() / n;
+        let mut sorted = results.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = match sorted.len() {
+            0 => 0.0,
+            l if l % 2 == 1 => sorted[l / 2],
+            l => (sorted[l / 2 - 1] + sorted[l / 2]) / 2.0,
+        };
+        let std = (results.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
+        BenchmarkResult {
+            min: sorted.first().copied().unwrap_or(0.0),
+            max: sorted.last().copied().unwrap_or(0.0),
+            results,
+            mean,
+            median,
+            std,
+        }
+    }
+}
+
+#[pymethods]
+impl BenchmarkResult {
+    fn __repr__(&self) -> String {
+        format!(
+            "BenchmarkResult(mean={:.3e}, median={:.3e}, min={:.3e}, max={:.3e}, std={:.3e}, repeats={})",
+            self.mean,
+            self.median,
+            self.min,
+            self.max,
+            self.std,
+            self.results.len()
+        )
+    }
+}
+
+/// Runs a VM function `number` times per repeat and reports the mean time of each repeat.
+#[pyclass(module = "relaxvm", name = "TimeEvaluator", frozen)]
+pub struct TimeEvaluator {
+    func: Py<PyVmFunction>,
+    number: usize,
+    repeat: usize,
+    min_repeat_ms: f64,
+}
+
+#[pymethods]
+impl TimeEvaluator {
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<BenchmarkResult> {
+        let f = self.func.get();
+        let mut argv = Args::new();
+        f.bind_args(args, kwargs, &mut argv)?;
+        let func = &f.func;
+        let (number, repeat, min_ms) = (self.number, self.repeat, self.min_repeat_ms);
+        let results = f.shared.run(py, true, |vm| {
+            vm.invoke_closure(func, &argv)?; // warm-up
+            let mut results = Vec::with_capacity(repeat);
+            let mut n = number.max(1);
+            for _ in 0..repeat.max(1) {
+                loop {
+                    let t0 = Instant::now();
+                    for _ in 0..n {
+                        vm.invoke_closure(func, &argv)?;
+                    }
+                    let dt = t0.elapsed().as_secs_f64();
+                    if dt * 1e3 >= min_ms || n >= 1 << 30 {
+                        results.push(dt / n as f64);
+                        break;
+                    }
+                    n = (n * 2).max((n as f64 * min_ms / (dt * 1e3).max(1e-6)) as usize);
+                }
+            }
+            Ok::<_, Error>(results)
+        })?;
+        Ok(BenchmarkResult::new(results))
+    }
+}
+
+fn instrument_hook(callback: Py<PyAny>) -> relaxvm::vm::Instrument {
+    Box::new(move |call| {
+        Python::attach(|py| {
+            let run = || -> PyResult<InstrumentAction> {
+                let mut items: Vec<Bound<'_, PyAny>> = vec![
+                    to_py(py, call.func)?,
+                    call.name.into_pyobject(py)?.into_any(),
+                    pyo3::types::PyBool::new(py, call.before).to_owned().into_any(),
+                    match call.ret {
+                        Some(r) => to_py(py, r)?,
+                        None => py.None().into_bound(py),
+                    },
+                ];
+                items.extend(values_to_tuple(py, call.args)?.iter());
+                let ret = callback.bind(py).call1(PyTuple::new(py, items)?)?;
+                if ret.is_none() {
+                    return Ok(InstrumentAction::Continue);
+                }
+                match ret.extract::<i64>() {
+                    Ok(0) => Ok(InstrumentAction::Continue),
+                    Ok(1) => Ok(InstrumentAction::Skip),
+                    _ => Err(PyValueError::new_err(format!(
+                        "an instrument returns None, 0 (no-op) or 1 (skip the call), got {}",
+                        ret.repr()?
+                    ))),
+                }
+            };
+            run().map_err(from_pyerr)
+        })
+    })
+}
+
+#[pymethods]
+impl PyVirtualMachine {
+    /// A VM for `exec` whose builtins allocate on `device` (default `rx.cpu()`). Every packed
+    /// function the executable calls must be registered: missing ones raise `KeyError`.
+    #[new]
+    #[pyo3(signature = (exec, device = None, memory_cfg = None, profile = false))]
+    fn new(py: Python<'_>, exec: Py<PyExecutable>, device: Option<&Bound<'_, PyAny>>, memory_cfg: Option<&Bound<'_, PyAny>>, profile: bool) -> PyResult<Self> {
+        let _ = (memory_cfg, profile);
+        let device = match device {
+            Some(d) if d.is_instance_of::<PyList>() || d.is_instance_of::<PyTuple>() => {
+                let first = d.get_item(0)?;
+                extract_device(Some(&first))?
+            }
+            other => extract_device(other)?,
+        };
+        let exe = Arc::clone(&exec.get().0);
+        let python_backed = exe.funcs().iter().map(|f| f.kind == FuncKind::Packed && is_python_backed(&f.name)).collect();
+        let mut vm = VirtualMachine::new(exe).py_err(py)?;
+        vm.set_device(device);
+        let interrupt = vm.interrupt_handle();
+        let shared = Arc::new(Shared { vm: Mutex::new(vm), holder: AtomicUsize::new(0), interrupt });
+        Ok(PyVirtualMachine { shared, exe: exec, python_backed })
+    }
+
+    /// The function `name` (bytecode or saved) as a callable taking positional arguments, or
+    /// keyword arguments by parameter name. Unknown names raise `KeyError`.
+    fn __getitem__(&self, py: Python<'_>, name: &str) -> PyResult<PyVmFunction> {
+        let func = self.shared.with(py, |vm| vm.get_function(name))?.py_err(py)?;
+        let exe = &self.exe.get().0;
+        let release = match &func {
+            Value::Func(c) => match &c.callable {
+                Callable::Bytecode { name: n, .. } => exe.func_index(n).is_none_or(|i| needs_release(exe, &self.python_backed, i as usize)),
+                Callable::Packed(_) => true,
+            },
+            _ => true,
+        };
+        let params = exe.func(name).map(|f| f.param_names.clone()).unwrap_or_default();
+        Ok(PyVmFunction { shared: Arc::clone(&self.shared), func, release, name: name.to_string(), params })
+    }
+
+    /// The executable this VM runs.
+    #[getter]
+    fn executable(&self, py: Python<'_>) -> Py<PyExecutable> {
+        self.exe.clone_ref(py)
+    }
+
+    /// Calls a closure returned by the VM (or any function value) with `args` followed by its
+    /// captured values.
+    #[pyo3(signature = (closure, *args))]
+    fn invoke_closure<'py>(&self, py: Python<'py>, closure: &Bound<'py, PyAny>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        let f = to_value(closure)?;
+        if !matches!(f, Value::Func(_)) {
+            return Err(PyTypeError::new_err(format!("invoke_closure expects a closure, got {}", closure.get_type().name()?)));
+        }
+        let argv = args_to_values(args)?;
+        let ret = self.shared.run(py, true, |vm| vm.invoke_closure(&f, &argv))?;
+        to_py(py, &ret)
+    }
+
+    /// Saves `func_name` with `args` bound as `saved_name`, callable with no arguments through
+    /// `vm[saved_name]()`; with `include_return=False` it returns `None`.
+    #[pyo3(signature = (func_name, saved_name, *args, include_return = true))]
+    fn save_function(&self, py: Python<'_>, func_name: &str, saved_name: &str, args: &Bound<'_, PyTuple>, include_return: bool) -> PyResult<()> {
+        let argv = args_to_values(args)?.into_vec();
+        self.shared.with(py, |vm| vm.save_function(func_name, saved_name, argv, include_return))?.py_err(py)
+    }
+
+    /// Sets the inputs of a later `invoke_stateful(func_name)`; keyword arguments go by
+    /// parameter name.
+    #[pyo3(signature = (func_name, *args, **kwargs))]
+    fn set_input(&self, py: Python<'_>, func_name: &str, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+        let mut argv = args_to_values(args)?;
+        if let Some(kw) = kwargs.filter(|k| !k.is_empty()) {
+            let params = self.exe.get().0.func(func_name).map(|f| f.param_names.clone()).unwrap_or_default();
+            bind_kwargs(func_name, &params, &mut argv, kw)?;
+        }
+        self.shared.with(py, |vm| vm.set_input(func_name, argv.into_vec()))?.py_err(py)
+    }
+
+    /// Runs `func_name` on the inputs given to `set_input`, keeping the result for
+    /// `get_outputs`.
+    fn invoke_stateful(&self, py: Python<'_>, func_name: &str) -> PyResult<()> {
+        self.shared.run(py, true, |vm| vm.invoke_stateful(func_name))
+    }
+
+    /// The result of the last `invoke_stateful(func_name)`.
+    fn get_outputs<'py>(&self, py: Python<'py>, func_name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let v = self.shared.with(py, |vm| vm.get_outputs(func_name))?.py_err(py)?;
+        to_py(py, &v)
+    }
+
+    /// Installs `callback(func, func_symbol, before_run, ret_value, *args)`, called before and
+    /// after every `call` instruction. Returning `None`/`0` continues; returning `1` before a
+    /// call skips it (its destination receives `None`). `None` removes the instrument.
+    fn set_instrument(&self, py: Python<'_>, callback: &Bound<'_, PyAny>) -> PyResult<()> {
+        let hook = if callback.is_none() {
+            None
+        } else {
+            if !callback.is_callable() {
+                return Err(PyTypeError::new_err("set_instrument expects a callable or None"));
+            }
+            Some(instrument_hook(callback.clone().unbind()))
+        };
+        self.shared.with(py, |vm| vm.set_instrument(hook))
+    }
+
+    /// A callable that runs `func_name` `number` times per repeat, `repeat` times, and returns
+    /// a `BenchmarkResult` (seconds per run: `mean`, `median`, `results`...). Each repeat runs
+    /// at least `min_repeat_ms` milliseconds. `dev` is accepted for TVM compatibility.
+    #[pyo3(signature = (func_name, dev = None, number = 10, repeat = 1, min_repeat_ms = 0.0, cooldown_interval_ms = 0.0, repeats_to_cooldown = 1, f_preproc = ""))]
+    #[allow(clippy::too_many_arguments)]
+    fn time_evaluator(
+        &self,
+        py: Python<'_>,
+        func_name: &str,
+        dev: Option<&Bound<'_, PyAny>>,
+        number: usize,
+        repeat: usize,
+        min_repeat_ms: f64,
+        cooldown_interval_ms: f64,
+        repeats_to_cooldown: usize,
+        f_preproc: &str,
+    ) -> PyResult<TimeEvaluator> {
+        let _ = (dev, cooldown_interval_ms, repeats_to_cooldown, f_preproc);
+        if number == 0 || repeat == 0 {
+            return Err(PyValueError::new_err("number and repeat must be at least 1"));
+        }
+        let func = Py::new(py, self.__getitem__(py, func_name)?)?;
+        Ok(TimeEvaluator { func, number, repeat, min_repeat_ms })
+    }
+
+    /// Stops the running call (from another thread) with a `VMError` at its next backward jump
+    /// or call.
+    fn interrupt(&self) {
+        self.shared.interrupt.interrupt();
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<relaxvm.VirtualMachine functions={:?}>", self.exe.get().0.bytecode_function_names())
+    }
+}
