@@ -103,7 +103,13 @@ fn check_instr(ctx: &dyn Context, instrs: &[Instruction], pc: usize) -> Result<(
             Ok(())
         }
     };
-    let fall_through = || if pc + 1 < instrs.len() { Ok(()) } else { Err(CheckErrorKind::RunsOffEnd) };
+    let fall_through = || {
+        if pc + 1 < instrs.len() {
+            Ok(())
+        } else {
+            Err(CheckErrorKind::RunsOffEnd)
+        }
+    };
     match &instrs[pc] {
         Instruction::Call { func, args, dst: _ } => {
             func_index(*func)?;

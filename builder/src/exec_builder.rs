@@ -241,7 +241,9 @@ impl ExecBuilder {
 
     /// Checks entry `index`: its body, or that a bytecode declaration got one.
     fn check(&self, index: u32) -> Result<Vec<String>, CheckError> {
-        let Some((name, entry)) = self.table.get(index) else { return Ok(Vec::new()) };
+        let Some((name, entry)) = self.table.get(index) else {
+            return Ok(Vec::new());
+        };
         match &entry.body {
             Some(body) => check_function(self, Function { name, num_inputs: body.num_inputs, instrs: &body.instrs }),
             None if entry.declared == Some(FuncKind::Bytecode) => {

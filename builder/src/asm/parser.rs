@@ -170,7 +170,13 @@ fn parse_header(c: &mut Cursor<'_>) -> Result<Entry, AsmError> {
         let at = c.pos();
         let found = c.found();
         let key = c.take_while(|ch| ch.is_ascii_lowercase());
-        let dup = |seen: bool| if seen { Err(at.error(format!("{key}= is given twice"))) } else { Ok(()) };
+        let dup = |seen: bool| {
+            if seen {
+                Err(at.error(format!("{key}= is given twice")))
+            } else {
+                Ok(())
+            }
+        };
         let unexpected = || at.error(format!("expected inputs=N, regs=N, params=(...) or ':', found {found}"));
         if key.is_empty() || !c.eat("=") {
             return Err(unexpected());

@@ -5,3 +5,4 @@ mod builder;
 mod check;
 mod common;
 mod formalize;
+mod run;
