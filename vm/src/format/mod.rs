@@ -1,1 +1,241 @@
 //! The binary executable format (`.rvx`): see `docs/format.md`.
+//!
+//! A file is a 4-byte magic number, a format version, a producer string and a list of
+//! sections (strings, functions, constants, instructions, debug information, tensor data),
+//! closed by a checksum section:
+//!
+//! ```
+//! use relaxvm::format::{self, SaveOptions};
+//! use relaxvm::{Executable, ExecutableParts, FuncInfo, FuncKind, Instruction};
+//!
+//! let exe = Executable::from_parts(ExecutableParts {
+//!     funcs: vec![FuncInfo { name: "id".into(), kind: FuncKind::Bytecode, start_instr: 0, end_instr: 1,
+//!                            num_args: 1, register_file_size: 1, param_names: vec!["x".into()] }],
+//!     instrs: vec![Instruction::Ret { result: 0 }],
+//!     ..Default::default()
+//! }).unwrap();
+//! let bytes = exe.save_to_bytes();
+//! let back = format::load_bytes(&bytes).unwrap();
+//! assert_eq!(back.save_to_bytes(), bytes);
+//! // Version 1 for older readers, without debug information:
+//! let old = format::save_to_bytes(&exe, &SaveOptions { version: 1, strip_debug: true, ..Default::default() });
+//! assert!(format::load_bytes(&old).unwrap().funcs()[0].param_names.is_empty());
+//! ```
+//!
+//! Loading never panics on a malformed file: every count is checked against the bytes left
+//! before anything is allocated, every index against its table, and the result goes through
+//! the verifier ([`Executable::from_parts`]).
+
+mod checksum;
+mod constants;
+mod cursor;
+mod debug;
+mod functions;
+mod instructions;
+mod mmap;
+mod reader;
+mod sections;
+mod strings;
+mod varint;
+mod writer;
+
+use crate::error::Result;
+use crate::executable::Executable;
+use std::io::Write;
+use std::ops::Range;
+use std::path::Path;
+
+/// The magic number that opens every file: a non-ASCII byte (which catches 7-bit transfers
+/// and text-mode newline conversion, as PNG's does), then `RVX`.
+pub const MAGIC: [u8; 4] = [0x89, b'R', b'V', b'X'];
+
+/// The first layout: instructions spelled out field by field.
+pub const VERSION_1: u32 = 1;
+/// Version 2: the compact instruction encoding (opcode byte packs argument count and flags).
+pub const VERSION_2: u32 = 2;
+/// The version written by default; the reader accepts every version up to this one.
+pub const CURRENT_VERSION: u32 = VERSION_2;
+
+/// The producer string written by default.
+pub const DEFAULT_PRODUCER: &str = concat!("relaxvm ", env!("CARGO_PKG_VERSION"));
+
+/// How to write a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaveOptions {
+    /// Leave out debug information (locations and parameter names).
+    pub strip_debug: bool,
+    /// The format version to write: [`CURRENT_VERSION`], or an older one for older readers.
+    pub version: u32,
+    /// Who wrote the file (free text, recorded in the header).
+    pub producer: String,
+}
+
+impl Default for SaveOptions {
+    fn default() -> Self {
+        SaveOptions { strip_debug: false, version: CURRENT_VERSION, producer: DEFAULT_PRODUCER.to_string() }
+    }
+}
+
+/// How to read a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Check the metadata checksum (everything but tensor data).
+    pub verify_checksum: bool,
+    /// Also check the tensor-data checksum, which reads every byte of tensor data (with
+    /// [`load_file`] that pages in the whole file). Ignored unless `verify_checksum`.
+    pub verify_data_checksum: bool,
+}
+
+impl Default for LoadOptions {
+    /// Check everything.
+    fn default() -> Self {
+        LoadOptions { verify_checksum: true, verify_data_checksum: true }
+    }
+}
+
+/// Encodes `exe` as `opts` asks.
+///
+/// # Panics
+/// If a constant cannot be saved (functions, storage, opaque objects, or nesting beyond the
+/// format's limits); [`try_save_to_bytes`] returns that as an error instead.
+pub fn save_to_bytes(exe: &Executable, opts: &SaveOptions) -> Vec<u8> {
+    try_save_to_bytes(exe, opts).unwrap_or_else(|e| panic!("cannot save executable: {e}"))
+}
+
+/// Encodes `exe` as `opts` asks, or says why it cannot be saved.
+pub fn try_save_to_bytes(exe: &Executable, opts: &SaveOptions) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    writer::write(exe, opts, &mut out)?;
+    Ok(out)
+}
+
+/// Writes `exe` to `out`, streaming tensor data without an intermediate copy.
+pub fn save_to_writer(exe: &Executable, opts: &SaveOptions, out: impl Write) -> Result<()> {
+    writer::write(exe, opts, out)
+}
+
+/// Writes `exe` to the file `path`, replacing it atomically: the bytes go to a temporary file
+/// in the same directory, which is then renamed over `path` (so executables loaded from the
+/// old file, which map it, keep seeing the old bytes).
+pub fn save_file(exe: &Executable, path: impl AsRef<Path>, opts: &SaveOptions) -> Result<()> {
+    let path = path.as_ref();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let file = std::fs::File::create(&tmp)?;
+        let mut out = std::io::BufWriter::new(file);
+        writer::write(exe, opts, &mut out)?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Decodes an executable from bytes, checking both checksums. Tensor constants are copied
+/// once into one aligned buffer that they share.
+pub fn load_bytes(bytes: &[u8]) -> Result<Executable> {
+    load_bytes_with(bytes, &LoadOptions::default())
+}
+
+/// Decodes an executable from bytes with the given checks.
+pub fn load_bytes_with(bytes: &[u8], opts: &LoadOptions) -> Result<Executable> {
+    reader::read(bytes, opts, |range| {
+        let storage = crate::storage::Storage::alloc(range.len(), crate::device::Device::cpu(0))?;
+        storage.write(0, &bytes[range])?;
+        Ok(storage)
+    })
+}
+
+/// Memory-maps the file `path` and decodes it. Tensor constants view the mapping in place (a
+/// private copy-on-write mapping: writing to a constant never changes the file), so loading
+/// takes time proportional to the metadata, not the tensor data. The metadata checksum is
+/// checked; the tensor-data checksum is not, since that would read every page (use
+/// [`load_file_with`] to ask for it).
+///
+/// The file must not be modified in place while executables loaded from it live; replace it
+/// (as [`save_file`] does) instead.
+pub fn load_file(path: impl AsRef<Path>) -> Result<Executable> {
+    load_file_with(path, &LoadOptions { verify_checksum: true, verify_data_checksum: false })
+}
+
+/// Memory-maps and decodes the file `path` with the given checks.
+pub fn load_file_with(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Executable> {
+    mmap::load(path.as_ref(), opts)
+}
+
+/// Recomputes the checksums of a file in place, for tools that patch files.
+pub fn reseal(bytes: &mut [u8]) -> Result<()> {
+    checksum::reseal(bytes)
+}
+
+/// What [`inspect`] reports about a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileInfo {
+    /// The format version.
+    pub version: u32,
+    /// The producer string.
+    pub producer: String,
+    /// The sections, in file order (the checksum section last).
+    pub sections: Vec<SectionInfo>,
+}
+
+/// One section of a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SectionInfo {
+    /// The id byte (kind in the low six bits; 0x80 aligned, 0x40 bulk).
+    pub id: u8,
+    /// The section's name, or `None` for a kind this version does not know.
+    pub name: Option<&'static str>,
+    /// The file offset of the id byte.
+    pub header_offset: u64,
+    /// The data, as file offsets.
+    pub data: Range<u64>,
+}
+
+/// Reads the header and section table of a file without decoding the sections.
+pub fn inspect(bytes: &[u8]) -> Result<FileInfo> {
+    let layout = reader::layout(bytes)?;
+    Ok(FileInfo {
+        version: layout.header.version,
+        producer: layout.header.producer.to_string(),
+        sections: layout
+            .sections
+            .iter()
+            .map(|s| SectionInfo {
+                id: s.id,
+                name: s.kind.map(sections::Kind::name),
+                header_offset: s.header_at as u64,
+                data: s.data.start as u64..s.data.end as u64,
+            })
+            .collect(),
+    })
+}
+
+impl Executable {
+    /// The executable in the binary format, current version, with debug information.
+    ///
+    /// # Panics
+    /// If a constant cannot be saved; see [`try_save_to_bytes`].
+    pub fn save_to_bytes(&self) -> Vec<u8> {
+        save_to_bytes(self, &SaveOptions::default())
+    }
+
+    /// Writes the executable to the file `path` (replacing it atomically).
+    pub fn save(&self, path: impl AsRef<Path>, opts: &SaveOptions) -> Result<()> {
+        save_file(self, path, opts)
+    }
+
+    /// Decodes an executable from bytes; see [`load_bytes`].
+    pub fn load_bytes(bytes: &[u8]) -> Result<Executable> {
+        load_bytes(bytes)
+    }
+
+    /// Memory-maps and decodes the file `path`; see [`load_file`].
+    pub fn load_file(path: impl AsRef<Path>) -> Result<Executable> {
+        load_file(path)
+    }
+}

@@ -1,0 +1,23 @@
+//! Feeds arbitrary bytes to the loader: it must return an error or an executable, never
+//! panic, hang or allocate without bound; what loads must save and load back identically.
+//!
+//! Each input is tried twice: with checksums (as users load) and without (so that mutations
+//! reach the section decoders instead of stopping at the checksum).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use relaxvm::format::{self, LoadOptions, SaveOptions, VERSION_1};
+
+fuzz_target!(|data: &[u8]| {
+    let unchecked = LoadOptions { verify_checksum: false, verify_data_checksum: false };
+    for opts in [LoadOptions::default(), unchecked] {
+        if let Ok(exe) = format::load_bytes_with(data, &opts) {
+            let bytes = exe.save_to_bytes();
+            let again = format::load_bytes(&bytes).expect("a saved executable loads");
+            assert_eq!(again.save_to_bytes(), bytes, "save/load/save is stable");
+            let v1 = format::save_to_bytes(&exe, &SaveOptions { version: VERSION_1, ..Default::default() });
+            let from_v1 = format::load_bytes(&v1).expect("a version-1 file loads");
+            assert_eq!(from_v1.save_to_bytes(), bytes, "version 1 upgrades to the same file");
+        }
+    }
+});

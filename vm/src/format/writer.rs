@@ -1,0 +1,113 @@
+//! Writes an executable: encodes the metadata sections in memory, then streams them and the
+//! tensor bytes to a [`Write`], computing the checksums on the way.
+
+use super::constants::{self, BlobPlan};
+use super::sections::{header_bytes, Kind, TENSOR_ALIGNMENT};
+use super::strings::StringTable;
+use super::{debug, functions, instructions, varint, SaveOptions, CURRENT_VERSION, MAGIC};
+use crate::error::{Error, Result};
+use crate::executable::Executable;
+use std::io::Write;
+
+/// A byte sink that knows its position and hashes what passes through.
+struct Sink<W: Write> {
+    out: W,
+    pos: u64,
+    metadata: crc32fast::Hasher,
+    data: crc32fast::Hasher,
+}
+
+impl<W: Write> Sink<W> {
+    fn metadata(&mut self, bytes: &[u8]) -> Result<()> {
+        self.metadata.update(bytes);
+        self.raw(bytes)
+    }
+
+    fn data(&mut self, bytes: &[u8]) -> Result<()> {
+        self.data.update(bytes);
+        self.raw(bytes)
+    }
+
+    fn raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.out.write_all(bytes)?;
+        self.pos += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn section(&mut self, kind: Kind, data: &[u8]) -> Result<()> {
+        let header = header_bytes(kind.id(), data.len() as u64, 1, self.pos);
+        self.metadata(&header)?;
+        self.metadata(data)
+    }
+}
+
+/// Writes `exe` to `out` as `opts` asks.
+pub fn write(exe: &Executable, opts: &SaveOptions, out: impl Write) -> Result<()> {
+    if opts.version == 0 || opts.version > CURRENT_VERSION {
+        return Err(Error::value(format!(
+            "cannot write format version {}: this build writes versions 1 to {CURRENT_VERSION}",
+            opts.version
+        )));
+    }
+    let mut strings = StringTable::default();
+    let funcs = functions::encode(exe.funcs(), &mut strings);
+    let mut blob = BlobPlan::default();
+    let consts = constants::encode(exe.constants(), &mut strings, &mut blob)?;
+    let instrs = instructions::encode(exe.instrs(), opts.version);
+    let (params, locs) = if opts.strip_debug {
+        (None, None)
+    } else {
+        let params = debug::encode_param_names(exe.funcs(), &mut strings);
+        let locs = if exe.has_locations() {
+            Some(debug::encode_locations((0..exe.instrs().len()).map(|i| exe.location(i)), &mut strings)?)
+        } else {
+            None
+        };
+        (params, locs)
+    };
+
+    let mut sink = Sink { out, pos: 0, metadata: crc32fast::Hasher::new(), data: crc32fast::Hasher::new() };
+    let mut header = MAGIC.to_vec();
+    varint::put(&mut header, opts.version.into());
+    varint::put(&mut header, opts.producer.len() as u64);
+    header.extend_from_slice(opts.producer.as_bytes());
+    sink.metadata(&header)?;
+    sink.section(Kind::Strings, &strings.encode())?;
+    sink.section(Kind::Functions, &funcs)?;
+    sink.section(Kind::Constants, &consts)?;
+    sink.section(Kind::Instructions, &instrs)?;
+    if let Some(p) = params {
+        sink.section(Kind::ParamNames, &p)?;
+    }
+    if let Some(l) = locs {
+        sink.section(Kind::Locations, &l)?;
+    }
+    if blob.len > 0 {
+        write_blob(&mut sink, &blob)?;
+    }
+    let sums = [sink.metadata.clone().finalize(), sink.data.clone().finalize()];
+    let header = header_bytes(Kind::Checksum.id(), 8, 1, sink.pos);
+    sink.raw(&header)?;
+    sink.raw(&sums[0].to_le_bytes())?;
+    sink.raw(&sums[1].to_le_bytes())?;
+    sink.out.flush()?;
+    Ok(())
+}
+
+fn write_blob<W: Write>(sink: &mut Sink<W>, blob: &BlobPlan<'_>) -> Result<()> {
+    let header = header_bytes(Kind::TensorData.id(), blob.len, TENSOR_ALIGNMENT, sink.pos);
+    sink.metadata(&header)?;
+    let start = sink.pos;
+    let zeros = [0u8; TENSOR_ALIGNMENT as usize];
+    for (t, offset) in &blob.tensors {
+        let pad = start + offset - sink.pos;
+        sink.data(&zeros[..pad as usize])?;
+        if t.is_contiguous() {
+            sink.data(&t.storage().bytes()[t.byte_offset()..][..t.nbytes()])?;
+        } else {
+            sink.data(&t.contiguous_bytes())?;
+        }
+    }
+    let pad = start + blob.len - sink.pos;
+    sink.data(&zeros[..pad as usize])
+}
