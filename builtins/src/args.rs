@@ -31,10 +31,7 @@ pub(crate) fn arity_at_least(name: &str, args: &[Value], min: usize) -> Result<(
 /// A type mismatch for argument `i` (described by `what`) of builtin `name`.
 #[cold]
 pub(crate) fn type_err(name: &str, i: usize, what: &str, expected: &str, found: &Value) -> Error {
-    Error::type_mismatch(
-        format!("{expected} as argument {i} ({what}) of {name}"),
-        found.describe(),
-    )
+    Error::type_mismatch(format!("{expected} as argument {i} ({what}) of {name}"), found.describe())
 }
 
 /// A value error whose message starts with the builtin's name.
@@ -49,9 +46,7 @@ pub(crate) fn value_err(name: &str, msg: impl std::fmt::Display) -> Error {
 pub(crate) fn in_builtin(name: &str, e: Error) -> Error {
     match e.into_kind() {
         ErrorKind::Alloc { bytes, reason } => Error::alloc(bytes, format!("{reason} (in {name})")),
-        ErrorKind::Index { what, index, len } => {
-            Error::index(format!("{what} (in {name})"), index, len)
-        }
+        ErrorKind::Index { what, index, len } => Error::index(format!("{what} (in {name})"), index, len),
         ErrorKind::Arithmetic(m) => Error::arithmetic(format!("{name}: {m}")),
         other => Error::from(other).context(name),
     }
@@ -63,29 +58,16 @@ pub(crate) fn int(name: &str, args: &[Value], i: usize, what: &str) -> Result<i6
         Some(Value::Int(v)) => Ok(*v),
         Some(Value::Bool(b)) => Ok(i64::from(*b)),
         Some(other) => Err(type_err(name, i, what, "int", other)),
-        None => Err(Error::arity(
-            name,
-            format!("at least {}", i + 1),
-            args.len(),
-        )),
+        None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
     }
 }
 
 /// Argument `i` as a tensor.
-pub(crate) fn tensor<'a>(
-    name: &str,
-    args: &'a [Value],
-    i: usize,
-    what: &str,
-) -> Result<&'a Tensor> {
+pub(crate) fn tensor<'a>(name: &str, args: &'a [Value], i: usize, what: &str) -> Result<&'a Tensor> {
     match args.get(i) {
         Some(Value::Tensor(t)) => Ok(t),
         Some(other) => Err(type_err(name, i, what, "tensor", other)),
-        None => Err(Error::arity(
-            name,
-            format!("at least {}", i + 1),
-            args.len(),
-        )),
+        None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
     }
 }
 
@@ -94,21 +76,12 @@ pub(crate) fn shape<'a>(name: &str, args: &'a [Value], i: usize, what: &str) -> 
     match args.get(i) {
         Some(Value::Shape(s)) => Ok(s),
         Some(other) => Err(type_err(name, i, what, "shape", other)),
-        None => Err(Error::arity(
-            name,
-            format!("at least {}", i + 1),
-            args.len(),
-        )),
+        None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
     }
 }
 
 /// Argument `i` as an optional string: null (or a missing trailing argument) is `None`.
-pub(crate) fn opt_str<'a>(
-    name: &str,
-    args: &'a [Value],
-    i: usize,
-    what: &str,
-) -> Result<Option<&'a str>> {
+pub(crate) fn opt_str<'a>(name: &str, args: &'a [Value], i: usize, what: &str) -> Result<Option<&'a str>> {
     match args.get(i) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Str(s)) => Ok(Some(s)),
@@ -117,12 +90,7 @@ pub(crate) fn opt_str<'a>(
 }
 
 /// Argument `i` as an optional data type: null, `"void"`, `"handle"` and `""` mean any.
-pub(crate) fn opt_dtype(
-    name: &str,
-    args: &[Value],
-    i: usize,
-    what: &str,
-) -> Result<Option<DataType>> {
+pub(crate) fn opt_dtype(name: &str, args: &[Value], i: usize, what: &str) -> Result<Option<DataType>> {
     match args.get(i) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::DType(d)) => Ok(Some(*d)),
@@ -138,11 +106,7 @@ pub(crate) fn dtype(name: &str, args: &[Value], i: usize, what: &str) -> Result<
         Some(Value::DType(d)) => Ok(*d),
         Some(Value::Str(s)) => s.parse().map_err(|e| in_builtin(name, e)),
         Some(other) => Err(type_err(name, i, what, "dtype or dtype name", other)),
-        None => Err(Error::arity(
-            name,
-            format!("at least {}", i + 1),
-            args.len(),
-        )),
+        None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
     }
 }
 
@@ -151,18 +115,8 @@ pub(crate) fn dtype(name: &str, args: &[Value], i: usize, what: &str) -> Result<
 pub(crate) fn vm_state(name: &str, args: &[Value], i: usize) -> Result<()> {
     match args.get(i) {
         Some(Value::VmState | Value::Null) => Ok(()),
-        Some(other) => Err(type_err(
-            name,
-            i,
-            "the VM state",
-            "vm_state (%vm) or null",
-            other,
-        )),
-        None => Err(Error::arity(
-            name,
-            format!("at least {}", i + 1),
-            args.len(),
-        )),
+        Some(other) => Err(type_err(name, i, "the VM state", "vm_state (%vm) or null", other)),
+        None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
     }
 }
 
@@ -182,17 +136,11 @@ mod tests {
     fn errors_name_builtin_expected_and_found() {
         let args = [Value::str("x")];
         let e = int("vm.t", &args, 0, "size").unwrap_err().to_string();
-        assert!(
-            e.contains("vm.t") && e.contains("expected int") && e.contains("found str"),
-            "{e}"
-        );
+        assert!(e.contains("vm.t") && e.contains("expected int") && e.contains("found str"), "{e}");
         let e = tensor("vm.t", &args, 1, "x").unwrap_err().to_string();
         assert!(e.contains("vm.t") && e.contains("at least 2"), "{e}");
         let e = arity_range("vm.t", &args, 2, 3).unwrap_err().to_string();
-        assert!(
-            e.contains("vm.t") && e.contains("2 to 3") && e.contains("got 1"),
-            "{e}"
-        );
+        assert!(e.contains("vm.t") && e.contains("2 to 3") && e.contains("got 1"), "{e}");
         assert!(arity_at_least("vm.t", &args, 2).is_err());
         assert!(vm_state("vm.t", &args, 0).is_err());
         assert!(vm_state("vm.t", &[Value::VmState], 0).is_ok());
@@ -200,13 +148,7 @@ mod tests {
 
     #[test]
     fn optional_dtype_and_string() {
-        let args = [
-            Value::Null,
-            Value::str("void"),
-            Value::str("float32"),
-            Value::str("nope"),
-            Value::Int(1),
-        ];
+        let args = [Value::Null, Value::str("void"), Value::str("float32"), Value::str("nope"), Value::Int(1)];
         assert_eq!(opt_dtype("f", &args, 0, "d").unwrap(), None);
         assert_eq!(opt_dtype("f", &args, 1, "d").unwrap(), None);
         assert_eq!(opt_dtype("f", &args, 2, "d").unwrap(), Some(DataType::F32));
@@ -221,12 +163,7 @@ mod tests {
 
     #[test]
     fn in_builtin_names_the_builtin_for_every_kind() {
-        for e in [
-            Error::alloc(8, "too big"),
-            Error::index("heap", 3, 2),
-            Error::arithmetic("x"),
-            Error::value("v"),
-        ] {
+        for e in [Error::alloc(8, "too big"), Error::index("heap", 3, 2), Error::arithmetic("x"), Error::value("v")] {
             let s = in_builtin("vm.b", e).to_string();
             assert!(s.contains("vm.b"), "{s}");
         }

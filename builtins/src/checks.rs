@@ -28,22 +28,16 @@ pub(crate) const BUILTINS: &[Builtin] = &[
 /// A kind mismatch: a type error carrying the context, the builtin, and what was found.
 #[cold]
 fn kind_err(name: &str, err_ctx: Option<&str>, expected: &str, found: &Value) -> Error {
-    Error::type_mismatch(
-        format!("{}{expected} (in {name})", ctx_prefix(err_ctx)),
-        found.describe(),
-    )
+    Error::type_mismatch(format!("{}{expected} (in {name})", ctx_prefix(err_ctx)), found.describe())
 }
 
 /// An expected ndim: -1 (any) or a non-negative count.
 fn ndim_arg(name: &str, args: &[Value], i: usize) -> Result<Option<usize>> {
     match args::int(name, args, i, "ndim")? {
         -1 => Ok(None),
-        n => usize::try_from(n).map(Some).map_err(|_| {
-            value_err(
-                name,
-                format!("ndim must be -1 (any) or non-negative, found {n}"),
-            )
-        }),
+        n => usize::try_from(n)
+            .map(Some)
+            .map_err(|_| value_err(name, format!("ndim must be -1 (any) or non-negative, found {n}"))),
     }
 }
 
@@ -54,10 +48,7 @@ fn check_tensor_info(name: &'static str, args: &[Value]) -> Result<Value> {
     let (dtype, err_ctx) = if args.len() == 3 {
         (None, args::opt_str(name, args, 2, "err_ctx")?)
     } else {
-        (
-            args::opt_dtype(name, args, 2, "dtype")?,
-            args::opt_str(name, args, 3, "err_ctx")?,
-        )
+        (args::opt_dtype(name, args, 2, "dtype")?, args::opt_str(name, args, 3, "err_ctx")?)
     };
     let Value::Tensor(t) = &args[0] else {
         return Err(kind_err(name, err_ctx, "tensor", &args[0]));
@@ -76,11 +67,7 @@ fn check_tensor_info(name: &'static str, args: &[Value]) -> Result<Value> {
     if let Some(d) = dtype.filter(|d| *d != t.dtype()) {
         return Err(value_err(
             name,
-            format!(
-                "{}expected a tensor with dtype {d}, found dtype {}",
-                ctx_prefix(err_ctx),
-                t.dtype()
-            ),
+            format!("{}expected a tensor with dtype {d}, found dtype {}", ctx_prefix(err_ctx), t.dtype()),
         ));
     }
     Ok(Value::Null)
@@ -97,11 +84,7 @@ fn check_shape_info(name: &'static str, args: &[Value]) -> Result<Value> {
     if let Some(n) = ndim.filter(|n| *n != s.len()) {
         return Err(value_err(
             name,
-            format!(
-                "{}expected a shape with ndim {n}, found {s} with ndim {}",
-                ctx_prefix(err_ctx),
-                s.len()
-            ),
+            format!("{}expected a shape with ndim {n}, found {s} with ndim {}", ctx_prefix(err_ctx), s.len()),
         ));
     }
     Ok(Value::Null)
@@ -118,11 +101,7 @@ fn check_tuple_info(name: &'static str, args: &[Value]) -> Result<Value> {
     if i64::try_from(items.len()).ok() != Some(size) {
         return Err(value_err(
             name,
-            format!(
-                "{}expected a tuple of {size} elements, found {} elements",
-                ctx_prefix(err_ctx),
-                items.len()
-            ),
+            format!("{}expected a tuple of {size} elements, found {} elements", ctx_prefix(err_ctx), items.len()),
         ));
     }
     Ok(Value::Null)
@@ -139,9 +118,7 @@ fn check_prim_value_info(name: &'static str, args: &[Value]) -> Result<Value> {
         None => matches!(v, Value::Int(_) | Value::Float(_) | Value::Bool(_)),
         Some(TypeClass::Bool) => matches!(v, Value::Bool(_) | Value::Int(_)),
         Some(TypeClass::Int) => matches!(v, Value::Int(_) | Value::Bool(_)),
-        Some(TypeClass::UInt) => {
-            matches!(v, Value::Int(i) if *i >= 0) || matches!(v, Value::Bool(_))
-        }
+        Some(TypeClass::UInt) => matches!(v, Value::Int(i) if *i >= 0) || matches!(v, Value::Bool(_)),
         Some(TypeClass::Float | TypeClass::BFloat) => {
             matches!(v, Value::Float(_) | Value::Int(_) | Value::Bool(_))
         }
@@ -172,10 +149,7 @@ mod tests {
     use relaxvm::{CallCtx, ErrorKind, PackedFunc, Tensor};
 
     fn call(name: &str, args: &[Value]) -> Result<Value> {
-        let b = BUILTINS
-            .iter()
-            .find(|b| b.name == name)
-            .expect("known builtin");
+        let b = BUILTINS.iter().find(|b| b.name == name).expect("known builtin");
         b.packed().call(&mut CallCtx::detached(), args)
     }
 
@@ -186,46 +160,17 @@ mod tests {
     #[test]
     fn tensor_info() {
         let n = "vm.builtin.check_tensor_info";
-        call(
-            n,
-            &[
-                t(),
-                2.into(),
-                Value::DType(DataType::F32),
-                Value::str("ctx"),
-            ],
-        )
-        .unwrap();
+        call(n, &[t(), 2.into(), Value::DType(DataType::F32), Value::str("ctx")]).unwrap();
         call(n, &[t(), (-1).into(), Value::Null, Value::Null]).unwrap();
         call(n, &[t(), (-1).into(), Value::str("void"), Value::Null]).unwrap();
         call(n, &[t(), 2.into(), Value::str("f")]).unwrap();
-        let e = call(n, &[t(), 3.into(), Value::Null, Value::str("arg x")])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("arg x: expected a tensor with ndim 3, found ndim 2") && e.contains(n),
-            "{e}"
-        );
-        let e = call(
-            n,
-            &[t(), 2.into(), Value::str("int32"), Value::str("arg x")],
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("arg x: expected a tensor with dtype int32, found dtype float32"),
-            "{e}"
-        );
-        let e = call(
-            n,
-            &[Value::Int(1), 2.into(), Value::Null, Value::str("arg x")],
-        )
-        .unwrap_err();
+        let e = call(n, &[t(), 3.into(), Value::Null, Value::str("arg x")]).unwrap_err().to_string();
+        assert!(e.contains("arg x: expected a tensor with ndim 3, found ndim 2") && e.contains(n), "{e}");
+        let e = call(n, &[t(), 2.into(), Value::str("int32"), Value::str("arg x")]).unwrap_err().to_string();
+        assert!(e.contains("arg x: expected a tensor with dtype int32, found dtype float32"), "{e}");
+        let e = call(n, &[Value::Int(1), 2.into(), Value::Null, Value::str("arg x")]).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Type { .. }), "{e}");
-        assert!(
-            e.to_string().contains("arg x: tensor") && e.to_string().contains("found int 1"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("arg x: tensor") && e.to_string().contains("found int 1"), "{e}");
         assert!(call(n, &[t(), (-2).into(), Value::Null]).is_err());
         assert!(call(n, &[t(), 2.into(), Value::Int(3), Value::Null]).is_err());
         assert!(call(n, &[t(), 2.into()]).is_err());
@@ -234,57 +179,20 @@ mod tests {
     #[test]
     fn shape_tuple_func_info() {
         let s = Value::Shape([1, 2].into());
-        call(
-            "vm.builtin.check_shape_info",
-            &[s.clone(), 2.into(), Value::Null],
-        )
-        .unwrap();
-        call(
-            "vm.builtin.check_shape_info",
-            &[s.clone(), (-1).into(), Value::Null],
-        )
-        .unwrap();
-        let e = call(
-            "vm.builtin.check_shape_info",
-            &[s.clone(), 3.into(), Value::str("c")],
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("c: expected a shape with ndim 3, found (1, 2)"),
-            "{e}"
-        );
+        call("vm.builtin.check_shape_info", &[s.clone(), 2.into(), Value::Null]).unwrap();
+        call("vm.builtin.check_shape_info", &[s.clone(), (-1).into(), Value::Null]).unwrap();
+        let e = call("vm.builtin.check_shape_info", &[s.clone(), 3.into(), Value::str("c")]).unwrap_err().to_string();
+        assert!(e.contains("c: expected a shape with ndim 3, found (1, 2)"), "{e}");
         assert!(call("vm.builtin.check_shape_info", &[t(), 2.into(), Value::Null]).is_err());
         let tup = Value::tuple(vec![Value::Int(1), Value::Null]);
-        call(
-            "vm.builtin.check_tuple_info",
-            &[tup.clone(), 2.into(), Value::Null],
-        )
-        .unwrap();
-        let e = call(
-            "vm.builtin.check_tuple_info",
-            &[tup, 3.into(), Value::str("c")],
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("c: expected a tuple of 3 elements, found 2"),
-            "{e}"
-        );
-        assert!(call(
-            "vm.builtin.check_tuple_info",
-            &[s.clone(), 2.into(), Value::Null]
-        )
-        .is_err());
+        call("vm.builtin.check_tuple_info", &[tup.clone(), 2.into(), Value::Null]).unwrap();
+        let e = call("vm.builtin.check_tuple_info", &[tup, 3.into(), Value::str("c")]).unwrap_err().to_string();
+        assert!(e.contains("c: expected a tuple of 3 elements, found 2"), "{e}");
+        assert!(call("vm.builtin.check_tuple_info", &[s.clone(), 2.into(), Value::Null]).is_err());
         let f = Value::packed(PackedFunc::from_fn("f", |_| Ok(Value::Null)));
         call("vm.builtin.check_func_info", &[f, Value::Null]).unwrap();
-        let e = call("vm.builtin.check_func_info", &[s, Value::str("c")])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("c: function") && e.contains("found shape"),
-            "{e}"
-        );
+        let e = call("vm.builtin.check_func_info", &[s, Value::str("c")]).unwrap_err().to_string();
+        assert!(e.contains("c: function") && e.contains("found shape"), "{e}");
     }
 
     #[test]
@@ -292,25 +200,12 @@ mod tests {
         let n = "vm.builtin.check_prim_value_info";
         call(n, &[Value::Int(3), Value::str("int64"), Value::Null]).unwrap();
         call(n, &[Value::Int(3), Value::str("float32"), Value::Null]).unwrap();
-        call(
-            n,
-            &[Value::Float(f64::NAN), Value::str("float32"), Value::Null],
-        )
-        .unwrap();
+        call(n, &[Value::Float(f64::NAN), Value::str("float32"), Value::Null]).unwrap();
         call(n, &[Value::Bool(true), Value::str("bool"), Value::Null]).unwrap();
         call(n, &[Value::Float(1.5), Value::Null, Value::Null]).unwrap();
-        assert!(call(
-            n,
-            &[Value::Float(1.5), Value::str("int64"), Value::str("c")]
-        )
-        .is_err());
+        assert!(call(n, &[Value::Float(1.5), Value::str("int64"), Value::str("c")]).is_err());
         assert!(call(n, &[Value::Int(-1), Value::str("uint8"), Value::str("c")]).is_err());
-        let e = call(n, &[t(), Value::str("int64"), Value::str("c")])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("c: prim value of dtype int64") && e.contains("found tensor"),
-            "{e}"
-        );
+        let e = call(n, &[t(), Value::str("int64"), Value::str("c")]).unwrap_err().to_string();
+        assert!(e.contains("c: prim value of dtype int64") && e.contains("found tensor"), "{e}");
     }
 }

@@ -53,49 +53,27 @@ fn read_if_cond(name: &'static str, args: &[Value]) -> Result<Value> {
         Value::Int(i) => Ok(Value::Bool(*i != 0)),
         Value::Tensor(t) => {
             if t.dtype().is_float() {
-                return Err(value_err(
-                    name,
-                    format!(
-                        "expected an integer or bool tensor, found dtype {}",
-                        t.dtype()
-                    ),
-                ));
+                return Err(value_err(name, format!("expected an integer or bool tensor, found dtype {}", t.dtype())));
             }
             // Exact for every integer type: only zero converts to 0.0.
             match t.scalar_f64() {
                 Some(x) => Ok(Value::Bool(x != 0.0)),
-                None if t.numel() != 1 => Err(value_err(
-                    name,
-                    format!("expected a one-element tensor, found shape {}", t.shape()),
-                )),
-                None => Err(value_err(
-                    name,
-                    format!("cannot read the {} element of the tensor", t.dtype()),
-                )),
+                None if t.numel() != 1 => {
+                    Err(value_err(name, format!("expected a one-element tensor, found shape {}", t.shape())))
+                }
+                None => Err(value_err(name, format!("cannot read the {} element of the tensor", t.dtype()))),
             }
         }
-        other => Err(type_err(
-            name,
-            0,
-            "condition",
-            "bool, int or one-element integer tensor",
-            other,
-        )),
+        other => Err(type_err(name, 0, "condition", "bool, int or one-element integer tensor", other)),
     }
 }
 
 /// `print(x...)`: prints the values to stdout, separated by spaces.
 fn print(name: &'static str, args: &[Value]) -> Result<Value> {
-    let line = args
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(" ");
+    let line = args.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ");
     // `println!` would panic if stdout is closed; report that as an error instead.
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")
-        .and_then(|()| out.flush())
-        .map_err(|e| in_builtin(name, Error::from(e)))?;
+    writeln!(out, "{line}").and_then(|()| out.flush()).map_err(|e| in_builtin(name, Error::from(e)))?;
     Ok(Value::Null)
 }
 
@@ -108,10 +86,7 @@ fn make_closure(name: &'static str, args: &[Value]) -> Result<Value> {
         other => return Err(type_err(name, 0, "function", "function", other)),
     };
     let captured = args[1..].iter().chain(&f.captured).cloned().collect();
-    Ok(Value::Func(Arc::new(Closure {
-        callable: f.callable.clone(),
-        captured,
-    })))
+    Ok(Value::Func(Arc::new(Closure { callable: f.callable.clone(), captured })))
 }
 
 /// `invoke_closure(%vm, func, args...)`: calls the function (re-entering the VM for bytecode).
@@ -130,10 +105,7 @@ mod tests {
     use relaxvm::{PackedFunc, Tensor};
 
     fn call(name: &str, args: &[Value]) -> Result<Value> {
-        let b = BUILTINS
-            .iter()
-            .find(|b| b.name == name)
-            .expect("known builtin");
+        let b = BUILTINS.iter().find(|b| b.name == name).expect("known builtin");
         b.packed().call(&mut CallCtx::detached(), args)
     }
 
@@ -141,29 +113,11 @@ mod tests {
     fn tuples() {
         let t = call("vm.builtin.make_tuple", &[Value::Int(1), Value::str("a")]).unwrap();
         assert_eq!(t.to_string(), "(1, a)");
-        assert_eq!(
-            call("vm.builtin.make_tuple", &[])
-                .unwrap()
-                .as_tuple()
-                .unwrap()
-                .len(),
-            0
-        );
-        assert_eq!(
-            call("vm.builtin.tuple_getitem", &[t.clone(), 1.into()])
-                .unwrap()
-                .as_str()
-                .unwrap(),
-            "a"
-        );
+        assert_eq!(call("vm.builtin.make_tuple", &[]).unwrap().as_tuple().unwrap().len(), 0);
+        assert_eq!(call("vm.builtin.tuple_getitem", &[t.clone(), 1.into()]).unwrap().as_str().unwrap(), "a");
         for i in [2, -1, i64::MIN, i64::MAX] {
-            let e = call("vm.builtin.tuple_getitem", &[t.clone(), i.into()])
-                .unwrap_err()
-                .to_string();
-            assert!(
-                e.contains("out of range for tuple (in vm.builtin.tuple_getitem) of length 2"),
-                "{e}"
-            );
+            let e = call("vm.builtin.tuple_getitem", &[t.clone(), i.into()]).unwrap_err().to_string();
+            assert!(e.contains("out of range for tuple (in vm.builtin.tuple_getitem) of length 2"), "{e}");
         }
         assert!(call("vm.builtin.tuple_getitem", &[Value::Int(1), 0.into()]).is_err());
         assert!(call("vm.builtin.tuple_getitem", &[t, Value::Float(0.0)]).is_err());
@@ -174,23 +128,11 @@ mod tests {
         let c = |v: Value| call("vm.builtin.read_if_cond", &[v]);
         assert!(matches!(c(Value::Bool(true)).unwrap(), Value::Bool(true)));
         assert!(matches!(c(Value::Int(0)).unwrap(), Value::Bool(false)));
-        assert!(matches!(
-            c(Value::Tensor(Tensor::scalar(3i8))).unwrap(),
-            Value::Bool(true)
-        ));
-        assert!(matches!(
-            c(Value::Tensor(Tensor::from_vec([1], vec![0u64]).unwrap())).unwrap(),
-            Value::Bool(false)
-        ));
-        assert!(matches!(
-            c(Value::Tensor(Tensor::scalar(true))).unwrap(),
-            Value::Bool(true)
-        ));
+        assert!(matches!(c(Value::Tensor(Tensor::scalar(3i8))).unwrap(), Value::Bool(true)));
+        assert!(matches!(c(Value::Tensor(Tensor::from_vec([1], vec![0u64]).unwrap())).unwrap(), Value::Bool(false)));
+        assert!(matches!(c(Value::Tensor(Tensor::scalar(true))).unwrap(), Value::Bool(true)));
         assert!(c(Value::Tensor(Tensor::scalar(1.0f32))).is_err());
-        assert!(c(Value::Tensor(
-            Tensor::from_vec([0], Vec::<i32>::new()).unwrap()
-        ))
-        .is_err());
+        assert!(c(Value::Tensor(Tensor::from_vec([0], Vec::<i32>::new()).unwrap())).is_err());
         assert!(c(Value::Tensor(Tensor::from_vec([2], vec![1i32, 1]).unwrap())).is_err());
         assert!(c(Value::str("x")).is_err());
         assert!(c(Value::Float(f64::NAN)).is_err());
@@ -199,11 +141,7 @@ mod tests {
     #[test]
     fn print_returns_null() {
         assert!(matches!(
-            call(
-                "vm.builtin.print",
-                &[Value::Int(1), Value::Tensor(Tensor::scalar(2.5f32))]
-            )
-            .unwrap(),
+            call("vm.builtin.print", &[Value::Int(1), Value::Tensor(Tensor::scalar(2.5f32))]).unwrap(),
             Value::Null
         ));
     }
@@ -213,21 +151,13 @@ mod tests {
         let f = Value::packed(PackedFunc::from_fn("cat", |a| Ok(Value::tuple(a))));
         let c1 = call("vm.builtin.make_closure", &[f, Value::Int(2)]).unwrap();
         let c2 = call("vm.builtin.make_closure", &[c1, Value::Int(1)]).unwrap();
-        let out = call(
-            "vm.builtin.invoke_closure",
-            &[Value::VmState, c2.clone(), Value::Int(0)],
-        )
-        .unwrap();
+        let out = call("vm.builtin.invoke_closure", &[Value::VmState, c2.clone(), Value::Int(0)]).unwrap();
         assert_eq!(out.to_string(), "(0, 1, 2)");
         let out = call("vm.builtin.invoke_closure", &[Value::Null, c2]).unwrap();
         assert_eq!(out.to_string(), "(1, 2)");
         assert!(call("vm.builtin.make_closure", &[Value::Int(1)]).is_err());
         assert!(call("vm.builtin.make_closure", &[]).is_err());
-        assert!(call(
-            "vm.builtin.invoke_closure",
-            &[Value::VmState, Value::Int(1)]
-        )
-        .is_err());
+        assert!(call("vm.builtin.invoke_closure", &[Value::VmState, Value::Int(1)]).is_err());
         assert!(call("vm.builtin.invoke_closure", &[Value::Int(0), Value::Int(1)]).is_err());
     }
 }

@@ -41,16 +41,9 @@ use table::Builtin;
 
 /// Every builtin of every module, in registration order.
 fn all() -> impl Iterator<Item = &'static Builtin> {
-    [
-        shape_heap::BUILTINS,
-        checks::BUILTINS,
-        memory::BUILTINS,
-        data::BUILTINS,
-        scalar::BUILTINS,
-        tensor_ops::BUILTINS,
-    ]
-    .into_iter()
-    .flatten()
+    [shape_heap::BUILTINS, checks::BUILTINS, memory::BUILTINS, data::BUILTINS, scalar::BUILTINS, tensor_ops::BUILTINS]
+        .into_iter()
+        .flatten()
 }
 
 /// Registers every builtin in `reg`. A name that `reg` already holds is an error
@@ -98,10 +91,7 @@ mod tests {
         register_all(&mut reg).unwrap();
         assert_eq!(reg.names().collect::<Vec<_>>(), names);
         for n in &names {
-            assert!(
-                n.starts_with("vm.builtin.") || n.starts_with("vm.op."),
-                "{n}"
-            );
+            assert!(n.starts_with("vm.builtin.") || n.starts_with("vm.op."), "{n}");
         }
     }
 

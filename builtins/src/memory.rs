@@ -16,9 +16,7 @@
 
 use crate::args::{self, in_builtin, type_err, value_err};
 use crate::table::{builtin, Builtin};
-use relaxvm::{
-    dispatch_dtype, CallCtx, Device, DeviceType, Error, Result, Shape, Storage, Tensor, Value,
-};
+use relaxvm::{dispatch_dtype, CallCtx, Device, DeviceType, Error, Result, Shape, Storage, Tensor, Value};
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
@@ -36,10 +34,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
 fn scope(name: &str, args: &[Value], i: usize) -> Result<()> {
     match args::opt_str(name, args, i, "memory scope")? {
         None | Some("" | "global") => Ok(()),
-        Some(other) => Err(value_err(
-            name,
-            format!("expected memory scope \"global\", found {other:?}"),
-        )),
+        Some(other) => Err(value_err(name, format!("expected memory scope \"global\", found {other:?}"))),
     }
 }
 
@@ -54,34 +49,17 @@ fn alloc_storage(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> R
     };
     let device_index = args::int(name, args, 2, "device index")?;
     if !(-1..=0).contains(&device_index) {
-        return Err(Error::index(
-            format!("devices of the VM (in {name}; -1 is the host)"),
-            device_index,
-            1,
-        ));
+        return Err(Error::index(format!("devices of the VM (in {name}; -1 is the host)"), device_index, 1));
     }
     let dtype = args::dtype(name, args, 3, "dtype")?;
     scope(name, args, 4)?;
     if let Some(d) = dims.iter().find(|d| **d < 0) {
-        return Err(value_err(
-            name,
-            format!(
-                "storage size {} has negative dimension {d}",
-                Shape::from(dims)
-            ),
-        ));
+        return Err(value_err(name, format!("storage size {} has negative dimension {d}", Shape::from(dims))));
     }
     let nbytes = dims
         .iter()
-        .try_fold(dtype.itemsize() as i128, |acc, d| {
-            acc.checked_mul(i128::from(*d))
-        })
-        .ok_or_else(|| {
-            Error::alloc(
-                u128::MAX,
-                format!("storage size {} overflows (in {name})", Shape::from(dims)),
-            )
-        })?;
+        .try_fold(dtype.itemsize() as i128, |acc, d| acc.checked_mul(i128::from(*d)))
+        .ok_or_else(|| Error::alloc(u128::MAX, format!("storage size {} overflows (in {name})", Shape::from(dims))))?;
     let storage = Storage::alloc_checked(nbytes, ctx.device()).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Storage(storage))
 }
@@ -97,20 +75,18 @@ fn alloc_tensor(name: &'static str, args: &[Value]) -> Result<Value> {
     let shape = args::shape(name, args, 2, "shape")?;
     let dtype = args::dtype(name, args, 3, "dtype")?;
     scope(name, args, 4)?;
-    let offset = usize::try_from(offset).map_err(|_| {
-        value_err(
-            name,
-            format!("the byte offset must be non-negative, found {offset}"),
-        )
-    })?;
+    let offset = usize::try_from(offset)
+        .map_err(|_| value_err(name, format!("the byte offset must be non-negative, found {offset}")))?;
     if offset % dtype.itemsize() != 0 {
         return Err(value_err(
             name,
-            format!("the byte offset must be a multiple of the {dtype} element size ({}), found {offset}", dtype.itemsize()),
+            format!(
+                "the byte offset must be a multiple of the {dtype} element size ({}), found {offset}",
+                dtype.itemsize()
+            ),
         ));
     }
-    let t = Tensor::from_parts(storage.clone(), offset, shape.clone(), None, dtype)
-        .map_err(|e| in_builtin(name, e))?;
+    let t = Tensor::from_parts(storage.clone(), offset, shape.clone(), None, dtype).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Tensor(t))
 }
 
@@ -126,25 +102,13 @@ pub(crate) fn contiguous(name: &str, t: &Tensor) -> Result<Tensor> {
 /// A contiguous copy of `t` in new storage on `device`.
 fn copy_to(name: &str, t: &Tensor, device: Device) -> Result<Tensor> {
     let src = contiguous(name, t)?;
-    let bytes = src
-        .storage()
-        .bytes()
-        .get(src.byte_offset()..)
-        .and_then(|b| b.get(..src.nbytes()))
-        .ok_or_else(|| {
-            value_err(
-                name,
-                format!(
-                    "tensor data lies outside its storage ({} bytes)",
-                    src.storage().len()
-                ),
-            )
+    let bytes =
+        src.storage().bytes().get(src.byte_offset()..).and_then(|b| b.get(..src.nbytes())).ok_or_else(|| {
+            value_err(name, format!("tensor data lies outside its storage ({} bytes)", src.storage().len()))
         })?;
-    let storage =
-        Storage::alloc_checked(bytes.len() as i128, device).map_err(|e| in_builtin(name, e))?;
+    let storage = Storage::alloc_checked(bytes.len() as i128, device).map_err(|e| in_builtin(name, e))?;
     storage.write(0, bytes).map_err(|e| in_builtin(name, e))?;
-    Tensor::from_parts(storage, 0, src.shape().clone(), None, src.dtype())
-        .map_err(|e| in_builtin(name, e))
+    Tensor::from_parts(storage, 0, src.shape().clone(), None, src.dtype()).map_err(|e| in_builtin(name, e))
 }
 
 /// `reshape(tensor, shape)`: same elements, new shape.
@@ -155,18 +119,11 @@ fn reshape(name: &'static str, args: &[Value]) -> Result<Value> {
     if shape.numel() != Some(t.numel()) {
         return Err(value_err(
             name,
-            format!(
-                "cannot reshape a tensor of shape {} ({} elements) to shape {shape}",
-                t.shape(),
-                t.numel()
-            ),
+            format!("cannot reshape a tensor of shape {} ({} elements) to shape {shape}", t.shape(), t.numel()),
         ));
     }
     let base = contiguous(name, t)?;
-    Ok(Value::Tensor(
-        base.reshape(shape.clone())
-            .map_err(|e| in_builtin(name, e))?,
-    ))
+    Ok(Value::Tensor(base.reshape(shape.clone()).map_err(|e| in_builtin(name, e))?))
 }
 
 /// `copy(x)` / `move(x)`: `x` itself, as TVM's `vm.builtin.copy` does.
@@ -208,15 +165,7 @@ fn to_device(name: &'static str, args: &[Value]) -> Result<Value> {
     let id = i32::try_from(dev_id)
         .ok()
         .filter(|i| *i >= 0)
-        .ok_or_else(|| {
-            value_err(
-                name,
-                format!(
-                    "expected a device id between 0 and {}, found {dev_id}",
-                    i32::MAX
-                ),
-            )
-        })?;
+        .ok_or_else(|| value_err(name, format!("expected a device id between 0 and {}, found {dev_id}", i32::MAX)))?;
     Ok(Value::Tensor(copy_to(name, t, Device::cpu(id))?))
 }
 
@@ -226,23 +175,14 @@ mod tests {
     use relaxvm::{DataType, ErrorKind};
 
     fn call(name: &str, args: &[Value]) -> Result<Value> {
-        let b = BUILTINS
-            .iter()
-            .find(|b| b.name == name)
-            .expect("known builtin");
+        let b = BUILTINS.iter().find(|b| b.name == name).expect("known builtin");
         b.packed().call(&mut CallCtx::detached(), args)
     }
 
     fn storage(bytes: i64) -> Value {
         call(
             "vm.builtin.alloc_storage",
-            &[
-                Value::VmState,
-                Value::Shape([bytes].into()),
-                0.into(),
-                Value::str("uint8"),
-                Value::str("global"),
-            ],
+            &[Value::VmState, Value::Shape([bytes].into()), 0.into(), Value::str("uint8"), Value::str("global")],
         )
         .unwrap()
     }
@@ -250,39 +190,22 @@ mod tests {
     #[test]
     fn storage_and_tensor_views() {
         let s = storage(64);
-        let Value::Storage(st) = &s else {
-            panic!("storage expected")
-        };
+        let Value::Storage(st) = &s else { panic!("storage expected") };
         assert_eq!(st.len(), 64);
         let t = call(
             "vm.builtin.alloc_tensor",
-            &[
-                s.clone(),
-                16.into(),
-                Value::Shape([2, 3].into()),
-                Value::str("float32"),
-            ],
+            &[s.clone(), 16.into(), Value::Shape([2, 3].into()), Value::str("float32")],
         )
         .unwrap();
         let t = t.as_tensor().unwrap();
-        assert_eq!(
-            (t.byte_offset(), t.shape().dims(), t.dtype()),
-            (16, &[2i64, 3][..], DataType::F32)
-        );
+        assert_eq!((t.byte_offset(), t.shape().dims(), t.dtype()), (16, &[2i64, 3][..], DataType::F32));
         assert!(t.storage().ptr_eq(st));
         let with_dtype = call(
             "vm.builtin.alloc_storage",
-            &[
-                Value::Null,
-                Value::Shape([4].into()),
-                (-1).into(),
-                Value::DType(DataType::F64),
-            ],
+            &[Value::Null, Value::Shape([4].into()), (-1).into(), Value::DType(DataType::F64)],
         )
         .unwrap();
-        let Value::Storage(st) = with_dtype else {
-            panic!("storage expected")
-        };
+        let Value::Storage(st) = with_dtype else { panic!("storage expected") };
         assert_eq!(st.len(), 32);
     }
 
@@ -290,184 +213,51 @@ mod tests {
     fn storage_errors() {
         let n = "vm.builtin.alloc_storage";
         let ok = |size: Value, dev: i64, dtype: &str, scope: Value| {
-            call(
-                n,
-                &[Value::VmState, size, dev.into(), Value::str(dtype), scope],
-            )
+            call(n, &[Value::VmState, size, dev.into(), Value::str(dtype), scope])
         };
-        let e = ok(Value::Shape([-1].into()), 0, "uint8", Value::Null)
-            .unwrap_err()
-            .to_string();
+        let e = ok(Value::Shape([-1].into()), 0, "uint8", Value::Null).unwrap_err().to_string();
         assert!(e.contains(n) && e.contains("negative"), "{e}");
         let e = ok(Value::Shape([1 << 50].into()), 0, "uint8", Value::Null).unwrap_err();
-        assert!(
-            matches!(e.kind(), ErrorKind::Alloc { .. }) && e.to_string().contains(n),
-            "{e}"
-        );
-        assert!(ok(
-            Value::Shape([i64::MAX, i64::MAX, i64::MAX].into()),
-            0,
-            "float64",
-            Value::Null
-        )
-        .is_err());
+        assert!(matches!(e.kind(), ErrorKind::Alloc { .. }) && e.to_string().contains(n), "{e}");
+        assert!(ok(Value::Shape([i64::MAX, i64::MAX, i64::MAX].into()), 0, "float64", Value::Null).is_err());
         assert!(ok(Value::Shape([8].into()), 1, "uint8", Value::Null).is_err());
         assert!(ok(Value::Shape([8].into()), 0, "uint7", Value::Null).is_err());
         assert!(ok(Value::Shape([8].into()), 0, "uint8", Value::str("shared")).is_err());
         assert!(ok(Value::str("8"), 0, "uint8", Value::Null).is_err());
-        assert!(call(
-            n,
-            &[
-                Value::Int(3),
-                Value::Shape([8].into()),
-                0.into(),
-                Value::str("uint8")
-            ]
-        )
-        .is_err());
+        assert!(call(n, &[Value::Int(3), Value::Shape([8].into()), 0.into(), Value::str("uint8")]).is_err());
     }
 
     #[test]
     fn tensor_errors() {
         let n = "vm.builtin.alloc_tensor";
         let s = storage(16);
-        let e = call(
-            n,
-            &[
-                s.clone(),
-                8.into(),
-                Value::Shape([4].into()),
-                Value::str("float32"),
-            ],
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains(n) && e.contains("needs 16 bytes") && e.contains("storage has 16"),
-            "{e}"
-        );
-        assert!(call(
-            n,
-            &[
-                s.clone(),
-                (-4).into(),
-                Value::Shape([1].into()),
-                Value::str("float32")
-            ]
-        )
-        .is_err());
-        assert!(call(
-            n,
-            &[
-                s.clone(),
-                2.into(),
-                Value::Shape([1].into()),
-                Value::str("float32")
-            ]
-        )
-        .is_err());
-        assert!(call(
-            n,
-            &[
-                s.clone(),
-                0.into(),
-                Value::Shape([-1].into()),
-                Value::str("float32")
-            ]
-        )
-        .is_err());
-        assert!(call(
-            n,
-            &[
-                s.clone(),
-                0.into(),
-                Value::Shape([i64::MAX, 2].into()),
-                Value::str("float32")
-            ]
-        )
-        .is_err());
-        assert!(call(
-            n,
-            &[
-                s.clone(),
-                i64::MAX.into(),
-                Value::Shape([0].into()),
-                Value::str("uint8")
-            ]
-        )
-        .is_err());
-        assert!(call(
-            n,
-            &[
-                Value::Int(1),
-                0.into(),
-                Value::Shape([1].into()),
-                Value::str("float32")
-            ]
-        )
-        .is_err());
-        let empty = call(
-            n,
-            &[
-                s,
-                16.into(),
-                Value::Shape([0, 3].into()),
-                Value::str("float32"),
-            ],
-        )
-        .unwrap();
+        let e =
+            call(n, &[s.clone(), 8.into(), Value::Shape([4].into()), Value::str("float32")]).unwrap_err().to_string();
+        assert!(e.contains(n) && e.contains("needs 16 bytes") && e.contains("storage has 16"), "{e}");
+        assert!(call(n, &[s.clone(), (-4).into(), Value::Shape([1].into()), Value::str("float32")]).is_err());
+        assert!(call(n, &[s.clone(), 2.into(), Value::Shape([1].into()), Value::str("float32")]).is_err());
+        assert!(call(n, &[s.clone(), 0.into(), Value::Shape([-1].into()), Value::str("float32")]).is_err());
+        assert!(call(n, &[s.clone(), 0.into(), Value::Shape([i64::MAX, 2].into()), Value::str("float32")]).is_err());
+        assert!(call(n, &[s.clone(), i64::MAX.into(), Value::Shape([0].into()), Value::str("uint8")]).is_err());
+        assert!(call(n, &[Value::Int(1), 0.into(), Value::Shape([1].into()), Value::str("float32")]).is_err());
+        let empty = call(n, &[s, 16.into(), Value::Shape([0, 3].into()), Value::str("float32")]).unwrap();
         assert_eq!(empty.as_tensor().unwrap().numel(), 0);
     }
 
     #[test]
     fn reshape_views_and_copies() {
         let t = Tensor::from_vec([2, 3], (0..6).collect::<Vec<i32>>()).unwrap();
-        let r = call(
-            "vm.builtin.reshape",
-            &[Value::Tensor(t.clone()), Value::Shape([3, 2].into())],
-        )
-        .unwrap();
+        let r = call("vm.builtin.reshape", &[Value::Tensor(t.clone()), Value::Shape([3, 2].into())]).unwrap();
         assert!(r.as_tensor().unwrap().shares_storage(&t));
-        let tt = Tensor::from_parts(
-            t.storage().clone(),
-            0,
-            [3, 2].into(),
-            Some(vec![1, 3]),
-            DataType::I32,
-        )
-        .unwrap();
-        let r = call(
-            "vm.builtin.reshape",
-            &[Value::Tensor(tt), Value::Shape([6].into())],
-        )
-        .unwrap();
-        assert_eq!(
-            r.as_tensor().unwrap().to_vec::<i32>().unwrap(),
-            vec![0, 3, 1, 4, 2, 5]
-        );
-        let e = call(
-            "vm.builtin.reshape",
-            &[Value::Tensor(t.clone()), Value::Shape([4].into())],
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("cannot reshape a tensor of shape (2, 3) (6 elements) to shape (4,)"),
-            "{e}"
-        );
-        assert!(call(
-            "vm.builtin.reshape",
-            &[Value::Tensor(t.clone()), Value::Shape([-2, -3].into())]
-        )
-        .is_err());
-        let z = call(
-            "vm.builtin.reshape",
-            &[
-                Value::Tensor(Tensor::scalar(1.0f32)),
-                Value::Shape([1, 1].into()),
-            ],
-        )
-        .unwrap();
+        let tt = Tensor::from_parts(t.storage().clone(), 0, [3, 2].into(), Some(vec![1, 3]), DataType::I32).unwrap();
+        let r = call("vm.builtin.reshape", &[Value::Tensor(tt), Value::Shape([6].into())]).unwrap();
+        assert_eq!(r.as_tensor().unwrap().to_vec::<i32>().unwrap(), vec![0, 3, 1, 4, 2, 5]);
+        let e =
+            call("vm.builtin.reshape", &[Value::Tensor(t.clone()), Value::Shape([4].into())]).unwrap_err().to_string();
+        assert!(e.contains("cannot reshape a tensor of shape (2, 3) (6 elements) to shape (4,)"), "{e}");
+        assert!(call("vm.builtin.reshape", &[Value::Tensor(t.clone()), Value::Shape([-2, -3].into())]).is_err());
+        let z =
+            call("vm.builtin.reshape", &[Value::Tensor(Tensor::scalar(1.0f32)), Value::Shape([1, 1].into())]).unwrap();
         assert_eq!(z.as_tensor().unwrap().shape().dims(), &[1, 1]);
     }
 
@@ -475,17 +265,9 @@ mod tests {
     fn copy_is_identity_and_null_value() {
         let t = Value::Tensor(Tensor::scalar(1i64));
         let c = call("vm.builtin.copy", std::slice::from_ref(&t)).unwrap();
-        assert!(c
-            .as_tensor()
-            .unwrap()
-            .shares_storage(t.as_tensor().unwrap()));
-        assert!(call("vm.builtin.move", std::slice::from_ref(&t))
-            .unwrap()
-            .same_as(&t));
-        assert!(matches!(
-            call("vm.builtin.null_value", &[]).unwrap(),
-            Value::Null
-        ));
+        assert!(c.as_tensor().unwrap().shares_storage(t.as_tensor().unwrap()));
+        assert!(call("vm.builtin.move", std::slice::from_ref(&t)).unwrap().same_as(&t));
+        assert!(matches!(call("vm.builtin.null_value", &[]).unwrap(), Value::Null));
         assert!(call("vm.builtin.null_value", std::slice::from_ref(&t)).is_err());
         assert!(call("vm.builtin.copy", &[]).is_err());
     }
@@ -493,46 +275,22 @@ mod tests {
     #[test]
     fn zero_offset_and_to_device_copy() {
         let s = storage(32);
-        let Value::Storage(st) = &s else {
-            panic!("storage expected")
-        };
+        let Value::Storage(st) = &s else { panic!("storage expected") };
         st.write(8, &7i32.to_ne_bytes()).unwrap();
-        let t = call(
-            "vm.builtin.alloc_tensor",
-            &[
-                s.clone(),
-                8.into(),
-                Value::Shape([2].into()),
-                Value::str("int32"),
-            ],
-        )
-        .unwrap();
+        let t = call("vm.builtin.alloc_tensor", &[s.clone(), 8.into(), Value::Shape([2].into()), Value::str("int32")])
+            .unwrap();
         let z = call("vm.builtin.ensure_zero_offset", std::slice::from_ref(&t)).unwrap();
         let z = z.as_tensor().unwrap();
-        assert_eq!(
-            (z.byte_offset(), z.to_vec::<i32>().unwrap()),
-            (0, vec![7, 0])
-        );
+        assert_eq!((z.byte_offset(), z.to_vec::<i32>().unwrap()), (0, vec![7, 0]));
         assert!(!z.shares_storage(t.as_tensor().unwrap()));
         let same = call("vm.builtin.ensure_zero_offset", &[Value::Tensor(z.clone())]).unwrap();
         assert!(same.as_tensor().unwrap().shares_storage(z));
         let d = call("vm.builtin.to_device", &[t.clone(), 1.into(), 0.into()]).unwrap();
         assert_eq!(d.as_tensor().unwrap().to_vec::<i32>().unwrap(), vec![7, 0]);
-        assert!(!d
-            .as_tensor()
-            .unwrap()
-            .shares_storage(t.as_tensor().unwrap()));
+        assert!(!d.as_tensor().unwrap().shares_storage(t.as_tensor().unwrap()));
         assert!(call("vm.builtin.to_device", &[t.clone(), 2.into(), 0.into()]).is_err());
         assert!(call("vm.builtin.to_device", &[t.clone(), 1.into(), (-1).into()]).is_err());
-        assert!(call(
-            "vm.builtin.to_device",
-            &[t.clone(), 1.into(), i64::MAX.into()]
-        )
-        .is_err());
-        assert!(call(
-            "vm.builtin.to_device",
-            &[t, 1.into(), 0.into(), Value::str("texture")]
-        )
-        .is_err());
+        assert!(call("vm.builtin.to_device", &[t.clone(), 1.into(), i64::MAX.into()]).is_err());
+        assert!(call("vm.builtin.to_device", &[t, 1.into(), 0.into(), Value::str("texture")]).is_err());
     }
 }

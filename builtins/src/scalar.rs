@@ -13,37 +13,36 @@
 //! The fast path of each is one slice pattern on `[Value::Int, Value::Int]` (or floats): no
 //! allocation and no formatting unless the call fails.
 
-use crate::args::{self, type_err};
 use crate::table::{builtin, Builtin};
 use relaxvm::{Error, Result, Value};
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
-    builtin!("vm.builtin.int.add", int_add),
-    builtin!("vm.builtin.int.sub", int_sub),
-    builtin!("vm.builtin.int.mul", int_mul),
-    builtin!("vm.builtin.int.floordiv", int_floordiv),
-    builtin!("vm.builtin.int.floormod", int_floormod),
-    builtin!("vm.builtin.int.min", int_min),
-    builtin!("vm.builtin.int.max", int_max),
-    builtin!("vm.builtin.int.lt", int_lt),
-    builtin!("vm.builtin.int.le", int_le),
-    builtin!("vm.builtin.int.gt", int_gt),
-    builtin!("vm.builtin.int.ge", int_ge),
-    builtin!("vm.builtin.int.eq", int_eq),
-    builtin!("vm.builtin.int.ne", int_ne),
-    builtin!("vm.builtin.float.add", float_add),
-    builtin!("vm.builtin.float.sub", float_sub),
-    builtin!("vm.builtin.float.mul", float_mul),
-    builtin!("vm.builtin.float.div", float_div),
-    builtin!("vm.builtin.float.min", float_min),
-    builtin!("vm.builtin.float.max", float_max),
-    builtin!("vm.builtin.float.lt", float_lt),
-    builtin!("vm.builtin.float.le", float_le),
-    builtin!("vm.builtin.float.gt", float_gt),
-    builtin!("vm.builtin.float.ge", float_ge),
-    builtin!("vm.builtin.float.eq", float_eq),
-    builtin!("vm.builtin.float.ne", float_ne),
+    builtin!("vm.builtin.int.add", binary int_add),
+    builtin!("vm.builtin.int.sub", binary int_sub),
+    builtin!("vm.builtin.int.mul", binary int_mul),
+    builtin!("vm.builtin.int.floordiv", binary int_floordiv),
+    builtin!("vm.builtin.int.floormod", binary int_floormod),
+    builtin!("vm.builtin.int.min", binary int_min),
+    builtin!("vm.builtin.int.max", binary int_max),
+    builtin!("vm.builtin.int.lt", binary int_lt),
+    builtin!("vm.builtin.int.le", binary int_le),
+    builtin!("vm.builtin.int.gt", binary int_gt),
+    builtin!("vm.builtin.int.ge", binary int_ge),
+    builtin!("vm.builtin.int.eq", binary int_eq),
+    builtin!("vm.builtin.int.ne", binary int_ne),
+    builtin!("vm.builtin.float.add", binary float_add),
+    builtin!("vm.builtin.float.sub", binary float_sub),
+    builtin!("vm.builtin.float.mul", binary float_mul),
+    builtin!("vm.builtin.float.div", binary float_div),
+    builtin!("vm.builtin.float.min", binary float_min),
+    builtin!("vm.builtin.float.max", binary float_max),
+    builtin!("vm.builtin.float.lt", binary float_lt),
+    builtin!("vm.builtin.float.le", binary float_le),
+    builtin!("vm.builtin.float.gt", binary float_gt),
+    builtin!("vm.builtin.float.ge", binary float_ge),
+    builtin!("vm.builtin.float.eq", binary float_eq),
+    builtin!("vm.builtin.float.ne", binary float_ne),
 ];
 
 /// `a // b` rounded toward negative infinity; `None` on division by zero or overflow.
@@ -72,29 +71,28 @@ pub fn floormod(a: i64, b: i64) -> Option<i64> {
     }
 }
 
-/// The slow path of an int builtin: arity and type errors, bools as ints, and the error for
-/// a failed operation.
+/// One operand of a scalar builtin, for the slow path.
+fn scalar<T>(name: &str, v: &Value, i: usize, kind: &str, get: impl Fn(&Value) -> Option<T>) -> Result<T> {
+    get(v).ok_or_else(|| {
+        let found = v.describe();
+        Error::type_mismatch(
+            format!("{kind} as argument {i} ({}) of {name}", if i == 0 { "lhs" } else { "rhs" }),
+            found,
+        )
+    })
+}
+
+/// The slow path of an int builtin: bools as ints, type errors, and the error for a failed
+/// operation.
 #[cold]
 #[inline(never)]
-fn int_slow(
-    name: &str,
-    symbol: &str,
-    args: &[Value],
-    op: impl Fn(i64, i64) -> Option<Value>,
-) -> Result<Value> {
-    args::arity(name, args, 2)?;
-    let int = |i: usize| match &args[i] {
-        Value::Int(v) => Ok(*v),
-        Value::Bool(b) => Ok(i64::from(*b)),
-        other => Err(type_err(
-            name,
-            i,
-            if i == 0 { "lhs" } else { "rhs" },
-            "int",
-            other,
-        )),
+fn int_slow(name: &str, symbol: &str, x: &Value, y: &Value, op: impl Fn(i64, i64) -> Option<Value>) -> Result<Value> {
+    let int = |v: &Value| match v {
+        Value::Int(i) => Some(*i),
+        Value::Bool(b) => Some(i64::from(*b)),
+        _ => None,
     };
-    let (a, b) = (int(0)?, int(1)?);
+    let (a, b) = (scalar(name, x, 0, "int", int)?, scalar(name, y, 1, "int", int)?);
     op(a, b).ok_or_else(|| {
         if b == 0 && matches!(symbol, "//" | "%") {
             Error::arithmetic(format!("{name}: division by zero ({a} {symbol} {b})"))
@@ -104,94 +102,83 @@ fn int_slow(
     })
 }
 
-/// Defines an int builtin from an operation `|a, b| -> Option<Value>`.
+/// Defines an int builtin (a [`relaxvm::packed::BinaryFn`]) from `|a, b| -> Option<Value>`.
 macro_rules! int_op {
-    ($fname:ident, $symbol:literal, |$a:ident, $b:ident| $body:expr) => {
-        #[inline]
-        fn $fname(name: &'static str, args: &[Value]) -> Result<Value> {
-            if let [Value::Int($a), Value::Int($b)] = args {
+    ($fname:ident, $name:literal, $symbol:literal, |$a:ident, $b:ident| $body:expr) => {
+        #[doc = concat!("`", $name, "`.")]
+        fn $fname(x: &Value, y: &Value) -> Result<Value> {
+            if let (Value::Int($a), Value::Int($b)) = (x, y) {
                 let ($a, $b) = (*$a, *$b);
                 if let Some(v) = $body {
                     return Ok(v);
                 }
             }
-            int_slow(name, $symbol, args, |$a, $b| $body)
+            int_slow($name, $symbol, x, y, |$a, $b| $body)
         }
     };
 }
 
-int_op!(int_add, "+", |a, b| a.checked_add(b).map(Value::Int));
-int_op!(int_sub, "-", |a, b| a.checked_sub(b).map(Value::Int));
-int_op!(int_mul, "*", |a, b| a.checked_mul(b).map(Value::Int));
-int_op!(int_floordiv, "//", |a, b| floordiv(a, b).map(Value::Int));
-int_op!(int_floormod, "%", |a, b| floormod(a, b).map(Value::Int));
-int_op!(int_min, "min", |a, b| Some(Value::Int(a.min(b))));
-int_op!(int_max, "max", |a, b| Some(Value::Int(a.max(b))));
-int_op!(int_lt, "<", |a, b| Some(Value::Bool(a < b)));
-int_op!(int_le, "<=", |a, b| Some(Value::Bool(a <= b)));
-int_op!(int_gt, ">", |a, b| Some(Value::Bool(a > b)));
-int_op!(int_ge, ">=", |a, b| Some(Value::Bool(a >= b)));
-int_op!(int_eq, "==", |a, b| Some(Value::Bool(a == b)));
-int_op!(int_ne, "!=", |a, b| Some(Value::Bool(a != b)));
+int_op!(int_add, "vm.builtin.int.add", "+", |a, b| a.checked_add(b).map(Value::Int));
+int_op!(int_sub, "vm.builtin.int.sub", "-", |a, b| a.checked_sub(b).map(Value::Int));
+int_op!(int_mul, "vm.builtin.int.mul", "*", |a, b| a.checked_mul(b).map(Value::Int));
+int_op!(int_floordiv, "vm.builtin.int.floordiv", "//", |a, b| { floordiv(a, b).map(Value::Int) });
+int_op!(int_floormod, "vm.builtin.int.floormod", "%", |a, b| { floormod(a, b).map(Value::Int) });
+int_op!(int_min, "vm.builtin.int.min", "min", |a, b| Some(Value::Int(a.min(b))));
+int_op!(int_max, "vm.builtin.int.max", "max", |a, b| Some(Value::Int(a.max(b))));
+int_op!(int_lt, "vm.builtin.int.lt", "<", |a, b| Some(Value::Bool(a < b)));
+int_op!(int_le, "vm.builtin.int.le", "<=", |a, b| Some(Value::Bool(a <= b)));
+int_op!(int_gt, "vm.builtin.int.gt", ">", |a, b| Some(Value::Bool(a > b)));
+int_op!(int_ge, "vm.builtin.int.ge", ">=", |a, b| Some(Value::Bool(a >= b)));
+int_op!(int_eq, "vm.builtin.int.eq", "==", |a, b| Some(Value::Bool(a == b)));
+int_op!(int_ne, "vm.builtin.int.ne", "!=", |a, b| Some(Value::Bool(a != b)));
 
-/// The slow path of a float builtin: arity and type errors, and ints/bools as floats.
+/// The slow path of a float builtin: ints and bools as floats, and type errors.
 #[cold]
 #[inline(never)]
-fn float_slow(name: &str, args: &[Value], op: impl Fn(f64, f64) -> Value) -> Result<Value> {
-    args::arity(name, args, 2)?;
-    let float = |i: usize| match &args[i] {
-        Value::Float(v) => Ok(*v),
-        Value::Int(v) => Ok(*v as f64),
-        Value::Bool(b) => Ok(f64::from(u8::from(*b))),
-        other => Err(type_err(
-            name,
-            i,
-            if i == 0 { "lhs" } else { "rhs" },
-            "float",
-            other,
-        )),
+fn float_slow(name: &str, x: &Value, y: &Value, op: impl Fn(f64, f64) -> Value) -> Result<Value> {
+    let float = |v: &Value| match v {
+        Value::Float(f) => Some(*f),
+        Value::Int(i) => Some(*i as f64),
+        Value::Bool(b) => Some(f64::from(u8::from(*b))),
+        _ => None,
     };
-    Ok(op(float(0)?, float(1)?))
+    Ok(op(scalar(name, x, 0, "float", float)?, scalar(name, y, 1, "float", float)?))
 }
 
-/// Defines a float builtin from an operation `|a, b| -> Value`.
+/// Defines a float builtin (a [`relaxvm::packed::BinaryFn`]) from `|a, b| -> Value`.
 macro_rules! float_op {
-    ($fname:ident, |$a:ident, $b:ident| $body:expr) => {
-        #[inline]
-        fn $fname(name: &'static str, args: &[Value]) -> Result<Value> {
-            if let [Value::Float($a), Value::Float($b)] = args {
+    ($fname:ident, $name:literal, |$a:ident, $b:ident| $body:expr) => {
+        #[doc = concat!("`", $name, "`.")]
+        fn $fname(x: &Value, y: &Value) -> Result<Value> {
+            if let (Value::Float($a), Value::Float($b)) = (x, y) {
                 let ($a, $b) = (*$a, *$b);
                 return Ok($body);
             }
-            float_slow(name, args, |$a, $b| $body)
+            float_slow($name, x, y, |$a, $b| $body)
         }
     };
 }
 
-float_op!(float_add, |a, b| Value::Float(a + b));
-float_op!(float_sub, |a, b| Value::Float(a - b));
-float_op!(float_mul, |a, b| Value::Float(a * b));
-float_op!(float_div, |a, b| Value::Float(a / b));
-float_op!(float_min, |a, b| Value::Float(
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else {
-        a.min(b)
-    }
-));
-float_op!(float_max, |a, b| Value::Float(
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else {
-        a.max(b)
-    }
-));
-float_op!(float_lt, |a, b| Value::Bool(a < b));
-float_op!(float_le, |a, b| Value::Bool(a <= b));
-float_op!(float_gt, |a, b| Value::Bool(a > b));
-float_op!(float_ge, |a, b| Value::Bool(a >= b));
-float_op!(float_eq, |a, b| Value::Bool(a == b));
-float_op!(float_ne, |a, b| Value::Bool(a != b));
+float_op!(float_add, "vm.builtin.float.add", |a, b| Value::Float(a + b));
+float_op!(float_sub, "vm.builtin.float.sub", |a, b| Value::Float(a - b));
+float_op!(float_mul, "vm.builtin.float.mul", |a, b| Value::Float(a * b));
+float_op!(float_div, "vm.builtin.float.div", |a, b| Value::Float(a / b));
+float_op!(float_min, "vm.builtin.float.min", |a, b| Value::Float(if a.is_nan() || b.is_nan() {
+    f64::NAN
+} else {
+    a.min(b)
+}));
+float_op!(float_max, "vm.builtin.float.max", |a, b| Value::Float(if a.is_nan() || b.is_nan() {
+    f64::NAN
+} else {
+    a.max(b)
+}));
+float_op!(float_lt, "vm.builtin.float.lt", |a, b| Value::Bool(a < b));
+float_op!(float_le, "vm.builtin.float.le", |a, b| Value::Bool(a <= b));
+float_op!(float_gt, "vm.builtin.float.gt", |a, b| Value::Bool(a > b));
+float_op!(float_ge, "vm.builtin.float.ge", |a, b| Value::Bool(a >= b));
+float_op!(float_eq, "vm.builtin.float.eq", |a, b| Value::Bool(a == b));
+float_op!(float_ne, "vm.builtin.float.ne", |a, b| Value::Bool(a != b));
 
 #[cfg(test)]
 mod tests {
@@ -199,20 +186,12 @@ mod tests {
     use relaxvm::{CallCtx, ErrorKind};
 
     fn call(name: &str, a: Value, b: Value) -> Result<Value> {
-        let f = BUILTINS
-            .iter()
-            .find(|f| f.name == name)
-            .expect("known builtin");
+        let f = BUILTINS.iter().find(|f| f.name == name).expect("known builtin");
         f.packed().call(&mut CallCtx::detached(), &[a, b])
     }
 
     fn int(name: &str, a: i64, b: i64) -> Result<i64> {
-        call(
-            &format!("vm.builtin.int.{name}"),
-            Value::Int(a),
-            Value::Int(b),
-        )
-        .map(|v| v.as_int().unwrap())
+        call(&format!("vm.builtin.int.{name}"), Value::Int(a), Value::Int(b)).map(|v| v.as_int().unwrap())
     }
 
     #[test]
@@ -241,17 +220,12 @@ mod tests {
 
     #[test]
     fn overflow_and_division_by_zero_are_errors() {
-        for (op, a, b) in [
-            ("add", i64::MAX, 1),
-            ("sub", i64::MIN, 1),
-            ("mul", i64::MAX, 2),
-            ("floordiv", i64::MIN, -1),
-        ] {
+        for (op, a, b) in [("add", i64::MAX, 1), ("sub", i64::MIN, 1), ("mul", i64::MAX, 2), ("floordiv", i64::MIN, -1)]
+        {
             let e = int(op, a, b).unwrap_err();
             assert!(matches!(e.kind(), ErrorKind::Arithmetic(_)), "{e}");
             assert!(
-                e.to_string().contains(&format!("vm.builtin.int.{op}"))
-                    && e.to_string().contains("overflows"),
+                e.to_string().contains(&format!("vm.builtin.int.{op}")) && e.to_string().contains("overflows"),
                 "{e}"
             );
         }
@@ -267,14 +241,7 @@ mod tests {
         assert_eq!(int("min", -2, 3).unwrap(), -2);
         assert_eq!(int("max", -2, 3).unwrap(), 3);
         let cmp = |op: &str, a, b| {
-            call(
-                &format!("vm.builtin.int.{op}"),
-                Value::Int(a),
-                Value::Int(b),
-            )
-            .unwrap()
-            .truthy()
-            .unwrap()
+            call(&format!("vm.builtin.int.{op}"), Value::Int(a), Value::Int(b)).unwrap().truthy().unwrap()
         };
         assert!(
             cmp("lt", 1, 2)
@@ -285,42 +252,30 @@ mod tests {
                 && cmp("ne", 1, 2)
         );
         assert!(!cmp("lt", 2, 2));
-        assert_eq!(
-            call("vm.builtin.int.add", Value::Bool(true), Value::Int(1))
-                .unwrap()
-                .as_int()
-                .unwrap(),
-            2
-        );
-        let e = call("vm.builtin.int.add", Value::Float(1.0), Value::Int(1))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("vm.builtin.int.add")
-                && e.contains("expected int")
-                && e.contains("found float 1.0"),
-            "{e}"
-        );
-        let f = BUILTINS
-            .iter()
-            .find(|f| f.name == "vm.builtin.int.add")
-            .unwrap()
-            .packed();
-        let e = f
-            .call(&mut CallCtx::detached(), &[Value::Int(1)])
-            .unwrap_err();
+        assert_eq!(call("vm.builtin.int.add", Value::Bool(true), Value::Int(1)).unwrap().as_int().unwrap(), 2);
+        let e = call("vm.builtin.int.add", Value::Float(1.0), Value::Int(1)).unwrap_err().to_string();
+        assert!(e.contains("vm.builtin.int.add") && e.contains("expected int") && e.contains("found float 1.0"), "{e}");
+        let f = BUILTINS.iter().find(|f| f.name == "vm.builtin.int.add").unwrap().packed();
+        let e = f.call(&mut CallCtx::detached(), &[Value::Int(1)]).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Arity { .. }), "{e}");
+    }
+
+    #[test]
+    fn every_scalar_builtin_is_binary_and_names_itself_in_errors() {
+        for b in BUILTINS {
+            let f = b.packed();
+            let direct = f.as_binary().expect("a binary fast path");
+            let e = direct(&Value::str("x"), &Value::Int(1)).unwrap_err().to_string();
+            assert!(e.contains(&format!("of {}", b.name)) && e.contains("found str"), "{}: {e}", b.name);
+            let e = f.call(&mut CallCtx::detached(), &[Value::Int(1)]).unwrap_err().to_string();
+            assert!(e.contains(b.name) && e.contains("expected 2"), "{e}");
+        }
     }
 
     #[test]
     fn floats_follow_ieee() {
         let f = |op: &str, a: f64, b: f64| {
-            call(
-                &format!("vm.builtin.float.{op}"),
-                Value::Float(a),
-                Value::Float(b),
-            )
-            .unwrap()
+            call(&format!("vm.builtin.float.{op}"), Value::Float(a), Value::Float(b)).unwrap()
         };
         assert_eq!(f("add", 1.5, 2.0).as_float().unwrap(), 3.5);
         assert_eq!(f("sub", 1.5, 2.0).as_float().unwrap(), -0.5);
@@ -337,13 +292,7 @@ mod tests {
                 && f("ge", 1.0, 1.0).truthy().unwrap()
                 && f("gt", 2.0, 1.0).truthy().unwrap()
         );
-        assert_eq!(
-            call("vm.builtin.float.add", Value::Int(1), Value::Float(0.5))
-                .unwrap()
-                .as_float()
-                .unwrap(),
-            1.5
-        );
+        assert_eq!(call("vm.builtin.float.add", Value::Int(1), Value::Float(0.5)).unwrap().as_float().unwrap(), 1.5);
         assert!(call("vm.builtin.float.add", Value::str("1"), Value::Float(0.5)).is_err());
     }
 }

@@ -47,41 +47,21 @@ impl<'a> Heap<'a> {
     fn arg(name: &'static str, args: &'a [Value], i: usize) -> Result<Self> {
         match args.get(i) {
             Some(Value::Null) => Ok(Heap { name, tensor: None }),
-            Some(Value::Tensor(t)) if t.dtype() == DataType::I64 && t.ndim() == 1 => Ok(Heap {
-                name,
-                tensor: Some(t),
-            }),
-            Some(other) => Err(type_err(
-                name,
-                i,
-                "shape heap",
-                "1-D int64 tensor or null",
-                other,
-            )),
-            None => Err(Error::arity(
-                name,
-                format!("at least {}", i + 1),
-                args.len(),
-            )),
+            Some(Value::Tensor(t)) if t.dtype() == DataType::I64 && t.ndim() == 1 => Ok(Heap { name, tensor: Some(t) }),
+            Some(other) => Err(type_err(name, i, "shape heap", "1-D int64 tensor or null", other)),
+            None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
         }
     }
 
     /// The byte offset of slot `idx` in the heap's storage.
     fn slot(&self, idx: i64) -> Result<(&'a Tensor, usize)> {
         let t = self.tensor.ok_or_else(|| {
-            value_err(
-                self.name,
-                format!("reading or writing slot {idx} needs a shape heap, found null"),
-            )
+            value_err(self.name, format!("reading or writing slot {idx} needs a shape heap, found null"))
         })?;
         let len = t.numel();
         let out_of_range = || Error::index(format!("shape heap (in {})", self.name), idx, len);
-        let i = usize::try_from(idx)
-            .ok()
-            .filter(|i| *i < len)
-            .ok_or_else(out_of_range)?;
-        let stride = usize::try_from(t.strides().first().copied().unwrap_or(1))
-            .map_err(|_| out_of_range())?;
+        let i = usize::try_from(idx).ok().filter(|i| *i < len).ok_or_else(out_of_range)?;
+        let stride = usize::try_from(t.strides().first().copied().unwrap_or(1)).map_err(|_| out_of_range())?;
         let offset = i
             .checked_mul(stride)
             .and_then(|e| e.checked_mul(8))
@@ -93,26 +73,16 @@ impl<'a> Heap<'a> {
     /// `heap[idx]`.
     fn load(&self, idx: i64) -> Result<i64> {
         let (t, offset) = self.slot(idx)?;
-        let bytes = t
-            .storage()
-            .bytes()
-            .get(offset..offset + 8)
-            .and_then(|b| <[u8; 8]>::try_from(b).ok());
-        bytes.map(i64::from_ne_bytes).ok_or_else(|| {
-            Error::index(
-                format!("shape heap storage (in {})", self.name),
-                idx,
-                t.numel(),
-            )
-        })
+        let bytes = t.storage().bytes().get(offset..offset + 8).and_then(|b| <[u8; 8]>::try_from(b).ok());
+        bytes
+            .map(i64::from_ne_bytes)
+            .ok_or_else(|| Error::index(format!("shape heap storage (in {})", self.name), idx, t.numel()))
     }
 
     /// `heap[idx] = value`.
     fn store(&self, idx: i64, value: i64) -> Result<()> {
         let (t, offset) = self.slot(idx)?;
-        t.storage()
-            .write(offset, &value.to_ne_bytes())
-            .map_err(|e| in_builtin(self.name, e))
+        t.storage().write(offset, &value.to_ne_bytes()).map_err(|e| in_builtin(self.name, e))
     }
 }
 
@@ -126,35 +96,21 @@ fn alloc_shape_heap(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -
     let size = match &args[i] {
         Value::Shape(s) if s.len() == 1 => s[0],
         Value::Int(n) => *n,
-        other => {
-            return Err(type_err(
-                name,
-                i,
-                "heap size",
-                "int or one-element shape",
-                other,
-            ))
-        }
+        other => return Err(type_err(name, i, "heap size", "int or one-element shape", other)),
     };
     if size < 0 {
-        return Err(value_err(
-            name,
-            format!("the heap size must be non-negative, found {size}"),
-        ));
+        return Err(value_err(name, format!("the heap size must be non-negative, found {size}")));
     }
-    let storage = Storage::alloc_checked(i128::from(size) * 8, ctx.device())
-        .map_err(|e| in_builtin(name, e))?;
-    let heap = Tensor::from_parts(storage, 0, Shape::from([size]), None, DataType::I64)
-        .map_err(|e| in_builtin(name, e))?;
+    let storage = Storage::alloc_checked(i128::from(size) * 8, ctx.device()).map_err(|e| in_builtin(name, e))?;
+    let heap =
+        Tensor::from_parts(storage, 0, Shape::from([size]), None, DataType::I64).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Tensor(heap))
 }
 
 /// `shape_of(tensor)`: the tensor's shape.
 fn shape_of(name: &'static str, args: &[Value]) -> Result<Value> {
     args::arity(name, args, 1)?;
-    Ok(Value::Shape(
-        args::tensor(name, args, 0, "tensor")?.shape().clone(),
-    ))
+    Ok(Value::Shape(args::tensor(name, args, 0, "tensor")?.shape().clone()))
 }
 
 /// `store_shape(shape, heap, idx_0, ..., idx_{n-1})`: `heap[idx_i] = shape[i]`.
@@ -183,9 +139,8 @@ fn store_shape(name: &'static str, args: &[Value]) -> Result<Value> {
 fn load_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     args::arity_at_least(name, args, 1)?;
     let heap = Heap::arg(name, args, 0)?;
-    let dims = (1..args.len())
-        .map(|k| heap.load(args::int(name, args, k, "heap index")?))
-        .collect::<Result<Vec<i64>>>()?;
+    let dims =
+        (1..args.len()).map(|k| heap.load(args::int(name, args, k, "heap index")?)).collect::<Result<Vec<i64>>>()?;
     Ok(Value::Shape(dims.into()))
 }
 
@@ -204,16 +159,8 @@ fn pair_count(name: &str, args: &[Value], ndim_at: usize, trailing_max: usize) -
         })?;
     let min = ndim_at + 1 + 2 * pairs;
     if args.len() < min || args.len() > min + trailing_max {
-        let expected = if trailing_max == 0 {
-            min.to_string()
-        } else {
-            format!("{min} to {}", min + trailing_max)
-        };
-        return Err(Error::arity(
-            name,
-            format!("{expected} (ndim = {pairs})"),
-            args.len(),
-        ));
+        let expected = if trailing_max == 0 { min.to_string() } else { format!("{min} to {}", min + trailing_max) };
+        return Err(Error::arity(name, format!("{expected} (ndim = {pairs})"), args.len()));
     }
     Ok(pairs)
 }
@@ -280,15 +227,7 @@ fn match_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     for (i, actual) in dims.iter().enumerate() {
         let code = args::int(name, args, 3 + 2 * i, "match code")?;
         let v = args::int(name, args, 4 + 2 * i, "match value")?;
-        match_one(
-            name,
-            &heap,
-            code,
-            v,
-            *actual,
-            err_ctx,
-            &format!("shape[{i}]"),
-        )?;
+        match_one(name, &heap, code, v, *actual, err_ctx, &format!("shape[{i}]"))?;
     }
     Ok(Value::Null)
 }
@@ -298,10 +237,9 @@ fn make_one(name: &'static str, heap: &Heap<'_>, code: i64, v: i64) -> Result<i6
     match code {
         0 => Ok(v),
         1 => heap.load(v),
-        other => Err(value_err(
-            name,
-            format!("unknown make code {other}: expected 0 (immediate) or 1 (load from heap)"),
-        )),
+        other => {
+            Err(value_err(name, format!("unknown make code {other}: expected 0 (immediate) or 1 (load from heap)")))
+        }
     }
 }
 
@@ -313,12 +251,7 @@ fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     let dims = (0..pairs)
         .map(|i| {
             let code = args::int(name, args, 2 + 2 * i, "make code")?;
-            make_one(
-                name,
-                &heap,
-                code,
-                args::int(name, args, 3 + 2 * i, "make value")?,
-            )
+            make_one(name, &heap, code, args::int(name, args, 3 + 2 * i, "make value")?)
         })
         .collect::<Result<Vec<i64>>>()?;
     Ok(Value::Shape(dims.into()))
@@ -341,12 +274,7 @@ fn make_prim_value(name: &'static str, args: &[Value]) -> Result<Value> {
     args::arity(name, args, 3)?;
     let heap = Heap::arg(name, args, 0)?;
     let code = args::int(name, args, 1, "make code")?;
-    Ok(Value::Int(make_one(
-        name,
-        &heap,
-        code,
-        args::int(name, args, 2, "make value")?,
-    )?))
+    Ok(Value::Int(make_one(name, &heap, code, args::int(name, args, 2, "make value")?)?))
 }
 
 /// `tensor_to_shape(tensor)`: the dimensions held by a 1-D integer tensor.
@@ -357,10 +285,7 @@ fn tensor_to_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     if t.ndim() != 1 || !integral {
         return Err(value_err(
             name,
-            format!(
-                "expected a 1-D integer tensor, found {}",
-                Value::Tensor(t.clone()).describe()
-            ),
+            format!("expected a 1-D integer tensor, found {}", Value::Tensor(t.clone()).describe()),
         ));
     }
     let dims = dispatch_dtype!(t.dtype(), T => to_i64s::<T>(name, t)?);
@@ -371,10 +296,7 @@ fn tensor_to_shape(name: &'static str, args: &[Value]) -> Result<Value> {
 fn to_i64s<T: Num>(name: &str, t: &Tensor) -> Result<Vec<i64>> {
     let view = t.view::<T>().map_err(|e| in_builtin(name, e))?;
     view.iter()
-        .map(|x| {
-            x.to_int()
-                .ok_or_else(|| value_err(name, format!("dimension {x} does not fit in int64")))
-        })
+        .map(|x| x.to_int().ok_or_else(|| value_err(name, format!("dimension {x} does not fit in int64"))))
         .collect()
 }
 
@@ -384,10 +306,7 @@ mod tests {
     use crate::table::Builtin;
 
     fn call(name: &str, args: &[Value]) -> Result<Value> {
-        let b: &Builtin = BUILTINS
-            .iter()
-            .find(|b| b.name == name)
-            .expect("known builtin");
+        let b: &Builtin = BUILTINS.iter().find(|b| b.name == name).expect("known builtin");
         b.packed().call(&mut CallCtx::detached(), args)
     }
 
@@ -400,22 +319,10 @@ mod tests {
         let h = heap(2);
         let x = Value::Tensor(Tensor::zeros([32, 16], DataType::F32, Default::default()).unwrap());
         let s = call("vm.builtin.shape_of", &[x]).unwrap();
-        call(
-            "vm.builtin.store_shape",
-            &[s, h.clone(), Value::Int(0), Value::Int(1)],
-        )
-        .unwrap();
-        let out = call(
-            "vm.builtin.load_shape",
-            &[h.clone(), Value::Int(1), Value::Int(0)],
-        )
-        .unwrap();
+        call("vm.builtin.store_shape", &[s, h.clone(), Value::Int(0), Value::Int(1)]).unwrap();
+        let out = call("vm.builtin.load_shape", &[h.clone(), Value::Int(1), Value::Int(0)]).unwrap();
         assert_eq!(out.as_shape().unwrap().dims(), &[16, 32]);
-        let with_vm = call(
-            "vm.builtin.alloc_shape_heap",
-            &[Value::VmState, Value::Int(3)],
-        )
-        .unwrap();
+        let with_vm = call("vm.builtin.alloc_shape_heap", &[Value::VmState, Value::Int(3)]).unwrap();
         assert_eq!(with_vm.as_tensor().unwrap().shape().dims(), &[3]);
     }
 
@@ -436,16 +343,7 @@ mod tests {
             Value::str("ctx"),
         ];
         call("vm.builtin.match_shape", &args).unwrap();
-        assert_eq!(
-            call(
-                "vm.builtin.make_prim_value",
-                &[h.clone(), 1.into(), 2.into()]
-            )
-            .unwrap()
-            .as_int()
-            .unwrap(),
-            4
-        );
+        assert_eq!(call("vm.builtin.make_prim_value", &[h.clone(), 1.into(), 2.into()]).unwrap().as_int().unwrap(), 4);
         let again = [
             s.clone(),
             h.clone(),
@@ -471,24 +369,12 @@ mod tests {
             0.into(),
             Value::str("my_fn"),
         ];
-        let e = call("vm.builtin.match_shape", &bad)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("my_fn") && e.contains("shape[1] = 5") && e.contains("set it to 4"),
-            "{e}"
-        );
-        let made = call(
-            "vm.builtin.make_shape",
-            &[h.clone(), 2.into(), 1.into(), 2.into(), 0.into(), 7.into()],
-        )
-        .unwrap();
+        let e = call("vm.builtin.match_shape", &bad).unwrap_err().to_string();
+        assert!(e.contains("my_fn") && e.contains("shape[1] = 5") && e.contains("set it to 4"), "{e}");
+        let made =
+            call("vm.builtin.make_shape", &[h.clone(), 2.into(), 1.into(), 2.into(), 0.into(), 7.into()]).unwrap();
         assert_eq!(made.as_shape().unwrap().dims(), &[4, 7]);
-        let immediate_only = call(
-            "vm.builtin.make_shape",
-            &[Value::Null, 1.into(), 0.into(), 5.into()],
-        )
-        .unwrap();
+        let immediate_only = call("vm.builtin.make_shape", &[Value::Null, 1.into(), 0.into(), 5.into()]).unwrap();
         assert_eq!(immediate_only.as_shape().unwrap().dims(), &[5]);
     }
 
@@ -496,182 +382,72 @@ mod tests {
     fn match_errors() {
         let h = heap(1);
         let t = Value::Tensor(Tensor::zeros([2], DataType::F32, Default::default()).unwrap());
+        let e = call("vm.builtin.match_shape", &[t.clone(), h.clone(), 1.into(), 0.into(), 3.into(), Value::str("c")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("c: match_cast error: shape[0] = 2") && e.contains("constant is 3"), "{e}");
         let e = call(
             "vm.builtin.match_shape",
-            &[
-                t.clone(),
-                h.clone(),
-                1.into(),
-                0.into(),
-                3.into(),
-                Value::str("c"),
-            ],
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("c: match_cast error: shape[0] = 2") && e.contains("constant is 3"),
-            "{e}"
-        );
-        let e = call(
-            "vm.builtin.match_shape",
-            &[
-                t.clone(),
-                h.clone(),
-                2.into(),
-                0.into(),
-                2.into(),
-                0.into(),
-                1.into(),
-                Value::Null,
-            ],
+            &[t.clone(), h.clone(), 2.into(), 0.into(), 2.into(), 0.into(), 1.into(), Value::Null],
         )
         .unwrap_err()
         .to_string();
         assert!(e.contains("expected 2 dimensions, found 1"), "{e}");
-        let e = call(
-            "vm.builtin.match_shape",
-            &[t.clone(), h.clone(), 1.into(), 9.into(), 0.into()],
-        )
-        .unwrap_err()
-        .to_string();
+        let e = call("vm.builtin.match_shape", &[t.clone(), h.clone(), 1.into(), 9.into(), 0.into()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown match code 9"), "{e}");
-        let e = call(
-            "vm.builtin.match_shape",
-            &[t.clone(), h.clone(), 1.into(), 1.into(), 5.into()],
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("index 5 out of range") && e.contains("match_shape"),
-            "{e}"
-        );
-        let e = call(
-            "vm.builtin.match_shape",
-            &[t.clone(), Value::Null, 1.into(), 1.into(), 0.into()],
-        )
-        .unwrap_err()
-        .to_string();
+        let e = call("vm.builtin.match_shape", &[t.clone(), h.clone(), 1.into(), 1.into(), 5.into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("index 5 out of range") && e.contains("match_shape"), "{e}");
+        let e = call("vm.builtin.match_shape", &[t.clone(), Value::Null, 1.into(), 1.into(), 0.into()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("needs a shape heap, found null"), "{e}");
         for ndim in [-1, i64::MAX, 5] {
-            assert!(call(
-                "vm.builtin.match_shape",
-                &[t.clone(), h.clone(), ndim.into(), 0.into(), 2.into()]
-            )
-            .is_err());
+            assert!(call("vm.builtin.match_shape", &[t.clone(), h.clone(), ndim.into(), 0.into(), 2.into()]).is_err());
         }
-        assert!(call(
-            "vm.builtin.match_shape",
-            &[Value::Int(1), h.clone(), 0.into()]
-        )
-        .is_err());
-        call(
-            "vm.builtin.match_prim_value",
-            &[5.into(), h.clone(), 1.into(), 0.into(), Value::Null],
-        )
-        .unwrap();
-        call(
-            "vm.builtin.match_prim_value",
-            &[5.into(), h.clone(), 3.into(), 0.into()],
-        )
-        .unwrap();
-        let e = call(
-            "vm.builtin.match_prim_value",
-            &[6.into(), h.clone(), 3.into(), 0.into(), Value::str("pv")],
-        )
-        .unwrap_err()
-        .to_string();
+        assert!(call("vm.builtin.match_shape", &[Value::Int(1), h.clone(), 0.into()]).is_err());
+        call("vm.builtin.match_prim_value", &[5.into(), h.clone(), 1.into(), 0.into(), Value::Null]).unwrap();
+        call("vm.builtin.match_prim_value", &[5.into(), h.clone(), 3.into(), 0.into()]).unwrap();
+        let e = call("vm.builtin.match_prim_value", &[6.into(), h.clone(), 3.into(), 0.into(), Value::str("pv")])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("pv: match_cast error: the value = 6"), "{e}");
-        assert!(call(
-            "vm.builtin.make_prim_value",
-            &[h.clone(), 2.into(), 0.into()]
-        )
-        .is_err());
-        assert!(call(
-            "vm.builtin.make_prim_value",
-            &[Value::Null, 1.into(), 0.into()]
-        )
-        .is_err());
+        assert!(call("vm.builtin.make_prim_value", &[h.clone(), 2.into(), 0.into()]).is_err());
+        assert!(call("vm.builtin.make_prim_value", &[Value::Null, 1.into(), 0.into()]).is_err());
     }
 
     #[test]
     fn heap_errors() {
         let h = heap(2);
         assert!(call("vm.builtin.alloc_shape_heap", &[Value::Int(-1)]).is_err());
-        let e = call("vm.builtin.alloc_shape_heap", &[Value::Int(i64::MAX)])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("cannot allocate") && e.contains("alloc_shape_heap"),
-            "{e}"
-        );
-        assert!(call(
-            "vm.builtin.alloc_shape_heap",
-            &[Value::Int(1), Value::Int(1)]
-        )
-        .is_err());
+        let e = call("vm.builtin.alloc_shape_heap", &[Value::Int(i64::MAX)]).unwrap_err().to_string();
+        assert!(e.contains("cannot allocate") && e.contains("alloc_shape_heap"), "{e}");
+        assert!(call("vm.builtin.alloc_shape_heap", &[Value::Int(1), Value::Int(1)]).is_err());
         assert_eq!(
-            call("vm.builtin.alloc_shape_heap", &[Value::Shape([0].into())])
-                .unwrap()
-                .as_tensor()
-                .unwrap()
-                .numel(),
+            call("vm.builtin.alloc_shape_heap", &[Value::Shape([0].into())]).unwrap().as_tensor().unwrap().numel(),
             0
         );
-        let e = call("vm.builtin.load_shape", &[h.clone(), Value::Int(2)])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains(
-                "index 2 out of range for shape heap (in vm.builtin.load_shape) of length 2"
-            ),
-            "{e}"
-        );
+        let e = call("vm.builtin.load_shape", &[h.clone(), Value::Int(2)]).unwrap_err().to_string();
+        assert!(e.contains("index 2 out of range for shape heap (in vm.builtin.load_shape) of length 2"), "{e}");
         assert!(call("vm.builtin.load_shape", &[h.clone(), Value::Int(-1)]).is_err());
         assert!(call("vm.builtin.load_shape", &[h.clone(), Value::Int(i64::MIN)]).is_err());
         let s = Value::Shape([1, 2].into());
-        assert!(call(
-            "vm.builtin.store_shape",
-            &[s.clone(), h.clone(), Value::Int(0)]
-        )
-        .is_err());
-        assert!(call(
-            "vm.builtin.store_shape",
-            &[s.clone(), h.clone(), 0.into(), 5.into()]
-        )
-        .is_err());
-        let f32_heap =
-            Value::Tensor(Tensor::zeros([2], DataType::F32, Default::default()).unwrap());
-        let e = call("vm.builtin.store_shape", &[s, f32_heap, 0.into(), 1.into()])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("1-D int64 tensor") && e.contains("float32"),
-            "{e}"
-        );
+        assert!(call("vm.builtin.store_shape", &[s.clone(), h.clone(), Value::Int(0)]).is_err());
+        assert!(call("vm.builtin.store_shape", &[s.clone(), h.clone(), 0.into(), 5.into()]).is_err());
+        let f32_heap = Value::Tensor(Tensor::zeros([2], DataType::F32, Default::default()).unwrap());
+        let e = call("vm.builtin.store_shape", &[s, f32_heap, 0.into(), 1.into()]).unwrap_err().to_string();
+        assert!(e.contains("1-D int64 tensor") && e.contains("float32"), "{e}");
     }
 
     #[test]
     fn strided_heap_writes_the_right_slots() {
         let base = Tensor::from_vec([4], vec![0i64; 4]).unwrap();
-        let strided = Tensor::from_parts(
-            base.storage().clone(),
-            8,
-            [2].into(),
-            Some(vec![2]),
-            DataType::I64,
-        )
-        .unwrap();
-        call(
-            "vm.builtin.store_shape",
-            &[
-                Value::Shape([7, 9].into()),
-                Value::Tensor(strided),
-                0.into(),
-                1.into(),
-            ],
-        )
-        .unwrap();
+        let strided = Tensor::from_parts(base.storage().clone(), 8, [2].into(), Some(vec![2]), DataType::I64).unwrap();
+        call("vm.builtin.store_shape", &[Value::Shape([7, 9].into()), Value::Tensor(strided), 0.into(), 1.into()])
+            .unwrap();
         assert_eq!(base.to_vec::<i64>().unwrap(), vec![0, 7, 0, 9]);
     }
 
@@ -690,15 +466,9 @@ mod tests {
         let exact = Tensor::from_vec([1], vec![i64::MAX]).unwrap();
         let s = call("vm.builtin.tensor_to_shape", &[Value::Tensor(exact)]).unwrap();
         assert_eq!(s.as_shape().unwrap().dims(), &[i64::MAX]);
-        assert!(call(
-            "vm.builtin.tensor_to_shape",
-            &[Value::Tensor(Tensor::from_vec([1], vec![1.0f32]).unwrap())]
-        )
-        .is_err());
-        assert!(call(
-            "vm.builtin.tensor_to_shape",
-            &[Value::Tensor(Tensor::scalar(1i64))]
-        )
-        .is_err());
+        assert!(
+            call("vm.builtin.tensor_to_shape", &[Value::Tensor(Tensor::from_vec([1], vec![1.0f32]).unwrap())]).is_err()
+        );
+        assert!(call("vm.builtin.tensor_to_shape", &[Value::Tensor(Tensor::scalar(1i64))]).is_err());
     }
 }

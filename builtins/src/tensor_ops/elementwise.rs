@@ -5,9 +5,7 @@
 
 use super::num::{dispatch_float, Float, Num};
 use super::promote::float_for;
-use super::{
-    broadcast_shapes, numel, operand_array, operands_type, shaped, tensor_value, try_vec, Operand,
-};
+use super::{broadcast_shapes, numel, operand_array, operands_type, shaped, tensor_value, try_vec, Operand};
 use crate::args::{self, value_err};
 use ndarray::{ArrayD, ArrayViewD, IxDyn, Zip};
 use relaxvm::{dispatch_dtype, DataType, Error, Result, Value};
@@ -82,10 +80,7 @@ pub(crate) fn relu(name: &'static str, args: &[Value]) -> Result<Value> {
 
 fn binary(name: &'static str, args: &[Value], op: Binary) -> Result<Value> {
     args::arity(name, args, 2)?;
-    let ops = [
-        Operand::arg(name, args, 0, "lhs")?,
-        Operand::arg(name, args, 1, "rhs")?,
-    ];
+    let ops = [Operand::arg(name, args, 0, "lhs")?, Operand::arg(name, args, 1, "rhs")?];
     let dtype = operands_type(name, &ops)?;
     let shape = broadcast_shapes(name, &ops[0].shape(), &ops[1].shape())?;
     if op == Binary::Div {
@@ -94,10 +89,7 @@ fn binary(name: &'static str, args: &[Value], op: Binary) -> Result<Value> {
             _ => Err(Error::value(format!("{name}: internal error: {fd} is not a float type"))));
     }
     if op == Binary::Sub && dtype == DataType::Bool {
-        return Err(value_err(
-            name,
-            "subtracting booleans is not supported (as in numpy); use logical xor",
-        ));
+        return Err(value_err(name, "subtracting booleans is not supported (as in numpy); use logical xor"));
     }
     dispatch_dtype!(dtype, T => num_binary::<T>(name, op, &ops, &shape))
 }
@@ -111,12 +103,7 @@ fn float_for_division(d: DataType) -> DataType {
     }
 }
 
-fn num_binary<T: Num>(
-    name: &str,
-    op: Binary,
-    ops: &[Operand<'_>; 2],
-    shape: &[usize],
-) -> Result<Value> {
+fn num_binary<T: Num>(name: &str, op: Binary, ops: &[Operand<'_>; 2], shape: &[usize]) -> Result<Value> {
     let x = operand_array::<T>(name, &ops[0])?;
     let y = operand_array::<T>(name, &ops[1])?;
     let (x, y) = (x.view(), y.view());
@@ -127,9 +114,7 @@ fn num_binary<T: Num>(
         Binary::Maximum => zip_map(name, &x, &y, shape, T::maximum)?,
         Binary::Minimum => zip_map(name, &x, &y, shape, T::minimum)?,
         Binary::Div => {
-            return Err(Error::value(format!(
-                "{name}: internal error: division reached the integer kernel"
-            )))
+            return Err(Error::value(format!("{name}: internal error: division reached the integer kernel")))
         }
     };
     Ok(tensor_value(out))
@@ -138,13 +123,7 @@ fn num_binary<T: Num>(
 fn float_binary<T: Float>(name: &str, ops: &[Operand<'_>; 2], shape: &[usize]) -> Result<Value> {
     let x = operand_array::<T>(name, &ops[0])?;
     let y = operand_array::<T>(name, &ops[1])?;
-    Ok(tensor_value(zip_map(
-        name,
-        &x.view(),
-        &y.view(),
-        shape,
-        T::quotient,
-    )?))
+    Ok(tensor_value(zip_map(name, &x.view(), &y.view(), shape, T::quotient)?))
 }
 
 /// `f(x, y)` for every element of the broadcast shape `shape`.
@@ -174,24 +153,14 @@ pub(crate) fn zip_map<T: Copy, U: Num>(
         }
     }
     let bad = || {
-        value_err(
-            name,
-            format!(
-                "cannot broadcast operands of shapes {:?} and {:?} to {shape:?}",
-                x.shape(),
-                y.shape()
-            ),
-        )
+        value_err(name, format!("cannot broadcast operands of shapes {:?} and {:?} to {shape:?}", x.shape(), y.shape()))
     };
     let xb = x.broadcast(IxDyn(shape)).ok_or_else(bad)?;
     let yb = y.broadcast(IxDyn(shape)).ok_or_else(bad)?;
     let mut data = try_vec(name, n)?;
     data.resize(n, U::ZERO);
     let mut out = shaped(name, shape, data)?;
-    Zip::from(&mut out)
-        .and(&xb)
-        .and(&yb)
-        .for_each(|o, p, q| *o = f(*p, *q));
+    Zip::from(&mut out).and(&xb).and(&yb).for_each(|o, p, q| *o = f(*p, *q));
     Ok(out)
 }
 
@@ -200,10 +169,9 @@ fn unary(name: &'static str, args: &[Value], op: Unary) -> Result<Value> {
     let x = Operand::arg(name, args, 0, "operand")?;
     let dtype = operands_type(name, &[x])?;
     match op {
-        Unary::Neg if dtype == DataType::Bool => Err(value_err(
-            name,
-            "negating booleans is not supported (as in numpy); use logical not",
-        )),
+        Unary::Neg if dtype == DataType::Bool => {
+            Err(value_err(name, "negating booleans is not supported (as in numpy); use logical not"))
+        }
         Unary::Neg => dispatch_dtype!(dtype, T => num_unary::<T>(name, &x, T::negate)),
         Unary::Relu => dispatch_dtype!(dtype, T => num_unary::<T>(name, &x, T::relu)),
         Unary::Exp | Unary::Sqrt => {
@@ -239,32 +207,15 @@ mod tests {
     fn same_shape_and_broadcast() {
         let a = t(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
         let b = t(&[3], vec![10.0f32, 20.0, 30.0]);
-        assert_eq!(
-            out::<f32>(add("vm.op.add", &[a.clone(), a.clone()])).2,
-            vec![2.0, 4.0, 6.0, 8.0, 10.0, 12.0]
-        );
-        assert_eq!(
-            out::<f32>(add("vm.op.add", &[a.clone(), b.clone()])).2,
-            vec![11.0, 22.0, 33.0, 14.0, 25.0, 36.0]
-        );
-        assert_eq!(
-            out::<f32>(sub("vm.op.sub", &[b.clone(), a.clone()])).2,
-            vec![9.0, 18.0, 27.0, 6.0, 15.0, 24.0]
-        );
+        assert_eq!(out::<f32>(add("vm.op.add", &[a.clone(), a.clone()])).2, vec![2.0, 4.0, 6.0, 8.0, 10.0, 12.0]);
+        assert_eq!(out::<f32>(add("vm.op.add", &[a.clone(), b.clone()])).2, vec![11.0, 22.0, 33.0, 14.0, 25.0, 36.0]);
+        assert_eq!(out::<f32>(sub("vm.op.sub", &[b.clone(), a.clone()])).2, vec![9.0, 18.0, 27.0, 6.0, 15.0, 24.0]);
         let col = t(&[2, 1], vec![1i32, 2]);
         let row = t(&[1, 3], vec![10i32, 20, 30]);
         let (s, d, v) = out::<i32>(mul("vm.op.mul", &[col, row]));
-        assert_eq!(
-            (s, d, v),
-            (vec![2, 3], DataType::I32, vec![10, 20, 30, 20, 40, 60])
-        );
-        let e = add("vm.op.add", &[a, t(&[2], vec![1.0f32, 2.0])])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("vm.op.add") && e.contains("(2, 3) and (2,)"),
-            "{e}"
-        );
+        assert_eq!((s, d, v), (vec![2, 3], DataType::I32, vec![10, 20, 30, 20, 40, 60]));
+        let e = add("vm.op.add", &[a, t(&[2], vec![1.0f32, 2.0])]).unwrap_err().to_string();
+        assert!(e.contains("vm.op.add") && e.contains("(2, 3) and (2,)"), "{e}");
     }
 
     #[test]
@@ -274,13 +225,8 @@ mod tests {
         assert_eq!((d, v), (DataType::I8, vec![11, 12, -119]));
         let (_, d, v) = out::<f64>(add("vm.op.add", &[a.clone(), Value::Float(0.5)]));
         assert_eq!((d, v), (DataType::F64, vec![1.5, 2.5, 127.5]));
-        let e = add("vm.op.add", &[a.clone(), Value::Int(1000)])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("Python integer 1000 is out of bounds for int8"),
-            "{e}"
-        );
+        let e = add("vm.op.add", &[a.clone(), Value::Int(1000)]).unwrap_err().to_string();
+        assert!(e.contains("Python integer 1000 is out of bounds for int8"), "{e}");
         let (s, d, v) = out::<i64>(sub("vm.op.sub", &[Value::Int(1), Value::Int(3)]));
         assert_eq!((s, d, v), (vec![], DataType::I64, vec![-2]));
         let h = t(&[1], vec![f16::from_f32(1.5)]);
@@ -315,23 +261,11 @@ mod tests {
         let (_, _, v) = out::<f64>(div("vm.op.div", &[a.clone(), Value::Int(0)]));
         assert!(v[0].is_infinite() && v[1] == f64::NEG_INFINITY && v[2].is_nan());
         let b = t(&[2], vec![true, false]);
-        assert_eq!(
-            out::<bool>(add("vm.op.add", &[b.clone(), b.clone()])).2,
-            vec![true, false]
-        );
-        assert_eq!(
-            out::<bool>(mul("vm.op.mul", &[b.clone(), t(&[2], vec![true, true])])).2,
-            vec![true, false]
-        );
-        assert!(sub("vm.op.sub", &[b.clone(), b.clone()])
-            .unwrap_err()
-            .to_string()
-            .contains("vm.op.sub"));
+        assert_eq!(out::<bool>(add("vm.op.add", &[b.clone(), b.clone()])).2, vec![true, false]);
+        assert_eq!(out::<bool>(mul("vm.op.mul", &[b.clone(), t(&[2], vec![true, true])])).2, vec![true, false]);
+        assert!(sub("vm.op.sub", &[b.clone(), b.clone()]).unwrap_err().to_string().contains("vm.op.sub"));
         assert!(neg("vm.op.neg", std::slice::from_ref(&b)).is_err());
-        assert_eq!(
-            out::<f64>(div("vm.op.div", &[b.clone(), Value::Bool(true)])).1,
-            DataType::F64
-        );
+        assert_eq!(out::<f64>(div("vm.op.div", &[b.clone(), Value::Bool(true)])).1, DataType::F64);
     }
 
     #[test]
@@ -347,38 +281,17 @@ mod tests {
     #[test]
     fn unary_ops() {
         let a = t(&[2], vec![-4.0f32, 4.0]);
-        assert_eq!(
-            out::<f32>(neg("vm.op.neg", std::slice::from_ref(&a))).2,
-            vec![4.0, -4.0]
-        );
-        assert_eq!(
-            out::<f32>(relu("vm.op.relu", std::slice::from_ref(&a))).2,
-            vec![0.0, 4.0]
-        );
+        assert_eq!(out::<f32>(neg("vm.op.neg", std::slice::from_ref(&a))).2, vec![4.0, -4.0]);
+        assert_eq!(out::<f32>(relu("vm.op.relu", std::slice::from_ref(&a))).2, vec![0.0, 4.0]);
         let v = out::<f32>(sqrt("vm.op.sqrt", std::slice::from_ref(&a))).2;
         assert!(v[0].is_nan() && v[1] == 2.0);
         let (_, d, v) = out::<f64>(exp("vm.op.exp", &[Value::Int(0)]));
         assert_eq!((d, v), (DataType::F64, vec![1.0]));
-        assert_eq!(
-            out::<f16>(exp("vm.op.exp", &[t(&[1], vec![0i8])])).1,
-            DataType::F16
-        );
-        assert_eq!(
-            out::<f32>(sqrt("vm.op.sqrt", &[t(&[1], vec![4u16])])).2,
-            vec![2.0]
-        );
-        assert_eq!(
-            out::<f64>(sqrt("vm.op.sqrt", &[t(&[1], vec![4i64])])).2,
-            vec![2.0]
-        );
-        assert_eq!(
-            out::<u8>(neg("vm.op.neg", &[t(&[1], vec![1u8])])).2,
-            vec![255]
-        );
-        assert_eq!(
-            out::<i32>(relu("vm.op.relu", &[t(&[2], vec![-1i32, 3])])).2,
-            vec![0, 3]
-        );
+        assert_eq!(out::<f16>(exp("vm.op.exp", &[t(&[1], vec![0i8])])).1, DataType::F16);
+        assert_eq!(out::<f32>(sqrt("vm.op.sqrt", &[t(&[1], vec![4u16])])).2, vec![2.0]);
+        assert_eq!(out::<f64>(sqrt("vm.op.sqrt", &[t(&[1], vec![4i64])])).2, vec![2.0]);
+        assert_eq!(out::<u8>(neg("vm.op.neg", &[t(&[1], vec![1u8])])).2, vec![255]);
+        assert_eq!(out::<i32>(relu("vm.op.relu", &[t(&[2], vec![-1i32, 3])])).2, vec![0, 3]);
         assert!(exp("vm.op.exp", &[Value::str("x")]).is_err());
         assert!(exp("vm.op.exp", &[]).is_err());
     }
@@ -386,41 +299,23 @@ mod tests {
     #[test]
     fn empty_zero_dim_and_strided() {
         let e = t(&[0, 3], Vec::<f32>::new());
-        let (s, _, v) = out::<f32>(add(
-            "vm.op.add",
-            &[e.clone(), t(&[3], vec![1.0f32, 2.0, 3.0])],
-        ));
+        let (s, _, v) = out::<f32>(add("vm.op.add", &[e.clone(), t(&[3], vec![1.0f32, 2.0, 3.0])]));
         assert_eq!((s, v.len()), (vec![0, 3], 0));
         let z = Value::Tensor(Tensor::scalar(2.0f32));
         let (s, _, v) = out::<f32>(mul("vm.op.mul", &[z.clone(), z.clone()]));
         assert_eq!((s, v), (vec![], vec![4.0]));
         let base = Tensor::from_vec([2, 3], (0..6).map(|x| x as f32).collect::<Vec<_>>()).unwrap();
-        let tr = Tensor::from_parts(
-            base.storage().clone(),
-            0,
-            [3, 2].into(),
-            Some(vec![1, 3]),
-            DataType::F32,
-        )
-        .unwrap();
-        let (s, _, v) = out::<f32>(add(
-            "vm.op.add",
-            &[Value::Tensor(tr.clone()), Value::Float(1.0)],
-        ));
+        let tr = Tensor::from_parts(base.storage().clone(), 0, [3, 2].into(), Some(vec![1, 3]), DataType::F32).unwrap();
+        let (s, _, v) = out::<f32>(add("vm.op.add", &[Value::Tensor(tr.clone()), Value::Float(1.0)]));
         assert_eq!((s, v), (vec![3, 2], vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]));
-        let (_, _, v) = out::<f32>(add(
-            "vm.op.add",
-            &[Value::Tensor(tr.clone()), Value::Tensor(tr)],
-        ));
+        let (_, _, v) = out::<f32>(add("vm.op.add", &[Value::Tensor(tr.clone()), Value::Tensor(tr)]));
         assert_eq!(v, vec![0.0, 6.0, 2.0, 8.0, 4.0, 10.0]);
     }
 
     #[test]
     fn huge_broadcast_is_an_error() {
-        let a =
-            Value::Tensor(Tensor::zeros([1 << 20, 1], DataType::Bool, Default::default()).unwrap());
-        let b =
-            Value::Tensor(Tensor::zeros([1, 1 << 20], DataType::Bool, Default::default()).unwrap());
+        let a = Value::Tensor(Tensor::zeros([1 << 20, 1], DataType::Bool, Default::default()).unwrap());
+        let b = Value::Tensor(Tensor::zeros([1, 1 << 20], DataType::Bool, Default::default()).unwrap());
         let e = add("vm.op.add", &[a, b]).unwrap_err();
         assert!(matches!(e.kind(), relaxvm::ErrorKind::Alloc { .. }), "{e}");
     }

@@ -35,12 +35,8 @@ pub(crate) fn matmul(name: &'static str, args: &[Value]) -> Result<Value> {
     match dtype {
         DataType::F64 => gemm::<f64>(name, a, b, &plan).map(tensor_value),
         DataType::F32 => gemm::<f32>(name, a, b, &plan).map(tensor_value),
-        DataType::F16 => {
-            gemm::<f32>(name, a, b, &plan).map(|r| tensor_value(r.mapv(half::f16::from_f32)))
-        }
-        DataType::BF16 => {
-            gemm::<f32>(name, a, b, &plan).map(|r| tensor_value(r.mapv(half::bf16::from_f32)))
-        }
+        DataType::F16 => gemm::<f32>(name, a, b, &plan).map(|r| tensor_value(r.mapv(half::f16::from_f32))),
+        DataType::BF16 => gemm::<f32>(name, a, b, &plan).map(|r| tensor_value(r.mapv(half::bf16::from_f32))),
         DataType::Bool => naive::<bool>(name, a, b, &plan).map(tensor_value),
         DataType::I8 => naive::<i8>(name, a, b, &plan).map(tensor_value),
         DataType::I16 => naive::<i16>(name, a, b, &plan).map(tensor_value),
@@ -64,26 +60,20 @@ fn plan(name: &str, a: &Tensor, b: &Tensor) -> Result<Plan> {
         if s.is_empty() {
             return Err(value_err(
                 name,
-                format!(
-                    "operand {i} must have at least one dimension, found a zero-dimensional tensor"
-                ),
+                format!("operand {i} must have at least one dimension, found a zero-dimensional tensor"),
             ));
         }
     }
-    let (n, k) = if sa.len() == 1 {
-        (1, sa[0])
-    } else {
-        (sa[sa.len() - 2], sa[sa.len() - 1])
-    };
-    let (k2, m) = if sb.len() == 1 {
-        (sb[0], 1)
-    } else {
-        (sb[sb.len() - 2], sb[sb.len() - 1])
-    };
+    let (n, k) = if sa.len() == 1 { (1, sa[0]) } else { (sa[sa.len() - 2], sa[sa.len() - 1]) };
+    let (k2, m) = if sb.len() == 1 { (sb[0], 1) } else { (sb[sb.len() - 2], sb[sb.len() - 1]) };
     if k != k2 {
         return Err(value_err(
             name,
-            format!("the inner dimensions differ: {} @ {} has {k} columns on the left and {k2} rows on the right", fmt_shape(&sa), fmt_shape(&sb)),
+            format!(
+                "the inner dimensions differ: {} @ {} has {k} columns on the left and {k2} rows on the right",
+                fmt_shape(&sa),
+                fmt_shape(&sb)
+            ),
         ));
     }
     let batch_of = |s: &[usize]| s[..s.len().saturating_sub(2)].to_vec();
@@ -96,13 +86,7 @@ fn plan(name: &str, a: &Tensor, b: &Tensor) -> Result<Plan> {
         out_shape.push(m);
     }
     numel(name, &out_shape)?;
-    Ok(Plan {
-        batch,
-        n,
-        k,
-        m,
-        out_shape,
-    })
+    Ok(Plan { batch, n, k, m, out_shape })
 }
 
 /// The operand with two matrix axes (a 1-D operand gains one), ready to broadcast.
@@ -116,11 +100,7 @@ fn with_matrix_axes<T>(v: ArrayViewD<'_, T>, left: bool) -> ArrayViewD<'_, T> {
 
 /// The shape `batch + (rows, cols)` an operand broadcasts to.
 fn full_shape(plan: &Plan, left: bool) -> Vec<usize> {
-    let (r, c) = if left {
-        (plan.n, plan.k)
-    } else {
-        (plan.k, plan.m)
-    };
+    let (r, c) = if left { (plan.n, plan.k) } else { (plan.k, plan.m) };
     plan.batch.iter().copied().chain([r, c]).collect()
 }
 
@@ -139,12 +119,7 @@ fn batched<T: Num>(
     if block > 0 {
         let (a, b) = (with_matrix_axes(a, true), with_matrix_axes(b, false));
         let (fa, fb) = (full_shape(plan, true), full_shape(plan, false));
-        let bad = |s: &[usize]| {
-            value_err(
-                name,
-                format!("cannot broadcast an operand to {}", fmt_shape(s)),
-            )
-        };
+        let bad = |s: &[usize]| value_err(name, format!("cannot broadcast an operand to {}", fmt_shape(s)));
         let a = a.broadcast(IxDyn(&fa)).ok_or_else(|| bad(&fa))?;
         let b = b.broadcast(IxDyn(&fb)).ok_or_else(|| bad(&fb))?;
         let to2 = |e: ndarray::ShapeError| Error::value(format!("{name}: internal error: {e}"));
@@ -158,27 +133,16 @@ fn batched<T: Num>(
                 bv = bv.index_axis_move(Axis(axis), ix);
             }
             let c = ArrayViewMut2::from_shape((plan.n, plan.m), chunk).map_err(to2)?;
-            kernel(
-                av.into_dimensionality::<Ix2>().map_err(to2)?,
-                bv.into_dimensionality::<Ix2>().map_err(to2)?,
-                c,
-            );
+            kernel(av.into_dimensionality::<Ix2>().map_err(to2)?, bv.into_dimensionality::<Ix2>().map_err(to2)?, c);
         }
     }
     shaped(name, &plan.out_shape, data)
 }
 
 /// Floats: ndarray's GEMM (matrixmultiply) per batch element.
-fn gemm<T: Num + LinalgScalar>(
-    name: &str,
-    a: &Tensor,
-    b: &Tensor,
-    plan: &Plan,
-) -> Result<ArrayD<T>> {
+fn gemm<T: Num + LinalgScalar>(name: &str, a: &Tensor, b: &Tensor, plan: &Plan) -> Result<ArrayD<T>> {
     let (x, y) = (cast_tensor::<T>(name, a)?, cast_tensor::<T>(name, b)?);
-    batched(name, x.view(), y.view(), plan, |p, q, mut c| {
-        general_mat_mul(T::one(), &p, &q, T::zero(), &mut c)
-    })
+    batched(name, x.view(), y.view(), plan, |p, q, mut c| general_mat_mul(T::one(), &p, &q, T::zero(), &mut c))
 }
 
 /// Integers and booleans: a wrapping triple loop.
@@ -221,18 +185,9 @@ mod tests {
             (vec![2, 2], DataType::F32, vec![4.0, 5.0, 10.0, 11.0])
         );
         let v = t(&[3], vec![1.0f32, 1.0, 1.0]);
-        assert_eq!(
-            out::<f32>(matmul(N, &[a.clone(), v.clone()])),
-            (vec![2], DataType::F32, vec![6.0, 15.0])
-        );
-        assert_eq!(
-            out::<f32>(matmul(N, &[v.clone(), b.clone()])),
-            (vec![2], DataType::F32, vec![2.0, 2.0])
-        );
-        assert_eq!(
-            out::<f32>(matmul(N, &[v.clone(), v.clone()])),
-            (vec![], DataType::F32, vec![3.0])
-        );
+        assert_eq!(out::<f32>(matmul(N, &[a.clone(), v.clone()])), (vec![2], DataType::F32, vec![6.0, 15.0]));
+        assert_eq!(out::<f32>(matmul(N, &[v.clone(), b.clone()])), (vec![2], DataType::F32, vec![2.0, 2.0]));
+        assert_eq!(out::<f32>(matmul(N, &[v.clone(), v.clone()])), (vec![], DataType::F32, vec![3.0]));
     }
 
     #[test]
@@ -240,50 +195,28 @@ mod tests {
         let a = t(&[2, 1, 1, 2], vec![1i32, 2, 3, 4]);
         let b = t(&[3, 2, 1], vec![1i32, 1, 2, 2, 3, 3]);
         let (s, d, v) = out::<i32>(matmul(N, &[a.clone(), b]));
-        assert_eq!(
-            (s, d, v),
-            (vec![2, 3, 1, 1], DataType::I32, vec![3, 6, 9, 7, 14, 21])
-        );
+        assert_eq!((s, d, v), (vec![2, 3, 1, 1], DataType::I32, vec![3, 6, 9, 7, 14, 21]));
         let f = t(&[2, 1], vec![0.5f64, 0.5]);
         let (s, d, v) = out::<f64>(matmul(N, &[a.clone(), f]));
         assert_eq!((s, d, v), (vec![2, 1, 1, 1], DataType::F64, vec![1.5, 3.5]));
         let w = t(&[1, 1], vec![i8::MAX]);
-        assert_eq!(
-            out::<i8>(matmul(N, &[w.clone(), t(&[1, 1], vec![2i8])])).2,
-            vec![-2]
-        );
+        assert_eq!(out::<i8>(matmul(N, &[w.clone(), t(&[1, 1], vec![2i8])])).2, vec![-2]);
         let bools = t(&[1, 2], vec![true, false]);
-        assert_eq!(
-            out::<bool>(matmul(N, &[bools.clone(), t(&[2, 1], vec![false, true])])).2,
-            vec![false]
-        );
+        assert_eq!(out::<bool>(matmul(N, &[bools.clone(), t(&[2, 1], vec![false, true])])).2, vec![false]);
         let h = t(&[1, 1], vec![half::f16::from_f32(1.5)]);
-        assert_eq!(
-            out::<half::f16>(matmul(N, &[h.clone(), h])).2,
-            vec![half::f16::from_f32(2.25)]
-        );
+        assert_eq!(out::<half::f16>(matmul(N, &[h.clone(), h])).2, vec![half::f16::from_f32(2.25)]);
     }
 
     #[test]
     fn transposed_and_empty() {
         let base = Tensor::from_vec([2, 3], vec![1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
-        let tr = Tensor::from_parts(
-            base.storage().clone(),
-            0,
-            [3, 2].into(),
-            Some(vec![1, 3]),
-            DataType::F64,
-        )
-        .unwrap();
+        let tr = Tensor::from_parts(base.storage().clone(), 0, [3, 2].into(), Some(vec![1, 3]), DataType::F64).unwrap();
         let (s, _, v) = out::<f64>(matmul(N, &[Value::Tensor(base), Value::Tensor(tr)]));
         assert_eq!((s, v), (vec![2, 2], vec![14.0, 32.0, 32.0, 77.0]));
         let e = t(&[2, 0], Vec::<f32>::new());
         let (s, _, v) = out::<f32>(matmul(N, &[e, t(&[0, 3], Vec::<f32>::new())]));
         assert_eq!((s, v), (vec![2, 3], vec![0.0; 6]));
-        let (s, _, v) = out::<f32>(matmul(
-            N,
-            &[t(&[0, 2], Vec::<f32>::new()), t(&[2, 3], vec![0.0f32; 6])],
-        ));
+        let (s, _, v) = out::<f32>(matmul(N, &[t(&[0, 2], Vec::<f32>::new()), t(&[2, 3], vec![0.0f32; 6])]));
         assert_eq!((s, v.len()), (vec![0, 3], 0));
     }
 
@@ -292,28 +225,13 @@ mod tests {
         let a = t(&[2, 3], vec![0.0f32; 6]);
         let e = matmul(N, &[a.clone(), a.clone()]).unwrap_err().to_string();
         assert!(
-            e.contains(N)
-                && e.contains("(2, 3) @ (2, 3)")
-                && e.contains("3 columns")
-                && e.contains("2 rows"),
+            e.contains(N) && e.contains("(2, 3) @ (2, 3)") && e.contains("3 columns") && e.contains("2 rows"),
             "{e}"
         );
-        let e = matmul(N, &[Value::Tensor(Tensor::scalar(1.0f32)), a.clone()])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("operand 0 must have at least one dimension"),
-            "{e}"
-        );
+        let e = matmul(N, &[Value::Tensor(Tensor::scalar(1.0f32)), a.clone()]).unwrap_err().to_string();
+        assert!(e.contains("operand 0 must have at least one dimension"), "{e}");
         assert!(matmul(N, &[a.clone(), Value::Float(2.0)]).is_err());
-        assert!(matmul(
-            N,
-            &[
-                t(&[2, 2, 3], vec![0.0f32; 12]),
-                t(&[3, 3, 1], vec![0.0f32; 9])
-            ]
-        )
-        .is_err());
+        assert!(matmul(N, &[t(&[2, 2, 3], vec![0.0f32; 12]), t(&[3, 3, 1], vec![0.0f32; 9])]).is_err());
         assert!(matmul(N, &[a]).is_err());
     }
 }

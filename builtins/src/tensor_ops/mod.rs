@@ -76,11 +76,7 @@ impl<'a> Operand<'a> {
             Some(Value::Float(v)) => Ok(Operand::Float(*v)),
             Some(Value::Bool(v)) => Ok(Operand::Bool(*v)),
             Some(other) => Err(type_err(name, i, what, "tensor, int, float or bool", other)),
-            None => Err(Error::arity(
-                name,
-                format!("at least {}", i + 1),
-                args.len(),
-            )),
+            None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
         }
     }
 
@@ -108,13 +104,7 @@ impl<'a> Operand<'a> {
 pub(crate) fn operands_type(name: &str, ops: &[Operand<'_>]) -> Result<DataType> {
     let strong = ops
         .iter()
-        .filter_map(|o| {
-            if let Operand::Tensor(t) = o {
-                Some(t.dtype())
-            } else {
-                None
-            }
-        })
+        .filter_map(|o| if let Operand::Tensor(t) = o { Some(t.dtype()) } else { None })
         .reduce(promote::promote_types);
     let weak = ops.iter().filter_map(Operand::weak).max();
     let dtype = promote::result_type(strong, weak);
@@ -122,7 +112,10 @@ pub(crate) fn operands_type(name: &str, ops: &[Operand<'_>]) -> Result<DataType>
         for o in ops {
             if let Operand::Int(i) = o {
                 if dispatch_dtype!(dtype, T => T::from_int(*i).is_none()) {
-                    return Err(value_err(name, format!("Python integer {i} is out of bounds for {dtype} (the dtype of the tensor operand)")));
+                    return Err(value_err(
+                        name,
+                        format!("Python integer {i} is out of bounds for {dtype} (the dtype of the tensor operand)"),
+                    ));
                 }
             }
         }
@@ -133,18 +126,11 @@ pub(crate) fn operands_type(name: &str, ops: &[Operand<'_>]) -> Result<DataType>
 /// The operand's elements as type `T`: a view when the tensor already has type `T`, else a
 /// converted copy. Conversions follow safe promotions (exact) or go to float (rounding, as
 /// numpy). Scalars become zero-dimensional arrays.
-pub(crate) fn operand_array<'a, T: Num>(
-    name: &str,
-    op: &Operand<'a>,
-) -> Result<CowArray<'a, T, IxDyn>> {
+pub(crate) fn operand_array<'a, T: Num>(name: &str, op: &Operand<'a>) -> Result<CowArray<'a, T, IxDyn>> {
     let scalar = match *op {
         Operand::Tensor(t) => return cast_tensor(name, t),
-        Operand::Int(i) => T::from_int(i).ok_or_else(|| {
-            value_err(
-                name,
-                format!("Python integer {i} is out of bounds for {}", T::DTYPE),
-            )
-        })?,
+        Operand::Int(i) => T::from_int(i)
+            .ok_or_else(|| value_err(name, format!("Python integer {i} is out of bounds for {}", T::DTYPE)))?,
         Operand::Float(x) => T::from_f64(x),
         Operand::Bool(b) => T::from_f64(f64::from(u8::from(b))),
     };
@@ -154,9 +140,7 @@ pub(crate) fn operand_array<'a, T: Num>(
 /// A tensor's elements as type `T` (a view when no conversion is needed).
 pub(crate) fn cast_tensor<'a, T: Num>(name: &str, t: &'a Tensor) -> Result<CowArray<'a, T, IxDyn>> {
     if t.dtype() == T::DTYPE {
-        return Ok(CowArray::from(
-            t.view::<T>().map_err(|e| in_builtin(name, e))?,
-        ));
+        return Ok(CowArray::from(t.view::<T>().map_err(|e| in_builtin(name, e))?));
     }
     dispatch_dtype!(t.dtype(), S => {
         let v = t.view::<S>().map_err(|e| in_builtin(name, e))?;
@@ -165,11 +149,7 @@ pub(crate) fn cast_tensor<'a, T: Num>(name: &str, t: &'a Tensor) -> Result<CowAr
 }
 
 /// `f` applied to every element, in a new standard-layout array.
-pub(crate) fn map_array<S: Copy, T>(
-    name: &str,
-    v: &ArrayViewD<'_, S>,
-    f: impl Fn(S) -> T,
-) -> Result<ArrayD<T>> {
+pub(crate) fn map_array<S: Copy, T>(name: &str, v: &ArrayViewD<'_, S>, f: impl Fn(S) -> T) -> Result<ArrayD<T>> {
     let mut out = try_vec(name, v.len())?;
     match v.as_slice() {
         Some(s) => out.extend(s.iter().map(|x| f(*x))),
@@ -180,12 +160,8 @@ pub(crate) fn map_array<S: Copy, T>(
 
 /// An array of `shape` holding `data` (in row-major order).
 pub(crate) fn shaped<T>(name: &str, shape: &[usize], data: Vec<T>) -> Result<ArrayD<T>> {
-    ArrayD::from_shape_vec(IxDyn(shape), data).map_err(|e| {
-        value_err(
-            name,
-            format!("cannot build a result of shape {shape:?}: {e}"),
-        )
-    })
+    ArrayD::from_shape_vec(IxDyn(shape), data)
+        .map_err(|e| value_err(name, format!("cannot build a result of shape {shape:?}: {e}")))
 }
 
 /// An empty vector with room for `n` elements, or an allocation error (never an abort).
@@ -193,26 +169,16 @@ pub(crate) fn try_vec<T>(name: &str, n: usize) -> Result<Vec<T>> {
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| {
         let bytes = (n as u128).saturating_mul(std::mem::size_of::<T>() as u128);
-        Error::alloc(
-            bytes,
-            format!("out of memory for a result of {n} elements (in {name})"),
-        )
+        Error::alloc(bytes, format!("out of memory for a result of {n} elements (in {name})"))
     })?;
     Ok(v)
 }
 
 /// The number of elements of `shape`, or an error when it overflows.
 pub(crate) fn numel(name: &str, shape: &[usize]) -> Result<usize> {
-    shape
-        .iter()
-        .try_fold(1usize, |acc, d| acc.checked_mul(*d))
-        .filter(|n| *n <= isize::MAX as usize)
-        .ok_or_else(|| {
-            Error::alloc(
-                u128::MAX,
-                format!("a result of shape {shape:?} has too many elements (in {name})"),
-            )
-        })
+    shape.iter().try_fold(1usize, |acc, d| acc.checked_mul(*d)).filter(|n| *n <= isize::MAX as usize).ok_or_else(|| {
+        Error::alloc(u128::MAX, format!("a result of shape {shape:?} has too many elements (in {name})"))
+    })
 }
 
 /// numpy's broadcast of two shapes.
@@ -232,7 +198,11 @@ pub(crate) fn broadcast_shapes(name: &str, a: &[usize], b: &[usize]) -> Result<V
             (x, 1) => Ok(x),
             (x, y) => Err(value_err(
                 name,
-                format!("operands could not be broadcast together with shapes {} and {} (dimension {i}: {x} vs {y})", fmt_shape(a), fmt_shape(b)),
+                format!(
+                    "operands could not be broadcast together with shapes {} and {} (dimension {i}: {x} vs {y})",
+                    fmt_shape(a),
+                    fmt_shape(b)
+                ),
             )),
         })
         .collect()
@@ -254,19 +224,11 @@ mod tests {
 
     #[test]
     fn broadcasting() {
-        assert_eq!(
-            broadcast_shapes("f", &[2, 1, 3], &[4, 1]).unwrap(),
-            vec![2, 4, 3]
-        );
+        assert_eq!(broadcast_shapes("f", &[2, 1, 3], &[4, 1]).unwrap(), vec![2, 4, 3]);
         assert_eq!(broadcast_shapes("f", &[], &[5]).unwrap(), vec![5]);
         assert_eq!(broadcast_shapes("f", &[0], &[1]).unwrap(), vec![0]);
-        let e = broadcast_shapes("f", &[2, 3], &[4])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("f: operands could not be broadcast together with shapes (2, 3) and (4,)"),
-            "{e}"
-        );
+        let e = broadcast_shapes("f", &[2, 3], &[4]).unwrap_err().to_string();
+        assert!(e.contains("f: operands could not be broadcast together with shapes (2, 3) and (4,)"), "{e}");
     }
 
     #[test]
@@ -274,27 +236,12 @@ mod tests {
         let t8 = Tensor::from_vec([1], vec![1i8]).unwrap();
         let tf = Tensor::from_vec([1], vec![1.0f32]).unwrap();
         let ty = |ops: &[Operand<'_>]| operands_type("f", ops);
-        assert_eq!(
-            ty(&[Operand::Tensor(&t8), Operand::Int(100)]).unwrap(),
-            DataType::I8
-        );
+        assert_eq!(ty(&[Operand::Tensor(&t8), Operand::Int(100)]).unwrap(), DataType::I8);
         assert!(ty(&[Operand::Tensor(&t8), Operand::Int(300)]).is_err());
-        assert_eq!(
-            ty(&[Operand::Tensor(&t8), Operand::Float(1.5)]).unwrap(),
-            DataType::F64
-        );
-        assert_eq!(
-            ty(&[Operand::Tensor(&tf), Operand::Int(1 << 40)]).unwrap(),
-            DataType::F32
-        );
-        assert_eq!(
-            ty(&[Operand::Tensor(&t8), Operand::Tensor(&tf)]).unwrap(),
-            DataType::F32
-        );
-        assert_eq!(
-            ty(&[Operand::Int(1), Operand::Bool(true)]).unwrap(),
-            DataType::I64
-        );
+        assert_eq!(ty(&[Operand::Tensor(&t8), Operand::Float(1.5)]).unwrap(), DataType::F64);
+        assert_eq!(ty(&[Operand::Tensor(&tf), Operand::Int(1 << 40)]).unwrap(), DataType::F32);
+        assert_eq!(ty(&[Operand::Tensor(&t8), Operand::Tensor(&tf)]).unwrap(), DataType::F32);
+        assert_eq!(ty(&[Operand::Int(1), Operand::Bool(true)]).unwrap(), DataType::I64);
     }
 
     #[test]

@@ -217,21 +217,13 @@ mod tests {
         assert_eq!((-0.5f32).relu(), 0.0);
         assert!(f64::NAN.relu().is_nan());
         assert_eq!(bf16::from_f32(-2.0).relu(), bf16::ZERO);
-        assert_eq!(
-            f16::from_f32(1.5).plus(f16::from_f32(2.0)),
-            f16::from_f32(3.5)
-        );
-        assert_eq!(
-            f16::from_f32(1.0).quotient(f16::from_f32(4.0)),
-            f16::from_f32(0.25)
-        );
+        assert_eq!(f16::from_f32(1.5).plus(f16::from_f32(2.0)), f16::from_f32(3.5));
+        assert_eq!(f16::from_f32(1.0).quotient(f16::from_f32(4.0)), f16::from_f32(0.25));
     }
 
     #[test]
     fn booleans_are_logical() {
-        assert!(
-            true.plus(false) && !true.times(false) && true.maximum(false) && !true.minimum(false)
-        );
+        assert!(true.plus(false) && !true.times(false) && true.maximum(false) && !true.minimum(false));
         assert_eq!(bool::from_int(2), None);
         assert_eq!(bool::from_int(1), Some(true));
     }

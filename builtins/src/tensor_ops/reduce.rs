@@ -27,20 +27,18 @@ pub(crate) fn sum(name: &'static str, args: &[Value]) -> Result<Value> {
         Some(other) => return Err(type_err(name, 2, "keepdims", "bool", other)),
     };
     match dtype.class() {
-        TypeClass::Bool | TypeClass::Int => {
-            sum_as::<i64>(name, &x, &axes, keepdims).map(tensor_value)
-        }
+        TypeClass::Bool | TypeClass::Int => sum_as::<i64>(name, &x, &axes, keepdims).map(tensor_value),
         TypeClass::UInt => sum_as::<u64>(name, &x, &axes, keepdims).map(tensor_value),
         TypeClass::Float | TypeClass::BFloat => match dtype {
             DataType::F64 => sum_as::<f64>(name, &x, &axes, keepdims).map(tensor_value),
             DataType::F32 => sum_as::<f32>(name, &x, &axes, keepdims).map(tensor_value),
-            DataType::F16 => sum_as::<f32>(name, &x, &axes, keepdims)
-                .map(|a| tensor_value(a.mapv(half::f16::from_f32))),
-            DataType::BF16 => sum_as::<f32>(name, &x, &axes, keepdims)
-                .map(|a| tensor_value(a.mapv(half::bf16::from_f32))),
-            other => Err(Error::value(format!(
-                "{name}: internal error: {other} is not a float type"
-            ))),
+            DataType::F16 => {
+                sum_as::<f32>(name, &x, &axes, keepdims).map(|a| tensor_value(a.mapv(half::f16::from_f32)))
+            }
+            DataType::BF16 => {
+                sum_as::<f32>(name, &x, &axes, keepdims).map(|a| tensor_value(a.mapv(half::bf16::from_f32)))
+            }
+            other => Err(Error::value(format!("{name}: internal error: {other} is not a float type"))),
         },
     }
 }
@@ -58,15 +56,7 @@ fn parse_axes(name: &str, v: Option<&Value>, ndim: usize) -> Result<Vec<usize>> 
                 other => Err(type_err(name, 1, "axis", "int in the axis tuple", other)),
             })
             .collect::<Result<_>>()?,
-        Some(other) => {
-            return Err(type_err(
-                name,
-                1,
-                "axis",
-                "null, int, shape or tuple of ints",
-                other,
-            ))
-        }
+        Some(other) => return Err(type_err(name, 1, "axis", "null, int, shape or tuple of ints", other)),
     };
     let n = ndim as i64;
     let mut axes = raw
@@ -75,12 +65,7 @@ fn parse_axes(name: &str, v: Option<&Value>, ndim: usize) -> Result<Vec<usize>> 
             let k = if *a < 0 { a.checked_add(n) } else { Some(*a) };
             k.filter(|k| (0..n).contains(k))
                 .map(|k| k as usize)
-                .ok_or_else(|| {
-                    value_err(
-                        name,
-                        format!("axis {a} is out of bounds for a tensor of dimension {ndim}"),
-                    )
-                })
+                .ok_or_else(|| value_err(name, format!("axis {a} is out of bounds for a tensor of dimension {ndim}")))
         })
         .collect::<Result<Vec<usize>>>()?;
     axes.sort_unstable();
@@ -91,23 +76,14 @@ fn parse_axes(name: &str, v: Option<&Value>, ndim: usize) -> Result<Vec<usize>> 
 }
 
 /// The sum over `axes`, accumulated in `A`.
-fn sum_as<A: Num>(
-    name: &str,
-    x: &Operand<'_>,
-    axes: &[usize],
-    keepdims: bool,
-) -> Result<ArrayD<A>> {
+fn sum_as<A: Num>(name: &str, x: &Operand<'_>, axes: &[usize], keepdims: bool) -> Result<ArrayD<A>> {
     let a = operand_array::<A>(name, x)?;
     let out = reduce(name, a.view(), axes)?;
     if !keepdims {
         return Ok(out);
     }
-    let kept_shape: Vec<usize> = a
-        .shape()
-        .iter()
-        .enumerate()
-        .map(|(i, d)| if axes.contains(&i) { 1 } else { *d })
-        .collect();
+    let kept_shape: Vec<usize> =
+        a.shape().iter().enumerate().map(|(i, d)| if axes.contains(&i) { 1 } else { *d }).collect();
     shaped(name, &kept_shape, out.into_raw_vec_and_offset().0)
 }
 
@@ -121,11 +97,9 @@ fn reduce<A: Num>(name: &str, a: ArrayViewD<'_, A>, axes: &[usize]) -> Result<Ar
     let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
     let permuted = a.permuted_axes(perm);
     let standard = permuted.as_standard_layout();
-    let data = standard.as_slice().ok_or_else(|| {
-        Error::value(format!(
-            "{name}: internal error: a standard-layout array has no slice"
-        ))
-    })?;
+    let data = standard
+        .as_slice()
+        .ok_or_else(|| Error::value(format!("{name}: internal error: a standard-layout array has no slice")))?;
     let mut out = try_vec(name, outer)?;
     if inner == 0 {
         out.resize(outer, A::ZERO);
@@ -148,9 +122,8 @@ fn pairwise<A: Num>(s: &[A]) -> A {
                 *a = a.plus(*x);
             }
         }
-        let total = (acc[0].plus(acc[1]))
-            .plus(acc[2].plus(acc[3]))
-            .plus((acc[4].plus(acc[5])).plus(acc[6].plus(acc[7])));
+        let total =
+            (acc[0].plus(acc[1])).plus(acc[2].plus(acc[3])).plus((acc[4].plus(acc[5])).plus(acc[6].plus(acc[7])));
         return chunks.remainder().iter().fold(total, |acc, x| acc.plus(*x));
     }
     let half = s.len() / 2;
@@ -178,68 +151,30 @@ mod tests {
     #[test]
     fn sums_over_axes() {
         let x = t(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(out::<f32>(sum(N, std::slice::from_ref(&x))), (vec![], DataType::F32, vec![21.0]));
+        assert_eq!(out::<f32>(sum(N, &[x.clone(), 0.into()])).2, vec![5.0, 7.0, 9.0]);
+        assert_eq!(out::<f32>(sum(N, &[x.clone(), (-1).into()])).2, vec![6.0, 15.0]);
+        assert_eq!(out::<f32>(sum(N, &[x.clone(), Value::Shape([0, 1].into())])).2, vec![21.0]);
         assert_eq!(
-            out::<f32>(sum(N, std::slice::from_ref(&x))),
-            (vec![], DataType::F32, vec![21.0])
-        );
-        assert_eq!(
-            out::<f32>(sum(N, &[x.clone(), 0.into()])).2,
-            vec![5.0, 7.0, 9.0]
-        );
-        assert_eq!(
-            out::<f32>(sum(N, &[x.clone(), (-1).into()])).2,
-            vec![6.0, 15.0]
-        );
-        assert_eq!(
-            out::<f32>(sum(N, &[x.clone(), Value::Shape([0, 1].into())])).2,
-            vec![21.0]
-        );
-        assert_eq!(
-            out::<f32>(sum(
-                N,
-                &[
-                    x.clone(),
-                    Value::tuple(vec![Value::Int(1)]),
-                    Value::Bool(true)
-                ]
-            ))
-            .0,
+            out::<f32>(sum(N, &[x.clone(), Value::tuple(vec![Value::Int(1)]), Value::Bool(true)])).0,
             vec![2, 1]
         );
-        assert_eq!(
-            out::<f32>(sum(N, &[x.clone(), Value::Null, Value::Bool(true)])).0,
-            vec![1, 1]
-        );
+        assert_eq!(out::<f32>(sum(N, &[x.clone(), Value::Null, Value::Bool(true)])).0, vec![1, 1]);
         let (s, _, v) = out::<f32>(sum(N, &[x.clone(), Value::Shape([].into())]));
         assert_eq!((s, v), (vec![2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
     }
 
     #[test]
     fn sum_dtypes_follow_numpy() {
-        assert_eq!(
-            out::<i64>(sum(N, &[t(&[3], vec![true, true, false])])),
-            (vec![], DataType::I64, vec![2])
-        );
-        assert_eq!(
-            out::<i64>(sum(N, &[t(&[2], vec![100i8, 100])])).2,
-            vec![200]
-        );
-        assert_eq!(
-            out::<u64>(sum(N, &[t(&[2], vec![200u8, 100])])).2,
-            vec![300]
-        );
-        assert_eq!(
-            out::<i64>(sum(N, &[t(&[2], vec![i64::MAX, 1])])).2,
-            vec![i64::MIN]
-        );
+        assert_eq!(out::<i64>(sum(N, &[t(&[3], vec![true, true, false])])), (vec![], DataType::I64, vec![2]));
+        assert_eq!(out::<i64>(sum(N, &[t(&[2], vec![100i8, 100])])).2, vec![200]);
+        assert_eq!(out::<u64>(sum(N, &[t(&[2], vec![200u8, 100])])).2, vec![300]);
+        assert_eq!(out::<i64>(sum(N, &[t(&[2], vec![i64::MAX, 1])])).2, vec![i64::MIN]);
         assert_eq!(
             out::<half::f16>(sum(N, &[t(&[2], vec![half::f16::ONE, half::f16::ONE])])).2,
             vec![half::f16::from_f32(2.0)]
         );
-        assert_eq!(
-            out::<half::bf16>(sum(N, &[t(&[1], vec![half::bf16::ONE])])).1,
-            DataType::BF16
-        );
+        assert_eq!(out::<half::bf16>(sum(N, &[t(&[1], vec![half::bf16::ONE])])).1, DataType::BF16);
         assert_eq!(out::<i64>(sum(N, &[Value::Int(4)])).2, vec![4]);
     }
 
@@ -257,20 +192,11 @@ mod tests {
     fn empty_nan_and_errors() {
         let e = t(&[0, 3], Vec::<f64>::new());
         assert_eq!(out::<f64>(sum(N, std::slice::from_ref(&e))).2, vec![0.0]);
-        assert_eq!(
-            out::<f64>(sum(N, &[e.clone(), 0.into()])).2,
-            vec![0.0, 0.0, 0.0]
-        );
+        assert_eq!(out::<f64>(sum(N, &[e.clone(), 0.into()])).2, vec![0.0, 0.0, 0.0]);
         assert_eq!(out::<f64>(sum(N, &[e.clone(), 1.into()])).0, vec![0]);
         assert!(out::<f64>(sum(N, &[t(&[2], vec![1.0f64, f64::NAN])])).2[0].is_nan());
         let x = t(&[2, 3], vec![0i32; 6]);
-        for bad in [
-            Value::Int(2),
-            Value::Int(-3),
-            Value::Int(i64::MIN),
-            Value::Shape([0, 0].into()),
-            Value::str("x"),
-        ] {
+        for bad in [Value::Int(2), Value::Int(-3), Value::Int(i64::MIN), Value::Shape([0, 0].into()), Value::str("x")] {
             let e = sum(N, &[x.clone(), bad]).unwrap_err().to_string();
             assert!(e.contains(N), "{e}");
         }

@@ -1,0 +1,51 @@
+//! Helpers shared by the integration tests.
+
+use relaxvm::{CallCtx, DataType, ErrorKind, Registry, Result, Shape, Tensor, Value};
+use std::sync::OnceLock;
+
+/// A registry holding every builtin (built once).
+pub fn registry() -> &'static Registry {
+    static REG: OnceLock<Registry> = OnceLock::new();
+    REG.get_or_init(|| {
+        let mut r = Registry::new();
+        relaxvm_builtins::register_all(&mut r).expect("a fresh registry takes every builtin");
+        r
+    })
+}
+
+/// Calls builtin `name` outside any VM.
+pub fn call(name: &str, args: &[Value]) -> Result<Value> {
+    let f = registry().get(name).unwrap_or_else(|| panic!("{name} is not registered"));
+    f.call(&mut CallCtx::detached(), args)
+}
+
+/// Asserts `r` is an error that is not a caught panic, and returns its message.
+pub fn assert_clean_err(name: &str, args: &[Value], r: Result<Value>) -> String {
+    match r {
+        Ok(v) => panic!("{name}({}) returned {v:?}, expected an error", show(args)),
+        Err(e) => {
+            assert!(!matches!(e.root().kind(), ErrorKind::Panic(_)), "{name}({}) panicked: {e}", show(args));
+            e.to_string()
+        }
+    }
+}
+
+/// The arguments as text, for failure messages.
+pub fn show(args: &[Value]) -> String {
+    args.iter().map(|a| a.describe()).collect::<Vec<_>>().join(", ")
+}
+
+/// A tensor value of `dims` holding `data`.
+pub fn tensor<T: relaxvm::Element>(dims: &[i64], data: Vec<T>) -> Value {
+    Value::Tensor(Tensor::from_vec(Shape::from(dims), data).expect("data matches the shape"))
+}
+
+/// A shape value.
+pub fn shape(dims: &[i64]) -> Value {
+    Value::Shape(Shape::from(dims))
+}
+
+/// A dtype value.
+pub fn dtype(d: DataType) -> Value {
+    Value::DType(d)
+}

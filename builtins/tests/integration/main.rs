@@ -1,0 +1,6 @@
+//! Integration tests of relaxvm-builtins: one binary, one module per concern.
+
+mod common;
+mod error_table;
+mod robustness;
+mod vm_programs;

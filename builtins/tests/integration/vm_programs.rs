@@ -1,0 +1,307 @@
+//! Small bytecode programs, built by hand, that run the builtins through the interpreter.
+
+use crate::common::{dtype, registry, shape, tensor};
+use relaxvm::{
+    Arg, DataType, ErrorKind, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, Value, VirtualMachine,
+};
+use std::sync::Arc;
+use Arg::*;
+
+fn func(name: &str, range: (u32, u32), num_args: u32, regs: u32) -> FuncInfo {
+    FuncInfo {
+        name: name.into(),
+        kind: FuncKind::Bytecode,
+        start_instr: range.0,
+        end_instr: range.1,
+        num_args,
+        register_file_size: regs,
+        param_names: vec![],
+    }
+}
+
+fn call(func: u32, args: Vec<Arg>, dst: Option<u32>) -> Instruction {
+    Instruction::Call { func, args, dst }
+}
+
+/// A VM over the executable, with the builtins from a registry value (not the global one).
+fn vm(funcs: Vec<FuncInfo>, instrs: Vec<Instruction>, constants: Vec<Value>) -> VirtualMachine {
+    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, constants, locations: vec![] }).unwrap();
+    VirtualMachine::with_overrides(Arc::new(exe), registry()).unwrap()
+}
+
+/// The design document's shape-heap example: store the shape of a (32, 16) tensor in the heap
+/// and load it back.
+#[test]
+fn design_doc_shape_heap_returns_32_16() {
+    relaxvm_builtins::ensure_registered();
+    let x = tensor(&[32, 16], vec![0.5f64; 32 * 16]);
+    let exe = Executable::from_parts(ExecutableParts {
+        funcs: vec![
+            func("main", (0, 5), 0, 3),
+            FuncInfo::packed("vm.builtin.alloc_shape_heap"),
+            FuncInfo::packed("vm.builtin.shape_of"),
+            FuncInfo::packed("vm.builtin.store_shape"),
+            FuncInfo::packed("vm.builtin.load_shape"),
+        ],
+        instrs: vec![
+            call(1, vec![Imm(2)], Some(0)),
+            call(2, vec![Const(0)], Some(1)),
+            call(3, vec![Reg(1), Reg(0), Imm(0), Imm(1)], None),
+            call(4, vec![Reg(0), Imm(0), Imm(1)], Some(2)),
+            Instruction::Ret { result: 2 },
+        ],
+        constants: vec![x],
+        locations: vec![],
+    })
+    .unwrap();
+    // The process-wide registry, as users get it from `ensure_registered`.
+    let mut m = VirtualMachine::new(Arc::new(exe)).unwrap();
+    let out = m.invoke("main", &[]).unwrap();
+    assert_eq!(out.as_shape().unwrap().dims(), &[32, 16]);
+    assert_eq!(out.to_string(), "(32, 16)");
+}
+
+/// The design document's first example: move a constant, add an immediate, multiply, print.
+#[test]
+fn design_doc_move_add_mul_print() {
+    let mut m = vm(
+        vec![
+            func("func0", (0, 5), 1, 4),
+            FuncInfo::packed("vm.builtin.move"),
+            FuncInfo::packed("vm.op.add"),
+            FuncInfo::packed("vm.op.mul"),
+            FuncInfo::packed("vm.builtin.print"),
+        ],
+        vec![
+            call(1, vec![Const(0)], Some(1)),
+            call(2, vec![Reg(0), Imm(10)], Some(2)),
+            call(3, vec![Reg(2), Reg(1)], Some(3)),
+            call(4, vec![Reg(3)], None),
+            Instruction::Ret { result: 3 },
+        ],
+        vec![tensor(&[2], vec![2.0f32, 2.0])],
+    );
+    let out = m.invoke("func0", &[tensor(&[2], vec![1.0f32, 2.0])]).unwrap();
+    let t = out.as_tensor().unwrap();
+    assert_eq!((t.dtype(), t.to_vec::<f32>().unwrap()), (DataType::F32, vec![22.0, 24.0]));
+}
+
+/// `make_closure` captures values that come after the call's own arguments, for bytecode and
+/// packed functions alike; `invoke_closure` re-enters the VM.
+#[test]
+fn closures_made_and_invoked_by_builtins() {
+    let mut m = vm(
+        vec![
+            func("main", (0, 6), 1, 5),
+            func("sub2", (6, 8), 2, 3),
+            FuncInfo::packed("vm.builtin.make_closure"),
+            FuncInfo::packed("vm.builtin.invoke_closure"),
+            FuncInfo::packed("vm.builtin.int.sub"),
+            FuncInfo::packed("vm.builtin.make_tuple"),
+        ],
+        vec![
+            // r1 = closure(sub2, 10); r2 = r1(x) = sub2(x, 10)
+            call(2, vec![Func(1), Imm(10)], Some(1)),
+            call(3, vec![VmState, Reg(1), Reg(0)], Some(2)),
+            // r3 = closure(int.sub, 100)(x) = x - 100
+            call(2, vec![Func(4), Imm(100)], Some(3)),
+            call(3, vec![VmState, Reg(3), Reg(0)], Some(3)),
+            call(5, vec![Reg(2), Reg(3)], Some(4)),
+            Instruction::Ret { result: 4 },
+            // sub2(a, b) = a - b
+            call(4, vec![Reg(0), Reg(1)], Some(2)),
+            Instruction::Ret { result: 2 },
+        ],
+        vec![],
+    );
+    let out = m.invoke("main", &[Value::Int(25)]).unwrap();
+    assert_eq!(out.to_string(), "(15, -75)");
+    // Invoking a closure with too few arguments is an arity error naming the function.
+    let e = m.invoke("sub2", &[Value::Int(1)]).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Arity { .. }), "{e}");
+}
+
+/// `alloc_storage` then two `alloc_tensor` views of it; an op on a view gives a new tensor.
+#[test]
+fn storage_and_tensor_views() {
+    let mut m = vm(
+        vec![
+            func("main", (0, 6), 0, 5),
+            FuncInfo::packed("vm.builtin.alloc_storage"),
+            FuncInfo::packed("vm.builtin.alloc_tensor"),
+            FuncInfo::packed("vm.op.add"),
+            FuncInfo::packed("vm.builtin.make_tuple"),
+        ],
+        vec![
+            call(1, vec![VmState, Const(0), Imm(0), Const(1), Const(2)], Some(0)),
+            call(2, vec![Reg(0), Imm(0), Const(3), Const(4)], Some(1)),
+            call(3, vec![Reg(1), Imm(1)], Some(2)),
+            call(2, vec![Reg(0), Imm(32), Const(5), Const(4)], Some(3)),
+            call(4, vec![Reg(1), Reg(2), Reg(3)], Some(4)),
+            Instruction::Ret { result: 4 },
+        ],
+        vec![
+            shape(&[64]),
+            dtype(DataType::U8),
+            Value::str("global"),
+            shape(&[4, 4]),
+            Value::str("float32"),
+            shape(&[8]),
+        ],
+    );
+    let out = m.invoke("main", &[]).unwrap();
+    let items = out.as_tuple().unwrap();
+    let (a, ones, tail) = (items[0].as_tensor().unwrap(), items[1].as_tensor().unwrap(), items[2].as_tensor().unwrap());
+    assert_eq!((a.shape().dims(), a.dtype()), (&[4i64, 4][..], DataType::F32));
+    assert_eq!(a.to_vec::<f32>().unwrap(), vec![0.0; 16]);
+    assert_eq!(ones.to_vec::<f32>().unwrap(), vec![1.0; 16]);
+    assert!(a.shares_storage(tail) && !a.shares_storage(ones));
+    assert_eq!((tail.byte_offset(), tail.numel()), (32, 8));
+}
+
+/// A view past the end of its storage is an error located at its instruction.
+#[test]
+fn alloc_tensor_out_of_bounds_is_located() {
+    let mut m = vm(
+        vec![
+            func("main", (0, 3), 0, 2),
+            FuncInfo::packed("vm.builtin.alloc_storage"),
+            FuncInfo::packed("vm.builtin.alloc_tensor"),
+        ],
+        vec![
+            call(1, vec![VmState, Const(0), Imm(-1), Const(1)], Some(0)),
+            call(2, vec![Reg(0), Imm(8), Const(0), Const(1)], Some(1)),
+            Instruction::Ret { result: 1 },
+        ],
+        vec![shape(&[16]), Value::str("uint8")],
+    );
+    let e = m.invoke("main", &[]).unwrap_err();
+    let s = e.to_string();
+    assert!(
+        s.contains("vm.builtin.alloc_tensor") && s.contains("instruction 1") && s.contains("needs 16 bytes"),
+        "{s}"
+    );
+}
+
+/// Shape matching at function entry, then a shape made from the heap.
+#[test]
+fn match_shape_and_make_shape() {
+    let mut m = vm(
+        vec![
+            func("main", (0, 5), 1, 3),
+            FuncInfo::packed("vm.builtin.alloc_shape_heap"),
+            FuncInfo::packed("vm.builtin.check_tensor_info"),
+            FuncInfo::packed("vm.builtin.match_shape"),
+            FuncInfo::packed("vm.builtin.make_shape"),
+        ],
+        vec![
+            call(1, vec![VmState, Imm(2)], Some(1)),
+            call(2, vec![Reg(0), Imm(2), Const(0), Const(1)], None),
+            call(3, vec![Reg(0), Reg(1), Imm(2), Imm(1), Imm(0), Imm(1), Imm(1), Const(1)], None),
+            call(4, vec![Reg(1), Imm(3), Imm(1), Imm(1), Imm(0), Imm(7), Imm(1), Imm(0)], Some(2)),
+            Instruction::Ret { result: 2 },
+        ],
+        vec![dtype(DataType::F32), Value::str("main.x")],
+    );
+    let out = m.invoke("main", &[tensor(&[3, 5], vec![0.0f32; 15])]).unwrap();
+    assert_eq!(out.as_shape().unwrap().dims(), &[5, 7, 3]);
+    let e = m.invoke("main", &[tensor(&[3, 5], vec![0i32; 15])]).unwrap_err().to_string();
+    assert!(
+        e.contains("main.x: expected a tensor with dtype float32, found dtype int32") && e.contains("instruction 1"),
+        "{e}"
+    );
+    let e = m.invoke("main", &[tensor(&[15], vec![0.0f32; 15])]).unwrap_err().to_string();
+    assert!(e.contains("main.x: expected a tensor with ndim 2"), "{e}");
+}
+
+/// A counting loop on the scalar builtins (the benchmark's shape): sum(0..n).
+#[test]
+fn counting_loop_on_scalar_builtins() {
+    let mut m = vm(
+        vec![
+            func("count", (0, 8), 1, 4),
+            FuncInfo::packed("vm.builtin.int.lt"),
+            FuncInfo::packed("vm.builtin.int.add"),
+        ],
+        vec![
+            call(2, vec![Imm(0), Imm(0)], Some(1)),
+            call(2, vec![Imm(0), Imm(0)], Some(2)),
+            call(1, vec![Reg(1), Reg(0)], Some(3)),
+            Instruction::If { cond: 3, false_offset: 4 },
+            call(2, vec![Reg(2), Reg(1)], Some(2)),
+            call(2, vec![Reg(1), Imm(1)], Some(1)),
+            Instruction::Goto { offset: -4 },
+            Instruction::Ret { result: 2 },
+        ],
+        vec![],
+    );
+    let n = 200_000i64;
+    let start = std::time::Instant::now();
+    let out = m.invoke("count", &[Value::Int(n)]).unwrap();
+    eprintln!("counting loop: {n} iterations in {:?}", start.elapsed());
+    assert_eq!(out.as_int().unwrap(), n * (n - 1) / 2);
+}
+
+/// Scalar errors surface through the VM with their kind and location.
+#[test]
+fn scalar_errors_through_the_vm() {
+    let mut m = vm(
+        vec![func("main", (0, 2), 2, 3), FuncInfo::packed("vm.builtin.int.floordiv")],
+        vec![call(1, vec![Reg(0), Reg(1)], Some(2)), Instruction::Ret { result: 2 }],
+        vec![],
+    );
+    assert_eq!(m.invoke("main", &[Value::Int(-7), Value::Int(2)]).unwrap().as_int().unwrap(), -4);
+    let e = m.invoke("main", &[Value::Int(1), Value::Int(0)]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Arithmetic(_)), "{e}");
+    assert!(e.to_string().contains("vm.builtin.int.floordiv: division by zero"), "{e}");
+    let e = m.invoke("main", &[Value::Int(1), Value::str("x")]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Type { .. }), "{e}");
+}
+
+/// `read_if_cond` turns a tensor condition into the bool an `if` tests.
+#[test]
+fn read_if_cond_drives_if() {
+    let mut m = vm(
+        vec![func("pick", (0, 4), 1, 2), FuncInfo::packed("vm.builtin.read_if_cond")],
+        vec![
+            call(1, vec![Reg(0)], Some(1)),
+            Instruction::If { cond: 1, false_offset: 2 },
+            Instruction::Ret { result: 1 },
+            Instruction::Ret { result: 0 },
+        ],
+        vec![],
+    );
+    let out = m.invoke("pick", &[tensor(&[], vec![3i32])]).unwrap();
+    assert!(matches!(out, Value::Bool(true)));
+    let out = m.invoke("pick", &[tensor(&[1], vec![0u8])]).unwrap();
+    assert!(out.as_tensor().is_ok());
+    assert!(m.invoke("pick", &[tensor(&[2], vec![0u8, 1])]).is_err());
+}
+
+/// A tensor pipeline: relu(x @ w + b), summed over the last axis.
+#[test]
+fn tensor_pipeline() {
+    let mut m = vm(
+        vec![
+            func("mlp", (0, 5), 3, 7),
+            FuncInfo::packed("vm.op.matmul"),
+            FuncInfo::packed("vm.op.add"),
+            FuncInfo::packed("vm.op.relu"),
+            FuncInfo::packed("vm.op.sum"),
+        ],
+        vec![
+            call(1, vec![Reg(0), Reg(1)], Some(3)),
+            call(2, vec![Reg(3), Reg(2)], Some(4)),
+            call(3, vec![Reg(4)], Some(5)),
+            call(4, vec![Reg(5), Imm(-1)], Some(6)),
+            Instruction::Ret { result: 6 },
+        ],
+        vec![],
+    );
+    let x = tensor(&[2, 2], vec![1.0f32, -1.0, 2.0, 0.5]);
+    let w = tensor(&[2, 3], vec![1.0f32, 0.0, -1.0, 0.0, 1.0, 1.0]);
+    let b = tensor(&[3], vec![0.0f32, 0.5, 0.0]);
+    let out = m.invoke("mlp", &[x, w, b]).unwrap();
+    // x @ w = [[1, -1, -2], [2, 0.5, -1.5]]; + b = [[1, -0.5, -2], [2, 1, -1.5]]; relu; sum.
+    assert_eq!(out.as_tensor().unwrap().to_vec::<f32>().unwrap(), vec![1.0, 3.0]);
+}
