@@ -8,7 +8,7 @@ use crate::tensor::copy_tensor;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};
-use crate::builder_shim as rb;
+use relaxvm_builder as rb;
 use relaxvm::{Arg, FuncKind, Location, RegIdx, Value};
 use std::sync::Arc;
 

@@ -103,7 +103,7 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
         return tensor_from_numpy(a).map(Value::Tensor);
     }
     if let Ok(s) = ob.cast::<PyString>() {
-        return Ok(Value::Str(Arc::from(&*s.to_cow()?)));
+        return Ok(Value::Str(relaxvm::ArcStr::from(&*s.to_cow()?)));
     }
     if let Ok(t) = ob.cast::<PyTuple>() {
         return tuple_value(t.iter());

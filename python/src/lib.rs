@@ -2,7 +2,6 @@
 //! `relaxvm` package. One file per concept; this file only lists them.
 
 mod builder;
-mod builder_shim;
 mod closure;
 mod convert;
 mod device;
@@ -19,6 +18,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    relaxvm_builtins::ensure_registered();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     m.add_class::<builder::PyArg>()?;
