@@ -15,6 +15,17 @@ struct Spec {
     any_type: bool,
 }
 
+impl Spec {
+    /// True when `n` arguments are an allowed count.
+    fn accepts(&self, n: usize) -> bool {
+        n >= self.min
+            && match self.max {
+                Some(m) => n <= m,
+                None => true,
+            }
+    }
+}
+
 const fn spec(name: &'static str, min: usize, max: Option<usize>) -> Spec {
     Spec { name, min, max, any_type: false }
 }
@@ -114,7 +125,7 @@ fn wrong_argument_counts_are_arity_errors() {
     for name in builtin_names() {
         let s = spec_of(name);
         for n in 0..=MAX_ARGS {
-            if n >= s.min && s.max.map_or(true, |m| n <= m) {
+            if s.accepts(n) {
                 continue;
             }
             for filler in [Value::Null, Value::Int(0), Value::VmState] {
@@ -249,7 +260,7 @@ fn random_arguments_never_panic() {
 #[test]
 fn every_pair_of_pool_values_is_handled() {
     let pool = pool();
-    for name in builtin_names().into_iter().filter(|n| spec_of(n).min <= 2 && spec_of(n).max.map_or(true, |m| m >= 2)) {
+    for name in builtin_names().into_iter().filter(|n| spec_of(n).accepts(2)) {
         if name == "vm.builtin.print" {
             continue;
         }
