@@ -19,8 +19,12 @@ pub mod error;
 mod exec_builder;
 mod formalize;
 mod func_table;
+pub mod npy;
 mod tensor_bytes;
 mod text;
+
+#[cfg(feature = "cli")]
+pub mod cli;
 
 pub use asm::{assemble, AsmError};
 pub use check::check_executable;

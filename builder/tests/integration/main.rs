@@ -3,6 +3,7 @@
 mod asm;
 mod builder;
 mod check;
+mod cli;
 mod common;
 mod formalize;
 mod run;

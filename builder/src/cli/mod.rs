@@ -1,0 +1,195 @@
+//! The `relaxvm` command-line tool: assemble, disassemble, inspect, verify and run executables.
+//!
+//! Every command that reads an executable accepts the binary format (`.rvx`) or the text form
+//! (`relaxvm dis` output, see `docs/text-format.md`). Failures print `error: MESSAGE` on one
+//! line to standard error and exit with status 1 (2 for usage errors).
+
+mod error;
+mod io;
+mod run;
+
+pub use error::CliError;
+
+use clap::{Args, Parser, Subcommand};
+use relaxvm::{FuncKind, VirtualMachine};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Assemble, inspect, verify and run relaxvm executables.
+///
+/// PROG is an executable: a binary file (.rvx) or its text form.
+#[derive(Debug, Parser)]
+#[command(name = "relaxvm", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Assemble the text form into a binary executable.
+    ///
+    /// Example: relaxvm asm prog.txt -o prog.rvx
+    Asm(AsmArgs),
+    /// Print an executable in the text form (or as Python that rebuilds it).
+    Dis(DisArgs),
+    /// Print a summary: constants, functions, packed functions and instruction count.
+    Stats(StatsArgs),
+    /// Check an executable: its structure, that every register is written before it is read
+    /// on every path, and which packed functions the builtins do not provide.
+    ///
+    /// Prints "PROG: ok" and any warnings; exits with status 1 when the check fails.
+    Verify(VerifyArgs),
+    /// Run a function of an executable with the builtins and print its result.
+    ///
+    /// Arguments: integers (5, -3), floats (2.5), .npy files (tensors) and strings; a prefix
+    /// forces the type: int:5, float:2, bool:true, str:5, npy:PATH, shape:32,16.
+    ///
+    /// Example: relaxvm run prog.rvx main x.npy 10 -o out.npy
+    #[command(allow_negative_numbers = true)]
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+struct AsmArgs {
+    /// The text form to assemble.
+    input: PathBuf,
+    /// Where to write the binary executable [default: INPUT with the extension .rvx].
+    #[arg(short, long, value_name = "PROG")]
+    output: Option<PathBuf>,
+    /// Also run the check (registers written before read, unused inputs) and fail on errors.
+    #[arg(long)]
+    check: bool,
+    /// Leave out debug information (instruction locations).
+    #[arg(long)]
+    strip: bool,
+}
+
+#[derive(Debug, Args)]
+struct DisArgs {
+    /// The executable.
+    input: PathBuf,
+    /// Print Python source that rebuilds the executable with relaxvm's ExecBuilder.
+    #[arg(long)]
+    python: bool,
+    /// Write to this file instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct StatsArgs {
+    /// The executable.
+    input: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct VerifyArgs {
+    /// The executable.
+    input: PathBuf,
+    /// Treat warnings as errors.
+    #[arg(long)]
+    strict: bool,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The executable.
+    input: PathBuf,
+    /// The function to run.
+    #[arg(default_value = "main")]
+    func: String,
+    /// The function's arguments.
+    args: Vec<String>,
+    /// Save the result as a .npy file.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Stop with an error after this many instructions.
+    #[arg(long, value_name = "N")]
+    max_steps: Option<u64>,
+}
+
+/// Parses the process's arguments, runs the command and reports the outcome.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Asm(a) => asm(a),
+        Command::Dis(a) => {
+            let exe = io::read_executable(&a.input)?;
+            io::write_output(a.output.as_deref(), &if a.python { exe.as_python() } else { exe.as_text() })
+        }
+        Command::Stats(a) => io::write_output(None, &io::read_executable(&a.input)?.stats()),
+        Command::Verify(a) => verify(a),
+        Command::Run(a) => run_function(a),
+    }
+}
+
+fn asm(a: AsmArgs) -> Result<(), CliError> {
+    let output = match a.output {
+        Some(o) => o,
+        None if a.input.extension().is_some_and(|e| e == "rvx") => {
+            return Err(CliError::new(format!("{} already ends in .rvx: pass -o OUTPUT", a.input.display())))
+        }
+        None => a.input.with_extension("rvx"),
+    };
+    let text = io::read_text(&a.input)?;
+    let exe = crate::assemble(&text).map_err(|e| io::asm_error(&a.input, &e))?;
+    if a.check {
+        for w in crate::check_executable(&exe)? {
+            eprintln!("warning: {w}");
+        }
+    }
+    let exe = if a.strip { exe.stripped() } else { exe };
+    io::write_executable(&exe, &output)
+}
+
+fn verify(a: VerifyArgs) -> Result<(), CliError> {
+    let exe = io::read_executable(&a.input)?;
+    let mut warnings = crate::check_executable(&exe)?;
+    let mut builtins = relaxvm::Registry::new();
+    relaxvm_builtins::register_all(&mut builtins)?;
+    for f in exe.funcs().iter().filter(|f| f.kind == FuncKind::Packed && !builtins.contains(&f.name)) {
+        warnings.push(format!("packed function {:?} is not a builtin: the host must register it", f.name));
+    }
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    if a.strict && !warnings.is_empty() {
+        return Err(CliError::new(format!("{}: {} warning(s) with --strict", a.input.display(), warnings.len())));
+    }
+    println!(
+        "{}: ok ({} functions, {} packed functions, {} constants, {} instructions)",
+        a.input.display(),
+        exe.bytecode_function_names().len(),
+        exe.packed_function_names().len(),
+        exe.constants().len(),
+        exe.instrs().len()
+    );
+    Ok(())
+}
+
+fn run_function(a: RunArgs) -> Result<(), CliError> {
+    let exe = io::read_executable(&a.input)?;
+    let args = a.args.iter().map(|s| run::parse_arg(s)).collect::<Result<Vec<_>, _>>()?;
+    relaxvm_builtins::ensure_registered();
+    let mut vm = VirtualMachine::new(Arc::new(exe))?;
+    vm.config_mut().step_budget = a.max_steps;
+    let result = vm.invoke(&a.func, &args)?;
+    println!("{result}");
+    if let Some(out) = &a.output {
+        run::save_result(&result, out)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! The `relaxvm` command-line tool, run as a process.
+
+use assert_cmd::Command;
+use relaxvm::Tensor;
+use relaxvm_builder::npy;
+use std::path::{Path, PathBuf};
+
+const SUM: &str = "\
+.packed vm.builtin.int.add
+.packed vm.builtin.int.lt
+
+@sum inputs=1 regs=4 params=(n):
+  call  vm.builtin.int.add  in: i0, i0  dst: %1
+  call  vm.builtin.int.add  in: i0, i0  dst: %2
+  call  vm.builtin.int.lt  in: %2, %0  dst: %3
+  if  %3  4
+  call  vm.builtin.int.add  in: %1, %2  dst: %1
+  call  vm.builtin.int.add  in: %2, i1  dst: %2
+  goto  -4
+  ret  %1
+
+@scale inputs=2 regs=3:
+  call  vm.op.mul  in: %0, %1  dst: %2  loc(\"model.py\":7:3)
+  ret  %2
+.packed vm.op.mul
+";
+
+fn relaxvm() -> Command {
+    Command::cargo_bin("relaxvm").unwrap()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn stdout(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs a command that must fail; returns its standard error, which must be one line.
+fn failure(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    err
+}
+
+#[test]
+fn help_documents_every_command() {
+    let help = stdout(relaxvm().arg("--help"));
+    for cmd in ["asm", "dis", "stats", "verify", "run"] {
+        assert!(help.contains(&format!("  {cmd} ")), "{help}");
+    }
+    let run = stdout(relaxvm().args(["run", "--help"]));
+    assert!(run.contains(".npy") && run.contains("shape:32,16") && run.contains("--output"), "{run}");
+    let asm = stdout(relaxvm().args(["asm", "--help"]));
+    assert!(asm.contains("--strip") && asm.contains("--check"), "{asm}");
+    let out = relaxvm().arg("frobnicate").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn dis_and_stats_of_the_text_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = write(dir.path(), "sum.txt", SUM);
+    assert_eq!(stdout(relaxvm().arg("dis").arg(&prog)), SUM);
+    let py = stdout(relaxvm().args(["dis", "--python"]).arg(&prog));
+    assert!(py.contains("with ib.function(\"sum\", num_inputs=1, param_names=[\"n\"]):"), "{py}");
+    let out = dir.path().join("out.txt");
+    relaxvm().arg("dis").arg(&prog).arg("-o").arg(&out).assert().success().stdout("");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), SUM);
+    let stats = stdout(relaxvm().arg("stats").arg(&prog));
+    assert!(stats.contains("Globals (#2): [sum, scale]") && stats.contains("Instructions (#10)"), "{stats}");
+}
+
+#[test]
+fn run_prints_results_and_saves_npy() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = write(dir.path(), "sum.txt", SUM);
+    assert_eq!(stdout(relaxvm().arg("run").arg(&prog).args(["sum", "10"])), "45\n");
+    let x = dir.path().join("x.npy");
+    npy::save(&Tensor::from_vec([3], vec![1.0f32, 2.0, -3.0]).unwrap(), &x).unwrap();
+    let out = dir.path().join("y.npy");
+    let printed = stdout(relaxvm().arg("run").arg(&prog).arg("scale").arg(&x).arg("-2").arg("-o").arg(&out));
+    assert_eq!(printed, "[-2, -4, 6]\n");
+    let y = npy::load(&out).unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![-2.0, -4.0, 6.0]);
+}
+
+#[test]
+fn run_errors_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = write(dir.path(), "sum.txt", SUM);
+    let e = failure(relaxvm().arg("run").arg(&prog).args(["sum", "str:x"]));
+    assert!(e.contains("vm.builtin.int.add") || e.contains("int"), "{e}");
+    assert!(e.contains("in function \"sum\""), "{e}");
+    let e = failure(relaxvm().arg("run").arg(&prog).args(["nope"]));
+    assert!(e.contains("unknown function \"nope\""), "{e}");
+    let e = failure(relaxvm().arg("run").arg(&prog).args(["sum", "100000000", "--max-steps", "1000"]));
+    assert!(e.contains("step budget of 1000"), "{e}");
+    let e = failure(relaxvm().arg("run").arg(&prog).args(["scale", "missing.npy", "1"]));
+    assert!(e.contains("missing.npy"), "{e}");
+    let packed = write(dir.path(), "p.txt", ".packed not.there\n@main inputs=0:\n call not.there dst: %0\n ret %0\n");
+    let e = failure(relaxvm().arg("run").arg(&packed));
+    assert!(e.contains("not.there"), "{e}");
+}
+
+#[test]
+fn bad_input_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(dir.path(), "bad.txt", "@main inputs=1:\n  ret %0\n  bogus\n");
+    let e = failure(relaxvm().arg("dis").arg(&bad));
+    assert_eq!(e, format!("error: {}:3:3: expected .const, .packed, a function header `@name inputs=N:` or an instruction (call, ret, goto, if), found \"bogus\"\n", bad.display()));
+    let e = failure(relaxvm().arg("stats").arg(dir.path().join("absent.rvx")));
+    assert!(e.contains("absent.rvx"), "{e}");
+    let binary_junk = dir.path().join("junk.bin");
+    std::fs::write(&binary_junk, [0xff, 0xfe, 0x00, 0x01]).unwrap();
+    let e = failure(relaxvm().arg("dis").arg(&binary_junk));
+    assert!(e.contains("neither a binary executable nor UTF-8 text"), "{e}");
+}
+
+#[test]
+fn verify_reports_ok_warnings_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = write(dir.path(), "sum.txt", SUM);
+    let out = relaxvm().arg("verify").arg(&prog).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{}: ok (2 functions, 3 packed functions, 0 constants, 10 instructions)\n", prog.display())
+    );
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let warn = write(dir.path(), "w.txt", ".packed host.fn\n@main inputs=2:\n call host.fn in: %0 dst: %2\n ret %2\n");
+    let out = relaxvm().arg("verify").arg(&warn).output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err,
+        "warning: function \"main\": input %1 is never used\n\
+         warning: packed function \"host.fn\" is not a builtin: the host must register it\n"
+    );
+    let out = relaxvm().arg("verify").arg("--strict").arg(&warn).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().last().unwrap(), format!("error: {}: 2 warning(s) with --strict", warn.display()));
+
+    let unassigned = write(dir.path(), "u.txt", ".packed f\n@main inputs=1:\n if %0 2\n call f dst: %1\n ret %1\n");
+    let e = failure(relaxvm().arg("verify").arg(&unassigned));
+    assert_eq!(
+        e,
+        "error: function \"main\", instruction 2 (ret  %1): reads %1, which is not written on every path that reaches this instruction\n"
+    );
+}
