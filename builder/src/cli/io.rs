@@ -3,21 +3,32 @@
 
 use super::error::CliError;
 use crate::{assemble, AsmError};
+use relaxvm::format::{self, LoadOptions, SaveOptions};
 use relaxvm::Executable;
+use std::io::Read;
 use std::path::Path;
 
-/// The first bytes of a binary executable (`relaxvm::format::MAGIC`).
-const MAGIC: [u8; 4] = [0x89, b'R', b'V', b'X'];
-
-/// Reads an executable from a binary or text file.
-pub fn read_executable(path: &Path) -> Result<Executable, CliError> {
-    let bytes = read(path)?;
-    if bytes.starts_with(&MAGIC) {
-        return decode_binary(&bytes).map_err(|e| CliError::new(format!("{}: {e}", path.display())));
+/// Reads an executable from a binary file (memory-mapped, metadata checksum checked; with
+/// `verify_data` the tensor-data checksum too) or from a text file.
+pub fn read_executable(path: &Path, verify_data: bool) -> Result<Executable, CliError> {
+    let located = |e: relaxvm::Error| CliError::new(format!("{}: {e}", path.display()));
+    if is_binary(path)? {
+        let opts = LoadOptions { verify_checksum: true, verify_data_checksum: verify_data };
+        return format::load_file_with(path, &opts).map_err(located);
     }
+    let bytes = read(path)?;
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| CliError::new(format!("{}: neither a binary executable nor UTF-8 text", path.display())))?;
     assemble(text).map_err(|e| asm_error(path, &e))
+}
+
+/// True when the file starts with the binary format's magic number.
+fn is_binary(path: &Path) -> Result<bool, CliError> {
+    let mut head = Vec::with_capacity(format::MAGIC.len());
+    std::fs::File::open(path)
+        .and_then(|f| f.take(format::MAGIC.len() as u64).read_to_end(&mut head))
+        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+    Ok(head == format::MAGIC)
 }
 
 /// An assembler error prefixed with the file: `prog.txt:3:5: expected ...`.
@@ -29,15 +40,43 @@ pub fn asm_error(path: &Path, e: &AsmError) -> CliError {
     }
 }
 
+/// The header and sections of a binary file, for `stats`; `None` for the text form.
+pub fn file_info(path: &Path) -> Result<Option<String>, CliError> {
+    if !is_binary(path)? {
+        return Ok(None);
+    }
+    let bytes = read(path)?;
+    let info = format::inspect(&bytes).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+    let sections: Vec<String> = info
+        .sections
+        .iter()
+        .map(|s| format!("{} ({} bytes)", s.name.unwrap_or("unknown"), s.data.end - s.data.start))
+        .collect();
+    Ok(Some(format!(
+        "File: {} bytes, format version {}, written by {:?}\n  Sections (#{}): [{}]\n",
+        bytes.len(),
+        info.version,
+        info.producer,
+        sections.len(),
+        sections.join(", ")
+    )))
+}
+
 /// Reads a text file.
 pub fn read_text(path: &Path) -> Result<String, CliError> {
     String::from_utf8(read(path)?).map_err(|_| CliError::new(format!("{}: not UTF-8 text", path.display())))
 }
 
-/// Writes `exe` to `path` in the binary format.
-pub fn write_executable(exe: &Executable, path: &Path) -> Result<(), CliError> {
-    let bytes = encode_binary(exe).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
-    write(path, &bytes)
+/// Writes `exe` to `path` in the binary format (atomically: a temporary file renamed over
+/// `path`). `version` selects an older format version for older readers.
+pub fn write_executable(
+    exe: &Executable,
+    path: &Path,
+    strip_debug: bool,
+    version: Option<u32>,
+) -> Result<(), CliError> {
+    let opts = SaveOptions { strip_debug, version: version.unwrap_or(format::CURRENT_VERSION), ..Default::default() };
+    format::save_file(exe, path, &opts).map_err(|e| CliError::new(format!("{}: {e}", path.display())))
 }
 
 /// Writes `data` to `path`, or to standard output without a path.
@@ -58,12 +97,4 @@ fn read(path: &Path) -> Result<Vec<u8>, CliError> {
 
 fn write(path: &Path, data: &[u8]) -> Result<(), CliError> {
     std::fs::write(path, data).map_err(|e| CliError::new(format!("{}: {e}", path.display())))
-}
-
-fn decode_binary(_bytes: &[u8]) -> Result<Executable, String> {
-    Err("this build cannot read binary executables yet (relaxvm::format is missing)".into())
-}
-
-fn encode_binary(_exe: &Executable) -> Result<Vec<u8>, String> {
-    Err("this build cannot write binary executables yet (relaxvm::format is missing)".into())
 }

@@ -34,10 +34,11 @@ enum Command {
     Asm(AsmArgs),
     /// Print an executable in the text form (or as Python that rebuilds it).
     Dis(DisArgs),
-    /// Print a summary: constants, functions, packed functions and instruction count.
+    /// Print a summary: constants, functions, packed functions, instruction count and, for a
+    /// binary file, its format version and sections.
     Stats(StatsArgs),
-    /// Check an executable: its structure, that every register is written before it is read
-    /// on every path, and which packed functions the builtins do not provide.
+    /// Check an executable: its checksums and structure, that every register is written before
+    /// it is read on every path, and which packed functions the builtins do not provide.
     ///
     /// Prints "PROG: ok" and any warnings; exits with status 1 when the check fails.
     Verify(VerifyArgs),
@@ -61,9 +62,12 @@ struct AsmArgs {
     /// Also run the check (registers written before read, unused inputs) and fail on errors.
     #[arg(long)]
     check: bool,
-    /// Leave out debug information (instruction locations).
+    /// Leave out debug information (instruction locations and parameter names).
     #[arg(long)]
     strip: bool,
+    /// Write this version of the binary format, for older readers [default: the current one].
+    #[arg(long, value_name = "N")]
+    format_version: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -127,10 +131,13 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Asm(a) => asm(a),
         Command::Dis(a) => {
-            let exe = io::read_executable(&a.input)?;
+            let exe = io::read_executable(&a.input, false)?;
             io::write_output(a.output.as_deref(), &if a.python { exe.as_python() } else { exe.as_text() })
         }
-        Command::Stats(a) => io::write_output(None, &io::read_executable(&a.input)?.stats()),
+        Command::Stats(a) => {
+            let stats = io::read_executable(&a.input, false)?.stats();
+            io::write_output(None, &(stats + &io::file_info(&a.input)?.unwrap_or_default()))
+        }
         Command::Verify(a) => verify(a),
         Command::Run(a) => run_function(a),
     }
@@ -151,12 +158,11 @@ fn asm(a: AsmArgs) -> Result<(), CliError> {
             eprintln!("warning: {w}");
         }
     }
-    let exe = if a.strip { exe.stripped() } else { exe };
-    io::write_executable(&exe, &output)
+    io::write_executable(&exe, &output, a.strip, a.format_version)
 }
 
 fn verify(a: VerifyArgs) -> Result<(), CliError> {
-    let exe = io::read_executable(&a.input)?;
+    let exe = io::read_executable(&a.input, true)?;
     let mut warnings = crate::check_executable(&exe)?;
     let mut builtins = relaxvm::Registry::new();
     relaxvm_builtins::register_all(&mut builtins)?;
@@ -181,7 +187,7 @@ fn verify(a: VerifyArgs) -> Result<(), CliError> {
 }
 
 fn run_function(a: RunArgs) -> Result<(), CliError> {
-    let exe = io::read_executable(&a.input)?;
+    let exe = io::read_executable(&a.input, false)?;
     let args = a.args.iter().map(|s| run::parse_arg(s)).collect::<Result<Vec<_>, _>>()?;
     relaxvm_builtins::ensure_registered();
     let mut vm = VirtualMachine::new(Arc::new(exe))?;

@@ -158,3 +158,85 @@ fn verify_reports_ok_warnings_and_errors() {
         "error: function \"main\", instruction 2 (ret  %1): reads %1, which is not written on every path that reaches this instruction\n"
     );
 }
+
+#[test]
+fn asm_writes_binary_that_every_command_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = write(dir.path(), "sum.txt", SUM);
+    // default output: the input with the extension .rvx
+    relaxvm().arg("asm").arg(&text).assert().success().stdout("").stderr("");
+    let rvx = dir.path().join("sum.rvx");
+    let bytes = std::fs::read(&rvx).unwrap();
+    assert!(bytes.starts_with(&relaxvm::format::MAGIC));
+    assert_eq!(stdout(relaxvm().arg("dis").arg(&rvx)), SUM);
+    assert_eq!(stdout(relaxvm().arg("run").arg(&rvx).args(["sum", "5"])), "10\n");
+    let stats = stdout(relaxvm().arg("stats").arg(&rvx));
+    assert!(stats.contains("Globals (#2): [sum, scale]"), "{stats}");
+    assert!(stats.contains(&format!("File: {} bytes, format version 2", bytes.len())), "{stats}");
+    assert!(stdout(relaxvm().arg("verify").arg(&rvx)).contains(": ok (2 functions"));
+
+    // --strip drops locations and parameter names; --format-version writes older files
+    let stripped = dir.path().join("stripped.rvx");
+    relaxvm()
+        .arg("asm")
+        .arg(&text)
+        .arg("-o")
+        .arg(&stripped)
+        .args(["--strip", "--format-version", "1"])
+        .assert()
+        .success();
+    let dis = stdout(relaxvm().arg("dis").arg(&stripped));
+    assert!(!dis.contains("loc(") && !dis.contains("params="), "{dis}");
+    assert!(stdout(relaxvm().arg("stats").arg(&stripped)).contains("format version 1"));
+    let e = failure(relaxvm().arg("asm").arg(&text).arg("-o").arg(&stripped).args(["--format-version", "99"]));
+    assert!(e.contains("version") && e.contains("99"), "{e}");
+
+    // dis of the binary is the text, so asm . dis is the identity on files
+    let again = dir.path().join("again.txt");
+    relaxvm().arg("dis").arg(&rvx).arg("-o").arg(&again).assert().success();
+    relaxvm().arg("asm").arg(&again).arg("-o").arg(dir.path().join("again.rvx")).assert().success();
+    assert_eq!(std::fs::read(dir.path().join("again.rvx")).unwrap(), bytes);
+}
+
+#[test]
+fn asm_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let rvx_named = write(dir.path(), "prog.rvx", SUM);
+    let e = failure(relaxvm().arg("asm").arg(&rvx_named));
+    assert!(e.contains("already ends in .rvx: pass -o OUTPUT"), "{e}");
+    let bad = write(dir.path(), "bad.txt", "@main inputs=1 regs=1:\n  ret %1\n");
+    let e = failure(relaxvm().arg("asm").arg(&bad));
+    assert_eq!(e, format!("error: {}:2:7: register %1 is outside the register file of 1 (regs=1)\n", bad.display()));
+    assert!(!dir.path().join("bad.rvx").exists());
+    // --check runs the dataflow check the assembler alone does not
+    let unchecked = write(dir.path(), "u.txt", ".packed f\n@main inputs=2:\n if %0 2\n call f dst: %2\n ret %2\n");
+    relaxvm().arg("asm").arg(&unchecked).assert().success();
+    let e = failure(relaxvm().arg("asm").arg("--check").arg(&unchecked).arg("-o").arg(dir.path().join("u2.rvx")));
+    assert!(e.contains("instruction 2 (ret  %2): reads %2, which is not written on every path"), "{e}");
+    let unused = write(dir.path(), "unused.txt", ".packed f\n@main inputs=2:\n call f in: %0 dst: %2\n ret %2\n");
+    relaxvm()
+        .arg("asm")
+        .arg("--check")
+        .arg(&unused)
+        .assert()
+        .success()
+        .stderr("warning: function \"main\": input %1 is never used\n");
+}
+
+#[test]
+fn corrupt_binaries_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = write(dir.path(), "sum.txt", SUM);
+    let rvx = dir.path().join("sum.rvx");
+    relaxvm().arg("asm").arg(&text).arg("-o").arg(&rvx).assert().success();
+    let mut bytes = std::fs::read(&rvx).unwrap();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0x5a;
+    let corrupt = dir.path().join("corrupt.rvx");
+    std::fs::write(&corrupt, &bytes).unwrap();
+    let e = failure(relaxvm().arg("verify").arg(&corrupt));
+    assert!(e.contains("corrupt.rvx"), "{e}");
+    std::fs::write(&corrupt, &bytes[..n / 3]).unwrap();
+    let e = failure(relaxvm().arg("dis").arg(&corrupt));
+    assert!(e.contains("corrupt.rvx"), "{e}");
+}

@@ -37,6 +37,9 @@ pub fn assert_round_trip(exe: &Executable) {
     for (x, y) in a.constants.iter().zip(&b.constants) {
         assert!(x.same_as(y) || x.to_string() == y.to_string(), "{x:?} vs {y:?}");
     }
+    // and through the binary format
+    let loaded = relaxvm::format::load_bytes(&exe.save_to_bytes()).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(loaded.as_text(), text);
 }
 
 /// A float32 tensor constant.
