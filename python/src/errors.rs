@@ -107,6 +107,10 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
         ErrorKind::Type { .. } | ErrorKind::Arity { .. } => &c.vm_type_error,
         ErrorKind::UnknownFunction(_) | ErrorKind::MissingFunctions(_) => &c.vm_key_error,
         ErrorKind::Index { .. } => &c.vm_index_error,
+        ErrorKind::Format(_) | ErrorKind::Invalid(_) | ErrorKind::Value(_) => &c.vm_value_error,
+        ErrorKind::Io(io) if std::ptr::eq(root, &e) => {
+            return PyErr::from(std::io::Error::new(io.kind(), io.to_string()));
+        }
         ErrorKind::Alloc { .. } => &c.vm_memory_error,
         ErrorKind::AlreadyRegistered(_) => return PyValueError::new_err(e.to_string()),
         _ => &c.vm_error,

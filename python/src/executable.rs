@@ -1,8 +1,11 @@
 //! `rx.Executable`: the immutable program a VM runs.
 
+use crate::errors::IntoPyResult;
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+use relaxvm::format::{self, SaveOptions};
 use relaxvm::Executable;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// An executable: function table, constant pool and bytecode. Build one with
@@ -66,6 +69,30 @@ impl PyExecutable {
             .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("no function named {name:?}")))
     }
 
+    /// The executable in the binary `.rvx` format (without locations and parameter names when
+    /// `strip_debug`).
+    #[pyo3(signature = (strip_debug = false))]
+    fn save_to_bytes<'py>(&self, py: Python<'py>, strip_debug: bool) -> PyResult<Bound<'py, PyBytes>> {
+        let exe = Arc::clone(&self.0);
+        let opts = SaveOptions { strip_debug, ..Default::default() };
+        let bytes = py.detach(|| format::try_save_to_bytes(&exe, &opts)).py_err(py)?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Writes the binary format to `path` (replacing the file atomically).
+    #[pyo3(signature = (path, strip_debug = false))]
+    fn save(&self, py: Python<'_>, path: PathBuf, strip_debug: bool) -> PyResult<()> {
+        let exe = Arc::clone(&self.0);
+        let opts = SaveOptions { strip_debug, ..Default::default() };
+        py.detach(|| format::save_file(&exe, &path, &opts)).py_err(py)
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let load = py.import("relaxvm")?.getattr("load_executable")?;
+        let bytes = self.save_to_bytes(py, false)?;
+        Ok((load, PyTuple::new(py, [bytes])?))
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "<relaxvm.Executable functions={:?} constants={} instructions={}>",
@@ -74,4 +101,27 @@ impl PyExecutable {
             self.0.instrs().len()
         )
     }
+}
+
+/// Loads an executable from a `.rvx` file (memory-mapped: tensor constants view the file) or
+/// from bytes (any buffer).
+#[pyfunction]
+pub fn load_executable(py: Python<'_>, path_or_bytes: &Bound<'_, PyAny>) -> PyResult<PyExecutable> {
+    if let Ok(path) = path_or_bytes.extract::<PathBuf>() {
+        if !path_or_bytes.is_instance_of::<PyBytes>() {
+            let exe = py.detach(|| format::load_file(&path)).py_err(py)?;
+            return Ok(PyExecutable(Arc::new(exe)));
+        }
+    }
+    if let Ok(b) = path_or_bytes.cast::<PyBytes>() {
+        let bytes = b.as_bytes();
+        let exe = format::load_bytes(bytes).py_err(py)?;
+        return Ok(PyExecutable(Arc::new(exe)));
+    }
+    // Any other buffer (bytearray, memoryview...): copy it into bytes.
+    let bytes = py
+        .get_type::<PyBytes>()
+        .call1((path_or_bytes,))
+        .map_err(|_| pyo3::exceptions::PyTypeError::new_err("load_executable expects a path (str or os.PathLike) or bytes"))?;
+    load_executable(py, &bytes)
 }

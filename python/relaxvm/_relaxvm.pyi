@@ -1,0 +1,503 @@
+"""Type stubs for the compiled module ``relaxvm._relaxvm`` (re-exported by ``relaxvm``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar, Literal, Optional, SupportsIndex, Tuple, Union, overload
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+DTypeLike = Union["DataType", str, np.dtype[Any], type]
+DeviceLike = Union["Device", str, None]
+ShapeLike = Union["Shape", Sequence[int]]
+TensorLike = Union["Tensor", npt.NDArray[Any]]
+#: What the VM accepts as an argument (and what it returns, with tensors as ``Tensor``).
+VMValue = Any
+
+# --------------------------------------------------------------------------------------------
+# Exceptions
+# --------------------------------------------------------------------------------------------
+
+class VMError(RuntimeError):
+    """A failure while running bytecode.
+
+    The message names the function, the instruction (its index and text) and the source
+    location when the instruction has one. The same detail is available as attributes when the
+    failure happened at an instruction.
+    """
+
+    func: Optional[str]
+    """The bytecode function that was running."""
+    pc: Optional[int]
+    """The index of the failing instruction within that function."""
+    instr: Optional[str]
+    """The failing instruction, as ``Executable.as_text()`` prints it."""
+    location: Optional[str]
+    """The instruction's source location, if it has one."""
+
+class VMTypeError(VMError, TypeError):
+    """A VM failure that is also a ``TypeError``: a wrong argument type or count."""
+
+class VMKeyError(VMError, KeyError):
+    """A VM failure that is also a ``KeyError``: an unknown function name."""
+
+class VMIndexError(VMError, IndexError):
+    """A VM failure that is also an ``IndexError``."""
+
+class VMValueError(VMError, ValueError):
+    """A VM failure that is also a ``ValueError``."""
+
+class VMMemoryError(VMError, MemoryError):
+    """A VM failure that is also a ``MemoryError``: an allocation that could not be made."""
+
+class CheckError(RuntimeError):
+    """``ExecBuilder`` refused the program: the check failed (e.g. a register is read before it
+    is written) or the builder was misused."""
+
+# --------------------------------------------------------------------------------------------
+# Values
+# --------------------------------------------------------------------------------------------
+
+class DataType:
+    """An element data type, e.g. ``DataType("float32")``.
+
+    Equal to (and hashing like) its name, so ``DataType("int64") == "int64"``. Accepts names
+    (``"float32"``), short names (``"f32"``) and anything ``numpy.dtype`` accepts.
+    """
+
+    def __init__(self, dtype: DTypeLike) -> None: ...
+    @property
+    def name(self) -> str:
+        """The canonical name, e.g. ``"float32"``."""
+    @property
+    def bits(self) -> int:
+        """Width of one element in bits (``bool`` counts 8)."""
+    @property
+    def lanes(self) -> int:
+        """Vector lanes (always 1)."""
+    @property
+    def type_code(self) -> int:
+        """The DLPack type code (0 int, 1 uint, 2 float, 4 bfloat, 6 bool)."""
+    @property
+    def itemsize(self) -> int:
+        """Size of one element in bytes."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+class Device:
+    """A device: a DLPack type code (``1`` is CPU) and an id. Compare with ``==``.
+
+    ``Device("cpu", 0)``, ``Device(1, 0)`` or ``Device("cpu:0")``; usually made by ``cpu(n)``.
+    """
+
+    def __init__(self, device_type: Union[str, int], device_id: Optional[int] = None) -> None: ...
+    @property
+    def device_type(self) -> int:
+        """The DLPack device type code (``1`` for CPU)."""
+    @property
+    def device_id(self) -> int:
+        """The index among devices of this type."""
+    @property
+    def type_name(self) -> str:
+        """The device type's name (``"cpu"``)."""
+    def dlpack_device(self) -> Tuple[int, int]:
+        """``(device_type, device_id)``, as ``__dlpack_device__`` returns it."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+def cpu(dev_id: int = 0) -> Device:
+    """CPU device number ``dev_id``."""
+
+def device(dev_type: Union[str, int], dev_id: Optional[int] = None) -> Device:
+    """A device by type and id: ``device("cpu", 0)``, ``device("cpu:1")``."""
+
+class Shape(Sequence[int]):
+    """A shape tuple (TVM's ``ShapeTuple``), shared with the VM without copying.
+
+    Behaves like a tuple of ints: ``len``, indexing, slicing (a ``Shape``), iteration,
+    ``in``, and equality and hashing with tuples: ``Shape([32, 16]) == (32, 16)``.
+    """
+
+    def __init__(self, dims: Optional[Sequence[int]] = None) -> None: ...
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> Shape: ...
+    def __iter__(self) -> Iterator[int]: ...
+    def __contains__(self, item: object) -> bool: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __lt__(self, other: Union[Shape, Tuple[int, ...]]) -> bool: ...
+    def __le__(self, other: Union[Shape, Tuple[int, ...]]) -> bool: ...
+    def __gt__(self, other: Union[Shape, Tuple[int, ...]]) -> bool: ...
+    def __ge__(self, other: Union[Shape, Tuple[int, ...]]) -> bool: ...
+    def __hash__(self) -> int: ...
+    def to_tuple(self) -> Tuple[int, ...]:
+        """The dimensions as a plain tuple."""
+    @property
+    def numel(self) -> Optional[int]:
+        """The number of elements a tensor of this shape holds (``None`` on overflow)."""
+
+class Tensor:
+    """An n-dimensional array on a device (TVM's ``NDArray`` / ``runtime.Tensor``).
+
+    Make one with ``tensor(data)``; numpy arrays are accepted wherever a tensor is.
+    ``numpy()`` and ``np.asarray(t)`` view the tensor's memory without copying, and
+    ``np.from_dlpack(t)`` shares it through DLPack. Tensors compare by identity; compare
+    contents through numpy.
+    """
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """The shape, as a tuple of ints."""
+    @property
+    def dtype(self) -> str:
+        """The element type's name, e.g. ``"float32"``."""
+    @property
+    def device(self) -> Device:
+        """The device the data lives on."""
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions."""
+    @property
+    def size(self) -> int:
+        """The number of elements."""
+    @property
+    def nbytes(self) -> int:
+        """The size of the elements in bytes."""
+    @property
+    def strides(self) -> Tuple[int, ...]:
+        """Strides in elements."""
+    @property
+    def is_contiguous(self) -> bool:
+        """True when the elements are laid out C-contiguously."""
+    def numpy(self) -> npt.NDArray[Any]:
+        """A numpy array viewing this tensor's memory (no copy; its ``base`` is the tensor,
+        which it keeps alive). Writes through the array change the tensor."""
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> npt.NDArray[Any]:
+        """numpy's array protocol: ``np.asarray(tensor)`` views the tensor's memory."""
+    def copyfrom(self, source: Union[Tensor, npt.ArrayLike]) -> Tensor:
+        """Copies ``source`` (same shape) into this tensor in place; returns ``self``."""
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any:
+        """DLPack export: a capsule sharing this tensor's memory (versioned when the consumer
+        passes ``max_version >= (1, 0)``)."""
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """``(device_type, device_id)``: ``(1, 0)`` is CPU 0."""
+    def same_storage(self, other: Tensor) -> bool:
+        """True when both tensors view the same memory block."""
+    def __len__(self) -> int: ...
+
+def tensor(data: Any, dtype: Optional[DTypeLike] = None, device: DeviceLike = None) -> Tensor:
+    """A new tensor holding a copy of ``data`` (a tensor, a numpy array, or anything
+    ``numpy.asarray`` accepts), converted to ``dtype`` when given. TVM's ``tvm.nd.array``."""
+
+def tensor_from_bytes(data: bytes, shape: ShapeLike, dtype: DTypeLike) -> Tensor:
+    """A tensor from raw little-endian bytes (as ``Executable.as_python()`` writes constants)."""
+
+def empty(shape: ShapeLike, dtype: Optional[DTypeLike] = None, device: DeviceLike = None) -> Tensor:
+    """A zero-filled tensor (``float32`` unless ``dtype`` is given)."""
+
+def from_dlpack(x: Any) -> Tensor:
+    """A tensor sharing ``x``'s memory through the DLPack protocol (``x`` has ``__dlpack__``,
+    e.g. a numpy array, or is a DLPack capsule). Read-only memory is copied."""
+
+class Closure:
+    """A function value from the VM: a bytecode function (run it with
+    ``VirtualMachine.invoke_closure``) or a packed function (call it directly), with the values
+    it captured, which are passed after each call's own arguments."""
+
+    @property
+    def name(self) -> str:
+        """The function's name."""
+    @property
+    def is_bytecode(self) -> bool:
+        """True for a bytecode function (which needs a VM to run)."""
+    @property
+    def num_captured(self) -> int:
+        """How many values it captured."""
+    def __call__(self, *args: VMValue) -> VMValue:
+        """Calls a packed function outside any VM (bytecode closures raise ``VMError``)."""
+
+class Object:
+    """A VM value with no Python counterpart (storage, the VM-state marker, opaque objects).
+    It goes back into the VM as the same value."""
+
+    @property
+    def type_name(self) -> str:
+        """The VM's name for the value's type (``"storage"``, ``"vm_state"``, ``"object"``)."""
+
+# --------------------------------------------------------------------------------------------
+# Building executables
+# --------------------------------------------------------------------------------------------
+
+class Arg:
+    """An instruction argument handle: ``r(i)``, ``imm(v)``, ``c(i)``, ``f(name)``,
+    ``vm_state()`` or ``void_arg()``. Hashable; equal handles denote the same argument."""
+
+    @property
+    def kind(self) -> Literal["reg", "imm", "const", "func", "vm_state", "void"]:
+        """What the handle denotes."""
+    @property
+    def value(self) -> Optional[int]:
+        """The register, immediate, constant or function index (``None`` for special registers)."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+class Location:
+    """A source location attached to an instruction with ``loc=``; printed in MLIR's syntax."""
+
+    @staticmethod
+    def file(file: str, line: int = 1, col: int = 1) -> Location:
+        """A file, line and column: ``"model.py":4:2``."""
+    @staticmethod
+    def name(name: str) -> Location:
+        """A name, e.g. of the operator an instruction lowers."""
+    @staticmethod
+    def callsite(callee: Location, caller: Location) -> Location:
+        """``callee`` inlined at ``caller``."""
+    @staticmethod
+    def fused(locations: Sequence[Location]) -> Location:
+        """Several locations fused into one instruction."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+class FunctionScope:
+    """The scope of a function being emitted, returned by ``ExecBuilder.function``; leaving
+    the ``with`` block ends the function."""
+
+    @property
+    def name(self) -> str:
+        """The function's name."""
+    def __enter__(self) -> FunctionScope: ...
+    def __exit__(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> bool: ...
+
+InstrArg = Union[Arg, int, None, Tuple[int, ...], Tensor, npt.NDArray[Any], DataType, Shape, Device, str, float, bool]
+
+class ExecBuilder:
+    """Emits instructions and builds an ``Executable`` (TVM's ``relax.ExecBuilder``)::
+
+        ib = ExecBuilder()
+        with ib.function("main", num_inputs=2):
+            ib.emit_call("vm.op.add", args=[ib.r(0), ib.r(1)], dst=ib.r(2))
+            ib.emit_ret(ib.r(2))
+        ex = ib.get()
+    """
+
+    def __init__(self) -> None: ...
+    def r(self, idx: int) -> Arg:
+        """Register ``idx`` of the current frame; the first ``num_inputs`` hold the inputs."""
+    def imm(self, value: int) -> Arg:
+        """An immediate: a 64-bit integer inlined in the instruction."""
+    def c(self, idx: int) -> Arg:
+        """Constant number ``idx`` of the constant pool."""
+    def f(self, name: str) -> Arg:
+        """Function ``name`` as a value (declared as packed if not yet known)."""
+    def vm_state(self) -> Arg:
+        """The VM-state register: lets a builtin reach the VM (e.g. ``vm.builtin.alloc_storage``)."""
+    def void_arg(self) -> Arg:
+        """The void register: passes ``None``."""
+    def convert_constant(self, value: Any) -> Arg:
+        """Adds ``value`` to the constant pool and returns its handle ``c(i)``; equal constants
+        share one entry. Tuples become shapes; numpy arrays and tensors are copied."""
+    def declare_function(self, name: str, kind: Literal["packed", "bytecode"] = "packed") -> Arg:
+        """Declares ``name`` as a packed function (provided by a registry when a VM is built) or
+        a bytecode function (defined later); returns its handle ``f(name)``."""
+    def function(self, name: str, num_inputs: int = 0, param_names: Optional[Sequence[str]] = None) -> FunctionScope:
+        """Starts bytecode function ``name`` whose ``num_inputs`` inputs arrive in registers
+        ``0..num_inputs``; ``param_names`` allows keyword calls. Use as a context manager."""
+    def emit_call(
+        self,
+        name: str,
+        args: Optional[Sequence[InstrArg]] = None,
+        dst: Union[Arg, int, None] = None,
+        loc: Optional[Location] = None,
+    ) -> None:
+        """Emits ``call name(args...) -> dst``. In ``args`` handles pass through, plain ints are
+        immediates, tuples shape constants, ``None`` the void register, and tensors, numpy
+        arrays, dtypes, shapes, devices, strings and floats become constants."""
+    def emit_ret(self, result: Union[Arg, int], loc: Optional[Location] = None) -> None:
+        """Emits ``ret result``."""
+    def emit_goto(self, offset: int, loc: Optional[Location] = None) -> None:
+        """Emits ``goto offset``, relative to this instruction (negative loops back)."""
+    def emit_if(self, cond: Union[Arg, int], false_offset: int, loc: Optional[Location] = None) -> None:
+        """Emits ``if cond false_offset``: falls through when ``cond`` is non-zero, else jumps
+        by ``false_offset``."""
+    def get(self) -> Executable:
+        """Checks, formalizes (renumbers registers densely) and returns the executable.
+
+        Raises ``CheckError`` when a function reads a register that is neither an input nor
+        written on every path before; emits a ``UserWarning`` for inputs never used."""
+
+class Executable:
+    """An executable: function table, constant pool and bytecode. Immutable; picklable."""
+
+    def stats(self) -> str:
+        """A summary: constants, bytecode functions, packed functions, instruction count."""
+    def as_text(self) -> str:
+        """The text form, which the assembler parses back."""
+    def as_python(self) -> str:
+        """Python source that rebuilds this executable with ``ExecBuilder``; running it with
+        ``exec`` binds ``ex`` to an executable with the same ``as_text()``."""
+    def astext(self) -> str:
+        """Old TVM spelling of ``as_text()``."""
+    def aspython(self) -> str:
+        """Old TVM spelling of ``as_python()``."""
+    @property
+    def function_names(self) -> list[str]:
+        """Names of the bytecode functions, in table order."""
+    @property
+    def packed_function_names(self) -> list[str]:
+        """Names of the packed functions the executable calls, in table order."""
+    def param_names(self, name: str) -> list[str]:
+        """The parameter names of bytecode function ``name``."""
+    def num_inputs(self, name: str) -> int:
+        """The number of inputs of bytecode function ``name``."""
+    def save_to_bytes(self, strip_debug: bool = False) -> bytes:
+        """The executable in the binary ``.rvx`` format (without locations if ``strip_debug``)."""
+    def save(self, path: Union[str, os.PathLike[str]], strip_debug: bool = False) -> None:
+        """Writes the binary format to ``path``."""
+
+def load_executable(path_or_bytes: Union[str, os.PathLike[str], bytes, bytearray, memoryview]) -> Executable:
+    """Loads an executable from a ``.rvx`` file (memory-mapped) or from bytes."""
+
+# --------------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------------
+
+class VMFunction:
+    """A bytecode (or saved) function of a VM, resolved once. Call it with positional
+    arguments, or keyword arguments by parameter name."""
+
+    @property
+    def name(self) -> str:
+        """The function's name."""
+    @property
+    def param_names(self) -> list[str]:
+        """The parameter names (empty when the function was built without them)."""
+    def __call__(self, *args: VMValue, **kwargs: VMValue) -> VMValue: ...
+
+class BenchmarkResult:
+    """Timing of repeated runs, in seconds per run (TVM's ``BenchmarkResult``)."""
+
+    @property
+    def results(self) -> list[float]:
+        """Mean seconds per run of each repeat."""
+    @property
+    def mean(self) -> float:
+        """The mean of ``results``."""
+    @property
+    def median(self) -> float:
+        """The median of ``results``."""
+    @property
+    def min(self) -> float:
+        """The smallest of ``results``."""
+    @property
+    def max(self) -> float:
+        """The largest of ``results``."""
+    @property
+    def std(self) -> float:
+        """The standard deviation of ``results``."""
+
+class TimeEvaluator:
+    """Returned by ``VirtualMachine.time_evaluator``: call it with the function's arguments."""
+
+    def __call__(self, *args: VMValue, **kwargs: VMValue) -> BenchmarkResult: ...
+
+InstrumentCallback = Callable[..., Optional[int]]
+
+class VirtualMachine:
+    """A virtual machine running one executable (TVM's ``relax.VirtualMachine``).
+
+    The GIL is released while bytecode and native builtins run; Python callbacks take it back
+    for their call. One VM used from several threads serialises the calls. A callback that
+    calls the VM it runs in raises ``RuntimeError`` (use a second VM).
+    """
+
+    def __init__(
+        self,
+        exec: Executable,
+        device: Union[DeviceLike, Sequence[Device]] = None,
+        memory_cfg: Any = None,
+        profile: bool = False,
+    ) -> None:
+        """A VM for ``exec`` whose builtins allocate on ``device`` (default ``cpu()``). Every
+        packed function the executable calls must be registered, else ``VMKeyError``."""
+    def __getitem__(self, name: str) -> VMFunction:
+        """Function ``name`` (bytecode or saved) as a callable; unknown names raise ``KeyError``."""
+    @property
+    def executable(self) -> Executable:
+        """The executable this VM runs."""
+    def invoke_closure(self, closure: Closure, *args: VMValue) -> VMValue:
+        """Calls a closure (e.g. one the VM returned) with ``args`` then its captured values."""
+    def save_function(self, func_name: str, saved_name: str, *args: VMValue, include_return: bool = True) -> None:
+        """Saves ``func_name`` with ``args`` bound as ``saved_name``, callable with no arguments
+        as ``vm[saved_name]()``; it returns ``None`` when ``include_return`` is false."""
+    def set_input(self, func_name: str, *args: VMValue, **kwargs: VMValue) -> None:
+        """Sets the inputs of a later ``invoke_stateful(func_name)``."""
+    def invoke_stateful(self, func_name: str) -> None:
+        """Runs ``func_name`` on the inputs given to ``set_input``, keeping its result."""
+    def get_outputs(self, func_name: str) -> VMValue:
+        """The result of the last ``invoke_stateful(func_name)``."""
+    def set_instrument(self, callback: Optional[InstrumentCallback]) -> None:
+        """Installs ``callback(func, func_symbol, before_run, ret_value, *args)``, called before
+        and after every ``call`` instruction. Returning ``None``/``0`` continues; returning ``1``
+        before a call skips it (its destination receives ``None``). ``None`` removes it."""
+    def time_evaluator(
+        self,
+        func_name: str,
+        dev: Optional[Device] = None,
+        number: int = 10,
+        repeat: int = 1,
+        min_repeat_ms: float = 0.0,
+        cooldown_interval_ms: float = 0.0,
+        repeats_to_cooldown: int = 1,
+        f_preproc: str = "",
+    ) -> TimeEvaluator:
+        """A callable that runs ``func_name`` ``number`` times per repeat, ``repeat`` times
+        (each repeat lasting at least ``min_repeat_ms``), and returns a ``BenchmarkResult``."""
+    def interrupt(self) -> None:
+        """Stops the call running in another thread with a ``VMError`` at its next call or
+        backward jump."""
+
+# --------------------------------------------------------------------------------------------
+# The function registry
+# --------------------------------------------------------------------------------------------
+
+_F = Callable[..., Any]
+
+@overload
+def register_func(func_name: str, f: None = None, override: bool = False) -> Callable[[_F], _F]: ...
+@overload
+def register_func(func_name: str, f: _F, override: bool = False) -> _F: ...
+@overload
+def register_func(func_name: _F, f: None = None, override: bool = False) -> _F: ...
+def register_func(func_name: Any, f: Any = None, override: bool = False) -> Any:
+    """Registers ``f`` process-wide under ``func_name``; VMs look packed functions up there.
+
+    Use as ``register_func("name", f)``, as a decorator ``@register_func("name")``, or bare
+    ``@register_func`` (the function's own name). The VM calls ``f`` with its arguments
+    converted to Python and converts the result back (a numpy array becomes a tensor). An
+    exception ``f`` raises reaches the VM's caller with its own type. Registering a name twice
+    without ``override=True`` raises ``ValueError``.
+    """
+
+def get_global_func(name: str, allow_missing: bool = False) -> Closure:
+    """The function registered under ``name`` as a callable; ``KeyError`` when there is none
+    (``None`` with ``allow_missing``)."""
+
+def list_global_func_names() -> list[str]:
+    """Every registered name, in registration order (builtins included)."""
+
+def remove_global_func(name: str) -> None:
+    """Removes ``name`` from the registry (``KeyError`` when absent)."""
