@@ -344,11 +344,14 @@ pub fn tensor<'py>(
         }
     }
     let np = py.import(pyo3::intern!(py, "numpy"))?;
-    let arr = match dtype {
-        Some(d) if d == DataType::BF16 => return Err(PyTypeError::new_err("rx.tensor cannot make bfloat16 tensors from numpy data")),
-        Some(d) => np.call_method1(pyo3::intern!(py, "ascontiguousarray"), (data, d.name()))?,
-        None => np.call_method1(pyo3::intern!(py, "ascontiguousarray"), (data,))?,
-    };
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("order", "C")?;
+    match dtype {
+        Some(DataType::BF16) => return Err(PyTypeError::new_err("rx.tensor cannot make bfloat16 tensors from numpy data")),
+        Some(d) => kwargs.set_item("dtype", d.name())?,
+        None => {}
+    }
+    let arr = np.call_method(pyo3::intern!(py, "asarray"), (data,), Some(&kwargs))?;
     let src = tensor_from_numpy(arr.cast::<PyUntypedArray>()?)?;
     let bytes = src.contiguous_bytes();
     PyTensor::wrap(py, tensor_from_raw(py, &bytes, src.shape().clone(), src.dtype(), device)?)
