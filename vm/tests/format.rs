@@ -788,3 +788,52 @@ fn fuzz_corpus_replays_without_panics() {
     }
     assert!(n > 0, "the corpus is empty");
 }
+
+/// One crafted file per verifier check: each loads as far as the verifier, which rejects it.
+#[test]
+fn every_verifier_error_is_reported() {
+    let func = |name: u64, start: u64, len: u64, nargs: u64, regs: u64| {
+        cat(&[&vint(name << 1 | 1), &vint(start), &vint(len), &vint(nargs), &vint(regs)])
+    };
+    let file = |names: &[&str], funcs: &[Vec<u8>], instrs: &[u8], n: u64| {
+        let mut table = vint(funcs.len() as u64 + 1);
+        for f in funcs {
+            table.extend_from_slice(f);
+        }
+        table.extend(vint(1 << 1)); // packed "f" (string 1)
+        craft(
+            2,
+            &[
+                (STRINGS, strings(names)),
+                (FUNCTIONS, table),
+                (CONSTANTS, vint(0)),
+                (INSTRUCTIONS, cat(&[&vint(n), instrs])),
+            ],
+        )
+    };
+    let ret0 = [0x40];
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (file(&["", "f"], &[func(0, 0, 1, 1, 1)], &ret0, 1), "empty name"),
+        (file(&["main", "f"], &[func(0, 0, 1, 1, 1), func(0, 0, 1, 1, 1)], &ret0, 1), "appears twice"),
+        (file(&["main", "f"], &[func(0, 0, 0, 1, 1)], &ret0, 1), "is empty or outside"),
+        (file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &ret0, 1), "is empty or outside"),
+        (file(&["main", "f"], &[func(0, 0, 1, 1, (1 << 20) + 1)], &ret0, 1), "exceed the limit"),
+        (file(&["main", "f"], &[func(0, 0, 1, 2, 1)], &ret0, 1), "inputs do not fit"),
+        // call main() with no arguments, then ret.
+        (file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &[0x10, 0x01, 0x40], 2), "with 0 arguments, it takes 1"),
+        // call f() as the last instruction.
+        (file(&["main", "f"], &[func(0, 0, 1, 1, 1)], &[0x10, 0x03], 1), "runs off the end"),
+        // call f() -> %3 in a frame of 1.
+        (file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &[0x30, 0x03, 0x07, 0x40], 2), "register %3 outside"),
+        // call f(%2).
+        (file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &[0x11, 0x03, 0x05, 0x40], 2), "register %2 outside"),
+        // if %0 jumps by -1 out of the function.
+        (file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &[0xC0, 0x03, 0x40], 2), "leaves the function"),
+        (file(&["main", "g", "f"], &[func(0, 0, 1, 1, 1), func(2, 0, 1, 1, 1)], &ret0, 1), "share instructions"),
+    ];
+    for (bytes, needle) in cases {
+        let e = load_bytes(&bytes).err().unwrap_or_else(|| panic!("{needle}: loaded"));
+        assert!(matches!(e.kind(), ErrorKind::Invalid(_)), "{needle}: {e}");
+        assert!(e.to_string().contains(needle), "expected {needle:?} in: {e}");
+    }
+}

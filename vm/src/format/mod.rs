@@ -120,7 +120,9 @@ pub fn save_to_writer(exe: &Executable, opts: &SaveOptions, out: impl Write) -> 
 pub fn save_file(exe: &Executable, path: impl AsRef<Path>, opts: &SaveOptions) -> Result<()> {
     let path = path.as_ref();
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let unique = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_file_name(format!(".{name}.{}-{unique}.tmp", std::process::id()));
     let result = (|| {
         let file = std::fs::File::create(&tmp)?;
         let mut out = std::io::BufWriter::new(file);
