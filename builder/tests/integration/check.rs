@@ -182,3 +182,108 @@ fn unreachable_code_is_fine() {
     let exe = ib.get().unwrap().executable;
     assert_eq!(exe.func("main").unwrap().register_file_size, 3);
 }
+
+/// A tiny deterministic generator (xorshift).
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// The first instruction reading a register that some execution reaches unwritten, found by
+/// exploring every (pc, written registers) state; `None` when there is none.
+fn exhaustive_first_bad_read(num_inputs: u32, prog: &[relaxvm::Instruction]) -> Option<usize> {
+    use relaxvm::Instruction;
+    let start: u32 = (1 << num_inputs) - 1;
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![(0usize, start)];
+    let mut bad: Option<usize> = None;
+    while let Some((pc, mask)) = stack.pop() {
+        if !seen.insert((pc, mask)) {
+            continue;
+        }
+        let instr = &prog[pc];
+        if instr.reads().iter().any(|r| mask & (1 << r) == 0) {
+            bad = Some(bad.map_or(pc, |b| b.min(pc)));
+        }
+        let mask = instr.writes().map_or(mask, |d| mask | (1 << d));
+        let succ: Vec<i64> = match instr {
+            Instruction::Call { .. } => vec![1],
+            Instruction::Ret { .. } => vec![],
+            Instruction::Goto { offset } => vec![*offset],
+            Instruction::If { false_offset, .. } => vec![1, *false_offset],
+        };
+        for off in succ {
+            stack.push(((pc as i64 + off) as usize, mask));
+        }
+    }
+    bad
+}
+
+#[test]
+fn dataflow_agrees_with_exhaustive_search() {
+    use relaxvm::Instruction;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let (mut compared, mut flagged) = (0, 0);
+    for _ in 0..4000 {
+        let n = 1 + rng.below(8) as i64;
+        let num_inputs = rng.below(3) as u32;
+        let reg = |rng: &mut Rng| rng.below(5) as u32;
+        let mut prog = Vec::new();
+        for pc in 0..n {
+            let off = |rng: &mut Rng| rng.below(n as u64) as i64 - pc;
+            prog.push(match rng.below(6) {
+                0 | 1 | 2 => {
+                    let args = (0..rng.below(3)).map(|_| Reg(reg(&mut rng))).collect();
+                    let dst = if rng.below(4) == 0 { None } else { Some(reg(&mut rng)) };
+                    Instruction::Call { func: 0, args, dst }
+                }
+                3 => Instruction::Ret { result: reg(&mut rng) },
+                4 => Instruction::Goto { offset: off(&mut rng) },
+                _ => Instruction::If { cond: reg(&mut rng), false_offset: off(&mut rng) },
+            });
+        }
+        if pc_falls_off(&prog) {
+            continue;
+        }
+        let mut ib = ExecBuilder::new();
+        ib.func_ref("f");
+        ib.function("main", num_inputs, None).unwrap();
+        for i in &prog {
+            match i {
+                Instruction::Call { args, dst, .. } => ib.emit_call("f", args, *dst).unwrap(),
+                Instruction::Ret { result } => ib.emit_ret(*result).unwrap(),
+                Instruction::Goto { offset } => ib.emit_goto(*offset).unwrap(),
+                Instruction::If { cond, false_offset } => ib.emit_if(*cond, *false_offset).unwrap(),
+            }
+        }
+        let got = match ib.end_function() {
+            Ok(()) => None,
+            Err(BuildError::Check(c)) => {
+                assert!(
+                    matches!(c.kind, CheckErrorKind::MaybeUnassigned { .. } | CheckErrorKind::UndefinedRegister { .. }),
+                    "{c}"
+                );
+                c.pc
+            }
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(got, exhaustive_first_bad_read(num_inputs, &prog), "{prog:?} with {num_inputs} inputs");
+        if got.is_none() {
+            // and what passes the check builds, formalizes and round-trips
+            crate::common::build(&mut ib);
+        }
+        compared += 1;
+        flagged += usize::from(got.is_some());
+    }
+    assert!(compared > 1000 && flagged > 100 && compared - flagged > 100, "{compared} {flagged}");
+}
+
+/// True when some call or if is the last instruction (control would fall off the end).
+fn pc_falls_off(prog: &[relaxvm::Instruction]) -> bool {
+    matches!(prog.last(), Some(relaxvm::Instruction::Call { .. } | relaxvm::Instruction::If { .. }))
+}
