@@ -237,7 +237,7 @@ fn dataflow_agrees_with_exhaustive_search() {
         for pc in 0..n {
             let off = |rng: &mut Rng| rng.below(n as u64) as i64 - pc;
             prog.push(match rng.below(6) {
-                0 | 1 | 2 => {
+                0..=2 => {
                     let args = (0..rng.below(3)).map(|_| Reg(reg(&mut rng))).collect();
                     let dst = if rng.below(4) == 0 { None } else { Some(reg(&mut rng)) };
                     Instruction::Call { func: 0, args, dst }
