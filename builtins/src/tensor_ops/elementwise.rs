@@ -5,7 +5,9 @@
 
 use super::num::{dispatch_float, Float, Num};
 use super::promote::float_for;
-use super::{broadcast_shapes, numel, operand_array, operands_type, shaped, tensor_value, try_vec, Operand};
+use super::{
+    broadcast_shapes, numel, operand_array, operands_type, promoted_type, shaped, tensor_value, try_vec, Operand,
+};
 use crate::args::{self, value_err};
 use ndarray::{ArrayD, ArrayViewD, IxDyn, Zip};
 use relaxvm::{dispatch_dtype, DataType, Error, Result, Value};
@@ -81,13 +83,14 @@ pub(crate) fn relu(name: &'static str, args: &[Value]) -> Result<Value> {
 fn binary(name: &'static str, args: &[Value], op: Binary) -> Result<Value> {
     args::arity(name, args, 2)?;
     let ops = [Operand::arg(name, args, 0, "lhs")?, Operand::arg(name, args, 1, "rhs")?];
-    let dtype = operands_type(name, &ops)?;
     let shape = broadcast_shapes(name, &ops[0].shape(), &ops[1].shape())?;
     if op == Binary::Div {
-        let fd = float_for_division(dtype);
+        // numpy goes straight to a float loop for `int_array / python_int`: no bounds check.
+        let fd = float_for_division(promoted_type(&ops));
         return dispatch_float!(fd, T => float_binary::<T>(name, &ops, &shape),
             _ => Err(Error::value(format!("{name}: internal error: {fd} is not a float type"))));
     }
+    let dtype = operands_type(name, &ops)?;
     if op == Binary::Sub && dtype == DataType::Bool {
         return Err(value_err(name, "subtracting booleans is not supported (as in numpy); use logical xor"));
     }
@@ -258,6 +261,8 @@ mod tests {
         let a = t(&[3], vec![1i32, -3, 0]);
         let (_, d, v) = out::<f64>(div("vm.op.div", &[a.clone(), Value::Int(2)]));
         assert_eq!((d, v), (DataType::F64, vec![0.5, -1.5, 0.0]));
+        let (_, d, v) = out::<f64>(div("vm.op.div", &[t(&[1], vec![1i8]), Value::Int(300)]));
+        assert_eq!((d, v), (DataType::F64, vec![1.0 / 300.0]));
         let (_, _, v) = out::<f64>(div("vm.op.div", &[a.clone(), Value::Int(0)]));
         assert!(v[0].is_infinite() && v[1] == f64::NEG_INFINITY && v[2].is_nan());
         let b = t(&[2], vec![true, false]);

@@ -102,25 +102,38 @@ impl<'a> Operand<'a> {
 /// The dtype an operation on `ops` computes in (numpy promotion with NEP 50 weak scalars);
 /// fails when an int scalar does not fit an integer result type.
 pub(crate) fn operands_type(name: &str, ops: &[Operand<'_>]) -> Result<DataType> {
+    let dtype = promoted_type(ops);
+    check_weak_ints(name, ops, dtype)?;
+    Ok(dtype)
+}
+
+/// The promoted dtype of `ops`, without checking that int scalars fit it.
+pub(crate) fn promoted_type(ops: &[Operand<'_>]) -> DataType {
     let strong = ops
         .iter()
         .filter_map(|o| if let Operand::Tensor(t) = o { Some(t.dtype()) } else { None })
         .reduce(promote::promote_types);
     let weak = ops.iter().filter_map(Operand::weak).max();
-    let dtype = promote::result_type(strong, weak);
-    if !dtype.is_float() && dtype != DataType::Bool {
-        for o in ops {
-            if let Operand::Int(i) = o {
-                if dispatch_dtype!(dtype, T => T::from_int(*i).is_none()) {
-                    return Err(value_err(
-                        name,
-                        format!("Python integer {i} is out of bounds for {dtype} (the dtype of the tensor operand)"),
-                    ));
-                }
+    promote::result_type(strong, weak)
+}
+
+/// Fails when an int scalar of `ops` is out of range for an integer `dtype` (numpy 2 raises
+/// `OverflowError` for `uint8_array + 300`).
+pub(crate) fn check_weak_ints(name: &str, ops: &[Operand<'_>], dtype: DataType) -> Result<()> {
+    if dtype.is_float() || dtype == DataType::Bool {
+        return Ok(());
+    }
+    for o in ops {
+        if let Operand::Int(i) = o {
+            if dispatch_dtype!(dtype, T => T::from_int(*i).is_none()) {
+                return Err(value_err(
+                    name,
+                    format!("Python integer {i} is out of bounds for {dtype} (the dtype of the tensor operand)"),
+                ));
             }
         }
     }
-    Ok(dtype)
+    Ok(())
 }
 
 /// The operand's elements as type `T`: a view when the tensor already has type `T`, else a

@@ -76,13 +76,13 @@ macro_rules! float_num {
             #[inline(always)]
             fn times(self, o: Self) -> Self { self * o }
             #[inline(always)]
-            fn maximum(self, o: Self) -> Self { if self.is_nan() || o.is_nan() { $t::NAN } else if self >= o { self } else { o } }
+            fn maximum(self, o: Self) -> Self { if self.is_nan() || o.is_nan() { $t::NAN } else if self > o { self } else { o } }
             #[inline(always)]
-            fn minimum(self, o: Self) -> Self { if self.is_nan() || o.is_nan() { $t::NAN } else if self <= o { self } else { o } }
+            fn minimum(self, o: Self) -> Self { if self.is_nan() || o.is_nan() { $t::NAN } else if self < o { self } else { o } }
             #[inline(always)]
             fn negate(self) -> Self { -self }
             #[inline(always)]
-            fn relu(self) -> Self { if self < 0.0 { 0.0 } else { self } }
+            fn relu(self) -> Self { if self > 0.0 || self.is_nan() { self } else { 0.0 } }
             fn from_int(i: i64) -> Option<Self> { Some(i as $t) }
             fn to_int(self) -> Option<i64> { None }
         }
@@ -216,6 +216,7 @@ mod tests {
         assert_eq!((-3i32).relu(), 0);
         assert_eq!((-0.5f32).relu(), 0.0);
         assert!(f64::NAN.relu().is_nan());
+        assert!((-0.0f64).relu().is_sign_positive() && Num::maximum(-0.0f32, 0.0).is_sign_positive());
         assert_eq!(bf16::from_f32(-2.0).relu(), bf16::ZERO);
         assert_eq!(f16::from_f32(1.5).plus(f16::from_f32(2.0)), f16::from_f32(3.5));
         assert_eq!(f16::from_f32(1.0).quotient(f16::from_f32(4.0)), f16::from_f32(0.25));

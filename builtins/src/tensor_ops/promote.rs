@@ -25,7 +25,7 @@ use relaxvm::DataType;
 
 /// The kind of a weak (Python) scalar, ordered bool < int < float.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum WeakKind {
+pub enum WeakKind {
     /// A Python bool.
     Bool,
     /// A Python int.
@@ -35,7 +35,7 @@ pub(crate) enum WeakKind {
 }
 
 /// `np.promote_types(a, b)`.
-pub(crate) fn promote_types(a: DataType, b: DataType) -> DataType {
+pub fn promote_types(a: DataType, b: DataType) -> DataType {
     use TypeClass as C;
     if a == b {
         return a;
@@ -94,7 +94,7 @@ fn float_with_float(a: DataType, b: DataType) -> DataType {
 
 /// The result type of an operation on tensors of types `strong` (already promoted together,
 /// `None` when there are no tensors) and weak scalars of kind up to `weak`.
-pub(crate) fn result_type(strong: Option<DataType>, weak: Option<WeakKind>) -> DataType {
+pub fn result_type(strong: Option<DataType>, weak: Option<WeakKind>) -> DataType {
     match (strong, weak) {
         (None, None | Some(WeakKind::Bool)) => DataType::Bool,
         (None, Some(WeakKind::Int)) => DataType::I64,
@@ -110,7 +110,7 @@ pub(crate) fn result_type(strong: Option<DataType>, weak: Option<WeakKind>) -> D
 /// The float type numpy's float functions (`exp`, `sqrt`, true division of one operand)
 /// compute an integer or bool type in: the smallest float holding it exactly
 /// (`bool`/`int8`/`uint8` -> `float16`, 16-bit -> `float32`, wider -> `float64`).
-pub(crate) fn float_for(d: DataType) -> DataType {
+pub fn float_for(d: DataType) -> DataType {
     if d.is_float() {
         return d;
     }
