@@ -11,7 +11,7 @@
 //! one bit per non-input register that is read somewhere.
 
 use crate::error::{CheckError, CheckErrorKind};
-use crate::text::instr_text;
+use relaxvm::text::instr_to_text_with;
 use relaxvm::{Executable, FuncKind, Instruction, RegIdx};
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -73,7 +73,7 @@ pub(crate) fn check_function(ctx: &dyn Context, f: Function<'_>) -> Result<Vec<S
     let fail = |pc: usize, kind: CheckErrorKind| CheckError {
         func: f.name.to_string(),
         pc: Some(pc),
-        instr: Some(instr_text(&f.instrs[pc], &|i| ctx.func_name(i))),
+        instr: Some(instr_to_text_with(&f.instrs[pc], |i| ctx.func_name(i))),
         kind,
     };
     if f.instrs.is_empty() {

@@ -20,8 +20,6 @@ mod exec_builder;
 mod formalize;
 mod func_table;
 pub mod npy;
-mod tensor_bytes;
-mod text;
 
 #[cfg(feature = "cli")]
 pub mod cli;

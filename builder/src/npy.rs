@@ -10,7 +10,6 @@
 //! assert!(back.content_eq(&t));
 //! ```
 
-use crate::tensor_bytes::tensor_from_bytes;
 use relaxvm::{DataType, Shape, Tensor};
 use std::path::Path;
 
@@ -61,7 +60,7 @@ pub fn from_bytes(bytes: &[u8]) -> Result<Tensor, NpyError> {
         // The data is the C-order layout of the reversed shape; view it transposed and copy.
         let reversed: Vec<i64> = shape.iter().rev().copied().collect();
         let swapped = maybe_swap(data, dtype, header.big_endian);
-        let t = tensor_from_bytes(dtype, Shape::from(reversed), &swapped).map_err(bad)?;
+        let t = Tensor::from_bytes(dtype, Shape::from(reversed), &swapped).map_err(|e| bad(e.to_string()))?;
         let mut strides = vec![1i64; shape.len()];
         for i in 1..shape.len() {
             strides[i] = strides[i - 1].saturating_mul(shape[i - 1].max(1));
@@ -70,7 +69,7 @@ pub fn from_bytes(bytes: &[u8]) -> Result<Tensor, NpyError> {
             Tensor::from_parts(t.storage().clone(), 0, shape, Some(strides), dtype).map_err(|e| bad(e.to_string()))?;
         return Ok(view.contiguous());
     }
-    tensor_from_bytes(dtype, shape, &maybe_swap(data, dtype, header.big_endian)).map_err(bad)
+    Tensor::from_bytes(dtype, shape, &maybe_swap(data, dtype, header.big_endian)).map_err(|e| bad(e.to_string()))
 }
 
 /// The bytes of a `.npy` file holding `t`.

@@ -201,6 +201,30 @@ impl Tensor {
         Tensor::from_parts(Storage::from_vec(data), 0, shape, None, T::DTYPE)
     }
 
+    /// A contiguous tensor of `dtype` and `shape` holding a copy of `bytes` (native byte order,
+    /// row-major). Fails when the byte count does not match or a `bool` byte is not 0 or 1.
+    pub fn from_bytes(dtype: DataType, shape: impl Into<Shape>, bytes: &[u8]) -> Result<Self> {
+        let shape = shape.into();
+        let numel = numel(&shape).ok_or_else(|| {
+            Error::value(format!("invalid tensor shape {shape}: dimensions must be non-negative and fit in memory"))
+        })?;
+        let expected = numel
+            .checked_mul(dtype.itemsize())
+            .ok_or_else(|| Error::value(format!("tensor of shape {shape} is too large")))?;
+        if bytes.len() != expected {
+            return Err(Error::value(format!(
+                "a {dtype} tensor of shape {shape} needs {expected} bytes of data, found {}",
+                bytes.len()
+            )));
+        }
+        if let Some(b) = bytes.iter().find(|b| dtype == DataType::Bool && **b > 1) {
+            return Err(Error::value(format!("bool tensor data must be 0 or 1 bytes, found {b}")));
+        }
+        let storage = Storage::alloc(bytes.len(), Device::cpu(0))?;
+        storage.write(0, bytes)?;
+        Tensor::from_parts(storage, 0, shape, None, dtype)
+    }
+
     /// A zero-dimensional tensor holding `x`.
     pub fn scalar<T: Element>(x: T) -> Self {
         Tensor::from_vec(Shape::from([]), vec![x]).expect("one element fits shape ()")
@@ -424,6 +448,18 @@ mod tests {
         assert!(Tensor::from_parts(s.clone(), 0, [2, 2].into(), Some(vec![4, 1]), DataType::F32).is_err());
         assert!(Tensor::from_parts(s.clone(), 0, [2].into(), Some(vec![-1]), DataType::F32).is_err());
         assert!(Tensor::from_parts(s, 100, [0].into(), None, DataType::F32).is_err());
+    }
+
+    #[test]
+    fn from_bytes_checks_length_and_bools() {
+        let t = Tensor::from_bytes(DataType::F32, [2], &[0, 0, 0x80, 0x3f, 0, 0, 0, 0x40]).unwrap();
+        assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+        let e = Tensor::from_bytes(DataType::F32, [2], &[0; 7]).unwrap_err().to_string();
+        assert!(e.contains("needs 8 bytes"), "{e}");
+        assert!(Tensor::from_bytes(DataType::Bool, [1], &[2]).is_err());
+        assert!(Tensor::from_bytes(DataType::I8, [-1], &[]).is_err());
+        assert!(Tensor::from_bytes(DataType::I64, [i64::MAX, 2], &[]).is_err());
+        assert_eq!(Tensor::from_bytes(DataType::I32, [0, 3], &[]).unwrap().numel(), 0);
     }
 
     #[test]

@@ -69,35 +69,36 @@ pub fn constant_summary(v: &Value) -> String {
     }
 }
 
-fn arg_to_text(exe: &Executable, a: &Arg, out: &mut String) {
-    match a {
-        Arg::Reg(r) => write!(out, "%{r}").unwrap(),
-        Arg::Void => out.push_str("%void"),
-        Arg::VmState => out.push_str("%vm"),
-        Arg::Imm(i) => write!(out, "i{i}").unwrap(),
-        Arg::Const(c) => write!(out, "c[{c}]").unwrap(),
-        Arg::Func(f) => {
-            out.push_str("f[");
-            write_name(out, &exe.funcs()[*f as usize].name);
-            out.push(']');
-        }
-    }
-}
-
 /// One instruction: `call  vm.op.add  in: %0, %1  dst: %2`, `ret  %2`, `if  %0  3`, `goto  -2`.
 pub fn instr_to_text(exe: &Executable, instr: &Instruction) -> String {
+    instr_to_text_with(instr, |i| exe.funcs().get(i as usize).map(|f| f.name.as_str()))
+}
+
+/// One instruction, with function names looked up by `name_of` (unknown indices print as `#N`):
+/// usable before an executable exists.
+pub fn instr_to_text_with<'a>(instr: &Instruction, name_of: impl Fn(u32) -> Option<&'a str>) -> String {
     let mut out = String::new();
+    let func = |out: &mut String, i: u32| match name_of(i) {
+        Some(n) => write_name(out, n),
+        None => write!(out, "#{i}").unwrap(),
+    };
     match instr {
-        Instruction::Call { func, args, dst } => {
+        Instruction::Call { func: callee, args, dst } => {
             out.push_str("call  ");
-            write_name(&mut out, &exe.funcs()[*func as usize].name);
-            if !args.is_empty() {
-                out.push_str("  in: ");
-                for (i, a) in args.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
+            func(&mut out, *callee);
+            for (i, a) in args.iter().enumerate() {
+                out.push_str(if i == 0 { "  in: " } else { ", " });
+                match a {
+                    Arg::Reg(r) => write!(out, "%{r}").unwrap(),
+                    Arg::Void => out.push_str("%void"),
+                    Arg::VmState => out.push_str("%vm"),
+                    Arg::Imm(v) => write!(out, "i{v}").unwrap(),
+                    Arg::Const(c) => write!(out, "c[{c}]").unwrap(),
+                    Arg::Func(f) => {
+                        out.push_str("f[");
+                        func(&mut out, *f);
+                        out.push(']');
                     }
-                    arg_to_text(exe, a, &mut out);
                 }
             }
             match dst {

@@ -3,8 +3,7 @@
 
 use super::cursor::Cursor;
 use super::AsmError;
-use crate::tensor_bytes::tensor_from_bytes;
-use relaxvm::{DataType, Device, Shape, Value};
+use relaxvm::{DataType, Device, Shape, Tensor, Value};
 
 /// Parses the constant after `.const c[N] =`.
 pub(super) fn parse_constant(c: &mut Cursor<'_>) -> Result<Value, AsmError> {
@@ -62,7 +61,7 @@ pub(super) fn parse_constant(c: &mut Cursor<'_>) -> Result<Value, AsmError> {
             c.expect("hex:", "hex: data")?;
             let at = c.pos();
             let bytes = parse_hex(c)?;
-            tensor_from_bytes(dtype, shape, &bytes).map(Value::Tensor).map_err(|e| at.error(e))
+            Tensor::from_bytes(dtype, shape, &bytes).map(Value::Tensor).map_err(|e| at.error(e.to_string()))
         }
         _ if c.peek() == Some('<') && kind.is_empty() => {
             let what = c.take_while(|ch| !ch.is_whitespace());
