@@ -2,5 +2,6 @@
 
 mod common;
 mod error_table;
+mod numpy_tables;
 mod robustness;
 mod vm_programs;
