@@ -100,6 +100,13 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// A 32-bit index (function, constant) that must be below `bound`.
+    pub fn index32(&mut self, what: &str, bound: usize) -> Result<u32> {
+        let at = self.pos;
+        let i = self.index(what, bound)?;
+        u32::try_from(i).map_err(|_| self.err_at(at, format!("{what} {i} does not fit in 32 bits")))
+    }
+
     /// A count of items that take at least `min_bytes` bytes each (or, with `per_byte > 1`, of
     /// which up to `per_byte` share one byte): rejected unless that many could fit in the rest
     /// of the section, so that the caller can allocate for it.

@@ -193,15 +193,14 @@ fn payload(c: &mut Cursor<'_>, kind: u8, at: usize, bounds: &Bounds) -> Result<A
         KIND_VOID => Arg::Void,
         KIND_VM => Arg::VmState,
         KIND_IMM => Arg::Imm(c.signed()?),
-        KIND_CONST => Arg::Const(c.index("constant index", bounds.constants)? as u32),
-        KIND_FUNC => Arg::Func(c.index("function index", bounds.funcs)? as u32),
+        KIND_CONST => Arg::Const(c.index32("constant index", bounds.constants)?),
+        KIND_FUNC => Arg::Func(c.index32("function index", bounds.funcs)?),
         other => return Err(c.err_at(at, format!("unknown argument kind {other}"))),
     })
 }
 
 fn callee(c: &mut Cursor<'_>, bounds: &Bounds) -> Result<u32> {
-    // The table has at most u32::MAX + 1 entries (checked when it was decoded).
-    Ok(c.index("function index", bounds.funcs)? as u32)
+    c.index32("function index", bounds.funcs)
 }
 
 fn decode_v1(c: &mut Cursor<'_>, bounds: &Bounds) -> Result<Instruction> {
