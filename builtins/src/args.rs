@@ -1,7 +1,8 @@
 //! Argument checking shared by the builtins: counts, types and ranges. Every error names the
 //! builtin, what it expected and what it found.
 
-use relaxvm::{DataType, Error, ErrorKind, Result, Shape, Tensor, Value};
+use ndarray::ArrayViewD;
+use relaxvm::{DataType, Element, Error, ErrorKind, Result, Shape, Tensor, Value};
 
 /// Fails unless exactly `n` arguments were passed.
 #[inline]
@@ -120,6 +121,33 @@ pub(crate) fn vm_state(name: &str, args: &[Value], i: usize) -> Result<()> {
     }
 }
 
+/// Checks ndarray's requirement for an array of `shape`: the product of its non-zero
+/// dimensions, in bytes, fits in `isize`. `Tensor::from_parts` does not check it (a tensor of
+/// shape `(0, 2^40, 2^40)` has no elements yet cannot be viewed), so builtins check it before
+/// viewing a tensor and before making one.
+pub(crate) fn check_viewable(name: &str, shape: &[i64], dtype: DataType) -> Result<()> {
+    let bytes = shape
+        .iter()
+        .filter(|d| **d != 0)
+        .try_fold(dtype.itemsize() as u128, |acc, d| acc.checked_mul(u128::try_from(*d).ok()?));
+    match bytes {
+        Some(b) if b <= isize::MAX as u128 => Ok(()),
+        _ => Err(value_err(
+            name,
+            format!(
+                "a tensor of shape {} and dtype {dtype} is too large: its non-zero dimensions span more than isize::MAX bytes",
+                Shape::from(shape)
+            ),
+        )),
+    }
+}
+
+/// A typed view of a tensor's elements, after [`check_viewable`].
+pub(crate) fn view<'a, T: Element>(name: &str, t: &'a Tensor) -> Result<ArrayViewD<'a, T>> {
+    check_viewable(name, t.shape(), t.dtype())?;
+    t.view::<T>().map_err(|e| in_builtin(name, e))
+}
+
 /// `err_ctx` as a message prefix: `"ctx: "`, or nothing.
 pub(crate) fn ctx_prefix(err_ctx: Option<&str>) -> String {
     match err_ctx {
@@ -159,6 +187,18 @@ mod tests {
         assert!(opt_str("f", &args, 4, "s").is_err());
         assert_eq!(ctx_prefix(Some("x")), "x: ");
         assert_eq!(ctx_prefix(Some("")), "");
+    }
+
+    #[test]
+    fn viewable_shapes() {
+        assert!(check_viewable("f", &[0, 1 << 40, 1 << 40], DataType::U8).is_err());
+        assert!(check_viewable("f", &[0, 1 << 30, 1 << 30], DataType::U8).is_ok());
+        assert!(check_viewable("f", &[0, 1 << 31, 1 << 31], DataType::F64).is_err());
+        assert!(check_viewable("f", &[], DataType::F64).is_ok());
+        let e = check_viewable("vm.x", &[0, -1], DataType::F64).unwrap_err().to_string();
+        assert!(e.contains("vm.x") && e.contains("(0, -1)"), "{e}");
+        let huge = Tensor::zeros([0, 1 << 40, 1 << 40], DataType::F32, Default::default()).unwrap();
+        assert!(view::<f32>("f", &huge).is_err());
     }
 
     #[test]

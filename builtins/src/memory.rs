@@ -88,6 +88,7 @@ fn alloc_tensor(name: &'static str, args: &[Value]) -> Result<Value> {
             ),
         ));
     }
+    args::check_viewable(name, shape, dtype)?;
     let t = Tensor::from_parts(storage.clone(), offset, shape.clone(), None, dtype).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Tensor(t))
 }
@@ -98,7 +99,7 @@ pub(crate) fn contiguous(name: &str, t: &Tensor) -> Result<Tensor> {
     if t.is_contiguous() {
         return Ok(t.clone());
     }
-    dispatch_dtype!(t.dtype(), T => Ok(Tensor::from_array(t.to_array::<T>().map_err(|e| in_builtin(name, e))?)))
+    dispatch_dtype!(t.dtype(), T => Ok(Tensor::from_array(args::view::<T>(name, t)?.as_standard_layout().into_owned())))
 }
 
 /// A contiguous copy of `t` in new storage on `device`.
@@ -124,6 +125,7 @@ fn reshape(name: &'static str, args: &[Value]) -> Result<Value> {
             format!("cannot reshape a tensor of shape {} ({} elements) to shape {shape}", t.shape(), t.numel()),
         ));
     }
+    args::check_viewable(name, shape, t.dtype())?;
     let base = contiguous(name, t)?;
     Ok(Value::Tensor(base.reshape(shape.clone()).map_err(|e| in_builtin(name, e))?))
 }
@@ -242,6 +244,9 @@ mod tests {
         assert!(call(n, &[s.clone(), 0.into(), Value::Shape([i64::MAX, 2].into()), Value::str("float32")]).is_err());
         assert!(call(n, &[s.clone(), i64::MAX.into(), Value::Shape([0].into()), Value::str("uint8")]).is_err());
         assert!(call(n, &[Value::Int(1), 0.into(), Value::Shape([1].into()), Value::str("float32")]).is_err());
+        let e = call(n, &[s.clone(), 0.into(), Value::Shape([0, 1 << 40, 1 << 40].into()), Value::str("float32")])
+            .unwrap_err();
+        assert!(e.to_string().contains("too large"), "{e}");
         let empty = call(n, &[s, 16.into(), Value::Shape([0, 3].into()), Value::str("float32")]).unwrap();
         assert_eq!(empty.as_tensor().unwrap().numel(), 0);
     }

@@ -73,7 +73,8 @@ impl<'a> Heap<'a> {
     /// `heap[idx]`.
     fn load(&self, idx: i64) -> Result<i64> {
         let (t, offset) = self.slot(idx)?;
-        let bytes = t.storage().bytes().get(offset..offset + 8).and_then(|b| <[u8; 8]>::try_from(b).ok());
+        let bytes =
+            t.storage().bytes().get(offset..).and_then(|b| b.get(..8)).and_then(|b| <[u8; 8]>::try_from(b).ok());
         bytes
             .map(i64::from_ne_bytes)
             .ok_or_else(|| Error::index(format!("shape heap storage (in {})", self.name), idx, t.numel()))
@@ -294,7 +295,7 @@ fn tensor_to_shape(name: &'static str, args: &[Value]) -> Result<Value> {
 
 /// The elements of an integer tensor as `i64`, failing for values beyond `i64` (`uint64`).
 fn to_i64s<T: Num>(name: &str, t: &Tensor) -> Result<Vec<i64>> {
-    let view = t.view::<T>().map_err(|e| in_builtin(name, e))?;
+    let view = args::view::<T>(name, t)?;
     view.iter()
         .map(|x| x.to_int().ok_or_else(|| value_err(name, format!("dimension {x} does not fit in int64"))))
         .collect()

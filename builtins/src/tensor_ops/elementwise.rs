@@ -137,7 +137,7 @@ pub(crate) fn zip_map<T: Copy, U: Num>(
     shape: &[usize],
     f: impl Fn(T, T) -> U,
 ) -> Result<ArrayD<U>> {
-    let n = numel(name, shape)?;
+    let n = numel(name, shape, std::mem::size_of::<U>())?;
     // Fast paths: standard-layout operands of the full size or of one element lay their
     // elements out exactly as the result does.
     if let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice()) {

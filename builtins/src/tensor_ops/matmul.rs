@@ -85,7 +85,7 @@ fn plan(name: &str, a: &Tensor, b: &Tensor) -> Result<Plan> {
     if sb.len() > 1 {
         out_shape.push(m);
     }
-    numel(name, &out_shape)?;
+    numel(name, &out_shape, 8)?;
     Ok(Plan { batch, n, k, m, out_shape })
 }
 
@@ -112,10 +112,11 @@ fn batched<T: Num>(
     plan: &Plan,
     kernel: impl Fn(ArrayView2<'_, T>, ArrayView2<'_, T>, ArrayViewMut2<'_, T>),
 ) -> Result<ArrayD<T>> {
-    let total = numel(name, &plan.out_shape)?;
+    let total = numel(name, &plan.out_shape, std::mem::size_of::<T>())?;
     let mut data = try_vec(name, total)?;
     data.resize(total, T::ZERO);
-    let block = plan.n * plan.m;
+    // With no elements there is nothing to compute (and n * m may not even fit then).
+    let block = if total == 0 { 0 } else { plan.n * plan.m };
     if block > 0 {
         let (a, b) = (with_matrix_axes(a, true), with_matrix_axes(b, false));
         let (fa, fb) = (full_shape(plan, true), full_shape(plan, false));
@@ -233,5 +234,11 @@ mod tests {
         assert!(matmul(N, &[a.clone(), Value::Float(2.0)]).is_err());
         assert!(matmul(N, &[t(&[2, 2, 3], vec![0.0f32; 12]), t(&[3, 3, 1], vec![0.0f32; 9])]).is_err());
         assert!(matmul(N, &[a]).is_err());
+        let huge_empty =
+            |d: &[i64]| Value::Tensor(Tensor::zeros(Shape::from(d), DataType::F32, Default::default()).unwrap());
+        let e = matmul(N, &[huge_empty(&[0, 1 << 40, 1]), huge_empty(&[0, 1, 1 << 40])]).unwrap_err();
+        assert!(e.to_string().contains("too many elements"), "{e}");
+        let (s, _, v) = out::<f32>(matmul(N, &[huge_empty(&[0, 1 << 20, 1]), huge_empty(&[0, 1, 1 << 20])]));
+        assert_eq!((s, v.len()), (vec![0, 1 << 20, 1 << 20], 0));
     }
 }

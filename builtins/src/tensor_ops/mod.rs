@@ -31,7 +31,7 @@ mod elementwise;
 mod matmul;
 mod reduce;
 
-use crate::args::{in_builtin, type_err, value_err};
+use crate::args::{self, type_err, value_err};
 use crate::table::{builtin, Builtin};
 use ndarray::{ArrayD, ArrayViewD, CowArray, IxDyn};
 use num::Num;
@@ -153,10 +153,10 @@ pub(crate) fn operand_array<'a, T: Num>(name: &str, op: &Operand<'a>) -> Result<
 /// A tensor's elements as type `T` (a view when no conversion is needed).
 pub(crate) fn cast_tensor<'a, T: Num>(name: &str, t: &'a Tensor) -> Result<CowArray<'a, T, IxDyn>> {
     if t.dtype() == T::DTYPE {
-        return Ok(CowArray::from(t.view::<T>().map_err(|e| in_builtin(name, e))?));
+        return Ok(CowArray::from(args::view::<T>(name, t)?));
     }
     dispatch_dtype!(t.dtype(), S => {
-        let v = t.view::<S>().map_err(|e| in_builtin(name, e))?;
+        let v = args::view::<S>(name, t)?;
         Ok(CowArray::from(map_array(name, &v, |x| T::from_f64(x.to_f64()))?))
     })
 }
@@ -187,11 +187,18 @@ pub(crate) fn try_vec<T>(name: &str, n: usize) -> Result<Vec<T>> {
     Ok(v)
 }
 
-/// The number of elements of `shape`, or an error when it overflows.
-pub(crate) fn numel(name: &str, shape: &[usize]) -> Result<usize> {
-    shape.iter().try_fold(1usize, |acc, d| acc.checked_mul(*d)).filter(|n| *n <= isize::MAX as usize).ok_or_else(|| {
-        Error::alloc(u128::MAX, format!("a result of shape {shape:?} has too many elements (in {name})"))
-    })
+/// The number of elements of a result of `shape` with `itemsize`-byte elements, or an error
+/// when it overflows or (as ndarray requires) its non-zero dimensions span more than
+/// `isize::MAX` bytes.
+pub(crate) fn numel(name: &str, shape: &[usize], itemsize: usize) -> Result<usize> {
+    let too_big =
+        || Error::alloc(u128::MAX, format!("a result of shape {} has too many elements (in {name})", fmt_shape(shape)));
+    let n = shape.iter().try_fold(1usize, |acc, d| acc.checked_mul(*d)).ok_or_else(too_big)?;
+    let span = shape.iter().filter(|d| **d != 0).try_fold(itemsize, |acc, d| acc.checked_mul(*d));
+    match span {
+        Some(b) if b <= isize::MAX as usize => Ok(n),
+        _ => Err(too_big()),
+    }
 }
 
 /// numpy's broadcast of two shapes.
@@ -259,9 +266,11 @@ mod tests {
 
     #[test]
     fn sizes_are_checked() {
-        assert!(numel("f", &[usize::MAX, 2]).is_err());
-        assert!(numel("f", &[1 << 40, 1 << 40]).is_err());
-        assert_eq!(numel("f", &[]).unwrap(), 1);
+        assert!(numel("f", &[usize::MAX, 2], 1).is_err());
+        assert!(numel("f", &[1 << 40, 1 << 40], 1).is_err());
+        assert!(numel("f", &[0, 1 << 31, 1 << 31], 8).is_err());
+        assert_eq!(numel("f", &[0, 1 << 30, 1 << 30], 4).unwrap(), 0);
+        assert_eq!(numel("f", &[], 8).unwrap(), 1);
         assert!(try_vec::<f64>("f", usize::MAX / 4).is_err());
     }
 }

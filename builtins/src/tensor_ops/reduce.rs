@@ -92,8 +92,10 @@ fn sum_as<A: Num>(name: &str, x: &Operand<'_>, axes: &[usize], keepdims: bool) -
 fn reduce<A: Num>(name: &str, a: ArrayViewD<'_, A>, axes: &[usize]) -> Result<ArrayD<A>> {
     let kept: Vec<usize> = (0..a.ndim()).filter(|i| !axes.contains(i)).collect();
     let out_shape: Vec<usize> = kept.iter().map(|k| a.shape()[*k]).collect();
-    let inner: usize = axes.iter().map(|k| a.shape()[*k]).product();
-    let outer = numel(name, &out_shape)?;
+    // The product of the reduced dimensions can only overflow when a kept dimension is 0 (the
+    // tensor exists, so its element count fits); the result is then empty either way.
+    let inner = axes.iter().try_fold(1usize, |acc, k| acc.checked_mul(a.shape()[*k])).unwrap_or(0);
+    let outer = numel(name, &out_shape, std::mem::size_of::<A>())?;
     let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
     let permuted = a.permuted_axes(perm);
     let standard = permuted.as_standard_layout();
@@ -202,6 +204,12 @@ mod tests {
         }
         assert!(sum(N, &[x.clone(), Value::Null, Value::str("yes")]).is_err());
         assert!(sum(N, &[Value::Tensor(Tensor::scalar(1.0f32)), 0.into()]).is_err());
+        let huge_empty =
+            Value::Tensor(Tensor::zeros([0, 1 << 40, 1 << 40], DataType::F32, Default::default()).unwrap());
+        for axis in [Value::Null, Value::Shape([1, 2].into())] {
+            let e = sum(N, &[huge_empty.clone(), axis]).unwrap_err().to_string();
+            assert!(e.contains("too large"), "{e}");
+        }
         assert!(sum(N, &[]).is_err());
     }
 }

@@ -213,6 +213,7 @@ fn pool() -> Vec<Value> {
         tensor(&[2], vec![half::f16::MAX, half::f16::NAN]),
         tensor(&[3, 2], vec![half::bf16::ONE; 6]),
         Value::Tensor(strided),
+        Value::Tensor(Tensor::zeros([0, 1 << 40, 1 << 40], DataType::F32, Device::cpu(0)).unwrap()),
         Value::Tensor(offset),
         Value::tuple(vec![Value::Int(1), Value::Null]),
         Value::tuple(vec![]),
