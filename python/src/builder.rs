@@ -144,7 +144,7 @@ impl FunctionScope {
         if exc_type.is_some_and(|e| !e.is_none()) {
             return Ok(false); // the body's exception wins
         }
-        r.map_err(|e| check_error(py, format!("function {:?}: {e}", self.name)))?;
+        r.map_err(|e| check_error(py, e.to_string()))?;
         Ok(false)
     }
 

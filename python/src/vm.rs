@@ -180,9 +180,9 @@ fn bind_kwargs(name: &str, params: &[String], argv: &mut Args, kw: &Bound<'_, Py
         let i = params
             .iter()
             .position(|p| *p == k)
-            .ok_or_else(|| PyTypeError::new_err(format!("{name}() got an unexpected keyword argument {k:?}")))?;
+            .ok_or_else(|| PyTypeError::new_err(format!("{name}() got an unexpected keyword argument '{k}'")))?;
         if slots[i].is_some() {
-            return Err(PyTypeError::new_err(format!("{name}() got multiple values for argument {k:?}")));
+            return Err(PyTypeError::new_err(format!("{name}() got multiple values for argument '{k}'")));
         }
         slots[i] = Some(to_value(&v)?);
     }
@@ -191,7 +191,7 @@ fn bind_kwargs(name: &str, params: &[String], argv: &mut Args, kw: &Bound<'_, Py
             Some(v) => argv.push(v),
             None => {
                 return Err(PyTypeError::new_err(format!(
-                    "{name}() missing argument {:?}",
+                    "{name}() missing argument '{}'",
                     params.get(i).map(String::as_str).unwrap_or("?")
                 )))
             }
