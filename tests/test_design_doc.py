@@ -47,7 +47,8 @@ def test_text_format_example():
     assert "Globals (#1): [func0]" in stats
     assert "Packed functions (#3): [vm.op.add, vm.builtin.move, vm.builtin.print]" in stats
     text = exec0.as_text()
-    assert text.splitlines()[-5:] == [
+    start = text.splitlines().index("@func0 inputs=2 regs=4:")
+    assert text.splitlines()[start : start + 5] == [
         "@func0 inputs=2 regs=4:",
         "  call  vm.op.add  in: %0, %1  dst: %2",
         "  call  vm.builtin.move  in: %2  dst: %3",
