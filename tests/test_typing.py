@@ -59,3 +59,21 @@ def test_help_shows_documented_methods():
 
 def test_version():
     assert isinstance(rx.__version__, str) and rx.__version__.count(".") == 2
+
+
+def test_stubs_match_the_runtime():
+    """mypy's stubtest agrees with the compiled module (skipped when mypy is not installed)."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    import pytest
+
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "relaxvm._relaxvm", "--ignore-disjoint-bases"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -4,19 +4,55 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, ClassVar, Literal, Optional, SupportsIndex, Tuple, Union, overload
+from typing import Any, Literal, Optional, SupportsIndex, Tuple, Union, final, overload
 
 import numpy as np
 import numpy.typing as npt
 
 __version__: str
+__all__ = [
+    "Arg",
+    "BenchmarkResult",
+    "CheckError",
+    "Closure",
+    "DataType",
+    "Device",
+    "ExecBuilder",
+    "Executable",
+    "FunctionScope",
+    "Location",
+    "Object",
+    "Shape",
+    "Tensor",
+    "TimeEvaluator",
+    "VMError",
+    "VMFunction",
+    "VMIndexError",
+    "VMKeyError",
+    "VMMemoryError",
+    "VMTypeError",
+    "VMValueError",
+    "VirtualMachine",
+    "__version__",
+    "cpu",
+    "device",
+    "empty",
+    "from_dlpack",
+    "get_global_func",
+    "list_global_func_names",
+    "load_executable",
+    "register_func",
+    "remove_global_func",
+    "tensor",
+    "tensor_from_bytes",
+]
 
-DTypeLike = Union["DataType", str, np.dtype[Any], type]
-DeviceLike = Union["Device", str, None]
-ShapeLike = Union["Shape", Sequence[int]]
-TensorLike = Union["Tensor", npt.NDArray[Any]]
+_DTypeLike = Union["DataType", str, np.dtype[Any], type]
+_DeviceLike = Union["Device", str, None]
+_ShapeLike = Union["Shape", Sequence[int]]
+_TensorLike = Union["Tensor", npt.NDArray[Any]]
 #: What the VM accepts as an argument (and what it returns, with tensors as ``Tensor``).
-VMValue = Any
+_VMValue = Any
 
 # --------------------------------------------------------------------------------------------
 # Exceptions
@@ -62,6 +98,7 @@ class CheckError(RuntimeError):
 # Values
 # --------------------------------------------------------------------------------------------
 
+@final
 class DataType:
     """An element data type, e.g. ``DataType("float32")``.
 
@@ -69,7 +106,7 @@ class DataType:
     (``"float32"``), short names (``"f32"``) and anything ``numpy.dtype`` accepts.
     """
 
-    def __init__(self, dtype: DTypeLike) -> None: ...
+    def __new__(cls, dtype: _DTypeLike) -> DataType: ...
     @property
     def name(self) -> str:
         """The canonical name, e.g. ``"float32"``."""
@@ -85,16 +122,17 @@ class DataType:
     @property
     def itemsize(self) -> int:
         """Size of one element in bytes."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
+@final
 class Device:
     """A device: a DLPack type code (``1`` is CPU) and an id. Compare with ``==``.
 
     ``Device("cpu", 0)``, ``Device(1, 0)`` or ``Device("cpu:0")``; usually made by ``cpu(n)``.
     """
 
-    def __init__(self, device_type: Union[str, int], device_id: Optional[int] = None) -> None: ...
+    def __new__(cls, device_type: Union[str, int], device_id: Optional[int] = None) -> Device: ...
     @property
     def device_type(self) -> int:
         """The DLPack device type code (``1`` for CPU)."""
@@ -106,7 +144,7 @@ class Device:
         """The device type's name (``"cpu"``)."""
     def dlpack_device(self) -> Tuple[int, int]:
         """``(device_type, device_id)``, as ``__dlpack_device__`` returns it."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 def cpu(dev_id: int = 0) -> Device:
@@ -115,6 +153,7 @@ def cpu(dev_id: int = 0) -> Device:
 def device(dev_type: Union[str, int], dev_id: Optional[int] = None) -> Device:
     """A device by type and id: ``device("cpu", 0)``, ``device("cpu:1")``."""
 
+@final
 class Shape(Sequence[int]):
     """A shape tuple (TVM's ``ShapeTuple``), shared with the VM without copying.
 
@@ -122,19 +161,19 @@ class Shape(Sequence[int]):
     ``in``, and equality and hashing with tuples: ``Shape([32, 16]) == (32, 16)``.
     """
 
-    def __init__(self, dims: Optional[Sequence[int]] = None) -> None: ...
+    def __new__(cls, dims: Optional[Sequence[int]] = None) -> Shape: ...
     def __len__(self) -> int: ...
     @overload
-    def __getitem__(self, index: SupportsIndex) -> int: ...
+    def __getitem__(self, key: SupportsIndex, /) -> int: ...
     @overload
-    def __getitem__(self, index: slice) -> Shape: ...
+    def __getitem__(self, key: slice, /) -> Shape: ...
     def __iter__(self) -> Iterator[int]: ...
-    def __contains__(self, item: object) -> bool: ...
-    def __eq__(self, other: object) -> bool: ...
-    def __lt__(self, other: Union[Shape, Tuple[int, ...]]) -> bool: ...
-    def __le__(self, other: Union[Shape, Tuple[int, ...]]) -> bool: ...
-    def __gt__(self, other: Union[Shape, Tuple[int, ...]]) -> bool: ...
-    def __ge__(self, other: Union[Shape, Tuple[int, ...]]) -> bool: ...
+    def __contains__(self, value: object, /) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __lt__(self, value: Union[Shape, Tuple[int, ...]], /) -> bool: ...
+    def __le__(self, value: Union[Shape, Tuple[int, ...]], /) -> bool: ...
+    def __gt__(self, value: Union[Shape, Tuple[int, ...]], /) -> bool: ...
+    def __ge__(self, value: Union[Shape, Tuple[int, ...]], /) -> bool: ...
     def __hash__(self) -> int: ...
     def to_tuple(self) -> Tuple[int, ...]:
         """The dimensions as a plain tuple."""
@@ -142,6 +181,7 @@ class Shape(Sequence[int]):
     def numel(self) -> Optional[int]:
         """The number of elements a tensor of this shape holds (``None`` on overflow)."""
 
+@final
 class Tensor:
     """An n-dimensional array on a device (TVM's ``NDArray`` / ``runtime.Tensor``).
 
@@ -198,20 +238,21 @@ class Tensor:
         """True when both tensors view the same memory block."""
     def __len__(self) -> int: ...
 
-def tensor(data: Any, dtype: Optional[DTypeLike] = None, device: DeviceLike = None) -> Tensor:
+def tensor(data: Any, dtype: Optional[_DTypeLike] = None, device: _DeviceLike = None) -> Tensor:
     """A new tensor holding a copy of ``data`` (a tensor, a numpy array, or anything
     ``numpy.asarray`` accepts), converted to ``dtype`` when given. TVM's ``tvm.nd.array``."""
 
-def tensor_from_bytes(data: bytes, shape: ShapeLike, dtype: DTypeLike) -> Tensor:
+def tensor_from_bytes(data: bytes, shape: _ShapeLike, dtype: _DTypeLike) -> Tensor:
     """A tensor from raw little-endian bytes (as ``Executable.as_python()`` writes constants)."""
 
-def empty(shape: ShapeLike, dtype: Optional[DTypeLike] = None, device: DeviceLike = None) -> Tensor:
+def empty(shape: _ShapeLike, dtype: Optional[_DTypeLike] = None, device: _DeviceLike = None) -> Tensor:
     """A zero-filled tensor (``float32`` unless ``dtype`` is given)."""
 
 def from_dlpack(x: Any) -> Tensor:
     """A tensor sharing ``x``'s memory through the DLPack protocol (``x`` has ``__dlpack__``,
     e.g. a numpy array, or is a DLPack capsule). Read-only memory is copied."""
 
+@final
 class Closure:
     """A function value from the VM: a bytecode function (run it with
     ``VirtualMachine.invoke_closure``) or a packed function (call it directly), with the values
@@ -226,9 +267,10 @@ class Closure:
     @property
     def num_captured(self) -> int:
         """How many values it captured."""
-    def __call__(self, *args: VMValue) -> VMValue:
+    def __call__(self, *args: _VMValue) -> _VMValue:
         """Calls a packed function outside any VM (bytecode closures raise ``VMError``)."""
 
+@final
 class Object:
     """A VM value with no Python counterpart (storage, the VM-state marker, opaque objects).
     It goes back into the VM as the same value."""
@@ -241,6 +283,7 @@ class Object:
 # Building executables
 # --------------------------------------------------------------------------------------------
 
+@final
 class Arg:
     """An instruction argument handle: ``r(i)``, ``imm(v)``, ``c(i)``, ``f(name)``,
     ``vm_state()`` or ``void_arg()``. Hashable; equal handles denote the same argument."""
@@ -251,9 +294,10 @@ class Arg:
     @property
     def value(self) -> Optional[int]:
         """The register, immediate, constant or function index (``None`` for special registers)."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
+@final
 class Location:
     """A source location attached to an instruction with ``loc=``; printed in MLIR's syntax."""
 
@@ -269,9 +313,10 @@ class Location:
     @staticmethod
     def fused(locations: Sequence[Location]) -> Location:
         """Several locations fused into one instruction."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
+@final
 class FunctionScope:
     """The scope of a function being emitted, returned by ``ExecBuilder.function``; leaving
     the ``with`` block ends the function."""
@@ -282,8 +327,9 @@ class FunctionScope:
     def __enter__(self) -> FunctionScope: ...
     def __exit__(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> bool: ...
 
-InstrArg = Union[Arg, int, None, Tuple[int, ...], Tensor, npt.NDArray[Any], DataType, Shape, Device, str, float, bool]
+_InstrArg = Union[Arg, int, None, Tuple[int, ...], Tensor, npt.NDArray[Any], DataType, Shape, Device, str, float, bool]
 
+@final
 class ExecBuilder:
     """Emits instructions and builds an ``Executable`` (TVM's ``relax.ExecBuilder``)::
 
@@ -294,7 +340,7 @@ class ExecBuilder:
         ex = ib.get()
     """
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> ExecBuilder: ...
     def r(self, idx: int) -> Arg:
         """Register ``idx`` of the current frame; the first ``num_inputs`` hold the inputs."""
     def imm(self, value: int) -> Arg:
@@ -319,7 +365,7 @@ class ExecBuilder:
     def emit_call(
         self,
         name: str,
-        args: Optional[Sequence[InstrArg]] = None,
+        args: Optional[Sequence[_InstrArg]] = None,
         dst: Union[Arg, int, None] = None,
         loc: Optional[Location] = None,
     ) -> None:
@@ -339,6 +385,7 @@ class ExecBuilder:
         Raises ``CheckError`` when a function reads a register that is neither an input nor
         written on every path before; emits a ``UserWarning`` for inputs never used."""
 
+@final
 class Executable:
     """An executable: function table, constant pool and bytecode. Immutable; picklable."""
 
@@ -375,6 +422,7 @@ def load_executable(path_or_bytes: Union[str, os.PathLike[str], bytes, bytearray
 # Running
 # --------------------------------------------------------------------------------------------
 
+@final
 class VMFunction:
     """A bytecode (or saved) function of a VM, resolved once. Call it with positional
     arguments, or keyword arguments by parameter name."""
@@ -385,8 +433,9 @@ class VMFunction:
     @property
     def param_names(self) -> list[str]:
         """The parameter names (empty when the function was built without them)."""
-    def __call__(self, *args: VMValue, **kwargs: VMValue) -> VMValue: ...
+    def __call__(self, *args: _VMValue, **kwargs: _VMValue) -> _VMValue: ...
 
+@final
 class BenchmarkResult:
     """Timing of repeated runs, in seconds per run (TVM's ``BenchmarkResult``)."""
 
@@ -409,13 +458,15 @@ class BenchmarkResult:
     def std(self) -> float:
         """The standard deviation of ``results``."""
 
+@final
 class TimeEvaluator:
     """Returned by ``VirtualMachine.time_evaluator``: call it with the function's arguments."""
 
-    def __call__(self, *args: VMValue, **kwargs: VMValue) -> BenchmarkResult: ...
+    def __call__(self, *args: _VMValue, **kwargs: _VMValue) -> BenchmarkResult: ...
 
-InstrumentCallback = Callable[..., Optional[int]]
+_InstrumentCallback = Callable[..., Optional[int]]
 
+@final
 class VirtualMachine:
     """A virtual machine running one executable (TVM's ``relax.VirtualMachine``).
 
@@ -424,32 +475,32 @@ class VirtualMachine:
     calls the VM it runs in raises ``RuntimeError`` (use a second VM).
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         exec: Executable,
-        device: Union[DeviceLike, Sequence[Device]] = None,
+        device: Union[_DeviceLike, Sequence[Device]] = None,
         memory_cfg: Any = None,
         profile: bool = False,
-    ) -> None:
+    ) -> VirtualMachine:
         """A VM for ``exec`` whose builtins allocate on ``device`` (default ``cpu()``). Every
         packed function the executable calls must be registered, else ``VMKeyError``."""
-    def __getitem__(self, name: str) -> VMFunction:
+    def __getitem__(self, key: str, /) -> VMFunction:
         """Function ``name`` (bytecode or saved) as a callable; unknown names raise ``KeyError``."""
     @property
     def executable(self) -> Executable:
         """The executable this VM runs."""
-    def invoke_closure(self, closure: Closure, *args: VMValue) -> VMValue:
+    def invoke_closure(self, closure: Closure, *args: _VMValue) -> _VMValue:
         """Calls a closure (e.g. one the VM returned) with ``args`` then its captured values."""
-    def save_function(self, func_name: str, saved_name: str, *args: VMValue, include_return: bool = True) -> None:
+    def save_function(self, func_name: str, saved_name: str, *args: _VMValue, include_return: bool = True) -> None:
         """Saves ``func_name`` with ``args`` bound as ``saved_name``, callable with no arguments
         as ``vm[saved_name]()``; it returns ``None`` when ``include_return`` is false."""
-    def set_input(self, func_name: str, *args: VMValue, **kwargs: VMValue) -> None:
+    def set_input(self, func_name: str, *args: _VMValue, **kwargs: _VMValue) -> None:
         """Sets the inputs of a later ``invoke_stateful(func_name)``."""
     def invoke_stateful(self, func_name: str) -> None:
         """Runs ``func_name`` on the inputs given to ``set_input``, keeping its result."""
-    def get_outputs(self, func_name: str) -> VMValue:
+    def get_outputs(self, func_name: str) -> _VMValue:
         """The result of the last ``invoke_stateful(func_name)``."""
-    def set_instrument(self, callback: Optional[InstrumentCallback]) -> None:
+    def set_instrument(self, callback: Optional[_InstrumentCallback]) -> None:
         """Installs ``callback(func, func_symbol, before_run, ret_value, *args)``, called before
         and after every ``call`` instruction. Returning ``None``/``0`` continues; returning ``1``
         before a call skips it (its destination receives ``None``). ``None`` removes it."""
@@ -477,12 +528,7 @@ class VirtualMachine:
 _F = Callable[..., Any]
 
 @overload
-def register_func(func_name: str, f: None = None, override: bool = False) -> Callable[[_F], _F]: ...
-@overload
-def register_func(func_name: str, f: _F, override: bool = False) -> _F: ...
-@overload
-def register_func(func_name: _F, f: None = None, override: bool = False) -> _F: ...
-def register_func(func_name: Any, f: Any = None, override: bool = False) -> Any:
+def register_func(func_name: str, f: None = None, override: bool = False) -> Callable[[_F], _F]:
     """Registers ``f`` process-wide under ``func_name``; VMs look packed functions up there.
 
     Use as ``register_func("name", f)``, as a decorator ``@register_func("name")``, or bare
@@ -491,6 +537,10 @@ def register_func(func_name: Any, f: Any = None, override: bool = False) -> Any:
     exception ``f`` raises reaches the VM's caller with its own type. Registering a name twice
     without ``override=True`` raises ``ValueError``.
     """
+@overload
+def register_func(func_name: str, f: _F, override: bool = False) -> _F: ...
+@overload
+def register_func(func_name: _F, f: None = None, override: bool = False) -> _F: ...
 
 def get_global_func(name: str, allow_missing: bool = False) -> Closure:
     """The function registered under ``name`` as a callable; ``KeyError`` when there is none
