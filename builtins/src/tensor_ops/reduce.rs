@@ -96,6 +96,20 @@ fn reduce<A: Num>(name: &str, a: ArrayViewD<'_, A>, axes: &[usize]) -> Result<Ar
     // tensor exists, so its element count fits); the result is then empty either way.
     let inner = axes.iter().try_fold(1usize, |acc, k| acc.checked_mul(a.shape()[*k])).unwrap_or(0);
     let outer = numel(name, &out_shape, std::mem::size_of::<A>())?;
+    // Leading axes of a standard-layout array: add whole rows (vectorised), as numpy does.
+    let leading = !kept.is_empty() && axes.iter().enumerate().all(|(i, k)| i == *k);
+    if let (true, Some(data), true) = (leading, a.as_slice(), inner > 0) {
+        let mut out = try_vec(name, outer)?;
+        let mut rows = data.chunks_exact(outer.max(1));
+        out.extend_from_slice(rows.next().unwrap_or(&[]));
+        for row in rows {
+            for (o, x) in out.iter_mut().zip(row) {
+                *o = o.plus(*x);
+            }
+        }
+        out.truncate(outer);
+        return shaped(name, &out_shape, out);
+    }
     let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
     let permuted = a.permuted_axes(perm);
     let standard = permuted.as_standard_layout();
@@ -164,6 +178,16 @@ mod tests {
         assert_eq!(out::<f32>(sum(N, &[x.clone(), Value::Null, Value::Bool(true)])).0, vec![1, 1]);
         let (s, _, v) = out::<f32>(sum(N, &[x.clone(), Value::Shape([].into())]));
         assert_eq!((s, v), (vec![2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+    }
+
+    #[test]
+    fn leading_axes_add_rows() {
+        let x = t(&[2, 2, 3], (0..12).map(|v| v as f64).collect());
+        assert_eq!(out::<f64>(sum(N, &[x.clone(), 0.into()])).2, vec![6.0, 8.0, 10.0, 12.0, 14.0, 16.0]);
+        assert_eq!(out::<f64>(sum(N, &[x.clone(), Value::Shape([0, 1].into())])).2, vec![18.0, 22.0, 26.0]);
+        assert_eq!(out::<f64>(sum(N, &[x.clone(), Value::Shape([0, 2].into())])).2, vec![24.0, 42.0]);
+        let zero_cols = t(&[3, 0], Vec::<f64>::new());
+        assert_eq!(out::<f64>(sum(N, &[zero_cols, 0.into()])).0, vec![0]);
     }
 
     #[test]
