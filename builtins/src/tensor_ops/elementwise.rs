@@ -92,7 +92,10 @@ fn binary(name: &'static str, args: &[Value], op: Binary) -> Result<Value> {
     }
     let dtype = operands_type(name, &ops)?;
     if op == Binary::Sub && dtype == DataType::Bool {
-        return Err(value_err(name, "subtracting booleans is not supported (as in numpy); use logical xor"));
+        return Err(value_err(
+            name,
+            "expected numeric operands, found booleans only (numpy does not subtract booleans; use logical xor)",
+        ));
     }
     dispatch_dtype!(dtype, T => num_binary::<T>(name, op, &ops, &shape))
 }
@@ -172,9 +175,10 @@ fn unary(name: &'static str, args: &[Value], op: Unary) -> Result<Value> {
     let x = Operand::arg(name, args, 0, "operand")?;
     let dtype = operands_type(name, &[x])?;
     match op {
-        Unary::Neg if dtype == DataType::Bool => {
-            Err(value_err(name, "negating booleans is not supported (as in numpy); use logical not"))
-        }
+        Unary::Neg if dtype == DataType::Bool => Err(value_err(
+            name,
+            "expected a numeric operand, found a boolean one (numpy does not negate booleans; use logical not)",
+        )),
         Unary::Neg => dispatch_dtype!(dtype, T => num_unary::<T>(name, &x, T::negate)),
         Unary::Relu => dispatch_dtype!(dtype, T => num_unary::<T>(name, &x, T::relu)),
         Unary::Exp | Unary::Sqrt => {
