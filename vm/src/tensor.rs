@@ -153,6 +153,13 @@ impl Tensor {
                 "invalid tensor shape {shape}: dimensions must be non-negative and their product must fit in memory"
             ))
         })?;
+        // ndarray (and any consumer indexing with isize) needs the product of the non-zero
+        // dimensions, in bytes, to fit in isize even when the tensor is empty.
+        let nonzero: Vec<i64> = shape.iter().copied().filter(|d| *d != 0).collect();
+        let fits = numel(&nonzero).and_then(|m| m.checked_mul(dtype.itemsize())).is_some_and(|b| b <= isize::MAX as usize);
+        if !fits {
+            return Err(Error::value(format!("tensor shape {shape} is too large for dtype {dtype}")));
+        }
         let strides = strides.filter(|s| *s != contiguous_strides(&shape));
         if let Some(s) = &strides {
             if s.len() != shape.len() {
@@ -447,7 +454,9 @@ mod tests {
         assert!(Tensor::from_parts(s.clone(), 0, [-1].into(), None, DataType::F32).is_err());
         assert!(Tensor::from_parts(s.clone(), 0, [2, 2].into(), Some(vec![4, 1]), DataType::F32).is_err());
         assert!(Tensor::from_parts(s.clone(), 0, [2].into(), Some(vec![-1]), DataType::F32).is_err());
-        assert!(Tensor::from_parts(s, 100, [0].into(), None, DataType::F32).is_err());
+        assert!(Tensor::from_parts(s.clone(), 100, [0].into(), None, DataType::F32).is_err());
+        let e = Tensor::from_parts(s, 0, [0, 1 << 62, 4].into(), None, DataType::F32).unwrap_err();
+        assert!(e.to_string().contains("too large"), "{e}");
     }
 
     #[test]
