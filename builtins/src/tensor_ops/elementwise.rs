@@ -153,6 +153,15 @@ pub(crate) fn zip_map<T: Copy, U: Num>(
         } else if xs.len() == 1 && ys.len() == n {
             let p = xs[0];
             out.extend(ys.iter().map(|q| f(p, *q)));
+        } else if xs.len() == n && is_suffix(y.shape(), shape) {
+            // A row broadcast against a full operand (e.g. adding a bias): row by row.
+            for row in xs.chunks_exact(ys.len()) {
+                out.extend(row.iter().zip(ys).map(|(p, q)| f(*p, *q)));
+            }
+        } else if ys.len() == n && is_suffix(x.shape(), shape) {
+            for row in ys.chunks_exact(xs.len()) {
+                out.extend(xs.iter().zip(row).map(|(p, q)| f(*p, *q)));
+            }
         }
         if out.len() == n {
             return shaped(name, shape, out);
@@ -168,6 +177,14 @@ pub(crate) fn zip_map<T: Copy, U: Num>(
     let mut out = shaped(name, shape, data)?;
     Zip::from(&mut out).and(&xb).and(&yb).for_each(|o, p, q| *o = f(*p, *q));
     Ok(out)
+}
+
+/// True when `part` (without leading 1s) is a non-empty trailing part of `whole` with at least
+/// one element: then a standard-layout operand of shape `part` repeats once per row of `whole`.
+fn is_suffix(part: &[usize], whole: &[usize]) -> bool {
+    let start = part.iter().position(|d| *d != 1).unwrap_or(part.len());
+    let part = &part[start..];
+    !part.is_empty() && part.iter().all(|d| *d > 0) && whole.ends_with(part)
 }
 
 fn unary(name: &'static str, args: &[Value], op: Unary) -> Result<Value> {
@@ -223,6 +240,21 @@ mod tests {
         assert_eq!((s, d, v), (vec![2, 3], DataType::I32, vec![10, 20, 30, 20, 40, 60]));
         let e = add("vm.op.add", &[a, t(&[2], vec![1.0f32, 2.0])]).unwrap_err().to_string();
         assert!(e.contains("vm.op.add") && e.contains("(2, 3) and (2,)"), "{e}");
+    }
+
+    #[test]
+    fn row_broadcasts_both_ways() {
+        let m = t(&[2, 1, 3], vec![1i64, 2, 3, 4, 5, 6]);
+        let row = t(&[1, 3], vec![10i64, 20, 30]);
+        let want = vec![11, 22, 33, 14, 25, 36];
+        assert_eq!(
+            out::<i64>(add("vm.op.add", &[m.clone(), row.clone()])),
+            (vec![2, 1, 3], DataType::I64, want.clone())
+        );
+        assert_eq!(out::<i64>(add("vm.op.add", &[row.clone(), m.clone()])).2, want);
+        assert_eq!(out::<i64>(sub("vm.op.sub", &[row, m])).2, vec![9, 18, 27, 6, 15, 24]);
+        assert!(is_suffix(&[1, 3], &[2, 3]) && is_suffix(&[3, 4], &[2, 3, 4]));
+        assert!(!is_suffix(&[1, 1], &[2, 3]) && !is_suffix(&[2, 1], &[2, 3]) && !is_suffix(&[0], &[2, 0]));
     }
 
     #[test]
