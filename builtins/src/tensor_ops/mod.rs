@@ -188,8 +188,8 @@ pub(crate) fn try_vec<T>(name: &str, n: usize) -> Result<Vec<T>> {
 }
 
 /// The number of elements of a result of `shape` with `itemsize`-byte elements, or an error
-/// when it overflows or (as ndarray requires) its non-zero dimensions span more than
-/// `isize::MAX` bytes.
+/// when it overflows or its non-zero dimensions span more than `isize::MAX` bytes (which
+/// `Tensor::from_parts` rejects even for empty tensors, so `Tensor::from_array` would panic).
 pub(crate) fn numel(name: &str, shape: &[usize], itemsize: usize) -> Result<usize> {
     let too_big =
         || Error::alloc(u128::MAX, format!("a result of shape {} has too many elements (in {name})", fmt_shape(shape)));

@@ -228,12 +228,6 @@ mod tests {
         }
         assert!(sum(N, &[x.clone(), Value::Null, Value::str("yes")]).is_err());
         assert!(sum(N, &[Value::Tensor(Tensor::scalar(1.0f32)), 0.into()]).is_err());
-        let huge_empty =
-            Value::Tensor(Tensor::zeros([0, 1 << 40, 1 << 40], DataType::F32, Default::default()).unwrap());
-        for axis in [Value::Null, Value::Shape([1, 2].into())] {
-            let e = sum(N, &[huge_empty.clone(), axis]).unwrap_err().to_string();
-            assert!(e.contains("too large"), "{e}");
-        }
         assert!(sum(N, &[]).is_err());
     }
 }

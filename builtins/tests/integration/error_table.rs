@@ -76,9 +76,6 @@ fn fixed_cases() -> Vec<(&'static str, Vec<Value>, Want)> {
     let zero_dim = || tensor(&[], vec![7i32]);
     let empty = || tensor(&[0, 3], Vec::<f32>::new());
     let nan = || tensor(&[2], vec![f64::NAN, 1.0]);
-    // No elements, but more than isize::MAX bytes of non-zero dimensions: ndarray cannot view it.
-    let huge_empty =
-        || Value::Tensor(relaxvm::Tensor::zeros([0, 1 << 40, 1 << 40], DataType::F32, Default::default()).unwrap());
     let func = || Value::packed(PackedFunc::from_fn("test.pair", |a| Ok(Value::tuple(a.to_vec()))));
     let null = Value::Null;
     let vm = Value::VmState;
@@ -268,7 +265,7 @@ fn fixed_cases() -> Vec<(&'static str, Vec<Value>, Want)> {
         (
             "vm.builtin.alloc_tensor",
             vec![storage(24), i(0), shape(&[i64::MAX, 4]), s("int32")],
-            E(Kind::Value, &["too large", "(9223372036854775807, 4)"]),
+            E(Kind::Value, &["invalid tensor shape (9223372036854775807, 4)"]),
         ),
         (
             "vm.builtin.alloc_tensor",
@@ -308,8 +305,11 @@ fn fixed_cases() -> Vec<(&'static str, Vec<Value>, Want)> {
         ("vm.builtin.read_if_cond", vec![tensor(&[0], Vec::<i32>::new())], E(Kind::Value, &["one-element", "(0,)"])),
         ("vm.builtin.read_if_cond", vec![f(1.0)], E(Kind::Type, &["bool, int or one-element", "found float"])),
         ("vm.builtin.print", vec![s("printed"), i(1)], K("None")),
-        ("vm.builtin.print", vec![huge_empty()], K("None")),
-        ("vm.op.add", vec![huge_empty(), i(1)], E(Kind::Value, &["too large", "(0, 1099511627776, 1099511627776)"])),
+        (
+            "vm.builtin.alloc_tensor",
+            vec![storage(8), i(0), shape(&[0, 1 << 40, 1 << 40]), s("int32")],
+            E(Kind::Value, &["too large"]),
+        ),
         ("vm.builtin.reshape", vec![empty(), shape(&[0, 1 << 40, 1 << 40])], E(Kind::Value, &["too large"])),
         ("vm.builtin.make_closure", vec![func()], K("<function test.pair>")),
         ("vm.builtin.make_closure", vec![i(1), i(2)], E(Kind::Type, &["function", "found int 1"])),
