@@ -19,6 +19,8 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     relaxvm_builtins::ensure_registered();
+    // Remember which functions are the builtins, before anyone can override them.
+    registry::is_builtin("");
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     m.add_class::<builder::PyArg>()?;

@@ -92,8 +92,13 @@ pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
         let copy = a.call_method1(pyo3::intern!(py, "copy"), ("C",))?;
         return tensor_from_numpy(copy.cast::<PyUntypedArray>()?);
     }
+    // No strides for a C-contiguous array: the tensor computes them only when asked.
     let dims: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
-    let strides: Vec<i64> = byte_strides.iter().map(|s| (*s as usize / itemsize) as i64).collect();
+    let strides: Option<Vec<i64>> = if flags & npyffi::NPY_ARRAY_C_CONTIGUOUS != 0 {
+        None
+    } else {
+        Some(byte_strides.iter().map(|s| (*s as usize / itemsize) as i64).collect())
+    };
     let numel: usize = shape.iter().product();
     let extent = if numel == 0 {
         0
@@ -107,7 +112,7 @@ pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
     // writeable; the array object is kept alive by `owner`, which the storage holds until its
     // last tensor is dropped, so the memory is not freed before.
     let storage = unsafe { Storage::from_external(ptr, extent, Device::cpu(0), Box::new(owner)) };
-    Tensor::from_parts(storage, 0, dims.into(), Some(strides), dtype).py_err(py)
+    Tensor::from_parts(storage, 0, relaxvm::Shape::new(dims), strides, dtype).py_err(py)
 }
 
 /// A contiguous tensor allocated by the runtime holding a copy of `bytes`.

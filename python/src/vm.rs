@@ -12,7 +12,7 @@ use crate::executable::PyExecutable;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use crate::registry::is_python_backed;
+use crate::registry::{is_builtin, is_python_backed};
 use relaxvm::{Callable, Error, Executable, FuncKind, Instruction, InstrumentAction, InterruptHandle, Value, VirtualMachine};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -113,14 +113,44 @@ fn reentrant_error() -> PyErr {
 pub struct PyVirtualMachine {
     shared: Arc<Shared>,
     exe: Py<PyExecutable>,
-    /// Per function-table entry: a packed function that calls Python.
-    python_backed: Vec<bool>,
+    /// Per function-table entry: a packed function that is cheap to call with the GIL held
+    /// (it calls Python, or is a constant-time builtin).
+    keeps_gil: Vec<bool>,
+}
+
+/// Builtins that take constant time (no loops over tensor data, no allocation proportional to
+/// their input, no calls to other functions): running them with the GIL held costs less than
+/// releasing and re-taking it.
+fn is_constant_time_builtin(name: &str) -> bool {
+    matches!(
+        name,
+        "vm.builtin.move"
+            | "vm.builtin.copy"
+            | "vm.builtin.null_value"
+            | "vm.builtin.make_tuple"
+            | "vm.builtin.tuple_getitem"
+            | "vm.builtin.read_if_cond"
+            | "vm.builtin.make_closure"
+            | "vm.builtin.shape_of"
+            | "vm.builtin.make_shape"
+            | "vm.builtin.load_shape"
+            | "vm.builtin.store_shape"
+            | "vm.builtin.match_shape"
+            | "vm.builtin.make_prim_value"
+            | "vm.builtin.match_prim_value"
+            | "vm.builtin.check_tensor_info"
+            | "vm.builtin.check_shape_info"
+            | "vm.builtin.check_prim_value_info"
+            | "vm.builtin.check_func_info"
+    ) || name.starts_with("vm.builtin.int.")
+        || name.starts_with("vm.builtin.float.")
 }
 
 /// Whether calling bytecode function `start` should release the GIL: yes when it may reach
-/// native packed functions or loops; no when it only moves values around and calls Python
-/// (releasing and re-taking the GIL would cost more than the call).
-fn needs_release(exe: &Executable, python_backed: &[bool], start: usize) -> bool {
+/// a packed function that can take long, or loops; no when it only moves values around, calls
+/// constant-time builtins and calls Python (releasing and re-taking the GIL would cost more
+/// than the call).
+fn needs_release(exe: &Executable, keeps_gil: &[bool], start: usize) -> bool {
     let mut seen = vec![false; exe.funcs().len()];
     let mut stack = vec![start];
     while let Some(i) = stack.pop() {
@@ -129,7 +159,7 @@ fn needs_release(exe: &Executable, python_backed: &[bool], start: usize) -> bool
         }
         let f = &exe.funcs()[i];
         if f.kind == FuncKind::Packed {
-            if !python_backed[i] {
+            if !keeps_gil[i] {
                 return true;
             }
             continue;
@@ -379,12 +409,16 @@ impl PyVirtualMachine {
             other => extract_device(other)?,
         };
         let exe = Arc::clone(&exec.get().0);
-        let python_backed = exe.funcs().iter().map(|f| f.kind == FuncKind::Packed && is_python_backed(&f.name)).collect();
+        let keeps_gil = exe
+            .funcs()
+            .iter()
+            .map(|f| f.kind == FuncKind::Packed && (is_python_backed(&f.name) || (is_constant_time_builtin(&f.name) && is_builtin(&f.name))))
+            .collect();
         let mut vm = VirtualMachine::new(exe).py_err(py)?;
         vm.set_device(device);
         let interrupt = vm.interrupt_handle();
         let shared = Arc::new(Shared { vm: Mutex::new(vm), holder: AtomicUsize::new(0), interrupt });
-        Ok(PyVirtualMachine { shared, exe: exec, python_backed })
+        Ok(PyVirtualMachine { shared, exe: exec, keeps_gil })
     }
 
     /// The function `name` (bytecode or saved) as a callable taking positional arguments, or
@@ -394,7 +428,7 @@ impl PyVirtualMachine {
         let exe = &self.exe.get().0;
         let release = match &func {
             Value::Func(c) => match &c.callable {
-                Callable::Bytecode { name: n, .. } => exe.func_index(n).is_none_or(|i| needs_release(exe, &self.python_backed, i as usize)),
+                Callable::Bytecode { name: n, .. } => exe.func_index(n).is_none_or(|i| needs_release(exe, &self.keeps_gil, i as usize)),
                 Callable::Packed(_) => true,
             },
             _ => true,
