@@ -359,5 +359,10 @@ mod tests {
         let b = Value::Tensor(Tensor::zeros([1, 1 << 20], DataType::Bool, Default::default()).unwrap());
         let e = add("vm.op.add", &[a, b]).unwrap_err();
         assert!(matches!(e.kind(), relaxvm::ErrorKind::Alloc { .. }), "{e}");
+        // Empty, but its non-zero dimensions span 2^65 bytes: no tensor may have that shape.
+        let a = Value::Tensor(Tensor::zeros([0, 1 << 31, 1], DataType::F64, Default::default()).unwrap());
+        let b = Value::Tensor(Tensor::zeros([0, 1, 1 << 31], DataType::F64, Default::default()).unwrap());
+        let e = add("vm.op.add", &[a, b]).unwrap_err();
+        assert!(e.to_string().contains("too many elements"), "{e}");
     }
 }
