@@ -8,8 +8,8 @@ use crate::tensor::copy_tensor;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};
-use relaxvm_builder as rb;
 use relaxvm::{Arg, FuncKind, Location, RegIdx, Value};
+use relaxvm_builder as rb;
 use std::sync::Arc;
 
 /// An instruction argument: a register `r(i)`, an immediate `imm(v)`, a constant `c(i)`, a
@@ -167,7 +167,10 @@ fn reg_of(py: Python<'_>, ob: &Bound<'_, PyAny>, what: &str) -> PyResult<RegIdx>
         if let Arg::Reg(r) = a.get().arg {
             return Ok(r);
         }
-        return Err(PyTypeError::new_err(format!("{what} must be a register such as ib.r(2), got {}", a.get().__repr__())));
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be a register such as ib.r(2), got {}",
+            a.get().__repr__()
+        )));
     }
     if ob.is_instance_of::<PyInt>() && !ob.is_instance_of::<PyBool>() {
         return ob.extract::<u32>().map_err(|_| PyValueError::new_err(format!("{what}: register index out of range")));
@@ -195,7 +198,7 @@ impl PyExecBuilder {
         Ok(PyArg::new(Arg::Const(i)))
     }
 
-    fn to_arg(&mut self, py: Python<'_>, ob: &Bound<'_, PyAny>) -> PyResult<Arg> {
+    fn arg_of(&mut self, py: Python<'_>, ob: &Bound<'_, PyAny>) -> PyResult<Arg> {
         if let Ok(a) = ob.cast::<PyArg>() {
             return Ok(a.get().arg);
         }
@@ -211,12 +214,18 @@ impl PyExecBuilder {
             return Ok(self.constant(py, Value::Shape(shape))?.arg);
         }
         if ob.is_instance_of::<PyList>() {
-            return Err(PyTypeError::new_err("a list is not an instruction argument: use a tuple for a shape, or ib.convert_constant"));
+            return Err(PyTypeError::new_err(
+                "a list is not an instruction argument: use a tuple for a shape, or ib.convert_constant",
+            ));
         }
         Ok(self.constant(py, to_value(ob)?)?.arg)
     }
 
-    fn with_loc<R>(&mut self, loc: Option<&PyLocation>, f: impl FnOnce(&mut rb::ExecBuilder) -> Result<R, rb::BuildError>) -> Result<R, rb::BuildError> {
+    fn with_loc<R>(
+        &mut self,
+        loc: Option<&PyLocation>,
+        f: impl FnOnce(&mut rb::ExecBuilder) -> Result<R, rb::BuildError>,
+    ) -> Result<R, rb::BuildError> {
         if let Some(l) = loc {
             self.inner.set_location(Some(l.0.clone()));
         }
@@ -280,7 +289,9 @@ impl PyExecBuilder {
         let kind = match kind {
             "packed" => FuncKind::Packed,
             "bytecode" => FuncKind::Bytecode,
-            other => return Err(PyValueError::new_err(format!("kind must be \"packed\" or \"bytecode\", got {other:?}"))),
+            other => {
+                return Err(PyValueError::new_err(format!("kind must be \"packed\" or \"bytecode\", got {other:?}")))
+            }
         };
         let i = self.inner.declare_function(name, kind).map_err(|e| check_error(py, e.to_string()))?;
         Ok(PyArg { arg: Arg::Func(i), func_name: Some(name.to_string()) })
@@ -321,7 +332,7 @@ impl PyExecBuilder {
         let mut argv = Vec::new();
         if let Some(a) = args.filter(|a| !a.is_none()) {
             for item in a.try_iter()? {
-                argv.push(self.to_arg(py, &item?)?);
+                argv.push(self.arg_of(py, &item?)?);
             }
         }
         let dst = match dst {
@@ -343,7 +354,12 @@ impl PyExecBuilder {
 
     /// Emits `ret result`.
     #[pyo3(signature = (result, loc = None))]
-    fn emit_ret(&mut self, py: Python<'_>, result: &Bound<'_, PyAny>, loc: Option<PyRef<'_, PyLocation>>) -> PyResult<()> {
+    fn emit_ret(
+        &mut self,
+        py: Python<'_>,
+        result: &Bound<'_, PyAny>,
+        loc: Option<PyRef<'_, PyLocation>>,
+    ) -> PyResult<()> {
         self.check_scope()?;
         let r = reg_of(py, result, "emit_ret's argument")?;
         self.with_loc(loc.as_deref(), |b| b.emit_ret(r)).map_err(|e| check_error(py, e.to_string()))
@@ -358,7 +374,13 @@ impl PyExecBuilder {
 
     /// Emits `if cond false_offset`: falls through when `cond` is non-zero, else jumps.
     #[pyo3(signature = (cond, false_offset, loc = None))]
-    fn emit_if(&mut self, py: Python<'_>, cond: &Bound<'_, PyAny>, false_offset: i64, loc: Option<PyRef<'_, PyLocation>>) -> PyResult<()> {
+    fn emit_if(
+        &mut self,
+        py: Python<'_>,
+        cond: &Bound<'_, PyAny>,
+        false_offset: i64,
+        loc: Option<PyRef<'_, PyLocation>>,
+    ) -> PyResult<()> {
         self.check_scope()?;
         let c = reg_of(py, cond, "emit_if's condition")?;
         self.with_loc(loc.as_deref(), |b| b.emit_if(c, false_offset)).map_err(|e| check_error(py, e.to_string()))
@@ -368,13 +390,18 @@ impl PyExecBuilder {
     /// a register that is neither an input nor written before; warns about unused inputs.
     fn get(&mut self, py: Python<'_>) -> PyResult<PyExecutable> {
         if self.in_function {
-            return Err(PyValueError::new_err("get() inside a function scope: leave the `with ib.function(...)` block first"));
+            return Err(PyValueError::new_err(
+                "get() inside a function scope: leave the `with ib.function(...)` block first",
+            ));
         }
         let out = self.inner.get().map_err(|e| check_error(py, e.to_string()))?;
         if !out.warnings.is_empty() {
             let warnings = py.import("warnings")?;
             for w in &out.warnings {
-                warnings.call_method1("warn", (PyString::new(py, w), py.get_type::<pyo3::exceptions::PyUserWarning>(), 2))?;
+                warnings.call_method1(
+                    "warn",
+                    (PyString::new(py, w), py.get_type::<pyo3::exceptions::PyUserWarning>(), 2),
+                )?;
             }
         }
         Ok(PyExecutable(Arc::new(out.executable)))

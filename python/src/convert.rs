@@ -84,7 +84,10 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
     let py = ob.py();
     // Exact builtin types first: the common scalar arguments cost one pointer comparison.
     if PyInt::is_exact_type_of(ob) {
-        return ob.extract::<i64>().map(Value::Int).map_err(|_| PyOverflowError::new_err("int does not fit in 64 bits"));
+        return ob
+            .extract::<i64>()
+            .map(Value::Int)
+            .map_err(|_| PyOverflowError::new_err("int does not fit in 64 bits"));
     }
     if let Ok(t) = ob.cast::<PyTensor>() {
         return Ok(Value::Tensor(t.get().0.clone()));
@@ -127,7 +130,10 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
         return Ok(o.get().0.clone());
     }
     if PyInt::is_type_of(ob) {
-        return ob.extract::<i64>().map(Value::Int).map_err(|_| PyOverflowError::new_err("int does not fit in 64 bits"));
+        return ob
+            .extract::<i64>()
+            .map(Value::Int)
+            .map_err(|_| PyOverflowError::new_err("int does not fit in 64 bits"));
     }
     if PyFloat::is_type_of(ob) {
         return Ok(Value::Float(ob.extract()?));
@@ -137,7 +143,10 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
             return Ok(Value::Bool(ob.is_truthy()?));
         }
         if ob.is_instance(np.integer.bind(py))? {
-            return ob.extract::<i64>().map(Value::Int).map_err(|_| PyOverflowError::new_err("integer does not fit in 64 bits"));
+            return ob
+                .extract::<i64>()
+                .map(Value::Int)
+                .map_err(|_| PyOverflowError::new_err("integer does not fit in 64 bits"));
         }
         if ob.is_instance(np.floating.bind(py))? {
             return Ok(Value::Float(ob.extract()?));

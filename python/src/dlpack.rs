@@ -204,16 +204,23 @@ impl Drop for Imported {
 /// # Safety
 /// `dl` must be a valid DLTensor whose memory lives as long as `owner`.
 unsafe fn import_tensor(py: Python<'_>, dl: &DLTensor, owner: Imported) -> PyResult<Tensor> {
-    let device = Device { device_type: DeviceType::from_code(dl.device.device_type).py_err(py)?, device_id: dl.device.device_id };
+    let device = Device {
+        device_type: DeviceType::from_code(dl.device.device_type).py_err(py)?,
+        device_id: dl.device.device_id,
+    };
     if dl.dtype.lanes != 1 {
         return Err(PyTypeError::new_err(format!("DLPack tensors with {} lanes are not supported", dl.dtype.lanes)));
     }
     let dtype = DataType::from_dlpack(dl.dtype.code, dl.dtype.bits).py_err(py)?;
     let ndim = usize::try_from(dl.ndim).map_err(|_| PyBufferError::new_err("negative ndim"))?;
     // SAFETY: the producer guarantees `shape` (and `strides`, when non-null) hold `ndim` entries.
-    let shape: Vec<i64> = if ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(dl.shape, ndim) }.to_vec() };
-    let strides: Option<Vec<i64>> =
-        if dl.strides.is_null() || ndim == 0 { None } else { Some(unsafe { std::slice::from_raw_parts(dl.strides, ndim) }.to_vec()) };
+    let shape: Vec<i64> =
+        if ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(dl.shape, ndim) }.to_vec() };
+    let strides: Option<Vec<i64>> = if dl.strides.is_null() || ndim == 0 {
+        None
+    } else {
+        Some(unsafe { std::slice::from_raw_parts(dl.strides, ndim) }.to_vec())
+    };
     let itemsize = dtype.itemsize();
     let numel: usize = shape.iter().map(|d| *d as usize).product();
     let extent = if numel == 0 {
@@ -243,7 +250,8 @@ fn from_capsule(py: Python<'_>, cap: &Bound<'_, PyCapsule>) -> PyResult<(Tensor,
     // "used_*" the producer no longer frees it and `Imported` owns it.
     unsafe {
         if ffi::PyCapsule_IsValid(cap.as_ptr(), DLTENSOR_VERSIONED.as_ptr()) == 1 {
-            let m = ffi::PyCapsule_GetPointer(cap.as_ptr(), DLTENSOR_VERSIONED.as_ptr()).cast::<DLManagedTensorVersioned>();
+            let m =
+                ffi::PyCapsule_GetPointer(cap.as_ptr(), DLTENSOR_VERSIONED.as_ptr()).cast::<DLManagedTensorVersioned>();
             if (*m).version.major > 1 {
                 return Err(PyBufferError::new_err(format!("unsupported DLPack version {}", (*m).version.major)));
             }
@@ -263,7 +271,9 @@ fn from_capsule(py: Python<'_>, cap: &Bound<'_, PyCapsule>) -> PyResult<(Tensor,
             return import_tensor(py, dl, Imported::Legacy(m)).map(|t| (t, false));
         }
     }
-    Err(PyTypeError::new_err("expected a DLPack capsule named \"dltensor\" or \"dltensor_versioned\" that was not consumed yet"))
+    Err(PyTypeError::new_err(
+        "expected a DLPack capsule named \"dltensor\" or \"dltensor_versioned\" that was not consumed yet",
+    ))
 }
 
 /// Imports any object with `__dlpack__` (or a raw capsule) as a tensor, without copying when
@@ -279,7 +289,9 @@ pub fn from_dlpack_object(ob: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     if let Ok(dev) = ob.call_method0(pyo3::intern!(py, "__dlpack_device__")) {
         let (ty, _id): (i32, i32) = dev.extract()?;
         if ty != DeviceType::Cpu.code() {
-            return Err(PyBufferError::new_err(format!("cannot import a tensor from device type {ty}: only CPU (1) is supported")));
+            return Err(PyBufferError::new_err(format!(
+                "cannot import a tensor from device type {ty}: only CPU (1) is supported"
+            )));
         }
     }
     let kwargs = PyDict::new(py);
@@ -289,7 +301,10 @@ pub fn from_dlpack_object(ob: &Bound<'_, PyAny>) -> PyResult<Tensor> {
         Err(e) if e.is_instance_of::<PyTypeError>(py) => ob.call_method0(pyo3::intern!(py, "__dlpack__"))?,
         Err(e) => return Err(e),
     };
-    let (t, read_only) = from_capsule(py, cap.cast::<PyCapsule>().map_err(|_| PyTypeError::new_err("__dlpack__ did not return a capsule"))?)?;
+    let (t, read_only) = from_capsule(
+        py,
+        cap.cast::<PyCapsule>().map_err(|_| PyTypeError::new_err("__dlpack__ did not return a capsule"))?,
+    )?;
     if read_only {
         // Builtins may write into their arguments: never hand them read-only memory.
         return crate::tensor::copy_tensor(py, &t);

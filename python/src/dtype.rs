@@ -26,7 +26,12 @@ pub fn extract_dtype(ob: &Bound<'_, PyAny>) -> PyResult<DataType> {
     let np = ob.py().import(pyo3::intern!(ob.py(), "numpy"))?;
     let name: String = np
         .call_method1(pyo3::intern!(ob.py(), "dtype"), (ob,))
-        .map_err(|_| PyTypeError::new_err(format!("cannot interpret {} as a dtype", ob.repr().map(|r| r.to_string()).unwrap_or_default())))?
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "cannot interpret {} as a dtype",
+                ob.repr().map(|r| r.to_string()).unwrap_or_default()
+            ))
+        })?
         .getattr(pyo3::intern!(ob.py(), "name"))?
         .extract()?;
     name.parse().map_err(|e: relaxvm::Error| PyTypeError::new_err(e.to_string()))

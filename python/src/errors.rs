@@ -32,8 +32,11 @@ fn new_class(py: Python<'_>, name: &CStr, doc: &CStr, bases: &[Bound<'_, PyType>
     // SAFETY: the name and doc are NUL-terminated strings that outlive the call; `bases` is a
     // tuple of exception classes; the call returns a new reference or NULL with an exception set.
     unsafe {
-        Bound::from_owned_ptr_or_err(py, ffi::PyErr_NewExceptionWithDoc(name.as_ptr(), doc.as_ptr(), bases.as_ptr(), std::ptr::null_mut()))
-            .map(|t| t.cast_into_unchecked::<PyType>().unbind())
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyErr_NewExceptionWithDoc(name.as_ptr(), doc.as_ptr(), bases.as_ptr(), std::ptr::null_mut()),
+        )
+        .map(|t| t.cast_into_unchecked::<PyType>().unbind())
     }
 }
 
@@ -48,13 +51,34 @@ pub fn classes(py: Python<'_>) -> &'static Classes {
                 &[PyRuntimeError::type_object(py)],
             )?;
             let vm = vm_error.bind(py).clone();
-            let sub = |name: &CStr, doc: &CStr, builtin: Bound<'_, PyType>| new_class(py, name, doc, &[vm.clone(), builtin]);
+            let sub =
+                |name: &CStr, doc: &CStr, builtin: Bound<'_, PyType>| new_class(py, name, doc, &[vm.clone(), builtin]);
             Ok(Classes {
-                vm_type_error: sub(c"relaxvm.VMTypeError", c"A VM failure that is also a TypeError: a wrong argument type or count.", PyTypeError::type_object(py))?,
-                vm_key_error: sub(c"relaxvm.VMKeyError", c"A VM failure that is also a KeyError: an unknown function.", PyKeyError::type_object(py))?,
-                vm_index_error: sub(c"relaxvm.VMIndexError", c"A VM failure that is also an IndexError.", PyIndexError::type_object(py))?,
-                vm_value_error: sub(c"relaxvm.VMValueError", c"A VM failure that is also a ValueError.", PyValueError::type_object(py))?,
-                vm_memory_error: sub(c"relaxvm.VMMemoryError", c"A VM failure that is also a MemoryError: an allocation that could not be made.", PyMemoryError::type_object(py))?,
+                vm_type_error: sub(
+                    c"relaxvm.VMTypeError",
+                    c"A VM failure that is also a TypeError: a wrong argument type or count.",
+                    PyTypeError::type_object(py),
+                )?,
+                vm_key_error: sub(
+                    c"relaxvm.VMKeyError",
+                    c"A VM failure that is also a KeyError: an unknown function.",
+                    PyKeyError::type_object(py),
+                )?,
+                vm_index_error: sub(
+                    c"relaxvm.VMIndexError",
+                    c"A VM failure that is also an IndexError.",
+                    PyIndexError::type_object(py),
+                )?,
+                vm_value_error: sub(
+                    c"relaxvm.VMValueError",
+                    c"A VM failure that is also a ValueError.",
+                    PyValueError::type_object(py),
+                )?,
+                vm_memory_error: sub(
+                    c"relaxvm.VMMemoryError",
+                    c"A VM failure that is also a MemoryError: an allocation that could not be made.",
+                    PyMemoryError::type_object(py),
+                )?,
                 check_error: new_class(
                     py,
                     c"relaxvm.CheckError",

@@ -119,9 +119,8 @@ pub fn load_executable(py: Python<'_>, path_or_bytes: &Bound<'_, PyAny>) -> PyRe
         return Ok(PyExecutable(Arc::new(exe)));
     }
     // Any other buffer (bytearray, memoryview...): copy it into bytes.
-    let bytes = py
-        .get_type::<PyBytes>()
-        .call1((path_or_bytes,))
-        .map_err(|_| pyo3::exceptions::PyTypeError::new_err("load_executable expects a path (str or os.PathLike) or bytes"))?;
+    let bytes = py.get_type::<PyBytes>().call1((path_or_bytes,)).map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err("load_executable expects a path (str or os.PathLike) or bytes")
+    })?;
     load_executable(py, &bytes)
 }

@@ -73,7 +73,10 @@ fn register(name: &str, f: &Bound<'_, PyAny>, allow_override: bool) -> PyResult<
         (PackedFunc::new(name, move |ctx, args| ctx.call(&Value::Func(Arc::clone(&c)), args)), false)
     } else {
         if !f.is_callable() {
-            return Err(PyTypeError::new_err(format!("register_func({name:?}): {} is not callable", f.get_type().name()?)));
+            return Err(PyTypeError::new_err(format!(
+                "register_func({name:?}): {} is not callable",
+                f.get_type().name()?
+            )));
         }
         (packed_from_callable(name, f.clone().unbind()), true)
     };
@@ -113,11 +116,16 @@ pub fn register_func<'py>(
         register(&name, f, r#override)?;
         return Ok(f.clone());
     }
-    let decorator = PyCFunction::new_closure(py, None, None, move |args: &Bound<'_, PyTuple>, _kw: Option<&Bound<'_, PyDict>>| -> PyResult<Py<PyAny>> {
-        let f = args.get_item(0)?;
-        register(&name, &f, r#override)?;
-        Ok(f.unbind())
-    })?;
+    let decorator = PyCFunction::new_closure(
+        py,
+        None,
+        None,
+        move |args: &Bound<'_, PyTuple>, _kw: Option<&Bound<'_, PyDict>>| -> PyResult<Py<PyAny>> {
+            let f = args.get_item(0)?;
+            register(&name, &f, r#override)?;
+            Ok(f.unbind())
+        },
+    )?;
     Ok(decorator.into_any())
 }
 
@@ -148,4 +156,3 @@ pub fn remove_global_func(name: &str) -> PyResult<()> {
         .map(|_| ())
         .ok_or_else(|| PyKeyError::new_err(format!("no global function named {name:?}")))
 }
-

@@ -27,7 +27,12 @@ pub fn extract_shape(ob: &Bound<'_, PyAny>) -> PyResult<Shape> {
         return Err(PyTypeError::new_err("a shape is a sequence of ints, not an int: write (n,)"));
     }
     ob.try_iter()
-        .map_err(|_| PyTypeError::new_err(format!("expected a shape (a sequence of ints), got {}", ob.get_type().name().map(|n| n.to_string()).unwrap_or_default())))?
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "expected a shape (a sequence of ints), got {}",
+                ob.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            ))
+        })?
         .map(|d| d?.extract::<i64>())
         .collect::<PyResult<Vec<i64>>>()
         .map(Shape::from)

@@ -71,7 +71,10 @@ pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
     let descr = a.dtype();
     let itemsize = descr.itemsize();
     let dtype = numpy_dtype(descr.kind(), itemsize).ok_or_else(|| {
-        PyTypeError::new_err(format!("numpy dtype {} has no relaxvm equivalent", descr.str().map(|s| s.to_string()).unwrap_or_default()))
+        PyTypeError::new_err(format!(
+            "numpy dtype {} has no relaxvm equivalent",
+            descr.str().map(|s| s.to_string()).unwrap_or_default()
+        ))
     })?;
     if descr.is_native_byteorder() == Some(false) {
         let native = a.call_method1(pyo3::intern!(py, "astype"), (dtype.name(),))?;
@@ -116,7 +119,13 @@ pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
 }
 
 /// A contiguous tensor allocated by the runtime holding a copy of `bytes`.
-fn tensor_from_raw(py: Python<'_>, bytes: &[u8], shape: relaxvm::Shape, dtype: DataType, device: Device) -> PyResult<Tensor> {
+fn tensor_from_raw(
+    py: Python<'_>,
+    bytes: &[u8],
+    shape: relaxvm::Shape,
+    dtype: DataType,
+    device: Device,
+) -> PyResult<Tensor> {
     let t = Tensor::zeros(shape, dtype, device).py_err(py)?;
     if bytes.len() != t.nbytes() {
         return Err(PyValueError::new_err(format!(
@@ -138,8 +147,9 @@ pub fn copy_tensor(py: Python<'_>, t: &Tensor) -> PyResult<Tensor> {
 
 /// A numpy array viewing `t`'s memory, with `base` set to `owner` (which keeps it alive).
 fn numpy_view<'py>(py: Python<'py>, t: &Tensor, owner: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let typenum = numpy_typenum(t.dtype())
-        .ok_or_else(|| PyTypeError::new_err(format!("numpy has no {} dtype; convert the tensor to float32 first", t.dtype())))?;
+    let typenum = numpy_typenum(t.dtype()).ok_or_else(|| {
+        PyTypeError::new_err(format!("numpy has no {} dtype; convert the tensor to float32 first", t.dtype()))
+    })?;
     let itemsize = t.dtype().itemsize() as npy_intp;
     let mut dims: Vec<npy_intp> = t.shape().iter().map(|d| *d as npy_intp).collect();
     let mut strides: Vec<npy_intp> = t.strides().iter().map(|s| *s as npy_intp * itemsize).collect();
@@ -237,7 +247,11 @@ impl PyTensor {
 
     /// numpy's array protocol: `np.asarray(tensor)` views the tensor's memory.
     #[pyo3(signature = (dtype = None, copy = None))]
-    fn __array__<'py>(slf: &Bound<'py, Self>, dtype: Option<&Bound<'py, PyAny>>, copy: Option<bool>) -> PyResult<Bound<'py, PyAny>> {
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let mut arr = numpy_view(py, &slf.get().0, slf.clone().into_any())?;
         if let Some(d) = dtype.filter(|d| !d.is_none()) {
@@ -303,7 +317,13 @@ impl PyTensor {
     }
 
     fn __repr__(&self) -> String {
-        format!("<relaxvm.Tensor shape={} dtype={} device={}>\n{}", self.0.shape(), self.0.dtype(), PyDevice(self.0.device()).repr(), self.0)
+        format!(
+            "<relaxvm.Tensor shape={} dtype={} device={}>\n{}",
+            self.0.shape(),
+            self.0.dtype(),
+            PyDevice(self.0.device()).repr(),
+            self.0
+        )
     }
 
     fn __str__(&self) -> String {
@@ -352,7 +372,9 @@ pub fn tensor<'py>(
     let kwargs = PyDict::new(py);
     kwargs.set_item("order", "C")?;
     match dtype {
-        Some(DataType::BF16) => return Err(PyTypeError::new_err("rx.tensor cannot make bfloat16 tensors from numpy data")),
+        Some(DataType::BF16) => {
+            return Err(PyTypeError::new_err("rx.tensor cannot make bfloat16 tensors from numpy data"))
+        }
         Some(d) => kwargs.set_item("dtype", d.name())?,
         None => {}
     }

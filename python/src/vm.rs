@@ -9,11 +9,13 @@ use crate::convert::{args_to_values, push_args, to_py, to_value, values_to_tuple
 use crate::device::extract_device;
 use crate::errors::{from_pyerr, IntoPyResult};
 use crate::executable::PyExecutable;
+use crate::registry::{is_builtin, is_python_backed};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use crate::registry::{is_builtin, is_python_backed};
-use relaxvm::{Callable, Error, Executable, FuncKind, Instruction, InstrumentAction, InterruptHandle, Value, VirtualMachine};
+use relaxvm::{
+    Callable, Error, Executable, FuncKind, Instruction, InstrumentAction, InterruptHandle, Value, VirtualMachine,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Instant;
@@ -76,7 +78,12 @@ impl Shared {
     /// kept (worthwhile when `f` is short or only calls back into Python), unless the VM is busy
     /// in another thread, in which case we release it while we wait.
     #[inline]
-    fn run<R: Send>(&self, py: Python<'_>, release: bool, f: impl FnOnce(&mut VirtualMachine) -> relaxvm::Result<R> + Send) -> PyResult<R> {
+    fn run<R: Send>(
+        &self,
+        py: Python<'_>,
+        release: bool,
+        f: impl FnOnce(&mut VirtualMachine) -> relaxvm::Result<R> + Send,
+    ) -> PyResult<R> {
         let me = thread_id(py);
         if !release {
             match self.try_hold(me) {
@@ -167,7 +174,9 @@ fn needs_release(exe: &Executable, keeps_gil: &[bool], start: usize) -> bool {
         for ins in &exe.instrs()[f.instr_range()] {
             match ins {
                 Instruction::Call { func, .. } => stack.push(*func as usize),
-                Instruction::Goto { offset } | Instruction::If { false_offset: offset, .. } if *offset <= 0 => return true,
+                Instruction::Goto { offset } | Instruction::If { false_offset: offset, .. } if *offset <= 0 => {
+                    return true
+                }
                 _ => {}
             }
         }
@@ -187,7 +196,12 @@ pub struct PyVmFunction {
 
 impl PyVmFunction {
     #[inline]
-    fn bind_args(&self, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>, argv: &mut Args) -> PyResult<()> {
+    fn bind_args(
+        &self,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+        argv: &mut Args,
+    ) -> PyResult<()> {
         push_args(args, argv)?;
         if let Some(kw) = kwargs.filter(|k| !k.is_empty()) {
             bind_kwargs(&self.name, &self.params, argv, kw)?;
@@ -233,7 +247,12 @@ fn bind_kwargs(name: &str, params: &[String], argv: &mut Args, kw: &Bound<'_, Py
 #[pymethods]
 impl PyVmFunction {
     #[pyo3(signature = (*args, **kwargs))]
-    fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let mut argv = Args::new();
         self.bind_args(args, kwargs, &mut argv)?;
         let func = &self.func;
@@ -331,7 +350,12 @@ pub struct TimeEvaluator {
 #[pymethods]
 impl TimeEvaluator {
     #[pyo3(signature = (*args, **kwargs))]
-    fn __call__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<BenchmarkResult> {
+    fn __call__(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<BenchmarkResult> {
         let f = self.func.get();
         let mut argv = Args::new();
         f.bind_args(args, kwargs, &mut argv)?;
@@ -399,7 +423,13 @@ impl PyVirtualMachine {
     /// function the executable calls must be registered: missing ones raise `KeyError`.
     #[new]
     #[pyo3(signature = (exec, device = None, memory_cfg = None, profile = false))]
-    fn new(py: Python<'_>, exec: Py<PyExecutable>, device: Option<&Bound<'_, PyAny>>, memory_cfg: Option<&Bound<'_, PyAny>>, profile: bool) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        exec: Py<PyExecutable>,
+        device: Option<&Bound<'_, PyAny>>,
+        memory_cfg: Option<&Bound<'_, PyAny>>,
+        profile: bool,
+    ) -> PyResult<Self> {
         let _ = (memory_cfg, profile);
         let device = match device {
             Some(d) if d.is_instance_of::<PyList>() || d.is_instance_of::<PyTuple>() => {
@@ -412,7 +442,10 @@ impl PyVirtualMachine {
         let keeps_gil = exe
             .funcs()
             .iter()
-            .map(|f| f.kind == FuncKind::Packed && (is_python_backed(&f.name) || (is_constant_time_builtin(&f.name) && is_builtin(&f.name))))
+            .map(|f| {
+                f.kind == FuncKind::Packed
+                    && (is_python_backed(&f.name) || (is_constant_time_builtin(&f.name) && is_builtin(&f.name)))
+            })
             .collect();
         let mut vm = VirtualMachine::new(exe).py_err(py)?;
         vm.set_device(device);
@@ -428,7 +461,9 @@ impl PyVirtualMachine {
         let exe = &self.exe.get().0;
         let release = match &func {
             Value::Func(c) => match &c.callable {
-                Callable::Bytecode { name: n, .. } => exe.func_index(n).is_none_or(|i| needs_release(exe, &self.keeps_gil, i as usize)),
+                Callable::Bytecode { name: n, .. } => {
+                    exe.func_index(n).is_none_or(|i| needs_release(exe, &self.keeps_gil, i as usize))
+                }
                 Callable::Packed(_) => true,
             },
             _ => true,
@@ -446,10 +481,18 @@ impl PyVirtualMachine {
     /// Calls a closure returned by the VM (or any function value) with `args` followed by its
     /// captured values.
     #[pyo3(signature = (closure, *args))]
-    fn invoke_closure<'py>(&self, py: Python<'py>, closure: &Bound<'py, PyAny>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+    fn invoke_closure<'py>(
+        &self,
+        py: Python<'py>,
+        closure: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let f = to_value(closure)?;
         if !matches!(f, Value::Func(_)) {
-            return Err(PyTypeError::new_err(format!("invoke_closure expects a closure, got {}", closure.get_type().name()?)));
+            return Err(PyTypeError::new_err(format!(
+                "invoke_closure expects a closure, got {}",
+                closure.get_type().name()?
+            )));
         }
         let argv = args_to_values(args)?;
         let ret = self.shared.run(py, true, |vm| vm.invoke_closure(&f, &argv))?;
@@ -459,7 +502,14 @@ impl PyVirtualMachine {
     /// Saves `func_name` with `args` bound as `saved_name`, callable with no arguments through
     /// `vm[saved_name]()`; with `include_return=False` it returns `None`.
     #[pyo3(signature = (func_name, saved_name, *args, include_return = true))]
-    fn save_function(&self, py: Python<'_>, func_name: &str, saved_name: &str, args: &Bound<'_, PyTuple>, include_return: bool) -> PyResult<()> {
+    fn save_function(
+        &self,
+        py: Python<'_>,
+        func_name: &str,
+        saved_name: &str,
+        args: &Bound<'_, PyTuple>,
+        include_return: bool,
+    ) -> PyResult<()> {
         let argv = args_to_values(args)?.into_vec();
         self.shared.with(py, |vm| vm.save_function(func_name, saved_name, argv, include_return))?.py_err(py)
     }
@@ -467,7 +517,13 @@ impl PyVirtualMachine {
     /// Sets the inputs of a later `invoke_stateful(func_name)`; keyword arguments go by
     /// parameter name.
     #[pyo3(signature = (func_name, *args, **kwargs))]
-    fn set_input(&self, py: Python<'_>, func_name: &str, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    fn set_input(
+        &self,
+        py: Python<'_>,
+        func_name: &str,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
         let mut argv = args_to_values(args)?;
         if let Some(kw) = kwargs.filter(|k| !k.is_empty()) {
             let params = self.exe.get().0.func(func_name).map(|f| f.param_names.clone()).unwrap_or_default();
