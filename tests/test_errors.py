@@ -68,8 +68,10 @@ def test_wrong_argument_count_is_a_type_error():
 
 def test_unknown_function_is_a_key_error():
     vm = failing_vm()
-    with pytest.raises(KeyError, match="nope"):
+    with pytest.raises(KeyError, match="nope") as info:
         vm["nope"]
+    assert isinstance(info.value, rx.VMError)
+    assert info.value.func is None and info.value.pc is None and info.value.location is None
     with pytest.raises(KeyError):
         vm.save_function("nope", "saved")
 

@@ -216,9 +216,13 @@ def test_dlpack_capsules():
 
 def test_dlpack_versioned_and_copy():
     t = rx.tensor(np.arange(3.0))
-    a = np.from_dlpack(t, copy=True)
-    a[0] = 9
+    u = rx.from_dlpack(t.__dlpack__(copy=True))
+    u.numpy()[0] = 9
     assert t.numpy()[0] == 0
+    v = rx.from_dlpack(t.__dlpack__(max_version=(1, 0), dl_device=(1, 0)))
+    assert v.same_storage(t)
+    with pytest.raises(BufferError):
+        t.__dlpack__(dl_device=(2, 0))
     with pytest.raises(BufferError):
         t.__dlpack__(stream=3)
 

@@ -140,14 +140,17 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
         _ => &c.vm_error,
     };
     let err = raise(py, class, e.to_string());
-    if let ErrorKind::At { func, pc, instr, location, .. } = e.kind() {
-        // Machine-readable detail for tools; the message already says all of it.
-        let v = err.value(py);
-        let _ = v.setattr("func", func.as_str());
-        let _ = v.setattr("pc", *pc);
-        let _ = v.setattr("instr", instr.as_str());
-        let _ = v.setattr("location", location.as_deref());
-    }
+    // Machine-readable detail for tools (None when the failure was not at an instruction); the
+    // message already says all of it.
+    let v = err.value(py);
+    let (func, pc, instr, location) = match e.kind() {
+        ErrorKind::At { func, pc, instr, location, .. } => (Some(func.as_str()), Some(*pc), Some(instr.as_str()), location.as_deref()),
+        _ => (None, None, None, None),
+    };
+    let _ = v.setattr("func", func);
+    let _ = v.setattr("pc", pc);
+    let _ = v.setattr("instr", instr);
+    let _ = v.setattr("location", location);
     err
 }
 
