@@ -259,3 +259,15 @@ def test_interrupt_from_another_thread():
     with pytest.raises(rx.VMError, match="interrupted"):
         vm["spin"]()
     timer.join()
+
+
+def test_function_lookup_is_cached_and_saved_functions_shadow(add_vm):
+    vm = rx.VirtualMachine(add_vm.executable)
+    assert vm["main"] is vm["main"]
+    first = vm["main"]
+    vm.save_function("main", "main", 2, 3)  # a saved function shadows the bytecode one
+    assert vm["main"] is not first
+    assert vm["main"]() == 5
+    assert first(1, 1) == 2  # handles resolved before keep working
+    with pytest.raises(TypeError):
+        vm[0]

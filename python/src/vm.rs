@@ -12,7 +12,7 @@ use crate::executable::PyExecutable;
 use crate::registry::{is_builtin, is_python_backed};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use relaxvm::{
     Callable, Error, Executable, FuncKind, Instruction, InstrumentAction, InterruptHandle, Value, VirtualMachine,
 };
@@ -123,6 +123,8 @@ pub struct PyVirtualMachine {
     /// Per function-table entry: a packed function that is cheap to call with the GIL held
     /// (it calls Python, or is a constant-time builtin).
     keeps_gil: Vec<bool>,
+    /// `vm[name]` results by name, so that `vm["f"](x)` in a loop resolves `f` once.
+    functions: Py<PyDict>,
 }
 
 /// Builtins that take constant time (no loops over tensor data, no allocation proportional to
@@ -417,6 +419,25 @@ fn instrument_hook(callback: Py<PyAny>) -> relaxvm::vm::Instrument {
     })
 }
 
+impl PyVirtualMachine {
+    /// Resolves `name` to a callable, deciding once whether its calls release the GIL.
+    fn resolve(&self, py: Python<'_>, name: &str) -> PyResult<PyVmFunction> {
+        let func = self.shared.with(py, |vm| vm.get_function(name))?.py_err(py)?;
+        let exe = &self.exe.get().0;
+        let release = match &func {
+            Value::Func(c) => match &c.callable {
+                Callable::Bytecode { name: n, .. } => {
+                    exe.func_index(n).is_none_or(|i| needs_release(exe, &self.keeps_gil, i as usize))
+                }
+                Callable::Packed(_) => true,
+            },
+            _ => true,
+        };
+        let params = exe.func(name).map(|f| f.param_names.clone()).unwrap_or_default();
+        Ok(PyVmFunction { shared: Arc::clone(&self.shared), func, release, name: name.to_string(), params })
+    }
+}
+
 #[pymethods]
 impl PyVirtualMachine {
     /// A VM for `exec` whose builtins allocate on `device` (default `rx.cpu()`). Every packed
@@ -451,27 +472,21 @@ impl PyVirtualMachine {
         vm.set_device(device);
         let interrupt = vm.interrupt_handle();
         let shared = Arc::new(Shared { vm: Mutex::new(vm), holder: AtomicUsize::new(0), interrupt });
-        Ok(PyVirtualMachine { shared, exe: exec, keeps_gil })
+        Ok(PyVirtualMachine { shared, exe: exec, keeps_gil, functions: PyDict::new(py).unbind() })
     }
 
     /// The function `name` (bytecode or saved) as a callable taking positional arguments, or
     /// keyword arguments by parameter name. Unknown names raise `KeyError`.
-    fn __getitem__(&self, py: Python<'_>, name: &str) -> PyResult<PyVmFunction> {
-        let func = self.shared.with(py, |vm| vm.get_function(name))?.py_err(py)?;
-        let exe = &self.exe.get().0;
-        let release = match &func {
-            Value::Func(c) => match &c.callable {
-                Callable::Bytecode { name: n, .. } => {
-                    exe.func_index(n).is_none_or(|i| needs_release(exe, &self.keeps_gil, i as usize))
-                }
-                Callable::Packed(_) => true,
-            },
-            _ => true,
-        };
-        let params = exe.func(name).map(|f| f.param_names.clone()).unwrap_or_default();
-        Ok(PyVmFunction { shared: Arc::clone(&self.shared), func, release, name: name.to_string(), params })
+    fn __getitem__<'py>(&self, key: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyVmFunction>> {
+        let py = key.py();
+        let cache = self.functions.bind(py);
+        if let Some(f) = cache.get_item(key)? {
+            return Ok(f.cast_into::<PyVmFunction>()?);
+        }
+        let f = Bound::new(py, self.resolve(py, &key.to_cow()?)?)?;
+        cache.set_item(key, &f)?;
+        Ok(f)
     }
-
     /// The executable this VM runs.
     #[getter]
     fn executable(&self, py: Python<'_>) -> Py<PyExecutable> {
@@ -511,7 +526,9 @@ impl PyVirtualMachine {
         include_return: bool,
     ) -> PyResult<()> {
         let argv = args_to_values(args)?.into_vec();
-        self.shared.with(py, |vm| vm.save_function(func_name, saved_name, argv, include_return))?.py_err(py)
+        self.shared.with(py, |vm| vm.save_function(func_name, saved_name, argv, include_return))?.py_err(py)?;
+        // A saved name may shadow a function resolved before.
+        self.functions.bind(py).del_item(saved_name).or_else(|e| if e.is_instance_of::<pyo3::exceptions::PyKeyError>(py) { Ok(()) } else { Err(e) })
     }
 
     /// Sets the inputs of a later `invoke_stateful(func_name)`; keyword arguments go by
@@ -580,7 +597,7 @@ impl PyVirtualMachine {
         if number == 0 || repeat == 0 {
             return Err(PyValueError::new_err("number and repeat must be at least 1"));
         }
-        let func = Py::new(py, self.__getitem__(py, func_name)?)?;
+        let func = Py::new(py, self.resolve(py, func_name)?)?;
         Ok(TimeEvaluator { func, number, repeat, min_repeat_ms })
     }
 
