@@ -60,7 +60,20 @@ def test_argument_kinds_in_emit_call():
     with ib.function("main", num_inputs=1):
         ib.emit_call(
             "test.vm.move",
-            args=[ib.r(0), 7, (2, 3), np.ones(1, "int8"), rx.tensor([1.0]), rx.DataType("int32"), rx.Shape([4]), "s", 2.5, None, rx.cpu(1), True],
+            args=[
+                ib.r(0),
+                7,
+                (2, 3),
+                np.ones(1, "int8"),
+                rx.tensor([1.0]),
+                rx.DataType("int32"),
+                rx.Shape([4]),
+                "s",
+                2.5,
+                None,
+                rx.cpu(1),
+                True,
+            ],
             dst=ib.r(1),
         )
         ib.emit_ret(ib.r(1))
@@ -94,7 +107,12 @@ def test_dst_forms():
 
 def test_emit_outside_a_function_is_an_error():
     ib = rx.ExecBuilder()
-    for emit in [lambda: ib.emit_call("vm.builtin.move"), lambda: ib.emit_ret(ib.r(0)), lambda: ib.emit_goto(1), lambda: ib.emit_if(ib.r(0), 1)]:
+    for emit in [
+        lambda: ib.emit_call("vm.builtin.move"),
+        lambda: ib.emit_ret(ib.r(0)),
+        lambda: ib.emit_goto(1),
+        lambda: ib.emit_if(ib.r(0), 1),
+    ]:
         with pytest.raises(ValueError, match="function scope"):
             emit()
 
@@ -140,7 +158,7 @@ def test_body_exception_wins_over_scope_error():
     ib = rx.ExecBuilder()
     with pytest.raises(ZeroDivisionError):
         with ib.function("main", num_inputs=0):
-            1 / 0
+            _ = 1 / 0
 
 
 def test_unused_input_warns():

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from conftest import identity_vm
 
 import relaxvm as rx
+from conftest import identity_vm
 
 
 @pytest.fixture(scope="module")

@@ -116,7 +116,11 @@ def test_same_two_functions_with_builtin_ops():
 def test_vm_state_alloc_storage():
     ib = rx.ExecBuilder()
     with ib.function("main", num_inputs=0):
-        ib.emit_call("vm.builtin.alloc_storage", args=[ib.vm_state(), (64,), ib.convert_constant(0), rx.DataType("float32"), "global"], dst=ib.r(0))
+        ib.emit_call(
+            "vm.builtin.alloc_storage",
+            args=[ib.vm_state(), (64,), ib.convert_constant(0), rx.DataType("float32"), "global"],
+            dst=ib.r(0),
+        )
         ib.emit_call("vm.builtin.alloc_tensor", args=[ib.r(0), ib.imm(0), (4, 4), rx.DataType("float32")], dst=ib.r(1))
         ib.emit_ret(ib.r(1))
     t = rx.VirtualMachine(ib.get())["main"]()

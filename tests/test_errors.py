@@ -3,11 +3,10 @@
 import sys
 import threading
 
-import numpy as np
 import pytest
-from conftest import build, call_packed_vm
 
 import relaxvm as rx
+from conftest import build, call_packed_vm
 
 
 def test_exception_classes():
@@ -29,7 +28,9 @@ def failing_vm():
 
     def body(ib):
         ib.emit_call("vm.builtin.move", args=[ib.r(0)], dst=ib.r(1))
-        ib.emit_call("vm.builtin.int.add", args=[ib.r(1), ib.imm(1)], dst=ib.r(2), loc=rx.Location.file("model.py", 7, 3))
+        ib.emit_call(
+            "vm.builtin.int.add", args=[ib.r(1), ib.imm(1)], dst=ib.r(2), loc=rx.Location.file("model.py", 7, 3)
+        )
         ib.emit_ret(ib.r(2))
 
     return rx.VirtualMachine(build(body))

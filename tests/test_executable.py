@@ -14,7 +14,11 @@ def ex():
     with ib.function("main", num_inputs=2, param_names=["x", "y"]):
         ib.emit_call("vm.op.add", args=[ib.r(0), ib.r(1)], dst=ib.r(2), loc=rx.Location.file("m.py", 3, 1))
         ib.emit_call("vm.op.mul", args=[ib.r(2), np.full(3, 2.0, "float32")], dst=ib.r(3), loc=rx.Location.name("mul"))
-        ib.emit_call("vm.builtin.make_tuple", args=[ib.r(3), (3,), rx.DataType("float32"), "s", 1.5, ib.imm(-2), ib.void_arg()], dst=ib.r(4))
+        ib.emit_call(
+            "vm.builtin.make_tuple",
+            args=[ib.r(3), (3,), rx.DataType("float32"), "s", 1.5, ib.imm(-2), ib.void_arg()],
+            dst=ib.r(4),
+        )
         ib.emit_ret(ib.r(4))
     with ib.function("helper", num_inputs=0):
         ib.emit_call("vm.builtin.null_value", dst=ib.r(0))

@@ -1,9 +1,9 @@
 """rx.register_func, get_global_func, list_global_func_names, remove_global_func."""
 
 import pytest
-from conftest import call_packed_vm
 
 import relaxvm as rx
+from conftest import call_packed_vm
 
 
 def test_register_with_function(unique_name):

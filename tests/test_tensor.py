@@ -6,11 +6,24 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import identity_vm
 
 import relaxvm as rx
+from conftest import identity_vm
 
-DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64"]
+DTYPES = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

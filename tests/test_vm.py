@@ -6,9 +6,9 @@ import time
 
 import numpy as np
 import pytest
-from conftest import build, call_packed_vm
 
 import relaxvm as rx
+from conftest import build, call_packed_vm
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,11 @@ def test_device_argument_forms(add_vm):
 def test_vm_allocates_on_its_device():
     ib = rx.ExecBuilder()
     with ib.function("main", num_inputs=0):
-        ib.emit_call("vm.builtin.alloc_storage", args=[ib.vm_state(), (8,), ib.convert_constant(0), rx.DataType("float32"), "global"], dst=ib.r(0))
+        ib.emit_call(
+            "vm.builtin.alloc_storage",
+            args=[ib.vm_state(), (8,), ib.convert_constant(0), rx.DataType("float32"), "global"],
+            dst=ib.r(0),
+        )
         ib.emit_call("vm.builtin.alloc_tensor", args=[ib.r(0), ib.imm(0), (2,), rx.DataType("float32")], dst=ib.r(1))
         ib.emit_ret(ib.r(1))
     ex = ib.get()

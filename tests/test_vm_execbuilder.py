@@ -6,9 +6,9 @@
 
 import numpy as np
 import pytest
-from conftest import check_saved_func
 
 import relaxvm as rx
+from conftest import check_saved_func
 from relaxvm import ExecBuilder, VirtualMachine
 
 

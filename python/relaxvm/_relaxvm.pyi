@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal, Optional, SupportsIndex, Tuple, Union, final, overload
+from typing import Any, Literal, SupportsIndex, Union, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -66,13 +66,13 @@ class VMError(RuntimeError):
     failure happened at an instruction.
     """
 
-    func: Optional[str]
+    func: str | None
     """The bytecode function that was running."""
-    pc: Optional[int]
+    pc: int | None
     """The index of the failing instruction within that function."""
-    instr: Optional[str]
+    instr: str | None
     """The failing instruction, as ``Executable.as_text()`` prints it."""
-    location: Optional[str]
+    location: str | None
     """The instruction's source location, if it has one."""
 
 class VMTypeError(VMError, TypeError):
@@ -132,7 +132,7 @@ class Device:
     ``Device("cpu", 0)``, ``Device(1, 0)`` or ``Device("cpu:0")``; usually made by ``cpu(n)``.
     """
 
-    def __new__(cls, device_type: Union[str, int], device_id: Optional[int] = None) -> Device: ...
+    def __new__(cls, device_type: str | int, device_id: int | None = None) -> Device: ...
     @property
     def device_type(self) -> int:
         """The DLPack device type code (``1`` for CPU)."""
@@ -142,7 +142,7 @@ class Device:
     @property
     def type_name(self) -> str:
         """The device type's name (``"cpu"``)."""
-    def dlpack_device(self) -> Tuple[int, int]:
+    def dlpack_device(self) -> tuple[int, int]:
         """``(device_type, device_id)``, as ``__dlpack_device__`` returns it."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
@@ -150,7 +150,7 @@ class Device:
 def cpu(dev_id: int = 0) -> Device:
     """CPU device number ``dev_id``."""
 
-def device(dev_type: Union[str, int], dev_id: Optional[int] = None) -> Device:
+def device(dev_type: str | int, dev_id: int | None = None) -> Device:
     """A device by type and id: ``device("cpu", 0)``, ``device("cpu:1")``."""
 
 @final
@@ -161,7 +161,7 @@ class Shape(Sequence[int]):
     ``in``, and equality and hashing with tuples: ``Shape([32, 16]) == (32, 16)``.
     """
 
-    def __new__(cls, dims: Optional[Sequence[int]] = None) -> Shape: ...
+    def __new__(cls, dims: Sequence[int] | None = None) -> Shape: ...
     def __len__(self) -> int: ...
     @overload
     def __getitem__(self, key: SupportsIndex, /) -> int: ...
@@ -170,15 +170,15 @@ class Shape(Sequence[int]):
     def __iter__(self) -> Iterator[int]: ...
     def __contains__(self, value: object, /) -> bool: ...
     def __eq__(self, value: object, /) -> bool: ...
-    def __lt__(self, value: Union[Shape, Tuple[int, ...]], /) -> bool: ...
-    def __le__(self, value: Union[Shape, Tuple[int, ...]], /) -> bool: ...
-    def __gt__(self, value: Union[Shape, Tuple[int, ...]], /) -> bool: ...
-    def __ge__(self, value: Union[Shape, Tuple[int, ...]], /) -> bool: ...
+    def __lt__(self, value: Shape | tuple[int, ...], /) -> bool: ...
+    def __le__(self, value: Shape | tuple[int, ...], /) -> bool: ...
+    def __gt__(self, value: Shape | tuple[int, ...], /) -> bool: ...
+    def __ge__(self, value: Shape | tuple[int, ...], /) -> bool: ...
     def __hash__(self) -> int: ...
-    def to_tuple(self) -> Tuple[int, ...]:
+    def to_tuple(self) -> tuple[int, ...]:
         """The dimensions as a plain tuple."""
     @property
-    def numel(self) -> Optional[int]:
+    def numel(self) -> int | None:
         """The number of elements a tensor of this shape holds (``None`` on overflow)."""
 
 @final
@@ -192,7 +192,7 @@ class Tensor:
     """
 
     @property
-    def shape(self) -> Tuple[int, ...]:
+    def shape(self) -> tuple[int, ...]:
         """The shape, as a tuple of ints."""
     @property
     def dtype(self) -> str:
@@ -210,7 +210,7 @@ class Tensor:
     def nbytes(self) -> int:
         """The size of the elements in bytes."""
     @property
-    def strides(self) -> Tuple[int, ...]:
+    def strides(self) -> tuple[int, ...]:
         """Strides in elements."""
     @property
     def is_contiguous(self) -> bool:
@@ -218,34 +218,34 @@ class Tensor:
     def numpy(self) -> npt.NDArray[Any]:
         """A numpy array viewing this tensor's memory (no copy; its ``base`` is the tensor,
         which it keeps alive). Writes through the array change the tensor."""
-    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> npt.NDArray[Any]:
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> npt.NDArray[Any]:
         """numpy's array protocol: ``np.asarray(tensor)`` views the tensor's memory."""
-    def copyfrom(self, source: Union[Tensor, npt.ArrayLike]) -> Tensor:
+    def copyfrom(self, source: Tensor | npt.ArrayLike) -> Tensor:
         """Copies ``source`` (same shape) into this tensor in place; returns ``self``."""
     def __dlpack__(
         self,
         *,
-        stream: Optional[int] = None,
-        max_version: Optional[Tuple[int, int]] = None,
-        dl_device: Optional[Tuple[int, int]] = None,
-        copy: Optional[bool] = None,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
     ) -> Any:
         """DLPack export: a capsule sharing this tensor's memory (versioned when the consumer
         passes ``max_version >= (1, 0)``)."""
-    def __dlpack_device__(self) -> Tuple[int, int]:
+    def __dlpack_device__(self) -> tuple[int, int]:
         """``(device_type, device_id)``: ``(1, 0)`` is CPU 0."""
     def same_storage(self, other: Tensor) -> bool:
         """True when both tensors view the same memory block."""
     def __len__(self) -> int: ...
 
-def tensor(data: Any, dtype: Optional[_DTypeLike] = None, device: _DeviceLike = None) -> Tensor:
+def tensor(data: Any, dtype: _DTypeLike | None = None, device: _DeviceLike = None) -> Tensor:
     """A new tensor holding a copy of ``data`` (a tensor, a numpy array, or anything
     ``numpy.asarray`` accepts), converted to ``dtype`` when given. TVM's ``tvm.nd.array``."""
 
 def tensor_from_bytes(data: bytes, shape: _ShapeLike, dtype: _DTypeLike) -> Tensor:
     """A tensor from raw little-endian bytes (as ``Executable.as_python()`` writes constants)."""
 
-def empty(shape: _ShapeLike, dtype: Optional[_DTypeLike] = None, device: _DeviceLike = None) -> Tensor:
+def empty(shape: _ShapeLike, dtype: _DTypeLike | None = None, device: _DeviceLike = None) -> Tensor:
     """A zero-filled tensor (``float32`` unless ``dtype`` is given)."""
 
 def from_dlpack(x: Any) -> Tensor:
@@ -292,7 +292,7 @@ class Arg:
     def kind(self) -> Literal["reg", "imm", "const", "func", "vm_state", "void"]:
         """What the handle denotes."""
     @property
-    def value(self) -> Optional[int]:
+    def value(self) -> int | None:
         """The register, immediate, constant or function index (``None`` for special registers)."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
@@ -327,17 +327,19 @@ class FunctionScope:
     def __enter__(self) -> FunctionScope: ...
     def __exit__(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> bool: ...
 
-_InstrArg = Union[Arg, int, None, Tuple[int, ...], Tensor, npt.NDArray[Any], DataType, Shape, Device, str, float, bool]
+_InstrArg = (
+    Arg | int | None | tuple[int, ...] | Tensor | npt.NDArray[Any] | DataType | Shape | Device | str | float | bool
+)
 
 @final
 class ExecBuilder:
     """Emits instructions and builds an ``Executable`` (TVM's ``relax.ExecBuilder``)::
 
-        ib = ExecBuilder()
-        with ib.function("main", num_inputs=2):
-            ib.emit_call("vm.op.add", args=[ib.r(0), ib.r(1)], dst=ib.r(2))
-            ib.emit_ret(ib.r(2))
-        ex = ib.get()
+    ib = ExecBuilder()
+    with ib.function("main", num_inputs=2):
+        ib.emit_call("vm.op.add", args=[ib.r(0), ib.r(1)], dst=ib.r(2))
+        ib.emit_ret(ib.r(2))
+    ex = ib.get()
     """
 
     def __new__(cls) -> ExecBuilder: ...
@@ -359,24 +361,24 @@ class ExecBuilder:
     def declare_function(self, name: str, kind: Literal["packed", "bytecode"] = "packed") -> Arg:
         """Declares ``name`` as a packed function (provided by a registry when a VM is built) or
         a bytecode function (defined later); returns its handle ``f(name)``."""
-    def function(self, name: str, num_inputs: int = 0, param_names: Optional[Sequence[str]] = None) -> FunctionScope:
+    def function(self, name: str, num_inputs: int = 0, param_names: Sequence[str] | None = None) -> FunctionScope:
         """Starts bytecode function ``name`` whose ``num_inputs`` inputs arrive in registers
         ``0..num_inputs``; ``param_names`` allows keyword calls. Use as a context manager."""
     def emit_call(
         self,
         name: str,
-        args: Optional[Sequence[_InstrArg]] = None,
-        dst: Union[Arg, int, None] = None,
-        loc: Optional[Location] = None,
+        args: Sequence[_InstrArg] | None = None,
+        dst: Arg | int | None = None,
+        loc: Location | None = None,
     ) -> None:
         """Emits ``call name(args...) -> dst``. In ``args`` handles pass through, plain ints are
         immediates, tuples shape constants, ``None`` the void register, and tensors, numpy
         arrays, dtypes, shapes, devices, strings and floats become constants."""
-    def emit_ret(self, result: Union[Arg, int], loc: Optional[Location] = None) -> None:
+    def emit_ret(self, result: Arg | int, loc: Location | None = None) -> None:
         """Emits ``ret result``."""
-    def emit_goto(self, offset: int, loc: Optional[Location] = None) -> None:
+    def emit_goto(self, offset: int, loc: Location | None = None) -> None:
         """Emits ``goto offset``, relative to this instruction (negative loops back)."""
-    def emit_if(self, cond: Union[Arg, int], false_offset: int, loc: Optional[Location] = None) -> None:
+    def emit_if(self, cond: Arg | int, false_offset: int, loc: Location | None = None) -> None:
         """Emits ``if cond false_offset``: falls through when ``cond`` is non-zero, else jumps
         by ``false_offset``."""
     def get(self) -> Executable:
@@ -412,10 +414,10 @@ class Executable:
         """The number of inputs of bytecode function ``name``."""
     def save_to_bytes(self, strip_debug: bool = False) -> bytes:
         """The executable in the binary ``.rvx`` format (without locations if ``strip_debug``)."""
-    def save(self, path: Union[str, os.PathLike[str]], strip_debug: bool = False) -> None:
+    def save(self, path: str | os.PathLike[str], strip_debug: bool = False) -> None:
         """Writes the binary format to ``path``."""
 
-def load_executable(path_or_bytes: Union[str, os.PathLike[str], bytes, bytearray, memoryview]) -> Executable:
+def load_executable(path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview) -> Executable:
     """Loads an executable from a ``.rvx`` file (memory-mapped) or from bytes."""
 
 # --------------------------------------------------------------------------------------------
@@ -464,7 +466,7 @@ class TimeEvaluator:
 
     def __call__(self, *args: _VMValue, **kwargs: _VMValue) -> BenchmarkResult: ...
 
-_InstrumentCallback = Callable[..., Optional[int]]
+_InstrumentCallback = Callable[..., int | None]
 
 @final
 class VirtualMachine:
@@ -478,7 +480,7 @@ class VirtualMachine:
     def __new__(
         cls,
         exec: Executable,
-        device: Union[_DeviceLike, Sequence[Device]] = None,
+        device: _DeviceLike | Sequence[Device] = None,
         memory_cfg: Any = None,
         profile: bool = False,
     ) -> VirtualMachine:
@@ -500,14 +502,14 @@ class VirtualMachine:
         """Runs ``func_name`` on the inputs given to ``set_input``, keeping its result."""
     def get_outputs(self, func_name: str) -> _VMValue:
         """The result of the last ``invoke_stateful(func_name)``."""
-    def set_instrument(self, callback: Optional[_InstrumentCallback]) -> None:
+    def set_instrument(self, callback: _InstrumentCallback | None) -> None:
         """Installs ``callback(func, func_symbol, before_run, ret_value, *args)``, called before
         and after every ``call`` instruction. Returning ``None``/``0`` continues; returning ``1``
         before a call skips it (its destination receives ``None``). ``None`` removes it."""
     def time_evaluator(
         self,
         func_name: str,
-        dev: Optional[Device] = None,
+        dev: Device | None = None,
         number: int = 10,
         repeat: int = 1,
         min_repeat_ms: float = 0.0,
@@ -537,11 +539,11 @@ def register_func(func_name: str, f: None = None, override: bool = False) -> Cal
     exception ``f`` raises reaches the VM's caller with its own type. Registering a name twice
     without ``override=True`` raises ``ValueError``.
     """
+
 @overload
 def register_func(func_name: str, f: _F, override: bool = False) -> _F: ...
 @overload
 def register_func(func_name: _F, f: None = None, override: bool = False) -> _F: ...
-
 def get_global_func(name: str, allow_missing: bool = False) -> Closure:
     """The function registered under ``name`` as a callable; ``KeyError`` when there is none
     (``None`` with ``allow_missing``)."""

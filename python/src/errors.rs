@@ -144,7 +144,9 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
     // message already says all of it.
     let v = err.value(py);
     let (func, pc, instr, location) = match e.kind() {
-        ErrorKind::At { func, pc, instr, location, .. } => (Some(func.as_str()), Some(*pc), Some(instr.as_str()), location.as_deref()),
+        ErrorKind::At { func, pc, instr, location, .. } => {
+            (Some(func.as_str()), Some(*pc), Some(instr.as_str()), location.as_deref())
+        }
         _ => (None, None, None, None),
     };
     let _ = v.setattr("func", func);

@@ -528,7 +528,13 @@ impl PyVirtualMachine {
         let argv = args_to_values(args)?.into_vec();
         self.shared.with(py, |vm| vm.save_function(func_name, saved_name, argv, include_return))?.py_err(py)?;
         // A saved name may shadow a function resolved before.
-        self.functions.bind(py).del_item(saved_name).or_else(|e| if e.is_instance_of::<pyo3::exceptions::PyKeyError>(py) { Ok(()) } else { Err(e) })
+        self.functions.bind(py).del_item(saved_name).or_else(|e| {
+            if e.is_instance_of::<pyo3::exceptions::PyKeyError>(py) {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
     }
 
     /// Sets the inputs of a later `invoke_stateful(func_name)`; keyword arguments go by
