@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.make_tuple", make_tuple),
-    builtin!("vm.builtin.tuple_getitem", tuple_getitem),
+    builtin!("vm.builtin.tuple_getitem", select tuple_getitem),
     builtin!("vm.builtin.read_if_cond", read_if_cond),
     builtin!("vm.builtin.print", print),
     builtin!("vm.builtin.make_closure", make_closure),
@@ -31,7 +31,7 @@ fn make_tuple(_name: &'static str, args: &[Value]) -> Result<Value> {
 }
 
 /// `tuple_getitem(tuple, i)`.
-fn tuple_getitem(name: &'static str, args: &[Value]) -> Result<Value> {
+fn tuple_getitem<'a>(name: &str, args: &'a [Value]) -> Result<&'a Value> {
     args::arity(name, args, 2)?;
     let items = match &args[0] {
         Value::Tuple(t) => t,
@@ -41,7 +41,6 @@ fn tuple_getitem(name: &'static str, args: &[Value]) -> Result<Value> {
     usize::try_from(i)
         .ok()
         .and_then(|i| items.get(i))
-        .cloned()
         .ok_or_else(|| Error::index(format!("tuple (in {name})"), i, items.len()))
 }
 

@@ -25,8 +25,8 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.alloc_storage", ctx alloc_storage),
     builtin!("vm.builtin.alloc_tensor", alloc_tensor),
     builtin!("vm.builtin.reshape", reshape),
-    builtin!("vm.builtin.copy", identity),
-    builtin!("vm.builtin.move", identity),
+    builtin!("vm.builtin.copy", select identity),
+    builtin!("vm.builtin.move", select identity),
     builtin!("vm.builtin.null_value", null_value),
     builtin!("vm.builtin.ensure_zero_offset", ensure_zero_offset),
     builtin!("vm.builtin.to_device", to_device),
@@ -129,9 +129,9 @@ fn reshape(name: &'static str, args: &[Value]) -> Result<Value> {
 }
 
 /// `copy(x)` / `move(x)`: `x` itself, as TVM's `vm.builtin.copy` does.
-fn identity(name: &'static str, args: &[Value]) -> Result<Value> {
+fn identity<'a>(name: &str, args: &'a [Value]) -> Result<&'a Value> {
     args::arity(name, args, 1)?;
-    Ok(args[0].clone())
+    Ok(&args[0])
 }
 
 /// `null_value()`: null.

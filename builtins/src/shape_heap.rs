@@ -61,7 +61,7 @@ impl<'a> Heap<'a> {
         let len = t.numel();
         let out_of_range = || Error::index(format!("shape heap (in {})", self.name), idx, len);
         let i = usize::try_from(idx).ok().filter(|i| *i < len).ok_or_else(out_of_range)?;
-        let stride = usize::try_from(t.strides().first().copied().unwrap_or(1)).map_err(|_| out_of_range())?;
+        let stride = usize::try_from(t.stride(0)).map_err(|_| out_of_range())?;
         let offset = i
             .checked_mul(stride)
             .and_then(|e| e.checked_mul(8))
@@ -141,8 +141,8 @@ fn load_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     args::arity_at_least(name, args, 1)?;
     let heap = Heap::arg(name, args, 0)?;
     let dims =
-        (1..args.len()).map(|k| heap.load(args::int(name, args, k, "heap index")?)).collect::<Result<Vec<i64>>>()?;
-    Ok(Value::Shape(dims.into()))
+        (1..args.len()).map(|k| heap.load(args::int(name, args, k, "heap index")?)).collect::<Result<Shape>>()?;
+    Ok(Value::Shape(dims))
 }
 
 /// The number of `(code, value)` pairs a call announces, checked against the argument count
@@ -254,8 +254,8 @@ fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
             let code = args::int(name, args, 2 + 2 * i, "make code")?;
             make_one(name, &heap, code, args::int(name, args, 3 + 2 * i, "make value")?)
         })
-        .collect::<Result<Vec<i64>>>()?;
-    Ok(Value::Shape(dims.into()))
+        .collect::<Result<Shape>>()?;
+    Ok(Value::Shape(dims))
 }
 
 /// `match_prim_value(value, heap, code, v, err_ctx)`: `match_shape` for one integer.

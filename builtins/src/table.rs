@@ -21,13 +21,18 @@ impl Builtin {
 /// `builtin!("vm.builtin.x", f)` for `fn f(name: &'static str, args: &[Value]) -> Result<Value>`;
 /// `builtin!("vm.builtin.x", ctx f)` for `fn f(name, ctx: &mut CallCtx, args) -> Result<Value>`;
 /// `builtin!("vm.builtin.x", binary f)` for `fn f(&Value, &Value) -> Result<Value>`, which the
-/// interpreter calls directly with two operands (the scalar builtins).
+/// interpreter calls directly with two operands (the scalar builtins);
+/// `builtin!("vm.builtin.x", select f)` for `fn f<'a>(name: &str, args: &'a [Value]) -> Result<&'a Value>`,
+/// whose result the interpreter clones only when the destination does not already hold it.
 ///
 /// The function is a fn item called inside a closure, so it is inlined: a call costs one
 /// indirect jump (through the `PackedFunc`), which matters for the scalar builtins.
 macro_rules! builtin {
     ($name:literal, ctx $f:path) => {
         $crate::table::Builtin { name: $name, make: |n| relaxvm::PackedFunc::new(n, move |ctx, args| $f(n, ctx, args)) }
+    };
+    ($name:literal, select $f:path) => {
+        $crate::table::Builtin { name: $name, make: |n| relaxvm::PackedFunc::select(n, $f) }
     };
     ($name:literal, binary $f:path) => {
         $crate::table::Builtin { name: $name, make: |n| relaxvm::PackedFunc::binary(n, $f) }

@@ -13,6 +13,11 @@ impl ArcStr {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// True when both handles share one string object.
+    pub fn ptr_eq(&self, other: &ArcStr) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl Deref for ArcStr {

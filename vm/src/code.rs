@@ -29,6 +29,13 @@ pub(crate) enum Op {
         b: u32,
         dst: u32,
     },
+    /// A call of a packed function that selects its result from its arguments.
+    CallSelect {
+        func: u32,
+        args: u32,
+        nargs: u32,
+        dst: u32,
+    },
     /// A call of a bytecode function of this executable.
     CallBytecode {
         func: u32,
@@ -129,8 +136,9 @@ fn decode_op(
             let (nargs, dst) = (args.len() as u32, dst.unwrap_or(VOID));
             match &callees[*func as usize] {
                 Callee::Bytecode { .. } => Op::CallBytecode { func: *func, args: start, nargs, dst },
-                Callee::Packed(p) => match p.as_binary() {
-                    Some(f) if nargs == 2 => Op::CallBinary { f, a: start, b: start + 1, dst },
+                Callee::Packed(p) => match (p.as_binary(), p.as_select()) {
+                    (Some(f), _) if nargs == 2 => Op::CallBinary { f, a: start, b: start + 1, dst },
+                    (_, Some(_)) => Op::CallSelect { func: *func, args: start, nargs, dst },
                     _ => Op::CallPacked { func: *func, args: start, nargs, dst },
                 },
             }

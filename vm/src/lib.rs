@@ -6,15 +6,14 @@
 //! [`VirtualMachine`]:
 //!
 //! ```
-//! use relaxvm::{registry, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, Arg,
+//! use relaxvm::{registry, Executable, ExecutableParts, FuncInfo, Instruction, Arg,
 //!               PackedFunc, Value, VirtualMachine};
 //! use std::sync::Arc;
 //!
 //! registry::register_global(PackedFunc::typed("doc.add", |a: i64, b: i64| a + b), true).unwrap();
 //! let exe = Executable::from_parts(ExecutableParts {
 //!     funcs: vec![
-//!         FuncInfo { name: "main".into(), kind: FuncKind::Bytecode, start_instr: 0, end_instr: 2,
-//!                    num_args: 2, register_file_size: 3, param_names: vec![] },
+//!         FuncInfo::bytecode("main", 0, 2, 2, 3),
 //!         FuncInfo::packed("doc.add"),
 //!     ],
 //!     instrs: vec![
@@ -57,7 +56,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use executable::{Executable, ExecutableParts, FuncInfo, FuncKind};
 pub use half;
 pub use location::Location;
-pub use packed::{CallCtx, PackedFunc, TypedFn, VmHandle};
+pub use packed::{BinaryFn, CallCtx, PackedFunc, SelectFn, TypedFn, VmHandle};
 pub use registry::Registry;
 pub use shape::Shape;
 pub use storage::Storage;

@@ -13,12 +13,18 @@ pub type PackedFnSig = dyn Fn(&mut CallCtx<'_>, &[Value]) -> Result<Value> + Sen
 /// calls directly, without building an argument list.
 pub type BinaryFn = fn(&Value, &Value) -> Result<Value>;
 
+/// A function that returns one of its arguments, or a part of one, by reference (`copy`,
+/// `tuple_getitem`): the interpreter then skips the reference-count traffic of a result that the
+/// destination register already holds. It is given the function's name for its errors.
+pub type SelectFn = for<'a> fn(&str, &'a [Value]) -> Result<&'a Value>;
+
 /// A named, shareable packed function.
 #[derive(Clone)]
 pub struct PackedFunc {
     f: Arc<PackedFnSig>,
     name: Arc<str>,
     binary: Option<BinaryFn>,
+    select: Option<SelectFn>,
 }
 
 /// What a packed function can reach of the VM that calls it (for `vm_state` builtins).
@@ -69,7 +75,20 @@ impl<'a> CallCtx<'a> {
 impl PackedFunc {
     /// A packed function from a closure that may reach the VM through its context.
     pub fn new(name: &str, f: impl Fn(&mut CallCtx<'_>, &[Value]) -> Result<Value> + Send + Sync + 'static) -> Self {
-        PackedFunc { f: Arc::new(f), name: name.into(), binary: None }
+        PackedFunc { f: Arc::new(f), name: name.into(), binary: None, select: None }
+    }
+
+    /// A packed function that returns (a part of) one of its arguments; see [`SelectFn`].
+    pub fn select(name: &str, f: SelectFn) -> Self {
+        let owned: Arc<str> = name.into();
+        let mut p = PackedFunc::new(name, move |_, args| f(&owned, args).cloned());
+        p.select = Some(f);
+        p
+    }
+
+    /// The selecting function, when the function was made with [`PackedFunc::select`].
+    pub fn as_select(&self) -> Option<SelectFn> {
+        self.select
     }
 
     /// A packed function of exactly two arguments given as a plain function; calls with two
@@ -223,6 +242,18 @@ mod tests {
         let e = f.call(&mut ctx, &[Value::Int(1)]).unwrap_err().to_string();
         assert!(e.contains("b.add") && e.contains("expected 2"), "{e}");
         assert!(PackedFunc::typed("t", || 1i64).as_binary().is_none());
+    }
+
+    #[test]
+    fn select_functions_return_their_argument() {
+        fn first<'a>(name: &str, args: &'a [Value]) -> Result<&'a Value> {
+            args.first().ok_or_else(|| Error::arity(name, "1", 0))
+        }
+        let f = PackedFunc::select("s.first", first);
+        assert!(f.as_select().is_some());
+        let mut ctx = CallCtx::detached();
+        assert_eq!(f.call(&mut ctx, &[Value::Int(7)]).unwrap().as_int().unwrap(), 7);
+        assert!(f.call(&mut ctx, &[]).unwrap_err().to_string().contains("s.first"));
     }
 
     #[test]

@@ -1,22 +1,31 @@
 //! Shape tuples: immutable, cheaply cloned lists of dimensions.
 
+use smallvec::SmallVec;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
 /// A tuple of dimensions (TVM's `ShapeTuple`). Cloning shares the data; one pointer wide.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Shape(Arc<Vec<i64>>);
+pub struct Shape(Arc<Dims>);
+
+/// Dimensions stored inline for the common ranks: a shape of rank up to 4 is one allocation.
+type Dims = SmallVec<[i64; 4]>;
 
 impl Shape {
     /// A shape from its dimensions.
     pub fn new(dims: impl Into<Vec<i64>>) -> Self {
-        Shape(Arc::new(dims.into()))
+        Shape::from(dims.into())
     }
 
     /// The dimensions.
     pub fn dims(&self) -> &[i64] {
         &self.0
+    }
+
+    /// True when both handles share one shape object.
+    pub fn ptr_eq(&self, other: &Shape) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// The number of elements a tensor of this shape holds, or `None` on overflow or a
@@ -40,19 +49,25 @@ impl Deref for Shape {
 
 impl From<Vec<i64>> for Shape {
     fn from(v: Vec<i64>) -> Self {
-        Shape(Arc::new(v))
+        Shape(Arc::new(if v.len() <= 4 { Dims::from_slice(&v) } else { Dims::from_vec(v) }))
     }
 }
 
 impl From<&[i64]> for Shape {
     fn from(v: &[i64]) -> Self {
-        Shape(Arc::new(v.to_vec()))
+        Shape(Arc::new(Dims::from_slice(v)))
+    }
+}
+
+impl FromIterator<i64> for Shape {
+    fn from_iter<I: IntoIterator<Item = i64>>(iter: I) -> Self {
+        Shape(Arc::new(iter.into_iter().collect()))
     }
 }
 
 impl<const N: usize> From<[i64; N]> for Shape {
     fn from(v: [i64; N]) -> Self {
-        Shape(Arc::new(v.to_vec()))
+        Shape(Arc::new(Dims::from_slice(&v)))
     }
 }
 

@@ -156,7 +156,8 @@ impl Tensor {
         // ndarray (and any consumer indexing with isize) needs the product of the non-zero
         // dimensions, in bytes, to fit in isize even when the tensor is empty.
         let nonzero: Vec<i64> = shape.iter().copied().filter(|d| *d != 0).collect();
-        let fits = numel(&nonzero).and_then(|m| m.checked_mul(dtype.itemsize())).is_some_and(|b| b <= isize::MAX as usize);
+        let fits =
+            numel(&nonzero).and_then(|m| m.checked_mul(dtype.itemsize())).is_some_and(|b| b <= isize::MAX as usize);
         if !fits {
             return Err(Error::value(format!("tensor shape {shape} is too large for dtype {dtype}")));
         }
@@ -294,6 +295,20 @@ impl Tensor {
     pub fn data_ptr(&self) -> *mut u8 {
         // SAFETY: `from_parts` checked byte_offset (plus the extent) lies inside the storage.
         unsafe { self.0.storage.as_ptr().add(self.0.byte_offset) }
+    }
+
+    /// True when both handles are the same tensor object.
+    pub fn ptr_eq(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The stride of `axis` in elements (0 for an axis out of range); no allocation, unlike
+    /// [`Tensor::strides`].
+    pub fn stride(&self, axis: usize) -> i64 {
+        match &self.0.strides {
+            Some(s) => s.get(axis).copied().unwrap_or(0),
+            None => self.0.shape.get(axis + 1..).map_or(0, |rest| rest.iter().map(|d| (*d).max(1)).product()),
+        }
     }
 
     /// True when both tensors view the same storage.

@@ -212,6 +212,27 @@ impl Value {
         }
     }
 
+    /// True when both are the same object (reference-counted payloads by pointer) or equal
+    /// plain scalars: replacing one with the other changes nothing.
+    pub fn same_object(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Tensor(a), Value::Tensor(b)) => a.ptr_eq(b),
+            (Value::Int(a), Value::Int(b)) => a == b,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
+            (Value::Null, Value::Null) | (Value::VmState, Value::VmState) => true,
+            (Value::Shape(a), Value::Shape(b)) => a.ptr_eq(b),
+            (Value::Tuple(a), Value::Tuple(b)) => Arc::ptr_eq(a, b),
+            (Value::Str(a), Value::Str(b)) => a.ptr_eq(b),
+            (Value::Func(a), Value::Func(b)) => Arc::ptr_eq(a, b),
+            (Value::Storage(a), Value::Storage(b)) => a.ptr_eq(b),
+            (Value::Object(a), Value::Object(b)) => Arc::ptr_eq(a, b),
+            (Value::DType(a), Value::DType(b)) => a == b,
+            (Value::Device(a), Value::Device(b)) => a == b,
+            _ => false,
+        }
+    }
+
     /// Structural equality: tensors by content, functions and objects by identity.
     pub fn same_as(&self, other: &Value) -> bool {
         match (self, other) {
@@ -392,6 +413,18 @@ mod tests {
         assert!(Value::Null.as_tuple().is_err());
         assert!(Value::Null.as_func().is_err());
         assert_eq!(Value::str("int8").as_dtype().unwrap(), DataType::I8);
+    }
+
+    #[test]
+    fn same_object_is_identity_for_shared_payloads() {
+        let t = Value::Tensor(Tensor::scalar(1i32));
+        assert!(t.same_object(&t.clone()));
+        assert!(!t.same_object(&Value::Tensor(Tensor::scalar(1i32))));
+        let s = Value::str("a");
+        assert!(s.same_object(&s.clone()) && !s.same_object(&Value::str("a")));
+        assert!(Value::Int(3).same_object(&Value::Int(3)) && !Value::Int(3).same_object(&Value::Float(3.0)));
+        let sh = Value::Shape([1, 2].into());
+        assert!(sh.same_object(&sh.clone()) && !sh.same_object(&Value::Shape([1, 2].into())));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::executable::{Executable, FuncKind};
 use crate::packed::{CallCtx, PackedFunc, VmHandle};
 use crate::registry::Registry;
+use crate::types::Signature;
 use crate::value::{Callable, Closure, Value};
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -176,20 +177,56 @@ impl VirtualMachine {
         }
     }
 
-    /// Calls the function named `name` (bytecode or saved) with `args`.
+    /// Calls the function named `name` (bytecode or saved) with `args`. When the function has a
+    /// signature the arguments are checked and converted first; see
+    /// [`invoke_closure`](Self::invoke_closure).
     pub fn invoke(&mut self, name: &str, args: &[Value]) -> Result<Value> {
         let f = self.get_function(name)?;
         self.invoke_closure(&f, args)
     }
 
     /// Calls a function value with `args` followed by its captured values.
+    ///
+    /// When it is a bytecode function with a [`Signature`], the arguments (with the captured
+    /// values) are checked and converted by [`Signature::prepare_args`] before any instruction
+    /// runs: a wrong type or dtype is an [`ErrorKind::Type`], a wrong count an
+    /// [`ErrorKind::Arity`], a wrong rank, dimension or symbolic dimension an
+    /// [`ErrorKind::Value`]; each names the parameter, what was expected and what was given,
+    /// and none is wrapped in [`ErrorKind::At`].
     pub fn invoke_closure(&mut self, f: &Value, args: &[Value]) -> Result<Value> {
         let closure = f.as_func()?.clone();
         if self.reentry == 0 {
             self.steps_left = self.config.step_budget.unwrap_or(u64::MAX);
             self.interrupt.take();
         }
+        let exe = Arc::clone(&self.exe);
+        if let Some((name, sig)) = self.closure_signature(&exe, &closure)? {
+            let all: SmallVec<[Value; 8]> = args.iter().chain(&closure.captured).cloned().collect();
+            let prepared = sig.prepare_args(name, &all)?;
+            let bare = Closure { callable: closure.callable.clone(), captured: Vec::new() };
+            return self.call_closure(&bare, &prepared);
+        }
         self.call_closure(&closure, args)
+    }
+
+    /// The signature of the function named `name` (a bytecode or saved function, as
+    /// [`get_function`](Self::get_function) finds it): `None` when it has none (saved functions
+    /// have none); an [`ErrorKind::UnknownFunction`] when there is no such function.
+    pub fn signature(&self, name: &str) -> Result<Option<&Signature>> {
+        if self.saved.contains_key(name) {
+            return Ok(None);
+        }
+        match self.exe.func(name) {
+            Some(f) if f.kind == FuncKind::Bytecode => Ok(f.signature.as_ref()),
+            _ => Err(ErrorKind::UnknownFunction(name.to_string()).into()),
+        }
+    }
+
+    /// The name and signature of the bytecode function `c` calls, when it has a signature.
+    fn closure_signature<'e>(&self, exe: &'e Executable, c: &Closure) -> Result<Option<(&'e str, &'e Signature)>> {
+        let Some(index) = self.bytecode_index(c)? else { return Ok(None) };
+        let f = &exe.funcs()[index as usize];
+        Ok(f.signature.as_ref().map(|s| (f.name.as_str(), s)))
     }
 
     /// Saves `func` with `args` bound under `saved_name`, callable with no arguments; with
@@ -204,6 +241,11 @@ impl VirtualMachine {
         let target = self.get_function(func)?;
         let check = self.bytecode_index(target.as_func()?)?;
         self.check_arity(check, args.len())?;
+        let exe = Arc::clone(&self.exe);
+        let args = match self.closure_signature(&exe, target.as_func()?)? {
+            Some((name, sig)) => sig.prepare_args(name, &args)?,
+            None => args,
+        };
         let saved = if include_return {
             let c = target.as_func()?;
             Closure {
@@ -346,6 +388,23 @@ impl VirtualMachine {
                     }
                     pc += 1;
                 }
+                Op::CallSelect { func, args, nargs, dst } if plain => {
+                    let Callee::Packed(p) = &code.callees[func as usize] else { unreachable!("decoded as packed") };
+                    let select = p.as_select().expect("decoded as select");
+                    let mut argv = std::mem::take(&mut self.argbuf);
+                    self.borrow_args_into(&code.operands[args as usize..(args + nargs) as usize], base, &mut argv);
+                    let picked = select(p.name(), as_values(&argv)).map(|v| {
+                        // A result the destination already holds needs no write (and no
+                        // reference-count traffic); anything else is cloned out of the borrow.
+                        (dst != VOID && !v.same_object(&self.regs[base + dst as usize])).then(|| v.clone())
+                    });
+                    argv.clear();
+                    self.argbuf = argv;
+                    if let Some(v) = picked.map_err(|e| self.locate(pc, e))? {
+                        set_reg(&mut self.regs[base + dst as usize], v);
+                    }
+                    pc += 1;
+                }
                 Op::CallBytecode { func, args, nargs, dst } if plain => {
                     self.count_step().map_err(|e| self.locate(pc, e))?;
                     let Callee::Bytecode { start, .. } = code.callees[func as usize] else {
@@ -365,7 +424,7 @@ impl VirtualMachine {
                     base = new_base;
                     pc = start as usize;
                 }
-                Op::CallPacked { .. } | Op::CallBinary { .. } | Op::CallBytecode { .. } => {
+                Op::CallPacked { .. } | Op::CallBinary { .. } | Op::CallSelect { .. } | Op::CallBytecode { .. } => {
                     let ret = self.instrumented_call(&code, pc, base).map_err(|e| self.locate(pc, e))?;
                     if let Some(dst) = self.exe.instrs()[pc].writes() {
                         set_reg(&mut self.regs[base + dst as usize], ret);
@@ -461,7 +520,9 @@ impl VirtualMachine {
     fn instrumented_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<Value> {
         let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
         let args = match code.ops[pc] {
-            Op::CallPacked { args, nargs, .. } | Op::CallBytecode { args, nargs, .. } => {
+            Op::CallPacked { args, nargs, .. }
+            | Op::CallSelect { args, nargs, .. }
+            | Op::CallBytecode { args, nargs, .. } => {
                 self.load_args(&code.operands[args as usize..(args + nargs) as usize], base)
             }
             Op::CallBinary { a, b, .. } => [a, b].iter().map(|i| self.operand(code, *i, base).clone()).collect(),

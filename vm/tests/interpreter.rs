@@ -3,7 +3,7 @@
 
 use relaxvm::registry::register_global;
 use relaxvm::{
-    Arg, CallCtx, ErrorKind, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, InstrumentAction, Location,
+    Arg, CallCtx, ErrorKind, Executable, ExecutableParts, FuncInfo, Instruction, InstrumentAction, Location,
     PackedFunc, Registry, Value, VirtualMachine,
 };
 use std::sync::{Arc, Mutex, Once};
@@ -17,6 +17,9 @@ fn setup() {
         reg(PackedFunc::typed("t.lt", |a: i64, b: i64| a < b));
         reg(PackedFunc::from_fn("t.fail", |_| Err(relaxvm::Error::value("boom"))));
         reg(PackedFunc::from_fn("t.tuple", |a| Ok(Value::tuple(a.to_vec()))));
+        reg(PackedFunc::select("t.second", |name, a| {
+            a.get(1).ok_or_else(|| relaxvm::Error::arity(name, "2", a.len()))
+        }));
         reg(PackedFunc::new("t.call", |ctx: &mut CallCtx<'_>, a: &[Value]| {
             assert!(matches!(a[0], Value::VmState));
             ctx.call(&a[1], &a[2..])
@@ -29,15 +32,7 @@ fn setup() {
 }
 
 fn func(name: &str, range: (u32, u32), num_args: u32, regs: u32) -> FuncInfo {
-    FuncInfo {
-        name: name.into(),
-        kind: FuncKind::Bytecode,
-        start_instr: range.0,
-        end_instr: range.1,
-        num_args,
-        register_file_size: regs,
-        param_names: vec![],
-    }
+    FuncInfo::bytecode(name, range.0, range.1, num_args, regs)
 }
 
 fn call(func: u32, args: Vec<Arg>, dst: Option<u32>) -> Instruction {
@@ -46,7 +41,7 @@ fn call(func: u32, args: Vec<Arg>, dst: Option<u32>) -> Instruction {
 
 fn vm(funcs: Vec<FuncInfo>, instrs: Vec<Instruction>, constants: Vec<Value>) -> VirtualMachine {
     setup();
-    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, constants, locations: vec![] }).unwrap();
+    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, constants, ..Default::default() }).unwrap();
     VirtualMachine::new(Arc::new(exe)).unwrap()
 }
 
@@ -121,6 +116,7 @@ fn errors_name_function_instruction_and_location() {
         instrs: vec![call(1, vec![Reg(0), Imm(3)], Some(1)), Instruction::Ret { result: 1 }],
         constants: vec![],
         locations: vec![Some(Location::File { file: "m.py".into(), line: 7, col: 3 }), None],
+        entry: None,
     })
     .unwrap();
     let mut m = VirtualMachine::new(Arc::new(exe)).unwrap();
@@ -183,6 +179,37 @@ fn constants_void_and_functions_as_arguments() {
     assert!(matches!(t[1], Value::Null));
     assert_eq!(t[2].as_func().unwrap().name(), "main");
     assert_eq!(t[3].as_int().unwrap(), -5);
+}
+
+#[test]
+fn select_functions_write_only_what_changes() {
+    use Arg::*;
+    // main(a, b): r2 = second(a, b); r2 = second(b, b) (already there); r3 = second(a, c[0]);
+    // second(a) -> void errors (one argument) only when reached through the flag.
+    let mut m = vm(
+        vec![func("main", (0, 6), 3, 5), FuncInfo::packed("t.second"), FuncInfo::packed("t.tuple")],
+        vec![
+            call(1, vec![Reg(0), Reg(1)], Some(3)),
+            call(1, vec![Reg(1), Reg(3)], Some(3)),
+            call(1, vec![Reg(0), Const(0)], Some(4)),
+            call(1, vec![Reg(4), Reg(1)], None),
+            call(2, vec![Reg(3), Reg(4)], Some(4)),
+            Instruction::Ret { result: 4 },
+        ],
+        vec![Value::str("k")],
+    );
+    let b = Value::Tensor(relaxvm::Tensor::scalar(2i32));
+    let out = m.invoke("main", &[Value::Int(1), b.clone(), Value::Null]).unwrap();
+    let t = out.as_tuple().unwrap();
+    assert!(t[0].same_object(&b), "{out}");
+    assert_eq!(t[1].as_str().unwrap(), "k");
+    let mut bad = vm(
+        vec![func("main", (0, 2), 1, 2), FuncInfo::packed("t.second")],
+        vec![call(1, vec![Reg(0)], Some(1)), Instruction::Ret { result: 1 }],
+        vec![],
+    );
+    let e = bad.invoke("main", &[Value::Int(1)]).unwrap_err().to_string();
+    assert!(e.contains("t.second") && e.contains("instruction 0"), "{e}");
 }
 
 #[test]
