@@ -1,0 +1,289 @@
+"""The relaxvm benchmark suite, side by side with Apache TVM's Relax VM when it is installed.
+
+Run with ``./scripts/bench.sh`` (sets up ``.venv-bench`` with apache-tvm) or directly with any
+Python that has ``relaxvm`` (peer rows are skipped without ``tvm``). Each row is measured
+alternately for both VMs over several rounds in one run, and the best round of each is kept, so
+machine noise affects both sides alike. Prints a Markdown table: ours, the peer's, and the ratio
+(peer time / our time: above 1 means we are faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+import relaxvm as rx
+
+try:  # the peer is optional
+    import tvm
+    from tvm import relax as tvm_relax
+except ImportError:  # pragma: no cover - depends on the bench environment
+    tvm = None
+
+
+class Backend:
+    """One VM implementation: how to build, load, make tensors and register functions."""
+
+    def __init__(self, name: str, relax: Any, make_vm: Callable, tensor: Callable, register: Callable):
+        self.name, self.relax, self.make_vm, self.tensor, self.register = name, relax, make_vm, tensor, register
+
+    def build(self, emit: Callable[[Any], None]) -> Any:
+        ib = self.relax.ExecBuilder()
+        emit(ib)
+        return self.make_vm(ib.get())
+
+
+def ours() -> Backend:
+    return Backend("relaxvm", rx, lambda ex: rx.VirtualMachine(ex), rx.tensor, rx.register_func)
+
+
+def peer() -> Backend | None:
+    if tvm is None:
+        return None
+    return Backend(
+        "tvm",
+        tvm_relax,
+        lambda ex: tvm_relax.VirtualMachine(ex, tvm.cpu()),
+        tvm.runtime.tensor,
+        lambda name, f: tvm.register_global_func(name, f, override=True),
+    )
+
+
+def best_time(fn: Callable[[], Any], min_seconds: float) -> float:
+    """Seconds per call of `fn`, timed over enough calls to fill `min_seconds`."""
+    fn()
+    n = 1
+    while True:
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        dt = time.perf_counter() - t
+        if dt >= min_seconds:
+            return dt / n
+        n *= 2 if dt < min_seconds / 10 else max(2, int(min_seconds / max(dt, 1e-9)) + 1)
+
+
+# Programs ------------------------------------------------------------------------------------
+
+
+def emit_identity(ib: Any) -> None:
+    with ib.function("id", num_inputs=1):
+        ib.emit_ret(ib.r(0))
+
+
+def emit_copies(n: int) -> Callable[[Any], None]:
+    def emit(ib: Any) -> None:
+        with ib.function("main", num_inputs=1):
+            for _ in range(n):
+                ib.emit_call("vm.builtin.copy", args=[ib.r(0)], dst=ib.r(1))
+            ib.emit_ret(ib.r(1))
+
+    return emit
+
+
+def emit_callbacks(n: int) -> Callable[[Any], None]:
+    def emit(ib: Any) -> None:
+        with ib.function("main", num_inputs=1):
+            for _ in range(n):
+                ib.emit_call("bench.py_identity", args=[ib.r(0)], dst=ib.r(1))
+            ib.emit_ret(ib.r(1))
+
+    return emit
+
+
+def emit_shape_heap(n: int) -> Callable[[Any], None]:
+    def emit(ib: Any) -> None:
+        err_ctx = ib.convert_constant("bench")
+        with ib.function("main", num_inputs=1):
+            ib.emit_call("vm.builtin.alloc_shape_heap", args=[ib.vm_state(), ib.imm(2)], dst=ib.r(1))
+            for _ in range(n):
+                ib.emit_call("vm.builtin.shape_of", args=[ib.r(0)], dst=ib.r(2))
+                ib.emit_call(
+                    "vm.builtin.match_shape",
+                    args=[ib.r(2), ib.r(1), ib.imm(2), ib.imm(1), ib.imm(0), ib.imm(1), ib.imm(1), err_ctx],
+                )
+                ib.emit_call(
+                    "vm.builtin.make_shape",
+                    args=[ib.r(1), ib.imm(2), ib.imm(1), ib.imm(0), ib.imm(1), ib.imm(1)],
+                    dst=ib.r(3),
+                )
+            ib.emit_ret(ib.r(3))
+
+    return emit
+
+
+def emit_sum(ib: Any) -> None:
+    with ib.function("sum", num_inputs=1):
+        ib.emit_call("vm.builtin.int.add", args=[ib.imm(0), ib.imm(0)], dst=ib.r(1))
+        ib.emit_call("vm.builtin.int.add", args=[ib.imm(0), ib.imm(0)], dst=ib.r(2))
+        ib.emit_call("vm.builtin.int.lt", args=[ib.r(2), ib.r(0)], dst=ib.r(3))
+        ib.emit_if(ib.r(3), 4)
+        ib.emit_call("vm.builtin.int.add", args=[ib.r(1), ib.r(2)], dst=ib.r(1))
+        ib.emit_call("vm.builtin.int.add", args=[ib.r(2), ib.imm(1)], dst=ib.r(2))
+        ib.emit_goto(-4)
+        ib.emit_ret(ib.r(1))
+
+
+def emit_fib(ib: Any) -> None:
+    with ib.function("fib", num_inputs=1):
+        ib.emit_call("vm.builtin.int.lt", args=[ib.r(0), ib.imm(2)], dst=ib.r(1))
+        ib.emit_if(ib.r(1), 2)
+        ib.emit_ret(ib.r(0))
+        ib.emit_call("vm.builtin.int.sub", args=[ib.r(0), ib.imm(1)], dst=ib.r(2))
+        ib.emit_call("fib", args=[ib.r(2)], dst=ib.r(3))
+        ib.emit_call("vm.builtin.int.sub", args=[ib.r(0), ib.imm(2)], dst=ib.r(4))
+        ib.emit_call("fib", args=[ib.r(4)], dst=ib.r(5))
+        ib.emit_call("vm.builtin.int.add", args=[ib.r(3), ib.r(5)], dst=ib.r(6))
+        ib.emit_ret(ib.r(6))
+
+
+def emit_closures(n: int) -> Callable[[Any], None]:
+    def emit(ib: Any) -> None:
+        with ib.function("add1", num_inputs=2):
+            ib.emit_call("vm.builtin.int.add", args=[ib.r(0), ib.r(1)], dst=ib.r(2))
+            ib.emit_ret(ib.r(2))
+        with ib.function("main", num_inputs=1):
+            ib.emit_call("vm.builtin.make_closure", args=[ib.f("add1"), ib.imm(1)], dst=ib.r(1))
+            for _ in range(n):
+                ib.emit_call("vm.builtin.invoke_closure", args=[ib.vm_state(), ib.r(1), ib.r(0)], dst=ib.r(2))
+            ib.emit_ret(ib.r(2))
+
+    return emit
+
+
+def emit_binary(op: str) -> Callable[[Any], None]:
+    def emit(ib: Any) -> None:
+        with ib.function("main", num_inputs=2):
+            ib.emit_call(op, args=[ib.r(0), ib.r(1)], dst=ib.r(2))
+            ib.emit_ret(ib.r(2))
+
+    return emit
+
+
+# Rows ----------------------------------------------------------------------------------------
+
+
+class Row:
+    """A measured row: a label, the unit, how to set it up for a backend, and its target."""
+
+    def __init__(self, label: str, unit: str, per: int, setup: Callable, target: str, peer_ok: bool = True):
+        self.label, self.unit, self.per, self.setup, self.target, self.peer_ok = (
+            label,
+            unit,
+            per,
+            setup,
+            target,
+            peer_ok,
+        )
+
+
+def rows(quick: bool) -> list[Row]:
+    straight = 10_000 if quick else 100_000
+    loop_n = 100_000 if quick else 1_000_000
+    x4 = np.ones(4, "float32")
+    big_a = np.arange(1 << 20, dtype="float32")
+    big_b = np.ones(1 << 20, dtype="float32")
+    mat = (np.arange(512 * 512, dtype="float32") % 13).reshape(512, 512)
+
+    def call(emit, name, *args_np, scalar=None):
+        def setup(b: Backend) -> Callable[[], Any]:
+            vm = b.build(emit)
+            f = vm[name]
+            args = [b.tensor(a) for a in args_np] if scalar is None else [scalar]
+            return lambda: f(*args)
+
+        return setup
+
+    def callbacks(b: Backend) -> Callable[[], Any]:
+        b.register("bench.py_identity", lambda x: x)
+        return call(emit_callbacks(1000), "main", x4)(b)
+
+    return [
+        Row("Python -> VM call, identity on a tensor", "ns/call", 1, call(emit_identity, "id", x4), "<= 1/2 peer"),
+        Row("Python -> VM call, identity on an int", "ns/call", 1, call(emit_identity, "id", scalar=7), "<= 1/2 peer"),
+        Row("VM -> registered Python function", "ns/call", 1000, callbacks, "<= 2/3 peer"),
+        Row("dispatch, call vm.builtin.copy", "ns/instr", straight, call(emit_copies(straight), "main", x4), "<= 1/6 peer"),
+        Row("shape-heap triple", "ns/triple", 1000, call(emit_shape_heap(1000), "main", np.ones((32, 16), "float32")), "<= 1/4 peer"),
+        Row("counting loop (5 instr/iter)", "ns/iter", loop_n, call(emit_sum, "sum", scalar=loop_n), "<= 20 ns", False),
+        Row("fib(25), bytecode calls", "ns/call", 242_785, call(emit_fib, "fib", scalar=25), "", False),
+        Row("closure invocation", "ns/call", 1000, call(emit_closures(1000), "main", scalar=3), "", False),
+        Row("vm.op.add 1M float32", "us/op", 1, call(emit_binary("vm.op.add"), "main", big_a, big_b), ">= 0.9x numpy", False),
+        Row("vm.op.matmul 512x512 float32", "us/op", 1, call(emit_binary("vm.op.matmul"), "main", mat, mat), "", False),
+    ]
+
+
+def scale(unit: str) -> float:
+    return 1e6 if unit.startswith("us") else 1e9
+
+
+def measure_row(row: Row, backends: list[Backend], rounds: int, min_seconds: float) -> dict[str, float]:
+    fns = {b.name: row.setup(b) for b in backends if b.name == "relaxvm" or row.peer_ok}
+    best = {name: float("inf") for name in fns}
+    for _ in range(rounds):  # alternate: ours, peer, ours, peer...
+        for name, fn in fns.items():
+            best[name] = min(best[name], best_time(fn, min_seconds) / row.per * scale(row.unit))
+    return best
+
+
+def numpy_add_us(rounds: int, min_seconds: float) -> float:
+    a, b = np.arange(1 << 20, dtype="float32"), np.ones(1 << 20, dtype="float32")
+    return min(best_time(lambda: np.add(a, b), min_seconds) for _ in range(rounds)) * 1e6
+
+
+def threads_ratio(min_seconds: float) -> float:
+    """Throughput of 2 threads, each with its own VM, relative to one thread."""
+    ib = rx.ExecBuilder()
+    emit_sum(ib)
+    ex = ib.get()
+    n = 200_000
+
+    def work(count: list[int], stop: float) -> None:
+        f = rx.VirtualMachine(ex)["sum"]
+        while time.perf_counter() < stop:
+            f(n)
+            count[0] += 1
+
+    def run(k: int) -> float:
+        counts = [[0] for _ in range(k)]
+        stop = time.perf_counter() + max(min_seconds * 10, 1.0)
+        ts = [threading.Thread(target=work, args=(c, stop)) for c in counts]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return sum(c[0] for c in counts)
+
+    return statistics.median(run(2) / max(run(1), 1) for _ in range(3))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="fewer rounds and shorter programs")
+    ap.add_argument("--rounds", type=int, default=None)
+    args = ap.parse_args()
+    rounds = args.rounds or (2 if args.quick else 5)
+    min_seconds = 0.05 if args.quick else 0.2
+    backends = [b for b in (ours(), peer()) if b is not None]
+    print(f"relaxvm {getattr(rx, '__version__', '?')}; peer: {'Apache TVM ' + tvm.__version__ if tvm else 'not installed'}")
+    print()
+    print("| row | unit | relaxvm | peer | peer / relaxvm | target |")
+    print("| --- | --- | ---: | ---: | ---: | --- |")
+    for row in rows(args.quick):
+        best = measure_row(row, backends, rounds, min_seconds)
+        ours_v, peer_v = best["relaxvm"], best.get("tvm")
+        peer_s = f"{peer_v:.1f}" if peer_v is not None else "-"
+        ratio = f"{peer_v / ours_v:.1f}x" if peer_v is not None else "-"
+        if row.label.startswith("vm.op.add"):
+            np_us = numpy_add_us(rounds, min_seconds)
+            peer_s, ratio = f"numpy {np_us:.1f}", f"{np_us / ours_v:.2f}x"
+        print(f"| {row.label} | {row.unit} | {ours_v:.1f} | {peer_s} | {ratio} | {row.target} |", flush=True)
+    print(f"| 2 Python threads, each its own VM | throughput | {threads_ratio(min_seconds):.2f}x one thread | - | - | >= 1.7x |")
+
+
+if __name__ == "__main__":
+    main()

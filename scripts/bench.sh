@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Benchmarks: the Rust criterion suite, then the Python suite side by side with Apache TVM.
+# Usage: scripts/bench.sh [--quick] [--no-rust] [--no-peer]
+# The peer lives in its own environment (.venv-bench) so the test environment stays lean; the
+# relaxvm package built into .venv (in place, by maturin develop) is put on its path.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+rust=1 peer=1 pyargs=()
+for a in "$@"; do
+  case "$a" in
+    --no-rust) rust=0 ;;
+    --no-peer) peer=0 ;;
+    *) pyargs+=("$a") ;;
+  esac
+done
+"$root/scripts/setup-venv.sh"
+python="$root/.venv/bin/python"
+if [ "$peer" = 1 ]; then
+  bench="$root/.venv-bench"
+  [ -x "$bench/bin/python" ] || python3 -m venv "$bench"
+  if "$bench/bin/python" -m pip install --quiet --disable-pip-version-check numpy "apache-tvm==0.27.0.post1"; then
+    python="$bench/bin/python"
+  else
+    echo "apache-tvm could not be installed: peer rows are skipped"
+  fi
+fi
+if [ "$rust" = 1 ]; then
+  (cd "$root" && cargo bench -p relaxvm-builder --bench vm -- --noplot)
+fi
+PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" exec "$python" "$root/scripts/bench.py" "${pyargs[@]}"
