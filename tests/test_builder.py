@@ -170,6 +170,7 @@ def test_unused_input_warns():
     with pytest.warns(UserWarning, match="main") as record:
         ib.get()
     assert any("1" in str(w.message) for w in record)
+    assert record[0].filename == __file__  # the warning points at the call to get()
 
 
 def test_declare_function():

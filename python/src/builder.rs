@@ -400,7 +400,7 @@ impl PyExecBuilder {
             for w in &out.warnings {
                 warnings.call_method1(
                     "warn",
-                    (PyString::new(py, w), py.get_type::<pyo3::exceptions::PyUserWarning>(), 2),
+                    (PyString::new(py, w), py.get_type::<pyo3::exceptions::PyUserWarning>(), 1),
                 )?;
             }
         }
