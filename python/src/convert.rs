@@ -206,6 +206,19 @@ pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
 
 /// Converts each value, as a tuple of arguments for a Python call.
 pub fn values_to_tuple<'py>(py: Python<'py>, vals: &[Value]) -> PyResult<Bound<'py, PyTuple>> {
-    let objs: SmallVec<[Bound<'py, PyAny>; 8]> = vals.iter().map(|v| to_py(py, v)).collect::<PyResult<_>>()?;
-    PyTuple::new(py, objs)
+    // Straight into the tuple (no intermediate vector): this is on every callback's path.
+    // SAFETY: PyTuple_New returns a new tuple of `len` empty slots (or NULL with an exception);
+    // PyTuple_SetItem steals the reference we pass into a slot that is in range; a tuple
+    // dropped with some slots still empty (when a conversion fails) is valid to deallocate.
+    unsafe {
+        let len = pyo3::ffi::Py_ssize_t::try_from(vals.len()).expect("argument count fits in Py_ssize_t");
+        let tuple = Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyTuple_New(len))?;
+        for (i, v) in vals.iter().enumerate() {
+            let item = to_py(py, v)?;
+            if pyo3::ffi::PyTuple_SetItem(tuple.as_ptr(), i as pyo3::ffi::Py_ssize_t, item.into_ptr()) != 0 {
+                return Err(PyErr::fetch(py));
+            }
+        }
+        Ok(tuple.cast_into_unchecked())
+    }
 }
