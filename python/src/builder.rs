@@ -155,7 +155,15 @@ impl FunctionScope {
     }
 }
 
-/// Emits instructions and builds an `Executable` (TVM's `relax.ExecBuilder`).
+/// Emits instructions and builds an `Executable` (TVM's `relax.ExecBuilder`):
+///
+/// ```python
+/// ib = ExecBuilder()
+/// with ib.function("main", num_inputs=2):
+///     ib.emit_call("vm.op.add", args=[ib.r(0), ib.r(1)], dst=ib.r(2))
+///     ib.emit_ret(ib.r(2))
+/// ex = ib.get()
+/// ```
 #[pyclass(module = "relaxvm", name = "ExecBuilder")]
 pub struct PyExecBuilder {
     inner: rb::ExecBuilder,
