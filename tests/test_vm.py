@@ -275,3 +275,47 @@ def test_function_lookup_is_cached_and_saved_functions_shadow(add_vm):
     assert first(1, 1) == 2  # handles resolved before keep working
     with pytest.raises(TypeError):
         vm[0]
+
+
+def test_which_functions_release_the_gil(unique_name):
+    name = unique_name()
+    rx.register_func(name, lambda x: x)
+    ib = rx.ExecBuilder()
+    with ib.function("id", num_inputs=1):
+        ib.emit_ret(ib.r(0))
+    with ib.function("scalar", num_inputs=1):
+        ib.emit_call("vm.builtin.int.add", args=[ib.r(0), ib.imm(1)], dst=ib.r(1))
+        ib.emit_call("vm.builtin.move", args=[ib.r(1)], dst=ib.r(2))
+        ib.emit_ret(ib.r(2))
+    with ib.function("python", num_inputs=1):
+        ib.emit_call(name, args=[ib.r(0)], dst=ib.r(1))
+        ib.emit_call("scalar", args=[ib.r(1)], dst=ib.r(2))
+        ib.emit_ret(ib.r(2))
+    with ib.function("tensor_op", num_inputs=1):
+        ib.emit_call("vm.op.add", args=[ib.r(0), ib.r(0)], dst=ib.r(1))
+        ib.emit_ret(ib.r(1))
+    with ib.function("loop", num_inputs=1):
+        ib.emit_if(ib.r(0), 2)
+        ib.emit_goto(-1)
+        ib.emit_ret(ib.r(0))
+    with ib.function("recursion", num_inputs=1):
+        ib.emit_if(ib.r(0), 3)
+        ib.emit_call("vm.builtin.int.sub", args=[ib.r(0), ib.imm(1)], dst=ib.r(1))
+        ib.emit_call("recursion", args=[ib.r(1)], dst=ib.r(0))
+        ib.emit_ret(ib.r(0))
+    with ib.function("long", num_inputs=1):
+        for _ in range(300):
+            ib.emit_call("vm.builtin.int.add", args=[ib.r(0), ib.imm(0)], dst=ib.r(0))
+        ib.emit_ret(ib.r(0))
+    vm = rx.VirtualMachine(ib.get())
+    releases = {f: vm[f].releases_gil for f in ["id", "scalar", "python", "tensor_op", "loop", "recursion", "long"]}
+    assert releases == {
+        "id": False,
+        "scalar": False,
+        "python": False,
+        "tensor_op": True,
+        "loop": True,
+        "recursion": True,
+        "long": True,
+    }
+    assert vm["python"](1) == 2 and vm["recursion"](5) == 0 and vm["long"](3) == 3

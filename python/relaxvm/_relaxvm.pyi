@@ -435,6 +435,11 @@ class VMFunction:
     @property
     def param_names(self) -> list[str]:
         """The parameter names (empty when the function was built without them)."""
+    @property
+    def releases_gil(self) -> bool:
+        """Whether calls release the GIL while they run: functions that may run long (loops,
+        recursion, a few hundred instructions or more, native builtins that are not
+        constant-time) release it; short ones keep it, since releasing would cost more."""
     def __call__(self, *args: _VMValue, **kwargs: _VMValue) -> _VMValue: ...
 
 @final

@@ -160,18 +160,27 @@ fn is_constant_time_builtin(name: &str) -> bool {
 /// constant-time builtins and calls Python (releasing and re-taking the GIL would cost more
 /// than the call).
 fn needs_release(exe: &Executable, keeps_gil: &[bool], start: usize) -> bool {
+    /// Beyond this many instructions a call may run long enough that other threads should get
+    /// the GIL (releasing it costs about as much as running a few instructions).
+    const MAX_INSTRUCTIONS_WITH_GIL: usize = 256;
     let mut seen = vec![false; exe.funcs().len()];
     let mut stack = vec![start];
+    let mut instructions = 0;
     while let Some(i) = stack.pop() {
-        if std::mem::replace(&mut seen[i], true) {
-            continue;
-        }
         let f = &exe.funcs()[i];
         if f.kind == FuncKind::Packed {
             if !keeps_gil[i] {
                 return true;
             }
             continue;
+        }
+        // A bytecode function reached twice may be recursion: its run time is unbounded.
+        if std::mem::replace(&mut seen[i], true) {
+            return true;
+        }
+        instructions += f.instr_range().len();
+        if instructions > MAX_INSTRUCTIONS_WITH_GIL {
+            return true;
         }
         for ins in &exe.instrs()[f.instr_range()] {
             match ins {
@@ -272,6 +281,15 @@ impl PyVmFunction {
     #[getter]
     fn param_names(&self) -> Vec<String> {
         self.params.clone()
+    }
+
+    /// Whether calls release the GIL while they run. Functions that may run long (loops,
+    /// recursion, more than a few hundred instructions, native builtins that are not
+    /// constant-time) release it; short ones that only call constant-time builtins and Python
+    /// keep it, since releasing would cost more than the call.
+    #[getter]
+    fn releases_gil(&self) -> bool {
+        self.release
     }
 
     fn __repr__(&self) -> String {
