@@ -323,6 +323,10 @@ impl VirtualMachine {
         if self.reentry >= self.config.max_reentry {
             return Err(ErrorKind::StackOverflow(self.config.max_reentry).into());
         }
+        if self.reentry > 0 {
+            // A call back into the VM from a packed function is a bytecode call, and counts as one.
+            self.count_step()?;
+        }
         let depth = self.frames.len();
         let mark = self.regs.len();
         self.reentry += 1;
@@ -453,7 +457,15 @@ impl VirtualMachine {
                 }
                 Op::If { cond, false_target } => {
                     let taken = self.regs[base + cond as usize].truthy().map_err(|e| self.locate(pc, e))?;
-                    pc = if taken { pc + 1 } else { false_target as usize };
+                    if taken {
+                        pc += 1;
+                    } else {
+                        // A backward `if` closes a loop as a backward `goto` does.
+                        if (false_target as usize) <= pc {
+                            self.count_step().map_err(|e| self.locate(pc, e))?;
+                        }
+                        pc = false_target as usize;
+                    }
                 }
             }
         }

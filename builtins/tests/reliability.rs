@@ -1,0 +1,416 @@
+//! Reliability: limits end in errors, never in crashes. Unbounded recursion (bytecode and
+//! through native re-entry), endless loops (interrupt, step budget), impossible allocations,
+//! panicking packed functions, and VMs shared between threads.
+//!
+//! Resident memory over many calls is measured alone in `reliability_memory.rs`.
+
+use relaxvm::{registry, Error, ErrorKind, Executable, PackedFunc, Registry, Shape, Value, VirtualMachine, VmConfig};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Assembles `text` (the builtins are registered first).
+fn exe(text: &str) -> Arc<Executable> {
+    relaxvm_builtins::ensure_registered();
+    Arc::new(relaxvm_builder::assemble(text).unwrap_or_else(|e| panic!("{e}\n{text}")))
+}
+
+fn load(text: &str) -> VirtualMachine {
+    VirtualMachine::new(exe(text)).unwrap()
+}
+
+/// Runs `f` on a new thread with a `stack`-byte native stack and returns its result: a native
+/// stack overflow there aborts the whole test binary, so passing proves there was none.
+fn on_stack<T: Send + 'static>(stack: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new().stack_size(stack).spawn(f).unwrap().join().unwrap()
+}
+
+fn root_kind(r: &relaxvm::Result<Value>) -> &ErrorKind {
+    r.as_ref().map(|v| panic!("expected an error, got {v}")).unwrap_err().root().kind()
+}
+
+/// `f` calls itself forever, `count` adds one per call: recursion in bytecode.
+const RECURSE: &str = "
+.packed vm.builtin.int.add
+@f inputs=1 regs=2:
+  call  vm.builtin.int.add  in: %0, i1  dst: %1
+  call  f  in: %1  dst: %1
+  ret  %1
+
+@ok inputs=1 regs=2:
+  call  vm.builtin.int.add  in: %0, i1  dst: %1
+  ret  %1
+";
+
+#[test]
+fn bytecode_recursion_stops_at_the_depth_limit_without_native_recursion() {
+    let (depth, err, after) = on_stack(256 * 1024, || {
+        let mut vm = load(RECURSE);
+        let depth = vm.config().max_call_depth;
+        let r = vm.invoke("f", &[Value::Int(0)]);
+        let err = match root_kind(&r) {
+            ErrorKind::StackOverflow(n) => *n,
+            other => panic!("expected a stack overflow, got {other}"),
+        };
+        // The VM unwound every frame and keeps working.
+        (depth, err, vm.invoke("ok", &[Value::Int(1)]).unwrap().as_int().unwrap())
+    });
+    assert_eq!(depth, VmConfig::default().max_call_depth);
+    assert_eq!(err, depth);
+    assert_eq!(after, 2);
+}
+
+#[test]
+fn a_lower_depth_limit_applies() {
+    let mut vm = load(RECURSE);
+    vm.config_mut().max_call_depth = 50;
+    let e = vm.invoke("f", &[Value::Int(0)]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::StackOverflow(50)), "{e}");
+    assert!(e.to_string().contains("in function \"f\""), "{e}");
+}
+
+/// `g` calls itself through `vm.builtin.invoke_closure`: each level re-enters the VM natively.
+const REENTER: &str = "
+.packed vm.builtin.invoke_closure
+.packed vm.builtin.int.add
+@g inputs=1 regs=2:
+  call  vm.builtin.int.add  in: %0, i1  dst: %1
+  call  vm.builtin.invoke_closure  in: %vm, f[g], %1  dst: %1
+  ret  %1
+
+@ok inputs=1 regs=2:
+  call  vm.builtin.int.add  in: %0, i1  dst: %1
+  ret  %1
+";
+
+#[test]
+fn native_reentry_stops_at_max_reentry_on_a_small_stack() {
+    let (limit, err, after) = on_stack(2 * 1024 * 1024, || {
+        let mut vm = load(REENTER);
+        let limit = vm.config().max_reentry;
+        let r = vm.invoke("g", &[Value::Int(0)]);
+        let err = match root_kind(&r) {
+            ErrorKind::StackOverflow(n) => *n,
+            other => panic!("expected a stack overflow, got {other}"),
+        };
+        (limit, err, vm.invoke("ok", &[Value::Int(1)]).unwrap().as_int().unwrap())
+    });
+    assert_eq!(limit, VmConfig::default().max_reentry);
+    assert_eq!(err, limit);
+    assert_eq!(after, 2);
+}
+
+#[test]
+fn reentry_below_the_limit_returns() {
+    // `count(n)` re-enters itself n times, then returns n.
+    let mut vm = load(
+        "
+.packed vm.builtin.invoke_closure
+.packed vm.builtin.int.sub
+.packed vm.builtin.int.add
+@count inputs=1 regs=3:
+  if  %0  5
+  call  vm.builtin.int.sub  in: %0, i1  dst: %1
+  call  vm.builtin.invoke_closure  in: %vm, f[count], %1  dst: %2
+  call  vm.builtin.int.add  in: %2, i1  dst: %2
+  ret  %2
+  ret  %0
+",
+    );
+    let limit = vm.config().max_reentry as i64;
+    let n = limit - 2;
+    assert_eq!(vm.invoke("count", &[Value::Int(n)]).unwrap().as_int().unwrap(), n);
+    assert!(vm.invoke("count", &[Value::Int(limit + 1)]).is_err());
+    assert_eq!(vm.invoke("count", &[Value::Int(3)]).unwrap().as_int().unwrap(), 3);
+}
+
+/// Endless loops: by `goto`, by an `if` jumping back, by a `goto` to itself, and by calls
+/// (`ping` calls `pong` calls `ping`...; with a large depth limit the step budget stops it).
+const LOOPS: &str = "
+.packed vm.builtin.int.add
+@spin inputs=1 regs=2:
+  call  vm.builtin.int.add  in: %0, i1  dst: %0
+  goto  -1
+
+@spin_if inputs=1 regs=2:
+  call  vm.builtin.int.add  in: i0, i0  dst: %1
+  if  %1  0
+  ret  %1
+
+@spin_self inputs=0 regs=1:
+  goto  0
+
+@ping inputs=1 regs=1:
+  call  pong  in: %0  dst: %0
+  ret  %0
+
+@pong inputs=1 regs=1:
+  call  ping  in: %0  dst: %0
+  ret  %0
+
+@ok inputs=1 regs=2:
+  call  vm.builtin.int.add  in: %0, i1  dst: %1
+  ret  %1
+";
+
+/// The arguments of the endless function `name`.
+fn loop_args(name: &str) -> Vec<Value> {
+    if name == "spin_self" {
+        vec![]
+    } else {
+        vec![Value::Int(0)]
+    }
+}
+
+#[test]
+fn interrupt_stops_endless_loops_quickly_and_the_vm_works_after() {
+    for name in ["spin", "spin_if", "spin_self"] {
+        let mut vm = load(LOOPS);
+        let handle = vm.interrupt_handle();
+        let stopper = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let asked = Instant::now();
+            handle.interrupt();
+            asked
+        });
+        let r = vm.invoke(name, &loop_args(name));
+        let stopped = Instant::now();
+        let asked = stopper.join().unwrap();
+        assert!(matches!(root_kind(&r), ErrorKind::Interrupted), "{name}: {:?}", r.err());
+        let latency = stopped.saturating_duration_since(asked);
+        assert!(latency < Duration::from_secs(1), "{name}: stopped {latency:?} after the interrupt");
+        assert_eq!(vm.invoke("ok", &[Value::Int(1)]).unwrap().as_int().unwrap(), 2, "{name}");
+        // A stale interrupt does not stop the next run.
+        vm.interrupt_handle().interrupt();
+        assert_eq!(vm.invoke("ok", &[Value::Int(2)]).unwrap().as_int().unwrap(), 3, "{name}");
+    }
+}
+
+#[test]
+fn the_step_budget_stops_endless_loops_and_resets_per_invocation() {
+    for name in ["spin", "spin_if", "spin_self", "ping"] {
+        let mut vm = load(LOOPS);
+        vm.config_mut().step_budget = Some(1_000);
+        vm.config_mut().max_call_depth = 1 << 20;
+        for _ in 0..3 {
+            let r = vm.invoke(name, &loop_args(name));
+            assert!(matches!(root_kind(&r), ErrorKind::StepBudget(1_000)), "{name}: {:?}", r.err());
+            assert_eq!(vm.invoke("ok", &[Value::Int(1)]).unwrap().as_int().unwrap(), 2);
+        }
+    }
+}
+
+#[test]
+fn the_step_budget_counts_steps_inside_reentrant_calls() {
+    let mut vm = load(REENTER);
+    vm.config_mut().step_budget = Some(50);
+    let r = vm.invoke("g", &[Value::Int(0)]);
+    assert!(matches!(root_kind(&r), ErrorKind::StepBudget(50)), "{:?}", r.err());
+    // `tree(n)` re-enters itself twice per level: 2^n calls, none of them a bytecode `call`
+    // instruction or a backward jump, and never deeper than n.
+    let mut vm = load(
+        "
+.packed vm.builtin.invoke_closure
+.packed vm.builtin.int.sub
+@tree inputs=1 regs=2:
+  if  %0  4
+  call  vm.builtin.int.sub  in: %0, i1  dst: %1
+  call  vm.builtin.invoke_closure  in: %vm, f[tree], %1  dst: void
+  call  vm.builtin.invoke_closure  in: %vm, f[tree], %1  dst: void
+  ret  %0
+",
+    );
+    vm.config_mut().step_budget = Some(10_000);
+    assert_eq!(vm.invoke("tree", &[Value::Int(5)]).unwrap().as_int().unwrap(), 5);
+    let r = vm.invoke("tree", &[Value::Int(60)]);
+    assert!(matches!(root_kind(&r), ErrorKind::StepBudget(10_000)), "{:?}", r.err());
+}
+
+/// `alloc(size, shape, dtype)`: storage of `size` bytes, then a tensor of `shape` viewing it.
+const ALLOC: &str = "
+.const c[0] = str \"uint8\"
+.packed vm.builtin.alloc_storage
+.packed vm.builtin.alloc_tensor
+@storage inputs=1 regs=2:
+  call  vm.builtin.alloc_storage  in: %vm, %0, i0, c[0]  dst: %1
+  ret  %1
+
+@tensor inputs=3 regs=4:
+  call  vm.builtin.alloc_storage  in: %vm, %0, i0, c[0]  dst: %3
+  call  vm.builtin.alloc_tensor  in: %3, i0, %1, %2  dst: %3
+  ret  %3
+";
+
+#[test]
+fn impossible_allocations_are_errors() {
+    const PIB: i64 = 1 << 50;
+    let mut vm = load(ALLOC);
+    let shape = |d: &[i64]| Value::Shape(Shape::from(d));
+    for size in [Value::Int(PIB), shape(&[PIB]), shape(&[1 << 30, 1 << 30]), shape(&[i64::MAX, i64::MAX])] {
+        let r = vm.invoke("storage", std::slice::from_ref(&size));
+        assert!(matches!(root_kind(&r), ErrorKind::Alloc { .. }), "{size}: {:?}", r.err());
+    }
+    for size in [Value::Int(-1), shape(&[-8]), Value::Int(i64::MIN), shape(&[4, -1])] {
+        let r = vm.invoke("storage", std::slice::from_ref(&size));
+        assert!(matches!(root_kind(&r), ErrorKind::Value(_)), "{size}: {:?}", r.err());
+    }
+    // Tensors larger than (or negative within) a small storage.
+    for dims in [&[PIB][..], &[1 << 25, 1 << 25], &[-1], &[2, -3], &[i64::MAX, 2], &[0, i64::MAX, 2]] {
+        for dtype in ["float32", "uint8", "float64"] {
+            let r = vm.invoke("tensor", &[Value::Int(64), shape(dims), Value::str(dtype)]);
+            let e = r.expect_err("too large for the storage");
+            assert!(!matches!(e.root().kind(), ErrorKind::Panic(_)), "{dims:?} {dtype}: {e}");
+        }
+    }
+    // The VM still allocates what fits.
+    let t = vm.invoke("tensor", &[Value::Int(64), shape(&[4, 4]), Value::str("float32")]).unwrap();
+    assert_eq!(t.as_tensor().unwrap().shape().dims(), &[4, 4]);
+}
+
+/// A packed function that panics, called from bytecode directly and from a re-entrant call.
+#[test]
+fn a_panic_in_a_registered_function_is_an_error_and_the_vm_keeps_working() {
+    let mut overrides = Registry::new();
+    overrides.register(PackedFunc::from_fn("test.boom", |_| panic!("boom at the top")), false).unwrap();
+    overrides.register(PackedFunc::from_fn("test.boom_payload", |_| std::panic::panic_any(42u32)), false).unwrap();
+    let code = exe("
+.packed test.boom
+.packed test.boom_payload
+.packed vm.builtin.invoke_closure
+.packed vm.builtin.int.add
+@direct inputs=1 regs=2:
+  call  test.boom  in: %0  dst: %1
+  ret  %1
+
+@payload inputs=0 regs=1:
+  call  test.boom_payload  dst: %0
+  ret  %0
+
+@nested inputs=1 regs=2:
+  call  vm.builtin.invoke_closure  in: %vm, f[direct], %0  dst: %1
+  ret  %1
+
+@ok inputs=1 regs=2:
+  call  vm.builtin.int.add  in: %0, i1  dst: %1
+  ret  %1
+");
+    let mut vm = VirtualMachine::with_overrides(code, &overrides).unwrap();
+    for _ in 0..3 {
+        let e = vm.invoke("direct", &[Value::Int(1)]).unwrap_err();
+        assert!(
+            matches!(e.root().kind(), ErrorKind::Panic(m) if m.contains("test.boom") && m.contains("boom at the top")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("in function \"direct\""), "{e}");
+        let e = vm.invoke("payload", &[]).unwrap_err();
+        assert!(matches!(e.root().kind(), ErrorKind::Panic(m) if m.contains("test.boom_payload")), "{e}");
+        let e = vm.invoke("nested", &[Value::Int(1)]).unwrap_err();
+        assert!(matches!(e.root().kind(), ErrorKind::Panic(_)), "{e}");
+        assert_eq!(vm.invoke("ok", &[Value::Int(41)]).unwrap().as_int().unwrap(), 42);
+    }
+}
+
+#[test]
+fn a_panic_in_a_globally_registered_function_is_an_error() {
+    registry::register_global(
+        PackedFunc::typed("reliability.global_boom", |x: i64| -> i64 {
+            if x > 0 {
+                panic!("positive")
+            }
+            x
+        }),
+        true,
+    )
+    .unwrap();
+    let mut vm = load(
+        "
+.packed reliability.global_boom
+@f inputs=1 regs=2:
+  call  reliability.global_boom  in: %0  dst: %1
+  ret  %1
+",
+    );
+    let e: Error = vm.invoke("f", &[Value::Int(1)]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Panic(m) if m.contains("positive")), "{e}");
+    assert_eq!(vm.invoke("f", &[Value::Int(-5)]).unwrap().as_int().unwrap(), -5);
+}
+
+/// `fib(n)` by double recursion, and `sum(n)` = 0 + 1 + ... + (n-1) by a loop.
+const WORK: &str = "
+.packed vm.builtin.int.lt
+.packed vm.builtin.int.sub
+.packed vm.builtin.int.add
+@fib inputs=1 regs=5:
+  call  vm.builtin.int.lt  in: %0, i2  dst: %1
+  if  %1  2
+  ret  %0
+  call  vm.builtin.int.sub  in: %0, i1  dst: %2
+  call  fib  in: %2  dst: %3
+  call  vm.builtin.int.sub  in: %0, i2  dst: %2
+  call  fib  in: %2  dst: %4
+  call  vm.builtin.int.add  in: %3, %4  dst: %1
+  ret  %1
+
+@sum inputs=1 regs=4:
+  call  vm.builtin.int.add  in: i0, i0  dst: %1
+  call  vm.builtin.int.add  in: i0, i0  dst: %2
+  call  vm.builtin.int.lt  in: %2, %0  dst: %3
+  if  %3  4
+  call  vm.builtin.int.add  in: %1, %2  dst: %1
+  call  vm.builtin.int.add  in: %2, i1  dst: %2
+  goto  -4
+  ret  %1
+";
+
+fn fib(n: i64) -> i64 {
+    if n < 2 {
+        n
+    } else {
+        fib(n - 1) + fib(n - 2)
+    }
+}
+
+#[test]
+fn one_executable_shared_by_eight_threads_each_with_a_vm() {
+    let code = exe(WORK);
+    let threads: Vec<_> = (0..8i64)
+        .map(|t| {
+            let code = Arc::clone(&code);
+            std::thread::spawn(move || {
+                let mut vm = VirtualMachine::new(code).unwrap();
+                for i in 0..200 {
+                    let n = (t + i) % 16;
+                    assert_eq!(vm.invoke("fib", &[Value::Int(n)]).unwrap().as_int().unwrap(), fib(n));
+                    let m = t * 100 + i;
+                    assert_eq!(vm.invoke("sum", &[Value::Int(m)]).unwrap().as_int().unwrap(), m * (m - 1) / 2);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn one_vm_behind_a_mutex_serves_eight_threads() {
+    let vm = Arc::new(Mutex::new(VirtualMachine::new(exe(WORK)).unwrap()));
+    let threads: Vec<_> = (0..8i64)
+        .map(|t| {
+            let vm = Arc::clone(&vm);
+            std::thread::spawn(move || {
+                for i in 0..200 {
+                    let n = (t * 3 + i) % 18;
+                    let got = vm.lock().unwrap().invoke("fib", &[Value::Int(n)]).unwrap().as_int().unwrap();
+                    assert_eq!(got, fib(n));
+                    let m = t * 50 + i;
+                    let got = vm.lock().unwrap().invoke("sum", &[Value::Int(m)]).unwrap().as_int().unwrap();
+                    assert_eq!(got, m * (m - 1) / 2);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(vm.lock().unwrap().invoke("fib", &[Value::Int(20)]).unwrap().as_int().unwrap(), 6765);
+}

@@ -1,0 +1,55 @@
+//! The `interp` fuzz target's check in `cargo test`: replays its corpus (`fuzz/corpus/interp/`:
+//! seeds, inputs the fuzzer kept, and every input that ever failed) and runs a few hundred
+//! more generated programs, through the same generator (`support/gen_program.rs`).
+
+#[path = "support/gen_program.rs"]
+mod gen_program;
+
+use arbitrary::Unstructured;
+use relaxvm::Executable;
+use std::path::PathBuf;
+
+#[test]
+fn interp_corpus_replays_without_panics() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/interp");
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    assert!(entries.len() >= 10, "the corpus lost its seeds ({} files)", entries.len());
+    for path in entries {
+        let data = std::fs::read(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        std::panic::catch_unwind(|| gen_program::run(&data))
+            .unwrap_or_else(|_| panic!("{name} fails the interp fuzz check (replay: cargo fuzz run interp {name})"));
+    }
+}
+
+/// Deterministic pseudo-random bytes (xorshift), so the test needs no corpus and no crate.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// The generator's promise: nearly every input becomes a program the verifier accepts (else
+/// the fuzzer would spend its time on rejected programs), and running them finds no failure.
+#[test]
+fn generated_programs_pass_the_verifier_and_run() {
+    let total = 400;
+    let mut passed = 0;
+    for seed in 0..total {
+        let data = noise(seed, 64 + (seed as usize % 7) * 128);
+        let program = gen_program::generate(&mut Unstructured::new(&data)).expect("generation never fails");
+        passed += usize::from(Executable::from_parts(program.parts).is_ok());
+        gen_program::run(&data);
+    }
+    assert!(passed * 100 >= total as usize * 95, "only {passed} of {total} generated programs pass the verifier");
+}

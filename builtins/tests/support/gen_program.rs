@@ -1,0 +1,300 @@
+//! Turns fuzz input into a program that passes the verifier, runs it with random arguments,
+//! and checks that nothing goes wrong that an error should have reported.
+//!
+//! Shared by the `interp` fuzz target (`fuzz/fuzz_targets/interp.rs`) and its corpus replay
+//! (`builtins/tests/reliability_interp_replay.rs`), which both include this file with
+//! `#[path]`, so that a corpus file means the same program in both.
+//!
+//! A program is one to four bytecode functions calling each other and up to eight builtins,
+//! with register, immediate, constant, function, `%void` and `%vm` arguments. Indices and jump
+//! targets are drawn inside their ranges, so nearly every input passes the verifier; the few
+//! that do not (e.g. a duplicate name) are skipped. Each function is then invoked on one VM
+//! with random values: ints, floats, bools, strings, dtypes, devices, shapes, small tensors
+//! (some strided or misaligned), storages, tuples, functions and null.
+//!
+//! Any result and any error is fine. A Rust panic, an abort, a hang (every loop and call is
+//! bounded by the step budget and the call-depth limit) or an [`ErrorKind::Panic`] error (a
+//! builtin panicked and `PackedFunc::call` caught it) is a failure.
+
+use arbitrary::{Arbitrary, Result, Unstructured};
+use relaxvm::{
+    registry, Arg, Callable, Closure, DataType, Device, ErrorKind, Executable, ExecutableParts, FuncInfo, FuncKind,
+    Instruction, Shape, Storage, Tensor, Value, VirtualMachine, VmConfig,
+};
+use std::sync::Arc;
+
+/// Bytecode calls and backward jumps one invocation may make.
+pub const STEP_BUDGET: u64 = 10_000;
+/// The deepest chain of bytecode frames.
+pub const MAX_CALL_DEPTH: usize = 256;
+
+/// Builtins the generator does not call: `print` would flood the fuzzer's output.
+const SKIPPED: &[&str] = &["vm.builtin.print"];
+
+/// Builtins whose first argument is usually `%vm`.
+const TAKES_VM: &[&str] = &["vm.builtin.alloc_storage", "vm.builtin.alloc_shape_heap", "vm.builtin.invoke_closure"];
+
+/// Strings worth passing: dtype names, memory scopes, and a few others.
+const STRINGS: &[&str] =
+    &["float32", "int64", "int32", "uint8", "bool", "float16", "bfloat16", "float64", "global", "", "shared", "x"];
+
+/// A generated program and the invocations to make.
+pub struct Program {
+    /// The executable's parts (they may still fail the verifier).
+    pub parts: ExecutableParts,
+    /// Function names and the arguments to invoke each with, in order.
+    pub calls: Vec<(String, Vec<Value>)>,
+}
+
+/// The builtins the generator draws from, in registration order.
+fn builtins() -> Vec<&'static str> {
+    relaxvm_builtins::builtin_names().into_iter().filter(|n| !SKIPPED.contains(n)).collect()
+}
+
+/// Decodes `data` into a program and runs it; panics on a failure (see the module docs).
+pub fn run(data: &[u8]) {
+    relaxvm_builtins::ensure_registered();
+    let Ok(program) = generate(&mut Unstructured::new(data)) else { return };
+    let Ok(exe) = Executable::from_parts(program.parts) else { return };
+    let mut vm = VirtualMachine::new(Arc::new(exe)).expect("every builtin is registered");
+    *vm.config_mut() =
+        VmConfig { step_budget: Some(STEP_BUDGET), max_call_depth: MAX_CALL_DEPTH, ..VmConfig::default() };
+    for (name, args) in &program.calls {
+        match vm.invoke(name, args) {
+            Ok(v) => {
+                // Printing a result must not panic either.
+                let _ = (v.to_string(), v.describe());
+            }
+            Err(e) => {
+                let text = e.to_string();
+                assert!(
+                    !matches!(e.root().kind(), ErrorKind::Panic(_)) && !text.contains("packed function panicked"),
+                    "a builtin panicked: {text}"
+                );
+            }
+        }
+    }
+}
+
+/// Builds a program from `u`.
+pub fn generate(u: &mut Unstructured<'_>) -> Result<Program> {
+    let names = builtins();
+    let n_bytecode = u.int_in_range(1..=4usize)?;
+    let mut funcs = Vec::new();
+    let mut lens = Vec::new();
+    for i in 0..n_bytecode {
+        let num_args = u.int_in_range(0..=4u32)?;
+        let regs = num_args + u.int_in_range(1..=8u32)?;
+        let len = u.int_in_range(1..=24u32)?;
+        let param_names = if u.ratio(1, 4)? { (0..num_args).map(|p| format!("p{p}")).collect() } else { Vec::new() };
+        funcs.push(FuncInfo {
+            name: format!("f{i}"),
+            kind: FuncKind::Bytecode,
+            num_args,
+            register_file_size: regs,
+            param_names,
+            ..FuncInfo::packed("")
+        });
+        lens.push(len);
+    }
+    for _ in 0..u.int_in_range(1..=8usize)? {
+        let name = *u.choose(&names)?;
+        if !funcs.iter().any(|f| f.name == name) {
+            funcs.push(FuncInfo::packed(name));
+        }
+    }
+    let mut constants = Vec::new();
+    for _ in 0..u.int_in_range(0..=6usize)? {
+        constants.push(value(u, &funcs, 2)?);
+    }
+    let mut instrs = Vec::new();
+    for i in 0..n_bytecode {
+        let start = instrs.len() as u32;
+        funcs[i].start_instr = start;
+        funcs[i].end_instr = start + lens[i];
+        for pc in 0..lens[i] {
+            let instr = instruction(u, &funcs, &funcs[i], pc, lens[i], constants.len())?;
+            instrs.push(instr);
+        }
+    }
+    let mut calls = Vec::new();
+    for _ in 0..u.int_in_range(1..=4usize)? {
+        let f = &funcs[u.choose_index(n_bytecode)?];
+        let mut n = f.num_args as usize;
+        if u.ratio(1, 16)? {
+            n = u.int_in_range(0..=5)?;
+        }
+        let mut args = Vec::with_capacity(n);
+        for _ in 0..n {
+            args.push(value(u, &funcs, 2)?);
+        }
+        calls.push((f.name.clone(), args));
+    }
+    Ok(Program { parts: ExecutableParts { funcs, constants, instrs, ..ExecutableParts::default() }, calls })
+}
+
+/// Instruction `pc` of the `len` instructions of bytecode function `f`: registers, constants and
+/// functions in range, jumps inside the function, and a last instruction that is `ret` or `goto`.
+fn instruction(
+    u: &mut Unstructured<'_>,
+    funcs: &[FuncInfo],
+    f: &FuncInfo,
+    pc: u32,
+    len: u32,
+    n_consts: usize,
+) -> Result<Instruction> {
+    let regs = f.register_file_size as usize;
+    let reg = |u: &mut Unstructured<'_>| Ok(u.choose_index(regs)? as u32);
+    let target = |u: &mut Unstructured<'_>| Ok(u.choose_index(len as usize)? as i64 - i64::from(pc));
+    let last = pc + 1 == len;
+    let kind = if last { u.int_in_range(0..=4u8)? } else { u.int_in_range(0..=11u8)? };
+    Ok(match kind {
+        0..=3 if last => Instruction::Ret { result: reg(u)? },
+        4 if last => Instruction::Goto { offset: target(u)? },
+        0 => Instruction::Ret { result: reg(u)? },
+        1 => Instruction::Goto { offset: target(u)? },
+        2 | 3 => Instruction::If { cond: reg(u)?, false_offset: target(u)? },
+        _ => {
+            let func = u.choose_index(funcs.len())? as u32;
+            let callee = &funcs[func as usize];
+            let nargs = match callee.kind {
+                FuncKind::Bytecode => callee.num_args as usize,
+                FuncKind::Packed => u.int_in_range(0..=5)?,
+            };
+            let vm_first = callee.kind == FuncKind::Packed
+                && nargs > 0
+                && u.ratio(if TAKES_VM.contains(&callee.name.as_str()) { 7 } else { 1 }, 8)?;
+            let mut args = Vec::with_capacity(nargs);
+            for k in 0..nargs {
+                args.push(if k == 0 && vm_first { Arg::VmState } else { arg(u, regs, n_consts, funcs.len())? });
+            }
+            let dst = if u.ratio(7, 8)? { Some(reg(u)?) } else { None };
+            Instruction::Call { func, args, dst }
+        }
+    })
+}
+
+/// One argument: mostly registers, else immediates, constants, functions, `%void`, `%vm`.
+fn arg(u: &mut Unstructured<'_>, regs: usize, n_consts: usize, n_funcs: usize) -> Result<Arg> {
+    Ok(match u.int_in_range(0..=15u8)? {
+        0..=7 => Arg::Reg(u.choose_index(regs)? as u32),
+        8..=10 => Arg::Imm(int(u)?),
+        11 | 12 if n_consts > 0 => Arg::Const(u.choose_index(n_consts)? as u32),
+        13 => Arg::Func(u.choose_index(n_funcs)? as u32),
+        14 => Arg::Void,
+        15 => Arg::VmState,
+        _ => Arg::Imm(int(u)?),
+    })
+}
+
+/// An integer: mostly small, sometimes at the edges of the range.
+fn int(u: &mut Unstructured<'_>) -> Result<i64> {
+    Ok(match u.int_in_range(0..=9u8)? {
+        0..=6 => u.int_in_range(-2..=16)?,
+        7 => u.int_in_range(-300..=300)?,
+        8 => *u.choose(&[i64::MIN, i64::MAX, i64::MIN + 1, -1, 1 << 31, 1 << 32, 1 << 40, 1 << 62, -(1 << 40)])?,
+        _ => u.arbitrary()?,
+    })
+}
+
+/// A float: small, special or arbitrary.
+fn float(u: &mut Unstructured<'_>) -> Result<f64> {
+    Ok(match u.int_in_range(0..=3u8)? {
+        0 | 1 => f64::from(u.int_in_range(-8..=8i32)?) / 2.0,
+        2 => *u.choose(&[f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, f64::MIN_POSITIVE, f64::MAX, 1e-300])?,
+        _ => u.arbitrary()?,
+    })
+}
+
+/// A random value; `depth` bounds tuple nesting.
+pub fn value(u: &mut Unstructured<'_>, funcs: &[FuncInfo], depth: u32) -> Result<Value> {
+    Ok(match u.int_in_range(0..=13u8)? {
+        0 => Value::Null,
+        1 | 2 => Value::Int(int(u)?),
+        3 => Value::Float(float(u)?),
+        4 => Value::Bool(u.arbitrary()?),
+        5 if u.ratio(3, 4)? => Value::str(u.choose(STRINGS)?),
+        5 => Value::str(<&str>::arbitrary(u)?),
+        6 => Value::DType(*u.choose(&DataType::ALL)?),
+        7 => Value::Device(Device::cpu(u.int_in_range(0..=1)?)),
+        8 => Value::Shape(shape(u)?),
+        9 | 10 => Value::Tensor(tensor(u)?),
+        11 if depth > 0 => {
+            let n = u.int_in_range(0..=3)?;
+            let mut items = Vec::with_capacity(n);
+            for _ in 0..n {
+                items.push(value(u, funcs, depth - 1)?);
+            }
+            Value::tuple(items)
+        }
+        12 => Value::Storage(Storage::alloc(u.int_in_range(0..=64)?, Device::cpu(0)).expect("a small allocation")),
+        13 if !funcs.is_empty() => function(u, funcs)?,
+        _ => Value::Int(int(u)?),
+    })
+}
+
+/// A function value: a builtin or a bytecode function of the program, maybe with captures.
+fn function(u: &mut Unstructured<'_>, funcs: &[FuncInfo]) -> Result<Value> {
+    let index = u.choose_index(funcs.len())?;
+    let f = &funcs[index];
+    let callable = match f.kind {
+        FuncKind::Bytecode => Callable::Bytecode { index: index as u32, name: f.name.as_str().into() },
+        FuncKind::Packed => match registry::get_global(&f.name).ok() {
+            Some(p) => Callable::Packed(p),
+            None => return Ok(Value::Null),
+        },
+    };
+    let mut captured = Vec::new();
+    for _ in 0..u.int_in_range(0..=2)? {
+        captured.push(Value::Int(int(u)?));
+    }
+    Ok(Value::Func(Arc::new(Closure { callable, captured })))
+}
+
+/// A shape of up to four small dimensions (sometimes negative or huge).
+fn shape(u: &mut Unstructured<'_>) -> Result<Shape> {
+    let n = u.int_in_range(0..=4)?;
+    let mut dims = Vec::with_capacity(n);
+    for _ in 0..n {
+        dims.push(if u.ratio(1, 16)? { int(u)? } else { u.int_in_range(0..=5)? });
+    }
+    Ok(Shape::from(dims))
+}
+
+/// A small tensor of any dtype: contiguous, or a strided, offset or misaligned view.
+fn tensor(u: &mut Unstructured<'_>) -> Result<Tensor> {
+    let dtype = *u.choose(&DataType::ALL)?;
+    let ndim = u.int_in_range(0..=3)?;
+    let mut dims = Vec::with_capacity(ndim);
+    for _ in 0..ndim {
+        dims.push(u.int_in_range(0..=4i64)?);
+    }
+    let numel: usize = dims.iter().map(|d| *d as usize).product();
+    let size = dtype.itemsize();
+    let view = u.int_in_range(0..=7u8)?;
+    // Views get spare room: an offset of up to 8 bytes and strides of up to twice the extent.
+    let nbytes = numel * size * 2 + 8;
+    let mut bytes = vec![0u8; nbytes];
+    let fill = u.bytes(nbytes.min(u.len()))?;
+    bytes[..fill.len()].copy_from_slice(fill);
+    if dtype == DataType::Bool {
+        bytes.iter_mut().for_each(|b| *b &= 1);
+    }
+    let storage = Storage::alloc(nbytes, Device::cpu(0)).expect("a small allocation");
+    storage.write(0, &bytes).expect("inside the storage");
+    let contiguous = |dims: Vec<i64>| Tensor::from_parts(storage.clone(), 0, dims.into(), None, dtype);
+    let t = match view {
+        // A strided view: each stride up to twice the contiguous one.
+        0 if ndim > 0 => {
+            let mut strides = relaxvm::tensor::contiguous_strides(&dims);
+            for s in &mut strides {
+                *s *= u.int_in_range(1..=2)?;
+            }
+            Tensor::from_parts(storage.clone(), 0, dims.clone().into(), Some(strides), dtype)
+        }
+        // An offset view, misaligned when the offset is not a multiple of the item size.
+        1 => Tensor::from_parts(storage.clone(), u.int_in_range(1..=8)?, dims.clone().into(), None, dtype),
+        _ => contiguous(dims.clone()),
+    };
+    Ok(t.or_else(|_| contiguous(dims)).expect("the storage holds the contiguous tensor"))
+}
