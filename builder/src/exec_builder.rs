@@ -190,6 +190,7 @@ impl ExecBuilder {
                 num_args: body.num_inputs,
                 register_file_size: u32::try_from(regs).unwrap_or(u32::MAX),
                 param_names: body.param_names.clone(),
+                signature: body.signature.clone(),
             });
         }
         let executable = Executable::from_parts(parts).map_err(BuildError::Invalid)?;

@@ -10,6 +10,7 @@ use relaxvm::{FuncKind, Instruction, Location};
 pub(crate) struct Body {
     pub num_inputs: u32,
     pub param_names: Vec<String>,
+    pub signature: Option<relaxvm::Signature>,
     pub instrs: Vec<Instruction>,
     /// One entry per instruction.
     pub locations: Vec<Option<Location>>,

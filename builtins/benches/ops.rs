@@ -3,7 +3,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use relaxvm::{
-    Arg, CallCtx, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, PackedFunc, Registry, Tensor, Value,
+    Arg, CallCtx, Executable, ExecutableParts, FuncInfo, Instruction, PackedFunc, Registry, Tensor, Value,
     VirtualMachine,
 };
 use std::hint::black_box;
@@ -66,15 +66,7 @@ fn scalar_loop(c: &mut Criterion) {
     let call = |func, args, dst| Instruction::Call { func, args, dst };
     let exe = Executable::from_parts(ExecutableParts {
         funcs: vec![
-            FuncInfo {
-                name: "count".into(),
-                kind: FuncKind::Bytecode,
-                start_instr: 0,
-                end_instr: 7,
-                num_args: 1,
-                register_file_size: 3,
-                param_names: vec![],
-            },
+            FuncInfo::bytecode("count", 0, 7, 1, 3),
             FuncInfo::packed("vm.builtin.int.lt"),
             FuncInfo::packed("vm.builtin.int.add"),
         ],

@@ -3,9 +3,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use relaxvm::format::{self, SaveOptions, VERSION_1, VERSION_2};
-use relaxvm::{
-    Arg, DataType, Device, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, Location, Tensor, Value,
-};
+use relaxvm::{Arg, DataType, Device, Executable, ExecutableParts, FuncInfo, Instruction, Location, Tensor, Value};
 use std::hint::black_box;
 
 /// A small program like a compiler emits: a few hundred calls with a mix of argument kinds,
@@ -30,15 +28,7 @@ fn typical() -> Executable {
     let weights = Tensor::from_vec([64, 64], vec![0.5f32; 64 * 64]).unwrap();
     Executable::from_parts(ExecutableParts {
         funcs: vec![
-            FuncInfo {
-                name: "main".into(),
-                kind: FuncKind::Bytecode,
-                start_instr: 0,
-                end_instr: n + 1,
-                num_args: 2,
-                register_file_size: 64,
-                param_names: vec!["x".into(), "w".into()],
-            },
+            FuncInfo::bytecode("main", 0, n + 1, 2, 64).with_param_names(["x", "w"]),
             FuncInfo::packed("vm.builtin.alloc_storage"),
             FuncInfo::packed("vm.builtin.alloc_tensor"),
             FuncInfo::packed("fused_matmul_add"),
@@ -46,6 +36,7 @@ fn typical() -> Executable {
         constants: vec![Value::Shape([1, 64].into()), Value::DType(DataType::F32), Value::Tensor(weights)],
         instrs,
         locations,
+        entry: None,
     })
     .unwrap()
 }
@@ -56,18 +47,7 @@ fn calls(n: u32) -> Executable {
         (0..n).map(|i| Instruction::Call { func: 1, args: vec![Arg::Reg(i % 100)], dst: Some(i % 100 + 1) }).collect();
     instrs.push(Instruction::Ret { result: 0 });
     Executable::from_parts(ExecutableParts {
-        funcs: vec![
-            FuncInfo {
-                name: "main".into(),
-                kind: FuncKind::Bytecode,
-                start_instr: 0,
-                end_instr: n + 1,
-                num_args: 1,
-                register_file_size: 128,
-                param_names: vec![],
-            },
-            FuncInfo::packed("vm.op.neg"),
-        ],
+        funcs: vec![FuncInfo::bytecode("main", 0, n + 1, 1, 128), FuncInfo::packed("vm.op.neg")],
         instrs,
         ..Default::default()
     })

@@ -1,8 +1,9 @@
 //! The executable: function table, constant pool and instruction stream. Immutable once built.
 
 use crate::bytecode::Instruction;
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 use crate::location::Location;
+use crate::types::Signature;
 use crate::value::Value;
 use std::collections::HashMap;
 
@@ -40,8 +41,11 @@ pub struct FuncInfo {
     pub num_args: u32,
     /// The number of registers a frame of this function has.
     pub register_file_size: u32,
-    /// The parameters' names (empty, or one per input).
+    /// The parameters' names (empty, or one per input). With a signature, exactly its names.
     pub param_names: Vec<String>,
+    /// The parameter and result types (bytecode functions), checked at the call boundary by
+    /// [`VirtualMachine::invoke`](crate::VirtualMachine::invoke).
+    pub signature: Option<Signature>,
 }
 
 impl FuncInfo {
@@ -55,7 +59,42 @@ impl FuncInfo {
             num_args: 0,
             register_file_size: 0,
             param_names: Vec::new(),
+            signature: None,
         }
+    }
+
+    /// A bytecode-function entry owning instructions `start_instr..end_instr`, with `num_args`
+    /// inputs in a frame of `register_file_size` registers, without parameter names or signature.
+    pub fn bytecode(
+        name: impl Into<String>,
+        start_instr: u32,
+        end_instr: u32,
+        num_args: u32,
+        register_file_size: u32,
+    ) -> Self {
+        FuncInfo {
+            name: name.into(),
+            kind: FuncKind::Bytecode,
+            start_instr,
+            end_instr,
+            num_args,
+            register_file_size,
+            param_names: Vec::new(),
+            signature: None,
+        }
+    }
+
+    /// The same entry with these parameter names.
+    pub fn with_param_names<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.param_names = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The same entry with this signature; the parameter names become the signature's.
+    pub fn with_signature(mut self, signature: Signature) -> Self {
+        self.param_names = signature.param_names().map(str::to_string).collect();
+        self.signature = Some(signature);
+        self
     }
 
     /// The instruction range of a bytecode function.
@@ -73,6 +112,7 @@ pub struct Executable {
     constants: Vec<Value>,
     instrs: Vec<Instruction>,
     locations: Vec<Option<Location>>,
+    entry: Option<String>,
 }
 
 /// The parts an executable is made of, before verification.
@@ -86,6 +126,8 @@ pub struct ExecutableParts {
     pub instrs: Vec<Instruction>,
     /// One optional location per instruction (may be empty: no locations).
     pub locations: Vec<Option<Location>>,
+    /// The entry function, a bytecode function (`None`: `main`, when there is one).
+    pub entry: Option<String>,
 }
 
 impl Executable {
@@ -97,7 +139,14 @@ impl Executable {
         if locations.iter().all(Option::is_none) {
             locations.clear();
         }
-        Ok(Executable { funcs: parts.funcs, func_map, constants: parts.constants, instrs: parts.instrs, locations })
+        Ok(Executable {
+            funcs: parts.funcs,
+            func_map,
+            constants: parts.constants,
+            instrs: parts.instrs,
+            locations,
+            entry: parts.entry,
+        })
     }
 
     /// The parts, to transform and rebuild.
@@ -107,6 +156,7 @@ impl Executable {
             constants: self.constants.clone(),
             instrs: self.instrs.clone(),
             locations: self.locations.clone(),
+            entry: self.entry.clone(),
         }
     }
 
@@ -123,6 +173,35 @@ impl Executable {
     /// The function named `name`.
     pub fn func(&self, name: &str) -> Option<&FuncInfo> {
         self.func_index(name).map(|i| &self.funcs[i as usize])
+    }
+
+    /// The signature of the function named `name` (`None` when it has none, e.g. a packed
+    /// function); an error when the table has no such function.
+    pub fn signature(&self, name: &str) -> Result<Option<&Signature>> {
+        match self.func(name) {
+            Some(f) => Ok(f.signature.as_ref()),
+            None => Err(ErrorKind::UnknownFunction(name.to_string()).into()),
+        }
+    }
+
+    /// True when any function has a signature.
+    pub fn has_signatures(&self) -> bool {
+        self.funcs.iter().any(|f| f.signature.is_some())
+    }
+
+    /// The entry function: the one set when the executable was built or linked, otherwise
+    /// `main` when that is a bytecode function, otherwise `None`. `relaxvm run` runs it when
+    /// no function is named.
+    pub fn entry(&self) -> Option<&str> {
+        match &self.entry {
+            Some(e) => Some(e),
+            None => self.func("main").filter(|f| f.kind == FuncKind::Bytecode).map(|_| "main"),
+        }
+    }
+
+    /// The entry function as set explicitly (stored in the file), without the `main` default.
+    pub fn declared_entry(&self) -> Option<&str> {
+        self.entry.as_deref()
     }
 
     /// The constant pool.

@@ -79,7 +79,9 @@ pub fn to_python(exe: &Executable) -> String {
         writeln!(out, "ib.declare_function({}, kind={:?})", py_str(&f.name), f.kind.name()).unwrap();
     }
     for f in exe.funcs().iter().filter(|f| f.kind == FuncKind::Bytecode) {
-        let params = if f.param_names.is_empty() {
+        let params = if let Some(sig) = &f.signature {
+            format!(", signature={}", py_str(&sig.to_string()))
+        } else if f.param_names.is_empty() {
             String::new()
         } else {
             format!(", param_names=[{}]", f.param_names.iter().map(|p| py_str(p)).collect::<Vec<_>>().join(", "))
@@ -88,6 +90,9 @@ pub fn to_python(exe: &Executable) -> String {
         for pc in f.instr_range() {
             writeln!(out, "    {}", py_instr(exe, &exe.instrs()[pc], exe.location(pc))).unwrap();
         }
+    }
+    if let Some(entry) = exe.declared_entry() {
+        writeln!(out, "ib.set_entry({})", py_str(entry)).unwrap();
     }
     out.push_str("ex = ib.get()\n");
     out

@@ -1,15 +1,22 @@
 //! The text form of an executable (`as_text()`), which the assembler parses back.
 //!
 //! ```text
+//! .entry main
 //! .const c[0] = shape (32, 16)
 //! .packed vm.builtin.alloc_shape_heap
 //!
-//! @main inputs=2 regs=4 params=(a, b):
+//! @main inputs=2 regs=4 sig=(a: tensor<[n, 16], f32>, b: f32) -> tensor<*, f32>:
 //!   call  vm.op.add  in: %0, %1  dst: %2  loc("model.py":3:1)
 //!   if  %2  2
 //!   goto  -1
 //!   ret  %2
+//!
+//! @helper inputs=1 regs=1 params=(x):
+//!   ret  %0
 //! ```
+//!
+//! A function with a signature prints it as `sig=`, which also names the parameters; one
+//! without prints its parameter names, if any, as `params=`.
 //!
 //! The grammar is documented in `docs/text-format.md`.
 
@@ -116,6 +123,11 @@ pub fn instr_to_text_with<'a>(instr: &Instruction, name_of: impl Fn(u32) -> Opti
 /// The whole executable as text.
 pub fn to_text(exe: &Executable) -> String {
     let mut out = String::new();
+    if let Some(entry) = exe.declared_entry() {
+        out.push_str(".entry ");
+        write_name(&mut out, entry);
+        out.push('\n');
+    }
     for (i, c) in exe.constants().iter().enumerate() {
         writeln!(out, ".const c[{i}] = {}", constant_to_text(c)).unwrap();
     }
@@ -130,7 +142,10 @@ pub fn to_text(exe: &Executable) -> String {
                 out.push_str("\n@");
                 write_name(&mut out, &f.name);
                 write!(out, " inputs={} regs={}", f.num_args, f.register_file_size).unwrap();
-                if !f.param_names.is_empty() {
+                if let Some(sig) = &f.signature {
+                    // The signature names the parameters: no params= needed.
+                    write!(out, " sig={sig}").unwrap();
+                } else if !f.param_names.is_empty() {
                     out.push_str(" params=(");
                     for (i, p) in f.param_names.iter().enumerate() {
                         if i > 0 {

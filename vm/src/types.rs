@@ -398,14 +398,43 @@ struct Parser<'a> {
     depth: usize,
 }
 
-/// How deeply types may nest in text (bounds the parser's recursion on hostile input).
-const MAX_DEPTH: usize = 64;
+/// How deeply types may nest (bounds the recursion of the parser, the binary decoder, printing
+/// and checking on hostile input); the verifier rejects deeper types.
+pub const MAX_TYPE_DEPTH: usize = 64;
+
+/// A syntax error in the text form of a type or signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    /// The byte offset in the parsed text where the error is.
+    pub offset: usize,
+    /// What the parser expected there.
+    pub expected: String,
+    /// What it found (quoted), or `end of input`.
+    pub found: String,
+}
+
+impl fmt::Display for ParseError {
+    /// `expected a type at column 5, found "tensr<*, f3"`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "expected {} at column {}, found {}", self.expected, self.offset + 1, self.found)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+impl From<ParseError> for Error {
+    fn from(e: ParseError) -> Error {
+        Error::value(format!("signature: {e}"))
+    }
+}
+
+type PResult<T> = std::result::Result<T, ParseError>;
 
 impl<'a> Parser<'a> {
-    fn err<T>(&self, expected: &str) -> Result<T> {
+    fn err<T>(&self, expected: &str) -> PResult<T> {
         let found: String = self.s[self.pos..].chars().take(12).collect();
         let found = if found.is_empty() { "end of input".to_string() } else { format!("{found:?}") };
-        Err(Error::value(format!("signature: expected {expected} at column {}, found {found}", self.pos + 1)))
+        Err(ParseError { offset: self.pos, expected: expected.to_string(), found })
     }
 
     fn skip_ws(&mut self) {
@@ -424,7 +453,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn expect(&mut self, tok: &str) -> Result<()> {
+    fn expect(&mut self, tok: &str) -> PResult<()> {
         if self.eat(tok) {
             Ok(())
         } else {
@@ -445,7 +474,7 @@ impl<'a> Parser<'a> {
         Some(&rest[..len])
     }
 
-    fn name(&mut self) -> Result<String> {
+    fn name(&mut self) -> PResult<String> {
         self.skip_ws();
         if self.s[self.pos..].starts_with('"') {
             return self.quoted();
@@ -456,7 +485,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn quoted(&mut self) -> Result<String> {
+    fn quoted(&mut self) -> PResult<String> {
         self.pos += 1;
         let mut out = String::new();
         let mut chars = self.s[self.pos..].char_indices();
@@ -479,10 +508,10 @@ impl<'a> Parser<'a> {
         self.err("a closing quote")
     }
 
-    fn ty(&mut self) -> Result<Type> {
+    fn ty(&mut self) -> PResult<Type> {
         self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return self.err(&format!("types nested at most {MAX_DEPTH} deep"));
+        if self.depth > MAX_TYPE_DEPTH {
+            return self.err(&format!("types nested at most {MAX_TYPE_DEPTH} deep"));
         }
         let start = self.pos;
         let t = match self.word() {
@@ -522,7 +551,7 @@ impl<'a> Parser<'a> {
         Ok(t)
     }
 
-    fn list_until(&mut self, close: &str) -> Result<Vec<Type>> {
+    fn list_until(&mut self, close: &str) -> PResult<Vec<Type>> {
         let mut items = vec![self.ty()?];
         while self.eat(",") {
             items.push(self.ty()?);
@@ -531,14 +560,14 @@ impl<'a> Parser<'a> {
         Ok(items)
     }
 
-    fn uint(&mut self) -> Result<u64> {
+    fn uint(&mut self) -> PResult<u64> {
         match self.word().and_then(|w| w.parse::<u64>().ok()) {
             Some(n) if n <= i64::MAX as u64 => Ok(n),
             _ => self.err("a non-negative integer"),
         }
     }
 
-    fn tensor(&mut self) -> Result<Type> {
+    fn tensor(&mut self) -> PResult<Type> {
         self.expect("<")?;
         let dims = if self.eat("*") {
             None
@@ -586,7 +615,7 @@ impl<'a> Parser<'a> {
         Ok(Type::Tensor { dtype, dims, contiguous })
     }
 
-    fn dict(&mut self) -> Result<Type> {
+    fn dict(&mut self) -> PResult<Type> {
         self.expect("<")?;
         self.expect("{")?;
         let mut slots = Vec::new();
@@ -605,7 +634,7 @@ impl<'a> Parser<'a> {
         Ok(Type::dict(slots))
     }
 
-    fn signature(&mut self) -> Result<Signature> {
+    fn signature(&mut self) -> PResult<Signature> {
         self.expect("(")?;
         let mut params = Vec::new();
         if !self.eat(")") {
@@ -624,7 +653,7 @@ impl<'a> Parser<'a> {
         Ok(Signature { params, result })
     }
 
-    fn finish(&mut self) -> Result<()> {
+    fn finish(&mut self) -> PResult<()> {
         self.skip_ws();
         if self.pos == self.s.len() {
             Ok(())
@@ -651,6 +680,21 @@ impl std::str::FromStr for Signature {
         let sig = p.signature()?;
         p.finish()?;
         Ok(sig)
+    }
+}
+
+impl Signature {
+    /// Parses a signature at the start of `s` and returns it with the number of bytes it took
+    /// (trailing text is left for the caller, e.g. the `:` closing a function header).
+    pub fn parse_prefix(s: &str) -> std::result::Result<(Signature, usize), ParseError> {
+        let mut p = Parser { s, pos: 0, depth: 0 };
+        let sig = p.signature()?;
+        Ok((sig, p.pos))
+    }
+
+    /// The parameter names, in order.
+    pub fn param_names(&self) -> impl Iterator<Item = &str> {
+        self.params.iter().map(|(n, _)| n.as_str())
     }
 }
 

@@ -3,12 +3,12 @@
 
 use relaxvm::format::{
     self, inspect, load_bytes, load_bytes_with, reseal, LoadOptions, SaveOptions, CURRENT_VERSION, MAGIC, VERSION_1,
-    VERSION_2,
+    VERSION_2, VERSION_3,
 };
 use relaxvm::registry::register_global;
 use relaxvm::{
-    Arg, DataType, Device, ErrorKind, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, Location,
-    PackedFunc, Shape, Tensor, Value, VirtualMachine,
+    Arg, DataType, Device, ErrorKind, Executable, ExecutableParts, FuncInfo, Instruction, Location, PackedFunc, Shape,
+    Tensor, Value, VirtualMachine,
 };
 use std::path::PathBuf;
 use std::sync::{Arc, Once};
@@ -29,15 +29,7 @@ fn setup() {
 }
 
 fn bytecode(name: &str, range: (u32, u32), num_args: u32, regs: u32, params: &[&str]) -> FuncInfo {
-    FuncInfo {
-        name: name.into(),
-        kind: FuncKind::Bytecode,
-        start_instr: range.0,
-        end_instr: range.1,
-        num_args,
-        register_file_size: regs,
-        param_names: params.iter().map(|p| p.to_string()).collect(),
-    }
+    FuncInfo::bytecode(name, range.0, range.1, num_args, regs).with_param_names(params.iter().copied())
 }
 
 fn call(func: u32, args: Vec<Arg>, dst: Option<u32>) -> Instruction {
@@ -117,12 +109,31 @@ fn sample() -> Executable {
         constants: consts,
         instrs,
         locations,
+        entry: None,
     })
     .unwrap()
 }
 
+/// `sample()` with signatures on its three bytecode functions (covering every type node) and
+/// `main` as its declared entry.
+fn sample_v3() -> Executable {
+    let mut parts = sample().to_parts();
+    let sigs = [
+        ("main", "(x: i64) -> any"),
+        ("inc", "(y: i64) -> dict<{\"k v\": tuple<str, object, bool, shape<?>, shape<2>>, l: list<tensor<*, ?>>}>"),
+        ("sum", "(t: tensor<[n], f32, contiguous>) -> tuple<f64, tensor<[?, 3, n], bf16>>"),
+    ];
+    for (name, sig) in sigs {
+        let f = parts.funcs.iter_mut().find(|f| f.name == name).unwrap();
+        *f = f.clone().with_signature(sig.parse().unwrap());
+    }
+    parts.entry = Some("main".into());
+    Executable::from_parts(parts).unwrap()
+}
+
 fn assert_same(a: &Executable, b: &Executable) {
     assert_eq!(a.funcs(), b.funcs());
+    assert_eq!(a.declared_entry(), b.declared_entry());
     assert_eq!(a.instrs(), b.instrs());
     assert_eq!(a.constants().len(), b.constants().len());
     for (i, (x, y)) in a.constants().iter().zip(b.constants()).enumerate() {
@@ -151,7 +162,7 @@ fn temp_path(name: &str) -> PathBuf {
 #[test]
 fn round_trip_is_byte_identical_in_every_version() {
     let exe = sample();
-    for version in [VERSION_1, VERSION_2] {
+    for version in [VERSION_1, VERSION_2, VERSION_3] {
         let opts = SaveOptions { version, ..Default::default() };
         let bytes = format::save_to_bytes(&exe, &opts);
         let back = load_bytes(&bytes).unwrap();
@@ -162,6 +173,50 @@ fn round_trip_is_byte_identical_in_every_version() {
     }
     assert_eq!(exe.save_to_bytes(), format::save_to_bytes(&exe, &SaveOptions::default()));
     assert_eq!(inspect(&exe.save_to_bytes()).unwrap().version, CURRENT_VERSION);
+}
+
+#[test]
+fn signatures_and_entry_round_trip_in_version_3() {
+    let exe = sample_v3();
+    let bytes = exe.save_to_bytes();
+    let info = inspect(&bytes).unwrap();
+    assert_eq!(info.version, VERSION_3);
+    assert!(section(&info, "signatures").is_some() && section(&info, "entry").is_some());
+    let back = load_bytes(&bytes).unwrap();
+    assert_same(&exe, &back);
+    assert_eq!(back.save_to_bytes(), bytes);
+    assert_eq!(back.entry(), Some("main"));
+    assert_eq!(back.signature("sum").unwrap().unwrap().to_string(), exe.signature("sum").unwrap().unwrap().to_string());
+    run(back);
+    // Signatures are not debug information: stripping keeps them, and the parameter names
+    // they give, while unsigned functions lose theirs.
+    let stripped = format::save_to_bytes(&exe, &SaveOptions { strip_debug: true, ..Default::default() });
+    let back = load_bytes(&stripped).unwrap();
+    assert!(back.funcs().iter().filter(|f| f.signature.is_some()).all(|f| !f.param_names.is_empty()));
+    assert_eq!(back.func("inc").unwrap().param_names, vec!["y"]);
+    assert_eq!(back.declared_entry(), Some("main"));
+    assert!(!back.has_locations());
+    // Without signatures or an entry, a version-3 file has neither section.
+    let plain = inspect(&sample().save_to_bytes()).unwrap();
+    assert!(section(&plain, "signatures").is_none() && section(&plain, "entry").is_none());
+}
+
+#[test]
+fn back_deployment_drops_signatures_and_the_entry() {
+    let exe = sample_v3();
+    for version in [VERSION_1, VERSION_2] {
+        let bytes = format::save_to_bytes(&exe, &SaveOptions { version, ..Default::default() });
+        let info = inspect(&bytes).unwrap();
+        assert!(section(&info, "signatures").is_none() && section(&info, "entry").is_none());
+        let back = load_bytes(&bytes).unwrap();
+        assert!(!back.has_signatures() && back.declared_entry().is_none(), "version {version}");
+        // Parameter names survive as debug information; the entry defaults to main.
+        assert_eq!(back.func("inc").unwrap().param_names, vec!["y"]);
+        assert_eq!(back.entry(), Some("main"));
+        assert_eq!(back.instrs(), exe.instrs());
+        assert_eq!(format::save_to_bytes(&back, &SaveOptions { version, ..Default::default() }), bytes);
+        run(back);
+    }
 }
 
 #[test]
@@ -391,6 +446,8 @@ const INSTRUCTIONS: u8 = 4;
 const PARAMS: u8 = 5;
 const LOCATIONS: u8 = 6;
 const TENSOR_DATA: u8 = 0xC7;
+const SIGNATURES: u8 = 8;
+const ENTRY: u8 = 9;
 
 fn strings(items: &[&str]) -> Vec<u8> {
     let mut out = vint(items.len() as u64);
@@ -446,14 +503,17 @@ fn bad_magic_and_future_versions_are_rejected() {
     assert!(load_err(b"").contains("too short"));
     let future = craft(u64::from(CURRENT_VERSION) + 1, &minimal());
     let e = load_err(&future);
-    assert!(e.contains("unsupported format version 3") && e.contains("header at byte 4"), "{e}");
+    assert!(
+        e.contains(&format!("unsupported format version {}", CURRENT_VERSION + 1)) && e.contains("header at byte 4"),
+        "{e}"
+    );
     assert!(load_err(&craft(0, &minimal())).contains("unsupported format version 0"));
     assert!(load_err(&craft(u64::MAX, &minimal())).contains("unsupported format version"));
 }
 
 #[test]
 fn every_truncation_is_an_error() {
-    for bytes in [craft(2, &minimal()), sample().save_to_bytes()] {
+    for bytes in [craft(2, &minimal()), sample().save_to_bytes(), sample_v3().save_to_bytes()] {
         for n in 0..bytes.len() {
             let e = load_err(&bytes[..n]);
             assert!(e.contains("byte"), "truncated at {n}: {e}");
@@ -463,7 +523,7 @@ fn every_truncation_is_an_error() {
 
 #[test]
 fn every_flipped_bit_is_caught() {
-    let bytes = sample().save_to_bytes();
+    let bytes = sample_v3().save_to_bytes();
     for i in 0..bytes.len() {
         for bit in [0, 3, 7] {
             let mut bad = bytes.clone();
@@ -700,6 +760,76 @@ fn location_bombs_hit_the_memory_budget() {
     expect_err(&s, "too much memory");
 }
 
+/// `minimal()` with `main(x: tensor<[n], f32>) -> any` and `main` as the entry, built from
+/// `sig` (the signatures section) and `entry`.
+fn with_signature(sig: Vec<u8>, entry: Vec<u8>) -> Vec<(u8, Vec<u8>)> {
+    let mut s = minimal();
+    s[0].1 = strings(&["main", "f", "x", "n", "a", "b"]);
+    s.push((SIGNATURES, sig));
+    s.push((ENTRY, entry));
+    s
+}
+
+/// One signature for function `func` with parameter names `names` (string indices), each
+/// typed by `param`, and an `any` result.
+fn sig_bytes(func: u64, names: &[u64], param: &[u8]) -> Vec<u8> {
+    let mut out = cat(&[&vint(1), &vint(func), &vint(names.len() as u64)]);
+    for n in names {
+        out.extend(vint(*n));
+        out.extend_from_slice(param);
+    }
+    out.push(0);
+    out
+}
+
+#[test]
+fn crafted_signature_and_entry_sections() {
+    // tensor<[n], f32>: tag 4, flags dtype|rank, f32 (11), one dim, symbol string 3 (2*3 + 2).
+    let tensor_n = cat(&[&[4, 3, 11], &vint(1), &vint(8)]);
+    let good = with_signature(sig_bytes(0, &[2], &tensor_n), vint(0));
+    let exe = load_bytes(&craft(3, &good)).unwrap();
+    assert_eq!(exe.signature("main").unwrap().unwrap().to_string(), "(x: tensor<[n], f32>) -> any");
+    assert_eq!(exe.func("main").unwrap().param_names, vec!["x"]);
+    assert_eq!(exe.declared_entry(), Some("main"));
+
+    let e = load_err(&craft(2, &good));
+    assert!(e.contains("a signatures section, which needs format version 3, in a version-2 file"), "{e}");
+    type Sections = Vec<(u8, Vec<u8>)>;
+    let cases: Vec<(Sections, &str)> = vec![
+        (with_signature(sig_bytes(5, &[2], &tensor_n), vint(0)), "function index 5 out of range"),
+        (with_signature(sig_bytes(0, &[2], &[0x55]), vint(0)), "unknown type tag 0x55"),
+        (with_signature(sig_bytes(0, &[9], &[0]), vint(0)), "string index 9 out of range"),
+        (with_signature(cat(&[&sig_bytes(0, &[2], &[0]), &[0]]), vint(0)), "unexpected bytes"),
+        (with_signature(cat(&[&vint(1 << 20), &[0; 8]]), vint(0)), "cannot fit"),
+        (with_signature(sig_bytes(0, &[2], &tensor_n), vint(7)), "entry function index 7 out of range"),
+        (with_signature(sig_bytes(0, &[2], &tensor_n), cat(&[&vint(0), &[0]])), "unexpected bytes"),
+    ];
+    for (sections, needle) in cases {
+        let e = load_err(&craft(3, &sections));
+        assert!(e.contains(needle), "expected {needle:?} in: {e}");
+        assert!(e.contains("malformed executable file") && e.contains("byte"), "{e}");
+    }
+    // Well-formed sections the verifier rejects.
+    let mut renamed = with_signature(sig_bytes(0, &[2], &[0]), vint(0));
+    renamed.push((PARAMS, cat(&[&vint(1), &vint(0), &vint(1), &vint(3)])));
+    let unsorted = cat(&[&[8], &vint(2), &vint(5), &[0], &vint(4), &[0]]);
+    let invalid: Vec<(Sections, &str)> = vec![
+        (with_signature(sig_bytes(0, &[2, 4], &[0]), vint(0)), "the signature has 2 parameter(s) for 1 inputs"),
+        (with_signature(sig_bytes(1, &[], &[]), vint(0)), "packed function \"f\" has a signature"),
+        (with_signature(sig_bytes(0, &[2], &[0]), vint(1)), "the entry function \"f\" is a packed function"),
+        (renamed, "parameter names (n) differ from the signature's (x)"),
+        (
+            with_signature(sig_bytes(0, &[2], &unsorted), vint(0)),
+            "dict keys \"b\" and \"a\" are not distinct and sorted",
+        ),
+    ];
+    for (sections, needle) in invalid {
+        let e = load_bytes(&craft(3, &sections)).err().unwrap_or_else(|| panic!("{needle}: loaded"));
+        assert!(matches!(e.kind(), ErrorKind::Invalid(_)), "{needle}: {e}");
+        assert!(e.to_string().contains(needle), "expected {needle:?} in: {e}");
+    }
+}
+
 #[test]
 fn errors_name_the_section_and_offset() {
     let mut s = minimal();
@@ -718,25 +848,27 @@ fn golden_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
-/// The golden files: `sample()` in each version. `RELAXVM_BLESS=1 cargo test` rewrites them
+/// The golden files: `sample()` in versions 1 and 2, `sample_v3()` in version 3. `RELAXVM_BLESS=1 cargo test` rewrites them
 /// (only when the format deliberately changes; old versions' files should never change) and
 /// the fuzz seeds.
 #[test]
 fn golden_files_load_and_run() {
     let bless = std::env::var_os("RELAXVM_BLESS").is_some_and(|v| v == "1");
-    for version in [VERSION_1, VERSION_2] {
+    for version in [VERSION_1, VERSION_2, VERSION_3] {
         let path = golden_dir().join(format!("v{version}.bin"));
         let opts = SaveOptions { version, producer: "relaxvm golden".into(), ..Default::default() };
+        // Version 3 adds signatures and the entry; older versions cannot hold them.
+        let expected = if version >= VERSION_3 { sample_v3() } else { sample() };
         if bless {
             std::fs::create_dir_all(golden_dir()).unwrap();
-            std::fs::write(&path, format::save_to_bytes(&sample(), &opts)).unwrap();
+            std::fs::write(&path, format::save_to_bytes(&expected, &opts)).unwrap();
         }
         let bytes = std::fs::read(&path)
             .unwrap_or_else(|e| panic!("{}: {e} (generate it with RELAXVM_BLESS=1)", path.display()));
         let info = inspect(&bytes).unwrap();
         assert_eq!(info.version, version);
         let exe = format::load_file(&path).unwrap();
-        assert_same(&sample(), &exe);
+        assert_same(&expected, &exe);
         // The writer still produces exactly this version's bytes.
         assert_eq!(format::save_to_bytes(&exe, &SaveOptions { producer: info.producer, ..opts }), bytes);
         run(exe);
@@ -758,9 +890,17 @@ fn write_fuzz_seeds() {
     let seeds: Vec<(&str, Vec<u8>)> = vec![
         ("golden-v1", std::fs::read(golden_dir().join("v1.bin")).unwrap()),
         ("golden-v2", std::fs::read(golden_dir().join("v2.bin")).unwrap()),
+        ("golden-v3", std::fs::read(golden_dir().join("v3.bin")).unwrap()),
         ("sample-stripped-v1", format::save_to_bytes(&exe, &SaveOptions { version: 1, ..stripped.clone() })),
-        ("sample-stripped-v2", format::save_to_bytes(&exe, &stripped)),
-        ("empty", format::save_to_bytes(&Executable::from_parts(ExecutableParts::default()).unwrap(), &stripped)),
+        ("sample-stripped-v2", format::save_to_bytes(&exe, &SaveOptions { version: 2, ..stripped.clone() })),
+        ("sample-stripped-v3", format::save_to_bytes(&sample_v3(), &stripped)),
+        (
+            "empty",
+            format::save_to_bytes(
+                &Executable::from_parts(ExecutableParts::default()).unwrap(),
+                &SaveOptions { version: 2, ..stripped.clone() },
+            ),
+        ),
         ("minimal-v1", craft(1, &minimal())),
         ("minimal-v2", craft(2, &minimal())),
         ("tensor", craft(2, &tensor_only)),

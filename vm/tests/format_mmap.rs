@@ -2,7 +2,7 @@
 //! the data is read. A test binary of its own, so that no other test disturbs the RSS figures.
 
 use relaxvm::format::{self, SaveOptions};
-use relaxvm::{DataType, Device, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, Tensor, Value};
+use relaxvm::{DataType, Device, Executable, ExecutableParts, FuncInfo, Instruction, Tensor, Value};
 use std::time::Instant;
 
 /// Resident memory of this process, in bytes (Linux).
@@ -21,18 +21,10 @@ fn a_256_mib_constant_loads_in_milliseconds_without_resident_memory() {
         let big = Tensor::zeros([SIZE as i64], DataType::U8, Device::cpu(0)).unwrap();
         big.storage().write(SIZE - 1, &[7]).unwrap();
         let exe = Executable::from_parts(ExecutableParts {
-            funcs: vec![FuncInfo {
-                name: "main".into(),
-                kind: FuncKind::Bytecode,
-                start_instr: 0,
-                end_instr: 1,
-                num_args: 1,
-                register_file_size: 1,
-                param_names: vec![],
-            }],
+            funcs: vec![FuncInfo::bytecode("main", 0, 1, 1, 1)],
             constants: vec![Value::Int(1), Value::Tensor(big)],
             instrs: vec![Instruction::Ret { result: 0 }],
-            locations: vec![],
+            ..Default::default()
         })
         .unwrap();
         exe.save(&path, &SaveOptions::default()).unwrap();

@@ -2,8 +2,8 @@
 //! invocations of straight-line, looping and recursive programs after a warm-up run.
 
 use relaxvm::{
-    registry::register_global, Arg, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, PackedFunc, Tensor,
-    Value, VirtualMachine,
+    registry::register_global, Arg, Executable, ExecutableParts, FuncInfo, Instruction, PackedFunc, Tensor, Value,
+    VirtualMachine,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,15 +37,7 @@ fn int_lt(a: &Value, b: &Value) -> relaxvm::Result<Value> {
 }
 
 fn bytecode(name: &str, start: u32, end: u32, num_args: u32, regs: u32) -> FuncInfo {
-    FuncInfo {
-        name: name.into(),
-        kind: FuncKind::Bytecode,
-        start_instr: start,
-        end_instr: end,
-        num_args,
-        register_file_size: regs,
-        param_names: vec![],
-    }
+    FuncInfo::bytecode(name, start, end, num_args, regs)
 }
 
 fn call(func: u32, args: Vec<Arg>, dst: u32) -> Instruction {

@@ -113,6 +113,7 @@ pub(super) fn resolve(program: Program) -> Result<Executable, AsmError> {
             num_args: body.num_inputs.0,
             register_file_size: regs,
             param_names: body.params.clone(),
+            signature: None,
         });
     }
     parts.constants = program.constants;

@@ -2,7 +2,7 @@
 
 use crate::common::assert_round_trip;
 use relaxvm::registry::register_global;
-use relaxvm::{Arg, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, Location, PackedFunc, Value};
+use relaxvm::{Arg, Executable, ExecutableParts, FuncInfo, Instruction, Location, PackedFunc, Value};
 use relaxvm_builder::{assemble, AsmError};
 use std::sync::{Arc, Once};
 
@@ -16,15 +16,7 @@ fn setup() {
 }
 
 fn func(name: &str, range: (u32, u32), num_args: u32, regs: u32) -> FuncInfo {
-    FuncInfo {
-        name: name.into(),
-        kind: FuncKind::Bytecode,
-        start_instr: range.0,
-        end_instr: range.1,
-        num_args,
-        register_file_size: regs,
-        param_names: vec![],
-    }
+    FuncInfo::bytecode(name, range.0, range.1, num_args, regs)
 }
 
 fn call(func: u32, args: Vec<Arg>, dst: Option<u32>) -> Instruction {
@@ -98,6 +90,7 @@ fn kitchen_sink() -> Executable {
             Some(Location::Fused(vec![file, Location::Name("b".into())])),
             None,
         ],
+        entry: None,
     })
     .unwrap()
 }

@@ -172,7 +172,8 @@ fn asm_writes_binary_that_every_command_reads() {
     assert_eq!(stdout(relaxvm().arg("run").arg(&rvx).args(["sum", "5"])), "10\n");
     let stats = stdout(relaxvm().arg("stats").arg(&rvx));
     assert!(stats.contains("Globals (#2): [sum, scale]"), "{stats}");
-    assert!(stats.contains(&format!("File: {} bytes, format version 2", bytes.len())), "{stats}");
+    let version = relaxvm::format::CURRENT_VERSION;
+    assert!(stats.contains(&format!("File: {} bytes, format version {version}", bytes.len())), "{stats}");
     assert!(stdout(relaxvm().arg("verify").arg(&rvx)).contains(": ok (2 functions"));
 
     // --strip drops locations and parameter names; --format-version writes older files

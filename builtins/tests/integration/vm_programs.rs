@@ -1,22 +1,12 @@
 //! Small bytecode programs, built by hand, that run the builtins through the interpreter.
 
 use crate::common::{dtype, registry, shape, tensor};
-use relaxvm::{
-    Arg, DataType, ErrorKind, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, Value, VirtualMachine,
-};
+use relaxvm::{Arg, DataType, ErrorKind, Executable, ExecutableParts, FuncInfo, Instruction, Value, VirtualMachine};
 use std::sync::Arc;
 use Arg::*;
 
 fn func(name: &str, range: (u32, u32), num_args: u32, regs: u32) -> FuncInfo {
-    FuncInfo {
-        name: name.into(),
-        kind: FuncKind::Bytecode,
-        start_instr: range.0,
-        end_instr: range.1,
-        num_args,
-        register_file_size: regs,
-        param_names: vec![],
-    }
+    FuncInfo::bytecode(name, range.0, range.1, num_args, regs)
 }
 
 fn call(func: u32, args: Vec<Arg>, dst: Option<u32>) -> Instruction {
@@ -25,7 +15,7 @@ fn call(func: u32, args: Vec<Arg>, dst: Option<u32>) -> Instruction {
 
 /// A VM over the executable, with the builtins from a registry value (not the global one).
 fn vm(funcs: Vec<FuncInfo>, instrs: Vec<Instruction>, constants: Vec<Value>) -> VirtualMachine {
-    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, constants, locations: vec![] }).unwrap();
+    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, constants, ..Default::default() }).unwrap();
     VirtualMachine::with_overrides(Arc::new(exe), registry()).unwrap()
 }
 
@@ -51,7 +41,7 @@ fn design_doc_shape_heap_returns_32_16() {
             Instruction::Ret { result: 2 },
         ],
         constants: vec![x],
-        locations: vec![],
+        ..Default::default()
     })
     .unwrap();
     // The process-wide registry, as users get it from `ensure_registered`.

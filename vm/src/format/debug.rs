@@ -31,9 +31,18 @@ const NAME: u8 = 1;
 const CALLSITE: u8 = 2;
 const FUSED: u8 = 3;
 
-/// Encodes the parameter names of every function that has them, or `None` if none has.
-pub fn encode_param_names<'a>(funcs: &'a [FuncInfo], strings: &mut StringTable<'a>) -> Option<Vec<u8>> {
-    let named: Vec<(usize, &FuncInfo)> = funcs.iter().enumerate().filter(|(_, f)| !f.param_names.is_empty()).collect();
+/// Encodes the parameter names of every function that has them (but, with `skip_signed`, of
+/// those with a signature, whose names the signature gives), or `None` if none has.
+pub fn encode_param_names<'a>(
+    funcs: &'a [FuncInfo],
+    skip_signed: bool,
+    strings: &mut StringTable<'a>,
+) -> Option<Vec<u8>> {
+    let named: Vec<(usize, &FuncInfo)> = funcs
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !(f.param_names.is_empty() || skip_signed && f.signature.is_some()))
+        .collect();
     if named.is_empty() {
         return None;
     }

@@ -6,11 +6,10 @@
 //!
 //! ```
 //! use relaxvm::format::{self, SaveOptions};
-//! use relaxvm::{Executable, ExecutableParts, FuncInfo, FuncKind, Instruction};
+//! use relaxvm::{Executable, ExecutableParts, FuncInfo, Instruction};
 //!
 //! let exe = Executable::from_parts(ExecutableParts {
-//!     funcs: vec![FuncInfo { name: "id".into(), kind: FuncKind::Bytecode, start_instr: 0, end_instr: 1,
-//!                            num_args: 1, register_file_size: 1, param_names: vec!["x".into()] }],
+//!     funcs: vec![FuncInfo::bytecode("id", 0, 1, 1, 1).with_param_names(["x"])],
 //!     instrs: vec![Instruction::Ret { result: 0 }],
 //!     ..Default::default()
 //! }).unwrap();
@@ -35,6 +34,7 @@ mod instructions;
 mod mmap;
 mod reader;
 mod sections;
+mod signatures;
 mod strings;
 mod varint;
 mod writer;
@@ -53,8 +53,10 @@ pub const MAGIC: [u8; 4] = [0x89, b'R', b'V', b'X'];
 pub const VERSION_1: u32 = 1;
 /// Version 2: the compact instruction encoding (opcode byte packs argument count and flags).
 pub const VERSION_2: u32 = 2;
+/// Version 3: function signatures and the entry function, in sections of their own.
+pub const VERSION_3: u32 = 3;
 /// The version written by default; the reader accepts every version up to this one.
-pub const CURRENT_VERSION: u32 = VERSION_2;
+pub const CURRENT_VERSION: u32 = VERSION_3;
 
 /// The producer string written by default.
 pub const DEFAULT_PRODUCER: &str = concat!("relaxvm ", env!("CARGO_PKG_VERSION"));
@@ -65,6 +67,8 @@ pub struct SaveOptions {
     /// Leave out debug information (locations and parameter names).
     pub strip_debug: bool,
     /// The format version to write: [`CURRENT_VERSION`], or an older one for older readers.
+    /// Versions before 3 have no place for signatures and the entry function: writing one
+    /// leaves them out (the functions then run unchecked, and the entry defaults to `main`).
     pub version: u32,
     /// Who wrote the file (free text, recorded in the header).
     pub producer: String,

@@ -5,7 +5,7 @@ use super::constants::{self, Blob};
 use super::instructions::{self, Bounds};
 use super::sections::{self, Kind, Layout};
 use super::strings::{Budget, Strings};
-use super::{checksum, debug, functions, LoadOptions};
+use super::{checksum, debug, functions, signatures, LoadOptions};
 use crate::error::{Error, Result};
 use crate::executable::{Executable, ExecutableParts};
 use crate::storage::Storage;
@@ -46,11 +46,21 @@ pub fn read(
     if let Some(s) = layout.get(Kind::ParamNames) {
         debug::decode_param_names(s.cursor(file), &mut funcs, &strings, &mut budget)?;
     }
+    if let Some(s) = layout.get(Kind::Signatures) {
+        signatures::decode(s.cursor(file), &mut funcs, &strings, &mut budget)?;
+        // A signature names the parameters (the verifier checks any names stored besides).
+        for f in funcs.iter_mut().filter(|f| f.param_names.is_empty()) {
+            if let Some(sig) = &f.signature {
+                f.param_names = sig.param_names().map(str::to_string).collect();
+            }
+        }
+    }
+    let entry = layout.get(Kind::Entry).map(|s| signatures::decode_entry(s.cursor(file), &funcs)).transpose()?;
     let locations = match layout.get(Kind::Locations) {
         Some(s) => debug::decode_locations(s.cursor(file), instrs.len(), &strings, &mut budget)?,
         None => Vec::new(),
     };
-    Executable::from_parts(ExecutableParts { funcs, constants, instrs, locations })
+    Executable::from_parts(ExecutableParts { funcs, constants, instrs, locations, entry })
 }
 
 /// The header and section table of `file`, for tools and tests.

@@ -42,13 +42,17 @@ pub enum Kind {
     Locations = 6,
     /// Tensor bytes (aligned, bulk).
     TensorData = 7,
+    /// Function signatures (version 3).
+    Signatures = 8,
+    /// The entry function (version 3).
+    Entry = 9,
     /// The checksums; always the last section.
     Checksum = 0x3F,
 }
 
 impl Kind {
     /// Every kind, for lookups.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Strings,
         Kind::Functions,
         Kind::Constants,
@@ -56,6 +60,8 @@ impl Kind {
         Kind::ParamNames,
         Kind::Locations,
         Kind::TensorData,
+        Kind::Signatures,
+        Kind::Entry,
         Kind::Checksum,
     ];
 
@@ -64,6 +70,14 @@ impl Kind {
         match self {
             Kind::TensorData => self as u8 | ALIGNED | BULK,
             _ => self as u8,
+        }
+    }
+
+    /// The first format version that has this section.
+    pub fn since(self) -> u32 {
+        match self {
+            Kind::Signatures | Kind::Entry => super::VERSION_3,
+            _ => super::VERSION_1,
         }
     }
 
@@ -77,6 +91,8 @@ impl Kind {
             Kind::ParamNames => "parameter names",
             Kind::Locations => "locations",
             Kind::TensorData => "tensor data",
+            Kind::Signatures => "signatures",
+            Kind::Entry => "entry",
             Kind::Checksum => "checksum",
         }
     }
@@ -177,6 +193,14 @@ pub fn scan(file: &[u8]) -> Result<Layout<'_>> {
         let section = read_section(file, pos)?;
         pos = section.data.end;
         if let Some(kind) = section.kind {
+            if kind.since() > version {
+                return Err(Error::format(format!(
+                    "section header at byte {}: a {} section, which needs format version {}, in a version-{version} file",
+                    section.header_at,
+                    kind.name(),
+                    kind.since()
+                )));
+            }
             if sections.iter().any(|s| s.kind == Some(kind)) {
                 return Err(Error::format(format!(
                     "section header at byte {}: a second {} section",

@@ -4,7 +4,7 @@
 use super::constants::{self, BlobPlan};
 use super::sections::{header_bytes, Kind, TENSOR_ALIGNMENT};
 use super::strings::StringTable;
-use super::{debug, functions, instructions, varint, SaveOptions, CURRENT_VERSION, MAGIC};
+use super::{debug, functions, instructions, signatures, varint, SaveOptions, CURRENT_VERSION, MAGIC, VERSION_3};
 use crate::error::{Error, Result};
 use crate::executable::Executable;
 use std::io::Write;
@@ -54,10 +54,19 @@ pub fn write(exe: &Executable, opts: &SaveOptions, out: impl Write) -> Result<()
     let mut blob = BlobPlan::default();
     let consts = constants::encode(exe.constants(), &mut strings, &mut blob)?;
     let instrs = instructions::encode(exe.instrs(), opts.version);
+    // Signatures and the entry are not debug information: strip_debug keeps them. Versions
+    // before 3 cannot hold them (see `SaveOptions::version`).
+    let with_abi = opts.version >= VERSION_3;
+    let (sigs, entry) = if with_abi {
+        (signatures::encode(exe.funcs(), &mut strings)?, signatures::encode_entry(exe))
+    } else {
+        (None, None)
+    };
     let (params, locs) = if opts.strip_debug {
         (None, None)
     } else {
-        let params = debug::encode_param_names(exe.funcs(), &mut strings);
+        // A signature names its parameters: they are written only for unsigned functions.
+        let params = debug::encode_param_names(exe.funcs(), with_abi, &mut strings);
         let locs = if exe.has_locations() {
             Some(debug::encode_locations((0..exe.instrs().len()).map(|i| exe.location(i)), &mut strings)?)
         } else {
@@ -76,6 +85,12 @@ pub fn write(exe: &Executable, opts: &SaveOptions, out: impl Write) -> Result<()
     sink.section(Kind::Functions, &funcs)?;
     sink.section(Kind::Constants, &consts)?;
     sink.section(Kind::Instructions, &instrs)?;
+    if let Some(s) = sigs {
+        sink.section(Kind::Signatures, &s)?;
+    }
+    if let Some(e) = entry {
+        sink.section(Kind::Entry, &e)?;
+    }
     if let Some(p) = params {
         sink.section(Kind::ParamNames, &p)?;
     }
