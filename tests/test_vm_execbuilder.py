@@ -136,11 +136,6 @@ def test_vm_shapeof():
         assert s == shape[i]
 
 
-@pytest.mark.xfail(
-    reason="relaxvm-builtins' vm.builtin.alloc_storage reads its size as bytes and ignores the dtype "
-    "hint; TVM's allocator multiplies the shape by the dtype's size, so (24,) float32 is 96 bytes",
-    raises=rx.VMValueError,
-)
 def test_vm_storage():
     dtype = rx.DataType("float32")
     shape = (4, 6)

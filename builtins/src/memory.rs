@@ -2,7 +2,7 @@
 //!
 //! | builtin | arguments | result |
 //! |---|---|---|
-//! | `vm.builtin.alloc_storage` | `(%vm, size, device_index, dtype, [scope])` | zeroed storage of `size` bytes |
+//! | `vm.builtin.alloc_storage` | `(%vm, size, device_index, dtype, [scope])` | zeroed storage for `size` elements of `dtype` |
 //! | `vm.builtin.alloc_tensor` | `(storage, offset, shape, dtype, [scope])` | a tensor viewing the storage at byte `offset` |
 //! | `vm.builtin.reshape` | `(tensor, shape)` | a view (a copy when the tensor is strided) |
 //! | `vm.builtin.copy`, `vm.builtin.move` | `(value)` | the same value (no data copy, as TVM) |
@@ -10,10 +10,9 @@
 //! | `vm.builtin.ensure_zero_offset` | `(tensor)` | the tensor, or a copy starting at byte 0 |
 //! | `vm.builtin.to_device` | `(tensor, device_type, device_id, [scope])` | a copy on the device (CPU, type 1, only) |
 //!
-//! `alloc_storage` takes its size in bytes as a one-element shape (or an int), as Relax emits
-//! it; a shape of several dimensions means their product. The dtype is a hint that is checked
-//! but does not scale the size: Relax always passes `uint8`, for which TVM's allocator (which
-//! multiplies by the dtype's size) agrees. Storage is 64-byte aligned. The VM has one device,
+//! `alloc_storage` takes its size as a shape (or an int) counting elements of the dtype hint, as
+//! TVM's allocator does: `(24,)` of `float32` is 96 bytes, and the `uint8` sizes Relax emits are
+//! bytes. Storage is 64-byte aligned. The VM has one device,
 //! so `device_index` is 0 or -1 (host). The only memory scope is `"global"` (or empty or null).
 
 use crate::args::{self, in_builtin, type_err, value_err};
@@ -53,14 +52,15 @@ fn alloc_storage(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> R
     if !(-1..=0).contains(&device_index) {
         return Err(Error::index(format!("devices of the VM (in {name}; -1 is the host)"), device_index, 1));
     }
-    args::dtype(name, args, 3, "dtype hint")?;
+    let dtype = args::dtype(name, args, 3, "dtype hint")?;
     scope(name, args, 4)?;
     if let Some(d) = dims.iter().find(|d| **d < 0) {
         return Err(value_err(name, format!("storage size {} has negative dimension {d}", Shape::from(dims))));
     }
+    // As TVM's allocator: the shape counts elements of the dtype hint (Relax passes uint8 sizes).
     let nbytes = dims
         .iter()
-        .try_fold(1i128, |acc, d| acc.checked_mul(i128::from(*d)))
+        .try_fold(dtype.itemsize() as i128, |acc, d| acc.checked_mul(i128::from(*d)))
         .ok_or_else(|| Error::alloc(u128::MAX, format!("storage size {} overflows (in {name})", Shape::from(dims))))?;
     let storage = Storage::alloc_checked(nbytes, ctx.device()).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Storage(storage))
@@ -208,7 +208,7 @@ mod tests {
         )
         .unwrap();
         let Value::Storage(st) = with_dtype else { panic!("storage expected") };
-        assert_eq!(st.len(), 4, "the size is in bytes; the dtype is a hint");
+        assert_eq!(st.len(), 32, "the size counts elements of the dtype hint, as in TVM");
     }
 
     #[test]

@@ -166,6 +166,24 @@ fn pair_count(name: &str, args: &[Value], ndim_at: usize, trailing_max: usize) -
     Ok(pairs)
 }
 
+/// What a match code is applied to, named in mismatch errors (formatted only on error).
+#[derive(Clone, Copy)]
+enum Subject {
+    /// Dimension `i` of a shape.
+    Dim(usize),
+    /// A primitive value.
+    Value,
+}
+
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Subject::Dim(i) => write!(f, "shape[{i}]"),
+            Subject::Value => f.write_str("the value"),
+        }
+    }
+}
+
 /// Applies one match code to a runtime dimension `actual`.
 fn match_one(
     name: &'static str,
@@ -174,7 +192,7 @@ fn match_one(
     v: i64,
     actual: i64,
     err_ctx: Option<&str>,
-    what: &str,
+    what: Subject,
 ) -> Result<()> {
     match code {
         0 if actual == v => Ok(()),
@@ -228,7 +246,7 @@ fn match_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     for (i, actual) in dims.iter().enumerate() {
         let code = args::int(name, args, 3 + 2 * i, "match code")?;
         let v = args::int(name, args, 4 + 2 * i, "match value")?;
-        match_one(name, &heap, code, v, *actual, err_ctx, &format!("shape[{i}]"))?;
+        match_one(name, &heap, code, v, *actual, err_ctx, Subject::Dim(i))?;
     }
     Ok(Value::Null)
 }
@@ -266,7 +284,7 @@ fn match_prim_value(name: &'static str, args: &[Value]) -> Result<Value> {
     let code = args::int(name, args, 2, "match code")?;
     let v = args::int(name, args, 3, "match value")?;
     let err_ctx = args::opt_str(name, args, 4, "err_ctx")?;
-    match_one(name, &heap, code, v, value, err_ctx, "the value")?;
+    match_one(name, &heap, code, v, value, err_ctx, Subject::Value)?;
     Ok(Value::Null)
 }
 

@@ -208,7 +208,7 @@ fn fixed_cases() -> Vec<(&'static str, Vec<Value>, Want)> {
         ("vm.builtin.check_func_info", vec![null.clone(), s("fn")], E(Kind::Type, &["fn: function", "found null"])),
         // ---- memory ----
         ("vm.builtin.alloc_storage", vec![vm.clone(), shape(&[10]), i(0), s("uint8"), s("global")], K("storage 10")),
-        ("vm.builtin.alloc_storage", vec![vm.clone(), shape(&[2, 5]), i(-1), dtype(DataType::F64)], K("storage 10")),
+        ("vm.builtin.alloc_storage", vec![vm.clone(), shape(&[2, 5]), i(-1), dtype(DataType::F64)], K("storage 80")),
         ("vm.builtin.alloc_storage", vec![vm.clone(), i(0), i(0), s("uint8")], K("storage 0")),
         (
             "vm.builtin.alloc_storage",
