@@ -29,8 +29,21 @@ except ImportError:  # pragma: no cover - depends on the bench environment
 class Backend:
     """One VM implementation: how to build, load, make tensors and register functions."""
 
-    def __init__(self, name: str, relax: Any, make_vm: Callable, tensor: Callable, register: Callable):
-        self.name, self.relax, self.make_vm, self.tensor, self.register = name, relax, make_vm, tensor, register
+    def __init__(
+        self,
+        name: str,
+        relax: Any,
+        make_vm: Callable,
+        tensor: Callable,
+        register: Callable,
+    ):
+        self.name, self.relax, self.make_vm, self.tensor, self.register = (
+            name,
+            relax,
+            make_vm,
+            tensor,
+            register,
+        )
 
     def build(self, emit: Callable[[Any], None]) -> Any:
         ib = self.relax.ExecBuilder()
@@ -100,16 +113,36 @@ def emit_shape_heap(n: int) -> Callable[[Any], None]:
     def emit(ib: Any) -> None:
         err_ctx = ib.convert_constant("bench")
         with ib.function("main", num_inputs=1):
-            ib.emit_call("vm.builtin.alloc_shape_heap", args=[ib.vm_state(), ib.imm(2)], dst=ib.r(1))
+            ib.emit_call(
+                "vm.builtin.alloc_shape_heap",
+                args=[ib.vm_state(), ib.imm(2)],
+                dst=ib.r(1),
+            )
             for _ in range(n):
                 ib.emit_call("vm.builtin.shape_of", args=[ib.r(0)], dst=ib.r(2))
                 ib.emit_call(
                     "vm.builtin.match_shape",
-                    args=[ib.r(2), ib.r(1), ib.imm(2), ib.imm(1), ib.imm(0), ib.imm(1), ib.imm(1), err_ctx],
+                    args=[
+                        ib.r(2),
+                        ib.r(1),
+                        ib.imm(2),
+                        ib.imm(1),
+                        ib.imm(0),
+                        ib.imm(1),
+                        ib.imm(1),
+                        err_ctx,
+                    ],
                 )
                 ib.emit_call(
                     "vm.builtin.make_shape",
-                    args=[ib.r(1), ib.imm(2), ib.imm(1), ib.imm(0), ib.imm(1), ib.imm(1)],
+                    args=[
+                        ib.r(1),
+                        ib.imm(2),
+                        ib.imm(1),
+                        ib.imm(0),
+                        ib.imm(1),
+                        ib.imm(1),
+                    ],
                     dst=ib.r(3),
                 )
             ib.emit_ret(ib.r(3))
@@ -150,7 +183,11 @@ def emit_closures(n: int) -> Callable[[Any], None]:
         with ib.function("main", num_inputs=1):
             ib.emit_call("vm.builtin.make_closure", args=[ib.f("add1"), ib.imm(1)], dst=ib.r(1))
             for _ in range(n):
-                ib.emit_call("vm.builtin.invoke_closure", args=[ib.vm_state(), ib.r(1), ib.r(0)], dst=ib.r(2))
+                ib.emit_call(
+                    "vm.builtin.invoke_closure",
+                    args=[ib.vm_state(), ib.r(1), ib.r(0)],
+                    dst=ib.r(2),
+                )
             ib.emit_ret(ib.r(2))
 
     return emit
@@ -171,7 +208,15 @@ def emit_binary(op: str) -> Callable[[Any], None]:
 class Row:
     """A measured row: a label, the unit, how to set it up for a backend, and its target."""
 
-    def __init__(self, label: str, unit: str, per: int, setup: Callable, target: str, peer_ok: bool = True):
+    def __init__(
+        self,
+        label: str,
+        unit: str,
+        per: int,
+        setup: Callable,
+        target: str,
+        peer_ok: bool = True,
+    ):
         self.label, self.unit, self.per, self.setup, self.target, self.peer_ok = (
             label,
             unit,
@@ -204,16 +249,81 @@ def rows(quick: bool) -> list[Row]:
         return call(emit_callbacks(1000), "main", x4)(b)
 
     return [
-        Row("Python -> VM call, identity on a tensor", "ns/call", 1, call(emit_identity, "id", x4), "<= 1/2 peer"),
-        Row("Python -> VM call, identity on an int", "ns/call", 1, call(emit_identity, "id", scalar=7), "<= 1/2 peer"),
-        Row("VM -> registered Python function", "ns/call", 1000, callbacks, "<= 2/3 peer"),
-        Row("dispatch, call vm.builtin.copy", "ns/instr", straight, call(emit_copies(straight), "main", x4), "<= 1/6 peer"),
-        Row("shape-heap triple", "ns/triple", 1000, call(emit_shape_heap(1000), "main", np.ones((32, 16), "float32")), "<= 1/4 peer"),
-        Row("counting loop (5 instr/iter)", "ns/iter", loop_n, call(emit_sum, "sum", scalar=loop_n), "<= 20 ns", False),
-        Row("fib(25), bytecode calls", "ns/call", 242_785, call(emit_fib, "fib", scalar=25), "", False),
-        Row("closure invocation", "ns/call", 1000, call(emit_closures(1000), "main", scalar=3), "", False),
-        Row("vm.op.add 1M float32", "us/op", 1, call(emit_binary("vm.op.add"), "main", big_a, big_b), ">= 0.9x numpy", False),
-        Row("vm.op.matmul 512x512 float32", "us/op", 1, call(emit_binary("vm.op.matmul"), "main", mat, mat), "", False),
+        Row(
+            "Python -> VM call, identity on a tensor",
+            "ns/call",
+            1,
+            call(emit_identity, "id", x4),
+            "<= 1/2 peer",
+        ),
+        Row(
+            "Python -> VM call, identity on an int",
+            "ns/call",
+            1,
+            call(emit_identity, "id", scalar=7),
+            "<= 1/2 peer",
+        ),
+        Row(
+            "VM -> registered Python function",
+            "ns/call",
+            1000,
+            callbacks,
+            "<= 2/3 peer",
+        ),
+        Row(
+            "dispatch, call vm.builtin.copy",
+            "ns/instr",
+            straight,
+            call(emit_copies(straight), "main", x4),
+            "<= 1/6 peer",
+        ),
+        Row(
+            "shape-heap triple",
+            "ns/triple",
+            1000,
+            call(emit_shape_heap(1000), "main", np.ones((32, 16), "float32")),
+            "<= 1/4 peer",
+        ),
+        Row(
+            "counting loop (5 instr/iter)",
+            "ns/iter",
+            loop_n,
+            call(emit_sum, "sum", scalar=loop_n),
+            "<= 20 ns",
+            False,
+        ),
+        Row(
+            "fib(25), bytecode calls",
+            "ns/call",
+            242_785,
+            call(emit_fib, "fib", scalar=25),
+            "",
+            False,
+        ),
+        Row(
+            "closure invocation",
+            "ns/call",
+            1000,
+            call(emit_closures(1000), "main", scalar=3),
+            "",
+            False,
+        ),
+        Row(
+            "vm.op.add 1M float32",
+            "us/op",
+            1,
+            call(emit_binary("vm.op.add"), "main", big_a, big_b),
+            ">= 0.9x numpy",
+            False,
+        ),
+        Row(
+            "vm.op.matmul 512x512 float32",
+            "us/op",
+            1,
+            call(emit_binary("vm.op.matmul"), "main", mat, mat),
+            "",
+            False,
+        ),
     ]
 
 
@@ -269,7 +379,7 @@ def main() -> None:
     rounds = args.rounds or (2 if args.quick else 5)
     min_seconds = 0.05 if args.quick else 0.2
     backends = [b for b in (ours(), peer()) if b is not None]
-    print(f"relaxvm {getattr(rx, '__version__', '?')}; peer: {'Apache TVM ' + tvm.__version__ if tvm else 'not installed'}")
+    print(f"relaxvm {rx.__version__}; peer: {'Apache TVM ' + tvm.__version__ if tvm else 'not installed'}")
     print()
     print("| row | unit | relaxvm | peer | peer / relaxvm | target |")
     print("| --- | --- | ---: | ---: | ---: | --- |")
@@ -281,8 +391,14 @@ def main() -> None:
         if row.label.startswith("vm.op.add"):
             np_us = numpy_add_us(rounds, min_seconds)
             peer_s, ratio = f"numpy {np_us:.1f}", f"{np_us / ours_v:.2f}x"
-        print(f"| {row.label} | {row.unit} | {ours_v:.1f} | {peer_s} | {ratio} | {row.target} |", flush=True)
-    print(f"| 2 Python threads, each its own VM | throughput | {threads_ratio(min_seconds):.2f}x one thread | - | - | >= 1.7x |")
+        print(
+            f"| {row.label} | {row.unit} | {ours_v:.1f} | {peer_s} | {ratio} | {row.target} |",
+            flush=True,
+        )
+    print(
+        f"| 2 Python threads, each its own VM | throughput | {threads_ratio(min_seconds):.2f}x one thread "
+        "| - | - | >= 1.7x |"
+    )
 
 
 if __name__ == "__main__":

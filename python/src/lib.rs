@@ -19,6 +19,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     relaxvm_builtins::ensure_registered();
+    vm::note_main_thread();
     // Remember which functions are the builtins, before anyone can override them.
     registry::is_builtin("");
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

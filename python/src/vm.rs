@@ -27,6 +27,24 @@ fn thread_id(_py: Python<'_>) -> usize {
     unsafe { pyo3::ffi::PyThreadState_Get() as usize }
 }
 
+/// The thread that imported the module: CPython runs signal handlers only in the main thread,
+/// which is where `import` almost always happens.
+static MAIN_THREAD: std::sync::OnceLock<std::thread::ThreadId> = std::sync::OnceLock::new();
+
+/// Records the calling thread as the one that receives signals (called at module import).
+pub fn note_main_thread() {
+    MAIN_THREAD.get_or_init(|| std::thread::current().id());
+}
+
+/// The VM's poll hook: on the main thread, runs Python's signal handlers (briefly taking the
+/// GIL), so Ctrl-C stops a long native run with `KeyboardInterrupt`.
+fn deliver_signals() -> relaxvm::Result<()> {
+    if MAIN_THREAD.get() != Some(&std::thread::current().id()) {
+        return Ok(());
+    }
+    Python::attach(|py| py.check_signals()).map_err(from_pyerr)
+}
+
 /// A VM and the thread that holds it.
 pub struct Shared {
     vm: Mutex<VirtualMachine>,
@@ -488,6 +506,7 @@ impl PyVirtualMachine {
             .collect();
         let mut vm = VirtualMachine::new(exe).py_err(py)?;
         vm.set_device(device);
+        vm.set_poll_hook(Some(Arc::new(deliver_signals)));
         let interrupt = vm.interrupt_handle();
         let shared = Arc::new(Shared { vm: Mutex::new(vm), holder: AtomicUsize::new(0), interrupt });
         Ok(PyVirtualMachine { shared, exe: exec, keeps_gil, functions: PyDict::new(py).unbind() })

@@ -63,4 +63,4 @@ pub use storage::Storage;
 pub use tensor::{Element, Tensor};
 pub use types::{Dim, Signature, Type};
 pub use value::{Callable, Closure, FromValue, IntoValue, Value};
-pub use vm::{InstrumentAction, InstrumentCall, InterruptHandle, VirtualMachine, VmConfig};
+pub use vm::{InstrumentAction, InstrumentCall, InterruptHandle, PollHook, VirtualMachine, VmConfig, POLL_INTERVAL};

@@ -63,6 +63,14 @@ pub enum InstrumentAction {
 /// The instrument hook type.
 pub type Instrument = Box<dyn FnMut(&InstrumentCall<'_>) -> Result<InstrumentAction> + Send>;
 
+/// A hook the VM calls every [`POLL_INTERVAL`] steps while it runs; an error it returns stops
+/// the run. Embedders deliver signals with it (the Python package turns Ctrl-C into
+/// `KeyboardInterrupt` this way).
+pub type PollHook = Arc<dyn Fn() -> Result<()> + Send + Sync>;
+
+/// How many steps (bytecode calls and backward jumps) pass between calls of the poll hook.
+pub const POLL_INTERVAL: u32 = 1024;
+
 /// Stops a running VM from another thread: the VM checks it at backward jumps and calls.
 #[derive(Clone, Debug, Default)]
 pub struct InterruptHandle(Arc<AtomicBool>);
@@ -101,6 +109,8 @@ pub struct VirtualMachine {
     steps_left: u64,
     interrupt: InterruptHandle,
     instrument: Option<Instrument>,
+    poll: Option<PollHook>,
+    poll_countdown: u32,
     saved: HashMap<String, Value>,
     inputs: HashMap<String, Vec<Value>>,
     outputs: HashMap<String, Value>,
@@ -128,6 +138,8 @@ impl VirtualMachine {
             steps_left: u64::MAX,
             interrupt: InterruptHandle::default(),
             instrument: None,
+            poll: None,
+            poll_countdown: POLL_INTERVAL,
             saved: HashMap::new(),
             inputs: HashMap::new(),
             outputs: HashMap::new(),
@@ -157,6 +169,12 @@ impl VirtualMachine {
     /// A handle that interrupts this VM from another thread.
     pub fn interrupt_handle(&self) -> InterruptHandle {
         self.interrupt.clone()
+    }
+
+    /// Installs (or with `None` removes) the hook called every [`POLL_INTERVAL`] steps.
+    pub fn set_poll_hook(&mut self, hook: Option<PollHook>) {
+        self.poll = hook;
+        self.poll_countdown = POLL_INTERVAL;
     }
 
     /// Installs (or with `None` removes) the hook called before and after every `call`.
@@ -519,6 +537,13 @@ impl VirtualMachine {
     fn count_step(&mut self) -> Result<()> {
         if self.interrupt.take() {
             return Err(ErrorKind::Interrupted.into());
+        }
+        if self.poll.is_some() {
+            self.poll_countdown -= 1;
+            if self.poll_countdown == 0 {
+                self.poll_countdown = POLL_INTERVAL;
+                (self.poll.as_ref().expect("checked above"))()?;
+            }
         }
         match self.steps_left.checked_sub(1) {
             Some(s) => self.steps_left = s,

@@ -294,6 +294,26 @@ fn step_budget_and_interrupt() {
 }
 
 #[test]
+fn poll_hook_can_stop_a_run() {
+    let mut m = vm(vec![func("spin", (0, 1), 0, 0)], vec![Instruction::Goto { offset: 0 }], vec![]);
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let c2 = calls.clone();
+    m.set_poll_hook(Some(Arc::new(move || {
+        if c2.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 2 {
+            Err(relaxvm::Error::value("signal"))
+        } else {
+            Ok(())
+        }
+    })));
+    let e = m.invoke("spin", &[]).unwrap_err();
+    assert_eq!(e.root().to_string(), "signal");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 3);
+    m.set_poll_hook(None);
+    m.config_mut().step_budget = Some(5000);
+    assert!(matches!(m.invoke("spin", &[]).unwrap_err().root().kind(), ErrorKind::StepBudget(_)));
+}
+
+#[test]
 fn executable_is_send_sync_and_shared_across_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Executable>();

@@ -1,0 +1,128 @@
+"""Reliability from Python: Ctrl-C, deep recursion, resident memory, threads, panics."""
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import relaxvm as rx
+
+
+def spin_vm() -> rx.VirtualMachine:
+    ib = rx.ExecBuilder()
+    with ib.function("spin", num_inputs=0):
+        ib.emit_goto(0)
+    with ib.function("one", num_inputs=0):
+        ib.emit_call("vm.builtin.int.add", args=[ib.imm(0), ib.imm(1)], dst=ib.r(0))
+        ib.emit_ret(ib.r(0))
+    return rx.VirtualMachine(ib.get())
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+def test_ctrl_c_stops_an_endless_loop_and_the_vm_works_after():
+    vm = spin_vm()
+    sent = []
+
+    def press_ctrl_c():
+        time.sleep(0.2)
+        sent.append(time.perf_counter())
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    t = threading.Thread(target=press_ctrl_c)
+    t.start()
+    with pytest.raises(KeyboardInterrupt):
+        vm["spin"]()
+    stopped = time.perf_counter()
+    t.join()
+    # How fast is a benchmark question; here it only has to stop, and the VM must still work.
+    assert stopped >= sent[0]
+    assert vm["one"]() == 1
+
+
+def test_unbounded_recursion_is_an_error_not_a_crash():
+    ib = rx.ExecBuilder()
+    with ib.function("down", num_inputs=1):
+        ib.emit_call("down", args=[ib.r(0)], dst=ib.r(1))
+        ib.emit_ret(ib.r(1))
+    vm = rx.VirtualMachine(ib.get())
+    with pytest.raises(rx.VMError, match="depth"):
+        vm["down"](1)
+    with pytest.raises(rx.VMError, match="depth"):
+        vm["down"](2)
+
+
+@pytest.mark.parametrize("nbytes", [1 << 50, (1 << 62)])
+def test_huge_allocations_are_memory_errors(nbytes):
+    ib = rx.ExecBuilder()
+    with ib.function("main", num_inputs=0):
+        ib.emit_call(
+            "vm.builtin.alloc_storage",
+            args=[ib.vm_state(), (nbytes,), ib.imm(0), rx.DataType("uint8"), "global"],
+            dst=ib.r(0),
+        )
+        ib.emit_ret(ib.r(0))
+    vm = rx.VirtualMachine(ib.get())
+    with pytest.raises(MemoryError):
+        vm["main"]()
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
+def test_resident_memory_stays_flat_over_100k_calls(unique_name):
+    name = unique_name()
+    rx.register_func(name, lambda x, k: x)
+    ib = rx.ExecBuilder()
+    with ib.function("add", num_inputs=2):
+        ib.emit_call("vm.builtin.int.add", args=[ib.r(0), ib.r(1)], dst=ib.r(2))
+        ib.emit_ret(ib.r(2))
+    with ib.function("main", num_inputs=2):
+        ib.emit_call("vm.builtin.make_closure", args=[ib.f("add"), ib.imm(1)], dst=ib.r(2))
+        ib.emit_call("vm.builtin.invoke_closure", args=[ib.vm_state(), ib.r(2), ib.r(1)], dst=ib.r(3))
+        ib.emit_call(name, args=[ib.r(0), ib.r(3)], dst=ib.r(4))
+        ib.emit_ret(ib.r(4))
+    f = rx.VirtualMachine(ib.get())["main"]
+    x = np.ones(16, "float32")
+
+    def run(n):
+        for i in range(n):
+            f(x, i)
+
+    run(20_000)  # warm up: caches and allocator pools reach their steady size
+    before = rss_bytes()
+    run(100_000)
+    grown = rss_bytes() - before
+    assert grown < 4 << 20, f"resident memory grew by {grown} bytes over 100,000 calls"
+
+
+def test_one_executable_many_threads_each_with_its_own_vm():
+    ib = rx.ExecBuilder()
+    with ib.function("fib", num_inputs=1):
+        ib.emit_call("vm.builtin.int.lt", args=[ib.r(0), ib.imm(2)], dst=ib.r(1))
+        ib.emit_if(ib.r(1), 2)
+        ib.emit_ret(ib.r(0))
+        ib.emit_call("vm.builtin.int.sub", args=[ib.r(0), ib.imm(1)], dst=ib.r(2))
+        ib.emit_call("fib", args=[ib.r(2)], dst=ib.r(3))
+        ib.emit_call("vm.builtin.int.sub", args=[ib.r(0), ib.imm(2)], dst=ib.r(4))
+        ib.emit_call("fib", args=[ib.r(4)], dst=ib.r(5))
+        ib.emit_call("vm.builtin.int.add", args=[ib.r(3), ib.r(5)], dst=ib.r(6))
+        ib.emit_ret(ib.r(6))
+    ex = ib.get()
+    results = {}
+
+    def work(k):
+        vm = rx.VirtualMachine(ex)
+        results[k] = [vm["fib"](n) for n in range(10, 16)]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {k: [55, 89, 144, 233, 377, 610] for k in range(8)}
