@@ -161,7 +161,8 @@ fn elementwise(c: &mut Criterion) {
 fn matmul(c: &mut Criterion) {
     const N: usize = 512;
     let a = Array2::<f32>::from_shape_fn((N, N), |(i, j)| ((i * 7 + j) % 13) as f32);
-    let args = [Value::Tensor(Tensor::from_array(a.clone().into_dyn())), Value::Tensor(Tensor::from_array(a.into_dyn()))];
+    let args =
+        [Value::Tensor(Tensor::from_array(a.clone().into_dyn())), Value::Tensor(Tensor::from_array(a.into_dyn()))];
     let mut vm = binary_op_vm("vm.op.matmul");
     let mut g = c.benchmark_group("matmul_512_f32");
     g.sample_size(20);
