@@ -212,19 +212,22 @@ impl VirtualMachine {
     /// [`ErrorKind::Value`]; each names the parameter, what was expected and what was given,
     /// and none is wrapped in [`ErrorKind::At`].
     pub fn invoke_closure(&mut self, f: &Value, args: &[Value]) -> Result<Value> {
-        let closure = f.as_func()?.clone();
+        let closure = f.as_func()?;
         if self.reentry == 0 {
             self.steps_left = self.config.step_budget.unwrap_or(u64::MAX);
             self.interrupt.take();
         }
-        let exe = Arc::clone(&self.exe);
-        if let Some((name, sig)) = self.closure_signature(&exe, &closure)? {
+        let Some(index) = self.bytecode_index(closure)? else { return self.call_closure(closure, args) };
+        if self.exe.funcs()[index as usize].signature.is_some() {
+            let exe = Arc::clone(&self.exe);
+            let info = &exe.funcs()[index as usize];
+            let sig = info.signature.as_ref().expect("checked above");
             let all: SmallVec<[Value; 8]> = args.iter().chain(&closure.captured).cloned().collect();
-            let prepared = sig.prepare_args(name, &all)?;
-            let bare = Closure { callable: closure.callable.clone(), captured: Vec::new() };
-            return self.call_closure(&bare, &prepared);
+            let prepared = sig.prepare_args(&info.name, &all)?;
+            return self.run(index, &prepared, &[]);
         }
-        self.call_closure(&closure, args)
+        self.check_arity(Some(index), args.len() + closure.captured.len())?;
+        self.run(index, args, &closure.captured)
     }
 
     /// The signature of the function named `name` (a bytecode or saved function, as
