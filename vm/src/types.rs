@@ -500,7 +500,32 @@ impl<'a> Parser<'a> {
                     Some((_, 't')) => out.push('\t'),
                     Some((_, 'r')) => out.push('\r'),
                     Some((_, c @ ('"' | '\\'))) => out.push(c),
-                    _ => return self.err("a valid escape"),
+                    // \u{HEX}, as `write_name` writes control characters.
+                    Some((j, 'u')) => {
+                        let rest = &self.s[self.pos + j + 1..];
+                        let hex = rest.strip_prefix('{').and_then(|r| r.split_once('}')).map(|(h, _)| h);
+                        let c = hex
+                            .filter(|h| (1..=6).contains(&h.len()) && h.chars().all(|c| c.is_ascii_hexdigit()))
+                            .and_then(|h| u32::from_str_radix(h, 16).ok())
+                            .and_then(char::from_u32);
+                        match (c, hex) {
+                            (Some(c), Some(h)) => {
+                                out.push(c);
+                                // Skip `{HEX}`: all ASCII, one char per byte.
+                                for _ in 0..h.len() + 2 {
+                                    chars.next();
+                                }
+                            }
+                            _ => {
+                                self.pos += i;
+                                return self.err("a valid escape (\\u{HEX} with 1 to 6 hex digits)");
+                            }
+                        }
+                    }
+                    _ => {
+                        self.pos += i;
+                        return self.err("a valid escape (\\\", \\\\, \\n, \\t, \\r or \\u{HEX})");
+                    }
                 },
                 c => out.push(c),
             }
@@ -510,6 +535,7 @@ impl<'a> Parser<'a> {
 
     fn ty(&mut self) -> PResult<Type> {
         self.depth += 1;
+        self.skip_ws();
         if self.depth > MAX_TYPE_DEPTH {
             return self.err(&format!("types nested at most {MAX_TYPE_DEPTH} deep"));
         }
@@ -522,7 +548,18 @@ impl<'a> Parser<'a> {
             Some("tensor") => self.tensor()?,
             Some("shape") => {
                 self.expect("<")?;
-                let n = if self.eat("?") { None } else { Some(self.uint()? as u32) };
+                let n = if self.eat("?") {
+                    None
+                } else {
+                    let at = self.pos;
+                    match u32::try_from(self.uint()?) {
+                        Ok(n) => Some(n),
+                        Err(_) => {
+                            self.pos = at;
+                            return self.err("a rank below 2^32");
+                        }
+                    }
+                };
                 self.expect(">")?;
                 Type::Shape(n)
             }
@@ -646,7 +683,9 @@ impl<'a> Parser<'a> {
                     break;
                 }
             }
-            self.expect(")")?;
+            if !self.eat(")") {
+                return self.err("\",\" or \")\"");
+            }
         }
         self.expect("->")?;
         let result = self.ty()?;
@@ -719,6 +758,18 @@ mod tests {
         assert!(text.contains("dict<{a: shape<2>, b: i32}>"), "keys sorted: {text}");
         for t in ["any", "bf16", "u64", "tensor<[], i8>", "tuple<>", "list<list<f64>>", "dict<{}>", "shape<?>"] {
             assert_eq!(t.parse::<Type>().unwrap().to_string(), t);
+        }
+        // Names with control characters print with \u{..} escapes, which parse back.
+        let odd: Signature = "(\"a\\u{7f}\\n\\u{1F600}\": dict<{\"\\u{0}\": i64}>) -> any".parse().unwrap();
+        assert_eq!(odd.params[0].0, "a\u{7f}\n\u{1F600}");
+        assert_eq!(odd.to_string().parse::<Signature>().unwrap(), odd);
+        for bad in [
+            "(\"\\u{}\": i64) -> any",
+            "(\"\\u{110000}\": i64) -> any",
+            "(\"\\u{41\": i64) -> any",
+            "(x: shape<4294967296>) -> any",
+        ] {
+            assert!(bad.parse::<Signature>().is_err(), "{bad}");
         }
     }
 

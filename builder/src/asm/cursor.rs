@@ -134,6 +134,20 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Consumes the next `n` bytes (which must end on a character boundary).
+    pub fn skip_bytes(&mut self, n: usize) {
+        let end = (self.pos + n).min(self.text.len());
+        while self.pos < end {
+            self.bump();
+        }
+    }
+
+    /// The position `n` bytes further on (on a character boundary), for errors.
+    pub fn pos_after(&self, n: usize) -> Pos {
+        let n = n.min(self.rest().len());
+        Pos { line: self.line, col: self.col + self.rest()[..n].chars().count() }
+    }
+
     /// Consumes the longest run of characters satisfying `pred`.
     pub fn take_while(&mut self, pred: impl Fn(char) -> bool) -> &'a str {
         let start = self.pos;

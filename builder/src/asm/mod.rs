@@ -16,8 +16,9 @@
 //!
 //! The grammar is in `docs/text-format.md`. Beyond what `as_text()` prints, the assembler
 //! accepts `#` comments, any amount of whitespace between tokens, a header without `regs=`
-//! (the register file is then as large as the registers used need) and a `call` without
-//! `dst:` (the result is discarded). Every name a `call` or `f[...]` uses must be in the
+//! (the register file is then as large as the registers used need), a header with `sig=` but
+//! without `inputs=` (the signature gives it) and a `call` without `dst:` (the result is
+//! discarded). Every name a `call` or `f[...]` uses must be in the
 //! function table: declared with `.packed` or defined with `@`, before or after the use.
 //!
 //! Errors carry a line and column and say what was expected and what was found; no input makes

@@ -4,13 +4,14 @@ use super::constant::parse_constant;
 use super::cursor::{Cursor, Pos};
 use super::location::parse_loc;
 use super::AsmError;
-use relaxvm::{Location, Value};
+use relaxvm::{Location, Signature, Value};
 use std::collections::HashMap;
 
-/// The parsed program: constants and the function table in source order.
+/// The parsed program: constants, the function table in source order and the entry function.
 pub(super) struct Program {
     pub constants: Vec<Value>,
     pub entries: Vec<Entry>,
+    pub entry: Option<(String, Pos)>,
 }
 
 /// One function-table entry: `.packed NAME` or `@NAME ...:` with its body.
@@ -25,6 +26,8 @@ pub(super) struct Body {
     pub num_inputs: (u32, Pos),
     pub regs: Option<(u32, Pos)>,
     pub params: Vec<String>,
+    /// The signature and where `sig=` starts.
+    pub sig: Option<(Signature, Pos)>,
     pub instrs: Vec<Instr>,
 }
 
@@ -63,7 +66,7 @@ pub(super) enum Arg {
 /// Parses the whole source.
 pub(super) fn parse(text: &str) -> Result<Program, AsmError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut program = Program { constants: Vec::new(), entries: Vec::new() };
+    let mut program = Program { constants: Vec::new(), entries: Vec::new(), entry: None };
     let mut seen: HashMap<String, usize> = HashMap::new();
     // The entry whose body instructions go to; any directive ends it.
     let mut current: Option<usize> = None;
@@ -85,6 +88,17 @@ pub(super) fn parse(text: &str) -> Result<Program, AsmError> {
             ".const" => {
                 current = None;
                 parse_const(&mut c, &mut program.constants)?;
+            }
+            ".entry" => {
+                current = None;
+                c.expect_ws("a function name after '.entry'")?;
+                let pos = c.pos();
+                let name = c.name("a function name")?;
+                c.expect_end()?;
+                if let Some((_, prev)) = &program.entry {
+                    return Err(at.error(format!("the entry function is already set (line {})", prev.line)));
+                }
+                program.entry = Some((name, pos));
             }
             ".packed" => {
                 current = None;
@@ -109,7 +123,7 @@ pub(super) fn parse(text: &str) -> Result<Program, AsmError> {
             _ => {
                 let found = if word.is_empty() { c.found() } else { format!("{word:?}") };
                 return Err(at.error(format!(
-                    "expected .const, .packed, a function header `@name inputs=N:` or an instruction (call, ret, goto, if), found {found}"
+                    "expected .const, .packed, .entry, a function header `@name inputs=N:` or an instruction (call, ret, goto, if), found {found}"
                 )));
             }
         }
@@ -152,13 +166,13 @@ fn parse_const(c: &mut Cursor<'_>, constants: &mut Vec<Value>) -> Result<(), Asm
     c.expect_end()
 }
 
-/// `@NAME inputs=N [regs=M] [params=(a, b)]:`
+/// `@NAME inputs=N [regs=M] [params=(a, b) | sig=(a: T, b: U) -> R]:`
 fn parse_header(c: &mut Cursor<'_>) -> Result<Entry, AsmError> {
     let header = c.pos();
     c.expect("@", "'@'")?;
     let pos = c.pos();
     let name = c.name("a function name after '@'")?;
-    let (mut inputs, mut regs, mut params) = (None, None, None);
+    let (mut inputs, mut regs, mut params, mut sig) = (None, None, None, None);
     loop {
         let spaced = c.skip_ws();
         if c.eat(":") {
@@ -177,7 +191,8 @@ fn parse_header(c: &mut Cursor<'_>) -> Result<Entry, AsmError> {
                 Ok(())
             }
         };
-        let unexpected = || at.error(format!("expected inputs=N, regs=N, params=(...) or ':', found {found}"));
+        let unexpected =
+            || at.error(format!("expected inputs=N, regs=N, params=(...), sig=(...) -> TYPE or ':', found {found}"));
         if key.is_empty() || !c.eat("=") {
             return Err(unexpected());
         }
@@ -192,15 +207,49 @@ fn parse_header(c: &mut Cursor<'_>) -> Result<Entry, AsmError> {
             }
             "params" => {
                 dup(params.is_some())?;
-                params = Some(parse_params(c)?);
+                params = Some((parse_params(c)?, at));
+            }
+            "sig" => {
+                dup(sig.is_some())?;
+                sig = Some((parse_sig(c)?, at));
             }
             _ => return Err(unexpected()),
         }
     }
     c.expect_end()?;
-    let num_inputs = inputs.ok_or_else(|| header.error(format!("the header of {name:?} needs inputs=N")))?;
-    let body = Body { num_inputs, regs, params: params.unwrap_or_default(), instrs: Vec::new() };
+    let num_inputs = match (inputs, &sig) {
+        (Some(n), _) => n,
+        // A signature gives the number of inputs.
+        (None, Some((s, at))) => (u32::try_from(s.params.len()).unwrap_or(u32::MAX), *at),
+        (None, None) => return Err(header.error(format!("the header of {name:?} needs inputs=N"))),
+    };
+    if let (Some((sig, _)), Some((names, at))) = (&sig, &params) {
+        if !names.iter().map(String::as_str).eq(sig.param_names()) {
+            return Err(at.error(format!(
+                "params=({}) differs from the parameter names of sig= ({})",
+                names.join(", "),
+                sig.param_names().collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
+    let params = match (&sig, params) {
+        (Some((s, _)), _) => s.param_names().map(str::to_string).collect(),
+        (None, Some((names, _))) => names,
+        (None, None) => Vec::new(),
+    };
+    let body = Body { num_inputs, regs, params, sig, instrs: Vec::new() };
     Ok(Entry { name, pos, body: Some(body) })
+}
+
+/// `(a: T, b: U) -> R`, in the syntax of [`Signature`]'s text form.
+fn parse_sig(c: &mut Cursor<'_>) -> Result<Signature, AsmError> {
+    match Signature::parse_prefix(c.rest()) {
+        Ok((sig, len)) => {
+            c.skip_bytes(len);
+            Ok(sig)
+        }
+        Err(e) => Err(c.pos_after(e.offset).error(format!("expected {} in sig=, found {}", e.expected, e.found))),
+    }
 }
 
 fn parse_params(c: &mut Cursor<'_>) -> Result<Vec<String>, AsmError> {

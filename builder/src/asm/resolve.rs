@@ -113,8 +113,21 @@ pub(super) fn resolve(program: Program) -> Result<Executable, AsmError> {
             num_args: body.num_inputs.0,
             register_file_size: regs,
             param_names: body.params.clone(),
-            signature: None,
+            signature: body.sig.as_ref().map(|(s, _)| s.clone()),
         });
+    }
+    if let Some((name, pos)) = program.entry {
+        match index.get(name.as_str()) {
+            Some(&i) if arity[i as usize].is_some() => {}
+            Some(_) => return Err(pos.error(format!("the entry function {name:?} is a packed function"))),
+            None => {
+                return Err(pos.error(format!(
+                    "the entry function {name:?} is not defined: define it with `@{} inputs=N:`",
+                    plain(&name)
+                )))
+            }
+        }
+        parts.entry = Some(name);
     }
     parts.constants = program.constants;
     Executable::from_parts(parts).map_err(|e| AsmError { line: 0, col: 0, message: e.to_string() })
@@ -126,6 +139,12 @@ fn register_file_size(body: &Body) -> Result<u32, AsmError> {
     let (num_inputs, inputs_pos) = body.num_inputs;
     if num_inputs > MAX_REGISTERS {
         return Err(inputs_pos.error(format!("inputs={num_inputs} exceeds the limit of {MAX_REGISTERS} registers")));
+    }
+    if let Some((sig, pos)) = &body.sig {
+        if sig.params.len() != num_inputs as usize {
+            return Err(inputs_pos.error(format!("sig= has {} parameter(s) for inputs={num_inputs}", sig.params.len())));
+        }
+        relaxvm::verify::verify_signature(sig).map_err(|e| pos.error(format!("sig=: {e}")))?;
     }
     if !body.params.is_empty() && body.params.len() != num_inputs as usize {
         return Err(inputs_pos.error(format!("{} parameter name(s) for inputs={num_inputs}", body.params.len())));

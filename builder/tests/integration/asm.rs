@@ -106,6 +106,65 @@ fn hand_built_executables_round_trip() {
     assert_round_trip(&Executable::from_parts(ExecutableParts::default()).unwrap());
 }
 
+/// `kitchen_sink()` with signatures (odd parameter names, every type kind) and an entry.
+fn with_signatures() -> Executable {
+    let mut parts = kitchen_sink().to_parts();
+    let main: relaxvm::Signature = "(x: tensor<[n, 16], f32, contiguous>, \"with space\": dict<{\"\\u{7f}\": list<shape<?>>, b: tuple<str, object, any, bool, u8, bf16>}>) -> tuple<tensor<*, ?>, shape<3>>"
+        .parse()
+        .unwrap();
+    parts.funcs[1] = parts.funcs[1].clone().with_signature(main);
+    parts.funcs[3] = parts.funcs[3].clone().with_signature("() -> tensor<[], i64>".parse().unwrap());
+    parts.entry = Some("i5".into());
+    Executable::from_parts(parts).unwrap()
+}
+
+#[test]
+fn signatures_and_entry_round_trip() {
+    let exe = with_signatures();
+    assert_round_trip(&exe);
+    let text = exe.as_text();
+    assert!(text.starts_with(".entry i5\n.const c[0] = null\n"), "{text}");
+    assert!(
+        text.contains("\n@main inputs=2 regs=4 sig=(x: tensor<[n, 16], f32, contiguous>, \"with space\": dict<{b: tuple<str, object, any, bool, u8, bf16>, \"\\u{7f}\": list<shape<?>>}>) -> tuple<tensor<*, ?>, shape<3>>:\n"),
+        "{text}"
+    );
+    assert!(text.contains("\n@i5 inputs=0 regs=3 sig=() -> tensor<[], i64>:\n"), "{text}");
+    // Through every version of the binary format: version 3 keeps everything.
+    for version in [1, 2, 3] {
+        let opts = relaxvm::format::SaveOptions { version, ..Default::default() };
+        let back = relaxvm::format::load_bytes(&relaxvm::format::save_to_bytes(&exe, &opts)).unwrap();
+        assert_eq!(back.as_text() == text, version == 3, "version {version}");
+        assert_eq!(back.has_signatures(), version == 3);
+    }
+}
+
+#[test]
+fn headers_with_signatures() {
+    setup();
+    // inputs= may be left out (the signature gives it), params= may repeat its names.
+    let exe = assemble(
+        "
+.entry add
+@add sig=(a: i64, b: i64) -> i64:
+  call asm.add in: %0, %1 dst: %2
+  ret %2
+@twice inputs=1 params=(x) sig=(x: f64) -> any:   # a comment
+  ret %0
+.packed asm.add
+",
+    )
+    .unwrap();
+    assert_eq!(exe.func("add").unwrap().num_args, 2);
+    assert_eq!(exe.func("add").unwrap().param_names, vec!["a", "b"]);
+    assert_eq!(exe.entry(), Some("add"));
+    assert!(exe.as_text().contains("@twice inputs=1 regs=1 sig=(x: f64) -> any:\n"), "{}", exe.as_text());
+    let mut vm = relaxvm::VirtualMachine::new(Arc::new(exe)).unwrap();
+    assert_eq!(vm.invoke("add", &[Value::Int(2), Value::Int(3)]).unwrap().as_int().unwrap(), 5);
+    assert!(matches!(vm.invoke("twice", &[Value::Int(2)]).unwrap(), Value::Float(x) if x == 2.0));
+    let e = vm.invoke("add", &[Value::Int(2), Value::str("x")]).unwrap_err();
+    assert!(matches!(e.kind(), relaxvm::ErrorKind::Type { .. }) && e.to_string().contains("\"b\""), "{e}");
+}
+
 #[test]
 fn assembled_programs_run() {
     setup();
@@ -150,7 +209,7 @@ fn hand_written_text_with_conveniences() {
 
 /// (source, expected error) pairs: every error has a position and says what was expected.
 const ERRORS: &[(&str, &str)] = &[
-    ("bogus", "1:1: expected .const, .packed, a function header `@name inputs=N:` or an instruction (call, ret, goto, if), found \"bogus\""),
+    ("bogus", "1:1: expected .const, .packed, .entry, a function header `@name inputs=N:` or an instruction (call, ret, goto, if), found \"bogus\""),
     ("  ret %0", "1:3: 'ret' outside a function: start one with a header like `@main inputs=1 regs=2:`"),
     (".packed", "1:8: expected a function name after '.packed', found end of line"),
     (".packed 9x", "1:9: expected a function name, found \"9x\""),
@@ -161,7 +220,7 @@ const ERRORS: &[(&str, &str)] = &[
     (".const c[0] int 1", "1:13: expected '=', found \"int\""),
     ("@f regs=1:\n ret %0", "1:1: the header of \"f\" needs inputs=N"),
     ("@f inputs=1 inputs=1:", "1:13: inputs= is given twice"),
-    ("@f inputs=1 foo=2:", "1:13: expected inputs=N, regs=N, params=(...) or ':', found \"foo\""),
+    ("@f inputs=1 foo=2:", "1:13: expected inputs=N, regs=N, params=(...), sig=(...) -> TYPE or ':', found \"foo\""),
     ("@f inputs=1", "1:12: expected ' ' or ':' after the function name, found end of line"),
     ("@f inputs=x:", "1:11: expected the number of inputs, found \"x\""),
     ("@f inputs=1: extra", "1:14: expected end of line, found \"extra\""),
@@ -172,7 +231,7 @@ const ERRORS: &[(&str, &str)] = &[
     ("@f inputs=1:", "1:2: function \"f\" has no instructions (it must end in ret)"),
     ("@f inputs=1:\n ret 0", "2:6: expected a register like %0, found \"0\""),
     ("@f inputs=1:\n ret %0 %1", "2:9: expected end of line, found \"%1\""),
-    ("@f inputs=1:\n retx %0", "2:2: expected .const, .packed, a function header `@name inputs=N:` or an instruction (call, ret, goto, if), found \"retx\""),
+    ("@f inputs=1:\n retx %0", "2:2: expected .const, .packed, .entry, a function header `@name inputs=N:` or an instruction (call, ret, goto, if), found \"retx\""),
     ("@f inputs=1 regs=1:\n ret %1", "2:6: register %1 is outside the register file of 1 (regs=1)"),
     ("@f inputs=1:\n call g in: %0\n ret %0", "2:7: unknown function \"g\": declare it with `.packed g` or define it with `@g inputs=N:`"),
     ("@f inputs=1:\n call \"a b\" in: f[\"a b\"]\n ret %0", "2:7: unknown function \"a b\": declare it with `.packed \"a b\"` or define it with `@\"a b\" inputs=N:`"),
@@ -193,6 +252,20 @@ const ERRORS: &[(&str, &str)] = &[
     ("@f inputs=1:\n ret %0\n.packed g\n ret %0", "4:2: 'ret' outside a function: start one with a header like `@main inputs=1 regs=2:`"),
     (".const c[0] = str \"abc", "1:19: unterminated string: expected a closing '\"' before the end of the line"),
     ("@\"f\ninputs=1:", "1:2: unterminated string: expected a closing '\"' before the end of the line"),
+    ("@f sig=(x: i64) -> any sig=(x: i64) -> any:\n ret %0", "1:24: sig= is given twice"),
+    ("@f sig=(x: tensr<*, f32>) -> any:\n ret %0", "1:12: expected a type (any, str, object, bool, i8..i64, u8..u64, f16, bf16, f32, f64, tensor<..>, shape<..>, tuple<..>, list<..>, dict<{..}>) in sig=, found \"tensr<*, f32\""),
+    ("@f sig=(x: i64 -> any:\n ret %0", "1:16: expected \",\" or \")\" in sig=, found \"-> any:\""),
+    ("@f sig=(x: i64) -> any\n ret %0", "1:23: expected ' ' or ':' after the function name, found end of line"),
+    ("@f sig=(x: i64):\n ret %0", "1:16: expected \"->\" in sig=, found \":\""),
+    ("@f sig=(\"\\q\": i64) -> any:\n ret %0", "1:10: expected a valid escape (\\\", \\\\, \\n, \\t, \\r or \\u{HEX}) in sig=, found \"\\\\q\\\": i64) ->\""),
+    ("@f inputs=2 sig=(x: i64) -> any:\n ret %0", "1:4: sig= has 1 parameter(s) for inputs=2"),
+    ("@f params=(y) sig=(x: i64) -> any:\n ret %0", "1:4: params=(y) differs from the parameter names of sig= (x)"),
+    ("@f sig=(x: i64, x: i64) -> any:\n ret %0", "1:4: sig=: two parameters are named \"x\""),
+    ("@f sig=(x: dict<{a: i64, a: str}>) -> any:\n ret %0", "1:4: sig=: parameter \"x\": dict keys \"a\" and \"a\" are not distinct and sorted (slots are passed in key order)"),
+    (".entry", "1:7: expected a function name after '.entry', found end of line"),
+    (".entry f\n.entry f", "2:1: the entry function is already set (line 1)"),
+    (".entry f\n.packed f", "1:8: the entry function \"f\" is a packed function"),
+    (".entry g\n@f inputs=0:\n ret %0", "1:8: the entry function \"g\" is not defined: define it with `@g inputs=N:`"),
 ];
 
 #[test]
@@ -227,9 +300,13 @@ impl Rng {
 
 #[test]
 fn mutated_inputs_never_panic() {
-    let seeds =
-        [kitchen_sink().as_text(), fib().as_text(), ERRORS.iter().map(|(s, _)| *s).collect::<Vec<_>>().join("\n")];
-    let alphabet: Vec<char> = " \n\t%@.[](),:=#\"\\-0123456789icfxé{}u".chars().collect();
+    let seeds = [
+        kitchen_sink().as_text(),
+        fib().as_text(),
+        with_signatures().as_text(),
+        ERRORS.iter().map(|(s, _)| *s).collect::<Vec<_>>().join("\n"),
+    ];
+    let alphabet: Vec<char> = " \n\t%@.[](),:=#\"\\-0123456789icfxé{}u<>*?".chars().collect();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut ok = 0;
     for round in 0..3000 {

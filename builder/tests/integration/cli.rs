@@ -116,7 +116,7 @@ fn bad_input_files() {
     let dir = tempfile::tempdir().unwrap();
     let bad = write(dir.path(), "bad.txt", "@main inputs=1:\n  ret %0\n  bogus\n");
     let e = failure(relaxvm().arg("dis").arg(&bad));
-    assert_eq!(e, format!("error: {}:3:3: expected .const, .packed, a function header `@name inputs=N:` or an instruction (call, ret, goto, if), found \"bogus\"\n", bad.display()));
+    assert_eq!(e, format!("error: {}:3:3: expected .const, .packed, .entry, a function header `@name inputs=N:` or an instruction (call, ret, goto, if), found \"bogus\"\n", bad.display()));
     let e = failure(relaxvm().arg("stats").arg(dir.path().join("absent.rvx")));
     assert!(e.contains("absent.rvx"), "{e}");
     let binary_junk = dir.path().join("junk.bin");

@@ -31,6 +31,7 @@ pub fn assert_round_trip(exe: &Executable) {
     assert_eq!(back.as_text(), text);
     let (a, b) = (exe.to_parts(), back.to_parts());
     assert_eq!(a.funcs, b.funcs);
+    assert_eq!(a.entry, b.entry);
     assert_eq!(a.instrs, b.instrs);
     assert_eq!(a.locations, b.locations);
     assert_eq!(a.constants.len(), b.constants.len());
@@ -38,8 +39,11 @@ pub fn assert_round_trip(exe: &Executable) {
         assert!(x.same_as(y) || x.to_string() == y.to_string(), "{x:?} vs {y:?}");
     }
     // and through the binary format
-    let loaded = relaxvm::format::load_bytes(&exe.save_to_bytes()).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let bytes = exe.save_to_bytes();
+    let loaded = relaxvm::format::load_bytes(&bytes).unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(loaded.as_text(), text);
+    // binary -> text -> binary is the identity
+    assert_eq!(assemble(&loaded.as_text()).unwrap().save_to_bytes(), bytes, "{text}");
 }
 
 /// A float32 tensor constant.
