@@ -14,6 +14,7 @@ Scripted from Python the way Apache TVM's Relax VM is::
     vm["main"](np.ones(3), np.ones(3)).numpy()   # array([2., 2., 2.])
 """
 
+from . import types as types
 from ._relaxvm import (
     Arg,
     BenchmarkResult,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, SupportsIndex, Union, final, overload
 
 import numpy as np
 import numpy.typing as npt
+
+from .types import Signature as _TypesSignature
 
 __version__: str
 __all__ = [
@@ -51,6 +54,10 @@ _DTypeLike = Union["DataType", str, np.dtype[Any], type]
 _DeviceLike = Union["Device", str, None]
 _ShapeLike = Union["Shape", Sequence[int]]
 _TensorLike = Union["Tensor", npt.NDArray[Any]]
+#: A signature: its text form, e.g. ``"(x: tensor<[n], f32>) -> f32"``, or ``rx.types.Signature``.
+_SignatureLike = str | _TypesSignature
+#: The IREE reflection record of a signature: ``{"a": [arg, ...], "r": [result]}``.
+_Reflection = dict[str, list[Any]]
 #: What the VM accepts as an argument (and what it returns, with tensors as ``Tensor``).
 _VMValue = Any
 
@@ -361,9 +368,21 @@ class ExecBuilder:
     def declare_function(self, name: str, kind: Literal["packed", "bytecode"] = "packed") -> Arg:
         """Declares ``name`` as a packed function (provided by a registry when a VM is built) or
         a bytecode function (defined later); returns its handle ``f(name)``."""
-    def function(self, name: str, num_inputs: int = 0, param_names: Sequence[str] | None = None) -> FunctionScope:
+    def function(
+        self,
+        name: str,
+        num_inputs: int | None = None,
+        param_names: Sequence[str] | None = None,
+        signature: _SignatureLike | None = None,
+    ) -> FunctionScope:
         """Starts bytecode function ``name`` whose ``num_inputs`` inputs arrive in registers
-        ``0..num_inputs``; ``param_names`` allows keyword calls. Use as a context manager."""
+        ``0..num_inputs``; ``param_names`` allows keyword calls. Use as a context manager.
+
+        ``signature`` declares the parameter and result types (text form or
+        ``rx.types.Signature``); calls are checked against it before any instruction runs. With
+        a signature ``num_inputs`` and ``param_names`` may be omitted (they come from it)."""
+    def set_entry(self, name: str) -> None:
+        """Makes bytecode function ``name`` the entry function (``Executable.entry``)."""
     def emit_call(
         self,
         name: str,
@@ -412,6 +431,15 @@ class Executable:
         """The parameter names of bytecode function ``name``."""
     def num_inputs(self, name: str) -> int:
         """The number of inputs of bytecode function ``name``."""
+    def signature(self, name: str) -> _Reflection | None:
+        """The IREE reflection record of function ``name``'s signature, ``{"a": [...], "r": [...]}``
+        (e.g. ``["ndarray", "f32", 2, "n", 16]`` for ``tensor<[n, 16], f32>``), or ``None`` when
+        it has none. Unknown names raise ``KeyError``."""
+    def signature_text(self, name: str) -> str | None:
+        """The text form of function ``name``'s signature (``None`` when it has none)."""
+    @property
+    def entry(self) -> str | None:
+        """The entry function: the one set when built or linked, else ``main`` if it exists."""
     def save_to_bytes(self, strip_debug: bool = False) -> bytes:
         """The executable in the binary ``.rvx`` format (without locations if ``strip_debug``)."""
     def save(self, path: str | os.PathLike[str], strip_debug: bool = False) -> None:
@@ -440,6 +468,16 @@ class VMFunction:
         """Whether calls release the GIL while they run: functions that may run long (loops,
         recursion, a few hundred instructions or more, native builtins that are not
         constant-time) release it; short ones keep it, since releasing would cost more."""
+    @property
+    def signature_text(self) -> str | None:
+        """The text form of the function's signature (``None`` without one)."""
+    @property
+    def __name__(self) -> str:
+        """The function's name."""
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """The parameters for ``inspect.signature``, annotated with their types' text forms."""
+    def __get__(self, instance: object, owner: type | None = None, /) -> VMFunction: ...
     def __call__(self, *args: _VMValue, **kwargs: _VMValue) -> _VMValue: ...
 
 @final
@@ -493,6 +531,9 @@ class VirtualMachine:
         packed function the executable calls must be registered, else ``VMKeyError``."""
     def __getitem__(self, key: str, /) -> VMFunction:
         """Function ``name`` (bytecode or saved) as a callable; unknown names raise ``KeyError``."""
+    def signature(self, name: str) -> _Reflection | None:
+        """The IREE reflection record of function ``name``'s signature (see
+        ``Executable.signature``); ``None`` without one (saved functions have none)."""
     @property
     def executable(self) -> Executable:
         """The executable this VM runs."""

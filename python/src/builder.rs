@@ -4,11 +4,12 @@ use crate::convert::to_value;
 use crate::errors::check_error;
 use crate::executable::PyExecutable;
 use crate::shape::extract_shape;
+use crate::signature::parse_signature;
 use crate::tensor::copy_tensor;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};
-use relaxvm::{Arg, FuncKind, Location, RegIdx, Value};
+use relaxvm::{Arg, Executable, FuncKind, Location, RegIdx, Signature, Value};
 use relaxvm_builder as rb;
 use std::sync::Arc;
 
@@ -168,6 +169,10 @@ impl FunctionScope {
 pub struct PyExecBuilder {
     inner: rb::ExecBuilder,
     in_function: bool,
+    /// Signatures given to `function(..., signature=...)`, by function name.
+    signatures: Vec<(String, Signature)>,
+    /// The entry function set by `set_entry`.
+    entry: Option<String>,
 }
 
 fn reg_of(py: Python<'_>, ob: &Bound<'_, PyAny>, what: &str) -> PyResult<RegIdx> {
@@ -249,7 +254,7 @@ impl PyExecBuilder {
 impl PyExecBuilder {
     #[new]
     fn new() -> Self {
-        PyExecBuilder { inner: rb::ExecBuilder::new(), in_function: false }
+        PyExecBuilder { inner: rb::ExecBuilder::new(), in_function: false, signatures: Vec::new(), entry: None }
     }
 
     /// Register `idx` of the current frame; the first `num_inputs` registers hold the inputs.
@@ -307,19 +312,47 @@ impl PyExecBuilder {
 
     /// Starts bytecode function `name` taking `num_inputs` inputs (in registers `0..num_inputs`);
     /// use as `with ib.function("main", num_inputs=2):`.
-    #[pyo3(signature = (name, num_inputs = 0, param_names = None))]
+    ///
+    /// `signature` (the text form such as `"(x: tensor<[n], f32>, k: f32) -> f32"`, or an
+    /// `rx.types.Signature`) declares the parameter and result types: calls are checked against
+    /// it before any instruction runs. With a signature, `num_inputs` and `param_names` may be
+    /// omitted (they come from it); given, they must agree with it.
+    #[pyo3(signature = (name, num_inputs = None, param_names = None, signature = None))]
     fn function(
         slf: &Bound<'_, Self>,
         name: &str,
-        num_inputs: u32,
+        num_inputs: Option<u32>,
         param_names: Option<Vec<String>>,
+        signature: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<FunctionScope> {
         let py = slf.py();
         let mut b = slf.borrow_mut();
         if b.in_function {
             return Err(PyValueError::new_err("functions cannot nest: end the current one first"));
         }
+        let sig = signature.filter(|s| !s.is_none()).map(parse_signature).transpose()?;
+        let (num_inputs, param_names) = match &sig {
+            None => (num_inputs.unwrap_or(0), param_names),
+            Some(sig) => {
+                let names: Vec<String> = sig.param_names().map(str::to_string).collect();
+                if let Some(n) = num_inputs.filter(|n| *n as usize != names.len()) {
+                    return Err(PyValueError::new_err(format!(
+                        "num_inputs={n} but the signature {sig} has {} parameters",
+                        names.len()
+                    )));
+                }
+                if let Some(p) = param_names.filter(|p| *p != names) {
+                    return Err(PyValueError::new_err(format!(
+                        "param_names={p:?} but the signature {sig} names {names:?}"
+                    )));
+                }
+                (names.len() as u32, Some(names))
+            }
+        };
         b.inner.function(name, num_inputs, param_names).map_err(|e| check_error(py, e.to_string()))?;
+        if let Some(sig) = sig {
+            b.signatures.push((name.to_string(), sig));
+        }
         b.in_function = true;
         Ok(FunctionScope { builder: slf.clone().unbind(), name: name.to_string(), open: true })
     }
@@ -394,6 +427,12 @@ impl PyExecBuilder {
         self.with_loc(loc.as_deref(), |b| b.emit_if(c, false_offset)).map_err(|e| check_error(py, e.to_string()))
     }
 
+    /// Makes `name` (a bytecode function) the executable's entry function (`Executable.entry`;
+    /// by default `main`).
+    fn set_entry(&mut self, name: &str) {
+        self.entry = Some(name.to_string());
+    }
+
     /// Checks, formalizes and returns the executable. Raises `CheckError` when a function reads
     /// a register that is neither an input nor written before; warns about unused inputs.
     fn get(&mut self, py: Python<'_>) -> PyResult<PyExecutable> {
@@ -402,7 +441,17 @@ impl PyExecBuilder {
                 "get() inside a function scope: leave the `with ib.function(...)` block first",
             ));
         }
-        let out = self.inner.get().map_err(|e| check_error(py, e.to_string()))?;
+        let mut out = self.inner.get().map_err(|e| check_error(py, e.to_string()))?;
+        if !self.signatures.is_empty() || self.entry.is_some() {
+            let mut parts = out.executable.to_parts();
+            for (name, sig) in &self.signatures {
+                if let Some(f) = parts.funcs.iter_mut().find(|f| f.name == *name) {
+                    *f = f.clone().with_signature(sig.clone());
+                }
+            }
+            parts.entry = self.entry.clone();
+            out.executable = Executable::from_parts(parts).map_err(|e| check_error(py, e.to_string()))?;
+        }
         if !out.warnings.is_empty() {
             let warnings = py.import("warnings")?;
             for w in &out.warnings {

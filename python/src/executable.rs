@@ -61,6 +61,28 @@ impl PyExecutable {
             .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("no function named {name:?}")))
     }
 
+    /// The IREE reflection record of function `name`'s signature: `{"a": [...], "r": [...]}`
+    /// with one entry per argument (e.g. `["ndarray", "f32", 2, "n", 16]`, `"i64"`,
+    /// `["sdict", ["k", "i64"]]`) and the result; `None` when it has no signature. Unknown names
+    /// raise `KeyError`.
+    fn signature<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let sig = self.0.signature(name).py_err(py)?;
+        sig.map(|s| crate::signature::reflection(py, s)).transpose()
+    }
+
+    /// The text form of function `name`'s signature, e.g. `(x: tensor<[n], f32>) -> f32`
+    /// (`None` when it has none).
+    fn signature_text(&self, py: Python<'_>, name: &str) -> PyResult<Option<String>> {
+        Ok(self.0.signature(name).py_err(py)?.map(|s| s.to_string()))
+    }
+
+    /// The entry function: the one set when the executable was built or linked, else `main`
+    /// when there is such a bytecode function, else `None`.
+    #[getter]
+    fn entry(&self) -> Option<&str> {
+        self.0.entry()
+    }
+
     /// The number of inputs of bytecode function `name`.
     fn num_inputs(&self, name: &str) -> PyResult<u32> {
         self.0

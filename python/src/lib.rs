@@ -11,6 +11,7 @@ mod errors;
 mod executable;
 mod registry;
 mod shape;
+mod signature;
 mod tensor;
 mod vm;
 

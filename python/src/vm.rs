@@ -10,11 +10,13 @@ use crate::device::extract_device;
 use crate::errors::{from_pyerr, IntoPyResult};
 use crate::executable::PyExecutable;
 use crate::registry::{is_builtin, is_python_backed};
+use crate::signature::{inspect_signature, inspect_untyped, param_path, reflection, typed_to_py, typed_to_value};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use relaxvm::{
-    Callable, Error, Executable, FuncKind, Instruction, InstrumentAction, InterruptHandle, Value, VirtualMachine,
+    Callable, Error, Executable, FuncKind, Instruction, InstrumentAction, InterruptHandle, Signature, Value,
+    VirtualMachine,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -214,13 +216,15 @@ fn needs_release(exe: &Executable, keeps_gil: &[bool], start: usize) -> bool {
 }
 
 /// A bytecode (or saved) function of a VM, resolved once; call it like a Python function.
-#[pyclass(module = "relaxvm", name = "VMFunction", frozen)]
+/// `inspect.signature(f)` and `help(f)` show its parameters (typed when it has a signature).
+#[pyclass(module = "relaxvm", name = "VMFunction", frozen, dict)]
 pub struct PyVmFunction {
     shared: Arc<Shared>,
     func: Value,
     release: bool,
     name: String,
     params: Vec<String>,
+    sig: Option<Arc<Signature>>,
 }
 
 impl PyVmFunction {
@@ -231,12 +235,83 @@ impl PyVmFunction {
         kwargs: Option<&Bound<'_, PyDict>>,
         argv: &mut Args,
     ) -> PyResult<()> {
+        if let Some(sig) = &self.sig {
+            return bind_typed(&self.name, sig, args, kwargs, argv);
+        }
         push_args(args, argv)?;
         if let Some(kw) = kwargs.filter(|k| !k.is_empty()) {
             bind_kwargs(&self.name, &self.params, argv, kw)?;
         }
         Ok(())
     }
+
+    /// The text `help()` shows: the call with its parameter types and result.
+    fn doc(&self) -> String {
+        let head = match &self.sig {
+            Some(sig) => format!("{}{sig}", self.name),
+            None if !self.params.is_empty() => format!("{}({})", self.name, self.params.join(", ")),
+            None => format!("{}(*args)", self.name),
+        };
+        let body = if self.sig.is_some() {
+            "A relaxvm function. Arguments are checked against the signature (types, dtypes, ranks, \
+             static and symbolic dimensions) before any instruction runs; lists given for tensors \
+             become tensors of the declared dtype, dicts given for dict<{...}> parameters are \
+             passed by key."
+        } else {
+            "A relaxvm function (without a signature: arguments are not checked at the call)."
+        };
+        format!("{head}\n\n{body}")
+    }
+}
+
+/// Binds positional and keyword arguments to the parameters of `sig` and converts each for its
+/// parameter's type (see [`crate::signature`]). Extra or missing positional arguments are left
+/// for the VM's count check.
+fn bind_typed(
+    name: &str,
+    sig: &Signature,
+    args: &Bound<'_, PyTuple>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+    argv: &mut Args,
+) -> PyResult<()> {
+    let convert = |i: usize, ob: &Bound<'_, PyAny>| match sig.params.get(i) {
+        Some((p, t)) => typed_to_value(ob, t, &param_path(name, p)),
+        None => to_value(ob),
+    };
+    let Some(kw) = kwargs.filter(|k| !k.is_empty()) else {
+        for (i, a) in args.iter().enumerate() {
+            argv.push(convert(i, &a)?);
+        }
+        return Ok(());
+    };
+    let mut slots: Vec<Option<Bound<'_, PyAny>>> = vec![None; sig.params.len().max(args.len())];
+    for (i, a) in args.iter().enumerate() {
+        slots[i] = Some(a);
+    }
+    for (k, v) in kw.iter() {
+        let k: String = k.extract()?;
+        let i = sig
+            .params
+            .iter()
+            .position(|(p, _)| *p == k)
+            .ok_or_else(|| PyTypeError::new_err(format!("{name}() got an unexpected keyword argument '{k}'")))?;
+        if slots[i].is_some() {
+            return Err(PyTypeError::new_err(format!("{name}() got multiple values for argument '{k}'")));
+        }
+        slots[i] = Some(v);
+    }
+    for (i, s) in slots.into_iter().enumerate() {
+        match s {
+            Some(ob) => argv.push(convert(i, &ob)?),
+            None => {
+                return Err(PyTypeError::new_err(format!(
+                    "{name}() missing argument '{}' ({})",
+                    sig.params[i].0, sig.params[i].1
+                )))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Places keyword arguments by parameter name after the positional ones.
@@ -286,13 +361,53 @@ impl PyVmFunction {
         self.bind_args(args, kwargs, &mut argv)?;
         let func = &self.func;
         let ret = self.shared.run(py, self.release, |vm| vm.invoke_closure(func, &argv))?;
-        to_py(py, &ret)
+        match &self.sig {
+            Some(sig) => typed_to_py(py, &ret, &sig.result),
+            None => to_py(py, &ret),
+        }
+    }
+
+    /// Itself: a VM function stored on a class is not bound to instances.
+    fn __get__<'py>(
+        slf: Bound<'py, Self>,
+        _instance: Option<&Bound<'py, PyAny>>,
+        _owner: Option<&Bound<'py, PyAny>>,
+    ) -> Bound<'py, Self> {
+        slf
     }
 
     /// The function's name.
     #[getter]
     fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The function's name (for `help()` and `inspect`).
+    #[getter]
+    fn __name__(&self) -> &str {
+        &self.name
+    }
+
+    /// The parameters for `inspect.signature`, annotated with their types' text forms when the
+    /// function has a signature.
+    #[getter]
+    fn __signature__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.sig {
+            Some(sig) => inspect_signature(py, sig),
+            None if !self.params.is_empty() => inspect_untyped(py, &self.params),
+            None => {
+                let inspect = py.import("inspect")?;
+                let parameter = inspect.getattr("Parameter")?;
+                let args = parameter.call1(("args", parameter.getattr("VAR_POSITIONAL")?))?;
+                inspect.getattr("Signature")?.call1(([args],))
+            }
+        }
+    }
+
+    /// The signature's text form, e.g. `(x: tensor<[n], f32>) -> f32` (`None` without one).
+    #[getter]
+    fn signature_text(&self) -> Option<String> {
+        self.sig.as_ref().map(|s| s.to_string())
     }
 
     /// The parameter names (empty when the function was built without them).
@@ -311,7 +426,10 @@ impl PyVmFunction {
     }
 
     fn __repr__(&self) -> String {
-        format!("<relaxvm.VMFunction {:?}>", self.name)
+        match &self.sig {
+            Some(sig) => format!("<relaxvm.VMFunction {:?} {sig}>", self.name),
+            None => format!("<relaxvm.VMFunction {:?}>", self.name),
+        }
     }
 }
 
@@ -469,8 +587,12 @@ impl PyVirtualMachine {
             },
             _ => true,
         };
-        let params = exe.func(name).map(|f| f.param_names.clone()).unwrap_or_default();
-        Ok(PyVmFunction { shared: Arc::clone(&self.shared), func, release, name: name.to_string(), params })
+        let sig = self.shared.with(py, |vm| vm.signature(name).ok().flatten().cloned().map(Arc::new))?;
+        let params = match &sig {
+            Some(s) => s.param_names().map(str::to_string).collect(),
+            None => exe.func(name).map(|f| f.param_names.clone()).unwrap_or_default(),
+        };
+        Ok(PyVmFunction { shared: Arc::clone(&self.shared), func, release, name: name.to_string(), params, sig })
     }
 }
 
@@ -521,9 +643,19 @@ impl PyVirtualMachine {
             return Ok(f.cast_into::<PyVmFunction>()?);
         }
         let f = Bound::new(py, self.resolve(py, &key.to_cow()?)?)?;
+        let doc = f.get().doc();
+        f.as_any().setattr(pyo3::intern!(py, "__doc__"), doc)?;
         cache.set_item(key, &f)?;
         Ok(f)
     }
+    /// The IREE reflection record of function `name`'s signature, `{"a": [...], "r": [...]}`
+    /// (one entry per argument, and the result), or `None` when it has none. Unknown names
+    /// raise `KeyError`.
+    fn signature<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let sig = self.shared.with(py, |vm| vm.signature(name).map(|s| s.cloned()))?.py_err(py)?;
+        sig.map(|s| reflection(py, &s)).transpose()
+    }
+
     /// The executable this VM runs.
     #[getter]
     fn executable(&self, py: Python<'_>) -> Py<PyExecutable> {
@@ -584,10 +716,17 @@ impl PyVirtualMachine {
         args: &Bound<'_, PyTuple>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let mut argv = args_to_values(args)?;
-        if let Some(kw) = kwargs.filter(|k| !k.is_empty()) {
-            let params = self.exe.get().0.func(func_name).map(|f| f.param_names.clone()).unwrap_or_default();
-            bind_kwargs(func_name, &params, &mut argv, kw)?;
+        let exe = &self.exe.get().0;
+        let sig = exe.func(func_name).filter(|f| f.kind == FuncKind::Bytecode).and_then(|f| f.signature.as_ref());
+        let mut argv = Args::new();
+        if let Some(sig) = sig {
+            bind_typed(func_name, sig, args, kwargs, &mut argv)?;
+        } else {
+            push_args(args, &mut argv)?;
+            if let Some(kw) = kwargs.filter(|k| !k.is_empty()) {
+                let params = exe.func(func_name).map(|f| f.param_names.clone()).unwrap_or_default();
+                bind_kwargs(func_name, &params, &mut argv, kw)?;
+            }
         }
         self.shared.with(py, |vm| vm.set_input(func_name, argv.into_vec()))?.py_err(py)
     }

@@ -1,0 +1,212 @@
+//! Function signatures at the Python boundary (the IREE ABI): parsing `signature=`, the JSON
+//! reflection, `inspect.signature`, and the type-directed conversion of arguments and results.
+//!
+//! The VM checks arguments against the signature before any instruction runs
+//! ([`relaxvm::Signature::prepare_args`]); what happens here is only what Python needs first:
+//!
+//! - a list or scalar given for a tensor parameter becomes a tensor of the declared dtype
+//!   (`numpy.asarray(v, dtype)`; floats for an integer tensor are refused, not truncated);
+//!   arrays and tensors pass unchanged, so a different dtype is an error, not a cast;
+//! - a dict given for a `dict<{...}>` parameter becomes the tuple of its values in sorted key
+//!   order (missing or unexpected keys are an error naming them);
+//! - a result typed `dict<{...}>` comes back as a dict, `list<...>` as a list.
+
+use crate::convert::{to_py, to_value};
+use crate::errors::to_pyerr;
+use crate::tensor::PyTensor;
+use numpy::PyUntypedArray;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use relaxvm::{DataType, Error, Signature, Type, Value};
+
+/// Parses `signature=`: the text form, or anything whose `str()` is (e.g. `rx.types.Signature`).
+pub fn parse_signature(ob: &Bound<'_, PyAny>) -> PyResult<Signature> {
+    let text =
+        if let Ok(s) = ob.cast::<PyString>() { s.to_cow()?.into_owned() } else { ob.str()?.to_cow()?.into_owned() };
+    text.parse::<Signature>()
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("invalid signature {text:?}: {e}")))
+}
+
+/// The IREE reflection record `{"a": [...], "r": [...]}` as a Python dict.
+pub fn reflection<'py>(py: Python<'py>, sig: &Signature) -> PyResult<Bound<'py, PyAny>> {
+    py.import(pyo3::intern!(py, "json"))?.call_method1(pyo3::intern!(py, "loads"), (sig.reflection(),))
+}
+
+/// An `inspect.Signature` whose annotations are the types' text forms.
+pub fn inspect_signature<'py>(py: Python<'py>, sig: &Signature) -> PyResult<Bound<'py, PyAny>> {
+    let inspect = py.import(pyo3::intern!(py, "inspect"))?;
+    let parameter = inspect.getattr("Parameter")?;
+    let kind = parameter.getattr("POSITIONAL_OR_KEYWORD")?;
+    let params = sig
+        .params
+        .iter()
+        .map(|(name, t)| {
+            let kw = PyDict::new(py);
+            kw.set_item("annotation", t.to_string())?;
+            parameter.call((name, &kind), Some(&kw))
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let kw = PyDict::new(py);
+    kw.set_item("return_annotation", sig.result.to_string())?;
+    inspect.getattr("Signature")?.call((params,), Some(&kw))
+}
+
+/// An `inspect.Signature` with untyped parameters named `names`.
+pub fn inspect_untyped<'py>(py: Python<'py>, names: &[String]) -> PyResult<Bound<'py, PyAny>> {
+    let inspect = py.import(pyo3::intern!(py, "inspect"))?;
+    let parameter = inspect.getattr("Parameter")?;
+    let kind = parameter.getattr("POSITIONAL_OR_KEYWORD")?;
+    let params = names.iter().map(|n| parameter.call1((n, &kind))).collect::<PyResult<Vec<_>>>()?;
+    inspect.getattr("Signature")?.call1((params,))
+}
+
+fn type_error(path: &str, expected: String, given: &Bound<'_, PyAny>, why: &str) -> PyErr {
+    let name = given.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+    let why = if why.is_empty() { String::new() } else { format!(" ({why})") };
+    to_pyerr(given.py(), Error::type_mismatch(format!("{expected} for {path}"), format!("{name}{why}")))
+}
+
+fn value_error(py: Python<'_>, msg: String) -> PyErr {
+    to_pyerr(py, Error::value(msg))
+}
+
+fn is_array_like(ob: &Bound<'_, PyAny>) -> bool {
+    ob.cast::<PyTensor>().is_ok() || ob.cast::<PyUntypedArray>().is_ok()
+}
+
+/// A list, tuple or Python scalar given for a tensor parameter, as a numpy array of `dtype`.
+fn list_to_tensor(ob: &Bound<'_, PyAny>, dtype: Option<DataType>, path: &str) -> PyResult<Value> {
+    let py = ob.py();
+    let np = py.import(pyo3::intern!(py, "numpy"))?;
+    let expected = match dtype {
+        Some(d) => format!("tensor of {d}"),
+        None => "tensor".to_string(),
+    };
+    let inferred = np
+        .call_method1(pyo3::intern!(py, "asarray"), (ob,))
+        .map_err(|e| type_error(path, expected.clone(), ob, &e.value(py).to_string()))?;
+    let kind: String = inferred.getattr("dtype")?.getattr("kind")?.extract()?;
+    if !matches!(kind.as_str(), "b" | "i" | "u" | "f" | "c") {
+        return Err(type_error(path, expected, ob, "not numbers"));
+    }
+    let arr = match dtype {
+        None => inferred,
+        Some(d) => {
+            if matches!(kind.as_str(), "f" | "c") && !d.is_float() {
+                return Err(type_error(path, expected, ob, "floats, which would be truncated"));
+            }
+            np.call_method1(pyo3::intern!(py, "asarray"), (ob, d.name()))
+                .map_err(|e| type_error(path, expected.clone(), ob, &e.value(py).to_string()))?
+        }
+    };
+    to_value(&arr)
+}
+
+/// Converts argument `ob` for a parameter of type `t`; `path` names it in errors.
+pub fn typed_to_value(ob: &Bound<'_, PyAny>, t: &Type, path: &str) -> PyResult<Value> {
+    match t {
+        Type::Tensor { dtype, .. } => {
+            if is_array_like(ob) {
+                return to_value(ob);
+            }
+            let listish = ob.is_instance_of::<PyList>()
+                || ob.is_instance_of::<PyTuple>()
+                || ob.is_instance_of::<PyInt>()
+                || ob.is_instance_of::<PyFloat>()
+                || ob.is_instance_of::<PyBool>();
+            if listish {
+                list_to_tensor(ob, *dtype, path)
+            } else {
+                to_value(ob)
+            }
+        }
+        Type::Dict(slots) => {
+            let Ok(d) = ob.cast::<PyDict>() else { return to_value(ob) };
+            let mut missing = Vec::new();
+            let mut items = Vec::with_capacity(slots.len());
+            for (k, st) in slots {
+                match d.get_item(k)? {
+                    Some(v) => items.push(typed_to_value(&v, st, &format!("{path}[{k:?}]"))?),
+                    None => missing.push(format!("{k:?}")),
+                }
+            }
+            let mut extra = Vec::new();
+            for k in d.keys() {
+                let known = k.extract::<String>().is_ok_and(|k| slots.iter().any(|(s, _)| *s == k));
+                if !known {
+                    extra.push(k.repr()?.to_string());
+                }
+            }
+            if !missing.is_empty() || !extra.is_empty() {
+                let mut parts = Vec::new();
+                if !missing.is_empty() {
+                    parts.push(format!("missing key(s) {}", missing.join(", ")));
+                }
+                if !extra.is_empty() {
+                    parts.push(format!("unexpected key(s) {}", extra.join(", ")));
+                }
+                let keys: Vec<String> = slots.iter().map(|(k, _)| format!("{k:?}")).collect();
+                return Err(value_error(
+                    ob.py(),
+                    format!("{path}: expected a dict with keys {}; {}", keys.join(", "), parts.join("; ")),
+                ));
+            }
+            Ok(Value::tuple(items))
+        }
+        Type::Tuple(slots) => {
+            if !(ob.is_instance_of::<PyTuple>() || ob.is_instance_of::<PyList>()) || ob.len()? != slots.len() {
+                return to_value(ob);
+            }
+            let items = ob
+                .try_iter()?
+                .zip(slots)
+                .enumerate()
+                .map(|(i, (v, st))| typed_to_value(&v?, st, &format!("{path}[{i}]")))
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok(Value::tuple(items))
+        }
+        Type::List(item) => {
+            if !(ob.is_instance_of::<PyTuple>() || ob.is_instance_of::<PyList>()) {
+                return to_value(ob);
+            }
+            let items = ob
+                .try_iter()?
+                .enumerate()
+                .map(|(i, v)| typed_to_value(&v?, item, &format!("{path}[{i}]")))
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok(Value::tuple(items))
+        }
+        _ => to_value(ob),
+    }
+}
+
+/// The path of parameter `name` of `func` in errors, as the VM writes it.
+pub fn param_path(func: &str, name: &str) -> String {
+    format!("parameter {name:?} of {func}")
+}
+
+/// Converts a result of type `t` back to Python: dicts for `dict<{...}>`, lists for `list<...>`.
+pub fn typed_to_py<'py>(py: Python<'py>, v: &Value, t: &Type) -> PyResult<Bound<'py, PyAny>> {
+    match (t, v) {
+        (Type::Dict(slots), Value::Tuple(items)) if slots.len() == items.len() => {
+            let d = PyDict::new(py);
+            for ((k, st), item) in slots.iter().zip(items.iter()) {
+                d.set_item(k, typed_to_py(py, item, st)?)?;
+            }
+            Ok(d.into_any())
+        }
+        (Type::Tuple(slots), Value::Tuple(items)) if slots.len() == items.len() => {
+            let objs = slots
+                .iter()
+                .zip(items.iter())
+                .map(|(st, item)| typed_to_py(py, item, st))
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok(PyTuple::new(py, objs)?.into_any())
+        }
+        (Type::List(item_t), Value::Tuple(items)) => {
+            let objs = items.iter().map(|item| typed_to_py(py, item, item_t)).collect::<PyResult<Vec<_>>>()?;
+            Ok(PyList::new(py, objs)?.into_any())
+        }
+        _ => to_py(py, v),
+    }
+}
