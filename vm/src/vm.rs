@@ -541,11 +541,11 @@ impl VirtualMachine {
         if self.interrupt.take() {
             return Err(ErrorKind::Interrupted.into());
         }
-        if self.poll.is_some() {
+        if let Some(poll) = &self.poll {
             self.poll_countdown -= 1;
             if self.poll_countdown == 0 {
                 self.poll_countdown = POLL_INTERVAL;
-                (self.poll.as_ref().expect("checked above"))()?;
+                poll()?;
             }
         }
         match self.steps_left.checked_sub(1) {
