@@ -16,6 +16,15 @@ pub(crate) struct ConstantPool {
 impl ConstantPool {
     /// The index of a constant equal to `v` ([`Value::same_as`]), adding `v` if there is none.
     pub fn intern(&mut self, v: Value) -> Result<u32, BuildError> {
+        if matches!(v, Value::Tuple(_)) {
+            return Err(BuildError::UnsupportedConstant(v.type_name()));
+        }
+        self.intern_any(v)
+    }
+
+    /// Like [`intern`](Self::intern), but also accepts tuples of constants, which executables
+    /// may hold (they are imported and linked, not built).
+    pub fn intern_any(&mut self, v: Value) -> Result<u32, BuildError> {
         let h = content_hash(&v).ok_or(BuildError::UnsupportedConstant(v.type_name()))?;
         let candidates = self.by_hash.entry(h).or_default();
         if let Some(&i) = candidates.iter().find(|&&i| self.values[i as usize].same_as(&v)) {
@@ -34,10 +43,17 @@ impl ConstantPool {
     }
 }
 
-/// A hash consistent with [`Value::same_as`] for the kinds a constant may be; `None` for the
-/// others (tuples, functions, storage, objects...).
+/// A hash consistent with [`Value::same_as`] for the kinds a constant may be (tuples of them
+/// included); `None` for the others (functions, storage, objects...).
 fn content_hash(v: &Value) -> Option<u64> {
     let mut h = DefaultHasher::new();
+    if let Value::Tuple(items) = v {
+        9u8.hash(&mut h);
+        for item in items.iter() {
+            content_hash(item)?.hash(&mut h);
+        }
+        return Some(h.finish());
+    }
     match v {
         Value::Null => 0u8.hash(&mut h),
         Value::Int(i) => (1u8, i).hash(&mut h),
@@ -82,6 +98,17 @@ mod tests {
         assert_eq!(p.intern(t(vec![1.0, 2.0])).unwrap(), 4, "tensors by content");
         assert_eq!(p.intern(t(vec![1.0, 3.0])).unwrap(), items.len() as u32);
         assert_eq!(p.values().len(), items.len() + 1);
+    }
+
+    #[test]
+    fn imported_tuples_are_deduplicated_by_content() {
+        let mut p = ConstantPool::default();
+        let t = || Value::tuple(vec![Value::Int(1), Value::tuple(vec![Value::str("a")])]);
+        assert!(p.intern(t()).is_err());
+        assert_eq!(p.intern_any(t()).unwrap(), 0);
+        assert_eq!(p.intern_any(t()).unwrap(), 0);
+        assert_eq!(p.intern_any(Value::tuple(vec![Value::Int(2)])).unwrap(), 1);
+        assert!(p.intern_any(Value::tuple(vec![Value::VmState])).is_err());
     }
 
     #[test]

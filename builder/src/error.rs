@@ -74,6 +74,24 @@ pub enum BuildError {
         "a {0} cannot be a constant: constants are null, ints, floats, bools, strings, shapes, dtypes, devices and tensors"
     )]
     UnsupportedConstant(&'static str),
+    /// A signature that does not fit its function or is malformed.
+    #[error("function {func:?}: {reason}")]
+    InvalidSignature {
+        /// The function.
+        func: String,
+        /// What is wrong, with what was expected and found.
+        reason: String,
+    },
+    /// An entry function (`set_entry`) that is not a bytecode function when the executable is
+    /// built.
+    #[error("the entry function {0:?} is not a defined bytecode function: define it with function()")]
+    EntryNotDefined(String),
+    /// `import_executable` while a function scope is open.
+    #[error("cannot import an executable while function {0:?} is open: call end_function() first")]
+    ImportWhileOpen(String),
+    /// `import_executable` of a function that the builder defines too.
+    #[error("function {0:?} is defined both in the builder and in the imported executable")]
+    ImportConflict(String),
     /// A check failure (see [`CheckError`]).
     #[error(transparent)]
     Check(#[from] CheckError),

@@ -5,8 +5,8 @@ use crate::constants::ConstantPool;
 use crate::error::{BuildError, CheckError, CheckErrorKind};
 use crate::formalize::formalize;
 use crate::func_table::{check_name, Body, FuncTable};
-use relaxvm::verify::MAX_REGISTERS;
-use relaxvm::{Arg, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, Location, RegIdx, Value};
+use relaxvm::verify::{verify_signature, MAX_REGISTERS};
+use relaxvm::{Arg, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, Location, RegIdx, Signature, Value};
 use std::collections::HashSet;
 
 /// Builds an [`Executable`] the way TVM's `ExecBuilder` does.
@@ -47,6 +47,7 @@ pub struct ExecBuilder {
     open: Option<u32>,
     location: Option<Location>,
     warnings: Vec<String>,
+    entry: Option<String>,
 }
 
 /// What [`ExecBuilder::get`] returns.
@@ -94,6 +95,126 @@ impl ExecBuilder {
         }
         let body = Body { num_inputs, param_names, ..Body::default() };
         self.open = Some(self.table.define(name, body)?);
+        Ok(())
+    }
+
+    /// Opens the scope of bytecode function `name` with a [`Signature`]: its parameters are the
+    /// inputs (registers `0..n`, named as in the signature), and calls through
+    /// [`VirtualMachine::invoke`](relaxvm::VirtualMachine::invoke) check and convert their
+    /// arguments against it.
+    ///
+    /// Fails as [`function`](Self::function) does, and when the signature is malformed
+    /// (duplicate parameter names or dict keys, types nested too deep...).
+    pub fn function_with_signature(&mut self, name: &str, signature: Signature) -> Result<(), BuildError> {
+        let num_inputs = u32::try_from(signature.params.len()).unwrap_or(u32::MAX);
+        if num_inputs > MAX_REGISTERS {
+            return Err(BuildError::TooManyInputs { func: name.to_string(), num_inputs, max: MAX_REGISTERS });
+        }
+        verify_signature(&signature)
+            .map_err(|reason| BuildError::InvalidSignature { func: name.to_string(), reason })?;
+        let names = signature.param_names().map(str::to_string).collect();
+        self.function(name, num_inputs, Some(names))?;
+        let index = self.open_index("function_with_signature")?;
+        if let Some(body) = self.table.body_mut(index) {
+            body.signature = Some(signature);
+        }
+        Ok(())
+    }
+
+    /// Gives the open function a [`Signature`] (replacing any it has). It must have one
+    /// parameter per input; when the function was opened with parameter names they must be the
+    /// signature's, otherwise the signature names the parameters.
+    pub fn set_signature(&mut self, signature: Signature) -> Result<(), BuildError> {
+        let index = self.open_index("set_signature")?;
+        let name = self.name(index).to_string();
+        let invalid = |reason: String| BuildError::InvalidSignature { func: name.clone(), reason };
+        verify_signature(&signature).map_err(invalid)?;
+        let body = self.table.body_mut(index).ok_or(BuildError::NoOpenFunction { op: "set_signature" })?;
+        if signature.params.len() != body.num_inputs as usize {
+            return Err(invalid(format!(
+                "the signature has {} parameter(s), the function {} input(s)",
+                signature.params.len(),
+                body.num_inputs
+            )));
+        }
+        if !body.param_names.is_empty() && !body.param_names.iter().map(String::as_str).eq(signature.param_names()) {
+            return Err(invalid(format!(
+                "the signature names the parameters ({}), the function was opened with ({})",
+                signature.param_names().collect::<Vec<_>>().join(", "),
+                body.param_names.join(", ")
+            )));
+        }
+        body.param_names = signature.param_names().map(str::to_string).collect();
+        body.signature = Some(signature);
+        Ok(())
+    }
+
+    /// Sets the entry function: the bytecode function `relaxvm run` runs when no function is
+    /// named (without one, `main` is the entry when it exists). It may be defined later, but
+    /// [`get`](Self::get) fails unless it is a defined bytecode function by then.
+    pub fn set_entry(&mut self, name: &str) -> Result<(), BuildError> {
+        check_name(name)?;
+        self.entry = Some(name.to_string());
+        Ok(())
+    }
+
+    /// The entry function set with [`set_entry`](Self::set_entry), if any.
+    pub fn entry(&self) -> Option<&str> {
+        self.entry.as_deref()
+    }
+
+    /// Imports every function of `exe` into the builder, as linking does (see
+    /// [`link`](crate::link())): its bytecode functions become the builder's (with their
+    /// parameter names, signatures and locations), its constants join the pool (equal constants
+    /// are stored once), and every function and constant index is remapped. A name `exe` defines
+    /// that the builder only declared or referenced becomes a bytecode function, so calls to it
+    /// become direct calls; a name the builder defines resolves `exe`'s packed references to it.
+    /// When the builder has no entry function, it takes `exe`'s.
+    ///
+    /// Imported functions are checked like the builder's own (see [`crate::check`]). On error
+    /// (a name both define, a failed check, a scope open) the builder is left unchanged.
+    pub fn import_executable(&mut self, exe: &Executable) -> Result<(), BuildError> {
+        if let Some(open) = self.open {
+            return Err(BuildError::ImportWhileOpen(self.name(open).to_string()));
+        }
+        let mut next = self.clone();
+        let consts =
+            exe.constants().iter().map(|c| next.constants.intern_any(c.clone())).collect::<Result<Vec<_>, _>>()?;
+        // Bytecode names first, so that the conflict check does not depend on table order.
+        let mut funcs = vec![0; exe.funcs().len()];
+        for (i, f) in exe.funcs().iter().enumerate() {
+            funcs[i] = match f.kind {
+                FuncKind::Bytecode => next.table.define_imported(&f.name, Body::default())?,
+                FuncKind::Packed => {
+                    check_name(&f.name)?;
+                    next.table.reference(&f.name)
+                }
+            };
+        }
+        let mut imported = Vec::new();
+        for (i, f) in exe.funcs().iter().enumerate().filter(|(_, f)| f.kind == FuncKind::Bytecode) {
+            let range = f.instr_range();
+            let body = Body {
+                num_inputs: f.num_args,
+                param_names: f.param_names.clone(),
+                signature: f.signature.clone(),
+                instrs: exe.instrs()[range.clone()]
+                    .iter()
+                    .map(|instr| remap(instr, |g| funcs[g as usize], |c| consts[c as usize]))
+                    .collect(),
+                locations: range.map(|pc| exe.location(pc).cloned()).collect(),
+            };
+            *next.table.body_mut(funcs[i]).expect("defined above") = body;
+            imported.push(funcs[i]);
+        }
+        for index in imported {
+            let warnings = next.check(index)?;
+            next.warnings.extend(warnings);
+        }
+        if next.entry.is_none() {
+            next.entry = exe.declared_entry().map(str::to_string);
+        }
+        *self = next;
         Ok(())
     }
 
@@ -172,7 +293,16 @@ impl ExecBuilder {
             check_name(self.name(index))?;
             warnings.extend(self.check(index)?);
         }
-        let mut parts = ExecutableParts { constants: self.constants.values().to_vec(), ..Default::default() };
+        if let Some(entry) = &self.entry {
+            if self.function_kind(entry) != Some(FuncKind::Bytecode) {
+                return Err(BuildError::EntryNotDefined(entry.clone()));
+            }
+        }
+        let mut parts = ExecutableParts {
+            constants: self.constants.values().to_vec(),
+            entry: self.entry.clone(),
+            ..Default::default()
+        };
         for (name, entry) in self.table.iter() {
             let Some(body) = &entry.body else {
                 parts.funcs.push(FuncInfo::packed(name));
@@ -267,6 +397,26 @@ impl Context for ExecBuilder {
     }
     fn num_constants(&self) -> usize {
         self.constants.values().len()
+    }
+}
+
+/// `instr` with function indices renamed by `func` and constant indices by `constant` (in the
+/// callee and in `f[...]` and `c[...]` arguments).
+pub(crate) fn remap(instr: &Instruction, func: impl Fn(u32) -> u32, constant: impl Fn(u32) -> u32) -> Instruction {
+    match instr {
+        Instruction::Call { func: callee, args, dst } => Instruction::Call {
+            func: func(*callee),
+            args: args
+                .iter()
+                .map(|a| match *a {
+                    Arg::Func(f) => Arg::Func(func(f)),
+                    Arg::Const(c) => Arg::Const(constant(c)),
+                    Arg::Reg(_) | Arg::Void | Arg::VmState | Arg::Imm(_) => *a,
+                })
+                .collect(),
+            dst: *dst,
+        },
+        Instruction::Ret { .. } | Instruction::Goto { .. } | Instruction::If { .. } => instr.clone(),
     }
 }
 

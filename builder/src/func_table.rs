@@ -88,6 +88,20 @@ impl FuncTable {
         Ok(i)
     }
 
+    /// Gives `name` an imported body (adding it if new): like [`define`](Self::define), but a
+    /// packed declaration is resolved by the definition, as linking resolves it.
+    pub fn define_imported(&mut self, name: &str, body: Body) -> Result<u32, BuildError> {
+        check_name(name)?;
+        if self.entries.get(name).is_some_and(|e| e.body.is_some()) {
+            return Err(BuildError::ImportConflict(name.to_string()));
+        }
+        let i = self.reference(name);
+        let entry = &mut self.entries[i as usize];
+        entry.declared = None;
+        entry.body = Some(body);
+        Ok(i)
+    }
+
     /// The entry at `index`.
     pub fn get(&self, index: u32) -> Option<(&str, &Entry)> {
         self.entries.get_index(index as usize).map(|(n, e)| (n.as_str(), e))

@@ -7,8 +7,12 @@
 //!   registers are renumbered densely when the executable is built.
 //! * [`assemble`] — parses the text form that [`relaxvm::Executable::as_text`] prints back
 //!   into an executable (grammar in `docs/text-format.md`).
+//! * [`link()`] — merges executables into one, resolving functions declared in one and defined
+//!   in another to direct calls (and [`ExecBuilder::import_executable`] imports one into a
+//!   builder); [`drop_unreachable`] removes what the entry function cannot reach.
 //! * [`npy`] — reads and writes numpy `.npy` files as tensors.
-//! * the `relaxvm` command-line tool (feature `cli`): `asm`, `dis`, `stats`, `verify`, `run`.
+//! * the `relaxvm` command-line tool (feature `cli`): `asm`, `dis`, `stats`, `verify`, `run`,
+//!   `link`.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -19,7 +23,9 @@ pub mod error;
 mod exec_builder;
 mod formalize;
 mod func_table;
+pub mod link;
 pub mod npy;
+pub mod reachability;
 
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -28,3 +34,5 @@ pub use asm::{assemble, AsmError};
 pub use check::check_executable;
 pub use error::{BuildError, CheckError, CheckErrorKind};
 pub use exec_builder::{BuildOutput, ExecBuilder};
+pub use link::{link, LinkError, LinkErrorKind, LinkOptions, ModuleRef};
+pub use reachability::drop_unreachable;

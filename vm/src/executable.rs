@@ -224,6 +224,16 @@ impl Executable {
         !self.locations.is_empty()
     }
 
+    /// The same executable without its calling-convention information — signatures and the
+    /// declared entry — which is what a file of format version 1 or 2 keeps of it.
+    pub fn without_abi(&self) -> Executable {
+        let mut funcs = self.funcs.clone();
+        for f in &mut funcs {
+            f.signature = None;
+        }
+        Executable { funcs, entry: None, ..self.clone() }
+    }
+
     /// The same executable without debug information (locations).
     pub fn stripped(&self) -> Executable {
         Executable { locations: Vec::new(), ..self.clone() }

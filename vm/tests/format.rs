@@ -215,6 +215,8 @@ fn back_deployment_drops_signatures_and_the_entry() {
         assert_eq!(back.entry(), Some("main"));
         assert_eq!(back.instrs(), exe.instrs());
         assert_eq!(format::save_to_bytes(&back, &SaveOptions { version, ..Default::default() }), bytes);
+        // What survives is exactly `without_abi()`.
+        assert_eq!(back.save_to_bytes(), exe.without_abi().save_to_bytes());
         run(back);
     }
 }

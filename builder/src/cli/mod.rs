@@ -1,4 +1,5 @@
-//! The `relaxvm` command-line tool: assemble, disassemble, inspect, verify and run executables.
+//! The `relaxvm` command-line tool: assemble, disassemble, inspect, verify, link and run
+//! executables.
 //!
 //! Every command that reads an executable accepts the binary format (`.rvx`) or the text form
 //! (`relaxvm dis` output, see `docs/text-format.md`). Failures print `error: MESSAGE` on one
@@ -44,12 +45,23 @@ enum Command {
     Verify(VerifyArgs),
     /// Run a function of an executable with the builtins and print its result.
     ///
+    /// Without FUNC, runs the entry function (set by .entry or link --entry; main by default).
     /// Arguments: integers (5, -3), floats (2.5), .npy files (tensors) and strings; a prefix
-    /// forces the type: int:5, float:2, bool:true, str:5, npy:PATH, shape:32,16.
+    /// forces the type: int:5, float:2, bool:true, str:5, npy:PATH, shape:32,16. When the
+    /// function has a signature, arguments are read as its parameter types say (a str
+    /// parameter takes 5 as a string) and checked against it before anything runs.
     ///
     /// Example: relaxvm run prog.rvx main x.npy 10 -o out.npy
     #[command(allow_negative_numbers = true)]
     Run(RunArgs),
+    /// Link executables into one: merge their function tables and constant pools, so that a
+    /// function declared in one and defined in another becomes a direct call.
+    ///
+    /// Two definitions of one name are an error; a name no input defines stays a packed
+    /// function for the host to provide.
+    ///
+    /// Example: relaxvm link a.rvx b.rvx -o out.rvx --entry main --drop-unreachable
+    Link(LinkArgs),
 }
 
 #[derive(Debug, Args)]
@@ -101,9 +113,8 @@ struct VerifyArgs {
 struct RunArgs {
     /// The executable.
     input: PathBuf,
-    /// The function to run.
-    #[arg(default_value = "main")]
-    func: String,
+    /// The function to run [default: the entry function]. Name it to pass arguments.
+    func: Option<String>,
     /// The function's arguments.
     args: Vec<String>,
     /// Save the result as a .npy file.
@@ -112,6 +123,31 @@ struct RunArgs {
     /// Stop with an error after this many instructions.
     #[arg(long, value_name = "N")]
     max_steps: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+struct LinkArgs {
+    /// The executables to link (binary or text), in order.
+    #[arg(required = true, num_args = 1..)]
+    inputs: Vec<PathBuf>,
+    /// Where to write the linked executable.
+    #[arg(short, long, value_name = "PROG")]
+    output: PathBuf,
+    /// The entry function of the result [default: the one the inputs declare].
+    #[arg(long, value_name = "FUNC")]
+    entry: Option<String>,
+    /// Leave out the functions the entry function cannot reach, and their constants.
+    #[arg(long)]
+    drop_unreachable: bool,
+    /// With --drop-unreachable, also keep this function (and what it reaches); repeatable.
+    #[arg(long, value_name = "FUNC")]
+    keep: Vec<String>,
+    /// Leave out debug information (instruction locations and parameter names).
+    #[arg(long)]
+    strip: bool,
+    /// Write this version of the binary format, for older readers [default: the current one].
+    #[arg(long, value_name = "N")]
+    format_version: Option<u32>,
 }
 
 /// Parses the process's arguments, runs the command and reports the outcome.
@@ -140,7 +176,17 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Verify(a) => verify(a),
         Command::Run(a) => run_function(a),
+        Command::Link(a) => link(a),
     }
+}
+
+fn link(a: LinkArgs) -> Result<(), CliError> {
+    let exes = a.inputs.iter().map(|p| io::read_executable(p, false)).collect::<Result<Vec<_>, _>>()?;
+    let names: Vec<String> = a.inputs.iter().map(|p| p.display().to_string()).collect();
+    let modules: Vec<(&str, &relaxvm::Executable)> = names.iter().map(String::as_str).zip(&exes).collect();
+    let options = crate::LinkOptions { entry: a.entry, drop_unreachable: a.drop_unreachable, keep: a.keep };
+    let linked = crate::link(&modules, &options).map_err(|e| CliError::new(e.to_string()))?;
+    io::write_executable(&linked, &a.output, a.strip, a.format_version)
 }
 
 fn asm(a: AsmArgs) -> Result<(), CliError> {
@@ -188,11 +234,30 @@ fn verify(a: VerifyArgs) -> Result<(), CliError> {
 
 fn run_function(a: RunArgs) -> Result<(), CliError> {
     let exe = io::read_executable(&a.input, false)?;
-    let args = a.args.iter().map(|s| run::parse_arg(s)).collect::<Result<Vec<_>, _>>()?;
+    let func = match a.func.as_deref().or_else(|| exe.entry()) {
+        Some(f) => f.to_string(),
+        None => {
+            return Err(CliError::new(format!(
+                "{}: no function named and no entry function (define main, or set one with .entry or link --entry)",
+                a.input.display()
+            )))
+        }
+    };
+    // A signature says how to read each argument; invoke checks them against it.
+    let types = exe.func(&func).and_then(|f| f.signature.as_ref()).map(|s| &s.params);
+    let args = a
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match types.and_then(|t| t.get(i)) {
+            Some((_, t)) => run::parse_arg_as(s, t),
+            None => run::parse_arg(s),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     relaxvm_builtins::ensure_registered();
     let mut vm = VirtualMachine::new(Arc::new(exe))?;
     vm.config_mut().step_budget = a.max_steps;
-    let result = vm.invoke(&a.func, &args)?;
+    let result = vm.invoke(&func, &args)?;
     println!("{result}");
     if let Some(out) = &a.output {
         run::save_result(&result, out)?;

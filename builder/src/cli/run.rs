@@ -2,7 +2,7 @@
 
 use super::error::CliError;
 use crate::npy;
-use relaxvm::{Shape, Tensor, Value};
+use relaxvm::{DataType, Shape, Tensor, Type, Value};
 use std::path::Path;
 
 /// Parses one argument of `relaxvm run`:
@@ -37,6 +37,28 @@ pub fn parse_arg(s: &str) -> Result<Value, CliError> {
         return Ok(Value::Float(x));
     }
     Ok(Value::str(s))
+}
+
+/// Parses one argument for a parameter of type `t`: an explicit prefix (`int:5`) wins, then
+/// the type decides (a `str` parameter takes `5` as a string, a float scalar takes `2` as
+/// 2.0, a tensor takes a path as a `.npy` file, a shape takes `32,16`); anything else is read
+/// as [`parse_arg`] reads it. The VM then checks the value against the signature.
+pub fn parse_arg_as(s: &str, t: &Type) -> Result<Value, CliError> {
+    let prefixed =
+        s.split_once(':').is_some_and(|(kind, _)| matches!(kind, "int" | "float" | "bool" | "str" | "npy" | "shape"));
+    if prefixed {
+        return parse_arg(s);
+    }
+    let bad = |what: &str| CliError::new(format!("argument {s:?} is not {what} (the parameter's type is {t})"));
+    match t {
+        Type::Str => Ok(Value::str(s)),
+        Type::Scalar(DataType::Bool) => s.parse().map(Value::Bool).map_err(|_| bad("true or false")),
+        Type::Scalar(d) if d.is_float() => s.parse().map(Value::Float).map_err(|_| bad("a number")),
+        Type::Scalar(_) => s.parse().map(Value::Int).map_err(|_| bad("an integer")),
+        Type::Tensor { .. } => Ok(Value::Tensor(npy::load(s)?)),
+        Type::Shape(_) => parse_arg(&format!("shape:{s}")),
+        Type::Any | Type::Object | Type::Tuple(_) | Type::List(_) | Type::Dict(_) => parse_arg(s),
+    }
 }
 
 /// Saves a result as `.npy`: tensors as they are, shapes as int64 vectors, scalars as
@@ -77,6 +99,21 @@ mod tests {
         assert!(parse_arg("int:x").unwrap_err().to_string().contains("not an integer"));
         assert!(parse_arg("shape:1,x").is_err());
         assert!(parse_arg("/nonexistent/x.npy").unwrap_err().to_string().contains("/nonexistent/x.npy"));
+    }
+
+    #[test]
+    fn arguments_read_as_the_signature_says() {
+        let t = |s: &str| s.parse::<Type>().unwrap();
+        assert_eq!(parse_arg_as("5", &t("str")).unwrap().as_str().unwrap(), "5");
+        assert!(matches!(parse_arg_as("2", &t("f32")).unwrap(), Value::Float(x) if x == 2.0));
+        assert!(matches!(parse_arg_as("2", &t("i8")).unwrap(), Value::Int(2)));
+        assert!(matches!(parse_arg_as("true", &t("bool")).unwrap(), Value::Bool(true)));
+        assert_eq!(parse_arg_as("3, 4", &t("shape<2>")).unwrap().as_shape().unwrap().dims(), &[3, 4]);
+        assert!(matches!(parse_arg_as("int:7", &t("str")).unwrap(), Value::Int(7)), "a prefix wins");
+        assert!(matches!(parse_arg_as("7", &t("any")).unwrap(), Value::Int(7)));
+        let e = parse_arg_as("x", &t("i64")).unwrap_err().to_string();
+        assert!(e.contains("not an integer") && e.contains("type is i64"), "{e}");
+        assert!(parse_arg_as("/nonexistent/x", &t("tensor<*, f32>")).is_err());
     }
 
     #[test]

@@ -54,7 +54,7 @@ fn failure(cmd: &mut Command) -> String {
 #[test]
 fn help_documents_every_command() {
     let help = stdout(relaxvm().arg("--help"));
-    for cmd in ["asm", "dis", "stats", "verify", "run"] {
+    for cmd in ["asm", "dis", "stats", "verify", "run", "link"] {
         assert!(help.contains(&format!("  {cmd} ")), "{help}");
     }
     let run = stdout(relaxvm().args(["run", "--help"]));
@@ -240,4 +240,108 @@ fn corrupt_binaries_are_one_line_errors() {
     std::fs::write(&corrupt, &bytes[..n / 3]).unwrap();
     let e = failure(relaxvm().arg("dis").arg(&corrupt));
     assert!(e.contains("corrupt.rvx"), "{e}");
+}
+
+const MAIN: &str = "\
+.entry main
+.const c[0] = int 10
+.packed helper
+
+@main inputs=0 regs=2:
+  call  helper  in: i4  dst: %0
+  call  vm.builtin.int.add  in: %0, c[0]  dst: %1
+  ret  %1
+.packed vm.builtin.int.add
+
+@unused inputs=0 regs=1:
+  call  vm.builtin.int.add  in: c[0], c[0]  dst: %0
+  ret  %0
+";
+
+const HELPER: &str = "\
+@helper inputs=1 regs=2 sig=(y: i64) -> i64:
+  call  vm.builtin.int.add  in: %0, %0  dst: %1
+  ret  %1
+.packed vm.builtin.int.add
+";
+
+#[test]
+fn link_merges_files_and_run_defaults_to_the_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let main = write(dir.path(), "main.txt", MAIN);
+    let helper = write(dir.path(), "helper.txt", HELPER);
+    let helper_rvx = dir.path().join("helper.rvx");
+    relaxvm().arg("asm").arg(&helper).arg("-o").arg(&helper_rvx).assert().success();
+    // Text and binary inputs mix; the declared helper becomes a direct call.
+    let out = dir.path().join("out.rvx");
+    relaxvm().arg("link").arg(&main).arg(&helper_rvx).arg("-o").arg(&out).assert().success().stdout("");
+    let text = stdout(relaxvm().arg("dis").arg(&out));
+    assert!(
+        text.starts_with(".entry main\n") && text.contains("\n@helper inputs=1 regs=2 sig=(y: i64) -> i64:\n"),
+        "{text}"
+    );
+    assert!(!text.contains(".packed helper"), "{text}");
+    assert_eq!(stdout(relaxvm().arg("run").arg(&out)), "18\n");
+    assert_eq!(stdout(relaxvm().arg("run").arg(&out).args(["helper", "3"])), "6\n");
+    assert!(stdout(relaxvm().arg("verify").arg(&out)).contains(": ok (3 functions, 1 packed functions"));
+    // --drop-unreachable, --entry, --keep
+    let small = dir.path().join("small.rvx");
+    relaxvm().arg("link").arg(&main).arg(&helper).arg("-o").arg(&small).arg("--drop-unreachable").assert().success();
+    let text = stdout(relaxvm().arg("dis").arg(&small));
+    assert!(!text.contains("@unused"), "{text}");
+    assert_eq!(stdout(relaxvm().arg("run").arg(&small)), "18\n");
+    let args = ["--entry", "helper", "--drop-unreachable", "--keep", "unused"];
+    relaxvm().arg("link").arg(&main).arg(&helper).arg("-o").arg(&small).args(args).assert().success();
+    let text = stdout(relaxvm().arg("dis").arg(&small));
+    assert!(text.starts_with(".entry helper\n") && text.contains("@unused") && !text.contains("@main"), "{text}");
+    // An unresolved declaration stays packed: linking main alone gives a program the host
+    // must complete.
+    let alone = dir.path().join("alone.rvx");
+    relaxvm().arg("link").arg(&main).arg("-o").arg(&alone).assert().success();
+    let e = failure(relaxvm().arg("run").arg(&alone));
+    assert!(e.contains("helper"), "{e}");
+}
+
+#[test]
+fn link_errors_name_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let helper = write(dir.path(), "helper.txt", HELPER);
+    let again = write(dir.path(), "again.txt", HELPER);
+    let out = dir.path().join("out.rvx");
+    let e = failure(relaxvm().arg("link").arg(&helper).arg(&again).arg("-o").arg(&out));
+    assert_eq!(
+        e,
+        format!(
+            "error: function \"helper\" is defined twice: in module 0 ({:?}) and in module 1 ({:?})\n",
+            helper.display().to_string(),
+            again.display().to_string()
+        )
+    );
+    assert!(!out.exists());
+    let e = failure(relaxvm().arg("link").arg(&helper).arg("-o").arg(&out).args(["--entry", "nope"]));
+    assert!(e.contains("the entry function \"nope\" is not a bytecode function of any module"), "{e}");
+    let e = failure(relaxvm().arg("link").arg(&helper).arg("-o").arg(&out).arg("--drop-unreachable"));
+    assert!(e.contains("needs an entry function"), "{e}");
+    let missing = relaxvm().arg("link").arg("-o").arg(&out).output().unwrap();
+    assert_eq!(missing.status.code(), Some(2), "inputs are required");
+}
+
+#[test]
+fn run_reads_arguments_as_the_signature_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = write(
+        dir.path(),
+        "sig.txt",
+        "@half sig=(x: f64, label: str) -> any:\n  ret %0\n@plain inputs=1:\n  ret %0\n@nomain inputs=0:\n  call half in: i1, i2 dst: %0\n  ret %0\n",
+    );
+    assert_eq!(stdout(relaxvm().arg("run").arg(&prog).args(["half", "2", "5"])), "2.0\n");
+    assert_eq!(stdout(relaxvm().arg("run").arg(&prog).args(["plain", "2"])), "2\n");
+    let e = failure(relaxvm().arg("run").arg(&prog).args(["half", "2", "int:5"]));
+    assert!(e.contains("expected str for parameter \"label\" of half, found int"), "{e}");
+    let e = failure(relaxvm().arg("run").arg(&prog).args(["half", "x", "5"]));
+    assert!(e.contains("argument \"x\" is not a number (the parameter's type is f64)"), "{e}");
+    let e = failure(relaxvm().arg("run").arg(&prog).args(["half", "1"]));
+    assert!(e.contains("half: expected 2 argument(s), got 1"), "{e}");
+    let e = failure(relaxvm().arg("run").arg(&prog));
+    assert!(e.contains("no function named and no entry function"), "{e}");
 }

@@ -6,4 +6,5 @@ mod check;
 mod cli;
 mod common;
 mod formalize;
+mod link;
 mod run;
