@@ -68,7 +68,8 @@ pub fn read_text(path: &Path) -> Result<String, CliError> {
 }
 
 /// Writes `exe` to `path` in the binary format (atomically: a temporary file renamed over
-/// `path`). `version` selects an older format version for older readers.
+/// `path`). `version` selects an older format version for older readers (warning when that
+/// drops signatures or the entry function).
 pub fn write_executable(
     exe: &Executable,
     path: &Path,
@@ -76,6 +77,13 @@ pub fn write_executable(
     version: Option<u32>,
 ) -> Result<(), CliError> {
     let opts = SaveOptions { strip_debug, version: version.unwrap_or(format::CURRENT_VERSION), ..Default::default() };
+    if opts.version < format::VERSION_3 && (exe.has_signatures() || exe.declared_entry().is_some()) {
+        eprintln!(
+            "warning: format version {} has no place for signatures or the entry function: {} leaves them out",
+            opts.version,
+            path.display()
+        );
+    }
     format::save_file(exe, path, &opts).map_err(|e| CliError::new(format!("{}: {e}", path.display())))
 }
 

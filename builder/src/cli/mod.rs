@@ -74,7 +74,8 @@ struct AsmArgs {
     /// Also run the check (registers written before read, unused inputs) and fail on errors.
     #[arg(long)]
     check: bool,
-    /// Leave out debug information (instruction locations and parameter names).
+    /// Leave out debug information (instruction locations, and the parameter names of functions
+    /// without a signature).
     #[arg(long)]
     strip: bool,
     /// Write this version of the binary format, for older readers [default: the current one].
@@ -142,7 +143,8 @@ struct LinkArgs {
     /// With --drop-unreachable, also keep this function (and what it reaches); repeatable.
     #[arg(long, value_name = "FUNC")]
     keep: Vec<String>,
-    /// Leave out debug information (instruction locations and parameter names).
+    /// Leave out debug information (instruction locations, and the parameter names of functions
+    /// without a signature).
     #[arg(long)]
     strip: bool,
     /// Write this version of the binary format, for older readers [default: the current one].

@@ -294,6 +294,13 @@ fn link_merges_files_and_run_defaults_to_the_entry() {
     relaxvm().arg("link").arg(&main).arg(&helper).arg("-o").arg(&small).args(args).assert().success();
     let text = stdout(relaxvm().arg("dis").arg(&small));
     assert!(text.starts_with(".entry helper\n") && text.contains("@unused") && !text.contains("@main"), "{text}");
+    // Older format versions cannot hold the signature or the entry: a warning says so.
+    let old = dir.path().join("old.rvx");
+    let out_old =
+        relaxvm().arg("link").arg(&main).arg(&helper).arg("-o").arg(&old).args(["--format-version", "2"]).output();
+    let err = String::from_utf8(out_old.unwrap().stderr).unwrap();
+    assert!(err.starts_with("warning: format version 2 has no place for signatures or the entry function"), "{err}");
+    assert!(!stdout(relaxvm().arg("dis").arg(&old)).contains("sig="));
     // An unresolved declaration stays packed: linking main alone gives a program the host
     // must complete.
     let alone = dir.path().join("alone.rvx");

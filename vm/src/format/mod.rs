@@ -64,7 +64,8 @@ pub const DEFAULT_PRODUCER: &str = concat!("relaxvm ", env!("CARGO_PKG_VERSION")
 /// How to write a file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SaveOptions {
-    /// Leave out debug information (locations and parameter names).
+    /// Leave out debug information (locations and parameter names). Signatures are not debug
+    /// information: they stay, and with them the names of their parameters.
     pub strip_debug: bool,
     /// The format version to write: [`CURRENT_VERSION`], or an older one for older readers.
     /// Versions before 3 have no place for signatures and the entry function: writing one
