@@ -316,7 +316,8 @@ impl PyExecBuilder {
     /// `signature` (the text form such as `"(x: tensor<[n], f32>, k: f32) -> f32"`, or an
     /// `rx.types.Signature`) declares the parameter and result types: calls are checked against
     /// it before any instruction runs. With a signature, `num_inputs` and `param_names` may be
-    /// omitted (they come from it); given, they must agree with it.
+    /// omitted (they come from it); given, they must agree with it. Without either,
+    /// `num_inputs` defaults to the number of `param_names`.
     #[pyo3(signature = (name, num_inputs = None, param_names = None, signature = None))]
     fn function(
         slf: &Bound<'_, Self>,
@@ -332,7 +333,10 @@ impl PyExecBuilder {
         }
         let sig = signature.filter(|s| !s.is_none()).map(parse_signature).transpose()?;
         let (num_inputs, param_names) = match &sig {
-            None => (num_inputs.unwrap_or(0), param_names),
+            None => {
+                let n = num_inputs.unwrap_or_else(|| param_names.as_ref().map_or(0, |p| p.len() as u32));
+                (n, param_names)
+            }
             Some(sig) => {
                 let names: Vec<String> = sig.param_names().map(str::to_string).collect();
                 if let Some(n) = num_inputs.filter(|n| *n as usize != names.len()) {
