@@ -42,6 +42,7 @@ __all__ = [
     "empty",
     "from_dlpack",
     "get_global_func",
+    "link",
     "list_global_func_names",
     "load_executable",
     "register_func",
@@ -382,7 +383,14 @@ class ExecBuilder:
         ``rx.types.Signature``); calls are checked against it before any instruction runs. With
         a signature ``num_inputs`` and ``param_names`` may be omitted (they come from it)."""
     def set_entry(self, name: str) -> None:
-        """Makes bytecode function ``name`` the entry function (``Executable.entry``)."""
+        """Makes ``name`` the entry function (``Executable.entry``); ``get()`` fails unless it is
+        a bytecode function by then."""
+    @property
+    def entry(self) -> str | None:
+        """The entry function set with ``set_entry``."""
+    def import_executable(self, ex: Executable) -> None:
+        """Imports every function and constant of ``ex`` (as ``link`` does): names the builder
+        only referenced become direct calls; a name both define raises ``CheckError``."""
     def emit_call(
         self,
         name: str,
@@ -444,6 +452,17 @@ class Executable:
         """The executable in the binary ``.rvx`` format (without locations if ``strip_debug``)."""
     def save(self, path: str | os.PathLike[str], strip_debug: bool = False) -> None:
         """Writes the binary format to ``path``."""
+
+def link(
+    modules: Sequence[Executable | tuple[str, Executable]],
+    entry: str | None = None,
+    drop_unreachable: bool = False,
+    keep: Sequence[str] | None = None,
+) -> Executable:
+    """Links executables into one: a function one declares and another defines becomes a
+    direct call, equal constants are stored once, every index is remapped. A name two modules
+    define raises ``ValueError`` naming both. ``drop_unreachable`` leaves out what ``entry``
+    (and ``keep``) cannot reach."""
 
 def load_executable(path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview) -> Executable:
     """Loads an executable from a ``.rvx`` file (memory-mapped) or from bytes."""

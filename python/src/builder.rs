@@ -9,7 +9,7 @@ use crate::tensor::copy_tensor;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};
-use relaxvm::{Arg, Executable, FuncKind, Location, RegIdx, Signature, Value};
+use relaxvm::{Arg, FuncKind, Location, RegIdx, Value};
 use relaxvm_builder as rb;
 use std::sync::Arc;
 
@@ -169,10 +169,6 @@ impl FunctionScope {
 pub struct PyExecBuilder {
     inner: rb::ExecBuilder,
     in_function: bool,
-    /// Signatures given to `function(..., signature=...)`, by function name.
-    signatures: Vec<(String, Signature)>,
-    /// The entry function set by `set_entry`.
-    entry: Option<String>,
 }
 
 fn reg_of(py: Python<'_>, ob: &Bound<'_, PyAny>, what: &str) -> PyResult<RegIdx> {
@@ -203,9 +199,9 @@ impl PyExecBuilder {
     fn constant(&mut self, py: Python<'_>, v: Value) -> PyResult<PyArg> {
         // Constants never alias the caller's memory: a later write to the array must not change
         // the program.
-        let v = match v {
-            Value::Tensor(t) => Value::Tensor(copy_tensor(py, &t)?),
-            other => other,
+        let v = match &v {
+            Value::Tensor(t) => Value::Tensor(copy_tensor(py, t)?),
+            _ => v,
         };
         let i = self.inner.convert_constant(v).map_err(|e| check_error(py, e.to_string()))?;
         Ok(PyArg::new(Arg::Const(i)))
@@ -254,7 +250,7 @@ impl PyExecBuilder {
 impl PyExecBuilder {
     #[new]
     fn new() -> Self {
-        PyExecBuilder { inner: rb::ExecBuilder::new(), in_function: false, signatures: Vec::new(), entry: None }
+        PyExecBuilder { inner: rb::ExecBuilder::new(), in_function: false }
     }
 
     /// Register `idx` of the current frame; the first `num_inputs` registers hold the inputs.
@@ -332,10 +328,10 @@ impl PyExecBuilder {
             return Err(PyValueError::new_err("functions cannot nest: end the current one first"));
         }
         let sig = signature.filter(|s| !s.is_none()).map(parse_signature).transpose()?;
-        let (num_inputs, param_names) = match &sig {
+        match sig {
             None => {
                 let n = num_inputs.unwrap_or_else(|| param_names.as_ref().map_or(0, |p| p.len() as u32));
-                (n, param_names)
+                b.inner.function(name, n, param_names)
             }
             Some(sig) => {
                 let names: Vec<String> = sig.param_names().map(str::to_string).collect();
@@ -350,13 +346,10 @@ impl PyExecBuilder {
                         "param_names={p:?} but the signature {sig} names {names:?}"
                     )));
                 }
-                (names.len() as u32, Some(names))
+                b.inner.function_with_signature(name, sig)
             }
-        };
-        b.inner.function(name, num_inputs, param_names).map_err(|e| check_error(py, e.to_string()))?;
-        if let Some(sig) = sig {
-            b.signatures.push((name.to_string(), sig));
         }
+        .map_err(|e| check_error(py, e.to_string()))?;
         b.in_function = true;
         Ok(FunctionScope { builder: slf.clone().unbind(), name: name.to_string(), open: true })
     }
@@ -431,10 +424,31 @@ impl PyExecBuilder {
         self.with_loc(loc.as_deref(), |b| b.emit_if(c, false_offset)).map_err(|e| check_error(py, e.to_string()))
     }
 
-    /// Makes `name` (a bytecode function) the executable's entry function (`Executable.entry`;
-    /// by default `main`).
-    fn set_entry(&mut self, name: &str) {
-        self.entry = Some(name.to_string());
+    /// Makes `name` the executable's entry function (`Executable.entry`; by default `main`).
+    /// It may be defined later, but `get()` fails unless it is a bytecode function by then.
+    fn set_entry(&mut self, py: Python<'_>, name: &str) -> PyResult<()> {
+        self.inner.set_entry(name).map_err(|e| check_error(py, e.to_string()))
+    }
+
+    /// The entry function set with `set_entry` (`None` when none is).
+    #[getter]
+    fn entry(&self) -> Option<&str> {
+        self.inner.entry()
+    }
+
+    /// Imports every function of `ex`, as `rx.link` does: its bytecode functions become this
+    /// builder's (with parameter names, signatures and locations), its constants join the pool
+    /// (equal constants stored once), and every index is remapped. A name `ex` defines that the
+    /// builder only declared or referenced (e.g. with `f(name)`) becomes a direct call; a name
+    /// both define raises `CheckError`. Without an entry, the builder takes `ex`'s. Not inside a
+    /// function scope.
+    fn import_executable(&mut self, py: Python<'_>, ex: &PyExecutable) -> PyResult<()> {
+        if self.in_function {
+            return Err(PyValueError::new_err(
+                "import_executable inside a function scope: leave the `with ib.function(...)` block first",
+            ));
+        }
+        self.inner.import_executable(&ex.0).map_err(|e| check_error(py, e.to_string()))
     }
 
     /// Checks, formalizes and returns the executable. Raises `CheckError` when a function reads
@@ -445,17 +459,7 @@ impl PyExecBuilder {
                 "get() inside a function scope: leave the `with ib.function(...)` block first",
             ));
         }
-        let mut out = self.inner.get().map_err(|e| check_error(py, e.to_string()))?;
-        if !self.signatures.is_empty() || self.entry.is_some() {
-            let mut parts = out.executable.to_parts();
-            for (name, sig) in &self.signatures {
-                if let Some(f) = parts.funcs.iter_mut().find(|f| f.name == *name) {
-                    *f = f.clone().with_signature(sig.clone());
-                }
-            }
-            parts.entry = self.entry.clone();
-            out.executable = Executable::from_parts(parts).map_err(|e| check_error(py, e.to_string()))?;
-        }
+        let out = self.inner.get().map_err(|e| check_error(py, e.to_string()))?;
         if !out.warnings.is_empty() {
             let warnings = py.import("warnings")?;
             for w in &out.warnings {

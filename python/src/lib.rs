@@ -9,6 +9,7 @@ mod dlpack;
 mod dtype;
 mod errors;
 mod executable;
+mod link;
 mod registry;
 mod shape;
 mod signature;
@@ -47,6 +48,7 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tensor::empty, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack::from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(executable::load_executable, m)?)?;
+    m.add_function(wrap_pyfunction!(link::link, m)?)?;
     m.add_function(wrap_pyfunction!(registry::register_func, m)?)?;
     m.add_function(wrap_pyfunction!(registry::get_global_func, m)?)?;
     m.add_function(wrap_pyfunction!(registry::list_global_func_names, m)?)?;
