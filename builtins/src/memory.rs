@@ -207,7 +207,7 @@ mod tests {
             &[Value::Null, Value::Shape([4].into()), (-1).into(), Value::DType(DataType::F64)],
         )
         .unwrap();
-        let Value::Storage(st) = with_dtype else { panic!("storage expected") };
+        let Value::Storage(st) = &with_dtype else { panic!("storage expected") };
         assert_eq!(st.len(), 32, "the size counts elements of the dtype hint, as in TVM");
     }
 

@@ -266,6 +266,53 @@ fn impossible_allocations_are_errors() {
     assert_eq!(t.as_tensor().unwrap().shape().dims(), &[4, 4]);
 }
 
+/// `nest(n)`: a tuple nested n deep, `(((...),),)`; `chain(n)`: a closure capturing a closure
+/// capturing ... n deep; `compare(n)`: two such tuples compared, then printed.
+const NESTING: &str = "
+.packed vm.builtin.make_tuple
+.packed vm.builtin.make_closure
+.packed vm.builtin.int.add
+.packed vm.builtin.int.lt
+@nest inputs=1 regs=4:
+  call  vm.builtin.make_tuple  dst: %1
+  call  vm.builtin.int.add  in: i0, i0  dst: %2
+  call  vm.builtin.int.lt  in: %2, %0  dst: %3
+  if  %3  4
+  call  vm.builtin.make_tuple  in: %1  dst: %1
+  call  vm.builtin.int.add  in: %2, i1  dst: %2
+  goto  -4
+  ret  %1
+
+@chain inputs=1 regs=4:
+  call  vm.builtin.make_closure  in: f[nest]  dst: %1
+  call  vm.builtin.int.add  in: i0, i0  dst: %2
+  call  vm.builtin.int.lt  in: %2, %0  dst: %3
+  if  %3  4
+  call  vm.builtin.make_closure  in: f[nest], %1  dst: %1
+  call  vm.builtin.int.add  in: %2, i1  dst: %2
+  goto  -4
+  ret  %2
+";
+
+#[test]
+fn deeply_nested_tuples_and_closures_drop_print_and_compare_without_native_recursion() {
+    let n = 100_000;
+    on_stack(256 * 1024, move || {
+        let mut vm = load(NESTING);
+        // Built and dropped inside the VM (the closure chain never leaves it)...
+        assert_eq!(vm.invoke("chain", &[Value::Int(n)]).unwrap().as_int().unwrap(), n);
+        // ...and handed out, compared, printed and dropped outside.
+        let a = vm.invoke("nest", &[Value::Int(n)]).unwrap();
+        let b = vm.invoke("nest", &[Value::Int(n)]).unwrap();
+        let c = vm.invoke("nest", &[Value::Int(n - 1)]).unwrap();
+        assert!(a.same_as(&b));
+        assert!(!a.same_as(&c));
+        let text = a.to_string();
+        assert!(text.starts_with("((((") && text.contains("(...)") && text.len() < 1000, "{text}");
+        drop((a, b, c));
+    });
+}
+
 /// A packed function that panics, called from bytecode directly and from a re-entrant call.
 #[test]
 fn a_panic_in_a_registered_function_is_an_error_and_the_vm_keeps_working() {

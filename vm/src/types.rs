@@ -207,8 +207,8 @@ impl Type {
     /// Converts `v` to what the callee expects once it has passed [`Type::check`]: ints become
     /// floats for float scalars, strided tensors become contiguous where that is declared.
     pub fn coerce(&self, v: Value) -> Value {
-        match (self, v) {
-            (Type::Scalar(d), Value::Int(i)) if d.is_float() => Value::Float(i as f64),
+        match (self, &v) {
+            (Type::Scalar(d), Value::Int(i)) if d.is_float() => Value::Float(*i as f64),
             (Type::Tensor { contiguous: true, .. }, Value::Tensor(t)) => Value::Tensor(t.contiguous()),
             (Type::Tuple(slots), Value::Tuple(items)) => {
                 Value::tuple(slots.iter().zip(items.iter()).map(|(t, v)| t.coerce(v.clone())).collect::<Vec<_>>())
@@ -219,7 +219,7 @@ impl Type {
             (Type::List(item), Value::Tuple(items)) => {
                 Value::tuple(items.iter().map(|v| item.coerce(v.clone())).collect::<Vec<_>>())
             }
-            (_, v) => v,
+            _ => v,
         }
     }
 }

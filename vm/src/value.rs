@@ -235,6 +235,29 @@ impl Value {
 
     /// Structural equality: tensors by content, functions and objects by identity.
     pub fn same_as(&self, other: &Value) -> bool {
+        // Tuples are compared with a heap stack, not by recursion: nesting can be arbitrarily deep.
+        let mut pending = Vec::new();
+        let (mut a, mut b) = (self, other);
+        loop {
+            let same = match (a, b) {
+                (Value::Tuple(x), Value::Tuple(y)) => {
+                    pending.extend(x.iter().zip(y.iter()));
+                    x.len() == y.len()
+                }
+                _ => a.same_leaf(b),
+            };
+            if !same {
+                return false;
+            }
+            match pending.pop() {
+                Some((x, y)) => (a, b) = (x, y),
+                None => return true,
+            }
+        }
+    }
+
+    /// [`same_as`](Self::same_as) for everything but two tuples.
+    fn same_leaf(&self, other: &Value) -> bool {
         match (self, other) {
             (Value::Null, Value::Null) | (Value::VmState, Value::VmState) => true,
             (Value::Int(a), Value::Int(b)) => a == b,
@@ -245,20 +268,27 @@ impl Value {
             (Value::Device(a), Value::Device(b)) => a == b,
             (Value::Shape(a), Value::Shape(b)) => a == b,
             (Value::Tensor(a), Value::Tensor(b)) => a.content_eq(b),
-            (Value::Tuple(a), Value::Tuple(b)) => {
-                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.same_as(y))
-            }
             (Value::Func(a), Value::Func(b)) => Arc::ptr_eq(a, b),
             (Value::Storage(a), Value::Storage(b)) => a.ptr_eq(b),
             (Value::Object(a), Value::Object(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
-}
 
-impl fmt::Display for Value {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// Writes the value, printing tuples nested deeper than [`MAX_PRINT_DEPTH`] as `(...)`.
+    fn fmt_nested(&self, f: &mut fmt::Formatter<'_>, depth: usize) -> fmt::Result {
         match self {
+            Value::Tuple(_) if depth >= MAX_PRINT_DEPTH => f.write_str("(...)"),
+            Value::Tuple(items) => {
+                f.write_str("(")?;
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    v.fmt_nested(f, depth + 1)?;
+                }
+                f.write_str(if items.len() == 1 { ",)" } else { ")" })
+            }
             Value::Null => f.write_str("None"),
             Value::Int(i) => write!(f, "{i}"),
             Value::Float(x) => write!(f, "{x:?}"),
@@ -268,21 +298,59 @@ impl fmt::Display for Value {
             Value::Device(d) => write!(f, "{d}"),
             Value::Shape(s) => write!(f, "{s}"),
             Value::Tensor(t) => write!(f, "{t}"),
-            Value::Tuple(items) => {
-                f.write_str("(")?;
-                for (i, v) in items.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{v}")?;
-                }
-                f.write_str(if items.len() == 1 { ",)" } else { ")" })
-            }
             Value::Func(c) => write!(f, "<function {}>", c.name()),
             Value::Storage(s) => write!(f, "{s:?}"),
             Value::VmState => f.write_str("<vm_state>"),
             Value::Object(_) => f.write_str("<object>"),
         }
+    }
+}
+
+/// How deeply nested tuples print before the rest shows as `(...)`.
+const MAX_PRINT_DEPTH: usize = 64;
+
+/// Dropping a deeply nested tuple or closure would recurse once per level, and a short loop
+/// of `make_tuple` builds one deep enough to overflow the native stack; so the nested tuples
+/// and closures that a value alone owns are taken apart with a heap stack instead.
+impl Drop for Value {
+    #[inline]
+    fn drop(&mut self) {
+        if matches!(self, Value::Tuple(_) | Value::Func(_)) {
+            drop_nested(self);
+        }
+    }
+}
+
+fn drop_nested(v: &mut Value) {
+    let mut stack = Vec::new();
+    take_nested(v, &mut stack);
+    while let Some(mut inner) = stack.pop() {
+        take_nested(&mut inner, &mut stack);
+        // `inner` no longer owns nested containers: dropping it here does not recurse.
+    }
+}
+
+/// Moves the tuples and closures held by `v`, when `v` is their container's only owner, to `out`.
+fn take_nested(v: &mut Value, out: &mut Vec<Value>) {
+    let items = match v {
+        Value::Tuple(t) => match Arc::get_mut(t) {
+            Some(items) => items,
+            None => return,
+        },
+        Value::Func(c) => match Arc::get_mut(c) {
+            Some(c) => &mut c.captured,
+            None => return,
+        },
+        _ => return,
+    };
+    for item in items.iter_mut().filter(|i| matches!(i, Value::Tuple(_) | Value::Func(_))) {
+        out.push(std::mem::take(item));
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_nested(f, 0)
     }
 }
 
