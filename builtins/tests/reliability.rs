@@ -267,7 +267,7 @@ fn impossible_allocations_are_errors() {
 }
 
 /// `nest(n)`: a tuple nested n deep, `(((...),),)`; `chain(n)`: a closure capturing a closure
-/// capturing ... n deep; `compare(n)`: two such tuples compared, then printed.
+/// capturing ... n deep; `fan(n)`: `t = (t, t, t, t)` n times, 4^n items in n shared levels.
 const NESTING: &str = "
 .packed vm.builtin.make_tuple
 .packed vm.builtin.make_closure
@@ -292,6 +292,16 @@ const NESTING: &str = "
   call  vm.builtin.int.add  in: %2, i1  dst: %2
   goto  -4
   ret  %2
+
+@fan inputs=1 regs=4:
+  call  vm.builtin.make_tuple  dst: %1
+  call  vm.builtin.int.add  in: i0, i0  dst: %2
+  call  vm.builtin.int.lt  in: %2, %0  dst: %3
+  if  %3  4
+  call  vm.builtin.make_tuple  in: %1, %1, %1, %1  dst: %1
+  call  vm.builtin.int.add  in: %2, i1  dst: %2
+  goto  -4
+  ret  %1
 ";
 
 #[test]
@@ -310,6 +320,10 @@ fn deeply_nested_tuples_and_closures_drop_print_and_compare_without_native_recur
         let text = a.to_string();
         assert!(text.starts_with("((((") && text.contains("(...)") && text.len() < 1000, "{text}");
         drop((a, b, c));
+        // 4^40 items in 40 shared levels: printing stops after a bounded number of items.
+        let wide = vm.invoke("fan", &[Value::Int(40)]).unwrap();
+        let text = wide.to_string();
+        assert!(text.contains("...") && text.len() < 20_000, "{} characters", text.len());
     });
 }
 

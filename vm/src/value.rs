@@ -275,8 +275,10 @@ impl Value {
         }
     }
 
-    /// Writes the value, printing tuples nested deeper than [`MAX_PRINT_DEPTH`] as `(...)`.
-    fn fmt_nested(&self, f: &mut fmt::Formatter<'_>, depth: usize) -> fmt::Result {
+    /// Writes the value, printing tuples nested deeper than [`MAX_PRINT_DEPTH`] as `(...)`,
+    /// and any items after the first [`MAX_PRINT_ITEMS`] (`budget` counts them down) as `...`:
+    /// a tuple of shared tuples can hold exponentially many items.
+    fn fmt_nested(&self, f: &mut fmt::Formatter<'_>, depth: usize, budget: &mut usize) -> fmt::Result {
         match self {
             Value::Tuple(_) if depth >= MAX_PRINT_DEPTH => f.write_str("(...)"),
             Value::Tuple(items) => {
@@ -285,7 +287,12 @@ impl Value {
                     if i > 0 {
                         f.write_str(", ")?;
                     }
-                    v.fmt_nested(f, depth + 1)?;
+                    if *budget == 0 {
+                        f.write_str("...")?;
+                        break;
+                    }
+                    *budget -= 1;
+                    v.fmt_nested(f, depth + 1, budget)?;
                 }
                 f.write_str(if items.len() == 1 { ",)" } else { ")" })
             }
@@ -308,6 +315,8 @@ impl Value {
 
 /// How deeply nested tuples print before the rest shows as `(...)`.
 const MAX_PRINT_DEPTH: usize = 64;
+/// How many tuple items, at all depths, print before the rest shows as `...`.
+const MAX_PRINT_ITEMS: usize = 1000;
 
 /// Dropping a deeply nested tuple or closure would recurse once per level, and a short loop
 /// of `make_tuple` builds one deep enough to overflow the native stack; so the nested tuples
@@ -350,7 +359,8 @@ fn take_nested(v: &mut Value, out: &mut Vec<Value>) {
 
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.fmt_nested(f, 0)
+        let mut budget = MAX_PRINT_ITEMS;
+        self.fmt_nested(f, 0, &mut budget)
     }
 }
 
