@@ -9,8 +9,9 @@
 //! with register, immediate, constant, function, `%void` and `%vm` arguments. Indices and jump
 //! targets are drawn inside their ranges, so nearly every input passes the verifier; the few
 //! that do not (e.g. a duplicate name) are skipped. Each function is then invoked on one VM
-//! with random values: ints, floats, bools, strings, dtypes, devices, shapes, small tensors
-//! (some strided or misaligned), storages, tuples, functions and null.
+//! (sometimes with an instrument hook that skips or fails calls) with random values: ints,
+//! floats, bools, strings, dtypes, devices, shapes, small tensors (some strided or misaligned),
+//! storages, tuples, functions and null.
 //!
 //! Any result and any error is fine. A Rust panic, an abort, a hang (every loop and call is
 //! bounded by the step budget and the call-depth limit) or an [`ErrorKind::Panic`] error (a
@@ -18,8 +19,8 @@
 
 use arbitrary::{Arbitrary, Result, Unstructured};
 use relaxvm::{
-    registry, Arg, Callable, Closure, DataType, Device, ErrorKind, Executable, ExecutableParts, FuncInfo, FuncKind,
-    Instruction, Shape, Storage, Tensor, Value, VirtualMachine, VmConfig,
+    registry, Arg, Callable, Closure, DataType, Device, Error, ErrorKind, Executable, ExecutableParts, FuncInfo,
+    FuncKind, Instruction, InstrumentAction, Shape, Storage, Tensor, Value, VirtualMachine, VmConfig,
 };
 use std::sync::Arc;
 
@@ -44,6 +45,9 @@ pub struct Program {
     pub parts: ExecutableParts,
     /// Function names and the arguments to invoke each with, in order.
     pub calls: Vec<(String, Vec<Value>)>,
+    /// How an instrument hook treats calls, if one is installed: bit 0 skips every third call,
+    /// bit 1 fails every seventh.
+    pub instrument: Option<u8>,
 }
 
 /// The builtins the generator draws from, in registration order.
@@ -59,6 +63,21 @@ pub fn run(data: &[u8]) {
     let mut vm = VirtualMachine::new(Arc::new(exe)).expect("every builtin is registered");
     *vm.config_mut() =
         VmConfig { step_budget: Some(STEP_BUDGET), max_call_depth: MAX_CALL_DEPTH, ..VmConfig::default() };
+    if let Some(mode) = program.instrument {
+        let mut n = 0u64;
+        vm.set_instrument(Some(Box::new(move |call| {
+            n += 1;
+            let _ = (call.name, call.args.len(), call.ret.map(Value::type_name));
+            if mode & 2 != 0 && n % 7 == 0 {
+                return Err(Error::value("the instrument stops the run"));
+            }
+            Ok(if mode & 1 != 0 && call.before && n % 3 == 0 {
+                InstrumentAction::Skip
+            } else {
+                InstrumentAction::Continue
+            })
+        })));
+    }
     for (name, args) in &program.calls {
         match vm.invoke(name, args) {
             Ok(v) => {
@@ -130,7 +149,9 @@ pub fn generate(u: &mut Unstructured<'_>) -> Result<Program> {
         }
         calls.push((f.name.clone(), args));
     }
-    Ok(Program { parts: ExecutableParts { funcs, constants, instrs, ..ExecutableParts::default() }, calls })
+    // Drawn last, so that inputs from before it existed still decode to the same program.
+    let instrument = if u.ratio(1, 4)? { Some(u.int_in_range(0..=3)?) } else { None };
+    Ok(Program { parts: ExecutableParts { funcs, constants, instrs, ..ExecutableParts::default() }, calls, instrument })
 }
 
 /// Instruction `pc` of the `len` instructions of bytecode function `f`: registers, constants and
