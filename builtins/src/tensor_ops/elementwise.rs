@@ -214,18 +214,9 @@ fn num_unary<T: Num>(name: &str, x: &Operand<'_>, f: fn(T) -> T) -> Result<Value
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tensor_ops::test_util::{out, t};
     use half::f16;
-    use relaxvm::{Shape, Tensor};
-
-    fn t<T: relaxvm::Element>(shape: &[i64], v: Vec<T>) -> Value {
-        Value::Tensor(Tensor::from_vec(Shape::from(shape), v).unwrap())
-    }
-
-    fn out<T: relaxvm::Element>(v: Result<Value>) -> (Vec<i64>, DataType, Vec<T>) {
-        let v = v.unwrap();
-        let t = v.as_tensor().unwrap();
-        (t.shape().to_vec(), t.dtype(), t.to_vec::<T>().unwrap())
-    }
+    use relaxvm::Tensor;
 
     #[test]
     fn same_shape_and_broadcast() {

@@ -163,17 +163,8 @@ fn naive<T: Num>(name: &str, a: &Tensor, b: &Tensor, plan: &Plan) -> Result<Arra
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tensor_ops::test_util::{out, t};
     use relaxvm::Shape;
-
-    fn t<T: relaxvm::Element>(shape: &[i64], v: Vec<T>) -> Value {
-        Value::Tensor(Tensor::from_vec(Shape::from(shape), v).unwrap())
-    }
-
-    fn out<T: relaxvm::Element>(v: Result<Value>) -> (Vec<i64>, DataType, Vec<T>) {
-        let v = v.unwrap();
-        let t = v.as_tensor().unwrap();
-        (t.shape().to_vec(), t.dtype(), t.to_vec::<T>().unwrap())
-    }
 
     const N: &str = "vm.op.matmul";
 

@@ -274,3 +274,21 @@ mod tests {
         assert!(try_vec::<f64>("f", usize::MAX / 4).is_err());
     }
 }
+
+/// Helpers shared by the tensor-op unit tests.
+#[cfg(test)]
+pub(crate) mod test_util {
+    use relaxvm::{DataType, Result, Shape, Tensor, Value};
+
+    /// A tensor value of `shape` holding `v`.
+    pub(crate) fn t<T: relaxvm::Element>(shape: &[i64], v: Vec<T>) -> Value {
+        Value::Tensor(Tensor::from_vec(Shape::from(shape), v).unwrap())
+    }
+
+    /// The shape, dtype and elements of a tensor result.
+    pub(crate) fn out<T: relaxvm::Element>(v: Result<Value>) -> (Vec<i64>, DataType, Vec<T>) {
+        let v = v.unwrap();
+        let t = v.as_tensor().unwrap();
+        (t.shape().to_vec(), t.dtype(), t.to_vec::<T>().unwrap())
+    }
+}

@@ -150,17 +150,8 @@ fn pairwise<A: Num>(s: &[A]) -> A {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use relaxvm::{Shape, Tensor};
-
-    fn t<T: relaxvm::Element>(shape: &[i64], v: Vec<T>) -> Value {
-        Value::Tensor(Tensor::from_vec(Shape::from(shape), v).unwrap())
-    }
-
-    fn out<T: relaxvm::Element>(v: Result<Value>) -> (Vec<i64>, DataType, Vec<T>) {
-        let v = v.unwrap();
-        let t = v.as_tensor().unwrap();
-        (t.shape().to_vec(), t.dtype(), t.to_vec::<T>().unwrap())
-    }
+    use crate::tensor_ops::test_util::{out, t};
+    use relaxvm::Tensor;
 
     const N: &str = "vm.op.sum";
 
