@@ -100,6 +100,18 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// A function index below `bound` that must exceed the previous entry's (`next` is one past
+    /// it, and is advanced): tables keyed by function are written in increasing order.
+    pub fn increasing_function_index(&mut self, next: &mut usize, bound: usize) -> Result<usize> {
+        let at = self.pos;
+        let i = self.index("function index", bound)?;
+        if i < *next {
+            return Err(self.err_at(at, format!("function index {i} out of order (entries must increase)")));
+        }
+        *next = i + 1;
+        Ok(i)
+    }
+
     /// A 32-bit index (function, constant) that must be below `bound`.
     pub fn index32(&mut self, what: &str, bound: usize) -> Result<u32> {
         let at = self.pos;

@@ -68,12 +68,7 @@ pub fn decode_param_names(
     let n = c.count("function entry", 2)?;
     let mut next = 0;
     for _ in 0..n {
-        let at = c.pos();
-        let i = c.index("function index", funcs.len())?;
-        if i < next {
-            return Err(c.err_at(at, format!("function index {i} out of order (entries must increase)")));
-        }
-        next = i + 1;
+        let i = c.increasing_function_index(&mut next, funcs.len())?;
         let k = c.count("parameter name", 1)?;
         let mut names = Vec::with_capacity(k);
         for _ in 0..k {

@@ -135,12 +135,7 @@ pub fn decode(mut c: Cursor<'_>, funcs: &mut [FuncInfo], strings: &Strings<'_>, 
     let n = c.count("signature", 3)?;
     let mut next = 0;
     for _ in 0..n {
-        let at = c.pos();
-        let i = c.index("function index", funcs.len())?;
-        if i < next {
-            return Err(c.err_at(at, format!("function index {i} out of order (entries must increase)")));
-        }
-        next = i + 1;
+        let i = c.increasing_function_index(&mut next, funcs.len())?;
         let k = c.count("parameter", 2)?;
         let mut params = Vec::with_capacity(k);
         for _ in 0..k {
