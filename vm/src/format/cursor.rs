@@ -149,6 +149,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn function_indices_must_increase() {
+        // Prefix varints: (v << 1) | 1 is a one-byte value v.
+        let mut c = Cursor::new(&[(2 << 1) | 1, (5 << 1) | 1, (5 << 1) | 1, (9 << 1) | 1], 0, "signatures");
+        let mut next = 0;
+        assert_eq!(c.increasing_function_index(&mut next, 8).unwrap(), 2);
+        assert_eq!(c.increasing_function_index(&mut next, 8).unwrap(), 5);
+        let e = c.increasing_function_index(&mut next, 8).unwrap_err().to_string();
+        assert!(e.contains("out of order") && e.contains("signatures section at byte 2"), "{e}");
+        let e = c.increasing_function_index(&mut next, 8).unwrap_err().to_string();
+        assert!(e.contains("out of range"), "{e}");
+    }
+
+    #[test]
     fn errors_name_section_and_absolute_offset() {
         let mut c = Cursor::new(&[0b11, 0b10], 100, "constants");
         assert_eq!(c.varint().unwrap(), 1);
