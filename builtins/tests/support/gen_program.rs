@@ -209,12 +209,23 @@ fn arg(u: &mut Unstructured<'_>, regs: usize, n_consts: usize, n_funcs: usize) -
 }
 
 /// An integer: mostly small, sometimes at the edges of the range.
+///
+/// Never between 2^16 and 2^40 in magnitude: as a size such a number is an allocation that
+/// succeeds and takes gigabytes (a failure of the machine, not of the program), while larger
+/// ones fail at once.
 fn int(u: &mut Unstructured<'_>) -> Result<i64> {
     Ok(match u.int_in_range(0..=9u8)? {
         0..=6 => u.int_in_range(-2..=16)?,
         7 => u.int_in_range(-300..=300)?,
-        8 => *u.choose(&[i64::MIN, i64::MAX, i64::MIN + 1, -1, 1 << 31, 1 << 32, 1 << 40, 1 << 62, -(1 << 40)])?,
-        _ => u.arbitrary()?,
+        8 => *u.choose(&[i64::MIN, i64::MAX, i64::MIN + 1, -1, 255, 256, 1 << 16, 1 << 40, 1 << 62, -(1 << 40)])?,
+        _ => {
+            let x: i64 = u.arbitrary()?;
+            if (1 << 16..1 << 40).contains(&x.unsigned_abs()) {
+                x.saturating_mul(1 << 24)
+            } else {
+                x
+            }
+        }
     })
 }
 
