@@ -68,6 +68,30 @@ fn a_lower_depth_limit_applies() {
     assert!(e.to_string().contains("in function \"f\""), "{e}");
 }
 
+#[test]
+fn the_register_stack_is_bounded() {
+    // Each frame of `big` holds a million registers (16 MiB): without a bound, recursion would
+    // exhaust memory long before the depth limit.
+    let mut vm = load(
+        "
+.packed vm.builtin.int.add
+@big inputs=1 regs=1048576:
+  call  big  in: %0  dst: %1
+  ret  %1
+
+@ok inputs=1 regs=2:
+  call  vm.builtin.int.add  in: %0, i1  dst: %1
+  ret  %1
+",
+    );
+    assert_eq!(vm.config().max_stack_registers, VmConfig::default().max_stack_registers);
+    vm.config_mut().max_stack_registers = 1 << 22;
+    let r = vm.invoke("big", &[Value::Int(0)]);
+    assert!(matches!(root_kind(&r), ErrorKind::Alloc { .. }), "{:?}", r.err());
+    assert!(r.unwrap_err().to_string().contains("limited to 4194304 registers"));
+    assert_eq!(vm.invoke("ok", &[Value::Int(1)]).unwrap().as_int().unwrap(), 2);
+}
+
 /// `g` calls itself through `vm.builtin.invoke_closure`: each level re-enters the VM natively.
 const REENTER: &str = "
 .packed vm.builtin.invoke_closure

@@ -29,11 +29,15 @@ pub struct VmConfig {
     /// Steps one top-level invocation may take, counting every bytecode call and backward
     /// jump (the points every long-running program passes through); `None` is unlimited.
     pub step_budget: Option<u64>,
+    /// The most registers all frames may hold together (16 bytes each): a call that needs more
+    /// fails with an allocation error. Without it, a function declaring a million registers
+    /// that recursed would exhaust memory long before the depth limit.
+    pub max_stack_registers: usize,
 }
 
 impl Default for VmConfig {
     fn default() -> Self {
-        VmConfig { max_call_depth: 100_000, max_reentry: 200, step_budget: None }
+        VmConfig { max_call_depth: 100_000, max_reentry: 200, step_budget: None, max_stack_registers: 1 << 24 }
     }
 }
 
@@ -371,11 +375,19 @@ impl VirtualMachine {
             self.regs.truncate(base);
             return Err(ErrorKind::StackOverflow(self.config.max_call_depth).into());
         }
+        let top = base + regs as usize;
+        if top > self.config.max_stack_registers {
+            self.regs.truncate(base);
+            return Err(Error::alloc(
+                (top * std::mem::size_of::<Value>()) as u128,
+                format!("the register stack is limited to {} registers", self.config.max_stack_registers),
+            ));
+        }
         if let Some(caller) = self.frames.last_mut() {
             caller.pc = ret_pc;
             caller.dst = dst;
         }
-        self.regs.resize(base + regs as usize, Value::Null);
+        self.regs.resize(top, Value::Null);
         self.frames.push(Frame { func, base, pc: 0, dst: VOID });
         Ok(())
     }
