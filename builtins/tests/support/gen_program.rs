@@ -57,10 +57,17 @@ fn builtins() -> Vec<&'static str> {
 
 /// Decodes `data` into a program and runs it; panics on a failure (see the module docs).
 pub fn run(data: &[u8]) {
+    run_with(data, |_| {});
+}
+
+/// [`run`], showing the VM to `prepare` before the first call (the fuzz target takes its
+/// interrupt handle, to stop programs that take too much memory).
+pub fn run_with(data: &[u8], prepare: impl FnOnce(&VirtualMachine)) {
     relaxvm_builtins::ensure_registered();
     let Ok(program) = generate(&mut Unstructured::new(data)) else { return };
     let Ok(exe) = Executable::from_parts(program.parts) else { return };
     let mut vm = VirtualMachine::new(Arc::new(exe)).expect("every builtin is registered");
+    prepare(&vm);
     *vm.config_mut() =
         VmConfig { step_budget: Some(STEP_BUDGET), max_call_depth: MAX_CALL_DEPTH, ..VmConfig::default() };
     if let Some(mode) = program.instrument {
