@@ -10,6 +10,7 @@ machine noise affects both sides alike. Prints a Markdown table: ours, the peer'
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import threading
 import time
@@ -371,6 +372,31 @@ def threads_ratio(min_seconds: float) -> float:
     return statistics.median(run(2) / max(run(1), 1) for _ in range(3))
 
 
+def ctrl_c_latency_ms(tries: int = 5) -> float:
+    """Worst time from SIGINT to ``KeyboardInterrupt`` while the VM spins in an endless loop."""
+    ib = rx.ExecBuilder()
+    with ib.function("spin", num_inputs=0):
+        ib.emit_goto(0)
+    spin = rx.VirtualMachine(ib.get())["spin"]
+    worst = 0.0
+    for _ in range(tries):
+        sent: list[float] = []
+
+        def press(sent: list[float] = sent) -> None:
+            time.sleep(0.05)
+            sent.append(time.perf_counter())
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+        t = threading.Thread(target=press)
+        t.start()
+        try:
+            spin()
+        except KeyboardInterrupt:
+            worst = max(worst, time.perf_counter() - sent[0])
+        t.join()
+    return worst * 1e3
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer rounds and shorter programs")
@@ -398,6 +424,10 @@ def main() -> None:
     print(
         f"| 2 Python threads, each its own VM | throughput | {threads_ratio(min_seconds):.2f}x one thread "
         "| - | - | >= 1.7x |"
+    )
+    print(
+        f"| Ctrl-C in an endless loop to KeyboardInterrupt | ms, worst of 5 | {ctrl_c_latency_ms():.2f} "
+        "| - | - | <= 100 |"
     )
 
 

@@ -69,6 +69,44 @@ def test_huge_allocations_are_memory_errors(nbytes):
         vm["main"]()
 
 
+def test_a_huge_tensor_is_a_memory_error_and_one_larger_than_its_storage_a_value_error():
+    with pytest.raises(MemoryError):
+        rx.empty((1 << 50,), "uint8")
+    ib = rx.ExecBuilder()
+    # alloc(n, m): a storage of n bytes, viewed as a uint8 tensor of m elements.
+    with ib.function("alloc", num_inputs=2):
+        ib.emit_call(
+            "vm.builtin.alloc_storage", args=[ib.vm_state(), ib.r(0), ib.imm(0), rx.DataType("uint8")], dst=ib.r(2)
+        )
+        ib.emit_call("vm.builtin.alloc_tensor", args=[ib.r(2), ib.imm(0), ib.r(1), rx.DataType("uint8")], dst=ib.r(3))
+        ib.emit_ret(ib.r(3))
+    vm = rx.VirtualMachine(ib.get())
+    with pytest.raises(MemoryError, match="1125899906842624 bytes"):
+        vm["alloc"](rx.Shape([1 << 50]), rx.Shape([1 << 50]))
+    # No allocation is asked for here: the storage is too small for the view, which is a ValueError.
+    with pytest.raises(ValueError, match="needs 1125899906842624 bytes, but the storage has 8"):
+        vm["alloc"](rx.Shape([8]), rx.Shape([1 << 50]))
+    assert vm["alloc"](rx.Shape([8]), rx.Shape([8])).shape == (8,)
+
+
+def test_a_rust_panic_in_a_native_function_is_a_vm_error_and_the_vm_keeps_working(unique_name):
+    name = unique_name()
+    rx._relaxvm._register_panicking_func(name, "native bug")
+    ib = rx.ExecBuilder()
+    with ib.function("boom", num_inputs=1):
+        ib.emit_call(name, args=[ib.r(0)], dst=ib.r(1))
+        ib.emit_ret(ib.r(1))
+    with ib.function("one", num_inputs=0):
+        ib.emit_call("vm.builtin.int.add", args=[ib.imm(0), ib.imm(1)], dst=ib.r(0))
+        ib.emit_ret(ib.r(0))
+    vm = rx.VirtualMachine(ib.get())
+    for _ in range(3):
+        with pytest.raises(rx.VMError, match="native bug") as info:
+            vm["boom"](1)
+        assert "panicked" in str(info.value) and info.value.func == "boom" and info.value.pc == 0
+        assert vm["one"]() == 1
+
+
 def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -206,12 +206,12 @@ def test_one_vm_from_many_threads_serialises(unique_name):
     def work(k):
         results[k] = [vm["main"](k, i) for i in range(20)]
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert results == {k: [k + i for i in range(20)] for k in range(4)}
+    assert results == {k: [k + i for i in range(20)] for k in range(8)}
     assert not overlap
 
 

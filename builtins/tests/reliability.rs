@@ -5,6 +5,7 @@
 //! Resident memory over many calls is measured alone in `reliability_memory.rs`.
 
 use relaxvm::{registry, Error, ErrorKind, Executable, PackedFunc, Registry, Shape, Value, VirtualMachine, VmConfig};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -357,9 +358,14 @@ fn a_panic_in_a_registered_function_is_an_error_and_the_vm_keeps_working() {
     let mut overrides = Registry::new();
     overrides.register(PackedFunc::from_fn("test.boom", |_| panic!("boom at the top")), false).unwrap();
     overrides.register(PackedFunc::from_fn("test.boom_payload", |_| std::panic::panic_any(42u32)), false).unwrap();
+    // The interpreter calls these two kinds directly, without the closure that `call` wraps.
+    overrides.register(PackedFunc::binary("test.boom_binary", |_, _| panic!("binary boom")), false).unwrap();
+    overrides.register(PackedFunc::select("test.boom_select", |_, _| panic!("select boom")), false).unwrap();
     let code = exe("
 .packed test.boom
 .packed test.boom_payload
+.packed test.boom_binary
+.packed test.boom_select
 .packed vm.builtin.invoke_closure
 .packed vm.builtin.int.add
 @direct inputs=1 regs=2:
@@ -372,6 +378,14 @@ fn a_panic_in_a_registered_function_is_an_error_and_the_vm_keeps_working() {
 
 @nested inputs=1 regs=2:
   call  vm.builtin.invoke_closure  in: %vm, f[direct], %0  dst: %1
+  ret  %1
+
+@binary inputs=1 regs=2:
+  call  test.boom_binary  in: %0, i1  dst: %1
+  ret  %1
+
+@select inputs=1 regs=2:
+  call  test.boom_select  in: %0  dst: %1
   ret  %1
 
 @ok inputs=1 regs=2:
@@ -390,8 +404,32 @@ fn a_panic_in_a_registered_function_is_an_error_and_the_vm_keeps_working() {
         assert!(matches!(e.root().kind(), ErrorKind::Panic(m) if m.contains("test.boom_payload")), "{e}");
         let e = vm.invoke("nested", &[Value::Int(1)]).unwrap_err();
         assert!(matches!(e.root().kind(), ErrorKind::Panic(_)), "{e}");
+        for (func, name, msg) in
+            [("binary", "test.boom_binary", "binary boom"), ("select", "test.boom_select", "select boom")]
+        {
+            let e = vm.invoke(func, &[Value::Int(1)]).unwrap_err();
+            assert!(matches!(e.root().kind(), ErrorKind::Panic(m) if m.contains(name) && m.contains(msg)), "{e}");
+            assert!(e.to_string().contains(&format!("in function \"{func}\"")), "{e}");
+        }
         assert_eq!(vm.invoke("ok", &[Value::Int(41)]).unwrap().as_int().unwrap(), 42);
     }
+}
+
+#[test]
+fn a_panic_in_the_instrument_hook_is_an_error_and_the_hook_stays() {
+    let mut vm = load(RECURSE);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    vm.set_instrument(Some(Box::new(move |_| {
+        if seen.fetch_add(1, Ordering::Relaxed) == 0 {
+            panic!("hook boom");
+        }
+        Ok(relaxvm::InstrumentAction::Continue)
+    })));
+    let e = vm.invoke("ok", &[Value::Int(1)]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Panic(m) if m.contains("hook boom")), "{e}");
+    assert_eq!(vm.invoke("ok", &[Value::Int(1)]).unwrap().as_int().unwrap(), 2);
+    assert_eq!(calls.load(Ordering::Relaxed), 3, "the hook ran again, before and after the call");
 }
 
 #[test]

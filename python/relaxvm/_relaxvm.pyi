@@ -49,6 +49,7 @@ __all__ = [
     "remove_global_func",
     "tensor",
     "tensor_from_bytes",
+    "_register_panicking_func",
 ]
 
 _DTypeLike = Union["DataType", str, np.dtype[Any], type]
@@ -618,3 +619,6 @@ def list_global_func_names() -> list[str]:
 
 def remove_global_func(name: str) -> None:
     """Removes ``name`` from the registry (``KeyError`` when absent)."""
+
+def _register_panicking_func(name: str, message: str) -> None:
+    """Test aid: registers under ``name`` a native function that panics with ``message``."""

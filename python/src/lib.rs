@@ -14,6 +14,7 @@ mod registry;
 mod shape;
 mod signature;
 mod tensor;
+mod testing;
 mod vm;
 
 use pyo3::prelude::*;
@@ -53,5 +54,6 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry::get_global_func, m)?)?;
     m.add_function(wrap_pyfunction!(registry::list_global_func_names, m)?)?;
     m.add_function(wrap_pyfunction!(registry::remove_global_func, m)?)?;
+    m.add_function(wrap_pyfunction!(testing::_register_panicking_func, m)?)?;
     Ok(())
 }

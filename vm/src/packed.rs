@@ -140,8 +140,9 @@ impl PackedFunc {
     }
 }
 
+/// The error for a panic that unwound out of the function called `name`.
 #[cold]
-fn panic_error(name: &str, payload: Box<dyn std::any::Any + Send>) -> Error {
+pub(crate) fn panic_error(name: &str, payload: Box<dyn std::any::Any + Send>) -> Error {
     let msg = payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())

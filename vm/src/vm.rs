@@ -9,13 +9,14 @@ use crate::code::{Callee, Code, Op, Operand, VOID};
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
 use crate::executable::{Executable, FuncKind};
-use crate::packed::{CallCtx, PackedFunc, VmHandle};
+use crate::packed::{panic_error, CallCtx, PackedFunc, VmHandle};
 use crate::registry::Registry;
 use crate::types::Signature;
 use crate::value::{Callable, Closure, Value};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -406,7 +407,9 @@ impl VirtualMachine {
         loop {
             match code.ops[pc] {
                 Op::CallBinary { f, a, b, dst } if plain => {
-                    let ret = f(self.operand(code, a, base), self.operand(code, b, base));
+                    // A panic is caught here, not in `PackedFunc::call`, which this path skips.
+                    let (x, y) = (self.operand(code, a, base), self.operand(code, b, base));
+                    let ret = catch_unwind(AssertUnwindSafe(|| f(x, y))).unwrap_or_else(|p| Err(self.panicked(pc, p)));
                     let ret = ret.map_err(|e| self.locate(pc, e))?;
                     if dst != VOID {
                         set_reg(&mut self.regs[base + dst as usize], ret);
@@ -434,7 +437,8 @@ impl VirtualMachine {
                     let select = p.as_select().expect("decoded as select");
                     let mut argv = std::mem::take(&mut self.argbuf);
                     self.borrow_args_into(&code.operands[args as usize..(args + nargs) as usize], base, &mut argv);
-                    let picked = select(p.name(), as_values(&argv)).map(|v| {
+                    let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), as_values(&argv))));
+                    let picked = picked.unwrap_or_else(|payload| Err(panic_error(p.name(), payload))).map(|v| {
                         // A result the destination already holds needs no write (and no
                         // reference-count traffic); anything else is cloned out of the borrow.
                         (dst != VOID && !v.same_object(&self.regs[base + dst as usize])).then(|| v.clone())
@@ -588,7 +592,7 @@ impl VirtualMachine {
         let fval = &code.func_values[func as usize];
         let name = self.exe.funcs()[func as usize].name.clone();
         let mut hook = self.instrument.take().expect("only called with an instrument");
-        let before = hook(&InstrumentCall { func: fval, name: &name, before: true, args, ret: None });
+        let before = call_hook(&mut hook, &InstrumentCall { func: fval, name: &name, before: true, args, ret: None });
         self.instrument = Some(hook);
         if before? == InstrumentAction::Skip {
             return Ok(Value::Null);
@@ -598,11 +602,19 @@ impl VirtualMachine {
             Callee::Bytecode { .. } => self.run(func, args, &[])?,
         };
         if let Some(mut hook) = self.instrument.take() {
-            let after = hook(&InstrumentCall { func: fval, name: &name, before: false, args, ret: Some(&ret) });
+            let after =
+                call_hook(&mut hook, &InstrumentCall { func: fval, name: &name, before: false, args, ret: Some(&ret) });
             self.instrument = Some(hook);
             after?;
         }
         Ok(ret)
+    }
+
+    /// The error for a panic in the packed function that instruction `pc` calls.
+    #[cold]
+    fn panicked(&self, pc: usize, payload: Box<dyn std::any::Any + Send>) -> Error {
+        let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
+        panic_error(&self.exe.funcs()[func as usize].name, payload)
     }
 
     /// Adds the function, instruction and location to an error (once: the innermost wins).
@@ -628,6 +640,11 @@ impl VirtualMachine {
 /// A plain move compiles to a 16-byte vector load of a value that the callee had just stored
 /// as two 8-byte words, which defeats store-to-load forwarding and stalled every call; moving
 /// it word by word keeps the loads the same width as the stores.
+/// Calls the instrument hook; a panic in it becomes an error, and the hook stays installed.
+fn call_hook(hook: &mut Instrument, call: &InstrumentCall<'_>) -> Result<InstrumentAction> {
+    catch_unwind(AssertUnwindSafe(|| hook(call))).unwrap_or_else(|p| Err(panic_error("instrument hook", p)))
+}
+
 #[inline(always)]
 fn set_reg(slot: &mut Value, v: Value) {
     type Word = std::mem::MaybeUninit<u64>;
