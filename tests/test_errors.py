@@ -117,6 +117,9 @@ def test_python_exception_keeps_its_type(unique_name, exc_type):
     with pytest.raises(exc_type, match="boom from python") as info:
         vm["main"](1)
     assert type(info.value) is exc_type
+    # The traceback still reaches the line that raised, inside the callback.
+    assert info.traceback[-1].name == "boom"
+    assert "raise exc_type" in str(info.traceback[-1].statement)
     if sys.version_info >= (3, 11):
         notes = "\n".join(info.value.__notes__)
         assert '"main"' in notes and "instruction 0" in notes and name in notes
