@@ -54,6 +54,30 @@ def test_unbounded_recursion_is_an_error_not_a_crash():
         vm["down"](2)
 
 
+def test_limits_are_set_per_vm():
+    ib = rx.ExecBuilder()
+    with ib.function("spin", num_inputs=0):
+        ib.emit_goto(0)
+    with ib.function("down", num_inputs=1):
+        ib.emit_call("down", args=[ib.r(0)], dst=ib.r(1))
+        ib.emit_ret(ib.r(1))
+    ex = ib.get()
+    vm = rx.VirtualMachine(ex, step_budget=1000, max_call_depth=50)
+    for _ in range(2):  # the budget is per call
+        with pytest.raises(rx.VMError, match="step budget of 1000"):
+            vm["spin"]()
+    with pytest.raises(rx.VMError, match="call depth limit of 50 frames") as info:
+        rx.VirtualMachine(ex, max_call_depth=50)["down"](1)
+    assert info.value.func == "down"
+    with pytest.raises(MemoryError, match="limited to 10 registers"):
+        rx.VirtualMachine(ex, max_stack_registers=10)["down"](1)  # two registers a frame
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="step_budget must be at least 1"):
+            rx.VirtualMachine(ex, step_budget=bad)
+    with pytest.raises(TypeError):
+        rx.VirtualMachine(ex, None, None, False, 10)  # the limits are keyword-only
+
+
 @pytest.mark.parametrize("nbytes", [1 << 50, (1 << 62)])
 def test_huge_allocations_are_memory_errors(nbytes):
     ib = rx.ExecBuilder()

@@ -546,9 +546,20 @@ class VirtualMachine:
         device: _DeviceLike | Sequence[Device] = None,
         memory_cfg: Any = None,
         profile: bool = False,
+        *,
+        max_call_depth: int | None = None,
+        max_reentry: int | None = None,
+        step_budget: int | None = None,
+        max_stack_registers: int | None = None,
     ) -> VirtualMachine:
         """A VM for ``exec`` whose builtins allocate on ``device`` (default ``cpu()``). Every
-        packed function the executable calls must be registered, else ``VMKeyError``."""
+        packed function the executable calls must be registered, else ``VMKeyError``.
+
+        The keyword-only limits turn runaway programs into ``VMError`` (``None`` keeps the
+        default): ``max_call_depth`` bytecode frames (100,000); ``max_reentry`` nested calls
+        back into the VM from packed functions such as ``invoke_closure`` (200); ``step_budget``
+        bytecode calls and backward jumps per top-level call (unlimited); ``max_stack_registers``
+        registers held by all frames together (16,777,216, i.e. 256 MiB). Each must be >= 1."""
     def __getitem__(self, key: str, /) -> VMFunction:
         """Function ``name`` (bytecode or saved) as a callable; unknown names raise ``KeyError``."""
     def signature(self, name: str) -> _Reflection | None:

@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use relaxvm::{
     Callable, Error, Executable, FuncKind, Instruction, InstrumentAction, InterruptHandle, Signature, Value,
-    VirtualMachine,
+    VirtualMachine, VmConfig,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -596,20 +596,46 @@ impl PyVirtualMachine {
     }
 }
 
+/// A limit given from Python: at least 1 (`None` keeps the default).
+fn limit(name: &str, value: Option<i64>) -> PyResult<Option<usize>> {
+    match value {
+        None => Ok(None),
+        Some(n) if n >= 1 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+        Some(n) => Err(PyValueError::new_err(format!("{name} must be at least 1, found {n}"))),
+    }
+}
+
 #[pymethods]
 impl PyVirtualMachine {
     /// A VM for `exec` whose builtins allocate on `device` (default `rx.cpu()`). Every packed
-    /// function the executable calls must be registered: missing ones raise `KeyError`.
+    /// function the executable calls must be registered: missing ones raise `KeyError`. The
+    /// keyword-only limits are those of `relaxvm::VmConfig` (`None` keeps its default).
     #[new]
-    #[pyo3(signature = (exec, device = None, memory_cfg = None, profile = false))]
+    #[pyo3(signature = (
+        exec, device = None, memory_cfg = None, profile = false, *,
+        max_call_depth = None, max_reentry = None, step_budget = None, max_stack_registers = None
+    ))]
+    #[allow(clippy::too_many_arguments)] // Python keyword arguments, each optional
     fn new(
         py: Python<'_>,
         exec: Py<PyExecutable>,
         device: Option<&Bound<'_, PyAny>>,
         memory_cfg: Option<&Bound<'_, PyAny>>,
         profile: bool,
+        max_call_depth: Option<i64>,
+        max_reentry: Option<i64>,
+        step_budget: Option<i64>,
+        max_stack_registers: Option<i64>,
     ) -> PyResult<Self> {
         let _ = (memory_cfg, profile);
+        let defaults = VmConfig::default();
+        let config = VmConfig {
+            max_call_depth: limit("max_call_depth", max_call_depth)?.unwrap_or(defaults.max_call_depth),
+            max_reentry: limit("max_reentry", max_reentry)?.unwrap_or(defaults.max_reentry),
+            step_budget: limit("step_budget", step_budget)?.map(|n| n as u64),
+            max_stack_registers: limit("max_stack_registers", max_stack_registers)?
+                .unwrap_or(defaults.max_stack_registers),
+        };
         let device = match device {
             Some(d) if d.is_instance_of::<PyList>() || d.is_instance_of::<PyTuple>() => {
                 let first = d.get_item(0)?;
@@ -627,6 +653,7 @@ impl PyVirtualMachine {
             })
             .collect();
         let mut vm = VirtualMachine::new(exe).py_err(py)?;
+        *vm.config_mut() = config;
         vm.set_device(device);
         vm.set_poll_hook(Some(Arc::new(deliver_signals)));
         let interrupt = vm.interrupt_handle();

@@ -68,7 +68,7 @@ pub enum ErrorKind {
     #[error("interrupted")]
     Interrupted,
     /// The per-invocation step budget ran out.
-    #[error("step budget of {0} instructions exhausted")]
+    #[error("step budget of {0} steps (bytecode calls and backward jumps) exhausted")]
     StepBudget(u64),
     /// An executable that fails its structural check.
     #[error("invalid executable: {0}")]
