@@ -321,6 +321,24 @@ const MAX_PRINT_ITEMS: usize = 1000;
 /// Dropping a deeply nested tuple or closure would recurse once per level, and a short loop
 /// of `make_tuple` builds one deep enough to overflow the native stack; so the nested tuples
 /// and closures that a value alone owns are taken apart with a heap stack instead.
+impl Value {
+    /// True when dropping the value releases something (a reference count, memory); false for
+    /// the plain scalars, whose drop does nothing.
+    #[inline(always)]
+    pub(crate) fn owns_heap(&self) -> bool {
+        !matches!(
+            self,
+            Value::Null
+                | Value::Int(_)
+                | Value::Float(_)
+                | Value::Bool(_)
+                | Value::DType(_)
+                | Value::Device(_)
+                | Value::VmState
+        )
+    }
+}
+
 impl Drop for Value {
     #[inline]
     fn drop(&mut self) {
@@ -473,6 +491,16 @@ impl<T: Into<Value>> IntoValue for T {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_scalars_skip_drop() {
+        let scalars = [Value::Null, Value::Int(1), Value::Float(1.0), Value::Bool(true), Value::VmState];
+        assert!(scalars.iter().all(|v| !v.owns_heap()));
+        assert!(!Value::DType(DataType::F32).owns_heap() && !Value::Device(Device::cpu(0)).owns_heap());
+        let t = Tensor::zeros([2], DataType::F32, Device::cpu(0)).unwrap();
+        let owning = [Value::str("s"), Value::Shape([1].into()), Value::Tensor(t), Value::tuple(vec![])];
+        assert!(owning.iter().all(Value::owns_heap));
+    }
 
     #[test]
     fn value_is_two_words() {

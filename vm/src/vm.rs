@@ -663,7 +663,12 @@ fn set_reg(slot: &mut Value, v: Value) {
         dst.write(w0);
         dst.add(1).write(w1);
     }
-    drop(old);
+    // Scalars are overwritten all the time in loops: skip the out-of-line drop glue for them.
+    if old.owns_heap() {
+        drop(old);
+    } else {
+        std::mem::forget(old);
+    }
 }
 
 /// Views borrowed argument copies as values.
