@@ -318,9 +318,6 @@ const MAX_PRINT_DEPTH: usize = 64;
 /// How many tuple items, at all depths, print before the rest shows as `...`.
 const MAX_PRINT_ITEMS: usize = 1000;
 
-/// Dropping a deeply nested tuple or closure would recurse once per level, and a short loop
-/// of `make_tuple` builds one deep enough to overflow the native stack; so the nested tuples
-/// and closures that a value alone owns are taken apart with a heap stack instead.
 impl Value {
     /// True when dropping the value releases something (a reference count, memory); false for
     /// the plain scalars, whose drop does nothing.
@@ -339,6 +336,9 @@ impl Value {
     }
 }
 
+/// Dropping a deeply nested tuple or closure would recurse once per level, and a short loop
+/// of `make_tuple` builds one deep enough to overflow the native stack; so the nested tuples
+/// and closures that a value alone owns are taken apart with a heap stack instead.
 impl Drop for Value {
     #[inline]
     fn drop(&mut self) {

@@ -635,16 +635,16 @@ impl VirtualMachine {
     }
 }
 
-/// Writes a register, moving the value as two word-sized loads and stores.
-///
-/// A plain move compiles to a 16-byte vector load of a value that the callee had just stored
-/// as two 8-byte words, which defeats store-to-load forwarding and stalled every call; moving
-/// it word by word keeps the loads the same width as the stores.
 /// Calls the instrument hook; a panic in it becomes an error, and the hook stays installed.
 fn call_hook(hook: &mut Instrument, call: &InstrumentCall<'_>) -> Result<InstrumentAction> {
     catch_unwind(AssertUnwindSafe(|| hook(call))).unwrap_or_else(|p| Err(panic_error("instrument hook", p)))
 }
 
+/// Writes a register, moving the value as two word-sized loads and stores.
+///
+/// A plain move compiles to a 16-byte vector load of a value that the callee had just stored
+/// as two 8-byte words, which defeats store-to-load forwarding and stalled every call; moving
+/// it word by word keeps the loads the same width as the stores.
 #[inline(always)]
 fn set_reg(slot: &mut Value, v: Value) {
     type Word = std::mem::MaybeUninit<u64>;
