@@ -160,6 +160,7 @@ def test_resident_memory_stays_flat_over_100k_calls(unique_name):
     before = rss_bytes()
     run(100_000)
     grown = rss_bytes() - before
+    print(f"resident memory grew by {grown} bytes over 100,000 calls")
     assert grown < 4 << 20, f"resident memory grew by {grown} bytes over 100,000 calls"
 
 
