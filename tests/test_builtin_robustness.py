@@ -71,7 +71,7 @@ def program(name: str) -> rx.VirtualMachine:
     return rx.VirtualMachine(ib.get())
 
 
-def test_the_table_covers_every_builtin():
+def test_the_builtins_are_all_registered():
     assert len(BUILTINS) >= 60
     assert {"vm.builtin.alloc_storage", "vm.builtin.match_shape", "vm.op.matmul"} <= set(BUILTINS)
 
@@ -81,17 +81,16 @@ def test_builtin_survives_bad_arguments(name):
     vm = program(name)
     values = pool()
     rng = random.Random(name)  # deterministic per builtin
-    outcomes = {"returned": 0, "raised": 0}
+    raised = 0
     for n in range(MAX_ARGS + 1):
         for prefix in ("f", "g"):
             for _ in range(DRAWS if n else 1):
                 args = [rng.choice(values) for _ in range(n)]
                 try:
                     vm[f"{prefix}{n}"](*args)
-                    outcomes["returned"] += 1
                 except Exception as e:  # noqa: BLE001 - any ordinary exception is a fine outcome
                     assert "panicked" not in str(e), f"{name}{tuple(args)}: {e}"
-                    outcomes["raised"] += 1
+                    raised += 1
     if name not in TAKES_ANYTHING:
-        assert outcomes["raised"] > 0, f"{name} accepted every wrong call: {outcomes}"
+        assert raised > 0, f"{name} accepted every wrong call"
     assert vm["ok"]() == 42

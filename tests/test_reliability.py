@@ -11,34 +11,31 @@ import pytest
 import relaxvm as rx
 
 
-def spin_vm() -> rx.VirtualMachine:
+def spin_vm(**limits) -> rx.VirtualMachine:
     ib = rx.ExecBuilder()
     with ib.function("spin", num_inputs=0):
         ib.emit_goto(0)
     with ib.function("one", num_inputs=0):
         ib.emit_call("vm.builtin.int.add", args=[ib.imm(0), ib.imm(1)], dst=ib.r(0))
         ib.emit_ret(ib.r(0))
-    return rx.VirtualMachine(ib.get())
+    return rx.VirtualMachine(ib.get(), **limits)
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
 def test_ctrl_c_stops_an_endless_loop_and_the_vm_works_after():
-    vm = spin_vm()
-    sent = []
+    # A budget far beyond the 0.2 s wait: a Ctrl-C that is not delivered fails the test with a
+    # VMError instead of hanging it. How fast Ctrl-C acts is a benchmark row (scripts/bench.py).
+    vm = spin_vm(step_budget=1 << 36)
 
     def press_ctrl_c():
         time.sleep(0.2)
-        sent.append(time.perf_counter())
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     t = threading.Thread(target=press_ctrl_c)
     t.start()
     with pytest.raises(KeyboardInterrupt):
         vm["spin"]()
-    stopped = time.perf_counter()
     t.join()
-    # How fast is a benchmark question; here it only has to stop, and the VM must still work.
-    assert stopped >= sent[0]
     assert vm["one"]() == 1
 
 

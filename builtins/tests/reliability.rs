@@ -42,19 +42,30 @@ const RECURSE: &str = "
   ret  %1
 ";
 
-#[test]
-fn bytecode_recursion_stops_at_the_depth_limit_without_native_recursion() {
-    let (depth, err, after) = on_stack(256 * 1024, || {
-        let mut vm = load(RECURSE);
-        let depth = vm.config().max_call_depth;
-        let r = vm.invoke("f", &[Value::Int(0)]);
+/// Runs `func(0)` of `text` on a thread with a `stack`-byte native stack and expects a
+/// `StackOverflow`; returns the limit it reports, the VM's own limit (read by `limit`), and
+/// `ok(1)` run afterwards (the VM unwound every frame and keeps working).
+fn overflow_on_stack(
+    stack: usize,
+    text: &'static str,
+    func: &'static str,
+    limit: fn(&VmConfig) -> usize,
+) -> (usize, usize, i64) {
+    on_stack(stack, move || {
+        let mut vm = load(text);
+        let configured = limit(vm.config());
+        let r = vm.invoke(func, &[Value::Int(0)]);
         let err = match root_kind(&r) {
             ErrorKind::StackOverflow(n) => *n,
             other => panic!("expected a stack overflow, got {other}"),
         };
-        // The VM unwound every frame and keeps working.
-        (depth, err, vm.invoke("ok", &[Value::Int(1)]).unwrap().as_int().unwrap())
-    });
+        (err, configured, vm.invoke("ok", &[Value::Int(1)]).unwrap().as_int().unwrap())
+    })
+}
+
+#[test]
+fn bytecode_recursion_stops_at_the_depth_limit_without_native_recursion() {
+    let (err, depth, after) = overflow_on_stack(256 * 1024, RECURSE, "f", |c| c.max_call_depth);
     assert_eq!(depth, VmConfig::default().max_call_depth);
     assert_eq!(err, depth);
     assert_eq!(after, 2);
@@ -109,16 +120,7 @@ const REENTER: &str = "
 
 #[test]
 fn native_reentry_stops_at_max_reentry_on_a_small_stack() {
-    let (limit, err, after) = on_stack(2 * 1024 * 1024, || {
-        let mut vm = load(REENTER);
-        let limit = vm.config().max_reentry;
-        let r = vm.invoke("g", &[Value::Int(0)]);
-        let err = match root_kind(&r) {
-            ErrorKind::StackOverflow(n) => *n,
-            other => panic!("expected a stack overflow, got {other}"),
-        };
-        (limit, err, vm.invoke("ok", &[Value::Int(1)]).unwrap().as_int().unwrap())
-    });
+    let (err, limit, after) = overflow_on_stack(2 * 1024 * 1024, REENTER, "g", |c| c.max_reentry);
     assert_eq!(limit, VmConfig::default().max_reentry);
     assert_eq!(err, limit);
     assert_eq!(after, 2);
@@ -204,9 +206,11 @@ fn interrupt_stops_endless_loops_quickly_and_the_vm_works_after() {
         let latency = stopped.saturating_duration_since(asked);
         assert!(latency < Duration::from_secs(1), "{name}: stopped {latency:?} after the interrupt");
         assert_eq!(vm.invoke("ok", &[Value::Int(1)]).unwrap().as_int().unwrap(), 2, "{name}");
-        // A stale interrupt does not stop the next run.
+        // A stale interrupt does not stop the next run: that run ends in its step budget.
         vm.interrupt_handle().interrupt();
-        assert_eq!(vm.invoke("ok", &[Value::Int(2)]).unwrap().as_int().unwrap(), 3, "{name}");
+        vm.config_mut().step_budget = Some(1_000);
+        let r = vm.invoke(name, &loop_args(name));
+        assert!(matches!(root_kind(&r), ErrorKind::StepBudget(1_000)), "{name}: {:?}", r.err());
     }
 }
 

@@ -342,7 +342,14 @@ impl Value {
 impl Drop for Value {
     #[inline]
     fn drop(&mut self) {
-        if matches!(self, Value::Tuple(_) | Value::Func(_)) {
+        // Only the last owner takes the value apart; a shared one just loses a reference,
+        // without the atomic read-modify-write that `Arc::get_mut` costs.
+        let sole = match self {
+            Value::Tuple(t) => Arc::strong_count(t) == 1,
+            Value::Func(c) => Arc::strong_count(c) == 1,
+            _ => false,
+        };
+        if sole {
             drop_nested(self);
         }
     }
