@@ -88,6 +88,10 @@ def test_entry_and_dead_function_removal():
     assert other.entry == "helper" and other.function_names == ["helper"]
     with pytest.raises(ValueError, match="nope"):
         rx.link([caller(), helper_ex()], entry="nope")
+    with pytest.raises(
+        ValueError, match=r"functions to keep \(dead\) only apply when unreachable functions are dropped"
+    ):
+        rx.link([caller(), helper_ex(extra=["dead"])], keep=["dead"])
 
 
 def test_dead_constants_are_dropped():

@@ -167,6 +167,10 @@ pub enum LinkErrorKind {
         /// The name.
         name: String,
     },
+    /// Functions to keep were named, but unreachable functions are not being dropped, so the
+    /// names would have no effect.
+    #[error("functions to keep ({0}) only apply when unreachable functions are dropped (drop_unreachable, --drop-unreachable)")]
+    KeepWithoutDrop(String),
     /// Dropping unreachable functions without anything to start from.
     #[error("dropping unreachable functions needs an entry function: set one, define main, or name functions to keep")]
     NoEntry,
@@ -191,6 +195,9 @@ pub enum LinkErrorKind {
 /// Links `modules` — each a name for errors (e.g. its path) and an executable — into one
 /// executable; see the [module documentation](self).
 pub fn link(modules: &[(&str, &Executable)], options: &LinkOptions) -> Result<Executable, LinkError> {
+    if !options.drop_unreachable && !options.keep.is_empty() {
+        return Err(LinkErrorKind::KeepWithoutDrop(options.keep.join(", ")).into());
+    }
     let module = |m: usize| ModuleRef { index: m, name: modules[m].0.to_string() };
 
     // The merged function table: each name with the module and index that define it.

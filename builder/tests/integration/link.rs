@@ -210,6 +210,10 @@ fn unreachable_functions_and_their_constants_can_be_dropped() {
     let keep = LinkOptions { drop_unreachable: true, keep: vec!["table".into()], ..Default::default() };
     let linked = link(&[("a", &a), ("b", &b)], &keep).unwrap();
     assert!(linked.func("table").is_some() && linked.func("link.neg").is_some() && linked.func("unused").is_none());
+    // Names to keep without dropping anything would do nothing: an error, not silence.
+    let ignored = LinkOptions { keep: vec!["table".into()], ..Default::default() };
+    let e = link(&[("a", &a), ("b", &b)], &ignored).unwrap_err();
+    assert!(matches!(e.kind(), LinkErrorKind::KeepWithoutDrop(names) if names == "table"), "{e}");
     // Nothing to start from, or an unknown name to keep.
     let e = link(&[("b", &b)], &opts).unwrap_err();
     assert!(matches!(e.kind(), LinkErrorKind::NoEntry), "{e}");
