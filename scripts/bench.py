@@ -409,7 +409,9 @@ def main() -> None:
     print()
     print("| row | unit | relaxvm | peer | peer / relaxvm | target |")
     print("| --- | --- | ---: | ---: | ---: | --- |")
-    for row in rows(args.quick):
+    import bench_tvm_models  # beside this file; needs TVM, so only the bench venv has its rows
+
+    for row in rows(args.quick) + bench_tvm_models.rows(Row, args.quick):
         best = measure_row(row, backends, rounds, min_seconds)
         ours_v, peer_v = best["relaxvm"], best.get("tvm")
         peer_s = f"{peer_v:.1f}" if peer_v is not None else "-"

@@ -17,5 +17,13 @@ echo "== python package"
 echo "== ruff"
 "$root/.venv/bin/ruff" format --check python tests
 "$root/.venv/bin/ruff" check python tests
+echo "== TVM model corpus (compiled in .venv-tvm, cached)"
+# Built by Apache TVM in its own venv; the tests run it in .venv, where TVM is absent.
+# RELAXVM_TVM_FULL=1 builds every ONNX backend test instead of the default subset.
+corpus_flags=()
+[ "${RELAXVM_TVM_FULL:-0}" = 1 ] && corpus_flags+=(--full)
+RELAXVM_TVM_CORPUS="$("$root/scripts/tvm-corpus.sh" "${corpus_flags[@]}" | tail -n 1)"
+export RELAXVM_TVM_CORPUS
+echo "corpus: $RELAXVM_TVM_CORPUS"
 echo "== pytest"
 "$root/.venv/bin/python" -m pytest -q tests

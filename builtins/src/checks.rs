@@ -56,18 +56,14 @@ fn check_tensor_info(name: &'static str, args: &[Value]) -> Result<Value> {
     if let Some(n) = ndim.filter(|n| *n != t.ndim()) {
         return Err(value_err(
             name,
-            format!(
-                "{}expected a tensor with ndim {n}, found ndim {} (shape {})",
-                ctx_prefix(err_ctx),
-                t.ndim(),
-                t.shape()
-            ),
+            // TVM's text, so messages match what its users and tests expect.
+            format!("{} expect Tensor with ndim {n} but get {} (shape {})", err_ctx.unwrap_or(""), t.ndim(), t.shape()),
         ));
     }
     if let Some(d) = dtype.filter(|d| *d != t.dtype()) {
         return Err(value_err(
             name,
-            format!("{}expected a tensor with dtype {d}, found dtype {}", ctx_prefix(err_ctx), t.dtype()),
+            format!("{} expect Tensor with dtype {d} but get {}", err_ctx.unwrap_or(""), t.dtype()),
         ));
     }
     Ok(Value::Null)
@@ -84,7 +80,7 @@ fn check_shape_info(name: &'static str, args: &[Value]) -> Result<Value> {
     if let Some(n) = ndim.filter(|n| *n != s.len()) {
         return Err(value_err(
             name,
-            format!("{}expected a shape with ndim {n}, found {s} with ndim {}", ctx_prefix(err_ctx), s.len()),
+            format!("{} expect Shape with ndim {n} but get {} (shape {s})", err_ctx.unwrap_or(""), s.len()),
         ));
     }
     Ok(Value::Null)
@@ -101,7 +97,11 @@ fn check_tuple_info(name: &'static str, args: &[Value]) -> Result<Value> {
     if i64::try_from(items.len()).ok() != Some(size) {
         return Err(value_err(
             name,
-            format!("{}expected a tuple of {size} elements, found {} elements", ctx_prefix(err_ctx), items.len()),
+            format!(
+                "{} expect a Tuple with {size} elements,  but get a Tuple with {} elements.",
+                err_ctx.unwrap_or(""),
+                items.len()
+            ),
         ));
     }
     Ok(Value::Null)
@@ -165,9 +165,9 @@ mod tests {
         call(n, &[t(), (-1).into(), Value::str("void"), Value::Null]).unwrap();
         call(n, &[t(), 2.into(), Value::str("f")]).unwrap();
         let e = call(n, &[t(), 3.into(), Value::Null, Value::str("arg x")]).unwrap_err().to_string();
-        assert!(e.contains("arg x: expected a tensor with ndim 3, found ndim 2") && e.contains(n), "{e}");
+        assert!(e.contains("arg x expect Tensor with ndim 3 but get 2") && e.contains(n), "{e}");
         let e = call(n, &[t(), 2.into(), Value::str("int32"), Value::str("arg x")]).unwrap_err().to_string();
-        assert!(e.contains("arg x: expected a tensor with dtype int32, found dtype float32"), "{e}");
+        assert!(e.contains("arg x expect Tensor with dtype int32 but get float32"), "{e}");
         let e = call(n, &[Value::Int(1), 2.into(), Value::Null, Value::str("arg x")]).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Type { .. }), "{e}");
         assert!(e.to_string().contains("arg x: tensor") && e.to_string().contains("found int 1"), "{e}");
@@ -182,12 +182,12 @@ mod tests {
         call("vm.builtin.check_shape_info", &[s.clone(), 2.into(), Value::Null]).unwrap();
         call("vm.builtin.check_shape_info", &[s.clone(), (-1).into(), Value::Null]).unwrap();
         let e = call("vm.builtin.check_shape_info", &[s.clone(), 3.into(), Value::str("c")]).unwrap_err().to_string();
-        assert!(e.contains("c: expected a shape with ndim 3, found (1, 2)"), "{e}");
+        assert!(e.contains("c expect Shape with ndim 3 but get 2 (shape (1, 2))"), "{e}");
         assert!(call("vm.builtin.check_shape_info", &[t(), 2.into(), Value::Null]).is_err());
         let tup = Value::tuple(vec![Value::Int(1), Value::Null]);
         call("vm.builtin.check_tuple_info", &[tup.clone(), 2.into(), Value::Null]).unwrap();
         let e = call("vm.builtin.check_tuple_info", &[tup, 3.into(), Value::str("c")]).unwrap_err().to_string();
-        assert!(e.contains("c: expected a tuple of 3 elements, found 2"), "{e}");
+        assert!(e.contains("c expect a Tuple with 3 elements,  but get a Tuple with 2 elements."), "{e}");
         assert!(call("vm.builtin.check_tuple_info", &[s.clone(), 2.into(), Value::Null]).is_err());
         let f = Value::packed(PackedFunc::from_fn("f", |_| Ok(Value::Null)));
         call("vm.builtin.check_func_info", &[f, Value::Null]).unwrap();

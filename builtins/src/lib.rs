@@ -11,6 +11,9 @@
 //! | [`data`] | `make_tuple`, `tuple_getitem`, `read_if_cond`, `print`, `make_closure`, `invoke_closure` |
 //! | [`scalar`] | `vm.builtin.int.*`, `vm.builtin.float.*` |
 //! | [`tensor_ops`] | `vm.op.{add,sub,mul,div,maximum,minimum,neg,exp,sqrt,relu,sum,matmul}` |
+//! | [`tvm_compat`] | `tuple_reset_item`, `call_tir_dyn`, `memory_manager.clear`, `check_string_info`, `invoke_debug_func` |
+//! | [`relax_run`] | `relax.run.{nonzero,unique,shape_to_tensor,print,assert_op}` |
+//! | [`tensor_cache`] | `tensor_cache.{load,get,update,remove,clear}`, `param_array_from_cache{,_by_name,_by_name_unpacked}` |
 //!
 //! Install them once per process, then build VMs as usual:
 //!
@@ -28,12 +31,16 @@
 
 mod args;
 pub mod checks;
+pub mod contrib_sort;
 pub mod data;
 pub mod memory;
+pub mod relax_run;
 pub mod scalar;
 pub mod shape_heap;
 mod table;
+pub mod tensor_cache;
 pub mod tensor_ops;
+pub mod tvm_compat;
 
 use relaxvm::{Registry, Result};
 use std::sync::Once;
@@ -41,9 +48,20 @@ use table::Builtin;
 
 /// Every builtin of every module, in registration order.
 fn all() -> impl Iterator<Item = &'static Builtin> {
-    [shape_heap::BUILTINS, checks::BUILTINS, memory::BUILTINS, data::BUILTINS, scalar::BUILTINS, tensor_ops::BUILTINS]
-        .into_iter()
-        .flatten()
+    [
+        shape_heap::BUILTINS,
+        checks::BUILTINS,
+        memory::BUILTINS,
+        data::BUILTINS,
+        scalar::BUILTINS,
+        tensor_ops::BUILTINS,
+        tvm_compat::BUILTINS,
+        relax_run::BUILTINS,
+        tensor_cache::BUILTINS,
+        contrib_sort::BUILTINS,
+    ]
+    .into_iter()
+    .flatten()
 }
 
 /// Registers every builtin in `reg`. A name that `reg` already holds is an error
@@ -91,7 +109,8 @@ mod tests {
         register_all(&mut reg).unwrap();
         assert_eq!(reg.names().collect::<Vec<_>>(), names);
         for n in &names {
-            assert!(n.starts_with("vm.builtin.") || n.starts_with("vm.op."), "{n}");
+            let prefixes = ["vm.builtin.", "vm.op.", "relax.run.", "tvm.contrib.sort."];
+            assert!(prefixes.iter().any(|p| n.starts_with(p)), "{n}");
         }
     }
 

@@ -18,7 +18,7 @@
 //! (`MakeShapeCode`): 0 the immediate `v`; 1 `heap[v]`. The heap may be null when no code
 //! touches it. A mismatch is a value error that starts with `err_ctx`.
 
-use crate::args::{self, ctx_prefix, in_builtin, type_err, value_err};
+use crate::args::{self, in_builtin, type_err, value_err};
 use crate::table::{builtin, Builtin};
 use crate::tensor_ops::num::Num;
 use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, Result, Shape, Storage, Tensor, Value};
@@ -179,7 +179,7 @@ impl std::fmt::Display for Subject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Subject::Dim(i) => write!(f, "shape[{i}]"),
-            Subject::Value => f.write_str("the value"),
+            Subject::Value => f.write_str("PrimValue"),
         }
     }
 }
@@ -198,7 +198,7 @@ fn match_one(
         0 if actual == v => Ok(()),
         0 => Err(value_err(
             name,
-            format!("{}match_cast error: {what} = {actual}, but the specified constant is {v}", ctx_prefix(err_ctx)),
+            format!("{} match_cast error,  {what} mismatch to specified constant. ({actual} vs. {v})", err_ctx.unwrap_or("")),
         )),
         1 => heap.store(v, actual),
         2 => Ok(()),
@@ -210,8 +210,8 @@ fn match_one(
                 Err(value_err(
                     name,
                     format!(
-                        "{}match_cast error: {what} = {actual}, but a previous match set it to {expected} (shape heap slot {v})",
-                        ctx_prefix(err_ctx)
+                        "{} match_cast error,  {what} mismatch to a previous populated value. ({actual} vs. {expected}, shape heap slot {v})",
+                        err_ctx.unwrap_or("")
                     ),
                 ))
             }
@@ -236,8 +236,8 @@ fn match_shape(name: &'static str, args: &[Value]) -> Result<Value> {
         return Err(value_err(
             name,
             format!(
-                "{}match_cast error: expected {pairs} dimensions, found {} (shape {})",
-                ctx_prefix(err_ctx),
+                "{} match_cast shape size mismatch. (expected {pairs} dimensions, found {} in shape {})",
+                err_ctx.unwrap_or(""),
                 dims.len(),
                 Shape::from(dims)
             ),
@@ -389,7 +389,10 @@ mod tests {
             Value::str("my_fn"),
         ];
         let e = call("vm.builtin.match_shape", &bad).unwrap_err().to_string();
-        assert!(e.contains("my_fn") && e.contains("shape[1] = 5") && e.contains("set it to 4"), "{e}");
+        assert!(
+            e.contains("my_fn match_cast error,  shape[1] mismatch to a previous populated value. (5 vs. 4"),
+            "{e}"
+        );
         let made =
             call("vm.builtin.make_shape", &[h.clone(), 2.into(), 1.into(), 2.into(), 0.into(), 7.into()]).unwrap();
         assert_eq!(made.as_shape().unwrap().dims(), &[4, 7]);
@@ -404,14 +407,14 @@ mod tests {
         let e = call("vm.builtin.match_shape", &[t.clone(), h.clone(), 1.into(), 0.into(), 3.into(), Value::str("c")])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("c: match_cast error: shape[0] = 2") && e.contains("constant is 3"), "{e}");
+        assert!(e.contains("c match_cast error,  shape[0] mismatch to specified constant. (2 vs. 3)"), "{e}");
         let e = call(
             "vm.builtin.match_shape",
             &[t.clone(), h.clone(), 2.into(), 0.into(), 2.into(), 0.into(), 1.into(), Value::Null],
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("expected 2 dimensions, found 1"), "{e}");
+        assert!(e.contains("match_cast shape size mismatch. (expected 2 dimensions, found 1"), "{e}");
         let e = call("vm.builtin.match_shape", &[t.clone(), h.clone(), 1.into(), 9.into(), 0.into()])
             .unwrap_err()
             .to_string();
@@ -433,7 +436,7 @@ mod tests {
         let e = call("vm.builtin.match_prim_value", &[6.into(), h.clone(), 3.into(), 0.into(), Value::str("pv")])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("pv: match_cast error: the value = 6"), "{e}");
+        assert!(e.contains("pv match_cast error,  PrimValue mismatch to a previous populated value. (6 vs. 5"), "{e}");
         assert!(call("vm.builtin.make_prim_value", &[h.clone(), 2.into(), 0.into()]).is_err());
         assert!(call("vm.builtin.make_prim_value", &[Value::Null, 1.into(), 0.into()]).is_err());
     }

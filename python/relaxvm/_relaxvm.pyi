@@ -45,6 +45,7 @@ __all__ = [
     "link",
     "list_global_func_names",
     "load_executable",
+    "load_module",
     "register_func",
     "remove_global_func",
     "tensor",
@@ -466,7 +467,13 @@ def link(
     (and ``keep``) cannot reach."""
 
 def load_executable(path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview) -> Executable:
-    """Loads an executable from a ``.rvx`` file (memory-mapped) or from bytes."""
+    """Loads an executable from a ``.rvx`` file (memory-mapped) or from bytes, and opens the
+    native libraries it references (an imported TVM model keeps its ``.so`` by path and hash)."""
+
+def load_module(path: str | os.PathLike[str]) -> Executable:
+    """Loads a model compiled by Apache TVM 0.27: a ``.so`` written by ``export_library``
+    (program and kernels) or a ``relax.VMExecutable`` written by ``write_to_file`` (program
+    only). Opening a ``.so`` runs its native code, as TVM's ``load_module`` does."""
 
 # --------------------------------------------------------------------------------------------
 # Running

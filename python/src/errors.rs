@@ -129,7 +129,22 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
     let c = classes(py);
     let class = match root.kind() {
         ErrorKind::Type { .. } | ErrorKind::Arity { .. } => &c.vm_type_error,
-        ErrorKind::UnknownFunction(_) | ErrorKind::MissingFunctions(_) => &c.vm_key_error,
+        ErrorKind::UnknownFunction(_) | ErrorKind::MissingFunctions(_) | ErrorKind::LibraryNotLoaded { .. } => {
+            &c.vm_key_error
+        }
+        // An error a kernel raised keeps the Python type its kind names (TVM's convention).
+        ErrorKind::Raised { kind, .. } => match kind.as_str() {
+            "ValueError" => &c.vm_value_error,
+            "TypeError" => &c.vm_type_error,
+            "IndexError" => &c.vm_index_error,
+            "KeyError" => &c.vm_key_error,
+            "MemoryError" => &c.vm_memory_error,
+            // Builtin exceptions with no VMError counterpart are raised as themselves.
+            "AssertionError" => return pyo3::exceptions::PyAssertionError::new_err(e.to_string()),
+            "AttributeError" => return pyo3::exceptions::PyAttributeError::new_err(e.to_string()),
+            "NotImplementedError" => return pyo3::exceptions::PyNotImplementedError::new_err(e.to_string()),
+            _ => &c.vm_error,
+        },
         ErrorKind::Index { .. } => &c.vm_index_error,
         ErrorKind::Format(_) | ErrorKind::Invalid(_) | ErrorKind::Value(_) => &c.vm_value_error,
         ErrorKind::Io(io) if std::ptr::eq(root, &e) => {

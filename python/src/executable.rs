@@ -126,18 +126,19 @@ impl PyExecutable {
 }
 
 /// Loads an executable from a `.rvx` file (memory-mapped: tensor constants view the file) or
-/// from bytes (any buffer).
+/// from bytes (any buffer), and opens the native libraries it references (a model imported from
+/// TVM keeps its kernels' `.so` by path and hash).
 #[pyfunction]
 pub fn load_executable(py: Python<'_>, path_or_bytes: &Bound<'_, PyAny>) -> PyResult<PyExecutable> {
     if let Ok(path) = path_or_bytes.extract::<PathBuf>() {
         if !path_or_bytes.is_instance_of::<PyBytes>() {
-            let exe = py.detach(|| format::load_file(&path)).py_err(py)?;
+            let exe = py.detach(|| relaxvm_tvm::import::load_executable(&path)).py_err(py)?;
             return Ok(PyExecutable(Arc::new(exe)));
         }
     }
     if let Ok(b) = path_or_bytes.cast::<PyBytes>() {
         let bytes = b.as_bytes();
-        let exe = format::load_bytes(bytes).py_err(py)?;
+        let exe = format::load_bytes(bytes).and_then(|e| relaxvm_tvm::import::open_libraries(e, None)).py_err(py)?;
         return Ok(PyExecutable(Arc::new(exe)));
     }
     // Any other buffer (bytearray, memoryview...): copy it into bytes.
@@ -145,4 +146,13 @@ pub fn load_executable(py: Python<'_>, path_or_bytes: &Bound<'_, PyAny>) -> PyRe
         pyo3::exceptions::PyTypeError::new_err("load_executable expects a path (str or os.PathLike) or bytes")
     })?;
     load_executable(py, &bytes)
+}
+
+/// Loads a model compiled by Apache TVM 0.27: a shared library written by `export_library`
+/// (program and kernels), or a `relax.VMExecutable` written by `write_to_file` (program only).
+/// Opening a `.so` runs its native code, as TVM's `load_module` does.
+#[pyfunction]
+pub fn load_module(py: Python<'_>, path: PathBuf) -> PyResult<PyExecutable> {
+    let exe = py.detach(|| relaxvm_tvm::import::load_module(&path)).py_err(py)?;
+    Ok(PyExecutable(Arc::new(exe)))
 }

@@ -49,6 +49,7 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tensor::empty, m)?)?;
     m.add_function(wrap_pyfunction!(dlpack::from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(executable::load_executable, m)?)?;
+    m.add_function(wrap_pyfunction!(executable::load_module, m)?)?;
     m.add_function(wrap_pyfunction!(link::link, m)?)?;
     m.add_function(wrap_pyfunction!(registry::register_func, m)?)?;
     m.add_function(wrap_pyfunction!(registry::get_global_func, m)?)?;

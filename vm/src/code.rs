@@ -88,8 +88,8 @@ impl Code {
                     Callee::Bytecode { start: f.start_instr, regs: f.register_file_size },
                     Callable::Bytecode { index: i as u32, name: f.name.as_str().into() },
                 ),
-                FuncKind::Packed => match overrides.get(&f.name).or_else(|| global.get(&f.name)) {
-                    Some(p) => (Callee::Packed(p.clone()), Callable::Packed(p.clone())),
+                FuncKind::Packed => match overrides.get(&f.name).cloned().or_else(|| resolve(exe, &global, &f.name)) {
+                    Some(p) => (Callee::Packed(p.clone()), Callable::Packed(p)),
                     None => {
                         missing.push(f.name.clone());
                         continue;
@@ -100,6 +100,9 @@ impl Code {
             func_values.push(Value::Func(Arc::new(Closure { callable, captured: Vec::new() })));
         }
         if !missing.is_empty() {
+            if let Some(lib) = exe.libraries().iter().find(|l| l.loaded.is_none()) {
+                return Err(ErrorKind::LibraryNotLoaded { path: lib.reference.path.clone(), missing }.into());
+            }
             return Err(ErrorKind::MissingFunctions(missing).into());
         }
         let mut operands = Vec::new();
@@ -111,6 +114,16 @@ impl Code {
             .collect();
         Ok(Code { ops, operands, callees, func_values })
     }
+}
+
+/// `name` from the executable's native libraries (TVM resolves a module's imports first), then
+/// from the process-wide registry.
+fn resolve(exe: &Executable, global: &Registry, name: &str) -> Option<PackedFunc> {
+    exe.libraries()
+        .iter()
+        .filter_map(|l| l.loaded.as_ref())
+        .find_map(|l| l.get_function(name))
+        .or_else(|| global.get(name).cloned())
 }
 
 fn decode_op(

@@ -58,6 +58,25 @@ pub enum ErrorKind {
     /// Packed functions that the executable calls but no registry provides.
     #[error("packed function(s) not found in any registry: {}", .0.join(", "))]
     MissingFunctions(Vec<String>),
+    /// Packed functions not found while the executable references a native library that no
+    /// loader has opened (e.g. a `.rvx` saved from a TVM model, read with the core loader only).
+    #[error("packed function(s) not found: {}; they may come from the native library {path:?}, which is not loaded (open the executable with relaxvm_tvm::load_executable, or rx.load_executable in Python)", .missing.join(", "))]
+    LibraryNotLoaded {
+        /// The library's recorded path.
+        path: String,
+        /// The functions nothing provides.
+        missing: Vec<String>,
+    },
+    /// An error raised by foreign code (a kernel) with its own kind, e.g. TVM's `ValueError`;
+    /// Python re-raises it as that exception type where one exists (so the kind is not
+    /// repeated in the message).
+    #[error("{message}")]
+    Raised {
+        /// The error kind the foreign code named (`ValueError`, `TypeError`, `RuntimeError`...).
+        kind: String,
+        /// Its message.
+        message: String,
+    },
     /// A name registered twice without permission to override.
     #[error("function {0:?} is already registered (pass override to replace it)")]
     AlreadyRegistered(String),

@@ -3,9 +3,11 @@
 use crate::bytecode::Instruction;
 use crate::error::{ErrorKind, Result};
 use crate::location::Location;
+use crate::native::{LibraryRef, NativeLibrary};
 use crate::types::Signature;
 use crate::value::Value;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// What a function-table entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -113,6 +115,32 @@ pub struct Executable {
     instrs: Vec<Instruction>,
     locations: Vec<Option<Location>>,
     entry: Option<String>,
+    libraries: Vec<Library>,
+}
+
+/// A native library an executable calls into: what is recorded of it, and the library itself
+/// once a loader crate has opened it.
+#[derive(Clone)]
+pub struct Library {
+    /// The path and content hash, as saved in the file.
+    pub reference: LibraryRef,
+    /// The opened library; `None` until a loader opens the reference.
+    pub loaded: Option<Arc<dyn NativeLibrary>>,
+}
+
+impl Library {
+    /// An opened library, recorded under its own path and hash.
+    pub fn opened(lib: Arc<dyn NativeLibrary>) -> Self {
+        let reference =
+            LibraryRef { path: lib.path().to_string_lossy().into_owned(), content_hash: lib.content_hash() };
+        Library { reference, loaded: Some(lib) }
+    }
+}
+
+impl std::fmt::Debug for Library {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Library({:?}, {})", self.reference.path, if self.loaded.is_some() { "loaded" } else { "not loaded" })
+    }
 }
 
 /// The parts an executable is made of, before verification.
@@ -146,7 +174,20 @@ impl Executable {
             instrs: parts.instrs,
             locations,
             entry: parts.entry,
+            libraries: Vec::new(),
         })
+    }
+
+    /// The native libraries whose functions this executable calls, in lookup order.
+    pub fn libraries(&self) -> &[Library] {
+        &self.libraries
+    }
+
+    /// The same executable calling into `libraries` (replacing any it had). A VM resolves a
+    /// packed function in its overrides first, then in these libraries, then in the registry.
+    pub fn with_libraries(mut self, libraries: Vec<Library>) -> Self {
+        self.libraries = libraries;
+        self
     }
 
     /// The parts, to transform and rebuild.
@@ -252,6 +293,12 @@ impl Executable {
     /// A summary like the design document's.
     pub fn stats(&self) -> String {
         let consts: Vec<String> = self.constants.iter().map(crate::text::constant_summary).collect();
+        let libs: Vec<&str> = self.libraries.iter().map(|l| l.reference.path.as_str()).collect();
+        let libs = if libs.is_empty() {
+            String::new()
+        } else {
+            format!("  Native libraries (#{}): [{}]\n", libs.len(), libs.join(", "))
+        };
         format!(
             "Relax VM executable statistics:\n  Constant pool (# {}): [{}]\n  Globals (#{}): [{}]\n  Packed functions (#{}): [{}]\n  Instructions (#{})\n",
             consts.len(),
@@ -261,7 +308,7 @@ impl Executable {
             self.packed_function_names().len(),
             self.packed_function_names().join(", "),
             self.instrs.len(),
-        )
+        ) + &libs
     }
 
     /// The instruction at `pc` of function `func`, as text, for error messages.

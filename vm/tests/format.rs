@@ -3,7 +3,7 @@
 
 use relaxvm::format::{
     self, inspect, load_bytes, load_bytes_with, reseal, LoadOptions, SaveOptions, CURRENT_VERSION, MAGIC, VERSION_1,
-    VERSION_2, VERSION_3,
+    VERSION_2, VERSION_3, VERSION_4,
 };
 use relaxvm::registry::register_global;
 use relaxvm::{
@@ -162,7 +162,7 @@ fn temp_path(name: &str) -> PathBuf {
 #[test]
 fn round_trip_is_byte_identical_in_every_version() {
     let exe = sample();
-    for version in [VERSION_1, VERSION_2, VERSION_3] {
+    for version in [VERSION_1, VERSION_2, VERSION_3, VERSION_4] {
         let opts = SaveOptions { version, ..Default::default() };
         let bytes = format::save_to_bytes(&exe, &opts);
         let back = load_bytes(&bytes).unwrap();
@@ -180,7 +180,7 @@ fn signatures_and_entry_round_trip_in_version_3() {
     let exe = sample_v3();
     let bytes = exe.save_to_bytes();
     let info = inspect(&bytes).unwrap();
-    assert_eq!(info.version, VERSION_3);
+    assert_eq!(info.version, CURRENT_VERSION);
     assert!(section(&info, "signatures").is_some() && section(&info, "entry").is_some());
     let back = load_bytes(&bytes).unwrap();
     assert_same(&exe, &back);
@@ -856,11 +856,16 @@ fn golden_dir() -> PathBuf {
 #[test]
 fn golden_files_load_and_run() {
     let bless = std::env::var_os("RELAXVM_BLESS").is_some_and(|v| v == "1");
-    for version in [VERSION_1, VERSION_2, VERSION_3] {
+    for version in [VERSION_1, VERSION_2, VERSION_3, VERSION_4] {
         let path = golden_dir().join(format!("v{version}.bin"));
         let opts = SaveOptions { version, producer: "relaxvm golden".into(), ..Default::default() };
-        // Version 3 adds signatures and the entry; older versions cannot hold them.
-        let expected = if version >= VERSION_3 { sample_v3() } else { sample() };
+        // Version 3 adds signatures and the entry, version 4 library references; older versions
+        // cannot hold them.
+        let expected = match version {
+            VERSION_4 => with_library(sample_v3()),
+            VERSION_3 => sample_v3(),
+            _ => sample(),
+        };
         if bless {
             std::fs::create_dir_all(golden_dir()).unwrap();
             std::fs::write(&path, format::save_to_bytes(&expected, &opts)).unwrap();
@@ -895,7 +900,9 @@ fn write_fuzz_seeds() {
         ("golden-v3", std::fs::read(golden_dir().join("v3.bin")).unwrap()),
         ("sample-stripped-v1", format::save_to_bytes(&exe, &SaveOptions { version: 1, ..stripped.clone() })),
         ("sample-stripped-v2", format::save_to_bytes(&exe, &SaveOptions { version: 2, ..stripped.clone() })),
-        ("sample-stripped-v3", format::save_to_bytes(&sample_v3(), &stripped)),
+        ("sample-stripped-v3", format::save_to_bytes(&sample_v3(), &SaveOptions { version: 3, ..stripped.clone() })),
+        ("golden-v4", std::fs::read(golden_dir().join("v4.bin")).unwrap()),
+        ("sample-stripped-v4", format::save_to_bytes(&with_library(sample_v3()), &stripped)),
         (
             "empty",
             format::save_to_bytes(
@@ -978,4 +985,30 @@ fn every_verifier_error_is_reported() {
         assert!(matches!(e.kind(), ErrorKind::Invalid(_)), "{needle}: {e}");
         assert!(e.to_string().contains(needle), "expected {needle:?} in: {e}");
     }
+}
+
+fn with_library(exe: Executable) -> Executable {
+    let reference = relaxvm::LibraryRef { path: "/models/kernels.so".into(), content_hash: 0x0123_4567_89AB_CDEF };
+    exe.with_libraries(vec![relaxvm::executable::Library { reference, loaded: None }])
+}
+
+#[test]
+fn library_references_round_trip_in_version_4_only() {
+    let exe = with_library(sample());
+    let bytes = exe.save_to_bytes();
+    let info = inspect(&bytes).unwrap();
+    assert!(section(&info, "libraries").is_some());
+    let back = load_bytes(&bytes).unwrap();
+    assert_eq!(back.libraries().len(), 1);
+    assert_eq!(back.libraries()[0].reference, exe.libraries()[0].reference);
+    assert!(back.libraries()[0].loaded.is_none());
+    assert_eq!(back.save_to_bytes(), bytes);
+    assert!(back.stats().contains("Native libraries (#1): [/models/kernels.so]"), "{}", back.stats());
+    // Older versions have no place for them: an error, not a file that silently lost them.
+    let e = format::try_save_to_bytes(&exe, &SaveOptions { version: VERSION_3, ..Default::default() })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("version 3 cannot record the native libraries"), "{e}");
+    // Without a library, no such section.
+    assert!(section(&inspect(&sample().save_to_bytes()).unwrap(), "libraries").is_none());
 }

@@ -1,5 +1,7 @@
-//! Executable files: the one place the CLI reads and writes them. A file is either the binary
-//! format (`.rvx`, recognised by its magic number) or the text form `as_text()` prints.
+//! Executable files: the one place the CLI reads and writes them. A file is the binary format
+//! (`.rvx`, recognised by its magic number), a model compiled by Apache TVM (a `.so` from
+//! `export_library`, or a `relax.VMExecutable` from `write_to_file`), or the text form
+//! `as_text()` prints.
 
 use super::error::CliError;
 use crate::{assemble, AsmError};
@@ -8,13 +10,35 @@ use relaxvm::Executable;
 use std::io::Read;
 use std::path::Path;
 
+/// How far to open an executable's native libraries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Native {
+    /// Read the program only: no library is opened, so no native code runs (dis, stats, verify).
+    Inspect,
+    /// Open the libraries the program calls into (run).
+    Open,
+}
+
 /// Reads an executable from a binary file (memory-mapped, metadata checksum checked; with
-/// `verify_data` the tensor-data checksum too) or from a text file.
-pub fn read_executable(path: &Path, verify_data: bool) -> Result<Executable, CliError> {
+/// `verify_data` the tensor-data checksum too), a TVM-compiled model, or a text file.
+pub fn read_executable(path: &Path, verify_data: bool, native: Native) -> Result<Executable, CliError> {
     let located = |e: relaxvm::Error| CliError::new(format!("{}: {e}", path.display()));
-    if is_binary(path)? {
+    let head = head(path)?;
+    if head.starts_with(&format::MAGIC) {
         let opts = LoadOptions { verify_checksum: true, verify_data_checksum: verify_data };
-        return format::load_file_with(path, &opts).map_err(located);
+        let exe = format::load_file_with(path, &opts).map_err(located)?;
+        return match native {
+            Native::Inspect => Ok(exe),
+            Native::Open => relaxvm_tvm::import::open_libraries(exe, path.parent()).map_err(located),
+        };
+    }
+    if relaxvm_tvm::import::FileKind::sniff(&head, path).is_ok() {
+        // The TVM reader names the file in its errors.
+        let exe = match native {
+            Native::Inspect => relaxvm_tvm::import::inspect_module(path),
+            Native::Open => relaxvm_tvm::import::load_module(path),
+        };
+        return exe.map_err(|e| CliError::new(e.to_string()));
     }
     let bytes = read(path)?;
     let text = std::str::from_utf8(&bytes)
@@ -22,13 +46,18 @@ pub fn read_executable(path: &Path, verify_data: bool) -> Result<Executable, Cli
     assemble(text).map_err(|e| asm_error(path, &e))
 }
 
+/// The first eight bytes of the file (fewer when it is shorter): enough for every magic number.
+fn head(path: &Path) -> Result<Vec<u8>, CliError> {
+    let mut head = Vec::with_capacity(8);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(8).read_to_end(&mut head))
+        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+    Ok(head)
+}
+
 /// True when the file starts with the binary format's magic number.
 fn is_binary(path: &Path) -> Result<bool, CliError> {
-    let mut head = Vec::with_capacity(format::MAGIC.len());
-    std::fs::File::open(path)
-        .and_then(|f| f.take(format::MAGIC.len() as u64).read_to_end(&mut head))
-        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
-    Ok(head == format::MAGIC)
+    Ok(head(path)?.starts_with(&format::MAGIC))
 }
 
 /// An assembler error prefixed with the file: `prog.txt:3:5: expected ...`.

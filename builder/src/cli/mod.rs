@@ -19,7 +19,9 @@ use std::sync::Arc;
 
 /// Assemble, inspect, verify and run relaxvm executables.
 ///
-/// PROG is an executable: a binary file (.rvx) or its text form.
+/// PROG is an executable: a binary file (.rvx), its text form, or a model compiled by Apache
+/// TVM 0.27 (a .so written by export_library, or a relax.VMExecutable from write_to_file).
+/// Only `run` opens a .so (runs its code); dis, stats and verify read it as data.
 #[derive(Debug, Parser)]
 #[command(name = "relaxvm", version, propagate_version = true)]
 pub struct Cli {
@@ -45,13 +47,17 @@ enum Command {
     Verify(VerifyArgs),
     /// Run a function of an executable with the builtins and print its result.
     ///
+    /// PROG may be a model compiled by Apache TVM (a .so written by export_library): its
+    /// kernels are loaded from it (this runs the library's native code).
+    ///
     /// Without FUNC, runs the entry function (set by .entry or link --entry; main by default).
     /// Arguments: integers (5, -3), floats (2.5), .npy files (tensors) and strings; a prefix
     /// forces the type: int:5, float:2, bool:true, str:5, npy:PATH, shape:32,16. When the
     /// function has a signature, arguments are read as its parameter types say (a str
     /// parameter takes 5 as a string) and checked against it before anything runs.
     ///
-    /// Example: relaxvm run prog.rvx main x.npy 10 -o out.npy
+    /// Examples: relaxvm run prog.rvx main x.npy 10 -o out.npy;
+    /// relaxvm run model.so --input x.npy
     #[command(allow_negative_numbers = true)]
     Run(RunArgs),
     /// Link executables into one: merge their function tables and constant pools, so that a
@@ -118,6 +124,9 @@ struct RunArgs {
     func: Option<String>,
     /// The function's arguments.
     args: Vec<String>,
+    /// A .npy file passed as the next argument after ARGS (repeatable, in order).
+    #[arg(long = "input", value_name = "FILE")]
+    inputs: Vec<PathBuf>,
     /// Save the result as a .npy file.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -169,11 +178,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Asm(a) => asm(a),
         Command::Dis(a) => {
-            let exe = io::read_executable(&a.input, false)?;
+            let exe = io::read_executable(&a.input, false, io::Native::Inspect)?;
             io::write_output(a.output.as_deref(), &if a.python { exe.as_python() } else { exe.as_text() })
         }
         Command::Stats(a) => {
-            let stats = io::read_executable(&a.input, false)?.stats();
+            let stats = io::read_executable(&a.input, false, io::Native::Inspect)?.stats();
             io::write_output(None, &(stats + &io::file_info(&a.input)?.unwrap_or_default()))
         }
         Command::Verify(a) => verify(a),
@@ -183,7 +192,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
 }
 
 fn link(a: LinkArgs) -> Result<(), CliError> {
-    let exes = a.inputs.iter().map(|p| io::read_executable(p, false)).collect::<Result<Vec<_>, _>>()?;
+    let exes =
+        a.inputs.iter().map(|p| io::read_executable(p, false, io::Native::Inspect)).collect::<Result<Vec<_>, _>>()?;
     let names: Vec<String> = a.inputs.iter().map(|p| p.display().to_string()).collect();
     let modules: Vec<(&str, &relaxvm::Executable)> = names.iter().map(String::as_str).zip(&exes).collect();
     let options = crate::LinkOptions { entry: a.entry, drop_unreachable: a.drop_unreachable, keep: a.keep };
@@ -210,12 +220,17 @@ fn asm(a: AsmArgs) -> Result<(), CliError> {
 }
 
 fn verify(a: VerifyArgs) -> Result<(), CliError> {
-    let exe = io::read_executable(&a.input, true)?;
+    let exe = io::read_executable(&a.input, true, io::Native::Inspect)?;
     let mut warnings = crate::check_executable(&exe)?;
     let mut builtins = relaxvm::Registry::new();
     relaxvm_builtins::register_all(&mut builtins)?;
-    for f in exe.funcs().iter().filter(|f| f.kind == FuncKind::Packed && !builtins.contains(&f.name)) {
-        warnings.push(format!("packed function {:?} is not a builtin: the host must register it", f.name));
+    // Kernels of the native libraries the program calls into, read from the files (not run).
+    let kernels = relaxvm_tvm::import::library_kernels(&exe, a.input.parent())
+        .map_err(|e| CliError::new(format!("{}: {e}", a.input.display())))?;
+    let known = |name: &str| builtins.contains(name) || kernels.iter().any(|k| k == name);
+    for f in exe.funcs().iter().filter(|f| f.kind == FuncKind::Packed && !known(&f.name)) {
+        let provider = if exe.libraries().is_empty() { "a builtin" } else { "a builtin or a kernel of the library" };
+        warnings.push(format!("packed function {:?} is not {provider}: the host must register it", f.name));
     }
     for w in &warnings {
         eprintln!("warning: {w}");
@@ -235,7 +250,7 @@ fn verify(a: VerifyArgs) -> Result<(), CliError> {
 }
 
 fn run_function(a: RunArgs) -> Result<(), CliError> {
-    let exe = io::read_executable(&a.input, false)?;
+    let exe = io::read_executable(&a.input, false, io::Native::Open)?;
     let func = match a.func.as_deref().or_else(|| exe.entry()) {
         Some(f) => f.to_string(),
         None => {
@@ -255,6 +270,7 @@ fn run_function(a: RunArgs) -> Result<(), CliError> {
             Some((_, t)) => run::parse_arg_as(s, t),
             None => run::parse_arg(s),
         })
+        .chain(a.inputs.iter().map(|p| run::parse_arg(&format!("npy:{}", p.display()))))
         .collect::<Result<Vec<_>, _>>()?;
     relaxvm_builtins::ensure_registered();
     let mut vm = VirtualMachine::new(Arc::new(exe))?;

@@ -31,6 +31,7 @@ mod cursor;
 mod debug;
 mod functions;
 mod instructions;
+mod libraries;
 mod mmap;
 mod reader;
 mod sections;
@@ -55,8 +56,10 @@ pub const VERSION_1: u32 = 1;
 pub const VERSION_2: u32 = 2;
 /// Version 3: function signatures and the entry function, in sections of their own.
 pub const VERSION_3: u32 = 3;
+/// Version 4: references to native libraries (e.g. a TVM model's kernels).
+pub const VERSION_4: u32 = 4;
 /// The version written by default; the reader accepts every version up to this one.
-pub const CURRENT_VERSION: u32 = VERSION_3;
+pub const CURRENT_VERSION: u32 = VERSION_4;
 
 /// The producer string written by default.
 pub const DEFAULT_PRODUCER: &str = concat!("relaxvm ", env!("CARGO_PKG_VERSION"));

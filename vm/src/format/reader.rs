@@ -5,7 +5,7 @@ use super::constants::{self, Blob};
 use super::instructions::{self, Bounds};
 use super::sections::{self, Kind, Layout};
 use super::strings::{Budget, Strings};
-use super::{checksum, debug, functions, signatures, LoadOptions};
+use super::{checksum, debug, functions, libraries, signatures, LoadOptions};
 use crate::error::{Error, Result};
 use crate::executable::{Executable, ExecutableParts};
 use crate::storage::Storage;
@@ -60,7 +60,12 @@ pub fn read(
         Some(s) => debug::decode_locations(s.cursor(file), instrs.len(), &strings, &mut budget)?,
         None => Vec::new(),
     };
-    Executable::from_parts(ExecutableParts { funcs, constants, instrs, locations, entry })
+    let libraries = match layout.get(Kind::Libraries) {
+        Some(s) => libraries::decode(s.cursor(file), &strings, &mut budget)?,
+        None => Vec::new(),
+    };
+    Ok(Executable::from_parts(ExecutableParts { funcs, constants, instrs, locations, entry })?
+        .with_libraries(libraries))
 }
 
 /// The header and section table of `file`, for tools and tests.

@@ -46,13 +46,15 @@ pub enum Kind {
     Signatures = 8,
     /// The entry function (version 3).
     Entry = 9,
+    /// References to native libraries (version 4).
+    Libraries = 10,
     /// The checksums; always the last section.
     Checksum = 0x3F,
 }
 
 impl Kind {
     /// Every kind, for lookups.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Strings,
         Kind::Functions,
         Kind::Constants,
@@ -62,6 +64,7 @@ impl Kind {
         Kind::TensorData,
         Kind::Signatures,
         Kind::Entry,
+        Kind::Libraries,
         Kind::Checksum,
     ];
 
@@ -77,6 +80,7 @@ impl Kind {
     pub fn since(self) -> u32 {
         match self {
             Kind::Signatures | Kind::Entry => super::VERSION_3,
+            Kind::Libraries => super::VERSION_4,
             _ => super::VERSION_1,
         }
     }
@@ -93,6 +97,7 @@ impl Kind {
             Kind::TensorData => "tensor data",
             Kind::Signatures => "signatures",
             Kind::Entry => "entry",
+            Kind::Libraries => "libraries",
             Kind::Checksum => "checksum",
         }
     }

@@ -4,7 +4,10 @@
 use super::constants::{self, BlobPlan};
 use super::sections::{header_bytes, Kind, TENSOR_ALIGNMENT};
 use super::strings::StringTable;
-use super::{debug, functions, instructions, signatures, varint, SaveOptions, CURRENT_VERSION, MAGIC, VERSION_3};
+use super::{
+    debug, functions, instructions, libraries, signatures, varint, SaveOptions, CURRENT_VERSION, MAGIC, VERSION_3,
+    VERSION_4,
+};
 use crate::error::{Error, Result};
 use crate::executable::Executable;
 use std::io::Write;
@@ -49,7 +52,14 @@ pub fn write(exe: &Executable, opts: &SaveOptions, out: impl Write) -> Result<()
             opts.version
         )));
     }
+    if opts.version < VERSION_4 && !exe.libraries().is_empty() {
+        return Err(Error::value(format!(
+            "format version {} cannot record the native libraries the executable calls into (version {VERSION_4} can)",
+            opts.version
+        )));
+    }
     let mut strings = StringTable::default();
+    let libs = libraries::encode(exe.libraries(), &mut strings);
     let funcs = functions::encode(exe.funcs(), &mut strings);
     let mut blob = BlobPlan::default();
     let consts = constants::encode(exe.constants(), &mut strings, &mut blob)?;
@@ -90,6 +100,9 @@ pub fn write(exe: &Executable, opts: &SaveOptions, out: impl Write) -> Result<()
     }
     if let Some(e) = entry {
         sink.section(Kind::Entry, &e)?;
+    }
+    if let Some(l) = libs {
+        sink.section(Kind::Libraries, &l)?;
     }
     if let Some(p) = params {
         sink.section(Kind::ParamNames, &p)?;

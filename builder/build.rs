@@ -1,0 +1,11 @@
+//! The `relaxvm` CLI opens TVM libraries, which bind `TVMFFIErrorSetRaisedFromCStrParts` from
+//! the global scope: the executable must export it (see tvm/src/ffi/visibility.rs).
+
+fn main() {
+    for symbol in ["TVMFFIErrorSetRaisedFromCStrParts", "TVMFFIErrorSetRaisedFromCStr"] {
+        println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol={symbol}");
+        println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol={symbol}");
+        println!("cargo:rustc-link-arg-benches=-Wl,--export-dynamic-symbol={symbol}");
+        println!("cargo:rustc-link-arg-examples=-Wl,--export-dynamic-symbol={symbol}");
+    }
+}

@@ -1,0 +1,130 @@
+"""Benchmark rows for models compiled by Apache TVM: the same ``.so`` run by TVM's Relax VM and
+by relaxvm, per call, measured alternately in one run (see bench.py).
+
+Needs TVM to compile the models, so the rows exist only in the bench environment. relaxvm
+opens a copy of each library: the dynamic loader shares one mapping per file, and TVM's
+loader fills the library's runtime-service slots with its own functions.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any, Callable
+
+import numpy as np
+
+import relaxvm as rx
+
+
+def _mlp(features: int, hidden: int, rng: np.random.Generator) -> Any:
+    from tvm.script import ir as I  # noqa: E741
+    from tvm.script import relax as R
+
+    from tvm import relax
+
+    w1 = relax.const(rng.standard_normal((features, hidden), dtype="float32"))
+    w2 = relax.const(rng.standard_normal((hidden, 10), dtype="float32"))
+    b1 = relax.const(rng.standard_normal((hidden,), dtype="float32"))
+
+    @I.ir_module
+    class Mlp:
+        @R.function
+        def main(x: R.Tensor(("n", features), "float32")):
+            with R.dataflow():
+                h = R.nn.relu(R.add(R.matmul(x, w1), b1))
+                y = R.matmul(h, w2)
+                R.output(y)
+            return y
+
+    return Mlp
+
+
+def _models() -> dict[str, Any]:
+    from tvm.script import ir as I  # noqa: E741
+    from tvm.script import relax as R
+
+    from tvm import relax
+
+    rng = np.random.default_rng(0)
+    d = 128
+    wq = relax.const(rng.standard_normal((d, d), dtype="float32") / 16)
+    wo = relax.const(rng.standard_normal((d, d), dtype="float32") / 16)
+    gamma = relax.const(np.ones(d, "float32"))
+    beta = relax.const(np.zeros(d, "float32"))
+
+    @I.ir_module
+    class Block:
+        @R.function
+        def main(x: R.Tensor((32, 128), "float32")):
+            with R.dataflow():
+                q = R.matmul(x, wq)
+                s = R.nn.softmax(R.matmul(q, R.permute_dims(x)), axis=-1)
+                a = R.matmul(R.matmul(s, x), wo)
+                y = R.nn.layer_norm(R.add(x, a), gamma, beta, axes=[-1])
+                R.output(y)
+            return y
+
+    return {"mlp": _mlp(784, 256, rng), "mlp_small": _mlp(32, 32, rng), "block": Block}
+
+
+def rows(row_type: type, quick: bool) -> list[Any]:
+    """The model rows, or none when TVM is not installed."""
+    try:
+        import tvm
+        from tvm import relax
+    except ImportError:
+        return []
+    folder = tempfile.mkdtemp(prefix="relaxvm-bench-")
+    libs: dict[str, tuple[str, str]] = {}
+    for name, mod in _models().items():
+        path = os.path.join(folder, f"{name}.so")
+        tvm.compile(mod, target="llvm").export_library(path)
+        copy = os.path.join(folder, f"{name}-relaxvm.so")
+        shutil.copyfile(path, copy)
+        libs[name] = (path, copy)
+
+    def model(name: str, x: np.ndarray) -> Callable[[Any], Callable[[], Any]]:
+        def setup(b: Any) -> Callable[[], Any]:
+            tvm_path, ours_path = libs[name]
+            if b.name == "relaxvm":
+                vm = rx.VirtualMachine(rx.load_module(ours_path), rx.cpu())
+            else:
+                vm = relax.VirtualMachine(tvm.runtime.load_module(tvm_path), tvm.cpu())
+            f, arg = vm["main"], b.tensor(x)
+            return lambda: f(arg)
+
+        return setup
+
+    rng = np.random.default_rng(1)
+    return [
+        row_type(
+            "TVM MLP 32-32-10, batch 1 (VM overhead)",
+            "us/call",
+            1,
+            model("mlp_small", rng.standard_normal((1, 32), dtype="float32")),
+            "<= 1/2 peer",
+        ),
+        row_type(
+            "TVM MLP 784-256-10, batch 1",
+            "us/call",
+            1,
+            model("mlp", rng.standard_normal((1, 784), dtype="float32")),
+            "",
+        ),
+        row_type(
+            "TVM MLP 784-256-10, batch 256",
+            "us/call",
+            1,
+            model("mlp", rng.standard_normal((256, 784), dtype="float32")),
+            "= peer",
+        ),
+        row_type(
+            "TVM transformer block 32x128",
+            "us/call",
+            1,
+            model("block", rng.standard_normal((32, 128), dtype="float32")),
+            "",
+        ),
+    ]

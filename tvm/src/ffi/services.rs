@@ -1,0 +1,210 @@
+//! The runtime services a TVM library reaches through its `__TVM*` pointer slots: workspace
+//! memory, and calls from kernels back into packed functions by name (sort and top-k kernels
+//! call `tvm.contrib.sort.*`). Parallel launch and the barrier live in `pool.rs`.
+
+use super::abi::TVMFFIAny;
+use super::convert;
+use super::raised;
+use relaxvm::{CallCtx, Value};
+use std::alloc::Layout;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::Mutex;
+
+/// Workspace blocks are aligned like relaxvm's tensors; the block's size is kept in a header of
+/// this many bytes in front of it, so that freeing needs only the pointer.
+const WORKSPACE_HEADER: usize = relaxvm::storage::ALIGNMENT;
+
+/// `TVMBackendAllocWorkspace(device_type, device_id, nbytes, dtype_code_hint, dtype_bits_hint)`:
+/// 64-byte-aligned memory, or null (the kernel then reports an error) when it cannot be had.
+pub extern "C" fn alloc_workspace(
+    device_type: i32,
+    _device_id: i32,
+    nbytes: u64,
+    _code: i32,
+    _bits: i32,
+) -> *mut c_void {
+    if device_type != 1 {
+        raised::set(
+            "RuntimeError".into(),
+            format!("workspace requested on device type {device_type}; relaxvm runs CPU kernels"),
+        );
+        return std::ptr::null_mut();
+    }
+    let total = usize::try_from(nbytes).ok().and_then(|n| n.checked_add(WORKSPACE_HEADER));
+    let Some(layout) = total.and_then(|t| Layout::from_size_align(t, WORKSPACE_HEADER).ok()) else {
+        raised::set("MemoryError".into(), format!("cannot allocate a workspace of {nbytes} bytes"));
+        return std::ptr::null_mut();
+    };
+    // SAFETY: the layout has a non-zero size (it includes the header).
+    let base = unsafe { std::alloc::alloc(layout) };
+    if base.is_null() {
+        raised::set("MemoryError".into(), format!("cannot allocate a workspace of {nbytes} bytes"));
+        return std::ptr::null_mut();
+    }
+    // SAFETY: `base` is valid for `layout.size()` bytes, aligned to 64, so the header fits.
+    unsafe {
+        base.cast::<usize>().write(layout.size());
+        base.add(WORKSPACE_HEADER).cast()
+    }
+}
+
+/// `TVMBackendFreeWorkspace(device_type, device_id, ptr)`.
+///
+/// # Safety
+/// `ptr` is null or was returned by [`alloc_workspace`] and not freed since.
+pub unsafe extern "C" fn free_workspace(_device_type: i32, _device_id: i32, ptr: *mut c_void) -> i32 {
+    if ptr.is_null() {
+        return 0;
+    }
+    // SAFETY: `ptr` came from `alloc_workspace`, so the header sits WORKSPACE_HEADER bytes
+    // before it and records the size of the block allocated with this alignment.
+    unsafe {
+        let base = ptr.cast::<u8>().sub(WORKSPACE_HEADER);
+        let size = base.cast::<usize>().read();
+        std::alloc::dealloc(base, Layout::from_size_align_unchecked(size, WORKSPACE_HEADER));
+    }
+    0
+}
+
+/// What a function handle given to a kernel points at: the name of a packed function, resolved
+/// in relaxvm's registry at each call (so re-registering a name takes effect, as in TVM).
+pub struct Handle {
+    name: String,
+}
+
+/// The handles given out, one per name, process-wide: libraries cache them in their globals, and
+/// the same file opened twice shares one mapping, so no library may own them.
+// Boxed so each handle keeps its address while the table grows.
+#[allow(clippy::vec_box)]
+static HANDLES: Mutex<Vec<Box<Handle>>> = Mutex::new(Vec::new());
+
+fn handle_for(name: &str) -> *mut c_void {
+    let mut handles = HANDLES.lock().unwrap_or_else(|p| p.into_inner());
+    let h = match handles.iter().position(|h| h.name == name) {
+        Some(i) => &handles[i],
+        None => {
+            handles.push(Box::new(Handle { name: name.to_string() }));
+            handles.last().expect("just pushed")
+        }
+    };
+    // The Box never moves or drops (the table only grows), so the pointer stays valid.
+    (&**h as *const Handle).cast_mut().cast()
+}
+
+/// The value the loader stores in a library's `__tvm_ffi__library_ctx` slot; lookups ignore
+/// it (every library resolves names in the same registry), but it must not be null.
+pub static LIBRARY_CTX: u8 = 0;
+
+/// `TVMFFIEnvModLookupFromImports(library_ctx, name, &out)`: a handle for the packed function
+/// `name` of relaxvm's registry; an error when nothing is registered under that name.
+///
+/// # Safety
+/// `name` is a NUL-terminated string and `out` is writable.
+pub unsafe extern "C" fn lookup_from_imports(_ctx: *mut c_void, name: *const c_char, out: *mut *mut c_void) -> i32 {
+    if name.is_null() || out.is_null() {
+        raised::set("RuntimeError".into(), "function lookup with a null argument".into());
+        return -1;
+    }
+    // SAFETY: the caller's contract.
+    let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+    if !relaxvm::registry::global().contains(&name) {
+        raised::set(
+            "RuntimeError".into(),
+            format!("a kernel looked up packed function {name:?}, which is not registered"),
+        );
+        return -1;
+    }
+    // SAFETY: `out` is writable (the caller's contract).
+    unsafe { *out = handle_for(&name) };
+    0
+}
+
+/// `TVMFFIFunctionCall(handle, args, num_args, result)`: calls a handle from
+/// [`lookup_from_imports`] with arguments converted from tvm-ffi values (tensors are views of
+/// the kernel's memory, valid for the call only).
+///
+/// # Safety
+/// `handle` came from `lookup_from_imports` of a live library; `args` holds `num_args` values;
+/// `result` is writable.
+pub unsafe extern "C" fn function_call(
+    handle: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> i32 {
+    if handle.is_null() || result.is_null() || (args.is_null() && num_args > 0) {
+        raised::set("RuntimeError".into(), "function call with a null argument".into());
+        return -1;
+    }
+    // SAFETY: the caller's contract: a pointer from `handle_for`, never freed.
+    let handle = unsafe { &*(handle as *const Handle) };
+    let func = match relaxvm::registry::get_global(&handle.name) {
+        Ok(f) => f,
+        Err(e) => {
+            raised::set("RuntimeError".into(), e.to_string());
+            return -1;
+        }
+    };
+    let n = usize::try_from(num_args).unwrap_or(0);
+    // SAFETY: `args` holds `num_args` values (checked non-null when n > 0).
+    let args = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(args, n) } };
+    // SAFETY: every DLTensor pointer among `args` is live for this call (the kernel's own).
+    let values = match args.iter().map(|a| unsafe { convert::from_ffi(a) }).collect::<relaxvm::Result<Vec<Value>>>() {
+        Ok(v) => v,
+        Err(e) => {
+            raised::set("TypeError".into(), format!("{}: {e}", func.name()));
+            return -1;
+        }
+    };
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| func.call(&mut CallCtx::detached(), &values)));
+    match out {
+        Ok(Ok(v)) => match convert::result_to_ffi(&v) {
+            Ok(any) => {
+                // SAFETY: `result` is writable.
+                unsafe { *result = any };
+                0
+            }
+            Err(e) => {
+                raised::set("TypeError".into(), format!("{}: {e}", func.name()));
+                -1
+            }
+        },
+        Ok(Err(e)) => {
+            raised::set_error(&e);
+            -1
+        }
+        Err(_) => {
+            raised::set("RuntimeError".into(), format!("{} panicked", func.name()));
+            -1
+        }
+    }
+}
+
+/// `TVMFFIHandleInitOnce(handle_addr, init)`: runs `init` the first time, storing its result in
+/// `*handle_addr`; later calls see the stored handle. One lock serializes first calls.
+///
+/// # Safety
+/// `handle_addr` is a valid, pointer-aligned location (a library global); `init` is callable.
+pub unsafe extern "C" fn handle_init_once(
+    handle_addr: *mut *mut c_void,
+    init: Option<unsafe extern "C" fn(*mut *mut c_void) -> i32>,
+) -> i32 {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let Some(init) = init else { return -1 };
+    if handle_addr.is_null() {
+        return -1;
+    }
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: the caller's contract; the lock orders first initializations.
+    unsafe {
+        if !(*handle_addr).is_null() {
+            return 0;
+        }
+        let mut out = std::ptr::null_mut();
+        let rc = init(&mut out);
+        if rc == 0 {
+            *handle_addr = out;
+        }
+        rc
+    }
+}

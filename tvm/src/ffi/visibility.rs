@@ -1,0 +1,128 @@
+//! Making the runtime's C symbols resolvable by the libraries it opens (and the C math
+//! library, which TVM's libraries use without naming it).
+//!
+//! Every TVM library imports `TVMFFIErrorSetRaisedFromCStrParts`, and the dynamic loader binds
+//! it from the global scope when the library is opened. relaxvm defines it (`raised.rs`), but
+//! where that definition is visible depends on the program:
+//!
+//! - a shared object loaded privately (Python loads extension modules with `RTLD_LOCAL`): we
+//!   promote that object to the global scope with `dlopen(path, RTLD_NOLOAD | RTLD_GLOBAL)`;
+//! - an executable (the `relaxvm` CLI, tests): it must export the symbol dynamically, which
+//!   the crates' build scripts arrange (`-Wl,--export-dynamic-symbol=...`).
+//!
+//! Either way, the definition the loader will bind is checked before a library is opened, so a
+//! program that cannot provide it gets an error, never a library that fails later.
+
+use super::raised::{ForeignErrors, TVMFFIErrorSetRaisedFromCStrParts};
+use relaxvm::{Error, Result};
+use std::ffi::{c_void, CStr};
+use std::sync::Once;
+
+const SYMBOL: &CStr = c"TVMFFIErrorSetRaisedFromCStrParts";
+
+/// Ensures kernels can bind `TVMFFIErrorSetRaisedFromCStrParts` and that their errors can be
+/// read: relaxvm's definition is promoted to the global scope once per process, then the
+/// definition the loader binds is checked at every call (a tvm-ffi runtime loaded later may
+/// change it).
+pub fn ensure_runtime_symbols() -> Result<()> {
+    static PROMOTE: Once = Once::new();
+    PROMOTE.call_once(promote);
+    check_binding().map_err(Error::value)
+}
+
+/// The loaded object (shared library or executable) that holds `addr`, by path.
+fn object_of(addr: *const c_void) -> Option<*const std::ffi::c_char> {
+    // SAFETY: `info` is plain data that dladdr fills.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the loader's tables for `addr`.
+    let found = unsafe { libc::dladdr(addr, &mut info) } != 0;
+    (found && !info.dli_fname.is_null()).then_some(info.dli_fname)
+}
+
+/// A private (never exported) item of this object: its address, unlike that of an exported
+/// function, cannot be interposed by another object's definition, so `dladdr` on it names the
+/// object that holds relaxvm's code.
+static ANCHOR: u8 = 0;
+
+/// The path of the object (executable or shared library) that holds relaxvm's code.
+fn our_object() -> Option<*const std::ffi::c_char> {
+    object_of((&ANCHOR as *const u8).cast())
+}
+
+/// Whether two `dladdr` paths name the same object.
+fn same_object(a: *const std::ffi::c_char, b: *const std::ffi::c_char) -> bool {
+    // SAFETY: both are NUL-terminated paths returned by dladdr for loaded objects.
+    a == b || unsafe { CStr::from_ptr(a) == CStr::from_ptr(b) }
+}
+
+/// The C math library: TVM's libraries call it (`expf`, `tanhf`, `powf`...) without naming it
+/// (no DT_NEEDED entry), counting on TVM's runtime, which links it, to be loaded.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const LIBM: Option<&CStr> = Some(c"libm.so.6");
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+const LIBM: Option<&CStr> = None; // musl: the math functions are in libc.
+
+fn promote() {
+    if let Some(libm) = LIBM {
+        // SAFETY: loading the system math library (or taking a new reference to it when already
+        // loaded) runs only its own initializers; RTLD_GLOBAL makes its functions visible to
+        // the libraries opened later. The handle is deliberately never closed. Failure leaves
+        // the kernels' math imports unresolved, which dlopen then reports by name.
+        unsafe { libc::dlopen(libm.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+    }
+    if let Some(path) = our_object() {
+        // SAFETY: dladdr returned a NUL-terminated path of an already loaded object; with
+        // RTLD_NOLOAD nothing new is loaded, the object's scope just becomes global (for the
+        // main program the call returns its handle or null, both fine). The handle is
+        // deliberately not closed: the object must stay global while libraries may bind to it.
+        unsafe { libc::dlopen(path, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_GLOBAL) };
+    }
+}
+
+fn check_binding() -> std::result::Result<(), String> {
+    let name = SYMBOL.to_string_lossy();
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only reads the loader's tables.
+    let bound = unsafe { libc::dlsym(libc::RTLD_DEFAULT, SYMBOL.as_ptr()) }.cast_const();
+    if bound.is_null() {
+        return Err(format!(
+            "this program does not export {name} for TVM kernels to bind: link it with -Wl,--export-dynamic-symbol={name} (see relaxvm-tvm's build.rs)"
+        ));
+    }
+    // Compared by object, not by address: inside a shared library the address of an exported
+    // function is itself resolved through the global scope, so it may be the other definition.
+    let path = object_of(bound);
+    let ours = match (path, our_object()) {
+        (Some(bound_in), Some(ours_in)) => same_object(bound_in, ours_in),
+        _ => bound == TVMFFIErrorSetRaisedFromCStrParts as *const c_void,
+    };
+    if ours || ForeignErrors::installed() {
+        return Ok(());
+    }
+    // Another definition wins (TVM's runtime, loaded globally before relaxvm): kernels' errors
+    // go to its thread-local slot, which its C API reads.
+    let shown = path
+        // SAFETY: dladdr's path is a NUL-terminated string of a loaded object.
+        .map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "an unknown object".into());
+    let handle = match path {
+        // SAFETY: RTLD_NOLOAD only returns a handle of the already loaded object, which stays
+        // loaded (the handle is never closed).
+        Some(p) => unsafe { libc::dlopen(p, libc::RTLD_NOW | libc::RTLD_NOLOAD) },
+        None => std::ptr::null_mut(),
+    };
+    let find = |sym: &CStr| {
+        // SAFETY: a live handle (checked non-null) and a NUL-terminated name.
+        (!handle.is_null()).then(|| unsafe { libc::dlsym(handle, sym.as_ptr()) }).filter(|p| !p.is_null())
+    };
+    match (find(c"TVMFFIErrorMoveFromRaised"), find(c"TVMFFIObjectDecRef")) {
+        (Some(take), Some(dec_ref)) => {
+            // SAFETY: the object defines tvm-ffi's C API under these names (it defines the
+            // error setter kernels bind), and stays loaded (never closed above).
+            unsafe { ForeignErrors::new(take, dec_ref) }.install();
+            Ok(())
+        }
+        _ => Err(format!(
+            "{name} resolves to {shown}, not to relaxvm, and that object has no TVMFFIErrorMoveFromRaised: errors raised by kernels could not be read"
+        )),
+    }
+}

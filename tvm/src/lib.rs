@@ -1,0 +1,19 @@
+//! # relaxvm-tvm
+//!
+//! Runs models compiled by Apache TVM 0.27 (`tvm.compile(mod, target="llvm")` then
+//! `export_library`) on relaxvm, without TVM's runtime:
+//!
+//! - [`elf`]: validates an ELF shared library before anything maps it, and reads an exported
+//!   data symbol (`__tvm_ffi__library_bin`) from the file's bytes, without running its code.
+//! - [`library_bin`] and [`vmexec`]: the module tree and the `relax.VMExecutable` reader, which
+//!   produce a relaxvm [`Executable`](relaxvm::Executable) through the core verifier.
+//! - [`ffi`]: opens the library (dlopen), calls its kernels with the tvm-ffi safe-call ABI and
+//!   serves the runtime services kernels need (errors, workspace, parallel launch on our thread
+//!   pool, calls back into the registry). All `unsafe` code of the project's FFI lives there.
+//! - [`import`]: the entry points: a `.so` or a standalone `.vmexec` file to an executable.
+
+pub mod elf;
+pub mod ffi;
+pub mod import;
+pub mod library_bin;
+pub mod vmexec;

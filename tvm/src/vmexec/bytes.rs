@@ -1,0 +1,124 @@
+//! A bounds-checked little-endian reader over TVM's serialized bytes (dmlc streams: fixed-width
+//! integers, `u64`-counted vectors and strings). Every count is checked against the bytes left
+//! before anything is allocated, so a hostile count fails instead of exhausting memory.
+
+use relaxvm::{Error, Result};
+
+/// A reader of one serialized object; errors name `what` it reads and the byte offset.
+pub struct Bytes<'a> {
+    data: &'a [u8],
+    pos: usize,
+    what: &'static str,
+}
+
+impl<'a> Bytes<'a> {
+    /// A reader at the start of `data`, describing it as `what` in errors.
+    pub fn new(data: &'a [u8], what: &'static str) -> Self {
+        Bytes { data, pos: 0, what }
+    }
+
+    /// The current byte offset.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// The bytes not read yet.
+    pub fn remaining(&self) -> usize {
+        self.data.len() - self.pos
+    }
+
+    /// An error at the current offset.
+    pub fn err(&self, msg: impl std::fmt::Display) -> Error {
+        Error::format(format!("{} at byte {}: {msg}", self.what, self.pos))
+    }
+
+    /// The next `n` bytes.
+    pub fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8]> {
+        if n > self.remaining() {
+            return Err(self.err(format!("{field} needs {n} bytes, but only {} remain (truncated?)", self.remaining())));
+        }
+        let out = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    fn array<const N: usize>(&mut self, field: &str) -> Result<[u8; N]> {
+        let b = self.take(N, field)?;
+        Ok(b.try_into().expect("take returned N bytes"))
+    }
+
+    /// A `u8`.
+    pub fn u8(&mut self, field: &str) -> Result<u8> {
+        Ok(self.array::<1>(field)?[0])
+    }
+
+    /// A little-endian `u16`.
+    pub fn u16(&mut self, field: &str) -> Result<u16> {
+        Ok(u16::from_le_bytes(self.array(field)?))
+    }
+
+    /// A little-endian `i32`.
+    pub fn i32(&mut self, field: &str) -> Result<i32> {
+        Ok(i32::from_le_bytes(self.array(field)?))
+    }
+
+    /// A little-endian `u64`.
+    pub fn u64(&mut self, field: &str) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array(field)?))
+    }
+
+    /// A little-endian `i64`.
+    pub fn i64(&mut self, field: &str) -> Result<i64> {
+        Ok(i64::from_le_bytes(self.array(field)?))
+    }
+
+    /// A little-endian `f64`.
+    pub fn f64(&mut self, field: &str) -> Result<f64> {
+        Ok(f64::from_le_bytes(self.array(field)?))
+    }
+
+    /// A `u64` element count of items at least `item_size` bytes each, checked against the
+    /// bytes left.
+    pub fn count(&mut self, field: &str, item_size: usize) -> Result<usize> {
+        let at = self.pos;
+        let n = self.u64(field)?;
+        let fits = usize::try_from(n).ok().filter(|n| n.saturating_mul(item_size.max(1)) <= self.remaining());
+        fits.ok_or_else(|| {
+            Error::format(format!(
+                "{} at byte {at}: {field} count {n} needs at least {} bytes, but only {} remain",
+                self.what,
+                (n as u128) * item_size.max(1) as u128,
+                self.remaining()
+            ))
+        })
+    }
+
+    /// A `u64`-length UTF-8 string.
+    pub fn string(&mut self, field: &str) -> Result<String> {
+        let n = self.count(field, 1)?;
+        let at = self.pos;
+        let b = self.take(n, field)?;
+        String::from_utf8(b.to_vec())
+            .map_err(|_| Error::format(format!("{} at byte {at}: {field} is not valid UTF-8", self.what)))
+    }
+
+    /// A `u64`-counted vector of `i64`.
+    pub fn vec_i64(&mut self, field: &str) -> Result<Vec<i64>> {
+        let n = self.count(field, 8)?;
+        (0..n).map(|_| self.i64(field)).collect()
+    }
+
+    /// A `u64`-counted vector of strings.
+    pub fn vec_string(&mut self, field: &str) -> Result<Vec<String>> {
+        let n = self.count(field, 8)?;
+        (0..n).map(|_| self.string(field)).collect()
+    }
+
+    /// Fails unless every byte was read.
+    pub fn finish(&self) -> Result<()> {
+        if self.remaining() != 0 {
+            return Err(self.err(format!("{} unexpected trailing bytes", self.remaining())));
+        }
+        Ok(())
+    }
+}
