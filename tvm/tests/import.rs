@@ -168,4 +168,6 @@ fn a_missing_kernel_is_named_when_the_vm_is_built() {
     let exe = load_module(data("mlp.vmexec")).unwrap();
     let e = VirtualMachine::new(Arc::new(exe)).err().unwrap().to_string();
     assert!(e.contains("matmul") && e.contains("relu") && !e.contains("vm.builtin.match_shape"), "{e}");
+    // Each is named with where the program first calls it.
+    assert!(e.contains("relu (called by \"main\" at instruction "), "{e}");
 }

@@ -91,7 +91,7 @@ impl Code {
                 FuncKind::Packed => match overrides.get(&f.name).cloned().or_else(|| resolve(exe, &global, &f.name)) {
                     Some(p) => (Callee::Packed(p.clone()), Callable::Packed(p)),
                     None => {
-                        missing.push(f.name.clone());
+                        missing.push(with_call_site(exe, i as u32, &f.name));
                         continue;
                     }
                 },
@@ -113,6 +113,21 @@ impl Code {
             .map(|(pc, instr)| decode_op(exe, &callees, &func_values, &mut operands, pc, instr))
             .collect();
         Ok(Code { ops, operands, callees, func_values })
+    }
+}
+
+/// `name` with where it is first called, e.g. `matmul (called by "main" at instruction 8)`, so
+/// that a missing builtin or kernel points at the program's use of it.
+fn with_call_site(exe: &Executable, index: u32, name: &str) -> String {
+    let site = exe.funcs().iter().filter(|f| f.kind == FuncKind::Bytecode).find_map(|f| {
+        exe.instrs()[f.instr_range()]
+            .iter()
+            .position(|ins| matches!(ins, Instruction::Call { func, .. } if *func == index))
+            .map(|pc| (f, pc))
+    });
+    match site {
+        Some((f, pc)) => format!("{name} (called by {:?} at instruction {pc})", f.name),
+        None => name.to_string(),
     }
 }
 
