@@ -3,32 +3,11 @@
 //! reader may panic, and a program that decodes passes the verifier and round-trips through
 //! relaxvm's format.
 
-use relaxvm_tvm::{elf, library_bin, vmexec};
-use std::path::PathBuf;
+#[path = "support/tvm_import_check.rs"]
+mod tvm_import_check;
 
-/// The fuzz target's checks for one input; true when a program decoded.
-fn check(data: &[u8]) -> bool {
-    let decoded = match vmexec::read(data) {
-        Ok(exe) => {
-            let bytes = exe.save_to_bytes();
-            let again = relaxvm::format::load_bytes(&bytes).expect("a verified program saves and loads");
-            assert_eq!(again.save_to_bytes(), bytes);
-            true
-        }
-        Err(_) => false,
-    };
-    if let Ok(modules) = library_bin::modules(data) {
-        let _ = library_bin::vm_executable(&modules);
-    }
-    if elf::validate(data).is_ok() {
-        let _ = elf::exported_functions(data);
-        let _ = elf::exported_data(data);
-        if let Ok(Some(blob)) = elf::exported_symbol_bytes(data, "__tvm_ffi__library_bin") {
-            let _ = library_bin::modules(blob);
-        }
-    }
-    decoded
-}
+use std::path::PathBuf;
+use tvm_import_check::check;
 
 #[test]
 fn tvm_import_corpus_replays_without_panics() {
