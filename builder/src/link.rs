@@ -268,7 +268,14 @@ pub fn link(modules: &[(&str, &Executable)], options: &LinkOptions) -> Result<Ex
     let entry = choose_entry(modules, options, &table)?;
 
     // Bodies in table order, with every index remapped.
-    let mut parts = ExecutableParts { constants: pool.values().to_vec(), entry, ..Default::default() };
+    // The linked program calls the kernels of every module's native libraries (each once).
+    let mut libraries: Vec<relaxvm::executable::Library> = Vec::new();
+    for lib in modules.iter().flat_map(|(_, exe)| exe.libraries()) {
+        if !libraries.iter().any(|l| l.reference == lib.reference) {
+            libraries.push(lib.clone());
+        }
+    }
+    let mut parts = ExecutableParts { constants: pool.values().to_vec(), entry, libraries, ..Default::default() };
     for (name, def) in &table {
         let Some((m, i)) = *def else {
             parts.funcs.push(FuncInfo::packed(*name));

@@ -82,7 +82,11 @@ pub fn drop_unreachable(exe: &Executable, keep: &[&str]) -> Result<Executable, L
         }
     }
     let mut consts = vec![u32::MAX; exe.constants().len()];
-    let mut parts = ExecutableParts { entry: exe.declared_entry().map(str::to_string), ..Default::default() };
+    let mut parts = ExecutableParts {
+        entry: exe.declared_entry().map(str::to_string),
+        libraries: exe.libraries().to_vec(),
+        ..Default::default()
+    };
     for (i, c) in exe.constants().iter().enumerate().filter(|(i, _)| used[*i]) {
         consts[i] = u32::try_from(parts.constants.len()).map_err(|_| LinkErrorKind::TooLarge("constants"))?;
         parts.constants.push(c.clone());

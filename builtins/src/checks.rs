@@ -146,11 +146,10 @@ fn check_func_info(name: &'static str, args: &[Value]) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use relaxvm::{CallCtx, ErrorKind, PackedFunc, Tensor};
+    use relaxvm::{ErrorKind, PackedFunc, Tensor};
 
     fn call(name: &str, args: &[Value]) -> Result<Value> {
-        let b = BUILTINS.iter().find(|b| b.name == name).expect("known builtin");
-        b.packed().call(&mut CallCtx::detached(), args)
+        crate::table::call(BUILTINS, name, args)
     }
 
     fn t() -> Value {

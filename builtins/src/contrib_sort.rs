@@ -301,11 +301,10 @@ fn topk(name: &'static str, args: &[Value]) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use relaxvm::{CallCtx, Device};
+    use relaxvm::Device;
 
-    fn call(name: &'static str, args: &[Value]) -> Result<Value> {
-        let b = BUILTINS.iter().find(|b| b.name == name).expect("known builtin");
-        b.packed().call(&mut CallCtx::detached(), args)
+    fn call(name: &str, args: &[Value]) -> Result<Value> {
+        crate::table::call(BUILTINS, name, args)
     }
 
     fn t<T: relaxvm::Element>(shape: &[i64], v: Vec<T>) -> Tensor {

@@ -104,8 +104,7 @@ mod tests {
     use relaxvm::{PackedFunc, Tensor};
 
     fn call(name: &str, args: &[Value]) -> Result<Value> {
-        let b = BUILTINS.iter().find(|b| b.name == name).expect("known builtin");
-        b.packed().call(&mut CallCtx::detached(), args)
+        crate::table::call(BUILTINS, name, args)
     }
 
     #[test]

@@ -322,11 +322,9 @@ fn to_i64s<T: Num>(name: &str, t: &Tensor) -> Result<Vec<i64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::Builtin;
 
     fn call(name: &str, args: &[Value]) -> Result<Value> {
-        let b: &Builtin = BUILTINS.iter().find(|b| b.name == name).expect("known builtin");
-        b.packed().call(&mut CallCtx::detached(), args)
+        crate::table::call(BUILTINS, name, args)
     }
 
     fn heap(n: i64) -> Value {

@@ -11,6 +11,14 @@ pub(crate) struct Builtin {
     pub(crate) make: fn(&'static str) -> PackedFunc,
 }
 
+/// Calls builtin `name` of `table` outside any VM: the modules' unit tests call their builtins
+/// through the packed function the registry would hold.
+#[cfg(test)]
+pub(crate) fn call(table: &[Builtin], name: &str, args: &[relaxvm::Value]) -> relaxvm::Result<relaxvm::Value> {
+    let b = table.iter().find(|b| b.name == name).unwrap_or_else(|| panic!("{name} is not in this table"));
+    b.packed().call(&mut relaxvm::CallCtx::detached(), args)
+}
+
 impl Builtin {
     /// The packed function of this builtin.
     pub(crate) fn packed(&self) -> PackedFunc {

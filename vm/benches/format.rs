@@ -37,6 +37,7 @@ fn typical() -> Executable {
         instrs,
         locations,
         entry: None,
+        libraries: vec![],
     })
     .unwrap()
 }

@@ -156,6 +156,8 @@ pub struct ExecutableParts {
     pub locations: Vec<Option<Location>>,
     /// The entry function, a bytecode function (`None`: `main`, when there is one).
     pub entry: Option<String>,
+    /// The native libraries whose functions the program calls (see [`Library`]).
+    pub libraries: Vec<Library>,
 }
 
 impl Executable {
@@ -174,7 +176,7 @@ impl Executable {
             instrs: parts.instrs,
             locations,
             entry: parts.entry,
-            libraries: Vec::new(),
+            libraries: parts.libraries,
         })
     }
 
@@ -198,6 +200,7 @@ impl Executable {
             instrs: self.instrs.clone(),
             locations: self.locations.clone(),
             entry: self.entry.clone(),
+            libraries: self.libraries.clone(),
         }
     }
 

@@ -110,6 +110,7 @@ fn sample() -> Executable {
         instrs,
         locations,
         entry: None,
+        libraries: vec![],
     })
     .unwrap()
 }

@@ -117,6 +117,7 @@ fn errors_name_function_instruction_and_location() {
         constants: vec![],
         locations: vec![Some(Location::File { file: "m.py".into(), line: 7, col: 3 }), None],
         entry: None,
+        libraries: vec![],
     })
     .unwrap();
     let mut m = VirtualMachine::new(Arc::new(exe)).unwrap();

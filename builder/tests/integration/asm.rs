@@ -91,6 +91,7 @@ fn kitchen_sink() -> Executable {
             None,
         ],
         entry: None,
+        libraries: vec![],
     })
     .unwrap()
 }

@@ -351,3 +351,30 @@ fn linked_executables_pass_the_builders_check() {
     let linked = link(&[("a", &module_a()), ("b", &module_b())], &LinkOptions::default()).unwrap();
     assert!(relaxvm_builder::check_executable(&linked).unwrap().is_empty());
 }
+
+#[test]
+fn native_library_references_survive_linking_and_dropping() {
+    use relaxvm::executable::{ExecutableParts, Library};
+    use relaxvm::LibraryRef;
+    let with = |exe: Executable, path: &str, hash: u64| {
+        let reference = LibraryRef { path: path.into(), content_hash: hash };
+        Executable::from_parts(ExecutableParts {
+            libraries: vec![Library { reference, loaded: None }],
+            ..exe.to_parts()
+        })
+        .unwrap()
+    };
+    let a = with(module_a(), "kernels.so", 1);
+    let b = with(module_b(), "kernels.so", 1);
+    let paths = |exe: &Executable| exe.libraries().iter().map(|l| l.reference.path.clone()).collect::<Vec<_>>();
+    // The same library referenced by both modules is kept once.
+    let linked = link(&[("a", &a), ("b", &b)], &LinkOptions::default()).unwrap();
+    assert_eq!(paths(&linked), ["kernels.so"]);
+    let b = with(module_b(), "other.so", 2);
+    let linked = link(&[("a", &a), ("b", &b)], &LinkOptions::default()).unwrap();
+    assert_eq!(paths(&linked), ["kernels.so", "other.so"]);
+    let dropped = link(&[("a", &a), ("b", &b)], &LinkOptions { drop_unreachable: true, ..Default::default() }).unwrap();
+    assert_eq!(paths(&dropped), ["kernels.so", "other.so"]);
+    assert_eq!(paths(&drop_unreachable(&b, &["twice"]).unwrap()), ["other.so"]);
+    assert_eq!(paths(&relaxvm::format::load_bytes(&linked.save_to_bytes()).unwrap()), paths(&linked));
+}

@@ -61,6 +61,28 @@ fn s(v: &str) -> Value {
     Value::str(v)
 }
 
+// Values many rows use, in both row files.
+fn x23() -> Value {
+    tensor(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
+}
+
+fn zero_dim() -> Value {
+    tensor(&[], vec![7i32])
+}
+
+fn empty() -> Value {
+    tensor(&[0, 3], Vec::<f32>::new())
+}
+
+fn nan() -> Value {
+    tensor(&[2], vec![f64::NAN, 1.0])
+}
+
+/// A packed function returning its arguments as a tuple.
+fn func() -> Value {
+    Value::packed(PackedFunc::from_fn("test.pair", |a| Ok(Value::tuple(a.to_vec()))))
+}
+
 fn storage(n: usize) -> Value {
     Value::Storage(Storage::alloc(n, Default::default()).unwrap())
 }
@@ -87,11 +109,6 @@ fn fixed_cases() -> Vec<(&'static str, Vec<Value>, Want)> {
 }
 
 fn core_cases() -> Vec<(&'static str, Vec<Value>, Want)> {
-    let x23 = || tensor(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
-    let zero_dim = || tensor(&[], vec![7i32]);
-    let empty = || tensor(&[0, 3], Vec::<f32>::new());
-    let nan = || tensor(&[2], vec![f64::NAN, 1.0]);
-    let func = || Value::packed(PackedFunc::from_fn("test.pair", |a| Ok(Value::tuple(a.to_vec()))));
     let null = Value::Null;
     let vm = Value::VmState;
     vec![

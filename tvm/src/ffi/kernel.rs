@@ -13,8 +13,23 @@ const KERNEL_ALIGNMENT: usize = relaxvm::storage::ALIGNMENT;
 /// A tensor argument passed through a compact, aligned copy, written back afterwards (kernels
 /// write their outputs in place).
 struct Staged {
-    original: Tensor,
+    /// The argument's index.
+    arg: usize,
     copy: Tensor,
+}
+
+/// Where the DLTensor of a tensor argument points: the argument itself (borrowed, no reference
+/// count taken) or its staged copy.
+enum Source {
+    Arg(usize),
+    Staged(usize),
+}
+
+fn tensor_arg(args: &[Value], i: usize) -> &Tensor {
+    match &args[i] {
+        Value::Tensor(t) => t,
+        _ => unreachable!("only tensor arguments have a source"),
+    }
 }
 
 /// Copies a kernel's compact `copy` back into the tensor it stands for (compact but misaligned,
@@ -46,35 +61,40 @@ fn write_back(original: &Tensor, copy: &Tensor) -> Result<()> {
 /// Calls kernel `name` (`f`) with `args`.
 pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
     let mut staged: SmallVec<[Staged; 2]> = SmallVec::new();
-    // The tensors whose DLTensor each argument gets (the arguments' own, or staged copies).
-    let mut tensors: SmallVec<[Option<Tensor>; 8]> = SmallVec::with_capacity(args.len());
+    let mut sources: SmallVec<[Option<Source>; 8]> = SmallVec::with_capacity(args.len());
     let mut anys: SmallVec<[TVMFFIAny; 8]> = SmallVec::with_capacity(args.len());
     for (i, v) in args.iter().enumerate() {
         match convert::scalar_to_ffi(v, &|| format!("argument {i} of kernel {name:?}"))? {
             Some(any) => {
                 anys.push(any);
-                tensors.push(None);
+                sources.push(None);
             }
             None => {
-                let Value::Tensor(t) = v else { unreachable!("scalar_to_ffi returns None only for tensors") };
+                let t = tensor_arg(args, i);
                 let aligned = (t.data_ptr() as usize) % KERNEL_ALIGNMENT == 0;
-                let t = if aligned && t.is_contiguous() {
-                    t.clone()
+                if aligned && t.is_contiguous() {
+                    sources.push(Some(Source::Arg(i)));
                 } else {
                     let copy = Tensor::from_bytes(t.dtype(), t.shape().clone(), &t.contiguous_bytes())?;
-                    staged.push(Staged { original: t.clone(), copy: copy.clone() });
-                    copy
-                };
+                    sources.push(Some(Source::Staged(staged.len())));
+                    staged.push(Staged { arg: i, copy });
+                }
                 anys.push(TVMFFIAny::NONE);
-                tensors.push(Some(t));
             }
         }
     }
-    // DLTensors are built after every tensor is settled, so the pointers into `dls` stay valid.
-    let dls: SmallVec<[DLTensor; 8]> = tensors.iter().flatten().map(|t| convert::dl_tensor(t, None)).collect();
+    // DLTensors are built after every copy is made, so the pointers into `dls` stay valid.
+    let dls: SmallVec<[DLTensor; 8]> = sources
+        .iter()
+        .flatten()
+        .map(|s| match s {
+            Source::Arg(i) => convert::dl_tensor(tensor_arg(args, *i), None),
+            Source::Staged(k) => convert::dl_tensor(&staged[*k].copy, None),
+        })
+        .collect();
     let mut next = dls.iter();
-    for (any, t) in anys.iter_mut().zip(&tensors) {
-        if t.is_some() {
+    for (any, s) in anys.iter_mut().zip(&sources) {
+        if s.is_some() {
             let dl: &DLTensor = next.next().expect("one DLTensor per tensor argument");
             *any = TVMFFIAny::ptr(type_index::DL_TENSOR_PTR, (dl as *const DLTensor).cast());
         }
@@ -85,8 +105,8 @@ pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
     let called = std::panic::catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: `f` is a kernel exported by a library that stays loaded while this function
         // exists (the caller holds it); `anys` holds `num_args` values whose DLTensors (in
-        // `dls`) view tensors kept alive in `tensors` for the whole call, with shapes owned by
-        // those tensors; `result` is writable.
+        // `dls`) view the arguments (borrowed for the whole call) or the copies in `staged`,
+        // with shapes owned by those tensors; `result` is writable.
         unsafe { f(std::ptr::null_mut(), anys.as_ptr(), num_args, &mut result) }
     }));
     let rc = called.unwrap_or(-1);
@@ -94,7 +114,7 @@ pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
         return Err(raised::take(&format!("kernel {name:?}")));
     }
     for s in &staged {
-        write_back(&s.original, &s.copy)?;
+        write_back(tensor_arg(args, s.arg), &s.copy)?;
     }
     convert::result_from_ffi(&result)
 }

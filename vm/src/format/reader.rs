@@ -64,8 +64,7 @@ pub fn read(
         Some(s) => libraries::decode(s.cursor(file), &strings, &mut budget)?,
         None => Vec::new(),
     };
-    Ok(Executable::from_parts(ExecutableParts { funcs, constants, instrs, locations, entry })?
-        .with_libraries(libraries))
+    Executable::from_parts(ExecutableParts { funcs, constants, instrs, locations, entry, libraries })
 }
 
 /// The header and section table of `file`, for tools and tests.

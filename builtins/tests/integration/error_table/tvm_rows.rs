@@ -1,17 +1,12 @@
 //! The rows of the builtins TVM-compiled programs call beyond the core set: `tvm_compat`,
 //! `relax.run.*`, the tensor cache and `tvm.contrib.sort.*` (see the parent module).
 
-use super::{f, i, s, Kind, Want};
+use super::{empty, f, func, i, nan, s, x23, zero_dim, Kind, Want};
 use crate::common::{shape, tensor};
-use relaxvm::{PackedFunc, Value};
+use relaxvm::Value;
 use Want::{Err as E, Ok as K};
 
 pub(super) fn cases() -> Vec<(&'static str, Vec<Value>, Want)> {
-    let x23 = || tensor(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
-    let zero_dim = || tensor(&[], vec![7i32]);
-    let empty = || tensor(&[0, 3], Vec::<f32>::new());
-    let nan = || tensor(&[2], vec![f64::NAN, 1.0]);
-    let func = || Value::packed(PackedFunc::from_fn("test.pair", |a| Ok(Value::tuple(a.to_vec()))));
     let null = Value::Null;
     // `invoke_debug_func` looks its function up in the process-wide registry.
     relaxvm_builtins::ensure_registered();
