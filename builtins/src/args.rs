@@ -1,8 +1,7 @@
 //! Argument checking shared by the builtins: counts, types and ranges. Every error names the
 //! builtin, what it expected and what it found.
 
-use ndarray::ArrayViewD;
-use relaxvm::{DataType, Element, Error, ErrorKind, Result, Shape, Tensor, Value};
+use relaxvm::{DataType, Element, Error, ErrorKind, Result, Shape, Tensor, TensorView, Value};
 
 /// Fails unless exactly `n` arguments were passed.
 #[inline]
@@ -122,7 +121,7 @@ pub(crate) fn vm_state(name: &str, args: &[Value], i: usize) -> Result<()> {
 }
 
 /// A typed view of a tensor's elements; a failure (a misaligned tensor) names the builtin.
-pub(crate) fn view<'a, T: Element>(name: &str, t: &'a Tensor) -> Result<ArrayViewD<'a, T>> {
+pub(crate) fn view<'a, T: Element>(name: &str, t: &'a Tensor) -> Result<TensorView<'a, T>> {
     t.view::<T>().map_err(|e| in_builtin(name, e))
 }
 

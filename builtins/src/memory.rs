@@ -104,10 +104,10 @@ pub(crate) fn contiguous(name: &str, t: &Tensor) -> Result<Tensor> {
 /// A contiguous copy of `t` in new storage on `device`.
 fn copy_to(name: &str, t: &Tensor, device: Device) -> Result<Tensor> {
     let src = contiguous(name, t)?;
-    let bytes =
-        src.storage().bytes().get(src.byte_offset()..).and_then(|b| b.get(..src.nbytes())).ok_or_else(|| {
-            value_err(name, format!("tensor data lies outside its storage ({} bytes)", src.storage().len()))
-        })?;
+    let read = src.storage().bytes();
+    let bytes = read.get(src.byte_offset()..).and_then(|b| b.get(..src.nbytes())).ok_or_else(|| {
+        value_err(name, format!("tensor data lies outside its storage ({} bytes)", src.storage().len()))
+    })?;
     let storage = Storage::alloc_checked(bytes.len() as i128, device).map_err(|e| in_builtin(name, e))?;
     storage.write(0, bytes).map_err(|e| in_builtin(name, e))?;
     Tensor::from_parts(storage, 0, src.shape().clone(), None, src.dtype()).map_err(|e| in_builtin(name, e))

@@ -3,16 +3,40 @@
 //! A [`Storage`] is either memory we allocated (64-byte aligned, zeroed) or memory owned by
 //! someone else — a numpy array, a memory-mapped executable file, a `Vec` produced by ndarray —
 //! kept alive by an owner object for as long as any tensor views it.
+//!
+//! # Sharing and writes
+//!
+//! Storage is shared (tensors, registers, threads and numpy all hold the same block), and the
+//! destination-passing style of TVM programs means builtins write into tensors that others hold.
+//! The memory is therefore interior-mutable, and safe code reaches it only through two doors
+//! that exclude each other with an atomic state word, the way `RefCell` does across threads:
+//!
+//! - [`Storage::bytes`] returns a [`StorageRead`] guard; while any guard lives, no safe write
+//!   happens. (A reader that meets a write in progress waits for its copy to end; writes never
+//!   hold the state for longer than one `memcpy`, so the wait is short and cannot deadlock.)
+//! - [`Storage::write`] copies bytes in, and fails with an error — it never waits — when a
+//!   reader is active (even on the same thread) or when the storage is frozen.
+//!
+//! A storage is frozen ([`Storage::freeze`]) when it becomes a constant of an executable: every
+//! VM and thread shares constants, so a write to one would change every program's results.
+//!
+//! Raw pointers ([`Storage::as_ptr`]) are for foreign code — native kernels, numpy, DLPack
+//! consumers — whose writes run under `unsafe` contracts of their own: such code may write
+//! only into storage that is not frozen and that no Rust reader holds at the time.
 
 use crate::device::Device;
 use crate::error::{Error, Result};
 use std::alloc::Layout;
 use std::any::Any;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The alignment of memory the runtime allocates (a cache line; what DLPack consumers expect).
 pub const ALIGNMENT: usize = 64;
+
+/// The state word's value while a write copies bytes in; below it, the number of readers.
+const WRITING: usize = usize::MAX;
 
 /// A shared block of device memory.
 #[derive(Clone)]
@@ -23,6 +47,10 @@ struct Block {
     len: usize,
     device: Device,
     owner: Owner,
+    /// Readers holding a [`StorageRead`], or [`WRITING`].
+    state: AtomicUsize,
+    /// Set once, never cleared: the bytes are a constant and refuse writes.
+    frozen: AtomicBool,
 }
 
 enum Owner {
@@ -33,11 +61,12 @@ enum Owner {
 }
 
 // SAFETY: `Block` only holds a pointer into memory that it owns (Aligned) or that its owner
-// keeps alive (External, whose owner is itself Send + Sync). The runtime never mutates the
-// memory behind a shared `Storage` except through explicit copy routines whose callers own
-// the destination; concurrent writers elsewhere (numpy) carry the same contract as numpy's.
+// keeps alive (External, whose owner is itself Send + Sync); moving it to another thread moves
+// nothing that is tied to the creating thread.
 unsafe impl Send for Block {}
-// SAFETY: see `Send` above; `&Block` exposes only the pointer and length.
+// SAFETY: shared access from several threads goes through the `state` protocol (module docs):
+// `bytes` hands out `&[u8]` only while `state` counts it as a reader, and `write` mutates only
+// after swapping `state` from 0 (no readers) to WRITING, so no `&[u8]` aliases a safe write.
 unsafe impl Sync for Block {}
 
 impl Drop for Block {
@@ -51,6 +80,12 @@ impl Drop for Block {
     }
 }
 
+impl Block {
+    fn new(ptr: NonNull<u8>, len: usize, device: Device, owner: Owner) -> Self {
+        Block { ptr, len, device, owner, state: AtomicUsize::new(0), frozen: AtomicBool::new(false) }
+    }
+}
+
 fn aligned_layout(len: usize) -> Result<Layout> {
     Layout::from_size_align(len, ALIGNMENT).map_err(|_| Error::alloc(len as u128, "size exceeds the address space"))
 }
@@ -60,18 +95,13 @@ impl Storage {
     /// never aborts, when the memory cannot be had.
     pub fn alloc(nbytes: usize, device: Device) -> Result<Self> {
         if nbytes == 0 {
-            return Ok(Storage(Arc::new(Block {
-                ptr: NonNull::<u64>::dangling().cast(),
-                len: 0,
-                device,
-                owner: Owner::Aligned,
-            })));
+            return Ok(Storage(Arc::new(Block::new(NonNull::<u64>::dangling().cast(), 0, device, Owner::Aligned))));
         }
         let layout = aligned_layout(nbytes)?;
         // SAFETY: the layout has a non-zero size (checked above).
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).ok_or_else(|| Error::alloc(nbytes as u128, "out of memory"))?;
-        Ok(Storage(Arc::new(Block { ptr, len: nbytes, device, owner: Owner::Aligned })))
+        Ok(Storage(Arc::new(Block::new(ptr, nbytes, device, Owner::Aligned))))
     }
 
     /// Allocates storage for a size given as a signed or oversized number, with a clear error for
@@ -95,7 +125,7 @@ impl Storage {
         // SAFETY: rebuilding the same Vec (pointer, length, capacity) that we just leaked; the
         // owner keeps it alive, and it is dropped exactly once, with the Block.
         let owner = unsafe { Vec::from_raw_parts(v.as_mut_ptr(), v.len(), v.capacity()) };
-        Storage(Arc::new(Block { ptr, len, device: Device::cpu(0), owner: Owner::External(Box::new(owner)) }))
+        Storage(Arc::new(Block::new(ptr, len, Device::cpu(0), Owner::External(Box::new(owner)))))
     }
 
     /// Wraps memory owned by `owner`.
@@ -109,7 +139,7 @@ impl Storage {
         device: Device,
         owner: Box<dyn Any + Send + Sync>,
     ) -> Self {
-        Storage(Arc::new(Block { ptr, len, device, owner: Owner::External(owner) }))
+        Storage(Arc::new(Block::new(ptr, len, device, Owner::External(owner))))
     }
 
     /// The size in bytes.
@@ -137,24 +167,85 @@ impl Storage {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
-    /// The bytes, read-only.
-    pub fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` is valid for `len` bytes while the block lives (see the constructors),
-        // and the block lives at least as long as `&self`.
-        unsafe { std::slice::from_raw_parts(self.0.ptr.as_ptr(), self.0.len) }
+    /// The bytes, read-only, for as long as the guard lives (safe writes wait for it to drop).
+    pub fn bytes(&self) -> StorageRead<'_> {
+        let state = &self.0.state;
+        let mut spins = 0u32;
+        loop {
+            let n = state.load(Ordering::Relaxed);
+            // A write in progress holds the state for one memcpy: wait for it. (One reader
+            // short of WRITING waits too, so the count can never reach the sentinel.)
+            if n >= WRITING - 1 {
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            if state.compare_exchange_weak(n, n + 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                return StorageRead { storage: self };
+            }
+        }
     }
 
-    /// Copies `src` into the storage at `offset`.
+    /// Copies `src` into the storage at `offset`. Fails, without waiting, when the storage is
+    /// frozen (a constant), when a reader holds its bytes, or when the range is out of bounds.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
         let end = offset.checked_add(src.len()).filter(|e| *e <= self.len());
         if end.is_none() {
-            return Err(Error::index("storage bytes", (offset + src.len()) as i64, self.len()));
+            return Err(Error::index("storage bytes", offset.saturating_add(src.len()) as i64, self.len()));
         }
-        // SAFETY: the range [offset, offset + src.len()) lies inside the block (checked above);
-        // `src` cannot overlap a region we are writing unless the caller passed a view of this
-        // storage, for which `copy` (memmove semantics) is correct.
-        unsafe { std::ptr::copy(src.as_ptr(), self.as_ptr().add(offset), src.len()) };
+        if self.is_frozen() {
+            return Err(Error::value(format!(
+                "cannot write to {} bytes of read-only storage (a constant of an executable, or read-only memory)",
+                src.len()
+            )));
+        }
+        if self.0.state.compare_exchange(0, WRITING, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return Err(Error::value(
+                "cannot write to a tensor whose bytes are being read (the destination overlaps a source, or another thread reads it)",
+            ));
+        }
+        // SAFETY: the range [offset, offset + src.len()) lies inside the block (checked above),
+        // and holding WRITING means no `StorageRead` of this block exists, so `src` is not a
+        // view of these bytes and no `&[u8]` aliases the destination while we copy.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.as_ptr().add(offset), src.len()) };
+        self.0.state.store(0, Ordering::Release);
         Ok(())
+    }
+
+    /// Makes the storage read-only for good: safe writes fail from now on, and foreign code
+    /// must not write either (constants shared by every VM and thread are frozen).
+    pub fn freeze(&self) {
+        self.0.frozen.store(true, Ordering::Release);
+    }
+
+    /// True once [`Storage::freeze`] was called.
+    pub fn is_frozen(&self) -> bool {
+        self.0.frozen.load(Ordering::Acquire)
+    }
+}
+
+/// Read access to a storage's bytes; safe writes to the storage fail while it lives.
+pub struct StorageRead<'a> {
+    storage: &'a Storage,
+}
+
+impl std::ops::Deref for StorageRead<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        let block = &self.storage.0;
+        // SAFETY: `ptr` is valid for `len` bytes while the block lives, which is at least as
+        // long as `'a`; this guard is counted in `state`, so no safe write runs until it drops.
+        unsafe { std::slice::from_raw_parts(block.ptr.as_ptr(), block.len) }
+    }
+}
+
+impl Drop for StorageRead<'_> {
+    fn drop(&mut self) {
+        self.storage.0.state.fetch_sub(1, Ordering::Release);
     }
 }
 
@@ -198,9 +289,59 @@ mod tests {
     fn write_checks_bounds() {
         let s = Storage::alloc(4, Device::cpu(0)).unwrap();
         s.write(1, &[7, 8]).unwrap();
-        assert_eq!(s.bytes(), &[0, 7, 8, 0]);
+        assert_eq!(&*s.bytes(), &[0, 7, 8, 0]);
         assert!(s.write(3, &[1, 2]).is_err());
         let empty = Storage::alloc(0, Device::cpu(0)).unwrap();
         assert!(empty.is_empty() && empty.bytes().is_empty());
+    }
+
+    #[test]
+    fn a_write_while_the_bytes_are_read_is_an_error_not_an_alias() {
+        let s = Storage::alloc(4, Device::cpu(0)).unwrap();
+        let read = s.bytes();
+        let e = s.write(0, &[1]).unwrap_err();
+        assert!(e.to_string().contains("being read"), "{e}");
+        // Writing a storage's own bytes into itself is the same case.
+        assert!(s.write(1, &read[..2]).is_err());
+        assert_eq!(&*read, &[0, 0, 0, 0]);
+        drop(read);
+        s.write(0, &[1]).unwrap();
+        assert_eq!(&*s.bytes(), &[1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn frozen_storage_refuses_writes_and_stays_readable() {
+        let s = Storage::alloc(2, Device::cpu(0)).unwrap();
+        let alias = s.clone();
+        s.freeze();
+        assert!(alias.is_frozen());
+        let e = alias.write(0, &[9]).unwrap_err();
+        assert!(e.to_string().contains("read-only"), "{e}");
+        assert_eq!(&*s.bytes(), &[0, 0]);
+    }
+
+    #[test]
+    fn readers_and_writers_on_many_threads_never_see_a_torn_write() {
+        // Each write stores one byte value across the whole block; a reader must see it whole.
+        let s = Storage::alloc(4096, Device::cpu(0)).unwrap();
+        std::thread::scope(|scope| {
+            for t in 0..2u8 {
+                let s = &s;
+                scope.spawn(move || {
+                    for i in 0..2000u32 {
+                        let _ = s.write(0, &[t.wrapping_mul(100).wrapping_add(i as u8); 4096]);
+                    }
+                });
+            }
+            for _ in 0..2 {
+                let s = &s;
+                scope.spawn(move || {
+                    for _ in 0..2000 {
+                        let b = s.bytes();
+                        assert!(b.iter().all(|x| *x == b[0]), "a reader saw a write half done");
+                    }
+                });
+            }
+        });
     }
 }

@@ -4,7 +4,7 @@ use crate::device::Device;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::shape::{numel, Shape};
-use crate::storage::Storage;
+use crate::storage::{Storage, StorageRead};
 use half::{bf16, f16};
 use ndarray::{ArrayD, ArrayViewD, IxDyn, ShapeBuilder};
 use std::fmt;
@@ -316,8 +316,10 @@ impl Tensor {
         self.0.storage.ptr_eq(&other.0.storage)
     }
 
-    /// A read-only ndarray view of the elements, which must be of type `T`.
-    pub fn view<T: Element>(&self) -> Result<ArrayViewD<'_, T>> {
+    /// A read-only ndarray view of the elements, which must be of type `T`. Safe writes to the
+    /// storage fail while the view lives (see [`Storage`]). A `bool` view checks that every byte
+    /// is 0 or 1: any other byte is not a `bool`, and reading it as one is undefined behaviour.
+    pub fn view<T: Element>(&self) -> Result<TensorView<'_, T>> {
         if T::DTYPE != self.dtype() {
             return Err(Error::type_mismatch(format!("tensor of {}", T::DTYPE), format!("tensor of {}", self.dtype())));
         }
@@ -325,13 +327,23 @@ impl Tensor {
         if (ptr as usize) % std::mem::align_of::<T>() != 0 {
             return Err(Error::value(format!("tensor data at {ptr:p} is not aligned for {}", self.dtype())));
         }
+        let read = self.0.storage.bytes();
         let dims: Vec<usize> = self.0.shape.iter().map(|d| *d as usize).collect();
         let strides: Vec<usize> = self.strides().iter().map(|s| *s as usize).collect();
         let shape = IxDyn(&dims).strides(IxDyn(&strides));
+        if T::DTYPE == DataType::Bool {
+            // SAFETY: as below, for bytes instead of T (always aligned, same extent).
+            let bytes = unsafe { ArrayViewD::<u8>::from_shape_ptr(shape.clone(), ptr.cast::<u8>()) };
+            if let Some(b) = bytes.iter().find(|b| **b > 1) {
+                return Err(Error::value(format!("bool tensor holds the byte {b}; bool bytes must be 0 or 1")));
+            }
+        }
         // SAFETY: `from_parts` proved every element (offset + sum((dim-1)*stride)) lies inside
-        // the storage, strides are non-negative, the pointer is aligned (checked above), and the
-        // storage outlives the returned view because the view borrows `self`.
-        Ok(unsafe { ArrayViewD::from_shape_ptr(shape, ptr) })
+        // the storage, strides are non-negative, the pointer is aligned (checked above), bool
+        // bytes are valid bools (checked above), the storage outlives the view because the view
+        // borrows `self`, and `read` keeps safe writes out while the view lives.
+        let view = unsafe { ArrayViewD::from_shape_ptr(shape, ptr) };
+        Ok(TensorView { view, _read: read })
     }
 
     /// The elements as an owned array in standard layout.
@@ -399,6 +411,26 @@ impl Tensor {
     }
 }
 
+/// A read-only view of a tensor's elements ([`Tensor::view`]): an ndarray view that also holds
+/// the storage's read guard, so no safe write changes the elements while it is in use.
+pub struct TensorView<'a, T> {
+    view: ArrayViewD<'a, T>,
+    _read: StorageRead<'a>,
+}
+
+impl<'a, T> std::ops::Deref for TensorView<'a, T> {
+    type Target = ArrayViewD<'a, T>;
+    fn deref(&self) -> &ArrayViewD<'a, T> {
+        &self.view
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for TensorView<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.view.fmt(f)
+    }
+}
+
 /// Bytes spanned from the first to the last element, inclusive.
 fn extent(shape: &[i64], strides: Option<&[i64]>, dtype: DataType) -> Result<usize> {
     let overflow = || Error::value(format!("tensor of shape {:?} is too large", shape));
@@ -425,7 +457,7 @@ impl fmt::Debug for Tensor {
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         dispatch_dtype!(self.dtype(), T => match self.view::<T>() {
-            Ok(v) => write!(f, "{v}"),
+            Ok(v) => write!(f, "{}", *v),
             Err(e) => write!(f, "<{e}>"),
         })
     }
@@ -505,5 +537,29 @@ mod tests {
         assert!(!a.content_eq(&Tensor::from_vec([2], vec![1i32, 3]).unwrap()));
         assert_eq!(a.to_string(), "[1, 2]");
         assert!(format!("{a:?}").contains("int32"));
+    }
+
+    #[test]
+    fn a_bool_view_of_bytes_other_than_0_and_1_is_an_error() {
+        // Bytes written as u8 and viewed as bool through the same storage: reading a 2 as a
+        // bool would be undefined behaviour, so the view refuses it.
+        let storage = Storage::alloc(3, Device::cpu(0)).unwrap();
+        storage.write(0, &[1, 0, 2]).unwrap();
+        let t = Tensor::from_parts(storage.clone(), 0, [3].into(), None, DataType::Bool).unwrap();
+        let e = t.view::<bool>().unwrap_err();
+        assert!(e.to_string().contains("byte 2"), "{e}");
+        let head = Tensor::from_parts(storage, 0, [2].into(), None, DataType::Bool).unwrap();
+        assert_eq!(head.to_vec::<bool>().unwrap(), [true, false]);
+    }
+
+    #[test]
+    fn a_view_keeps_writes_out_until_it_drops() {
+        let t = Tensor::from_vec([2], vec![1i32, 2]).unwrap();
+        let v = t.view::<i32>().unwrap();
+        assert!(t.storage().write(0, &[0; 4]).is_err());
+        assert_eq!(v[[0]], 1);
+        drop(v);
+        t.storage().write(0, &[0; 4]).unwrap();
+        assert_eq!(t.to_vec::<i32>().unwrap(), [0, 2]);
     }
 }

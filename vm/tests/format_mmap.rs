@@ -41,10 +41,13 @@ fn a_256_mib_constant_loads_in_milliseconds_without_resident_memory() {
     assert!(grown < 16 << 20, "loading made {grown} bytes resident");
 
     // Reading the data pages it in (which shows the measurement above is meaningful).
-    let t = exe.constants()[1].as_tensor().unwrap();
-    let bytes = &t.storage().bytes()[t.byte_offset()..][..t.nbytes()];
-    let sum: u64 = bytes.iter().step_by(4096).map(|b| u64::from(*b)).sum::<u64>() + u64::from(bytes[SIZE - 1]);
-    assert_eq!(sum, 7);
+    {
+        let t = exe.constants()[1].as_tensor().unwrap();
+        let read = t.storage().bytes();
+        let bytes = &read[t.byte_offset()..][..t.nbytes()];
+        let sum: u64 = bytes.iter().step_by(4096).map(|b| u64::from(*b)).sum::<u64>() + u64::from(bytes[SIZE - 1]);
+        assert_eq!(sum, 7);
+    }
     assert!(rss().saturating_sub(before) > 128 << 20, "reading the data makes it resident");
     drop(exe);
     std::fs::remove_file(&path).unwrap();

@@ -33,10 +33,10 @@ mod reduce;
 
 use crate::args::{self, type_err, value_err};
 use crate::table::{builtin, Builtin};
-use ndarray::{ArrayD, ArrayViewD, CowArray, IxDyn};
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
 use num::Num;
 use promote::WeakKind;
-use relaxvm::{dispatch_dtype, DataType, Element, Error, Result, Tensor, Value};
+use relaxvm::{dispatch_dtype, DataType, Element, Error, Result, Tensor, TensorView, Value};
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
@@ -139,7 +139,7 @@ pub(crate) fn check_weak_ints(name: &str, ops: &[Operand<'_>], dtype: DataType) 
 /// The operand's elements as type `T`: a view when the tensor already has type `T`, else a
 /// converted copy. Conversions follow safe promotions (exact) or go to float (rounding, as
 /// numpy). Scalars become zero-dimensional arrays.
-pub(crate) fn operand_array<'a, T: Num>(name: &str, op: &Operand<'a>) -> Result<CowArray<'a, T, IxDyn>> {
+pub(crate) fn operand_array<'a, T: Num>(name: &str, op: &Operand<'a>) -> Result<Elements<'a, T>> {
     let scalar = match *op {
         Operand::Tensor(t) => return cast_tensor(name, t),
         Operand::Int(i) => T::from_int(i)
@@ -147,17 +147,44 @@ pub(crate) fn operand_array<'a, T: Num>(name: &str, op: &Operand<'a>) -> Result<
         Operand::Float(x) => T::from_f64(x),
         Operand::Bool(b) => T::from_f64(f64::from(u8::from(b))),
     };
-    Ok(CowArray::from(ArrayD::from_elem(IxDyn(&[]), scalar)))
+    Ok(Elements::Owned(ArrayD::from_elem(IxDyn(&[]), scalar)))
+}
+
+/// Elements of type `T`: a tensor's own (viewed under its storage's read guard) or a converted
+/// copy.
+pub(crate) enum Elements<'a, T> {
+    /// The tensor's elements, in place.
+    View(TensorView<'a, T>),
+    /// Elements computed from the operand.
+    Owned(ArrayD<T>),
+}
+
+impl<T> Elements<'_, T> {
+    /// The elements as an ndarray view.
+    pub(crate) fn view(&self) -> ArrayViewD<'_, T> {
+        match self {
+            Elements::View(v) => v.view(),
+            Elements::Owned(a) => a.view(),
+        }
+    }
+
+    /// The dimensions.
+    pub(crate) fn shape(&self) -> &[usize] {
+        match self {
+            Elements::View(v) => v.shape(),
+            Elements::Owned(a) => a.shape(),
+        }
+    }
 }
 
 /// A tensor's elements as type `T` (a view when no conversion is needed).
-pub(crate) fn cast_tensor<'a, T: Num>(name: &str, t: &'a Tensor) -> Result<CowArray<'a, T, IxDyn>> {
+pub(crate) fn cast_tensor<'a, T: Num>(name: &str, t: &'a Tensor) -> Result<Elements<'a, T>> {
     if t.dtype() == T::DTYPE {
-        return Ok(CowArray::from(args::view::<T>(name, t)?));
+        return Ok(Elements::View(args::view::<T>(name, t)?));
     }
     dispatch_dtype!(t.dtype(), S => {
         let v = args::view::<S>(name, t)?;
-        Ok(CowArray::from(map_array(name, &v, |x| T::from_f64(x.to_f64()))?))
+        Ok(Elements::Owned(map_array(name, &v, |x| T::from_f64(x.to_f64()))?))
     })
 }
 

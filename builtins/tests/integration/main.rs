@@ -1,6 +1,7 @@
 //! Integration tests of relaxvm-builtins: one binary, one module per concern.
 
 mod common;
+mod constants;
 mod error_table;
 mod numpy_tables;
 mod robustness;

@@ -106,14 +106,19 @@ pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
         // SAFETY: `f` is a kernel exported by a library that stays loaded while this function
         // exists (the caller holds it); `anys` holds `num_args` values whose DLTensors (in
         // `dls`) view the arguments (borrowed for the whole call) or the copies in `staged`,
-        // with shapes owned by those tensors; `result` is writable.
+        // with shapes owned by those tensors; `result` is writable. The kernel writes only
+        // its outputs, which TVM programs allocate per call: never a constant (frozen storage,
+        // shared across threads), never memory a Rust reader holds (readers are scoped to one
+        // builtin call, and this thread is in this call).
         unsafe { f(std::ptr::null_mut(), anys.as_ptr(), num_args, &mut result) }
     }));
     let rc = called.unwrap_or(-1);
     if rc != 0 {
         return Err(raised::take(&format!("kernel {name:?}")));
     }
-    for s in &staged {
+    // Kernels do not say which arguments they write, so every staged copy goes back — except
+    // into constants: they are read-only inputs (a write to one is refused everywhere else).
+    for s in staged.iter().filter(|s| !tensor_arg(args, s.arg).storage().is_frozen()) {
         write_back(tensor_arg(args, s.arg), &s.copy)?;
     }
     convert::result_from_ffi(&result)
