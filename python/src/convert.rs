@@ -17,14 +17,23 @@ use crate::dtype::PyDataType;
 use crate::shape::PyShape;
 use crate::tensor::{tensor_from_numpy, PyTensor};
 use numpy::PyUntypedArray;
-use pyo3::exceptions::{PyOverflowError, PyTypeError};
+use pyo3::exceptions::{PyOverflowError, PyRecursionError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::PyTypeInfo;
 use relaxvm::Value;
 use smallvec::SmallVec;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+/// How deeply tuples and lists passed to the VM may nest. Conversion itself is iterative and
+/// would take any depth; the limit keeps what reaches Rust code that walks values within the
+/// stack of any thread (Python's own default recursion limit is the same).
+pub const MAX_NESTING: usize = 1000;
+
+/// How many items a conversion handles between two checks for Ctrl-C.
+const SIGNAL_CHECK_EVERY: usize = 1 << 14;
 
 /// Arguments as the VM takes them: up to 8 without a heap allocation.
 pub type Args = SmallVec<[Value; 8]>;
@@ -108,11 +117,8 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
     if let Ok(s) = ob.cast::<PyString>() {
         return Ok(Value::Str(relaxvm::ArcStr::from(&*s.to_cow()?)));
     }
-    if let Ok(t) = ob.cast::<PyTuple>() {
-        return tuple_value(t.iter());
-    }
-    if let Ok(l) = ob.cast::<PyList>() {
-        return tuple_value(l.iter());
+    if ob.cast::<PyTuple>().is_ok() || ob.cast::<PyList>().is_ok() {
+        return sequence_value(ob);
     }
     if let Ok(s) = ob.cast::<PyShape>() {
         return Ok(Value::Shape(s.get().0.clone()));
@@ -161,9 +167,61 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
     Err(type_error(ob))
 }
 
-fn tuple_value<'py>(items: impl Iterator<Item = Bound<'py, PyAny>>) -> PyResult<Value> {
-    let v: Vec<Value> = items.map(|i| to_value(&i)).collect::<PyResult<_>>()?;
-    Ok(Value::Tuple(v.into()))
+/// A tuple or list, converted with a heap stack of the sequences being filled: nesting never
+/// recurses natively, a sequence that contains itself is an error (not a hang), and nesting
+/// deeper than [`MAX_NESTING`] is a `RecursionError`.
+fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
+    struct Frame<'py> {
+        seq: Bound<'py, PyAny>,
+        items: Vec<Value>,
+    }
+    fn frame(seq: Bound<'_, PyAny>) -> PyResult<Frame<'_>> {
+        let n = seq.len()?;
+        Ok(Frame { seq, items: Vec::with_capacity(n.min(1 << 16)) })
+    }
+    let py = root.py();
+    // Sequences on the path from the root: one seen again is a cycle.
+    let mut on_path: HashSet<usize> = HashSet::from([root.as_ptr() as usize]);
+    let mut stack = vec![frame(root.clone())?];
+    let mut converted = 0usize;
+    loop {
+        let top = stack.last_mut().expect("the root frame stays until the end");
+        // A list may change while we read it (a `__dlpack__` method can run Python code), so
+        // its length is read at every step.
+        let next = top.items.len();
+        if next < top.seq.len()? {
+            let item = top.seq.get_item(next)?;
+            converted += 1;
+            if converted % SIGNAL_CHECK_EVERY == 0 {
+                py.check_signals()?;
+            }
+            if item.cast::<PyTuple>().is_ok() || item.cast::<PyList>().is_ok() {
+                if !on_path.insert(item.as_ptr() as usize) {
+                    return Err(PyValueError::new_err(format!(
+                        "cannot pass a self-referential {} to the VM: it contains itself (at nesting depth {})",
+                        item.get_type().name()?,
+                        stack.len()
+                    )));
+                }
+                if stack.len() >= MAX_NESTING {
+                    return Err(PyRecursionError::new_err(format!(
+                        "cannot pass tuples or lists nested more than {MAX_NESTING} deep to the VM"
+                    )));
+                }
+                stack.push(frame(item)?);
+            } else {
+                top.items.push(to_value(&item)?);
+            }
+            continue;
+        }
+        let done = stack.pop().expect("checked above");
+        on_path.remove(&(done.seq.as_ptr() as usize));
+        let value = Value::Tuple(done.items.into());
+        match stack.last_mut() {
+            Some(parent) => parent.items.push(value),
+            None => return Ok(value),
+        }
+    }
 }
 
 /// Converts the items of a tuple of arguments.
@@ -195,13 +253,48 @@ pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
         Value::Shape(s) => Bound::new(py, PyShape(s.clone()))?.into_any(),
         Value::DType(d) => Bound::new(py, PyDataType(*d))?.into_any(),
         Value::Device(d) => Bound::new(py, PyDevice(*d))?.into_any(),
-        Value::Tuple(items) => {
-            let objs: Vec<Bound<'py, PyAny>> = items.iter().map(|i| to_py(py, i)).collect::<PyResult<_>>()?;
-            PyTuple::new(py, objs)?.into_any()
-        }
+        Value::Tuple(items) => tuple_to_py(py, items)?,
         Value::Func(c) => Bound::new(py, PyClosure(Arc::clone(c)))?.into_any(),
         other => Bound::new(py, PyOpaque(other.clone()))?.into_any(),
     })
+}
+
+/// A VM tuple as a Python tuple, with a heap stack instead of recursion (a VM can return a
+/// tuple nested as deep as it likes). A tuple shared in several places becomes one Python
+/// tuple shared the same way, so a value whose sharing makes it exponentially large when
+/// unfolded converts in time linear in its distinct tuples; Ctrl-C is polled as it goes.
+fn tuple_to_py<'py>(py: Python<'py>, root: &Arc<Vec<Value>>) -> PyResult<Bound<'py, PyAny>> {
+    struct Frame<'v, 'py> {
+        tuple: &'v Arc<Vec<Value>>,
+        objs: Vec<Bound<'py, PyAny>>,
+    }
+    let mut done: HashMap<*const Vec<Value>, Bound<'py, PyAny>> = HashMap::new();
+    let mut stack = vec![Frame { tuple: root, objs: Vec::with_capacity(root.len()) }];
+    let mut converted = 0usize;
+    loop {
+        let top = stack.last_mut().expect("the root frame stays until the end");
+        if let Some(item) = top.tuple.get(top.objs.len()) {
+            converted += 1;
+            if converted % SIGNAL_CHECK_EVERY == 0 {
+                py.check_signals()?;
+            }
+            match item {
+                Value::Tuple(inner) => match done.get(&Arc::as_ptr(inner)) {
+                    Some(obj) => top.objs.push(obj.clone()),
+                    None => stack.push(Frame { tuple: inner, objs: Vec::with_capacity(inner.len()) }),
+                },
+                other => top.objs.push(to_py(py, other)?),
+            }
+            continue;
+        }
+        let frame = stack.pop().expect("checked above");
+        let obj = PyTuple::new(py, frame.objs)?.into_any();
+        done.insert(Arc::as_ptr(frame.tuple), obj.clone());
+        match stack.last_mut() {
+            Some(parent) => parent.objs.push(obj),
+            None => return Ok(obj),
+        }
+    }
 }
 
 /// Converts each value, as a tuple of arguments for a Python call.

@@ -1,7 +1,7 @@
 //! `rx.Shape`: a tuple of ints that the VM shares without copying.
 
 use pyo3::basic::CompareOp;
-use pyo3::exceptions::{PyIndexError, PyTypeError};
+use pyo3::exceptions::{PyIndexError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PySlice, PyTuple};
 use relaxvm::Shape;
@@ -12,30 +12,47 @@ use relaxvm::Shape;
 #[derive(Clone)]
 pub struct PyShape(pub Shape);
 
+/// The most dimensions a shape read from Python may have. Shapes of real tensors have a few;
+/// without a bound, `rx.Shape(range(2**62))` would try to allocate 32 EiB.
+pub const MAX_SHAPE_DIMS: usize = 1 << 20;
+
 /// Reads a shape from an `rx.Shape` or any iterable of ints.
 pub fn extract_shape(ob: &Bound<'_, PyAny>) -> PyResult<Shape> {
     if let Ok(s) = ob.cast::<PyShape>() {
         return Ok(s.get().0.clone());
     }
     if let Ok(t) = ob.cast::<PyTuple>() {
-        return t.iter().map(|d| d.extract::<i64>()).collect::<PyResult<Vec<i64>>>().map(Shape::from);
+        return collect_dims(ob.py(), t.iter().map(Ok));
     }
     if let Ok(l) = ob.cast::<PyList>() {
-        return l.iter().map(|d| d.extract::<i64>()).collect::<PyResult<Vec<i64>>>().map(Shape::from);
+        return collect_dims(ob.py(), l.iter().map(Ok));
     }
     if ob.extract::<i64>().is_ok() {
         return Err(PyTypeError::new_err("a shape is a sequence of ints, not an int: write (n,)"));
     }
-    ob.try_iter()
-        .map_err(|_| {
-            PyTypeError::new_err(format!(
-                "expected a shape (a sequence of ints), got {}",
-                ob.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-            ))
-        })?
-        .map(|d| d?.extract::<i64>())
-        .collect::<PyResult<Vec<i64>>>()
-        .map(Shape::from)
+    let iter = ob.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "expected a shape (a sequence of ints), got {}",
+            ob.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ))
+    })?;
+    collect_dims(ob.py(), iter)
+}
+
+/// The ints of `items`, at most [`MAX_SHAPE_DIMS`] of them, polling for Ctrl-C as it goes.
+fn collect_dims<'py>(py: Python<'py>, items: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>) -> PyResult<Shape> {
+    let mut dims: Vec<i64> = Vec::new();
+    for item in items {
+        if dims.len() == MAX_SHAPE_DIMS {
+            return Err(PyValueError::new_err(format!("a shape may have at most {MAX_SHAPE_DIMS} dimensions")));
+        }
+        if dims.len() % 65536 == 65535 {
+            py.check_signals()?;
+        }
+        dims.try_reserve(1).map_err(|_| PyMemoryError::new_err("out of memory reading a shape"))?;
+        dims.push(item?.extract::<i64>()?);
+    }
+    Ok(Shape::from(dims))
 }
 
 impl PyShape {
