@@ -7,8 +7,73 @@ use super::error::CliError;
 use crate::{assemble, AsmError};
 use relaxvm::format::{self, LoadOptions, SaveOptions};
 use relaxvm::Executable;
-use std::io::Read;
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The default of `--max-input-size`: the largest input file a command reads, in bytes.
+pub const DEFAULT_MAX_INPUT: u64 = 16 << 30;
+
+static MAX_INPUT: AtomicU64 = AtomicU64::new(DEFAULT_MAX_INPUT);
+
+/// Sets the input size limit for this process (`--max-input-size`).
+pub fn set_max_input(bytes: u64) {
+    MAX_INPUT.store(bytes, Ordering::Relaxed);
+}
+
+/// Checks, before opening it, that `path` is a regular file within the input size limit: a
+/// fifo would block the open, and `/dev/zero` or a directory is no program. Returns its size.
+pub fn check_input(path: &Path) -> Result<u64, CliError> {
+    let meta = std::fs::metadata(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+    let t = meta.file_type();
+    let kind = if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a fifo"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        ""
+    };
+    if !kind.is_empty() {
+        return Err(CliError::new(format!("{}: expected a regular file, found {kind}", path.display())));
+    }
+    let max = MAX_INPUT.load(Ordering::Relaxed);
+    if meta.len() > max {
+        return Err(CliError::new(format!(
+            "{}: {} bytes is more than the input size limit of {max} bytes (raise it with --max-input-size)",
+            path.display(),
+            meta.len()
+        )));
+    }
+    Ok(meta.len())
+}
+
+/// Refuses to write `output` when it is one of the `inputs` (say `asm x.txt -o x.txt`): the
+/// command would destroy what it reads. Checked before anything is written.
+pub fn check_output(output: &Path, inputs: &[&Path]) -> Result<(), CliError> {
+    let Ok(out) = std::fs::metadata(output) else { return Ok(()) };
+    for input in inputs {
+        if std::fs::metadata(input).is_ok_and(|m| m.dev() == out.dev() && m.ino() == out.ino()) {
+            return Err(CliError::new(format!(
+                "{}: the output is the input file {}; write to another path",
+                output.display(),
+                input.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Writes a warning to standard error (a closed stderr is not worth a crash).
+pub fn warn(msg: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr(), "warning: {msg}");
+}
 
 /// How far to open an executable's native libraries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +88,7 @@ pub enum Native {
 /// `verify_data` the tensor-data checksum too), a TVM-compiled model, or a text file.
 pub fn read_executable(path: &Path, verify_data: bool, native: Native) -> Result<Executable, CliError> {
     let located = |e: relaxvm::Error| CliError::new(format!("{}: {e}", path.display()));
+    check_input(path)?;
     let head = head(path)?;
     if head.starts_with(&format::MAGIC) {
         let opts = LoadOptions { verify_checksum: true, verify_data_checksum: verify_data };
@@ -40,9 +106,15 @@ pub fn read_executable(path: &Path, verify_data: bool, native: Native) -> Result
         };
         return exe.map_err(|e| CliError::new(e.to_string()));
     }
+    let not_ours = |why: &str| CliError::new(format!("{}: not a relaxvm executable ({why})", path.display()));
+    if path.extension().is_some_and(|e| e == "rvx") {
+        return Err(not_ours("a .rvx file starts with the bytes 0x89 R V X"));
+    }
     let bytes = read(path)?;
     let text = std::str::from_utf8(&bytes)
-        .map_err(|_| CliError::new(format!("{}: neither a binary executable nor UTF-8 text", path.display())))?;
+        .ok()
+        .filter(|t| !t.contains('\0'))
+        .ok_or_else(|| not_ours("neither the binary format, a model compiled by TVM, nor UTF-8 text"))?;
     assemble(text).map_err(|e| asm_error(path, &e))
 }
 
@@ -107,31 +179,49 @@ pub fn write_executable(
 ) -> Result<(), CliError> {
     let opts = SaveOptions { strip_debug, version: version.unwrap_or(format::CURRENT_VERSION), ..Default::default() };
     if opts.version < format::VERSION_3 && (exe.has_signatures() || exe.declared_entry().is_some()) {
-        eprintln!(
-            "warning: format version {} has no place for signatures or the entry function: {} leaves them out",
+        warn(format!(
+            "format version {} has no place for signatures or the entry function: {} leaves them out",
             opts.version,
             path.display()
-        );
+        ));
     }
     format::save_file(exe, path, &opts).map_err(|e| CliError::new(format!("{}: {e}", path.display())))
 }
 
-/// Writes `data` to `path`, or to standard output without a path.
+/// Writes `data` to `path` (atomically), or to standard output without a path. A closed
+/// standard output (`relaxvm dis x | head -1`) ends the output quietly, as `cat` and ripgrep
+/// do; any other failure (a full disk) is an error.
 pub fn write_output(path: Option<&Path>, data: &str) -> Result<(), CliError> {
     match path {
         Some(p) => write(p, data.as_bytes()),
         None => {
-            use std::io::Write;
             let mut out = std::io::stdout().lock();
-            out.write_all(data.as_bytes()).and_then(|()| out.flush()).map_err(|e| CliError::new(format!("stdout: {e}")))
+            match out.write_all(data.as_bytes()).and_then(|()| out.flush()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Err(CliError::new(format!("standard output: {e}")))
+                }
+                _ => Ok(()),
+            }
         }
     }
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, CliError> {
+/// Reads an input file whole, after [`check_input`].
+pub fn read(path: &Path) -> Result<Vec<u8>, CliError> {
+    check_input(path)?;
     std::fs::read(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))
 }
 
-fn write(path: &Path, data: &[u8]) -> Result<(), CliError> {
-    std::fs::write(path, data).map_err(|e| CliError::new(format!("{}: {e}", path.display())))
+/// Writes `data` to `path` atomically: into a temporary file in the same folder, renamed over
+/// `path` once complete, so a failure (a full disk, Ctrl-C) never leaves half a file.
+pub fn write(path: &Path, data: &[u8]) -> Result<(), CliError> {
+    let located = |e: std::io::Error| CliError::new(format!("{}: {e}", path.display()));
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(located)?;
+    tmp.write_all(data).and_then(|()| tmp.as_file().sync_all()).map_err(located)?;
+    tmp.persist(path).map_err(|e| located(e.error))?;
+    Ok(())
 }

@@ -27,6 +27,10 @@ use std::sync::Arc;
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The largest input file to read, in bytes: a guard against reading a huge file (or a
+    /// device) by mistake.
+    #[arg(long, global = true, value_name = "BYTES", default_value_t = io::DEFAULT_MAX_INPUT)]
+    max_input_size: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -167,7 +171,8 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "error: {e}");
             ExitCode::FAILURE
         }
     }
@@ -175,9 +180,13 @@ pub fn main() -> ExitCode {
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<(), CliError> {
+    io::set_max_input(cli.max_input_size);
     match cli.command {
         Command::Asm(a) => asm(a),
         Command::Dis(a) => {
+            if let Some(out) = &a.output {
+                io::check_output(out, &[&a.input])?;
+            }
             let exe = io::read_executable(&a.input, false, io::Native::Inspect)?;
             io::write_output(a.output.as_deref(), &if a.python { exe.as_python() } else { exe.as_text() })
         }
@@ -192,6 +201,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
 }
 
 fn link(a: LinkArgs) -> Result<(), CliError> {
+    io::check_output(&a.output, &a.inputs.iter().map(PathBuf::as_path).collect::<Vec<_>>())?;
     let exes =
         a.inputs.iter().map(|p| io::read_executable(p, false, io::Native::Inspect)).collect::<Result<Vec<_>, _>>()?;
     let names: Vec<String> = a.inputs.iter().map(|p| p.display().to_string()).collect();
@@ -209,11 +219,12 @@ fn asm(a: AsmArgs) -> Result<(), CliError> {
         }
         None => a.input.with_extension("rvx"),
     };
+    io::check_output(&output, &[&a.input])?;
     let text = io::read_text(&a.input)?;
     let exe = crate::assemble(&text).map_err(|e| io::asm_error(&a.input, &e))?;
     if a.check {
         for w in crate::check_executable(&exe)? {
-            eprintln!("warning: {w}");
+            io::warn(w);
         }
     }
     io::write_executable(&exe, &output, a.strip, a.format_version)
@@ -233,23 +244,28 @@ fn verify(a: VerifyArgs) -> Result<(), CliError> {
         warnings.push(format!("packed function {:?} is not {provider}: the host must register it", f.name));
     }
     for w in &warnings {
-        eprintln!("warning: {w}");
+        io::warn(w);
     }
     if a.strict && !warnings.is_empty() {
         return Err(CliError::new(format!("{}: {} warning(s) with --strict", a.input.display(), warnings.len())));
     }
-    println!(
-        "{}: ok ({} functions, {} packed functions, {} constants, {} instructions)",
+    let summary = format!(
+        "{}: ok ({} functions, {} packed functions, {} constants, {} instructions)\n",
         a.input.display(),
         exe.bytecode_function_names().len(),
         exe.packed_function_names().len(),
         exe.constants().len(),
         exe.instrs().len()
     );
-    Ok(())
+    io::write_output(None, &summary)
 }
 
 fn run_function(a: RunArgs) -> Result<(), CliError> {
+    if let Some(out) = &a.output {
+        let mut inputs = vec![a.input.as_path()];
+        inputs.extend(a.inputs.iter().map(PathBuf::as_path));
+        io::check_output(out, &inputs)?;
+    }
     let exe = io::read_executable(&a.input, false, io::Native::Open)?;
     let func = match a.func.as_deref().or_else(|| exe.entry()) {
         Some(f) => f.to_string(),
@@ -276,7 +292,7 @@ fn run_function(a: RunArgs) -> Result<(), CliError> {
     let mut vm = VirtualMachine::new(Arc::new(exe))?;
     vm.config_mut().step_budget = a.max_steps;
     let result = vm.invoke(&func, &args)?;
-    println!("{result}");
+    io::write_output(None, &format!("{result}\n"))?;
     if let Some(out) = &a.output {
         run::save_result(&result, out)?;
     }

@@ -1,6 +1,7 @@
 //! `relaxvm run`: command-line arguments to values, results to text and `.npy`.
 
 use super::error::CliError;
+use super::io;
 use crate::npy;
 use relaxvm::{DataType, Shape, Tensor, Type, Value};
 use std::path::Path;
@@ -18,7 +19,7 @@ pub fn parse_arg(s: &str) -> Result<Value, CliError> {
             "float" => return rest.parse().map(Value::Float).map_err(|_| bad("a float")),
             "bool" => return rest.parse().map(Value::Bool).map_err(|_| bad("true or false")),
             "str" => return Ok(Value::str(rest)),
-            "npy" => return Ok(Value::Tensor(npy::load(rest)?)),
+            "npy" => return Ok(Value::Tensor(load_npy(rest)?)),
             "shape" => {
                 let dims: Result<Vec<i64>, _> =
                     rest.split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::parse).collect();
@@ -28,7 +29,7 @@ pub fn parse_arg(s: &str) -> Result<Value, CliError> {
         }
     }
     if s.ends_with(".npy") {
-        return Ok(Value::Tensor(npy::load(s)?));
+        return Ok(Value::Tensor(load_npy(s)?));
     }
     if let Ok(i) = s.parse::<i64>() {
         return Ok(Value::Int(i));
@@ -55,7 +56,7 @@ pub fn parse_arg_as(s: &str, t: &Type) -> Result<Value, CliError> {
         Type::Scalar(DataType::Bool) => s.parse().map(Value::Bool).map_err(|_| bad("true or false")),
         Type::Scalar(d) if d.is_float() => s.parse().map(Value::Float).map_err(|_| bad("a number")),
         Type::Scalar(_) => s.parse().map(Value::Int).map_err(|_| bad("an integer")),
-        Type::Tensor { .. } => Ok(Value::Tensor(npy::load(s)?)),
+        Type::Tensor { .. } => Ok(Value::Tensor(load_npy(s)?)),
         Type::Shape(_) => parse_arg(&format!("shape:{s}")),
         Type::Any | Type::Object | Type::Tuple(_) | Type::List(_) | Type::Dict(_) => parse_arg(s),
     }
@@ -77,8 +78,12 @@ pub fn save_result(v: &Value, path: &Path) -> Result<(), CliError> {
             )))
         }
     };
-    npy::save(&tensor, path)?;
-    Ok(())
+    io::write(path, &npy::to_bytes(&tensor)?)
+}
+
+/// A tensor from a `.npy` file (a regular file within the input size limit).
+fn load_npy(path: &str) -> Result<Tensor, CliError> {
+    npy::from_bytes(&io::read(Path::new(path))?).map_err(|e| CliError::new(format!("{path}: {e}")))
 }
 
 #[cfg(test)]

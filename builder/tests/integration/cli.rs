@@ -122,7 +122,7 @@ fn bad_input_files() {
     let binary_junk = dir.path().join("junk.bin");
     std::fs::write(&binary_junk, [0xff, 0xfe, 0x00, 0x01]).unwrap();
     let e = failure(relaxvm().arg("dis").arg(&binary_junk));
-    assert!(e.contains("neither a binary executable nor UTF-8 text"), "{e}");
+    assert!(e.contains("not a relaxvm executable (neither the binary format"), "{e}");
 }
 
 #[test]

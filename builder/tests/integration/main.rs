@@ -4,6 +4,7 @@ mod asm;
 mod builder;
 mod check;
 mod cli;
+mod cli_io;
 mod cli_tvm;
 mod common;
 mod formalize;
