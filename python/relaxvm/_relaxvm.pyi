@@ -50,6 +50,8 @@ __all__ = [
     "remove_global_func",
     "tensor",
     "tensor_from_bytes",
+    "_is_plain_name",
+    "_name_text",
     "_register_panicking_func",
 ]
 
@@ -640,3 +642,9 @@ def remove_global_func(name: str) -> None:
 
 def _register_panicking_func(name: str, message: str) -> None:
     """Test aid: registers under ``name`` a native function that panics with ``message``."""
+
+def _name_text(name: str) -> str:
+    """The text form of a name in a signature: plain, or quoted with the VM's escapes."""
+
+def _is_plain_name(name: str) -> bool:
+    """True when ``name`` needs no quotes in the text form (the VM's rule)."""

@@ -23,9 +23,10 @@ symbol must agree in one call), ``None`` any size; ``shape=None`` is an unknown 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Union
+
+from . import _relaxvm
 
 __all__ = [
     "Any",
@@ -74,8 +75,6 @@ _SHORT = {
 _SHORT.update({v: v for v in list(_SHORT.values())})
 _SHORT["i1"] = "bool"
 
-_PLAIN = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$-]*\Z")
-
 
 def _dtype_text(dtype: object) -> str:
     """The short name of a dtype-like (``"float32"``, ``"f32"``, ``np.float32``, ``rx.DataType``)."""
@@ -97,24 +96,7 @@ def _name_text(name: str) -> str:
     """A parameter name or dict key, quoted when it is not a plain name (as the VM prints it)."""
     if not isinstance(name, str):
         raise TypeError(f"names are str, got {type(name).__name__}")
-    if _PLAIN.match(name):
-        return name
-    out = ['"']
-    for c in name:
-        if c in '"\\':
-            out.append("\\" + c)
-        elif c == "\n":
-            out.append("\\n")
-        elif c == "\t":
-            out.append("\\t")
-        elif c == "\r":
-            out.append("\\r")
-        elif ord(c) < 0x20:
-            out.append(f"\\u{{{ord(c):x}}}")
-        else:
-            out.append(c)
-    out.append('"')
-    return "".join(out)
+    return _relaxvm._name_text(name)
 
 
 class Type:
@@ -216,7 +198,7 @@ class Tensor(Type):
                     raise TypeError(f"a dimension is an int, a symbol (str) or None, got {d!r}")
                 if isinstance(d, int) and d < 0:
                     raise ValueError(f"a fixed dimension is non-negative, got {d}")
-                if isinstance(d, str) and not _PLAIN.match(d):
+                if isinstance(d, str) and not _relaxvm._is_plain_name(d):
                     raise ValueError(f"a symbolic dimension is a plain name, got {d!r}")
             self.shape: tuple[int | str | None, ...] | None = dims
         else:

@@ -56,5 +56,7 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry::list_global_func_names, m)?)?;
     m.add_function(wrap_pyfunction!(registry::remove_global_func, m)?)?;
     m.add_function(wrap_pyfunction!(testing::_register_panicking_func, m)?)?;
+    m.add_function(wrap_pyfunction!(signature::_name_text, m)?)?;
+    m.add_function(wrap_pyfunction!(signature::_is_plain_name, m)?)?;
     Ok(())
 }

@@ -210,3 +210,18 @@ pub fn typed_to_py<'py>(py: Python<'py>, v: &Value, t: &Type) -> PyResult<Bound<
         _ => to_py(py, v),
     }
 }
+
+/// The text form of a name in a signature: as it is when plain, else quoted with the escapes
+/// the VM's parser reads. The one rule shared by `relaxvm.types` and the VM's printer.
+#[pyfunction]
+pub fn _name_text(name: &str) -> String {
+    let mut out = String::new();
+    relaxvm::text::write_name(&mut out, name);
+    out
+}
+
+/// True when `name` needs no quotes in the text form (the VM's rule).
+#[pyfunction]
+pub fn _is_plain_name(name: &str) -> bool {
+    relaxvm::text::is_plain_name(name)
+}

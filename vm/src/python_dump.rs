@@ -2,13 +2,30 @@
 
 use crate::bytecode::{Arg, Instruction};
 use crate::executable::{Executable, FuncKind};
-use crate::location::{write_quoted, Location};
+use crate::location::Location;
 use crate::value::Value;
 use std::fmt::Write;
 
-fn py_str(s: &str) -> String {
-    let mut out = String::new();
-    write_quoted(&mut out, s).expect("writing to a String");
+/// `s` as a Python string literal that Python's parser reads back as exactly `s`. Escaped:
+/// the quote and backslash, and every character a Python source file cannot hold raw inside a
+/// one-line literal or that would hide in a listing — control characters (category Cc, all below
+/// U+00A0) and the line and paragraph separators. Everything else is written as itself.
+pub fn py_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => write!(out, "\\x{:02x}", c as u32).expect("writing to a String"),
+            '\u{2028}' | '\u{2029}' => write!(out, "\\u{:04x}", c as u32).expect("writing to a String"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
     out
 }
 
@@ -102,5 +119,54 @@ impl Executable {
     /// Python source that rebuilds this executable (see [`to_python`]).
     pub fn as_python(&self) -> String {
         to_python(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::py_str;
+
+    /// Reads a literal that `py_str` wrote, by Python's rules for the escapes it uses.
+    fn read_back(lit: &str) -> String {
+        let body = lit.strip_prefix('"').and_then(|l| l.strip_suffix('"')).expect("quoted");
+        let mut out = String::new();
+        let mut chars = body.chars();
+        while let Some(c) = chars.next() {
+            if c != '\\' {
+                assert!(c != '"', "an unescaped quote in {lit:?}");
+                out.push(c);
+                continue;
+            }
+            let hex = |n: usize, chars: &mut std::str::Chars<'_>| {
+                let digits: String = chars.take(n).collect();
+                char::from_u32(u32::from_str_radix(&digits, 16).unwrap()).unwrap()
+            };
+            match chars.next().unwrap() {
+                'n' => out.push('\n'),
+                'r' => out.push('\r'),
+                't' => out.push('\t'),
+                'x' => out.push(hex(2, &mut chars)),
+                'u' => out.push(hex(4, &mut chars)),
+                e @ ('"' | '\\') => out.push(e),
+                e => panic!("unknown escape \\{e}"),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_char_is_a_python_literal_that_reads_back() {
+        for c in (0..=char::MAX as u32).filter_map(char::from_u32) {
+            let s = format!("a{c}b");
+            let lit = py_str(&s);
+            // Nothing Python's tokenizer would stop at, or that hides in a listing, is raw.
+            assert!(
+                !lit.chars().any(|x| x.is_control() || x == '\u{2028}' || x == '\u{2029}'),
+                "U+{:04X}: {lit:?}",
+                c as u32
+            );
+            assert_eq!(read_back(&lit), s, "U+{:04X}", c as u32);
+        }
+        assert_eq!(py_str("a\u{1}\"\\\u{7f}é"), r#""a\x01\"\\\x7fé""#);
     }
 }
