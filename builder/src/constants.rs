@@ -63,7 +63,8 @@ fn content_hash(v: &Value) -> Option<u64> {
         Value::Shape(s) => (5u8, s.dims()).hash(&mut h),
         Value::DType(d) => (6u8, d).hash(&mut h),
         Value::Device(d) => (7u8, d).hash(&mut h),
-        Value::Tensor(t) => (8u8, t.dtype(), t.shape().dims(), t.contiguous_bytes()).hash(&mut h),
+        // A tensor too large to copy is not deduplicated (no key).
+        Value::Tensor(t) => (8u8, t.dtype(), t.shape().dims(), t.contiguous_bytes().ok()?).hash(&mut h),
         _ => return None,
     }
     Some(h.finish())

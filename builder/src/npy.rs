@@ -67,7 +67,7 @@ pub fn from_bytes(bytes: &[u8]) -> Result<Tensor, NpyError> {
         }
         let view =
             Tensor::from_parts(t.storage().clone(), 0, shape, Some(strides), dtype).map_err(|e| bad(e.to_string()))?;
-        return Ok(view.contiguous());
+        return view.contiguous().map_err(|e| bad(e.to_string()));
     }
     Tensor::from_bytes(dtype, shape, &maybe_swap(data, dtype, header.big_endian)).map_err(|e| bad(e.to_string()))
 }
@@ -91,7 +91,7 @@ pub fn to_bytes(t: &Tensor) -> Result<Vec<u8>, NpyError> {
         out.extend_from_slice(&len.to_le_bytes());
     }
     out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&t.contiguous_bytes());
+    out.extend_from_slice(&t.contiguous_bytes().map_err(|e| bad(e.to_string()))?);
     Ok(out)
 }
 

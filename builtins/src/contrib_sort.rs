@@ -165,7 +165,7 @@ fn sort_like(name: &'static str, args: &[Value], indices: bool) -> Result<Value>
         if indices {
             write_out(name, output, &dims, &index_bytes(name, output.dtype(), &pos)?)
         } else {
-            write_out(name, output, &dims, &Tensor::from_vec(dims.clone(), vals)?.contiguous_bytes())
+            write_out(name, output, &dims, &Tensor::from_vec(dims.clone(), vals)?.contiguous_bytes()?)
         }
     })?;
     Ok(Value::Null)
@@ -257,7 +257,7 @@ fn topk(name: &'static str, args: &[Value]) -> Result<Value> {
     }
     // TVM writes min(k, n) results per line and leaves the rest of the outputs (k > n) as they
     // were: start from the outputs' current contents.
-    let mut indices_bytes = indices_out.map(Tensor::contiguous_bytes).unwrap_or_default();
+    let mut indices_bytes = indices_out.map(Tensor::contiguous_bytes).transpose()?.unwrap_or_default();
     let values_bytes = dispatch_dtype!(input.dtype(), T => {
         let data = input.to_vec::<T>()?;
         let mut values: Vec<T> = match values_out {
@@ -284,7 +284,7 @@ fn topk(name: &'static str, args: &[Value]) -> Result<Value> {
             }
         }
         Ok::<Vec<u8>, Error>(if values_out.is_some() {
-            Tensor::from_vec(out_dims.clone(), values)?.contiguous_bytes()
+            Tensor::from_vec(out_dims.clone(), values)?.contiguous_bytes()?
         } else {
             Vec::new()
         })

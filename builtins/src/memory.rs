@@ -17,7 +17,7 @@
 
 use crate::args::{self, in_builtin, type_err, value_err};
 use crate::table::{builtin, Builtin};
-use relaxvm::{dispatch_dtype, CallCtx, Device, DeviceType, Error, Result, Shape, Storage, Tensor, Value};
+use relaxvm::{CallCtx, Device, DeviceType, Error, Result, Shape, Storage, Tensor, Value};
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
@@ -98,7 +98,7 @@ pub(crate) fn contiguous(name: &str, t: &Tensor) -> Result<Tensor> {
     if t.is_contiguous() {
         return Ok(t.clone());
     }
-    dispatch_dtype!(t.dtype(), T => Ok(Tensor::from_array(args::view::<T>(name, t)?.as_standard_layout().into_owned())))
+    t.contiguous().map_err(|e| in_builtin(name, e))
 }
 
 /// A contiguous copy of `t` in new storage on `device`.

@@ -468,9 +468,13 @@ def link(
     define raises ``ValueError`` naming both. ``drop_unreachable`` leaves out what ``entry``
     (and ``keep``) cannot reach."""
 
-def load_executable(path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview) -> Executable:
-    """Loads an executable from a ``.rvx`` file (memory-mapped) or from bytes, and opens the
-    native libraries it references (an imported TVM model keeps its ``.so`` by path and hash)."""
+def load_executable(
+    path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview, *, mmap: bool = False
+) -> Executable:
+    """Loads an executable from a ``.rvx`` file or from bytes, and opens the native libraries it
+    references (an imported TVM model keeps its ``.so`` by path and hash). A file is read into
+    memory with every byte checked; ``mmap=True`` maps a trusted file instead (fast, but the file
+    must not change while the executable lives)."""
 
 def load_module(path: str | os.PathLike[str]) -> Executable:
     """Loads a model compiled by Apache TVM 0.27: a ``.so`` written by ``export_library``

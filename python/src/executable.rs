@@ -125,16 +125,23 @@ impl PyExecutable {
     }
 }
 
-/// Loads an executable from a `.rvx` file (memory-mapped: tensor constants view the file) or
-/// from bytes (any buffer), and opens the native libraries it references (a model imported from
-/// TVM keeps its kernels' `.so` by path and hash).
+/// Loads an executable from a `.rvx` file or from bytes (any buffer), and opens the native
+/// libraries it references (a model imported from TVM keeps its kernels' `.so` by path and
+/// hash). A file is read into memory and every byte checked against its checksums, so nothing
+/// done to the file later reaches the executable; `mmap=True` maps a trusted file instead
+/// (loading skips the tensor data, but the file must not change while the executable lives).
 #[pyfunction]
-pub fn load_executable(py: Python<'_>, path_or_bytes: &Bound<'_, PyAny>) -> PyResult<PyExecutable> {
+#[pyo3(signature = (path_or_bytes, *, mmap = false))]
+pub fn load_executable(py: Python<'_>, path_or_bytes: &Bound<'_, PyAny>, mmap: bool) -> PyResult<PyExecutable> {
     if let Ok(path) = path_or_bytes.extract::<PathBuf>() {
         if !path_or_bytes.is_instance_of::<PyBytes>() {
-            let exe = py.detach(|| relaxvm_tvm::import::load_executable(&path)).py_err(py)?;
+            let opts = if mmap { format::LoadOptions::trusted_mmap() } else { format::LoadOptions::default() };
+            let exe = py.detach(|| relaxvm_tvm::import::load_executable_with(&path, &opts)).py_err(py)?;
             return Ok(PyExecutable(Arc::new(exe)));
         }
+    }
+    if mmap {
+        return Err(pyo3::exceptions::PyValueError::new_err("mmap=True needs a path, not bytes"));
     }
     if let Ok(b) = path_or_bytes.cast::<PyBytes>() {
         let bytes = b.as_bytes();
@@ -145,7 +152,7 @@ pub fn load_executable(py: Python<'_>, path_or_bytes: &Bound<'_, PyAny>) -> PyRe
     let bytes = py.get_type::<PyBytes>().call1((path_or_bytes,)).map_err(|_| {
         pyo3::exceptions::PyTypeError::new_err("load_executable expects a path (str or os.PathLike) or bytes")
     })?;
-    load_executable(py, &bytes)
+    load_executable(py, &bytes, false)
 }
 
 /// Loads a model compiled by Apache TVM 0.27: a shared library written by `export_library`

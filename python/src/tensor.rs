@@ -142,7 +142,7 @@ fn tensor_from_raw(
 
 /// A copy of `t` in fresh runtime-owned contiguous storage.
 pub fn copy_tensor(py: Python<'_>, t: &Tensor) -> PyResult<Tensor> {
-    tensor_from_raw(py, &t.contiguous_bytes(), t.shape().clone(), t.dtype(), t.device())
+    tensor_from_raw(py, &t.contiguous_bytes().py_err(py)?, t.shape().clone(), t.dtype(), t.device())
 }
 
 /// A numpy array viewing `t`'s memory, with `base` set to `owner` (which keeps it alive).
@@ -334,7 +334,7 @@ impl PyTensor {
         let py = slf.py();
         let t = &slf.get().0;
         let f = py.import("relaxvm")?.getattr("tensor_from_bytes")?;
-        let bytes = PyBytes::new(py, &t.contiguous_bytes());
+        let bytes = PyBytes::new(py, &t.contiguous_bytes().py_err(py)?);
         let args = (bytes, PyTuple::new(py, t.shape().dims())?, t.dtype().name()).into_pyobject(py)?;
         Ok((f, args))
     }
@@ -364,7 +364,7 @@ pub fn tensor<'py>(
     if let Ok(t) = data.cast::<PyTensor>() {
         let t = &t.get().0;
         if dtype.is_none_or(|d| d == t.dtype()) {
-            let copy = tensor_from_raw(py, &t.contiguous_bytes(), t.shape().clone(), t.dtype(), device)?;
+            let copy = tensor_from_raw(py, &t.contiguous_bytes().py_err(py)?, t.shape().clone(), t.dtype(), device)?;
             return PyTensor::wrap(py, copy);
         }
     }
@@ -380,7 +380,7 @@ pub fn tensor<'py>(
     }
     let arr = np.call_method(pyo3::intern!(py, "asarray"), (data,), Some(&kwargs))?;
     let src = tensor_from_numpy(arr.cast::<PyUntypedArray>()?)?;
-    let bytes = src.contiguous_bytes();
+    let bytes = src.contiguous_bytes().py_err(py)?;
     PyTensor::wrap(py, tensor_from_raw(py, &bytes, src.shape().clone(), src.dtype(), device)?)
 }
 

@@ -91,13 +91,18 @@ pub fn load_module(path: impl AsRef<Path>) -> Result<Executable> {
     }
 }
 
-/// Loads a relaxvm executable (memory-mapped) and opens the native libraries it references:
-/// each by its recorded path, or, when that file does not exist, by its file name in the
-/// executable's folder (so a model and its `.so` can move together). A library whose bytes
-/// hash differently from the recorded hash is refused.
+/// Loads a relaxvm executable (read into memory, every byte checked) and opens the native
+/// libraries it references: each by its recorded path, or, when that file does not exist, by
+/// its file name in the executable's folder (so a model and its `.so` can move together). A
+/// library whose bytes hash differently from the recorded hash is refused.
 pub fn load_executable(path: impl AsRef<Path>) -> Result<Executable> {
+    load_executable_with(path, &relaxvm::format::LoadOptions::default())
+}
+
+/// [`load_executable`] with load options (e.g. memory-mapping a trusted file).
+pub fn load_executable_with(path: impl AsRef<Path>, opts: &relaxvm::format::LoadOptions) -> Result<Executable> {
     let path = path.as_ref();
-    let exe = relaxvm::format::load_file(path)?;
+    let exe = relaxvm::format::load_file_with(path, opts)?;
     open_libraries(exe, path.parent())
 }
 

@@ -41,7 +41,10 @@ fn py_constant(v: &Value) -> String {
         Value::DType(d) => format!("rx.DataType({:?})", d.name()),
         Value::Device(d) => format!("rx.cpu({})", d.device_id),
         Value::Tensor(t) => {
-            let hex: String = t.contiguous_bytes().iter().map(|b| format!("{b:02x}")).collect();
+            let hex: String = match t.contiguous_bytes() {
+                Ok(bytes) => bytes.iter().map(|b| format!("{b:02x}")).collect(),
+                Err(e) => return format!("None  # {e}"),
+            };
             format!("rx.tensor_from_bytes(bytes.fromhex({hex:?}), {:?}, {:?})", t.shape().dims(), t.dtype().name())
         }
         other => format!("None  # unsupported constant {}", other.type_name()),

@@ -104,6 +104,18 @@ impl Storage {
         Ok(Storage(Arc::new(Block::new(ptr, nbytes, device, Owner::Aligned))))
     }
 
+    /// Allocates `nbytes` (64-byte aligned) and lets `fill` write them before any other handle
+    /// to the storage exists. Fails, never aborts, when the memory cannot be had.
+    pub fn alloc_filled(nbytes: usize, device: Device, fill: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<Self> {
+        let storage = Storage::alloc(nbytes, device)?;
+        // SAFETY: the storage was just allocated: this is its only handle, no `StorageRead`
+        // exists and no raw pointer escaped, so this is the one reference to its `nbytes`
+        // valid bytes (a dangling, aligned pointer when there are none) until `fill` returns.
+        let buf = unsafe { std::slice::from_raw_parts_mut(storage.as_ptr(), nbytes) };
+        fill(buf)?;
+        Ok(storage)
+    }
+
     /// Allocates storage for a size given as a signed or oversized number, with a clear error for
     /// negative sizes and sizes beyond the address space.
     pub fn alloc_checked(nbytes: i128, device: Device) -> Result<Self> {

@@ -346,31 +346,43 @@ impl Tensor {
         Ok(TensorView { view, _read: read })
     }
 
-    /// The elements as an owned array in standard layout.
+    /// The elements as an owned array in standard layout (allocation failure is an error).
     pub fn to_array<T: Element>(&self) -> Result<ArrayD<T>> {
-        Ok(self.view::<T>()?.as_standard_layout().into_owned())
+        let dims: Vec<usize> = self.0.shape.iter().map(|d| *d as usize).collect();
+        let data = self.to_vec::<T>()?;
+        Ok(ArrayD::from_shape_vec(IxDyn(&dims), data).expect("numel elements fill the shape"))
     }
 
-    /// The elements, in row-major order.
+    /// The elements, in row-major order. The vector is allocated fallibly: a broadcast view of
+    /// 2^40 elements (stride 0, a few bytes of storage) is an error to copy, not an abort.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        Ok(self.view::<T>()?.iter().copied().collect())
+        let view = self.view::<T>()?;
+        let mut out = try_alloc_vec::<T>(self.numel())?;
+        match view.as_slice() {
+            Some(s) => out.extend_from_slice(s),
+            None => out.extend(view.iter().copied()),
+        }
+        Ok(out)
     }
 
-    /// The elements as contiguous bytes (copied only when the tensor is strided).
-    pub fn contiguous_bytes(&self) -> Vec<u8> {
+    /// The elements as contiguous bytes (copied, through a compact copy when strided).
+    pub fn contiguous_bytes(&self) -> Result<Vec<u8>> {
         if self.is_contiguous() {
             let start = self.byte_offset();
-            return self.storage().bytes()[start..start + self.nbytes()].to_vec();
+            let read = self.storage().bytes();
+            let mut out = try_alloc_vec::<u8>(self.nbytes())?;
+            out.extend_from_slice(&read[start..start + self.nbytes()]);
+            return Ok(out);
         }
-        self.contiguous().contiguous_bytes()
+        self.contiguous()?.contiguous_bytes()
     }
 
-    /// This tensor if contiguous, else a contiguous copy.
-    pub fn contiguous(&self) -> Tensor {
+    /// This tensor if contiguous, else a contiguous copy (allocation failure is an error).
+    pub fn contiguous(&self) -> Result<Tensor> {
         if self.is_contiguous() {
-            return self.clone();
+            return Ok(self.clone());
         }
-        dispatch_dtype!(self.dtype(), T => Tensor::from_array(self.to_array::<T>().expect("dtype matches")))
+        dispatch_dtype!(self.dtype(), T => Tensor::from_vec(self.shape().clone(), self.to_vec::<T>()?))
     }
 
     /// A tensor with the same elements and a new shape: a view when contiguous, else a copy.
@@ -383,7 +395,7 @@ impl Tensor {
                 self.numel()
             )));
         }
-        let base = self.contiguous();
+        let base = self.contiguous()?;
         Tensor::from_parts(base.storage().clone(), base.byte_offset(), shape, None, self.dtype())
     }
 
@@ -407,8 +419,21 @@ impl Tensor {
     pub fn content_eq(&self, other: &Tensor) -> bool {
         self.dtype() == other.dtype()
             && self.shape() == other.shape()
-            && self.contiguous_bytes() == other.contiguous_bytes()
+            && match (self.contiguous_bytes(), other.contiguous_bytes()) {
+                (Ok(a), Ok(b)) => a == b,
+                // Too large to copy: not known equal (callers only skip sharing then).
+                _ => false,
+            }
     }
+}
+
+/// An empty vector with room for `n` elements, or an allocation error (never an abort).
+fn try_alloc_vec<T>(n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        Error::alloc((n as u128).saturating_mul(std::mem::size_of::<T>() as u128), "out of memory copying a tensor")
+    })?;
+    Ok(v)
 }
 
 /// A read-only view of a tensor's elements ([`Tensor::view`]): an ndarray view that also holds

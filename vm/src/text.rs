@@ -59,8 +59,9 @@ pub fn constant_to_text(v: &Value) -> String {
         Value::Device(d) => write!(out, "device {d}").unwrap(),
         Value::Tensor(t) => {
             write!(out, "tensor {} {} hex:", t.dtype(), t.shape()).unwrap();
-            for b in t.contiguous_bytes() {
-                write!(out, "{b:02x}").unwrap();
+            match t.contiguous_bytes() {
+                Ok(bytes) => bytes.iter().for_each(|b| write!(out, "{b:02x}").unwrap()),
+                Err(e) => write!(out, "<{e}>").unwrap(),
             }
         }
         other => write!(out, "<{}>", other.type_name()).unwrap(),

@@ -205,22 +205,23 @@ impl Type {
     }
 
     /// Converts `v` to what the callee expects once it has passed [`Type::check`]: ints become
-    /// floats for float scalars, strided tensors become contiguous where that is declared.
-    pub fn coerce(&self, v: Value) -> Value {
-        match (self, &v) {
+    /// floats for float scalars, strided tensors become contiguous where that is declared (an
+    /// allocation error when the copy does not fit in memory).
+    pub fn coerce(&self, v: Value) -> Result<Value> {
+        Ok(match (self, &v) {
             (Type::Scalar(d), Value::Int(i)) if d.is_float() => Value::Float(*i as f64),
-            (Type::Tensor { contiguous: true, .. }, Value::Tensor(t)) => Value::Tensor(t.contiguous()),
-            (Type::Tuple(slots), Value::Tuple(items)) => {
-                Value::tuple(slots.iter().zip(items.iter()).map(|(t, v)| t.coerce(v.clone())).collect::<Vec<_>>())
-            }
-            (Type::Dict(slots), Value::Tuple(items)) => {
-                Value::tuple(slots.iter().zip(items.iter()).map(|((_, t), v)| t.coerce(v.clone())).collect::<Vec<_>>())
-            }
+            (Type::Tensor { contiguous: true, .. }, Value::Tensor(t)) => Value::Tensor(t.contiguous()?),
+            (Type::Tuple(slots), Value::Tuple(items)) => Value::tuple(
+                slots.iter().zip(items.iter()).map(|(t, v)| t.coerce(v.clone())).collect::<Result<Vec<_>>>()?,
+            ),
+            (Type::Dict(slots), Value::Tuple(items)) => Value::tuple(
+                slots.iter().zip(items.iter()).map(|((_, t), v)| t.coerce(v.clone())).collect::<Result<Vec<_>>>()?,
+            ),
             (Type::List(item), Value::Tuple(items)) => {
-                Value::tuple(items.iter().map(|v| item.coerce(v.clone())).collect::<Vec<_>>())
+                Value::tuple(items.iter().map(|v| item.coerce(v.clone())).collect::<Result<Vec<_>>>()?)
             }
             _ => v,
-        }
+        })
     }
 }
 
@@ -298,7 +299,7 @@ impl Signature {
     /// Checks and converts arguments (see [`Type::coerce`]).
     pub fn prepare_args(&self, func: &str, args: &[Value]) -> Result<Vec<Value>> {
         self.check_args(func, args)?;
-        Ok(self.params.iter().zip(args).map(|((_, t), v)| t.coerce(v.clone())).collect())
+        self.params.iter().zip(args).map(|((_, t), v)| t.coerce(v.clone())).collect()
     }
 
     /// The IREE reflection object `{"a": [...], "r": [...]}` as JSON text.

@@ -369,7 +369,7 @@ fn load_file_maps_tensor_data_in_place() {
     let exe = sample();
     let path = temp_path("mmap");
     exe.save(&path, &SaveOptions::default()).unwrap();
-    let loaded = format::load_file(&path).unwrap();
+    let loaded = format::load_file_with(&path, &LoadOptions::trusted_mmap()).unwrap();
     let maps = mapping_of(&path);
     assert!(!maps.is_empty(), "the file is mapped");
     let t = loaded.constants()[13].as_tensor().unwrap().clone();
@@ -537,7 +537,7 @@ fn every_flipped_bit_is_caught() {
 }
 
 #[test]
-fn load_file_skips_the_data_checksum_unless_asked() {
+fn load_file_checks_every_byte_and_trusted_mmap_only_the_metadata() {
     let bytes = sample().save_to_bytes();
     let info = inspect(&bytes).unwrap();
     let data = section(&info, "tensor data").unwrap().data.clone();
@@ -546,13 +546,12 @@ fn load_file_skips_the_data_checksum_unless_asked() {
     assert!(load_err(&bad).contains("data checksum mismatch"));
     let path = temp_path("data-crc");
     std::fs::write(&path, &bad).unwrap();
-    assert!(format::load_file(&path).is_ok());
-    let strict = LoadOptions::default();
-    let e = format::load_file_with(&path, &strict).unwrap_err().to_string();
+    assert!(format::load_file_with(&path, &LoadOptions::trusted_mmap()).is_ok());
+    let e = format::load_file(&path).unwrap_err().to_string();
     assert!(e.contains("tensor data section at byte") && e.contains("corrupt"), "{e}");
     std::fs::remove_file(&path).unwrap();
     // Without checksums, corrupt metadata is still decoded safely.
-    let unchecked = LoadOptions { verify_checksum: false, verify_data_checksum: false };
+    let unchecked = LoadOptions { verify_checksum: false, verify_data_checksum: false, mmap: false };
     assert!(load_bytes_with(&bad, &unchecked).is_ok());
 }
 
@@ -927,7 +926,9 @@ fn fuzz_corpus_replays_without_panics() {
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let data = std::fs::read(entry.unwrap().path()).unwrap();
-        for opts in [LoadOptions::default(), LoadOptions { verify_checksum: false, verify_data_checksum: false }] {
+        for opts in
+            [LoadOptions::default(), LoadOptions { verify_checksum: false, verify_data_checksum: false, mmap: false }]
+        {
             if let Ok(exe) = load_bytes_with(&data, &opts) {
                 let bytes = exe.save_to_bytes();
                 let again = load_bytes(&bytes).expect("a saved executable loads");

@@ -10,12 +10,18 @@ use relaxvm::Executable;
 use std::io::{Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The default of `--max-input-size`: the largest input file a command reads, in bytes.
 pub const DEFAULT_MAX_INPUT: u64 = 16 << 30;
 
 static MAX_INPUT: AtomicU64 = AtomicU64::new(DEFAULT_MAX_INPUT);
+static MMAP: AtomicBool = AtomicBool::new(false);
+
+/// Memory-maps binary inputs instead of reading them (`--mmap`, for trusted files).
+pub fn set_mmap(on: bool) {
+    MMAP.store(on, Ordering::Relaxed);
+}
 
 /// Sets the input size limit for this process (`--max-input-size`).
 pub fn set_max_input(bytes: u64) {
@@ -84,14 +90,19 @@ pub enum Native {
     Open,
 }
 
-/// Reads an executable from a binary file (memory-mapped, metadata checksum checked; with
-/// `verify_data` the tensor-data checksum too), a TVM-compiled model, or a text file.
+/// Reads an executable from a binary file (read whole and every byte checked; with `--mmap`
+/// memory-mapped, the metadata checked and, with `verify_data`, the tensor data too), a
+/// TVM-compiled model, or a text file.
 pub fn read_executable(path: &Path, verify_data: bool, native: Native) -> Result<Executable, CliError> {
     let located = |e: relaxvm::Error| CliError::new(format!("{}: {e}", path.display()));
     check_input(path)?;
     let head = head(path)?;
     if head.starts_with(&format::MAGIC) {
-        let opts = LoadOptions { verify_checksum: true, verify_data_checksum: verify_data };
+        // Read into memory, every byte checked; or, with --mmap, mapped (data checked for verify).
+        let opts = match MMAP.load(Ordering::Relaxed) {
+            true => LoadOptions { verify_data_checksum: verify_data, ..LoadOptions::trusted_mmap() },
+            false => LoadOptions::default(),
+        };
         let exe = format::load_file_with(path, &opts).map_err(located)?;
         return match native {
             Native::Inspect => Ok(exe),

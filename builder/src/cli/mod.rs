@@ -31,6 +31,11 @@ pub struct Cli {
     /// device) by mistake.
     #[arg(long, global = true, value_name = "BYTES", default_value_t = io::DEFAULT_MAX_INPUT)]
     max_input_size: u64,
+    /// Memory-map binary executables instead of reading them: loading no longer reads the
+    /// tensor data, but the file must not change while the command runs (trusted files only;
+    /// truncating a mapped file crashes the reader).
+    #[arg(long, global = true)]
+    mmap: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -181,6 +186,7 @@ pub fn main() -> ExitCode {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<(), CliError> {
     io::set_max_input(cli.max_input_size);
+    io::set_mmap(cli.mmap);
     match cli.command {
         Command::Asm(a) => asm(a),
         Command::Dis(a) => {

@@ -172,3 +172,22 @@ fn files_that_are_not_ours_say_so() {
         }
     }
 }
+
+#[test]
+fn a_flipped_bit_in_a_binary_is_refused_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("prog.rvx");
+    let mut cmd = relaxvm();
+    cmd.arg("asm").arg(text(dir.path())).arg("-o").arg(&out);
+    assert_eq!(finish(cmd).0, Some(0));
+    let mut raw = std::fs::read(&out).unwrap();
+    let mid = raw.len() / 2;
+    raw[mid] ^= 0x10;
+    std::fs::write(&out, raw).unwrap();
+    for sub in ["run", "dis", "verify"] {
+        let mut cmd = relaxvm();
+        cmd.arg(sub).arg(&out);
+        let (code, _, err) = finish(cmd);
+        one_line_error(code, &err, "checksum mismatch");
+    }
+}

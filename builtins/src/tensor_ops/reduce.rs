@@ -112,10 +112,17 @@ fn reduce<A: Num>(name: &str, a: ArrayViewD<'_, A>, axes: &[usize]) -> Result<Ar
     }
     let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
     let permuted = a.permuted_axes(perm);
-    let standard = permuted.as_standard_layout();
-    let data = standard
-        .as_slice()
-        .ok_or_else(|| Error::value(format!("{name}: internal error: a standard-layout array has no slice")))?;
+    // A copy in the permuted order, allocated fallibly (a broadcast input may be huge).
+    let copied;
+    let data = match permuted.as_slice() {
+        Some(d) => d,
+        None => {
+            let mut v = try_vec(name, permuted.len())?;
+            v.extend(permuted.iter().copied());
+            copied = v;
+            &copied[..]
+        }
+    };
     let mut out = try_vec(name, outer)?;
     if inner == 0 {
         out.resize(outer, A::ZERO);

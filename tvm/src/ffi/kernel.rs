@@ -75,7 +75,7 @@ pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
                 if aligned && t.is_contiguous() {
                     sources.push(Some(Source::Arg(i)));
                 } else {
-                    let copy = Tensor::from_bytes(t.dtype(), t.shape().clone(), &t.contiguous_bytes())?;
+                    let copy = Tensor::from_bytes(t.dtype(), t.shape().clone(), &t.contiguous_bytes()?)?;
                     sources.push(Some(Source::Staged(staged.len())));
                     staged.push(Staged { arg: i, copy });
                 }

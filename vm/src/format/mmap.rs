@@ -1,9 +1,9 @@
 //! Loading from a memory-mapped file: tensor constants view the mapping in place, so a large
 //! constant costs neither a copy nor resident memory until its pages are read.
 
-use super::{reader, LoadOptions};
+use super::{located, reader, LoadOptions};
 use crate::device::Device;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::executable::Executable;
 use crate::storage::Storage;
 use memmap2::MmapOptions;
@@ -14,14 +14,7 @@ use std::sync::Arc;
 
 /// Maps `path` and decodes it; see [`super::load_file`].
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Executable> {
-    let with_path = |e: Error| -> Error {
-        match e.into_kind() {
-            ErrorKind::Format(m) => Error::format(format!("{}: {m}", path.display())),
-            ErrorKind::Invalid(m) => Error::invalid(format!("{}: {m}", path.display())),
-            ErrorKind::Io(io) => std::io::Error::new(io.kind(), format!("{}: {io}", path.display())).into(),
-            other => other.into(),
-        }
-    };
+    let with_path = |e: Error| located(path, e);
     let file = File::open(path).map_err(|e| with_path(e.into()))?;
     let len = file.metadata().map_err(|e| with_path(e.into()))?.len();
     if len == 0 {

@@ -33,6 +33,7 @@ mod functions;
 mod instructions;
 mod libraries;
 mod mmap;
+mod owned;
 mod reader;
 mod sections;
 mod signatures;
@@ -89,15 +90,29 @@ impl Default for SaveOptions {
 pub struct LoadOptions {
     /// Check the metadata checksum (everything but tensor data).
     pub verify_checksum: bool,
-    /// Also check the tensor-data checksum, which reads every byte of tensor data (with
-    /// [`load_file`] that pages in the whole file). Ignored unless `verify_checksum`.
+    /// Also check the tensor-data checksum, which reads every byte of tensor data. Ignored
+    /// unless `verify_checksum`.
     pub verify_data_checksum: bool,
+    /// For files: memory-map the file instead of reading it into memory of our own. Loading
+    /// then takes time proportional to the metadata, not the tensor data — but the file must be
+    /// trusted not to change while the executable lives: truncating it makes the next read of
+    /// a constant a SIGBUS, and rewriting it in place changes constants under the program.
+    /// Ignored when loading bytes.
+    pub mmap: bool,
 }
 
 impl Default for LoadOptions {
-    /// Check everything.
+    /// Check everything; read files into memory of our own.
     fn default() -> Self {
-        LoadOptions { verify_checksum: true, verify_data_checksum: true }
+        LoadOptions { verify_checksum: true, verify_data_checksum: true, mmap: false }
+    }
+}
+
+impl LoadOptions {
+    /// For trusted files: memory-mapped, with the metadata checksum checked and the tensor data
+    /// left unread until used.
+    pub fn trusted_mmap() -> Self {
+        LoadOptions { verify_checksum: true, verify_data_checksum: false, mmap: true }
     }
 }
 
@@ -160,21 +175,33 @@ pub fn load_bytes_with(bytes: &[u8], opts: &LoadOptions) -> Result<Executable> {
     })
 }
 
-/// Memory-maps the file `path` and decodes it. Tensor constants view the mapping in place (a
-/// private copy-on-write mapping: writing to a constant never changes the file), so loading
-/// takes time proportional to the metadata, not the tensor data. The metadata checksum is
-/// checked; the tensor-data checksum is not, since that would read every page (use
-/// [`load_file_with`] to ask for it).
-///
-/// The file must not be modified in place while executables loaded from it live; replace it
-/// (as [`save_file`] does) instead.
+/// Reads the file `path` into memory of our own (one 64-byte-aligned block that the tensor
+/// constants view) and decodes it, with every byte checked against the file's checksums first.
+/// A file truncated or rewritten after the call changes nothing in the executable; a flipped
+/// bit anywhere in the file is an error. For large trusted files, [`LoadOptions::mmap`] maps
+/// the file instead.
 pub fn load_file(path: impl AsRef<Path>) -> Result<Executable> {
-    load_file_with(path, &LoadOptions { verify_checksum: true, verify_data_checksum: false })
+    load_file_with(path, &LoadOptions::default())
 }
 
-/// Memory-maps and decodes the file `path` with the given checks.
+/// Reads (or, with [`LoadOptions::mmap`], memory-maps) and decodes the file `path`.
 pub fn load_file_with(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Executable> {
-    mmap::load(path.as_ref(), opts)
+    if opts.mmap {
+        mmap::load(path.as_ref(), opts)
+    } else {
+        owned::load(path.as_ref(), opts)
+    }
+}
+
+/// `e` with the file's path in front of its message.
+fn located(path: &Path, e: crate::error::Error) -> crate::error::Error {
+    use crate::error::{Error, ErrorKind};
+    match e.into_kind() {
+        ErrorKind::Format(m) => Error::format(format!("{}: {m}", path.display())),
+        ErrorKind::Invalid(m) => Error::invalid(format!("{}: {m}", path.display())),
+        ErrorKind::Io(io) => std::io::Error::new(io.kind(), format!("{}: {io}", path.display())).into(),
+        other => other.into(),
+    }
 }
 
 /// Recomputes the checksums of a file in place, for tools that patch files.

@@ -133,7 +133,7 @@ fn write_blob<W: Write>(sink: &mut Sink<W>, blob: &BlobPlan<'_>) -> Result<()> {
         if t.is_contiguous() {
             sink.data(&t.storage().bytes()[t.byte_offset()..][..t.nbytes()])?;
         } else {
-            sink.data(&t.contiguous_bytes())?;
+            sink.data(&t.contiguous_bytes()?)?;
         }
     }
     let pad = start + blob.len - sink.pos;
