@@ -241,7 +241,7 @@ unsafe fn import_tensor(py: Python<'_>, dl: &DLTensor, owner: Imported) -> PyRes
     // SAFETY: the producer keeps `extent` bytes from `start` alive until its deleter runs,
     // which `owner` calls only when the storage (and every tensor viewing it) is dropped.
     let storage = unsafe { Storage::from_external(ptr, extent, device, Box::new(owner)) };
-    Tensor::from_parts(storage, 0, shape.into(), strides, dtype).py_err(py)
+    Tensor::from_parts(storage, 0, shape.into(), strides, dtype).and_then(Tensor::with_normalized_bools).py_err(py)
 }
 
 /// Takes the tensor out of a DLPack capsule, renaming the capsule as consumed.

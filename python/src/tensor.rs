@@ -115,7 +115,10 @@ pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
     // writeable; the array object is kept alive by `owner`, which the storage holds until its
     // last tensor is dropped, so the memory is not freed before.
     let storage = unsafe { Storage::from_external(ptr, extent, Device::cpu(0), Box::new(owner)) };
-    Tensor::from_parts(storage, 0, relaxvm::Shape::new(dims), strides, dtype).py_err(py)
+    // A numpy bool view of other bytes (`uint8_array.view(bool)`) may hold 2..255: read as true.
+    Tensor::from_parts(storage, 0, relaxvm::Shape::new(dims), strides, dtype)
+        .and_then(Tensor::with_normalized_bools)
+        .py_err(py)
 }
 
 /// A contiguous tensor allocated by the runtime holding a copy of `bytes`.

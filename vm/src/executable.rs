@@ -163,25 +163,33 @@ pub struct ExecutableParts {
 /// Makes the storage of every tensor and storage constant read-only: constants are shared by
 /// every VM and thread running the executable, so a builtin writing into one (`store_shape` on
 /// a constant heap, a sort into a constant output) would change every caller's results.
-/// Iterative, so a deeply nested constant cannot overflow the stack.
-fn freeze_constants(constants: &[Value]) {
+/// A `bool` tensor constant holding a byte other than 0 or 1 is refused: it has no text form
+/// that assembles, and reading it as `bool` would be undefined. Iterative, so a deeply nested
+/// constant cannot overflow the stack.
+fn freeze_constants(constants: &[Value]) -> Result<()> {
     let mut work: Vec<&Value> = constants.iter().collect();
     while let Some(v) = work.pop() {
         match v {
-            Value::Tensor(t) => t.storage().freeze(),
+            Value::Tensor(t) => {
+                if t.dtype() == crate::DataType::Bool {
+                    t.view::<bool>().map_err(|e| ErrorKind::Invalid(format!("a constant: {e}")))?;
+                }
+                t.storage().freeze()
+            }
             Value::Storage(s) => s.freeze(),
             Value::Tuple(items) => work.extend(items.iter()),
             Value::Func(closure) => work.extend(closure.captured.iter()),
             _ => {}
         }
     }
+    Ok(())
 }
 
 impl Executable {
     /// Builds an executable from its parts after verifying them (see [`crate::verify`]).
     pub fn from_parts(parts: ExecutableParts) -> Result<Self> {
         crate::verify::verify(&parts)?;
-        freeze_constants(&parts.constants);
+        freeze_constants(&parts.constants)?;
         let func_map = parts.funcs.iter().enumerate().map(|(i, f)| (f.name.clone(), i as u32)).collect();
         let mut locations = parts.locations;
         if locations.iter().all(Option::is_none) {

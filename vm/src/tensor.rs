@@ -377,6 +377,27 @@ impl Tensor {
         self.contiguous()?.contiguous_bytes()
     }
 
+    /// This tensor, or, when it is a `bool` tensor holding bytes other than 0 and 1 (numpy views
+    /// of other dtypes, foreign memory), a contiguous copy with every non-zero byte made 1 — what
+    /// numpy and C read such a byte as. Other dtypes are returned as they are.
+    pub fn with_normalized_bools(self) -> Result<Tensor> {
+        if self.dtype() != DataType::Bool {
+            return Ok(self);
+        }
+        let bytes = Tensor::from_parts(
+            self.storage().clone(),
+            self.byte_offset(),
+            self.shape().clone(),
+            (!self.is_contiguous()).then(|| self.strides()),
+            DataType::U8,
+        )?;
+        if bytes.view::<u8>()?.iter().all(|b| *b <= 1) {
+            return Ok(self);
+        }
+        let normalized: Vec<bool> = bytes.view::<u8>()?.iter().map(|b| *b != 0).collect();
+        Tensor::from_vec(self.shape().clone(), normalized)
+    }
+
     /// This tensor if contiguous, else a contiguous copy (allocation failure is an error).
     pub fn contiguous(&self) -> Result<Tensor> {
         if self.is_contiguous() {
@@ -575,6 +596,16 @@ mod tests {
         assert!(e.to_string().contains("byte 2"), "{e}");
         let head = Tensor::from_parts(storage, 0, [2].into(), None, DataType::Bool).unwrap();
         assert_eq!(head.to_vec::<bool>().unwrap(), [true, false]);
+    }
+
+    #[test]
+    fn bool_bytes_other_than_0_and_1_normalize_to_true() {
+        let storage = Storage::alloc(4, Device::cpu(0)).unwrap();
+        storage.write(0, &[2, 0, 1, 255]).unwrap();
+        let t = Tensor::from_parts(storage, 0, [4].into(), None, DataType::Bool).unwrap();
+        assert_eq!(t.with_normalized_bools().unwrap().to_vec::<bool>().unwrap(), [true, false, true, true]);
+        let fine = Tensor::from_vec([2], vec![true, false]).unwrap();
+        assert!(fine.clone().with_normalized_bools().unwrap().ptr_eq(&fine));
     }
 
     #[test]

@@ -94,3 +94,30 @@ fn trusted_mmap_loads_the_same_program() {
     assert!(!t.storage().is_frozen());
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn a_bool_constant_byte_other_than_0_or_1_is_refused_with_its_offset() {
+    let flags = Tensor::from_vec([3], vec![true, false, true]).unwrap();
+    let exe = Executable::from_parts(ExecutableParts {
+        funcs: vec![FuncInfo::bytecode("main", 0, 1, 0, 1)],
+        constants: vec![Value::Tensor(flags)],
+        instrs: vec![Instruction::Ret { result: 0 }],
+        ..Default::default()
+    })
+    .unwrap();
+    let mut bytes = exe.save_to_bytes();
+    let info = format::inspect(&bytes).unwrap();
+    let data = info.sections.iter().find(|s| s.name == Some("tensor data")).unwrap().data.clone();
+    bytes[data.start as usize + 2] = 2; // the third bool
+    format::reseal(&mut bytes).unwrap(); // checksums right: only the bool check can catch it
+    let e = format::load_bytes(&bytes).unwrap_err().to_string();
+    assert!(e.contains("bool tensor constant holds the byte 2 at data offset 2"), "{e}");
+    // Nor can an executable be built in memory around such a constant.
+    let storage = relaxvm::Storage::alloc(1, Device::cpu(0)).unwrap();
+    storage.write(0, &[7]).unwrap();
+    let bad = Tensor::from_parts(storage, 0, [1].into(), None, DataType::Bool).unwrap();
+    let e = Executable::from_parts(ExecutableParts { constants: vec![Value::Tensor(bad)], ..Default::default() })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("byte 7"), "{e}");
+}

@@ -237,6 +237,22 @@ fn tensor(c: &mut Cursor<'_>, blob: &Blob, at: usize) -> Result<Tensor> {
             format!("tensor data {offset}..+{nbytes} outside the {blob_len} bytes of the tensor data section"),
         ));
     }
+    if dtype == DataType::Bool {
+        // A byte other than 0 or 1 is no bool: refused here, so that no constant holds one (and
+        // the text form of every loaded constant assembles again).
+        let bytes = storage.bytes();
+        let data = &bytes[offset as usize..(offset + nbytes) as usize];
+        if let Some(i) = data.iter().position(|b| *b > 1) {
+            return Err(c.err_at(
+                at,
+                format!(
+                    "bool tensor constant holds the byte {} at data offset {}: bool bytes must be 0 or 1",
+                    data[i],
+                    offset as usize + i
+                ),
+            ));
+        }
+    }
     // Both fit in the storage's usize length (checked above).
     Tensor::from_parts(storage, offset as usize, Shape::from(dims), None, dtype).map_err(|e| c.err_at(at, e))
 }
