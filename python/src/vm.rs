@@ -501,6 +501,8 @@ pub struct TimeEvaluator {
     number: usize,
     repeat: usize,
     min_repeat_ms: f64,
+    cooldown: std::time::Duration,
+    repeats_to_cooldown: usize,
 }
 
 #[pymethods]
@@ -517,15 +519,21 @@ impl TimeEvaluator {
         f.bind_args(args, kwargs, &mut argv)?;
         let func = &f.func;
         let (number, repeat, min_ms) = (self.number, self.repeat, self.min_repeat_ms);
+        let (cooldown, every) = (self.cooldown, self.repeats_to_cooldown);
         let results = f.shared.run(py, true, |vm| {
             vm.invoke_closure(func, &argv)?; // warm-up
             let mut results = Vec::with_capacity(repeat);
             let mut n = number.max(1);
-            for _ in 0..repeat.max(1) {
+            for r in 0..repeat.max(1) {
+                if r > 0 && r % every == 0 && !cooldown.is_zero() {
+                    std::thread::sleep(cooldown);
+                }
                 loop {
                     let t0 = Instant::now();
                     for _ in 0..n {
                         vm.invoke_closure(func, &argv)?;
+                        // A short function never reaches the interpreter's own checks.
+                        vm.poll()?;
                     }
                     let dt = t0.elapsed().as_secs_f64();
                     if dt * 1e3 >= min_ms || n >= 1 << 30 {
@@ -787,7 +795,9 @@ impl PyVirtualMachine {
 
     /// A callable that runs `func_name` `number` times per repeat, `repeat` times, and returns
     /// a `BenchmarkResult` (seconds per run: `mean`, `median`, `results`...). Each repeat runs
-    /// at least `min_repeat_ms` milliseconds. `dev` is accepted for TVM compatibility.
+    /// at least `min_repeat_ms` milliseconds; every `repeats_to_cooldown` repeats it sleeps
+    /// `cooldown_interval_ms`. `dev` must be a CPU device (or None); `f_preproc` must be empty
+    /// (TVM's cache-flushing preprocessors do not exist here). Ctrl-C and `interrupt()` stop it.
     #[pyo3(signature = (func_name, dev = None, number = 10, repeat = 1, min_repeat_ms = 0.0, cooldown_interval_ms = 0.0, repeats_to_cooldown = 1, f_preproc = ""))]
     #[allow(clippy::too_many_arguments)]
     fn time_evaluator(
@@ -802,12 +812,31 @@ impl PyVirtualMachine {
         repeats_to_cooldown: usize,
         f_preproc: &str,
     ) -> PyResult<TimeEvaluator> {
-        let _ = (dev, cooldown_interval_ms, repeats_to_cooldown, f_preproc);
-        if number == 0 || repeat == 0 {
-            return Err(PyValueError::new_err("number and repeat must be at least 1"));
+        if number == 0 || repeat == 0 || repeats_to_cooldown == 0 {
+            return Err(PyValueError::new_err("number, repeat and repeats_to_cooldown must be at least 1"));
+        }
+        // An hour is far beyond any benchmark; 1e300 ms would overflow the run count.
+        for (what, ms) in [("min_repeat_ms", min_repeat_ms), ("cooldown_interval_ms", cooldown_interval_ms)] {
+            if !(0.0..=3.6e6).contains(&ms) {
+                return Err(PyValueError::new_err(format!(
+                    "{what} must be a number of milliseconds from 0 to 3600000 (one hour), got {ms}"
+                )));
+            }
+        }
+        if !f_preproc.is_empty() {
+            return Err(PyValueError::new_err(format!(
+                "f_preproc={f_preproc:?} is not supported: relaxvm runs no preprocessing function between repeats"
+            )));
+        }
+        if let Some(d) = dev.filter(|d| !d.is_none()) {
+            let device = d.extract::<PyRef<'_, crate::device::PyDevice>>()?.0;
+            if device.device_type != relaxvm::DeviceType::Cpu {
+                return Err(PyValueError::new_err(format!("cannot time on {device}: this VM runs on the CPU")));
+            }
         }
         let func = Py::new(py, self.resolve(py, func_name)?)?;
-        Ok(TimeEvaluator { func, number, repeat, min_repeat_ms })
+        let cooldown = std::time::Duration::from_secs_f64(cooldown_interval_ms / 1e3);
+        Ok(TimeEvaluator { func, number, repeat, min_repeat_ms, cooldown, repeats_to_cooldown })
     }
 
     /// Stops the running call (from another thread) with a `VMError` at its next backward jump

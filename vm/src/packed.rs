@@ -33,6 +33,8 @@ pub trait VmHandle {
     fn call_closure(&mut self, f: &Closure, args: &[Value]) -> Result<Value>;
     /// The VM's default device.
     fn device(&self) -> Device;
+    /// Checks for an interrupt or a signal (see [`crate::VirtualMachine::poll`]).
+    fn poll(&mut self) -> Result<()>;
 }
 
 /// The context of one packed-function call: the calling VM, if any.
@@ -54,6 +56,16 @@ impl<'a> CallCtx<'a> {
     /// The VM's default device (CPU 0 outside a VM).
     pub fn device(&self) -> Device {
         self.vm.as_ref().map(|vm| vm.device()).unwrap_or_default()
+    }
+
+    /// Checks whether the calling VM was interrupted (`vm.interrupt()`, Ctrl-C): long builtins
+    /// call this every few milliseconds of work and stop with its error. Outside a VM there is
+    /// nothing to check.
+    pub fn check_interrupt(&mut self) -> Result<()> {
+        match &mut self.vm {
+            Some(vm) => vm.poll(),
+            None => Ok(()),
+        }
     }
 
     /// Calls a function value with `args` followed by its captured values.

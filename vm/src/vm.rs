@@ -554,6 +554,20 @@ impl VirtualMachine {
         }
     }
 
+    /// Checks, now, for what the interpreter checks every few steps: an interrupt (an
+    /// [`ErrorKind::Interrupted`] error) and the poll hook (Ctrl-C in Python). For loops outside
+    /// the interpreter that run for long — a builtin's inner loop, a benchmark's repetitions.
+    pub fn poll(&mut self) -> Result<()> {
+        // The hook first: it may wait (for Python's GIL) while another thread interrupts.
+        if let Some(poll) = &self.poll {
+            poll()?;
+        }
+        if self.interrupt.take() {
+            return Err(ErrorKind::Interrupted.into());
+        }
+        Ok(())
+    }
+
     /// Called at every backward jump and bytecode call, the points every long run passes
     /// through: checks the interrupt flag and the step budget.
     #[inline]
@@ -679,6 +693,10 @@ fn as_values(args: &[ManuallyDrop<Value>]) -> &[Value] {
 }
 
 impl VmHandle for VirtualMachine {
+    fn poll(&mut self) -> Result<()> {
+        VirtualMachine::poll(self)
+    }
+
     fn call_closure(&mut self, f: &Closure, args: &[Value]) -> Result<Value> {
         match self.bytecode_index(f)? {
             Some(index) => {

@@ -12,7 +12,7 @@ use super::{broadcast_shapes, cast_tensor, fmt_shape, numel, shaped, tensor_valu
 use crate::args::{self, value_err};
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayD, ArrayView2, ArrayViewD, ArrayViewMut2, Axis, Ix2, IxDyn, LinalgScalar};
-use relaxvm::{DataType, Error, Result, Tensor, Value};
+use relaxvm::{CallCtx, DataType, Error, Result, Tensor, Value};
 
 /// The geometry of one `a @ b`.
 struct Plan {
@@ -25,27 +25,32 @@ struct Plan {
     out_shape: Vec<usize>,
 }
 
+/// Multiply-adds between two checks for an interrupt: a few milliseconds of GEMM, so Ctrl-C
+/// and `vm.interrupt()` stop even one huge product promptly.
+const WORK_PER_POLL: usize = 1 << 24;
+
 /// `vm.op.matmul(a, b)`.
-pub(crate) fn matmul(name: &'static str, args: &[Value]) -> Result<Value> {
+pub(crate) fn matmul(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
     args::arity(name, args, 2)?;
     let a = args::tensor(name, args, 0, "lhs")?;
     let b = args::tensor(name, args, 1, "rhs")?;
     let plan = plan(name, a, b)?;
     let dtype = promote_types(a.dtype(), b.dtype());
+    let poll = &mut || ctx.check_interrupt();
     match dtype {
-        DataType::F64 => gemm::<f64>(name, a, b, &plan).map(tensor_value),
-        DataType::F32 => gemm::<f32>(name, a, b, &plan).map(tensor_value),
-        DataType::F16 => gemm::<f32>(name, a, b, &plan).map(|r| tensor_value(r.mapv(half::f16::from_f32))),
-        DataType::BF16 => gemm::<f32>(name, a, b, &plan).map(|r| tensor_value(r.mapv(half::bf16::from_f32))),
-        DataType::Bool => naive::<bool>(name, a, b, &plan).map(tensor_value),
-        DataType::I8 => naive::<i8>(name, a, b, &plan).map(tensor_value),
-        DataType::I16 => naive::<i16>(name, a, b, &plan).map(tensor_value),
-        DataType::I32 => naive::<i32>(name, a, b, &plan).map(tensor_value),
-        DataType::I64 => naive::<i64>(name, a, b, &plan).map(tensor_value),
-        DataType::U8 => naive::<u8>(name, a, b, &plan).map(tensor_value),
-        DataType::U16 => naive::<u16>(name, a, b, &plan).map(tensor_value),
-        DataType::U32 => naive::<u32>(name, a, b, &plan).map(tensor_value),
-        DataType::U64 => naive::<u64>(name, a, b, &plan).map(tensor_value),
+        DataType::F64 => gemm::<f64>(name, a, b, &plan, poll).map(tensor_value),
+        DataType::F32 => gemm::<f32>(name, a, b, &plan, poll).map(tensor_value),
+        DataType::F16 => gemm::<f32>(name, a, b, &plan, poll).map(|r| tensor_value(r.mapv(half::f16::from_f32))),
+        DataType::BF16 => gemm::<f32>(name, a, b, &plan, poll).map(|r| tensor_value(r.mapv(half::bf16::from_f32))),
+        DataType::Bool => naive::<bool>(name, a, b, &plan, poll).map(tensor_value),
+        DataType::I8 => naive::<i8>(name, a, b, &plan, poll).map(tensor_value),
+        DataType::I16 => naive::<i16>(name, a, b, &plan, poll).map(tensor_value),
+        DataType::I32 => naive::<i32>(name, a, b, &plan, poll).map(tensor_value),
+        DataType::I64 => naive::<i64>(name, a, b, &plan, poll).map(tensor_value),
+        DataType::U8 => naive::<u8>(name, a, b, &plan, poll).map(tensor_value),
+        DataType::U16 => naive::<u16>(name, a, b, &plan, poll).map(tensor_value),
+        DataType::U32 => naive::<u32>(name, a, b, &plan, poll).map(tensor_value),
+        DataType::U64 => naive::<u64>(name, a, b, &plan, poll).map(tensor_value),
     }
 }
 
@@ -104,12 +109,14 @@ fn full_shape(plan: &Plan, left: bool) -> Vec<usize> {
     plan.batch.iter().copied().chain([r, c]).collect()
 }
 
-/// Runs `kernel` for every batch element, writing each `n x m` block of the result.
+/// Runs `kernel` for every batch element, writing each `n x m` block of the result in bands
+/// of rows, with `poll` between bands.
 fn batched<T: Num>(
     name: &str,
     a: ArrayViewD<'_, T>,
     b: ArrayViewD<'_, T>,
     plan: &Plan,
+    poll: &mut dyn FnMut() -> Result<()>,
     kernel: impl Fn(ArrayView2<'_, T>, ArrayView2<'_, T>, ArrayViewMut2<'_, T>),
 ) -> Result<ArrayD<T>> {
     let total = numel(name, &plan.out_shape, std::mem::size_of::<T>())?;
@@ -133,23 +140,42 @@ fn batched<T: Num>(
                 av = av.index_axis_move(Axis(axis), ix);
                 bv = bv.index_axis_move(Axis(axis), ix);
             }
-            let c = ArrayViewMut2::from_shape((plan.n, plan.m), chunk).map_err(to2)?;
-            kernel(av.into_dimensionality::<Ix2>().map_err(to2)?, bv.into_dimensionality::<Ix2>().map_err(to2)?, c);
+            let mut c = ArrayViewMut2::from_shape((plan.n, plan.m), chunk).map_err(to2)?;
+            let (av, bv) =
+                (av.into_dimensionality::<Ix2>().map_err(to2)?, bv.into_dimensionality::<Ix2>().map_err(to2)?);
+            let band = (WORK_PER_POLL / (plan.k * plan.m).max(1)).clamp(1, plan.n);
+            for start in (0..plan.n).step_by(band) {
+                poll()?;
+                let rows = ndarray::Slice::from(start..(start + band).min(plan.n));
+                kernel(av.slice_axis(Axis(0), rows), bv.view(), c.slice_axis_mut(Axis(0), rows));
+            }
         }
     }
     shaped(name, &plan.out_shape, data)
 }
 
 /// Floats: ndarray's GEMM (matrixmultiply) per batch element.
-fn gemm<T: Num + LinalgScalar>(name: &str, a: &Tensor, b: &Tensor, plan: &Plan) -> Result<ArrayD<T>> {
+fn gemm<T: Num + LinalgScalar>(
+    name: &str,
+    a: &Tensor,
+    b: &Tensor,
+    plan: &Plan,
+    poll: &mut dyn FnMut() -> Result<()>,
+) -> Result<ArrayD<T>> {
     let (x, y) = (cast_tensor::<T>(name, a)?, cast_tensor::<T>(name, b)?);
-    batched(name, x.view(), y.view(), plan, |p, q, mut c| general_mat_mul(T::one(), &p, &q, T::zero(), &mut c))
+    batched(name, x.view(), y.view(), plan, poll, |p, q, mut c| general_mat_mul(T::one(), &p, &q, T::zero(), &mut c))
 }
 
 /// Integers and booleans: a wrapping triple loop.
-fn naive<T: Num>(name: &str, a: &Tensor, b: &Tensor, plan: &Plan) -> Result<ArrayD<T>> {
+fn naive<T: Num>(
+    name: &str,
+    a: &Tensor,
+    b: &Tensor,
+    plan: &Plan,
+    poll: &mut dyn FnMut() -> Result<()>,
+) -> Result<ArrayD<T>> {
     let (x, y) = (cast_tensor::<T>(name, a)?, cast_tensor::<T>(name, b)?);
-    batched(name, x.view(), y.view(), plan, |p, q, mut c| {
+    batched(name, x.view(), y.view(), plan, poll, |p, q, mut c| {
         for (p_row, mut c_row) in p.rows().into_iter().zip(c.rows_mut()) {
             for (p_ik, q_row) in p_row.iter().zip(q.rows()) {
                 for (c_ij, q_kj) in c_row.iter_mut().zip(q_row) {
@@ -168,68 +194,69 @@ mod tests {
 
     const N: &str = "vm.op.matmul";
 
+    fn mm(args: &[Value]) -> Result<Value> {
+        matmul(N, &mut CallCtx::detached(), args)
+    }
+
     #[test]
     fn matrices_and_vectors() {
         let a = t(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
         let b = t(&[3, 2], vec![1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0]);
-        assert_eq!(
-            out::<f32>(matmul(N, &[a.clone(), b.clone()])),
-            (vec![2, 2], DataType::F32, vec![4.0, 5.0, 10.0, 11.0])
-        );
+        assert_eq!(out::<f32>(mm(&[a.clone(), b.clone()])), (vec![2, 2], DataType::F32, vec![4.0, 5.0, 10.0, 11.0]));
         let v = t(&[3], vec![1.0f32, 1.0, 1.0]);
-        assert_eq!(out::<f32>(matmul(N, &[a.clone(), v.clone()])), (vec![2], DataType::F32, vec![6.0, 15.0]));
-        assert_eq!(out::<f32>(matmul(N, &[v.clone(), b.clone()])), (vec![2], DataType::F32, vec![2.0, 2.0]));
-        assert_eq!(out::<f32>(matmul(N, &[v.clone(), v.clone()])), (vec![], DataType::F32, vec![3.0]));
+        assert_eq!(out::<f32>(mm(&[a.clone(), v.clone()])), (vec![2], DataType::F32, vec![6.0, 15.0]));
+        assert_eq!(out::<f32>(mm(&[v.clone(), b.clone()])), (vec![2], DataType::F32, vec![2.0, 2.0]));
+        assert_eq!(out::<f32>(mm(&[v.clone(), v.clone()])), (vec![], DataType::F32, vec![3.0]));
     }
 
     #[test]
     fn batched_broadcast_and_dtypes() {
         let a = t(&[2, 1, 1, 2], vec![1i32, 2, 3, 4]);
         let b = t(&[3, 2, 1], vec![1i32, 1, 2, 2, 3, 3]);
-        let (s, d, v) = out::<i32>(matmul(N, &[a.clone(), b]));
+        let (s, d, v) = out::<i32>(mm(&[a.clone(), b]));
         assert_eq!((s, d, v), (vec![2, 3, 1, 1], DataType::I32, vec![3, 6, 9, 7, 14, 21]));
         let f = t(&[2, 1], vec![0.5f64, 0.5]);
-        let (s, d, v) = out::<f64>(matmul(N, &[a.clone(), f]));
+        let (s, d, v) = out::<f64>(mm(&[a.clone(), f]));
         assert_eq!((s, d, v), (vec![2, 1, 1, 1], DataType::F64, vec![1.5, 3.5]));
         let w = t(&[1, 1], vec![i8::MAX]);
-        assert_eq!(out::<i8>(matmul(N, &[w.clone(), t(&[1, 1], vec![2i8])])).2, vec![-2]);
+        assert_eq!(out::<i8>(mm(&[w.clone(), t(&[1, 1], vec![2i8])])).2, vec![-2]);
         let bools = t(&[1, 2], vec![true, false]);
-        assert_eq!(out::<bool>(matmul(N, &[bools.clone(), t(&[2, 1], vec![false, true])])).2, vec![false]);
+        assert_eq!(out::<bool>(mm(&[bools.clone(), t(&[2, 1], vec![false, true])])).2, vec![false]);
         let h = t(&[1, 1], vec![half::f16::from_f32(1.5)]);
-        assert_eq!(out::<half::f16>(matmul(N, &[h.clone(), h])).2, vec![half::f16::from_f32(2.25)]);
+        assert_eq!(out::<half::f16>(mm(&[h.clone(), h])).2, vec![half::f16::from_f32(2.25)]);
     }
 
     #[test]
     fn transposed_and_empty() {
         let base = Tensor::from_vec([2, 3], vec![1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
         let tr = Tensor::from_parts(base.storage().clone(), 0, [3, 2].into(), Some(vec![1, 3]), DataType::F64).unwrap();
-        let (s, _, v) = out::<f64>(matmul(N, &[Value::Tensor(base), Value::Tensor(tr)]));
+        let (s, _, v) = out::<f64>(mm(&[Value::Tensor(base), Value::Tensor(tr)]));
         assert_eq!((s, v), (vec![2, 2], vec![14.0, 32.0, 32.0, 77.0]));
         let e = t(&[2, 0], Vec::<f32>::new());
-        let (s, _, v) = out::<f32>(matmul(N, &[e, t(&[0, 3], Vec::<f32>::new())]));
+        let (s, _, v) = out::<f32>(mm(&[e, t(&[0, 3], Vec::<f32>::new())]));
         assert_eq!((s, v), (vec![2, 3], vec![0.0; 6]));
-        let (s, _, v) = out::<f32>(matmul(N, &[t(&[0, 2], Vec::<f32>::new()), t(&[2, 3], vec![0.0f32; 6])]));
+        let (s, _, v) = out::<f32>(mm(&[t(&[0, 2], Vec::<f32>::new()), t(&[2, 3], vec![0.0f32; 6])]));
         assert_eq!((s, v.len()), (vec![0, 3], 0));
     }
 
     #[test]
     fn errors() {
         let a = t(&[2, 3], vec![0.0f32; 6]);
-        let e = matmul(N, &[a.clone(), a.clone()]).unwrap_err().to_string();
+        let e = mm(&[a.clone(), a.clone()]).unwrap_err().to_string();
         assert!(
             e.contains(N) && e.contains("(2, 3) @ (2, 3)") && e.contains("3 columns") && e.contains("2 rows"),
             "{e}"
         );
-        let e = matmul(N, &[Value::Tensor(Tensor::scalar(1.0f32)), a.clone()]).unwrap_err().to_string();
+        let e = mm(&[Value::Tensor(Tensor::scalar(1.0f32)), a.clone()]).unwrap_err().to_string();
         assert!(e.contains("operand 0 must have at least one dimension"), "{e}");
-        assert!(matmul(N, &[a.clone(), Value::Float(2.0)]).is_err());
-        assert!(matmul(N, &[t(&[2, 2, 3], vec![0.0f32; 12]), t(&[3, 3, 1], vec![0.0f32; 9])]).is_err());
-        assert!(matmul(N, &[a]).is_err());
+        assert!(mm(&[a.clone(), Value::Float(2.0)]).is_err());
+        assert!(mm(&[t(&[2, 2, 3], vec![0.0f32; 12]), t(&[3, 3, 1], vec![0.0f32; 9])]).is_err());
+        assert!(mm(&[a]).is_err());
         let huge_empty =
             |d: &[i64]| Value::Tensor(Tensor::zeros(Shape::from(d), DataType::F32, Default::default()).unwrap());
-        let e = matmul(N, &[huge_empty(&[0, 1 << 40, 1]), huge_empty(&[0, 1, 1 << 40])]).unwrap_err();
+        let e = mm(&[huge_empty(&[0, 1 << 40, 1]), huge_empty(&[0, 1, 1 << 40])]).unwrap_err();
         assert!(e.to_string().contains("too many elements"), "{e}");
-        let (s, _, v) = out::<f32>(matmul(N, &[huge_empty(&[0, 1 << 20, 1]), huge_empty(&[0, 1, 1 << 20])]));
+        let (s, _, v) = out::<f32>(mm(&[huge_empty(&[0, 1 << 20, 1]), huge_empty(&[0, 1, 1 << 20])]));
         assert_eq!((s, v.len()), (vec![0, 1 << 20, 1 << 20], 0));
     }
 }

@@ -51,7 +51,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.op.sqrt", elementwise::sqrt),
     builtin!("vm.op.relu", elementwise::relu),
     builtin!("vm.op.sum", reduce::sum),
-    builtin!("vm.op.matmul", matmul::matmul),
+    builtin!("vm.op.matmul", ctx matmul::matmul),
 ];
 
 /// One operand of an operator: a tensor, or a weak Python scalar.

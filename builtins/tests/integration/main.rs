@@ -3,6 +3,7 @@
 mod common;
 mod constants;
 mod error_table;
+mod interrupts;
 mod numpy_tables;
 mod robustness;
 mod vm_programs;
