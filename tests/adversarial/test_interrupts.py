@@ -50,7 +50,13 @@ def test_ctrl_c_stops_an_hour_long_benchmark():
 def test_interrupt_stops_an_hour_long_benchmark():
     run_attack(
         SETUP
-        + "stop = interrupt_after(0.3)\ntry:\n    vm.time_evaluator('one', min_repeat_ms=3.6e6)()\nfinally:\n    stop.set()"
+        + """
+stop = interrupt_after(0.3)
+try:
+    vm.time_evaluator('one', min_repeat_ms=3.6e6)()
+finally:
+    stop.set()
+"""
     ).assert_raises("VMError", "interrupt")
 
 

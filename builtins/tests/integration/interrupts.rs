@@ -2,7 +2,7 @@
 //! step.
 
 use crate::common::{registry, tensor};
-use relaxvm::{Arg, ErrorKind, Executable, ExecutableParts, FuncInfo, Instruction, Value, VirtualMachine};
+use relaxvm::{Arg, ErrorKind, Executable, ExecutableParts, FuncInfo, Instruction, VirtualMachine};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
