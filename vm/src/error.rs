@@ -83,6 +83,15 @@ pub enum ErrorKind {
     /// Bytecode calls nested deeper than the configured limit.
     #[error("call depth limit of {0} frames exceeded (unbounded recursion?)")]
     StackOverflow(usize),
+    /// Too little native stack is left to enter the VM again (calls back into the VM from
+    /// packed functions nest on the thread's stack).
+    #[error("only {remaining} bytes of native stack are left, fewer than the {needed} a call into the VM needs: calls back into the VM are nested too deeply for this thread's stack")]
+    NativeStack {
+        /// Bytes of stack left.
+        remaining: usize,
+        /// The margin the VM keeps.
+        needed: usize,
+    },
     /// The run was interrupted from another thread or by a signal.
     #[error("interrupted")]
     Interrupted,

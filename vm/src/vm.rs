@@ -73,6 +73,10 @@ pub type Instrument = Box<dyn FnMut(&InstrumentCall<'_>) -> Result<InstrumentAct
 /// `KeyboardInterrupt` this way).
 pub type PollHook = Arc<dyn Fn() -> Result<()> + Send + Sync>;
 
+/// The native stack a call into the interpreter must find left: enough for the interpreter,
+/// a packed function and the host code (e.g. Python's) between it and the next entry.
+pub const MIN_NATIVE_STACK: usize = 64 << 10;
+
 /// How many steps (bytecode calls and backward jumps) pass between calls of the poll hook.
 pub const POLL_INTERVAL: u32 = 1024;
 
@@ -101,6 +105,15 @@ struct Frame {
     dst: u32,
 }
 
+/// An instrumented bytecode call whose frame is running.
+struct InstrumentedFrame {
+    /// The frame count while the callee's frame is on the stack.
+    depth: usize,
+    /// The calling instruction.
+    pc: usize,
+    args: SmallVec<[Value; 8]>,
+}
+
 /// A virtual machine bound to one executable.
 pub struct VirtualMachine {
     exe: Arc<Executable>,
@@ -114,6 +127,9 @@ pub struct VirtualMachine {
     steps_left: u64,
     interrupt: InterruptHandle,
     instrument: Option<Instrument>,
+    /// Instrumented bytecode calls in progress, innermost last: their "after" hook runs when
+    /// the frame at `depth` returns (they run on the frame stack, not nested natively).
+    instrumented: Vec<InstrumentedFrame>,
     poll: Option<PollHook>,
     poll_countdown: u32,
     saved: HashMap<String, Value>,
@@ -143,6 +159,7 @@ impl VirtualMachine {
             steps_left: u64::MAX,
             interrupt: InterruptHandle::default(),
             instrument: None,
+            instrumented: Vec::new(),
             poll: None,
             poll_countdown: POLL_INTERVAL,
             saved: HashMap::new(),
@@ -349,6 +366,14 @@ impl VirtualMachine {
         if self.reentry >= self.config.max_reentry {
             return Err(ErrorKind::StackOverflow(self.config.max_reentry).into());
         }
+        // Every entry into the interpreter — the first, and each call back from a packed
+        // function — measures the native stack left: a thread with a small stack (a Python
+        // thread made with threading.stack_size) would otherwise overflow it, a SIGSEGV.
+        if let Some(remaining) = stacker::remaining_stack() {
+            if remaining < MIN_NATIVE_STACK {
+                return Err(ErrorKind::NativeStack { remaining, needed: MIN_NATIVE_STACK }.into());
+            }
+        }
         if self.reentry > 0 {
             // A call back into the VM from a packed function is a bytecode call, and counts as one.
             self.count_step()?;
@@ -362,6 +387,7 @@ impl VirtualMachine {
         if result.is_err() {
             self.frames.truncate(depth);
             self.regs.truncate(mark);
+            self.instrumented.retain(|f| f.depth <= depth);
         }
         result
     }
@@ -469,7 +495,31 @@ impl VirtualMachine {
                     base = new_base;
                     pc = start as usize;
                 }
-                Op::CallPacked { .. } | Op::CallBinary { .. } | Op::CallSelect { .. } | Op::CallBytecode { .. } => {
+                Op::CallBytecode { func, dst, .. } => {
+                    // Instrumented: the hook runs before, the callee gets a frame like any
+                    // other bytecode call (no native recursion), and `Ret` runs the hook after.
+                    self.count_step().map_err(|e| self.locate(pc, e))?;
+                    match self.instrument_before(code, pc, base).map_err(|e| self.locate(pc, e))? {
+                        None => {
+                            if dst != VOID {
+                                set_reg(&mut self.regs[base + dst as usize], Value::Null);
+                            }
+                            pc += 1;
+                        }
+                        Some(args) => {
+                            let Callee::Bytecode { start, .. } = code.callees[func as usize] else {
+                                unreachable!("decoded as bytecode")
+                            };
+                            let new_base = self.regs.len();
+                            self.regs.extend(args.iter().cloned());
+                            self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
+                            self.instrumented.push(InstrumentedFrame { depth: self.frames.len(), pc, args });
+                            base = new_base;
+                            pc = start as usize;
+                        }
+                    }
+                }
+                Op::CallPacked { .. } | Op::CallBinary { .. } | Op::CallSelect { .. } => {
                     let ret = self.instrumented_call(code, pc, base).map_err(|e| self.locate(pc, e))?;
                     if let Some(dst) = self.exe.instrs()[pc].writes() {
                         set_reg(&mut self.regs[base + dst as usize], ret);
@@ -478,8 +528,12 @@ impl VirtualMachine {
                 }
                 Op::Ret { result } => {
                     let value = std::mem::take(&mut self.regs[base + result as usize]);
+                    let returning = self.frames.len();
                     let done = self.frames.pop().expect("a frame is running");
                     self.regs.truncate(done.base);
+                    if self.instrumented.last().is_some_and(|f| f.depth == returning) {
+                        self.instrument_after(code, &value)?;
+                    }
                     if self.frames.len() == depth {
                         return Ok(value);
                     }
@@ -589,14 +643,53 @@ impl VirtualMachine {
         Ok(())
     }
 
-    /// A call with the instrument hook around it (bytecode callees run nested).
+    /// The instrument hook before the bytecode call at `pc`: the call's arguments to run it
+    /// with, or `None` when the hook skips it.
+    #[cold]
+    fn instrument_before(&mut self, code: &Code, pc: usize, base: usize) -> Result<Option<SmallVec<[Value; 8]>>> {
+        let Op::CallBytecode { func, args, nargs, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
+        let argv = self.load_args(&code.operands[args as usize..(args + nargs) as usize], base);
+        let name = self.exe.funcs()[func as usize].name.clone();
+        let mut hook = self.instrument.take().expect("only called with an instrument");
+        let call = InstrumentCall {
+            func: &code.func_values[func as usize],
+            name: &name,
+            before: true,
+            args: &argv,
+            ret: None,
+        };
+        let before = call_hook(&mut hook, &call);
+        self.instrument = Some(hook);
+        Ok((before? != InstrumentAction::Skip).then_some(argv))
+    }
+
+    /// The instrument hook after the innermost instrumented bytecode call returned `ret`.
+    #[cold]
+    fn instrument_after(&mut self, code: &Code, ret: &Value) -> Result<()> {
+        let frame = self.instrumented.pop().expect("checked by the caller");
+        let Instruction::Call { func, .. } = self.exe.instrs()[frame.pc] else { unreachable!("a call") };
+        let name = self.exe.funcs()[func as usize].name.clone();
+        // The hook may have been removed by a callback meanwhile: then there is none to call.
+        let Some(mut hook) = self.instrument.take() else { return Ok(()) };
+        let call = InstrumentCall {
+            func: &code.func_values[func as usize],
+            name: &name,
+            before: false,
+            args: &frame.args,
+            ret: Some(ret),
+        };
+        let after = call_hook(&mut hook, &call);
+        self.instrument = Some(hook);
+        // The callee's frame is gone: the error is located at the caller's call.
+        after.map(|_| ()).map_err(|e| self.locate(frame.pc, e))
+    }
+
+    /// A packed call with the instrument hook around it.
     #[cold]
     fn instrumented_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<Value> {
         let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
         let args = match code.ops[pc] {
-            Op::CallPacked { args, nargs, .. }
-            | Op::CallSelect { args, nargs, .. }
-            | Op::CallBytecode { args, nargs, .. } => {
+            Op::CallPacked { args, nargs, .. } | Op::CallSelect { args, nargs, .. } => {
                 self.load_args(&code.operands[args as usize..(args + nargs) as usize], base)
             }
             Op::CallBinary { a, b, .. } => [a, b].iter().map(|i| self.operand(code, *i, base).clone()).collect(),
@@ -611,10 +704,8 @@ impl VirtualMachine {
         if before? == InstrumentAction::Skip {
             return Ok(Value::Null);
         }
-        let ret = match &code.callees[func as usize] {
-            Callee::Packed(f) => f.call(&mut CallCtx::new(self), args)?,
-            Callee::Bytecode { .. } => self.run(func, args, &[])?,
-        };
+        let Callee::Packed(f) = &code.callees[func as usize] else { unreachable!("bytecode calls have frames") };
+        let ret = f.call(&mut CallCtx::new(self), args)?;
         if let Some(mut hook) = self.instrument.take() {
             let after =
                 call_hook(&mut hook, &InstrumentCall { func: fval, name: &name, before: false, args, ret: Some(&ret) });
