@@ -21,24 +21,24 @@ impl PyExecutable {
     }
 
     /// The text form, which the assembler can parse back.
-    fn as_text(&self) -> String {
-        self.0.as_text()
+    fn as_text(&self, py: Python<'_>) -> PyResult<String> {
+        self.0.try_as_text().py_err(py)
     }
 
     /// Python source that rebuilds this executable with `ExecBuilder` (its last line binds
     /// `ex = ib.get()`).
-    fn as_python(&self) -> String {
-        self.0.as_python()
+    fn as_python(&self, py: Python<'_>) -> PyResult<String> {
+        self.0.try_as_python().py_err(py)
     }
 
     /// Old TVM spelling of `as_text()`.
-    fn astext(&self) -> String {
-        self.0.as_text()
+    fn astext(&self, py: Python<'_>) -> PyResult<String> {
+        self.0.try_as_text().py_err(py)
     }
 
     /// Old TVM spelling of `as_python()`.
-    fn aspython(&self) -> String {
-        self.0.as_python()
+    fn aspython(&self, py: Python<'_>) -> PyResult<String> {
+        self.0.try_as_python().py_err(py)
     }
 
     /// Names of the bytecode functions, in table order.

@@ -116,3 +116,21 @@ print(n)
 def test_a_shape_of_2_to_the_62_dimensions_is_a_value_error():
     run_attack("import relaxvm as rx; rx.Shape(range(2**62))").assert_raises("ValueError", "at most 1048576 dimensions")
     run_attack("import relaxvm as rx; print(len(rx.Shape(range(1000))))").assert_ok("1000")
+
+
+def test_the_text_of_a_constant_too_large_for_memory_is_a_memory_error():
+    # 512 MiB of data is 1 GiB of hex: past the cap, a MemoryError instead of an abort.
+    code = """
+import numpy as np, relaxvm as rx
+ib = rx.ExecBuilder()
+c = ib.convert_constant(np.zeros(1 << 26, "float64"))
+with ib.function("g", num_inputs=0):
+    ib.emit_call("vm.builtin.make_tuple", args=[c], dst=ib.r(0))
+    ib.emit_ret(ib.r(0))
+exe = ib.get()
+exe.{method}()
+"""
+    for method in ("as_text", "as_python"):
+        run_attack(code.replace("{method}", method), memory=3 << 29).assert_raises(
+            ("MemoryError", "VMMemoryError"), "out of memory"
+        )

@@ -123,6 +123,23 @@ impl Executable {
     pub fn as_python(&self) -> String {
         to_python(self)
     }
+
+    /// [`as_python`](Self::as_python), or an allocation error when the source (hex of every
+    /// tensor constant, built twice over while it is assembled) does not fit in memory.
+    pub fn try_as_python(&self) -> crate::error::Result<String> {
+        let tensor_bytes: usize = self
+            .constants()
+            .iter()
+            .filter_map(|c| c.as_tensor().ok())
+            .fold(0usize, |acc, t| acc.saturating_add(t.nbytes().saturating_mul(4)));
+        // A failed `String` growth would abort: make sure the room exists before building.
+        let mut probe = String::new();
+        probe
+            .try_reserve(tensor_bytes.saturating_add(4096))
+            .map_err(|_| crate::error::Error::alloc(tensor_bytes as u128, "out of memory for the Python source"))?;
+        drop(probe);
+        Ok(to_python(self))
+    }
 }
 
 #[cfg(test)]

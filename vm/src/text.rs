@@ -45,6 +45,12 @@ pub fn write_name(out: &mut String, s: &str) {
 /// The text of a constant: `int 5`, `shape (32, 16)`, `tensor float32 (2,) hex:0000803f...`.
 pub fn constant_to_text(v: &Value) -> String {
     let mut out = String::new();
+    write_constant(&mut out, v);
+    out
+}
+
+/// Appends the text of a constant to `out` (tensor bytes as hex, straight into `out`).
+fn write_constant(out: &mut String, v: &Value) {
     match v {
         Value::Null => out.push_str("null"),
         Value::Int(i) => write!(out, "int {i}").unwrap(),
@@ -52,21 +58,23 @@ pub fn constant_to_text(v: &Value) -> String {
         Value::Bool(b) => write!(out, "bool {b}").unwrap(),
         Value::Str(s) => {
             out.push_str("str ");
-            write_quoted(&mut out, s).unwrap();
+            write_quoted(out, s).unwrap();
         }
         Value::Shape(s) => write!(out, "shape {s}").unwrap(),
         Value::DType(d) => write!(out, "dtype {d}").unwrap(),
         Value::Device(d) => write!(out, "device {d}").unwrap(),
         Value::Tensor(t) => {
             write!(out, "tensor {} {} hex:", t.dtype(), t.shape()).unwrap();
+            const HEX: &[u8; 16] = b"0123456789abcdef";
             match t.contiguous_bytes() {
-                Ok(bytes) => bytes.iter().for_each(|b| write!(out, "{b:02x}").unwrap()),
+                Ok(bytes) => out.extend(
+                    bytes.iter().flat_map(|b| [HEX[(b >> 4) as usize] as char, HEX[(b & 15) as usize] as char]),
+                ),
                 Err(e) => write!(out, "<{e}>").unwrap(),
             }
         }
         other => write!(out, "<{}>", other.type_name()).unwrap(),
     }
-    out
 }
 
 /// A short form for `stats()`: tensors by dtype and shape only.
@@ -121,27 +129,52 @@ pub fn instr_to_text_with<'a>(instr: &Instruction, name_of: impl Fn(u32) -> Opti
     out
 }
 
-/// The whole executable as text.
+/// The whole executable as text; an allocation error when the text (two hex digits per byte of
+/// tensor data) does not fit in memory.
+pub fn try_to_text(exe: &Executable) -> crate::error::Result<String> {
+    // Reserve the bulk up front, fallibly: the hex of a large constant is the one part whose
+    // growth could fail, and a failed `String` growth aborts the process.
+    let tensor_bytes: usize = exe
+        .constants()
+        .iter()
+        .filter_map(|c| c.as_tensor().ok())
+        .fold(0usize, |acc, t| acc.saturating_add(t.nbytes().saturating_mul(2)));
+    let estimate = tensor_bytes.saturating_add(exe.instrs().len() * 64).saturating_add(4096);
+    let mut out = String::new();
+    out.try_reserve(estimate)
+        .map_err(|_| crate::error::Error::alloc(estimate as u128, "out of memory for the text form"))?;
+    write_text(exe, &mut out);
+    Ok(out)
+}
+
+/// The whole executable as text (see [`try_to_text`] for the fallible form).
 pub fn to_text(exe: &Executable) -> String {
     let mut out = String::new();
+    write_text(exe, &mut out);
+    out
+}
+
+fn write_text(exe: &Executable, out: &mut String) {
     if let Some(entry) = exe.declared_entry() {
         out.push_str(".entry ");
-        write_name(&mut out, entry);
+        write_name(out, entry);
         out.push('\n');
     }
     for (i, c) in exe.constants().iter().enumerate() {
-        writeln!(out, ".const c[{i}] = {}", constant_to_text(c)).unwrap();
+        write!(out, ".const c[{i}] = ").unwrap();
+        write_constant(out, c);
+        out.push('\n');
     }
     for f in exe.funcs() {
         match f.kind {
             FuncKind::Packed => {
                 out.push_str(".packed ");
-                write_name(&mut out, &f.name);
+                write_name(out, &f.name);
                 out.push('\n');
             }
             FuncKind::Bytecode => {
                 out.push_str("\n@");
-                write_name(&mut out, &f.name);
+                write_name(out, &f.name);
                 write!(out, " inputs={} regs={}", f.num_args, f.register_file_size).unwrap();
                 if let Some(sig) = &f.signature {
                     // The signature names the parameters: no params= needed.
@@ -152,7 +185,7 @@ pub fn to_text(exe: &Executable) -> String {
                         if i > 0 {
                             out.push_str(", ");
                         }
-                        write_name(&mut out, p);
+                        write_name(out, p);
                     }
                     out.push(')');
                 }
@@ -168,12 +201,16 @@ pub fn to_text(exe: &Executable) -> String {
             }
         }
     }
-    out
 }
 
 impl Executable {
     /// The text form (see the module documentation).
     pub fn as_text(&self) -> String {
         to_text(self)
+    }
+
+    /// The text form, or an allocation error when it does not fit in memory.
+    pub fn try_as_text(&self) -> crate::error::Result<String> {
+        try_to_text(self)
     }
 }

@@ -531,7 +531,7 @@ impl VirtualMachine {
                     let returning = self.frames.len();
                     let done = self.frames.pop().expect("a frame is running");
                     self.regs.truncate(done.base);
-                    if self.instrumented.last().is_some_and(|f| f.depth == returning) {
+                    if !plain && self.instrumented.last().is_some_and(|f| f.depth == returning) {
                         self.instrument_after(code, &value)?;
                     }
                     if self.frames.len() == depth {

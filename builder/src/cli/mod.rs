@@ -194,7 +194,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                 io::check_output(out, &[&a.input])?;
             }
             let exe = io::read_executable(&a.input, false, io::Native::Inspect)?;
-            io::write_output(a.output.as_deref(), &if a.python { exe.as_python() } else { exe.as_text() })
+            let text = if a.python { exe.try_as_python()? } else { exe.try_as_text()? };
+            io::write_output(a.output.as_deref(), &text)
         }
         Command::Stats(a) => {
             let stats = io::read_executable(&a.input, false, io::Native::Inspect)?.stats();
