@@ -142,7 +142,8 @@ pub fn to_capsule(py: Python<'_>, t: Tensor, versioned: bool) -> PyResult<Bound<
             version: DLPackVersion { major: 1, minor: 0 },
             manager_ctx: ctx.cast(),
             deleter: Some(delete_versioned),
-            flags: 0,
+            // Constants are read-only (docs/memory.md): the consumer is told so.
+            flags: if t.storage().is_frozen() { DLPACK_FLAG_BITMASK_READ_ONLY } else { 0 },
             dl_tensor: header,
         });
         (Box::into_raw(m).cast(), DLTENSOR_VERSIONED)

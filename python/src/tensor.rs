@@ -175,7 +175,8 @@ fn numpy_view<'py>(py: Python<'py>, t: &Tensor, owner: Bound<'py, PyAny>) -> PyR
             dims.as_mut_ptr(),
             strides.as_mut_ptr(),
             t.data_ptr().cast(),
-            NPY_ARRAY_WRITEABLE,
+            // A constant's memory is read-only (docs/memory.md); numpy refuses writes to it.
+            if t.storage().is_frozen() { 0 } else { NPY_ARRAY_WRITEABLE },
             std::ptr::null_mut(),
         );
         let arr = Bound::from_owned_ptr_or_err(py, arr)?;
@@ -297,8 +298,20 @@ impl PyTensor {
                 return Err(PyBufferError::new_err(format!("cannot export to device type {ty}: only CPU (1)")));
             }
         }
-        let t = if copy == Some(true) { copy_tensor(slf.py(), &slf.get().0)? } else { slf.get().0.clone() };
-        crate::dlpack::to_capsule(slf.py(), t, max_version.is_some_and(|v| v.0 >= 1))
+        let versioned = max_version.is_some_and(|v| v.0 >= 1);
+        // A constant is read-only; a DLPack 0.x consumer cannot be told so, so it gets a copy.
+        let read_only_for_legacy = slf.get().0.storage().is_frozen() && !versioned;
+        if read_only_for_legacy && copy == Some(false) {
+            return Err(PyBufferError::new_err(
+                "this tensor is a read-only constant and a DLPack 0.x consumer cannot be told so: allow a copy",
+            ));
+        }
+        let t = if copy == Some(true) || read_only_for_legacy {
+            copy_tensor(slf.py(), &slf.get().0)?
+        } else {
+            slf.get().0.clone()
+        };
+        crate::dlpack::to_capsule(slf.py(), t, versioned)
     }
 
     /// `(device_type, device_id)` for DLPack: `(1, 0)` is CPU 0.

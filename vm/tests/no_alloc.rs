@@ -6,16 +6,21 @@ use relaxvm::{
     VirtualMachine,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 use std::sync::Arc;
 
 struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
 
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
+thread_local! {
+    /// Allocations made by this thread: other threads (the test harness's) do not count.
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls (in a const-initialised
+// thread-local, which never allocates itself).
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
         // SAFETY: same contract as ours.
         unsafe { System.alloc(layout) }
     }
@@ -45,9 +50,9 @@ fn call(func: u32, args: Vec<Arg>, dst: u32) -> Instruction {
 }
 
 fn allocations_during(f: impl FnOnce()) -> usize {
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = ALLOCS.with(Cell::get);
     f();
-    ALLOCS.load(Ordering::Relaxed) - before
+    ALLOCS.with(Cell::get) - before
 }
 
 #[test]
