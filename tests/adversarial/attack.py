@@ -23,6 +23,18 @@ MEMORY_CAP = 3 << 30
 #: Seconds an attack may take before it counts as a hang.
 TIMEOUT = 60.0
 
+#: Attack code that defines `prog(name, n)`: a VM function calling the packed function `name`
+#: with its `n` inputs and returning the result.
+CALL_ONE = """
+import relaxvm as rx
+def prog(name, n=1):
+    ib = rx.ExecBuilder()
+    with ib.function("f", num_inputs=n):
+        ib.emit_call(name, args=[ib.r(i) for i in range(n)], dst=ib.r(n))
+        ib.emit_ret(ib.r(n))
+    return rx.VirtualMachine(ib.get())["f"]
+"""
+
 _PRELUDE = """\
 import sys, traceback
 def _attack_end(kind, text):

@@ -2,19 +2,16 @@
 them: any non-zero byte is True. They used to give wrong results, and reading such a byte as a
 Rust bool is undefined behaviour."""
 
-from attack import run_attack
+from attack import CALL_ONE, run_attack
 
-SETUP = """
+SETUP = (
+    CALL_ONE
+    + """
 import numpy as np, relaxvm as rx
 raw = np.array([2, 0, 1, 255, 0, 7], np.uint8)
 flags = raw.view(bool)
-def prog(name, n=1):
-    ib = rx.ExecBuilder()
-    with ib.function("f", num_inputs=n):
-        ib.emit_call(name, args=[ib.r(i) for i in range(n)], dst=ib.r(n))
-        ib.emit_ret(ib.r(n))
-    return rx.VirtualMachine(ib.get())["f"]
 """
+)
 
 
 def test_bool_views_of_other_bytes_read_as_numpy_reads_them():
