@@ -32,6 +32,7 @@ pub mod bytecode;
 mod code;
 pub mod device;
 pub mod dtype;
+pub mod element;
 pub mod error;
 pub mod executable;
 pub mod format;

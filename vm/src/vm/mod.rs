@@ -17,83 +17,13 @@ use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Limits of one VM.
-#[derive(Clone, Debug)]
-pub struct VmConfig {
-    /// The deepest chain of bytecode frames before a call fails with a stack-overflow error.
-    pub max_call_depth: usize,
-    /// How many times packed functions may re-enter the VM, nested, (each uses native stack).
-    pub max_reentry: usize,
-    /// Steps one top-level invocation may take, counting every bytecode call and backward
-    /// jump (the points every long-running program passes through); `None` is unlimited.
-    pub step_budget: Option<u64>,
-    /// The most registers all frames may hold together (16 bytes each): a call that needs more
-    /// fails with an allocation error. Without it, a function declaring a million registers
-    /// that recursed would exhaust memory long before the depth limit.
-    pub max_stack_registers: usize,
-}
-
-impl Default for VmConfig {
-    fn default() -> Self {
-        VmConfig { max_call_depth: 100_000, max_reentry: 200, step_budget: None, max_stack_registers: 1 << 24 }
-    }
-}
-
-/// One `call` as the instrument hook sees it.
-pub struct InstrumentCall<'a> {
-    /// The called function as a value.
-    pub func: &'a Value,
-    /// Its name.
-    pub name: &'a str,
-    /// True before the call runs, false after.
-    pub before: bool,
-    /// The call's arguments.
-    pub args: &'a [Value],
-    /// The result (after the call only).
-    pub ret: Option<&'a Value>,
-}
-
-/// What the instrument hook asks the VM to do with a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InstrumentAction {
-    /// Run the call (or, after it, go on).
-    Continue,
-    /// Skip the call; its destination receives null.
-    Skip,
-}
-
-/// The instrument hook type.
-pub type Instrument = Box<dyn FnMut(&InstrumentCall<'_>) -> Result<InstrumentAction> + Send>;
-
-/// A hook the VM calls every [`POLL_INTERVAL`] steps while it runs; an error it returns stops
-/// the run. Embedders deliver signals with it (the Python package turns Ctrl-C into
-/// `KeyboardInterrupt` this way).
-pub type PollHook = Arc<dyn Fn() -> Result<()> + Send + Sync>;
-
-/// The native stack a call into the interpreter must find left: enough for the interpreter,
-/// a packed function and the host code (e.g. Python's) between it and the next entry.
-pub const MIN_NATIVE_STACK: usize = 64 << 10;
-
-/// How many steps (bytecode calls and backward jumps) pass between calls of the poll hook.
-pub const POLL_INTERVAL: u32 = 1024;
-
-/// Stops a running VM from another thread: the VM checks it at backward jumps and calls.
-#[derive(Clone, Debug, Default)]
-pub struct InterruptHandle(Arc<AtomicBool>);
-
-impl InterruptHandle {
-    /// Asks the VM to stop with [`ErrorKind::Interrupted`] as soon as it checks.
-    pub fn interrupt(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    fn take(&self) -> bool {
-        self.0.load(Ordering::Relaxed) && self.0.swap(false, Ordering::Relaxed)
-    }
-}
+mod instrument;
+mod limits;
+use instrument::InstrumentedFrame;
+pub use instrument::{Instrument, InstrumentAction, InstrumentCall};
+pub use limits::{InterruptHandle, PollHook, VmConfig, MIN_NATIVE_STACK, POLL_INTERVAL};
 
 #[derive(Clone, Copy)]
 struct Frame {
@@ -103,15 +33,6 @@ struct Frame {
     pc: usize,
     /// The caller's destination register for this frame's result.
     dst: u32,
-}
-
-/// An instrumented bytecode call whose frame is running.
-struct InstrumentedFrame {
-    /// The frame count while the callee's frame is on the stack.
-    depth: usize,
-    /// The calling instruction.
-    pc: usize,
-    args: SmallVec<[Value; 8]>,
 }
 
 /// A virtual machine bound to one executable.
@@ -608,113 +529,6 @@ impl VirtualMachine {
         }
     }
 
-    /// Checks, now, for what the interpreter checks every few steps: an interrupt (an
-    /// [`ErrorKind::Interrupted`] error) and the poll hook (Ctrl-C in Python). For loops outside
-    /// the interpreter that run for long — a builtin's inner loop, a benchmark's repetitions.
-    pub fn poll(&mut self) -> Result<()> {
-        // The hook first: it may wait (for Python's GIL) while another thread interrupts.
-        if let Some(poll) = &self.poll {
-            poll()?;
-        }
-        if self.interrupt.take() {
-            return Err(ErrorKind::Interrupted.into());
-        }
-        Ok(())
-    }
-
-    /// Called at every backward jump and bytecode call, the points every long run passes
-    /// through: checks the interrupt flag and the step budget.
-    #[inline]
-    fn count_step(&mut self) -> Result<()> {
-        if self.interrupt.take() {
-            return Err(ErrorKind::Interrupted.into());
-        }
-        if let Some(poll) = &self.poll {
-            self.poll_countdown -= 1;
-            if self.poll_countdown == 0 {
-                self.poll_countdown = POLL_INTERVAL;
-                poll()?;
-            }
-        }
-        match self.steps_left.checked_sub(1) {
-            Some(s) => self.steps_left = s,
-            None => return Err(ErrorKind::StepBudget(self.config.step_budget.unwrap_or(0)).into()),
-        }
-        Ok(())
-    }
-
-    /// The instrument hook before the bytecode call at `pc`: the call's arguments to run it
-    /// with, or `None` when the hook skips it.
-    #[cold]
-    fn instrument_before(&mut self, code: &Code, pc: usize, base: usize) -> Result<Option<SmallVec<[Value; 8]>>> {
-        let Op::CallBytecode { func, args, nargs, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
-        let argv = self.load_args(&code.operands[args as usize..(args + nargs) as usize], base);
-        let name = self.exe.funcs()[func as usize].name.clone();
-        let mut hook = self.instrument.take().expect("only called with an instrument");
-        let call = InstrumentCall {
-            func: &code.func_values[func as usize],
-            name: &name,
-            before: true,
-            args: &argv,
-            ret: None,
-        };
-        let before = call_hook(&mut hook, &call);
-        self.instrument = Some(hook);
-        Ok((before? != InstrumentAction::Skip).then_some(argv))
-    }
-
-    /// The instrument hook after the innermost instrumented bytecode call returned `ret`.
-    #[cold]
-    fn instrument_after(&mut self, code: &Code, ret: &Value) -> Result<()> {
-        let frame = self.instrumented.pop().expect("checked by the caller");
-        let Instruction::Call { func, .. } = self.exe.instrs()[frame.pc] else { unreachable!("a call") };
-        let name = self.exe.funcs()[func as usize].name.clone();
-        // The hook may have been removed by a callback meanwhile: then there is none to call.
-        let Some(mut hook) = self.instrument.take() else { return Ok(()) };
-        let call = InstrumentCall {
-            func: &code.func_values[func as usize],
-            name: &name,
-            before: false,
-            args: &frame.args,
-            ret: Some(ret),
-        };
-        let after = call_hook(&mut hook, &call);
-        self.instrument = Some(hook);
-        // The callee's frame is gone: the error is located at the caller's call.
-        after.map(|_| ()).map_err(|e| self.locate(frame.pc, e))
-    }
-
-    /// A packed call with the instrument hook around it.
-    #[cold]
-    fn instrumented_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<Value> {
-        let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
-        let args = match code.ops[pc] {
-            Op::CallPacked { args, nargs, .. } | Op::CallSelect { args, nargs, .. } => {
-                self.load_args(&code.operands[args as usize..(args + nargs) as usize], base)
-            }
-            Op::CallBinary { a, b, .. } => [a, b].iter().map(|i| self.operand(code, *i, base).clone()).collect(),
-            _ => unreachable!("a call"),
-        };
-        let args = &args[..];
-        let fval = &code.func_values[func as usize];
-        let name = self.exe.funcs()[func as usize].name.clone();
-        let mut hook = self.instrument.take().expect("only called with an instrument");
-        let before = call_hook(&mut hook, &InstrumentCall { func: fval, name: &name, before: true, args, ret: None });
-        self.instrument = Some(hook);
-        if before? == InstrumentAction::Skip {
-            return Ok(Value::Null);
-        }
-        let Callee::Packed(f) = &code.callees[func as usize] else { unreachable!("bytecode calls have frames") };
-        let ret = f.call(&mut CallCtx::new(self), args)?;
-        if let Some(mut hook) = self.instrument.take() {
-            let after =
-                call_hook(&mut hook, &InstrumentCall { func: fval, name: &name, before: false, args, ret: Some(&ret) });
-            self.instrument = Some(hook);
-            after?;
-        }
-        Ok(ret)
-    }
-
     /// The error for a panic in the packed function that instruction `pc` calls.
     #[cold]
     fn panicked(&self, pc: usize, payload: Box<dyn std::any::Any + Send>) -> Error {
@@ -738,11 +552,6 @@ impl VirtualMachine {
         }
         .into()
     }
-}
-
-/// Calls the instrument hook; a panic in it becomes an error, and the hook stays installed.
-fn call_hook(hook: &mut Instrument, call: &InstrumentCall<'_>) -> Result<InstrumentAction> {
-    catch_unwind(AssertUnwindSafe(|| hook(call))).unwrap_or_else(|p| Err(panic_error("instrument hook", p)))
 }
 
 /// Writes a register, moving the value as two word-sized loads and stores.

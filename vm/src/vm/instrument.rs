@@ -1,0 +1,131 @@
+//! The instrument hook: what it sees of each call, what it may ask, and how the interpreter
+//! calls it — around packed calls directly, and around bytecode calls at their frame's entry
+//! and `ret` (instrumented bytecode calls run on the heap frame stack like the others).
+
+use super::VirtualMachine;
+use crate::bytecode::Instruction;
+use crate::code::{Callee, Code, Op};
+use crate::error::Result;
+use crate::packed::{panic_error, CallCtx};
+use crate::value::Value;
+use smallvec::SmallVec;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// One `call` as the instrument hook sees it.
+pub struct InstrumentCall<'a> {
+    /// The called function as a value.
+    pub func: &'a Value,
+    /// Its name.
+    pub name: &'a str,
+    /// True before the call runs, false after.
+    pub before: bool,
+    /// The call's arguments.
+    pub args: &'a [Value],
+    /// The result (after the call only).
+    pub ret: Option<&'a Value>,
+}
+
+/// What the instrument hook asks the VM to do with a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstrumentAction {
+    /// Run the call (or, after it, go on).
+    Continue,
+    /// Skip the call; its destination receives null.
+    Skip,
+}
+
+/// The instrument hook type.
+pub type Instrument = Box<dyn FnMut(&InstrumentCall<'_>) -> Result<InstrumentAction> + Send>;
+
+/// An instrumented bytecode call whose frame is running.
+pub(super) struct InstrumentedFrame {
+    /// The frame count while the callee's frame is on the stack.
+    pub(super) depth: usize,
+    /// The calling instruction.
+    pub(super) pc: usize,
+    pub(super) args: SmallVec<[Value; 8]>,
+}
+
+impl VirtualMachine {
+    /// The instrument hook before the bytecode call at `pc`: the call's arguments to run it
+    /// with, or `None` when the hook skips it.
+    #[cold]
+    pub(super) fn instrument_before(
+        &mut self,
+        code: &Code,
+        pc: usize,
+        base: usize,
+    ) -> Result<Option<SmallVec<[Value; 8]>>> {
+        let Op::CallBytecode { func, args, nargs, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
+        let argv = self.load_args(&code.operands[args as usize..(args + nargs) as usize], base);
+        let name = self.exe.funcs()[func as usize].name.clone();
+        let mut hook = self.instrument.take().expect("only called with an instrument");
+        let call = InstrumentCall {
+            func: &code.func_values[func as usize],
+            name: &name,
+            before: true,
+            args: &argv,
+            ret: None,
+        };
+        let before = call_hook(&mut hook, &call);
+        self.instrument = Some(hook);
+        Ok((before? != InstrumentAction::Skip).then_some(argv))
+    }
+
+    /// The instrument hook after the innermost instrumented bytecode call returned `ret`.
+    #[cold]
+    pub(super) fn instrument_after(&mut self, code: &Code, ret: &Value) -> Result<()> {
+        let frame = self.instrumented.pop().expect("checked by the caller");
+        let Instruction::Call { func, .. } = self.exe.instrs()[frame.pc] else { unreachable!("a call") };
+        let name = self.exe.funcs()[func as usize].name.clone();
+        // The hook may have been removed by a callback meanwhile: then there is none to call.
+        let Some(mut hook) = self.instrument.take() else { return Ok(()) };
+        let call = InstrumentCall {
+            func: &code.func_values[func as usize],
+            name: &name,
+            before: false,
+            args: &frame.args,
+            ret: Some(ret),
+        };
+        let after = call_hook(&mut hook, &call);
+        self.instrument = Some(hook);
+        // The callee's frame is gone: the error is located at the caller's call.
+        after.map(|_| ()).map_err(|e| self.locate(frame.pc, e))
+    }
+
+    /// A packed call with the instrument hook around it.
+    #[cold]
+    pub(super) fn instrumented_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<Value> {
+        let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
+        let args = match code.ops[pc] {
+            Op::CallPacked { args, nargs, .. } | Op::CallSelect { args, nargs, .. } => {
+                self.load_args(&code.operands[args as usize..(args + nargs) as usize], base)
+            }
+            Op::CallBinary { a, b, .. } => [a, b].iter().map(|i| self.operand(code, *i, base).clone()).collect(),
+            _ => unreachable!("a call"),
+        };
+        let args = &args[..];
+        let fval = &code.func_values[func as usize];
+        let name = self.exe.funcs()[func as usize].name.clone();
+        let mut hook = self.instrument.take().expect("only called with an instrument");
+        let before = call_hook(&mut hook, &InstrumentCall { func: fval, name: &name, before: true, args, ret: None });
+        self.instrument = Some(hook);
+        if before? == InstrumentAction::Skip {
+            return Ok(Value::Null);
+        }
+        let Callee::Packed(f) = &code.callees[func as usize] else { unreachable!("bytecode calls have frames") };
+        let ret = f.call(&mut CallCtx::new(self), args)?;
+        if let Some(mut hook) = self.instrument.take() {
+            let after =
+                call_hook(&mut hook, &InstrumentCall { func: fval, name: &name, before: false, args, ret: Some(&ret) });
+            self.instrument = Some(hook);
+            after?;
+        }
+        Ok(ret)
+    }
+}
+
+/// Calls the instrument hook; a panic in it becomes an error, and the hook stays installed.
+fn call_hook(hook: &mut Instrument, call: &InstrumentCall<'_>) -> Result<InstrumentAction> {
+    catch_unwind(AssertUnwindSafe(|| hook(call))).unwrap_or_else(|p| Err(panic_error("instrument hook", p)))
+}

@@ -1,0 +1,93 @@
+//! The limits a VM enforces while it runs: its configuration (depth, re-entry, steps,
+//! registers), interrupts from other threads and signals (the poll hook), and the native stack.
+
+use super::VirtualMachine;
+use crate::error::{ErrorKind, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Limits of one VM.
+#[derive(Clone, Debug)]
+pub struct VmConfig {
+    /// The deepest chain of bytecode frames before a call fails with a stack-overflow error.
+    pub max_call_depth: usize,
+    /// How many times packed functions may re-enter the VM, nested, (each uses native stack).
+    pub max_reentry: usize,
+    /// Steps one top-level invocation may take, counting every bytecode call and backward
+    /// jump (the points every long-running program passes through); `None` is unlimited.
+    pub step_budget: Option<u64>,
+    /// The most registers all frames may hold together (16 bytes each): a call that needs more
+    /// fails with an allocation error. Without it, a function declaring a million registers
+    /// that recursed would exhaust memory long before the depth limit.
+    pub max_stack_registers: usize,
+}
+
+impl Default for VmConfig {
+    fn default() -> Self {
+        VmConfig { max_call_depth: 100_000, max_reentry: 200, step_budget: None, max_stack_registers: 1 << 24 }
+    }
+}
+
+/// A hook the VM calls every [`POLL_INTERVAL`] steps while it runs; an error it returns stops
+/// the run. Embedders deliver signals with it (the Python package turns Ctrl-C into
+/// `KeyboardInterrupt` this way).
+pub type PollHook = Arc<dyn Fn() -> Result<()> + Send + Sync>;
+
+/// The native stack a call into the interpreter must find left: enough for the interpreter,
+/// a packed function and the host code (e.g. Python's) between it and the next entry.
+pub const MIN_NATIVE_STACK: usize = 64 << 10;
+
+/// How many steps (bytecode calls and backward jumps) pass between calls of the poll hook.
+pub const POLL_INTERVAL: u32 = 1024;
+
+/// Stops a running VM from another thread: the VM checks it at backward jumps and calls.
+#[derive(Clone, Debug, Default)]
+pub struct InterruptHandle(Arc<AtomicBool>);
+
+impl InterruptHandle {
+    /// Asks the VM to stop with [`ErrorKind::Interrupted`] as soon as it checks.
+    pub fn interrupt(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub(super) fn take(&self) -> bool {
+        self.0.load(Ordering::Relaxed) && self.0.swap(false, Ordering::Relaxed)
+    }
+}
+
+impl VirtualMachine {
+    /// Checks, now, for what the interpreter checks every few steps: an interrupt (an
+    /// [`ErrorKind::Interrupted`] error) and the poll hook (Ctrl-C in Python). For loops outside
+    /// the interpreter that run for long — a builtin's inner loop, a benchmark's repetitions.
+    pub fn poll(&mut self) -> Result<()> {
+        // The hook first: it may wait (for Python's GIL) while another thread interrupts.
+        if let Some(poll) = &self.poll {
+            poll()?;
+        }
+        if self.interrupt.take() {
+            return Err(ErrorKind::Interrupted.into());
+        }
+        Ok(())
+    }
+
+    /// Called at every backward jump and bytecode call, the points every long run passes
+    /// through: checks the interrupt flag and the step budget.
+    #[inline]
+    pub(super) fn count_step(&mut self) -> Result<()> {
+        if self.interrupt.take() {
+            return Err(ErrorKind::Interrupted.into());
+        }
+        if let Some(poll) = &self.poll {
+            self.poll_countdown -= 1;
+            if self.poll_countdown == 0 {
+                self.poll_countdown = POLL_INTERVAL;
+                poll()?;
+            }
+        }
+        match self.steps_left.checked_sub(1) {
+            Some(s) => self.steps_left = s,
+            None => return Err(ErrorKind::StepBudget(self.config.step_budget.unwrap_or(0)).into()),
+        }
+        Ok(())
+    }
+}
