@@ -103,7 +103,8 @@ pub fn read_executable(path: &Path, verify_data: bool, native: Native) -> Result
             true => LoadOptions { verify_data_checksum: verify_data, ..LoadOptions::trusted_mmap() },
             false => LoadOptions::default(),
         };
-        let exe = format::load_file_with(path, &opts).map_err(located)?;
+        // The loader's errors already name the file.
+        let exe = format::load_file_with(path, &opts).map_err(|e| CliError::new(e.to_string()))?;
         return match native {
             Native::Inspect => Ok(exe),
             Native::Open => relaxvm_tvm::import::open_libraries(exe, path.parent()).map_err(located),

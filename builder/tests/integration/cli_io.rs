@@ -175,19 +175,37 @@ fn files_that_are_not_ours_say_so() {
 
 #[test]
 fn a_flipped_bit_in_a_binary_is_refused_before_running() {
+    // One flip in the metadata, one in the tensor constant's data: both before anything runs
+    // (a mapped load would only check the metadata; `--mmap` is the opt-in for that).
     let dir = tempfile::tempdir().unwrap();
+    let prog = dir.path().join("prog.txt");
+    std::fs::write(
+        &prog,
+        ".const c[0] = tensor float32 (4,) hex:0000803f0000803f0000803f0000803f\n\
+         .packed vm.builtin.make_tuple\n@main inputs=0:\n  call  vm.builtin.make_tuple  in: c[0]  dst: %0\n  ret  %0\n",
+    )
+    .unwrap();
     let out = dir.path().join("prog.rvx");
     let mut cmd = relaxvm();
-    cmd.arg("asm").arg(text(dir.path())).arg("-o").arg(&out);
+    cmd.arg("asm").arg(&prog).arg("-o").arg(&out);
     assert_eq!(finish(cmd).0, Some(0));
-    let mut raw = std::fs::read(&out).unwrap();
-    let mid = raw.len() / 2;
-    raw[mid] ^= 0x10;
-    std::fs::write(&out, raw).unwrap();
-    for sub in ["run", "dis", "verify"] {
-        let mut cmd = relaxvm();
-        cmd.arg(sub).arg(&out);
-        let (code, _, err) = finish(cmd);
-        one_line_error(code, &err, "checksum mismatch");
+    let good = std::fs::read(&out).unwrap();
+    let info = relaxvm::format::inspect(&good).unwrap();
+    let data = info.sections.iter().find(|s| s.name == Some("tensor data")).unwrap().data.clone();
+    let metadata = info.sections[0].data.start as usize + 1;
+    for (at, what) in [(metadata, "checksum mismatch"), (data.start as usize + 1, "data checksum mismatch")] {
+        let mut raw = good.clone();
+        raw[at] ^= 0x10;
+        std::fs::write(&out, raw).unwrap();
+        for sub in ["run", "dis", "verify"] {
+            let mut cmd = relaxvm();
+            cmd.arg(sub).arg(&out);
+            let (code, _, err) = finish(cmd);
+            one_line_error(code, &err, what);
+        }
     }
+    // With --mmap, a flip in the data goes unseen by run: the documented trade-off.
+    let mut cmd = relaxvm();
+    cmd.args(["--mmap", "run"]).arg(&out);
+    assert_eq!(finish(cmd).0, Some(0));
 }
