@@ -144,7 +144,10 @@ impl Storage {
     ///
     /// # Safety
     /// `ptr` must be valid for reads and writes of `len` bytes for as long as `owner` is alive,
-    /// and must not be freed by anyone but `owner`'s destructor.
+    /// and must not be freed by anyone but `owner`'s destructor. The read/write exclusion of
+    /// [`Storage::bytes`] and [`Storage::write`] is per storage: while this storage's bytes are
+    /// read, nothing else — another `Storage` over the same memory, numpy, a kernel — may write
+    /// them (for memory that others write, freeze the storage or make sure of it otherwise).
     pub unsafe fn from_external(
         ptr: NonNull<u8>,
         len: usize,
