@@ -224,16 +224,9 @@ pub fn read(path: &Path) -> Result<Vec<u8>, CliError> {
     std::fs::read(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))
 }
 
-/// Writes `data` to `path` atomically: into a temporary file in the same folder, renamed over
-/// `path` once complete, so a failure (a full disk, Ctrl-C) never leaves half a file.
+/// Writes `data` to `path` atomically ([`relaxvm::format::write_atomically`]), so a failure
+/// (a full disk, Ctrl-C) never leaves half a file.
 pub fn write(path: &Path, data: &[u8]) -> Result<(), CliError> {
-    let located = |e: std::io::Error| CliError::new(format!("{}: {e}", path.display()));
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(located)?;
-    tmp.write_all(data).and_then(|()| tmp.as_file().sync_all()).map_err(located)?;
-    tmp.persist(path).map_err(|e| located(e.error))?;
-    Ok(())
+    relaxvm::format::write_atomically(path, |out| out.write_all(data))
+        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))
 }

@@ -25,6 +25,7 @@
 //! before anything is allocated, every index against its table, and the result goes through
 //! the verifier ([`Executable::from_parts`]).
 
+mod atomic;
 mod checksum;
 mod constants;
 mod cursor;
@@ -40,6 +41,8 @@ mod signatures;
 mod strings;
 mod varint;
 mod writer;
+
+pub use atomic::write_atomically;
 
 use crate::error::Result;
 use crate::executable::Executable;
@@ -137,27 +140,11 @@ pub fn save_to_writer(exe: &Executable, opts: &SaveOptions, out: impl Write) -> 
     writer::write(exe, opts, out)
 }
 
-/// Writes `exe` to the file `path`, replacing it atomically: the bytes go to a temporary file
-/// in the same directory, which is then renamed over `path` (so executables loaded from the
-/// old file, which map it, keep seeing the old bytes).
+/// Writes `exe` to the file `path`, replacing it atomically ([`write_atomically`]): a
+/// failure never leaves half a file, and executables mapped from the old file keep seeing
+/// the old bytes.
 pub fn save_file(exe: &Executable, path: impl AsRef<Path>, opts: &SaveOptions) -> Result<()> {
-    let path = path.as_ref();
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let unique = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = path.with_file_name(format!(".{name}.{}-{unique}.tmp", std::process::id()));
-    let result = (|| {
-        let file = std::fs::File::create(&tmp)?;
-        let mut out = std::io::BufWriter::new(file);
-        writer::write(exe, opts, &mut out)?;
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    write_atomically(path.as_ref(), |out| writer::write(exe, opts, out))
 }
 
 /// Decodes an executable from bytes, checking both checksums. Tensor constants are copied
