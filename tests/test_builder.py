@@ -132,26 +132,44 @@ def test_nested_functions_and_get_inside_are_errors():
 def test_check_error_for_unwritten_register():
     # The check runs when the function closes (the end of the with block).
     ib = rx.ExecBuilder()
-    with pytest.raises(rx.CheckError, match=r'"main", instruction 0 .*reads %5'):
+    with pytest.raises(rx.CheckError, match=r'"main", instruction 0 .*reads %5') as info:
         with ib.function("main", num_inputs=1):
             ib.emit_call("vm.builtin.move", args=[ib.r(5)], dst=ib.r(1))
             ib.emit_ret(ib.r(1))
+    e = info.value
+    assert (e.function, e.func, e.pc, e.kind) == ("main", "main", 0, "undefined_register")
+    assert e.instr == "call  vm.builtin.move  in: %5  dst: %1"
+    assert e.location is None
+
+
+def test_check_error_names_the_location_and_kind():
+    ib = rx.ExecBuilder()
+    with pytest.raises(rx.CheckError, match=r'at "model.py":7:3: reads %1, which is not written on every path') as info:
+        with ib.function("main", num_inputs=1):
+            ib.emit_if(ib.r(0), 2)
+            ib.emit_call("vm.builtin.move", args=[ib.r(0)], dst=ib.r(1))
+            ib.emit_ret(ib.r(1), loc=rx.Location.file("model.py", 7, 3))
+    e = info.value
+    assert (e.function, e.pc, e.kind, e.location) == ("main", 2, "maybe_unassigned", '"model.py":7:3')
 
 
 def test_check_error_for_missing_ret():
     ib = rx.ExecBuilder()
-    with pytest.raises(rx.CheckError):
+    with pytest.raises(rx.CheckError, match="runs off the end") as info:
         with ib.function("main", num_inputs=1):
             ib.emit_call("vm.builtin.move", args=[ib.r(0)], dst=ib.r(1))
         ib.get()
+    assert (info.value.function, info.value.pc, info.value.kind) == ("main", 0, "runs_off_end")
 
 
 def test_duplicate_function_is_a_check_error():
     ib = rx.ExecBuilder()
     with ib.function("f", num_inputs=1):
         ib.emit_ret(ib.r(0))
-    with pytest.raises(rx.CheckError, match="already defined"):
+    with pytest.raises(rx.CheckError, match="already defined") as info:
         ib.function("f", num_inputs=1)
+    # Misuse of the builder, not a verifier finding: no structured detail.
+    assert (info.value.function, info.value.pc, info.value.kind) == (None, None, None)
 
 
 def test_body_exception_wins_over_scope_error():

@@ -2,7 +2,6 @@
 //! and instruction at fault.
 
 use relaxvm::FuncKind;
-use std::fmt;
 
 /// Everything [`ExecBuilder`](crate::ExecBuilder) can refuse.
 #[derive(Debug, thiserror::Error)]
@@ -101,97 +100,12 @@ pub enum BuildError {
     Invalid(relaxvm::Error),
 }
 
-/// A function that fails the check, with the instruction at fault when there is one.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub struct CheckError {
-    /// The function's name.
-    pub func: String,
-    /// The index of the instruction within the function, when the error is about one.
-    pub pc: Option<usize>,
-    /// The instruction as `as_text()` prints it.
-    pub instr: Option<String>,
-    /// What is wrong.
-    pub kind: CheckErrorKind,
-}
+/// A function that fails the check: the VM verifier's error, naming the function, the
+/// instruction (index and text), the operand and the source location.
+pub type CheckError = relaxvm::verify::VerifyError;
 
-impl fmt::Display for CheckError {
-    /// `function "main", instruction 2 (call  f  in: %5  dst: %2): reads %5, which ...`
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "function {:?}", self.func)?;
-        if let Some(pc) = self.pc {
-            write!(f, ", instruction {pc}")?;
-        }
-        if let Some(text) = &self.instr {
-            write!(f, " ({text})")?;
-        }
-        write!(f, ": {}", self.kind)
-    }
-}
-
-/// The kinds of check failure.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CheckErrorKind {
-    /// A register that is not an input and that no instruction writes is read.
-    #[error("reads %{reg}, which is neither an input (the function has {num_inputs} input(s)) nor written by any instruction")]
-    UndefinedRegister {
-        /// The register.
-        reg: u32,
-        /// The function's number of inputs.
-        num_inputs: u32,
-    },
-    /// A register is read where some path from the function's entry has not written it.
-    #[error("reads %{reg}, which is not written on every path that reaches this instruction")]
-    MaybeUnassigned {
-        /// The register.
-        reg: u32,
-    },
-    /// A jump whose target lies outside the function.
-    #[error("jumps by {offset} to instruction {target}, outside the function's {len} instruction(s)")]
-    JumpOutside {
-        /// The relative jump.
-        offset: i64,
-        /// The instruction it would reach (relative to the function's start).
-        target: i128,
-        /// The number of instructions in the function.
-        len: usize,
-    },
-    /// Control can fall through past the last instruction.
-    #[error("control runs off the end of the function (the last instruction must be ret or goto)")]
-    RunsOffEnd,
-    /// A function without instructions.
-    #[error("the function has no instructions (it must end in ret)")]
-    Empty,
-    /// A constant index outside the pool.
-    #[error("uses constant c[{index}], but the constant pool has {len}")]
-    ConstOutOfRange {
-        /// The index.
-        index: u32,
-        /// The pool's size.
-        len: usize,
-    },
-    /// A function index outside the table.
-    #[error("uses function index {index}, but the function table has {len}")]
-    FuncOutOfRange {
-        /// The index.
-        index: u32,
-        /// The table's size.
-        len: usize,
-    },
-    /// A bytecode function called with the wrong number of arguments.
-    #[error("calls {callee:?} with {got} argument(s), but it takes {expected}")]
-    Arity {
-        /// The bytecode function called.
-        callee: String,
-        /// Its number of inputs.
-        expected: u32,
-        /// The number of arguments passed.
-        got: usize,
-    },
-    /// A name declared as a bytecode function that never received a body.
-    #[error("declared as a bytecode function but never defined with function()")]
-    NeverDefined,
-}
+/// The kinds of check failure: the VM verifier's.
+pub type CheckErrorKind = relaxvm::verify::VerifyErrorKind;
 
 #[cfg(test)]
 mod tests {
@@ -199,23 +113,27 @@ mod tests {
 
     #[test]
     fn check_error_names_function_instruction_and_text() {
-        let e = CheckError {
+        let e: CheckError = relaxvm::verify::VerifyErrorDetail {
+            origin: None,
             func: "main".into(),
             pc: Some(2),
             instr: Some("ret  %5".into()),
+            slot: Some(relaxvm::bytecode::Slot::Result),
+            location: None,
             kind: CheckErrorKind::UndefinedRegister { reg: 5, num_inputs: 2 },
-        };
+        }
+        .into();
         assert_eq!(
             e.to_string(),
             "function \"main\", instruction 2 (ret  %5): reads %5, which is neither an input (the function has 2 input(s)) nor written by any instruction"
         );
-        let e = CheckError { func: "g".into(), pc: None, instr: None, kind: CheckErrorKind::NeverDefined };
+        let e = CheckError::function("g", CheckErrorKind::NeverDefined);
         assert_eq!(e.to_string(), "function \"g\": declared as a bytecode function but never defined with function()");
     }
 
     #[test]
     fn build_error_wraps_check_error_transparently() {
-        let c = CheckError { func: "f".into(), pc: None, instr: None, kind: CheckErrorKind::Empty };
+        let c = CheckError::function("f", CheckErrorKind::Empty);
         let b: BuildError = c.clone().into();
         assert_eq!(b.to_string(), c.to_string());
     }

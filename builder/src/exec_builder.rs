@@ -1,11 +1,12 @@
 //! [`ExecBuilder`]: emits functions instruction by instruction and builds an [`Executable`].
 
-use crate::check::{check_function, Context, Function};
 use crate::constants::ConstantPool;
 use crate::error::{BuildError, CheckError, CheckErrorKind};
 use crate::formalize::formalize;
 use crate::func_table::{check_name, Body, FuncTable};
-use relaxvm::verify::{verify_signature, MAX_REGISTERS};
+use relaxvm::verify::{
+    verify_function, verify_signature, Depth, FunctionCode, Tables, VerifyError, VerifyErrorKind, MAX_REGISTERS,
+};
 use relaxvm::{Arg, Executable, ExecutableParts, FuncInfo, FuncKind, Instruction, Location, RegIdx, Signature, Value};
 use std::collections::HashSet;
 
@@ -200,7 +201,7 @@ impl ExecBuilder {
                 signature: f.signature.clone(),
                 instrs: exe.instrs()[range.clone()]
                     .iter()
-                    .map(|instr| remap(instr, |g| funcs[g as usize], |c| consts[c as usize]))
+                    .map(|instr| instr.map_indices(|g| funcs[g as usize], |c| consts[c as usize]))
                     .collect(),
                 locations: range.map(|pc| exe.location(pc).cloned()).collect(),
             };
@@ -376,16 +377,25 @@ impl ExecBuilder {
             return Ok(Vec::new());
         };
         match &entry.body {
-            Some(body) => check_function(self, Function { name, num_inputs: body.num_inputs, instrs: &body.instrs }),
+            Some(body) => {
+                let code = FunctionCode {
+                    name,
+                    num_inputs: body.num_inputs,
+                    registers: None,
+                    instrs: &body.instrs,
+                    locations: &body.locations,
+                };
+                verify_function(self, code, Depth::DataFlow)
+            }
             None if entry.declared == Some(FuncKind::Bytecode) => {
-                Err(CheckError { func: name.to_string(), pc: None, instr: None, kind: CheckErrorKind::NeverDefined })
+                Err(CheckError::function(name, CheckErrorKind::NeverDefined))
             }
             None => Ok(Vec::new()),
         }
     }
 }
 
-impl Context for ExecBuilder {
+impl Tables for ExecBuilder {
     fn func_name(&self, index: u32) -> Option<&str> {
         self.table.get(index).map(|(n, _)| n)
     }
@@ -400,28 +410,9 @@ impl Context for ExecBuilder {
     }
 }
 
-/// `instr` with function indices renamed by `func` and constant indices by `constant` (in the
-/// callee and in `f[...]` and `c[...]` arguments).
-pub(crate) fn remap(instr: &Instruction, func: impl Fn(u32) -> u32, constant: impl Fn(u32) -> u32) -> Instruction {
-    match instr {
-        Instruction::Call { func: callee, args, dst } => Instruction::Call {
-            func: func(*callee),
-            args: args
-                .iter()
-                .map(|a| match *a {
-                    Arg::Func(f) => Arg::Func(func(f)),
-                    Arg::Const(c) => Arg::Const(constant(c)),
-                    Arg::Reg(_) | Arg::Void | Arg::VmState | Arg::Imm(_) => *a,
-                })
-                .collect(),
-            dst: *dst,
-        },
-        Instruction::Ret { .. } | Instruction::Goto { .. } | Instruction::If { .. } => instr.clone(),
-    }
-}
-
 fn instr_index(n: usize) -> Result<u32, BuildError> {
-    u32::try_from(n).map_err(|_| BuildError::Invalid(relaxvm::Error::invalid("more than 2^32 instructions")))
+    u32::try_from(n)
+        .map_err(|_| BuildError::Invalid(VerifyError::program(VerifyErrorKind::TooLarge("instructions")).into()))
 }
 
 impl std::fmt::Debug for ExecBuilder {

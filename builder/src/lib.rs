@@ -24,6 +24,7 @@ mod exec_builder;
 mod formalize;
 mod func_table;
 pub mod link;
+mod link_error;
 pub mod npy;
 pub mod reachability;
 
@@ -34,5 +35,6 @@ pub use asm::{assemble, AsmError};
 pub use check::check_executable;
 pub use error::{BuildError, CheckError, CheckErrorKind};
 pub use exec_builder::{BuildOutput, ExecBuilder};
-pub use link::{link, LinkError, LinkErrorKind, LinkOptions, ModuleRef};
+pub use link::{link, LinkOptions};
+pub use link_error::{LinkError, LinkErrorKind, ModuleRef};
 pub use reachability::drop_unreachable;

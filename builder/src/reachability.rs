@@ -4,9 +4,8 @@
 //! which may be called later) leads to it. Packed functions are leaves. Unreachable functions
 //! are dropped with the constants only they use; everything kept is renumbered.
 
-use crate::exec_builder::remap;
-use crate::link::{instr_index, LinkError, LinkErrorKind};
-use relaxvm::{Arg, Executable, ExecutableParts, FuncKind, Instruction};
+use crate::link_error::{instr_index, LinkError, LinkErrorKind};
+use relaxvm::{Executable, ExecutableParts, FuncKind};
 
 /// Which function-table entries of `exe` are reachable from the entries `roots`.
 pub fn reachable(exe: &Executable, roots: &[u32]) -> Vec<bool> {
@@ -29,12 +28,8 @@ pub fn reachable(exe: &Executable, roots: &[u32]) -> Vec<bool> {
             continue;
         }
         for instr in &exe.instrs()[f.instr_range()] {
-            let Instruction::Call { func, args, .. } = instr else { continue };
-            visit(*func, &mut work);
-            for a in args {
-                if let Arg::Func(g) = a {
-                    visit(*g, &mut work);
-                }
+            for &g in instr.funcs() {
+                visit(g, &mut work);
             }
         }
     }
@@ -72,12 +67,8 @@ pub fn drop_unreachable(exe: &Executable, keep: &[&str]) -> Result<Executable, L
     let mut used = vec![false; exe.constants().len()];
     for f in exe.funcs().iter().zip(&live).filter(|(f, l)| **l && f.kind == FuncKind::Bytecode).map(|(f, _)| f) {
         for instr in &exe.instrs()[f.instr_range()] {
-            if let Instruction::Call { args, .. } = instr {
-                for a in args {
-                    if let Arg::Const(c) = a {
-                        used[*c as usize] = true;
-                    }
-                }
+            for c in instr.constants() {
+                used[c as usize] = true;
             }
         }
     }
@@ -98,7 +89,7 @@ pub fn drop_unreachable(exe: &Executable, keep: &[&str]) -> Result<Executable, L
             let range = f.instr_range();
             f.start_instr = instr_index(parts.instrs.len())?;
             for pc in range {
-                parts.instrs.push(remap(&exe.instrs()[pc], |g| funcs[g as usize], |c| consts[c as usize]));
+                parts.instrs.push(exe.instrs()[pc].map_indices(|g| funcs[g as usize], |c| consts[c as usize]));
                 parts.locations.push(exe.location(pc).cloned());
             }
             f.end_instr = instr_index(parts.instrs.len())?;

@@ -86,6 +86,9 @@ class VMError(RuntimeError):
     """The failing instruction, as ``Executable.as_text()`` prints it."""
     location: str | None
     """The instruction's source location, if it has one."""
+    kind: str | None
+    """For an executable that fails verification when loaded: what is wrong, as
+    ``CheckError.kind`` names it; None otherwise."""
 
 class VMTypeError(VMError, TypeError):
     """A VM failure that is also a ``TypeError``: a wrong argument type or count."""
@@ -104,7 +107,26 @@ class VMMemoryError(VMError, MemoryError):
 
 class CheckError(RuntimeError):
     """``ExecBuilder`` refused the program: the check failed (e.g. a register is read before it
-    is written) or the builder was misused."""
+    is written) or the builder was misused.
+
+    When the verifier found the problem, the attributes say where and what; otherwise (misuse
+    of the builder) they are all None.
+    """
+
+    func: str | None
+    """The function at fault (as on ``VMError``)."""
+    function: str | None
+    """The same as ``func``."""
+    pc: int | None
+    """The index of the instruction at fault within the function."""
+    instr: str | None
+    """That instruction, as ``Executable.as_text()`` prints it."""
+    location: str | None
+    """The instruction's source location, if it has one."""
+    kind: str | None
+    """What is wrong, as a stable name: ``"maybe_unassigned"``, ``"undefined_register"``,
+    ``"jump_outside"``, ``"runs_off_end"``, ``"arity"``, ``"const_out_of_range"``,
+    ``"func_out_of_range"``, ``"register_outside"``, ``"empty"``, ``"never_defined"``..."""
 
 # --------------------------------------------------------------------------------------------
 # Values

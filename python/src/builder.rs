@@ -1,7 +1,7 @@
 //! `rx.ExecBuilder`: emits bytecode the way TVM's `relax.ExecBuilder` does.
 
 use crate::convert::to_value;
-use crate::errors::check_error;
+use crate::errors::build_error;
 use crate::executable::PyExecutable;
 use crate::shape::extract_shape;
 use crate::signature::parse_signature;
@@ -35,14 +35,7 @@ impl PyArg {
     /// `"reg"`, `"imm"`, `"const"`, `"func"`, `"vm_state"` or `"void"`.
     #[getter]
     fn kind(&self) -> &'static str {
-        match self.arg {
-            Arg::Reg(_) => "reg",
-            Arg::Imm(_) => "imm",
-            Arg::Const(_) => "const",
-            Arg::Func(_) => "func",
-            Arg::VmState => "vm_state",
-            Arg::Void => "void",
-        }
+        self.arg.kind().name()
     }
 
     /// The register, immediate, constant or function index (`None` for the special registers).
@@ -145,7 +138,7 @@ impl FunctionScope {
         if exc_type.is_some_and(|e| !e.is_none()) {
             return Ok(false); // the body's exception wins
         }
-        r.map_err(|e| check_error(py, e.to_string()))?;
+        r.map_err(|e| build_error(py, e))?;
         Ok(false)
     }
 
@@ -203,7 +196,7 @@ impl PyExecBuilder {
             Value::Tensor(t) => Value::Tensor(copy_tensor(py, t)?),
             _ => v,
         };
-        let i = self.inner.convert_constant(v).map_err(|e| check_error(py, e.to_string()))?;
+        let i = self.inner.convert_constant(v).map_err(|e| build_error(py, e))?;
         Ok(PyArg::new(Arg::Const(i)))
     }
 
@@ -302,7 +295,7 @@ impl PyExecBuilder {
                 return Err(PyValueError::new_err(format!("kind must be \"packed\" or \"bytecode\", got {other:?}")))
             }
         };
-        let i = self.inner.declare_function(name, kind).map_err(|e| check_error(py, e.to_string()))?;
+        let i = self.inner.declare_function(name, kind).map_err(|e| build_error(py, e))?;
         Ok(PyArg { arg: Arg::Func(i), func_name: Some(name.to_string()) })
     }
 
@@ -349,7 +342,7 @@ impl PyExecBuilder {
                 b.inner.function_with_signature(name, sig)
             }
         }
-        .map_err(|e| check_error(py, e.to_string()))?;
+        .map_err(|e| build_error(py, e))?;
         b.in_function = true;
         Ok(FunctionScope { builder: slf.clone().unbind(), name: name.to_string(), open: true })
     }
@@ -387,7 +380,7 @@ impl PyExecBuilder {
             }
             _ => None,
         };
-        self.with_loc(loc.as_deref(), |b| b.emit_call(name, &argv, dst)).map_err(|e| check_error(py, e.to_string()))
+        self.with_loc(loc.as_deref(), |b| b.emit_call(name, &argv, dst)).map_err(|e| build_error(py, e))
     }
 
     /// Emits `ret result`.
@@ -400,14 +393,14 @@ impl PyExecBuilder {
     ) -> PyResult<()> {
         self.check_scope()?;
         let r = reg_of(py, result, "emit_ret's argument")?;
-        self.with_loc(loc.as_deref(), |b| b.emit_ret(r)).map_err(|e| check_error(py, e.to_string()))
+        self.with_loc(loc.as_deref(), |b| b.emit_ret(r)).map_err(|e| build_error(py, e))
     }
 
     /// Emits `goto offset` (relative to this instruction; negative loops back).
     #[pyo3(signature = (offset, loc = None))]
     fn emit_goto(&mut self, py: Python<'_>, offset: i64, loc: Option<PyRef<'_, PyLocation>>) -> PyResult<()> {
         self.check_scope()?;
-        self.with_loc(loc.as_deref(), |b| b.emit_goto(offset)).map_err(|e| check_error(py, e.to_string()))
+        self.with_loc(loc.as_deref(), |b| b.emit_goto(offset)).map_err(|e| build_error(py, e))
     }
 
     /// Emits `if cond false_offset`: falls through when `cond` is non-zero, else jumps.
@@ -421,13 +414,13 @@ impl PyExecBuilder {
     ) -> PyResult<()> {
         self.check_scope()?;
         let c = reg_of(py, cond, "emit_if's condition")?;
-        self.with_loc(loc.as_deref(), |b| b.emit_if(c, false_offset)).map_err(|e| check_error(py, e.to_string()))
+        self.with_loc(loc.as_deref(), |b| b.emit_if(c, false_offset)).map_err(|e| build_error(py, e))
     }
 
     /// Makes `name` the executable's entry function (`Executable.entry`; by default `main`).
     /// It may be defined later, but `get()` fails unless it is a bytecode function by then.
     fn set_entry(&mut self, py: Python<'_>, name: &str) -> PyResult<()> {
-        self.inner.set_entry(name).map_err(|e| check_error(py, e.to_string()))
+        self.inner.set_entry(name).map_err(|e| build_error(py, e))
     }
 
     /// The entry function set with `set_entry` (`None` when none is).
@@ -448,7 +441,7 @@ impl PyExecBuilder {
                 "import_executable inside a function scope: leave the `with ib.function(...)` block first",
             ));
         }
-        self.inner.import_executable(&ex.0).map_err(|e| check_error(py, e.to_string()))
+        self.inner.import_executable(&ex.0).map_err(|e| build_error(py, e))
     }
 
     /// Checks, formalizes and returns the executable. Raises `CheckError` when a function reads
@@ -459,7 +452,7 @@ impl PyExecBuilder {
                 "get() inside a function scope: leave the `with ib.function(...)` block first",
             ));
         }
-        let out = self.inner.get().map_err(|e| check_error(py, e.to_string()))?;
+        let out = self.inner.get().map_err(|e| build_error(py, e))?;
         if !out.warnings.is_empty() {
             let warnings = py.import("warnings")?;
             for w in &out.warnings {

@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyTuple, PyType};
 use pyo3::{ffi, PyTypeInfo};
+use relaxvm::verify::VerifyError;
 use relaxvm::{Error, ErrorKind};
 use std::ffi::CStr;
 
@@ -95,9 +96,36 @@ fn raise(py: Python<'_>, class: &Py<PyType>, msg: String) -> PyErr {
     PyErr::from_type(class.bind(py).clone(), msg)
 }
 
-/// A `CheckError` with `msg`.
-pub fn check_error(py: Python<'_>, msg: String) -> PyErr {
-    raise(py, &classes(py).check_error, msg)
+/// A `CheckError` with `msg` and, when it comes from the verifier, its detail as attributes.
+fn check_error(py: Python<'_>, msg: String, detail: Option<&VerifyError>) -> PyErr {
+    let err = raise(py, &classes(py).check_error, msg);
+    set_verify_detail(py, &err, detail);
+    err
+}
+
+/// The builder's error as a `CheckError`, structured when the verifier found it.
+pub fn build_error(py: Python<'_>, e: relaxvm_builder::error::BuildError) -> PyErr {
+    use relaxvm_builder::error::BuildError;
+    let detail = match &e {
+        BuildError::Check(v) => Some(v),
+        BuildError::Invalid(inner) => inner.as_invalid(),
+        _ => None,
+    };
+    check_error(py, e.to_string(), detail)
+}
+
+/// Sets `func` (also as `function`), `pc`, `instr`, `location` and `kind` (the verifier's name
+/// for what is wrong, e.g. `"maybe_unassigned"`) on `err`; all None without detail.
+fn set_verify_detail(py: Python<'_>, err: &PyErr, detail: Option<&VerifyError>) {
+    let v = err.value(py);
+    let func = detail.filter(|d| !d.func.is_empty()).map(|d| d.func.as_str());
+    let location = detail.and_then(|d| d.location.as_ref()).map(ToString::to_string);
+    let _ = v.setattr("func", func);
+    let _ = v.setattr("function", func);
+    let _ = v.setattr("pc", detail.and_then(|d| d.pc));
+    let _ = v.setattr("instr", detail.and_then(|d| d.instr.as_deref()));
+    let _ = v.setattr("location", location);
+    let _ = v.setattr("kind", detail.map(|d| d.kind.name()));
 }
 
 /// A plain `VMError` with `msg`.
@@ -155,6 +183,10 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
         _ => &c.vm_error,
     };
     let err = raise(py, class, e.to_string());
+    if let Some(detail) = root.as_invalid() {
+        set_verify_detail(py, &err, Some(detail));
+        return err;
+    }
     // Machine-readable detail for tools (None when the failure was not at an instruction); the
     // message already says all of it.
     let v = err.value(py);
@@ -168,6 +200,7 @@ pub fn to_pyerr(py: Python<'_>, e: Error) -> PyErr {
     let _ = v.setattr("pc", pc);
     let _ = v.setattr("instr", instr);
     let _ = v.setattr("location", location);
+    let _ = v.setattr("kind", None::<&str>);
     err
 }
 

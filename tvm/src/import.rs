@@ -198,7 +198,7 @@ fn in_file(path: &Path, e: Error) -> Error {
     let p = path.display();
     match e.into_kind() {
         ErrorKind::Format(m) => Error::format(format!("{p}: {m}")),
-        ErrorKind::Invalid(m) => Error::invalid(format!("{p}: {m}")),
+        ErrorKind::Invalid(e) => e.within(p).into(),
         ErrorKind::Value(m) => Error::value(format!("{p}: {m}")),
         other => other.into(),
     }

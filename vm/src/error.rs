@@ -98,9 +98,9 @@ pub enum ErrorKind {
     /// The per-invocation step budget ran out.
     #[error("step budget of {0} steps (bytecode calls and backward jumps) exhausted")]
     StepBudget(u64),
-    /// An executable that fails its structural check.
+    /// An executable that fails verification (see [`crate::verify`]): what and where.
     #[error("invalid executable: {0}")]
-    Invalid(String),
+    Invalid(crate::verify::VerifyError),
     /// A binary executable that cannot be decoded.
     #[error("malformed executable file: {0}")]
     Format(String),
@@ -194,10 +194,12 @@ impl Error {
         ErrorKind::Arithmetic(msg.into()).into()
     }
 
-    /// A structurally invalid executable.
-    #[cold]
-    pub fn invalid(msg: impl Into<String>) -> Self {
-        ErrorKind::Invalid(msg.into()).into()
+    /// The verification failure this error is, if it is one.
+    pub fn as_invalid(&self) -> Option<&crate::verify::VerifyError> {
+        match &*self.0 {
+            ErrorKind::Invalid(e) => Some(e),
+            _ => None,
+        }
     }
 
     /// A malformed binary file.
@@ -227,6 +229,13 @@ impl From<ErrorKind> for Error {
     #[cold]
     fn from(kind: ErrorKind) -> Self {
         Error(Box::new(kind))
+    }
+}
+
+impl From<crate::verify::VerifyError> for Error {
+    #[cold]
+    fn from(e: crate::verify::VerifyError) -> Self {
+        ErrorKind::Invalid(e).into()
     }
 }
 

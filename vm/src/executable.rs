@@ -6,6 +6,7 @@ use crate::location::Location;
 use crate::native::{LibraryRef, NativeLibrary};
 use crate::types::Signature;
 use crate::value::Value;
+use crate::verify::{VerifyError, VerifyErrorKind};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -172,7 +173,7 @@ fn freeze_constants(constants: &[Value]) -> Result<()> {
         match v {
             Value::Tensor(t) => {
                 if t.dtype() == crate::DataType::Bool {
-                    t.view::<bool>().map_err(|e| ErrorKind::Invalid(format!("a constant: {e}")))?;
+                    t.view::<bool>().map_err(|e| VerifyError::program(VerifyErrorKind::Constant(e.to_string())))?;
                 }
                 t.storage().freeze()
             }
@@ -287,6 +288,11 @@ impl Executable {
     /// The location attached to instruction `i`, if any.
     pub fn location(&self, i: usize) -> Option<&Location> {
         self.locations.get(i).and_then(Option::as_ref)
+    }
+
+    /// One location per instruction, or empty when no instruction has one.
+    pub fn locations(&self) -> &[Option<Location>] {
+        &self.locations
     }
 
     /// True when any instruction carries a location.

@@ -20,7 +20,7 @@
 //!
 //! The grammar is documented in `docs/text-format.md`.
 
-use crate::bytecode::{Arg, Instruction};
+use crate::bytecode::{Arg, Instruction, Opcode};
 use crate::executable::{Executable, FuncKind};
 use crate::location::write_quoted;
 use crate::value::Value;
@@ -100,7 +100,8 @@ pub fn instr_to_text_with<'a>(instr: &Instruction, name_of: impl Fn(u32) -> Opti
     };
     match instr {
         Instruction::Call { func: callee, args, dst } => {
-            out.push_str("call  ");
+            out.push_str(Opcode::Call.mnemonic());
+            out.push_str("  ");
             func(&mut out, *callee);
             for (i, a) in args.iter().enumerate() {
                 out.push_str(if i == 0 { "  in: " } else { ", " });
@@ -122,9 +123,11 @@ pub fn instr_to_text_with<'a>(instr: &Instruction, name_of: impl Fn(u32) -> Opti
                 None => out.push_str("  dst: void"),
             }
         }
-        Instruction::Ret { result } => write!(out, "ret  %{result}").unwrap(),
-        Instruction::Goto { offset } => write!(out, "goto  {offset}").unwrap(),
-        Instruction::If { cond, false_offset } => write!(out, "if  %{cond}  {false_offset}").unwrap(),
+        Instruction::Ret { result } => write!(out, "{}  %{result}", Opcode::Ret.mnemonic()).unwrap(),
+        Instruction::Goto { offset } => write!(out, "{}  {offset}", Opcode::Goto.mnemonic()).unwrap(),
+        Instruction::If { cond, false_offset } => {
+            write!(out, "{}  %{cond}  {false_offset}", Opcode::If.mnemonic()).unwrap()
+        }
     }
     out
 }

@@ -650,8 +650,9 @@ fn out_of_range_indices_with_valid_checksums() {
     expect_err(&s, "string index 7 out of range");
     // Register 5 in a frame of 1: the verifier's error.
     let e = load_bytes(&craft(2, &minimal_with(1, &[0x45], 1, vint(0)))).unwrap_err();
-    assert!(matches!(e.kind(), ErrorKind::Invalid(_)), "{e}");
-    assert!(e.to_string().contains("register %5 outside"), "{e}");
+    let v = e.as_invalid().unwrap_or_else(|| panic!("not a verifier error: {e}"));
+    assert_eq!(v.kind, relaxvm::verify::VerifyErrorKind::RegisterOutside { reg: 5, size: 1 }, "{e}");
+    assert_eq!((v.func.as_str(), v.pc, v.slot), ("main", Some(0), Some(relaxvm::bytecode::Slot::Result)));
     // A jump out of the function.
     let e = load_err(&craft(2, &minimal_with(1, &[0x80 | 8], 1, vint(0))));
     assert!(e.contains("leaves the function"), "{e}");
@@ -963,29 +964,81 @@ fn every_verifier_error_is_reported() {
         )
     };
     let ret0 = [0x40];
-    let cases: Vec<(Vec<u8>, &str)> = vec![
-        (file(&["", "f"], &[func(0, 0, 1, 1, 1)], &ret0, 1), "empty name"),
-        (file(&["main", "f"], &[func(0, 0, 1, 1, 1), func(0, 0, 1, 1, 1)], &ret0, 1), "appears twice"),
-        (file(&["main", "f"], &[func(0, 0, 0, 1, 1)], &ret0, 1), "is empty or outside"),
-        (file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &ret0, 1), "is empty or outside"),
-        (file(&["main", "f"], &[func(0, 0, 1, 1, (1 << 20) + 1)], &ret0, 1), "exceed the limit"),
-        (file(&["main", "f"], &[func(0, 0, 1, 2, 1)], &ret0, 1), "inputs do not fit"),
+    use relaxvm::verify::VerifyErrorKind as K;
+    let cases: Vec<(Vec<u8>, &str, Option<usize>, K)> = vec![
+        (file(&["", "f"], &[func(0, 0, 1, 1, 1)], &ret0, 1), "", None, K::EmptyName),
+        (
+            file(&["main", "f"], &[func(0, 0, 1, 1, 1), func(0, 0, 1, 1, 1)], &ret0, 1),
+            "",
+            None,
+            K::DuplicateName("main".into()),
+        ),
+        (
+            file(&["main", "f"], &[func(0, 0, 0, 1, 1)], &ret0, 1),
+            "main",
+            None,
+            K::InstrRange { start: 0, end: 0, len: 1 },
+        ),
+        (
+            file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &ret0, 1),
+            "main",
+            None,
+            K::InstrRange { start: 0, end: 2, len: 1 },
+        ),
+        (
+            file(&["main", "f"], &[func(0, 0, 1, 1, (1 << 20) + 1)], &ret0, 1),
+            "main",
+            None,
+            K::TooManyRegisters { regs: (1 << 20) + 1, max: 1 << 20 },
+        ),
+        (
+            file(&["main", "f"], &[func(0, 0, 1, 2, 1)], &ret0, 1),
+            "main",
+            None,
+            K::InputsExceedRegisters { inputs: 2, regs: 1 },
+        ),
         // call main() with no arguments, then ret.
-        (file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &[0x10, 0x01, 0x40], 2), "with 0 arguments, it takes 1"),
+        (
+            file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &[0x10, 0x01, 0x40], 2),
+            "main",
+            Some(0),
+            K::Arity { callee: "main".into(), expected: 1, got: 0 },
+        ),
         // call f() as the last instruction.
-        (file(&["main", "f"], &[func(0, 0, 1, 1, 1)], &[0x10, 0x03], 1), "runs off the end"),
+        (file(&["main", "f"], &[func(0, 0, 1, 1, 1)], &[0x10, 0x03], 1), "main", Some(0), K::RunsOffEnd),
         // call f() -> %3 in a frame of 1.
-        (file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &[0x30, 0x03, 0x07, 0x40], 2), "register %3 outside"),
+        (
+            file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &[0x30, 0x03, 0x07, 0x40], 2),
+            "main",
+            Some(0),
+            K::RegisterOutside { reg: 3, size: 1 },
+        ),
         // call f(%2).
-        (file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &[0x11, 0x03, 0x05, 0x40], 2), "register %2 outside"),
+        (
+            file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &[0x11, 0x03, 0x05, 0x40], 2),
+            "main",
+            Some(0),
+            K::RegisterOutside { reg: 2, size: 1 },
+        ),
         // if %0 jumps by -1 out of the function.
-        (file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &[0xC0, 0x03, 0x40], 2), "leaves the function"),
-        (file(&["main", "g", "f"], &[func(0, 0, 1, 1, 1), func(2, 0, 1, 1, 1)], &ret0, 1), "share instructions"),
+        (
+            file(&["main", "f"], &[func(0, 0, 2, 1, 1)], &[0xC0, 0x03, 0x40], 2),
+            "main",
+            Some(0),
+            K::JumpOutside { offset: -1, target: -1, len: 2 },
+        ),
+        (
+            file(&["main", "g", "f"], &[func(0, 0, 1, 1, 1), func(2, 0, 1, 1, 1)], &ret0, 1),
+            "",
+            None,
+            K::SharedInstructions("f".into(), "main".into()),
+        ),
     ];
-    for (bytes, needle) in cases {
-        let e = load_bytes(&bytes).err().unwrap_or_else(|| panic!("{needle}: loaded"));
-        assert!(matches!(e.kind(), ErrorKind::Invalid(_)), "{needle}: {e}");
-        assert!(e.to_string().contains(needle), "expected {needle:?} in: {e}");
+    for (bytes, func, pc, kind) in cases {
+        let e = load_bytes(&bytes).err().unwrap_or_else(|| panic!("{kind}: loaded"));
+        let v = e.as_invalid().unwrap_or_else(|| panic!("{kind}: not a verifier error: {e}"));
+        assert_eq!((v.func.as_str(), v.pc, &v.kind), (func, pc, &kind), "{e}");
+        assert!(e.to_string().contains(&kind.to_string()), "{e}");
     }
 }
 

@@ -291,7 +291,7 @@ fn step_budget_and_interrupt() {
     let e = m.invoke("spin", &[]).unwrap_err();
     assert!(matches!(e.root().kind(), ErrorKind::Interrupted), "{e}");
     t.join().unwrap();
-    let _ = Imm(0);
+    let _: relaxvm::Arg = Imm(0);
 }
 
 #[test]

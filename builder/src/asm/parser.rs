@@ -4,6 +4,7 @@ use super::constant::parse_constant;
 use super::cursor::{Cursor, Pos};
 use super::location::parse_loc;
 use super::AsmError;
+use relaxvm::bytecode::{Arg, Instruction, Opcode, Slot};
 use relaxvm::{Location, Signature, Value};
 use std::collections::HashMap;
 
@@ -31,36 +32,37 @@ pub(super) struct Body {
     pub instrs: Vec<Instr>,
 }
 
-/// One instruction, with where it starts and its optional location.
+/// One instruction, with where it and each of its operands start, and its optional location.
+/// Function references are still names (resolved in [`super::resolve`]).
 pub(super) struct Instr {
     pub pos: Pos,
-    pub op: Op,
+    pub op: Instruction<String>,
+    pub operands: Operands,
     pub loc: Option<Location>,
 }
 
-/// A register operand and where it is written.
-#[derive(Clone, Copy)]
-pub(super) struct Reg {
-    pub index: u32,
-    pub pos: Pos,
+/// Where the operands of an instruction are written, for errors about one of them.
+#[derive(Default)]
+pub(super) struct Operands {
+    /// The callee's name.
+    pub callee: Option<Pos>,
+    /// Each argument.
+    pub args: Vec<Pos>,
+    /// The destination, the returned or the tested register.
+    pub reg: Option<Pos>,
 }
 
-/// An instruction before name resolution.
-pub(super) enum Op {
-    Call { func: (String, Pos), args: Vec<(Arg, Pos)>, dst: Option<Reg> },
-    Ret { result: Reg },
-    Goto { offset: i64 },
-    If { cond: Reg, false_offset: i64 },
-}
-
-/// A call argument before name resolution.
-pub(super) enum Arg {
-    Reg(u32),
-    Void,
-    VmState,
-    Imm(i64),
-    Const(u32),
-    Func(String),
+impl Instr {
+    /// Where operand `slot` is written; the instruction's start when not known (jump offsets).
+    pub fn at(&self, slot: Option<Slot>) -> Pos {
+        let found = match slot {
+            Some(Slot::Callee) => self.operands.callee,
+            Some(Slot::Arg(i)) => self.operands.args.get(i).copied(),
+            Some(Slot::Dst | Slot::Result | Slot::Cond) => self.operands.reg,
+            Some(Slot::Offset) | None => None,
+        };
+        found.unwrap_or(self.pos)
+    }
 }
 
 /// Parses the whole source.
@@ -108,17 +110,18 @@ pub(super) fn parse(text: &str) -> Result<Program, AsmError> {
                 c.expect_end()?;
                 add_entry(&mut program, &mut seen, Entry { name, pos, body: None })?;
             }
-            "call" | "ret" | "goto" | "if" => {
+            _ if Opcode::from_mnemonic(word).is_some() => {
                 let Some(body) = current.and_then(|e| program.entries[e].body.as_mut()) else {
                     return Err(at.error(format!(
                         "'{word}' outside a function: start one with a header like `@main inputs=1 regs=2:`"
                     )));
                 };
-                let op = parse_op(&mut c, word)?;
+                let mut operands = Operands::default();
+                let op = parse_op(&mut c, word, &mut operands)?;
                 c.skip_ws();
                 let loc = if c.rest().starts_with("loc(") { Some(parse_loc(&mut c)?) } else { None };
                 c.expect_end()?;
-                body.instrs.push(Instr { pos: at, op, loc });
+                body.instrs.push(Instr { pos: at, op, operands, loc });
             }
             _ => {
                 let found = if word.is_empty() { c.found() } else { format!("{word:?}") };
@@ -270,27 +273,32 @@ fn parse_params(c: &mut Cursor<'_>) -> Result<Vec<String>, AsmError> {
     }
 }
 
-fn parse_reg(c: &mut Cursor<'_>) -> Result<Reg, AsmError> {
-    let pos = c.pos();
+/// `%N`, noting where it starts in `at`.
+fn parse_reg(c: &mut Cursor<'_>, at: &mut Option<Pos>) -> Result<u32, AsmError> {
+    *at = Some(c.pos());
     if !c.eat("%") {
         return Err(c.expected("a register like %0"));
     }
-    Ok(Reg { index: c.uint("a register number after '%'")?, pos })
+    c.uint("a register number after '%'")
 }
 
-fn parse_op(c: &mut Cursor<'_>, word: &str) -> Result<Op, AsmError> {
-    match word {
-        "call" => {
+/// The operands of the instruction `word` (a mnemonic), noting where each starts.
+fn parse_op(c: &mut Cursor<'_>, word: &str, at: &mut Operands) -> Result<Instruction<String>, AsmError> {
+    let Some(opcode) = Opcode::from_mnemonic(word) else {
+        return Err(c.expected("an instruction (call, ret, goto, if)"));
+    };
+    match opcode {
+        Opcode::Call => {
             c.expect_ws("a function name after 'call'")?;
-            let pos = c.pos();
-            let func = (c.name("a function name")?, pos);
+            at.callee = Some(c.pos());
+            let func = c.name("a function name")?;
             let mut args = Vec::new();
             c.skip_ws();
             if c.eat("in:") {
                 loop {
                     c.skip_ws();
-                    let at = c.pos();
-                    args.push((parse_arg(c)?, at));
+                    at.args.push(c.pos());
+                    args.push(parse_arg(c)?);
                     c.skip_ws();
                     if !c.eat(",") {
                         break;
@@ -302,33 +310,33 @@ fn parse_op(c: &mut Cursor<'_>, word: &str) -> Result<Op, AsmError> {
                 if c.eat("void") {
                     None
                 } else if c.peek() == Some('%') {
-                    Some(parse_reg(c)?)
+                    Some(parse_reg(c, &mut at.reg)?)
                 } else {
                     return Err(c.expected("a destination register like %0, or void"));
                 }
             } else {
                 None
             };
-            Ok(Op::Call { func, args, dst })
+            Ok(Instruction::Call { func, args, dst })
         }
-        "ret" => {
+        Opcode::Ret => {
             c.expect_ws("a register after 'ret'")?;
-            Ok(Op::Ret { result: parse_reg(c)? })
+            Ok(Instruction::Ret { result: parse_reg(c, &mut at.reg)? })
         }
-        "goto" => {
+        Opcode::Goto => {
             c.expect_ws("an offset after 'goto'")?;
-            Ok(Op::Goto { offset: c.int("a jump offset")? })
+            Ok(Instruction::Goto { offset: c.int("a jump offset")? })
         }
-        _ => {
+        Opcode::If => {
             c.expect_ws("a register after 'if'")?;
-            let cond = parse_reg(c)?;
+            let cond = parse_reg(c, &mut at.reg)?;
             c.expect_ws("the false offset after the condition")?;
-            Ok(Op::If { cond, false_offset: c.int("a jump offset")? })
+            Ok(Instruction::If { cond, false_offset: c.int("a jump offset")? })
         }
     }
 }
 
-fn parse_arg(c: &mut Cursor<'_>) -> Result<Arg, AsmError> {
+fn parse_arg(c: &mut Cursor<'_>) -> Result<Arg<String>, AsmError> {
     const WHAT: &str = "an argument (%N, %void, %vm, iN, c[N] or f[NAME])";
     if c.eat("%void") {
         return Ok(Arg::Void);

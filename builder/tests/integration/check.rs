@@ -59,9 +59,9 @@ fn jumps_outside_and_running_off_the_end() {
     let c = check_err(func(&mut ib, "b", 1, |ib| ib.emit_if(0, -1)).unwrap_err());
     assert_eq!(c.kind, CheckErrorKind::RunsOffEnd);
     let c = check_err(func(&mut ib, "c", 1, |ib| ib.emit_call("f", &[Reg(0)], Some(1))).unwrap_err());
-    assert_eq!((c.pc, c.kind), (Some(0), CheckErrorKind::RunsOffEnd));
+    assert_eq!((c.pc, &c.kind), (Some(0), &CheckErrorKind::RunsOffEnd));
     let c = check_err(func(&mut ib, "d", 1, |_| Ok(())).unwrap_err());
-    assert_eq!((c.pc, c.kind), (None, CheckErrorKind::Empty));
+    assert_eq!((c.pc, &c.kind), (None, &CheckErrorKind::Empty));
 }
 
 #[test]

@@ -8,5 +8,6 @@ mod cli_io;
 mod cli_tvm;
 mod common;
 mod formalize;
+mod golden;
 mod link;
 mod run;

@@ -18,7 +18,7 @@ mod constants;
 
 use bytes::Bytes;
 pub use constants::dtype_of;
-use relaxvm::{Error, Executable, ExecutableParts, FuncInfo, Result};
+use relaxvm::{Error, ErrorKind, Executable, ExecutableParts, FuncInfo, Result};
 
 /// The magic number that opens a serialized `relax.VMExecutable`.
 pub const MAGIC: u64 = 0xD225_DE2F_4214_151E;
@@ -34,8 +34,10 @@ const KIND_VM_TIR: i32 = 2;
 /// Decodes a serialized `relax.VMExecutable` into a verified executable (without kernels: a
 /// loader attaches the library that provides them).
 pub fn read(bytes: &[u8]) -> Result<Executable> {
-    Executable::from_parts(read_parts(bytes)?)
-        .map_err(|e| Error::invalid(format!("the TVM program fails verification: {e}")))
+    Executable::from_parts(read_parts(bytes)?).map_err(|e| match e.into_kind() {
+        ErrorKind::Invalid(e) => e.within("the TVM program fails verification").into(),
+        other => Error::from(other),
+    })
 }
 
 /// Decodes a serialized `relax.VMExecutable` into unverified parts.

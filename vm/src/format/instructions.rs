@@ -36,20 +36,22 @@
 
 use super::cursor::Cursor;
 use super::varint;
-use crate::bytecode::{Arg, Instruction};
+use crate::bytecode::{Arg, ArgKind, Instruction, Opcode};
 use crate::error::Result;
 
-const CALL: u8 = 0;
-const RET: u8 = 1;
-const GOTO: u8 = 2;
-const IF: u8 = 3;
+// The numbers come from the instruction set's one description (`crate::bytecode`); named
+// constants let the decoder match on bytes.
+const CALL: u8 = Opcode::Call as u8;
+const RET: u8 = Opcode::Ret as u8;
+const GOTO: u8 = Opcode::Goto as u8;
+const IF: u8 = Opcode::If as u8;
 
-const KIND_REG: u8 = 0;
-const KIND_VOID: u8 = 1;
-const KIND_VM: u8 = 2;
-const KIND_IMM: u8 = 3;
-const KIND_CONST: u8 = 4;
-const KIND_FUNC: u8 = 5;
+const KIND_REG: u8 = ArgKind::Reg as u8;
+const KIND_VOID: u8 = ArgKind::Void as u8;
+const KIND_VM: u8 = ArgKind::VmState as u8;
+const KIND_IMM: u8 = ArgKind::Imm as u8;
+const KIND_CONST: u8 = ArgKind::Const as u8;
+const KIND_FUNC: u8 = ArgKind::Func as u8;
 
 const V2_HAS_DST: u8 = 0x20;
 const V2_ALL_REGS: u8 = 0x10;
@@ -65,14 +67,7 @@ pub struct Bounds {
 }
 
 fn arg_kind(a: &Arg) -> u8 {
-    match a {
-        Arg::Reg(_) => KIND_REG,
-        Arg::Void => KIND_VOID,
-        Arg::VmState => KIND_VM,
-        Arg::Imm(_) => KIND_IMM,
-        Arg::Const(_) => KIND_CONST,
-        Arg::Func(_) => KIND_FUNC,
-    }
+    a.kind() as u8
 }
 
 fn put_payload(out: &mut Vec<u8>, a: &Arg) {

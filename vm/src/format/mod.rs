@@ -185,7 +185,7 @@ fn located(path: &Path, e: crate::error::Error) -> crate::error::Error {
     use crate::error::{Error, ErrorKind};
     match e.into_kind() {
         ErrorKind::Format(m) => Error::format(format!("{}: {m}", path.display())),
-        ErrorKind::Invalid(m) => Error::invalid(format!("{}: {m}", path.display())),
+        ErrorKind::Invalid(e) => e.within(path.display()).into(),
         ErrorKind::Io(io) => std::io::Error::new(io.kind(), format!("{}: {io}", path.display())).into(),
         other => other.into(),
     }
