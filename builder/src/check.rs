@@ -10,5 +10,5 @@ use relaxvm::Executable;
 /// Checks every bytecode function of `exe` (which the VM's verifier already accepted to
 /// structure) and returns the warnings, or the first error.
 pub fn check_executable(exe: &Executable) -> Result<Vec<String>, CheckError> {
-    relaxvm::verify::verify_data_flow(exe)
+    exe.verify_data_flow()
 }

@@ -100,7 +100,7 @@ pub enum ErrorKind {
     StepBudget(u64),
     /// An executable that fails verification (see [`crate::verify`]): what and where.
     #[error("invalid executable: {0}")]
-    Invalid(crate::verify::VerifyError),
+    Invalid(crate::verify::error::VerifyError),
     /// A binary executable that cannot be decoded.
     #[error("malformed executable file: {0}")]
     Format(String),
@@ -195,7 +195,7 @@ impl Error {
     }
 
     /// The verification failure this error is, if it is one.
-    pub fn as_invalid(&self) -> Option<&crate::verify::VerifyError> {
+    pub fn as_invalid(&self) -> Option<&crate::verify::error::VerifyError> {
         match &*self.0 {
             ErrorKind::Invalid(e) => Some(e),
             _ => None,
@@ -232,9 +232,9 @@ impl From<ErrorKind> for Error {
     }
 }
 
-impl From<crate::verify::VerifyError> for Error {
+impl From<crate::verify::error::VerifyError> for Error {
     #[cold]
-    fn from(e: crate::verify::VerifyError) -> Self {
+    fn from(e: crate::verify::error::VerifyError) -> Self {
         ErrorKind::Invalid(e).into()
     }
 }

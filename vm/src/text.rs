@@ -20,27 +20,14 @@
 //!
 //! The grammar is documented in `docs/text-format.md`.
 
-use crate::bytecode::{Arg, Instruction, Opcode};
+use crate::bytecode::Instruction;
 use crate::executable::{Executable, FuncKind};
 use crate::location::write_quoted;
 use crate::value::Value;
 use std::fmt::Write;
 
-/// True when `s` can be printed without quotes as a function or parameter name.
-pub fn is_plain_name(s: &str) -> bool {
-    !s.is_empty()
-        && !s.starts_with(|c: char| c.is_ascii_digit() || c == '-')
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '$'))
-}
-
-/// Appends a name, quoted when it is not plain.
-pub fn write_name(out: &mut String, s: &str) {
-    if is_plain_name(s) {
-        out.push_str(s);
-    } else {
-        write_quoted(out, s).expect("writing to a String");
-    }
-}
+pub use crate::instr_text::instr_to_text_with;
+pub use crate::names::{is_plain_name, write_name};
 
 /// The text of a constant: `int 5`, `shape (32, 16)`, `tensor float32 (2,) hex:0000803f...`.
 pub fn constant_to_text(v: &Value) -> String {
@@ -88,48 +75,6 @@ pub fn constant_summary(v: &Value) -> String {
 /// One instruction: `call  vm.op.add  in: %0, %1  dst: %2`, `ret  %2`, `if  %0  3`, `goto  -2`.
 pub fn instr_to_text(exe: &Executable, instr: &Instruction) -> String {
     instr_to_text_with(instr, |i| exe.funcs().get(i as usize).map(|f| f.name.as_str()))
-}
-
-/// One instruction, with function names looked up by `name_of` (unknown indices print as `#N`):
-/// usable before an executable exists.
-pub fn instr_to_text_with<'a>(instr: &Instruction, name_of: impl Fn(u32) -> Option<&'a str>) -> String {
-    let mut out = String::new();
-    let func = |out: &mut String, i: u32| match name_of(i) {
-        Some(n) => write_name(out, n),
-        None => write!(out, "#{i}").unwrap(),
-    };
-    match instr {
-        Instruction::Call { func: callee, args, dst } => {
-            out.push_str(Opcode::Call.mnemonic());
-            out.push_str("  ");
-            func(&mut out, *callee);
-            for (i, a) in args.iter().enumerate() {
-                out.push_str(if i == 0 { "  in: " } else { ", " });
-                match a {
-                    Arg::Reg(r) => write!(out, "%{r}").unwrap(),
-                    Arg::Void => out.push_str("%void"),
-                    Arg::VmState => out.push_str("%vm"),
-                    Arg::Imm(v) => write!(out, "i{v}").unwrap(),
-                    Arg::Const(c) => write!(out, "c[{c}]").unwrap(),
-                    Arg::Func(f) => {
-                        out.push_str("f[");
-                        func(&mut out, *f);
-                        out.push(']');
-                    }
-                }
-            }
-            match dst {
-                Some(d) => write!(out, "  dst: %{d}").unwrap(),
-                None => out.push_str("  dst: void"),
-            }
-        }
-        Instruction::Ret { result } => write!(out, "{}  %{result}", Opcode::Ret.mnemonic()).unwrap(),
-        Instruction::Goto { offset } => write!(out, "{}  {offset}", Opcode::Goto.mnemonic()).unwrap(),
-        Instruction::If { cond, false_offset } => {
-            write!(out, "{}  %{cond}  {false_offset}", Opcode::If.mnemonic()).unwrap()
-        }
-    }
-    out
 }
 
 /// The whole executable as text; an allocation error when the text (two hex digits per byte of
@@ -207,6 +152,32 @@ fn write_text(exe: &Executable, out: &mut String) {
 }
 
 impl Executable {
+    /// A summary like the design document's.
+    pub fn stats(&self) -> String {
+        let consts: Vec<String> = self.constants().iter().map(constant_summary).collect();
+        let libs: Vec<&str> = self.libraries().iter().map(|l| l.reference.path.as_str()).collect();
+        let libs = if libs.is_empty() {
+            String::new()
+        } else {
+            format!("  Native libraries (#{}): [{}]\n", libs.len(), libs.join(", "))
+        };
+        format!(
+            "Relax VM executable statistics:\n  Constant pool (# {}): [{}]\n  Globals (#{}): [{}]\n  Packed functions (#{}): [{}]\n  Instructions (#{})\n",
+            consts.len(),
+            consts.join(", "),
+            self.bytecode_function_names().len(),
+            self.bytecode_function_names().join(", "),
+            self.packed_function_names().len(),
+            self.packed_function_names().join(", "),
+            self.instrs().len(),
+        ) + &libs
+    }
+
+    /// The instruction at `pc` of function `func`, as text, for error messages.
+    pub fn instr_text(&self, index: usize) -> String {
+        self.instrs().get(index).map(|i| instr_to_text(self, i)).unwrap_or_default()
+    }
+
     /// The text form (see the module documentation).
     pub fn as_text(&self) -> String {
         to_text(self)

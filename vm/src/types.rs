@@ -9,7 +9,7 @@
 
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
-use crate::text::{is_plain_name, write_name};
+use crate::names::{is_plain_name, write_name};
 use crate::value::Value;
 use std::collections::HashMap;
 use std::fmt::{self, Write};

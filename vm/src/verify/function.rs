@@ -5,8 +5,8 @@
 use super::error::{VerifyError, VerifyErrorDetail, VerifyErrorKind};
 use super::flow;
 use crate::bytecode::{Instruction, Operand, Slot};
+use crate::instr_text::instr_to_text_with;
 use crate::location::Location;
-use crate::text::instr_to_text_with;
 
 /// What the verifier needs to know about the program around one function. Implemented by
 /// [`ExecutableParts`](crate::ExecutableParts) and by the builder's function table, which is

@@ -13,7 +13,7 @@
 //! Errors are one type, [`VerifyError`], naming the function, instruction, operand and source
 //! location.
 
-mod error;
+pub mod error;
 mod flow;
 mod function;
 mod signature;
@@ -22,7 +22,9 @@ pub use error::{VerifyError, VerifyErrorDetail, VerifyErrorKind};
 pub use function::{verify_function, Depth, FunctionCode, Tables};
 pub use signature::verify_signature;
 
-use crate::executable::{Executable, ExecutableParts, FuncInfo, FuncKind};
+use crate::bytecode::Instruction;
+use crate::location::Location;
+use crate::parts::{ExecutableParts, FuncInfo, FuncKind};
 use std::collections::HashSet;
 
 /// The largest register file a function may declare (bounds the memory a frame can take).
@@ -40,21 +42,6 @@ impl Tables for ExecutableParts {
     }
     fn num_constants(&self) -> usize {
         self.constants.len()
-    }
-}
-
-impl Tables for Executable {
-    fn func_name(&self, index: u32) -> Option<&str> {
-        self.funcs().get(index as usize).map(|f| f.name.as_str())
-    }
-    fn num_funcs(&self) -> usize {
-        self.funcs().len()
-    }
-    fn bytecode_arity(&self, index: u32) -> Option<u32> {
-        self.funcs().get(index as usize).filter(|f| f.kind == FuncKind::Bytecode).map(|f| f.num_args)
-    }
-    fn num_constants(&self) -> usize {
-        self.constants().len()
     }
 }
 
@@ -110,20 +97,26 @@ pub fn verify(parts: &ExecutableParts) -> Result<(), VerifyError> {
     Ok(())
 }
 
-/// Verifies every bytecode function of `exe` (which [`verify`] already accepted) to
-/// [`Depth::DataFlow`]; returns the warnings, or the first error.
-pub fn verify_data_flow(exe: &Executable) -> Result<Vec<String>, VerifyError> {
+/// Verifies the bytecode functions of `funcs` (whose structure [`verify`] already accepted)
+/// to [`Depth::DataFlow`]; returns the warnings, or the first error. See
+/// [`Executable::verify_data_flow`](crate::Executable::verify_data_flow).
+pub fn verify_data_flow(
+    tables: &dyn Tables,
+    funcs: &[FuncInfo],
+    instrs: &[Instruction],
+    locations: &[Option<Location>],
+) -> Result<Vec<String>, VerifyError> {
     let mut warnings = Vec::new();
-    for f in exe.funcs().iter().filter(|f| f.kind == FuncKind::Bytecode) {
+    for f in funcs.iter().filter(|f| f.kind == FuncKind::Bytecode) {
         let range = f.instr_range();
         let code = FunctionCode {
             name: &f.name,
             num_inputs: f.num_args,
             registers: Some(f.register_file_size),
-            instrs: exe.instrs().get(range.clone()).unwrap_or_default(),
-            locations: exe.locations().get(range).unwrap_or_default(),
+            instrs: instrs.get(range.clone()).unwrap_or_default(),
+            locations: locations.get(range).unwrap_or_default(),
         };
-        warnings.extend(verify_function(exe, code, Depth::DataFlow)?);
+        warnings.extend(verify_function(tables, code, Depth::DataFlow)?);
     }
     Ok(warnings)
 }

@@ -1,6 +1,6 @@
 //! Well-formed signatures: what a signature must satisfy before a VM checks arguments with it.
 
-use crate::text::is_plain_name;
+use crate::names::is_plain_name;
 use crate::types::{Dim, Signature, Type, MAX_TYPE_DEPTH};
 use std::collections::HashSet;
 
