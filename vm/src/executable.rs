@@ -5,7 +5,7 @@ use crate::error::{ErrorKind, Result};
 use crate::location::Location;
 use crate::types::Signature;
 use crate::value::Value;
-use crate::verify::{Tables, VerifyError, VerifyErrorKind};
+use crate::verify::{FuncTable, VerifyError, VerifyErrorKind};
 use std::collections::HashMap;
 
 pub use crate::parts::{ExecutableParts, FuncInfo, FuncKind, Library};
@@ -188,27 +188,13 @@ impl Executable {
     }
 }
 
-impl Tables for Executable {
-    fn func_name(&self, index: u32) -> Option<&str> {
-        self.funcs.get(index as usize).map(|f| f.name.as_str())
-    }
-    fn num_funcs(&self) -> usize {
-        self.funcs.len()
-    }
-    fn bytecode_arity(&self, index: u32) -> Option<u32> {
-        self.funcs.get(index as usize).filter(|f| f.kind == FuncKind::Bytecode).map(|f| f.num_args)
-    }
-    fn num_constants(&self) -> usize {
-        self.constants.len()
-    }
-}
-
 impl Executable {
     /// Verifies every bytecode function to [`Depth::DataFlow`](crate::verify::Depth::DataFlow)
     /// (loading verified the structure): every register written on every path before it is
     /// read. Returns the warnings (inputs never read), or the first error.
     pub fn verify_data_flow(&self) -> std::result::Result<Vec<String>, VerifyError> {
-        crate::verify::verify_data_flow(self, &self.funcs, &self.instrs, &self.locations)
+        let tables = FuncTable { funcs: &self.funcs, num_constants: self.constants.len() };
+        crate::verify::verify_data_flow(tables, &self.instrs, &self.locations)
     }
 }
 

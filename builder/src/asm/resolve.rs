@@ -60,7 +60,7 @@ pub(super) fn resolve(program: Program) -> Result<Executable, AsmError> {
             instrs: &parts.instrs[f.instr_range()],
             locations: &[],
         };
-        verify_function(&parts, code, Depth::Structure).map_err(|e| at_source(e, instrs))?;
+        verify_function(&parts.tables(), code, Depth::Structure).map_err(|e| at_source(e, instrs))?;
     }
     if let Some((name, pos)) = program.entry {
         match index.get(name.as_str()) {

@@ -30,7 +30,16 @@ use std::collections::HashSet;
 /// The largest register file a function may declare (bounds the memory a frame can take).
 pub const MAX_REGISTERS: u32 = 1 << 20;
 
-impl Tables for ExecutableParts {
+/// The tables around the functions of an executable, or of its parts.
+#[derive(Clone, Copy, Debug)]
+pub struct FuncTable<'a> {
+    /// The function table.
+    pub funcs: &'a [FuncInfo],
+    /// The size of the constant pool.
+    pub num_constants: usize,
+}
+
+impl Tables for FuncTable<'_> {
     fn func_name(&self, index: u32) -> Option<&str> {
         self.funcs.get(index as usize).map(|f| f.name.as_str())
     }
@@ -41,7 +50,14 @@ impl Tables for ExecutableParts {
         self.funcs.get(index as usize).filter(|f| f.kind == FuncKind::Bytecode).map(|f| f.num_args)
     }
     fn num_constants(&self) -> usize {
-        self.constants.len()
+        self.num_constants
+    }
+}
+
+impl ExecutableParts {
+    /// Its function table and constant-pool size, for the verifier.
+    pub fn tables(&self) -> FuncTable<'_> {
+        FuncTable { funcs: &self.funcs, num_constants: self.constants.len() }
     }
 }
 
@@ -86,7 +102,7 @@ pub fn verify(parts: &ExecutableParts) -> Result<(), VerifyError> {
             instrs: &parts.instrs[range.clone()],
             locations: parts.locations.get(range).unwrap_or_default(),
         };
-        verify_function(parts, code, Depth::Structure)?;
+        verify_function(&parts.tables(), code, Depth::Structure)?;
     }
     ranges.sort();
     for w in ranges.windows(2) {
@@ -101,13 +117,12 @@ pub fn verify(parts: &ExecutableParts) -> Result<(), VerifyError> {
 /// to [`Depth::DataFlow`]; returns the warnings, or the first error. See
 /// [`Executable::verify_data_flow`](crate::Executable::verify_data_flow).
 pub fn verify_data_flow(
-    tables: &dyn Tables,
-    funcs: &[FuncInfo],
+    tables: FuncTable<'_>,
     instrs: &[Instruction],
     locations: &[Option<Location>],
 ) -> Result<Vec<String>, VerifyError> {
     let mut warnings = Vec::new();
-    for f in funcs.iter().filter(|f| f.kind == FuncKind::Bytecode) {
+    for f in tables.funcs.iter().filter(|f| f.kind == FuncKind::Bytecode) {
         let range = f.instr_range();
         let code = FunctionCode {
             name: &f.name,
@@ -116,7 +131,7 @@ pub fn verify_data_flow(
             instrs: instrs.get(range.clone()).unwrap_or_default(),
             locations: locations.get(range).unwrap_or_default(),
         };
-        warnings.extend(verify_function(tables, code, Depth::DataFlow)?);
+        warnings.extend(verify_function(&tables, code, Depth::DataFlow)?);
     }
     Ok(warnings)
 }
