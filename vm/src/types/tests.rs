@@ -1,0 +1,131 @@
+//! Tests of signatures: text, reflection, argument checks.
+
+use super::*;
+use crate::tensor::Tensor;
+use crate::value::Value;
+
+const SIG: &str = "(x: tensor<[n, 16], f32>, y: tensor<[n, ?], f32, contiguous>, k: f32, s: str, \
+    t: tuple<i64, bool>, l: list<u8>, d: dict<{b: i32, a: shape<2>}>, o: object, z: any, w: tensor<*, ?>) \
+    -> tuple<tensor<*, f32>, i64>";
+
+fn f32s(shape: &[i64]) -> Value {
+    Value::Tensor(Tensor::zeros(shape, DataType::F32, Default::default()).unwrap())
+}
+
+#[test]
+fn text_round_trips() {
+    let sig: Signature = SIG.parse().unwrap();
+    let text = sig.to_string();
+    assert_eq!(text.parse::<Signature>().unwrap(), sig);
+    assert!(text.contains("dict<{a: shape<2>, b: i32}>"), "keys sorted: {text}");
+    for t in ["any", "bf16", "u64", "tensor<[], i8>", "tuple<>", "list<list<f64>>", "dict<{}>", "shape<?>"] {
+        assert_eq!(t.parse::<Type>().unwrap().to_string(), t);
+    }
+    // Names with control characters print with \u{..} escapes, which parse back.
+    let odd: Signature = "(\"a\\u{7f}\\n\\u{1F600}\": dict<{\"\\u{0}\": i64}>) -> any".parse().unwrap();
+    assert_eq!(odd.params[0].0, "a\u{7f}\n\u{1F600}");
+    assert_eq!(odd.to_string().parse::<Signature>().unwrap(), odd);
+    for bad in [
+        "(\"\\u{}\": i64) -> any",
+        "(\"\\u{110000}\": i64) -> any",
+        "(\"\\u{41\": i64) -> any",
+        "(x: shape<4294967296>) -> any",
+    ] {
+        assert!(bad.parse::<Signature>().is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn parse_errors_say_where_and_what() {
+    for bad in [
+        "(x: tensr<*, f32>) -> any",
+        "(x: tensor<[1], f99>) -> any",
+        "(x: i64",
+        "(x: i64) -> any junk",
+        "(: i64) -> any",
+    ] {
+        let e = bad.parse::<Signature>().unwrap_err().to_string();
+        assert!(e.contains("expected") && e.contains("column"), "{bad}: {e}");
+    }
+    let deep = format!("{}i64{}", "list<".repeat(100), ">".repeat(100));
+    assert!(deep.parse::<Type>().is_err());
+}
+
+#[test]
+fn reflection_records() {
+    let sig: Signature =
+        "(a: tensor<[?, 16], f32>, b: tensor<*, i8>, c: tuple<i32, str>, d: dict<{k: f64}>) -> bf16".parse().unwrap();
+    assert_eq!(
+        sig.reflection(),
+        r#"{"a": [["ndarray", "f32", 2, null, 16], ["ndarray", "i8", null], ["stuple", "i32", "str"], ["sdict", ["k", "f64"]]], "r": ["bf16"]}"#
+    );
+}
+
+fn args() -> Vec<Value> {
+    vec![
+        f32s(&[3, 16]),
+        f32s(&[3, 5]),
+        Value::Int(2),
+        Value::str("s"),
+        Value::tuple(vec![Value::Int(1), Value::Bool(true)]),
+        Value::tuple(vec![Value::Int(255)]),
+        Value::tuple(vec![Value::Shape([1, 2].into()), Value::Int(7)]),
+        Value::Null,
+        Value::Null,
+        Value::Tensor(Tensor::scalar(1i32)),
+    ]
+}
+
+#[test]
+fn accepts_matching_arguments_and_coerces() {
+    let sig: Signature = SIG.parse().unwrap();
+    let out = sig.prepare_args("f", &args()).unwrap();
+    assert!(matches!(out[2], Value::Float(x) if x == 2.0));
+}
+
+#[test]
+fn rejects_each_kind_of_mismatch_naming_the_parameter() {
+    let sig: Signature = SIG.parse().unwrap();
+    let cases: Vec<(usize, Value, &str, bool)> = vec![
+        (0, Value::Int(1), "expected tensor", true),
+        (
+            0,
+            Value::Tensor(Tensor::zeros([3, 16], DataType::F64, Default::default()).unwrap()),
+            "tensor of float32",
+            true,
+        ),
+        (0, f32s(&[3]), "rank 2", false),
+        (0, f32s(&[3, 15]), "must be 16", false),
+        (1, f32s(&[4, 5]), "symbol n is 3", false),
+        (2, Value::str("x"), "float32", true),
+        (3, Value::Int(1), "str", true),
+        (4, Value::tuple(vec![Value::Int(1)]), "tuple of 2 items", false),
+        (4, Value::tuple(vec![Value::Int(1), Value::Int(1)]), "bool", true),
+        (5, Value::tuple(vec![Value::Int(256)]), "does not fit in uint8", false),
+        (6, Value::tuple(vec![Value::Shape([1].into()), Value::Int(7)]), "shape of 2", false),
+        (6, Value::Int(3), "dict", true),
+    ];
+    for (i, v, msg, is_type) in cases {
+        let mut a = args();
+        a[i] = v;
+        let e = sig.check_args("f", &a).unwrap_err();
+        let s = e.to_string();
+        assert!(s.contains(msg) && s.contains(&format!("{:?}", sig.params[i].0)), "{i}: {s}");
+        assert_eq!(matches!(e.kind(), crate::ErrorKind::Type { .. }), is_type, "{s}");
+    }
+    assert!(sig.check_args("f", &[]).is_err());
+}
+
+#[test]
+fn reflection_escapes_as_it_always_has() {
+    // Dict keys may be any string: quotes and backslashes get backslashes, control characters
+    // \u00XX (the format's escape from before serde_json wrote it), everything else itself.
+    let t = Type::dict(vec![("a\"b\\c\nd\u{1}\u{7f}é/".to_string(), Type::Scalar(DataType::I64))]);
+    assert_eq!(t.reflection(), "[\"sdict\", [\"a\\\"b\\\\c\\u000ad\\u0001\u{7f}é/\", \"i64\"]]");
+    let t = Type::tensor(Some(vec![Dim::Symbolic("n".into()), Dim::Unknown, Dim::Static(-0)]), None);
+    assert_eq!(t.reflection(), "[\"ndarray\", null, 3, \"n\", null, 0]");
+    assert_eq!(Type::Shape(None).reflection(), "[\"shape\", null]");
+    assert_eq!(Type::List(Box::new(Type::Any)).reflection(), "[\"slist\", \"unknown\"]");
+    let sig: Signature = "() -> object".parse().unwrap();
+    assert_eq!(sig.reflection(), "{\"a\": [], \"r\": [\"object\"]}");
+}
