@@ -109,12 +109,8 @@ fn parse_hex(c: &mut Cursor<'_>) -> Result<Vec<u8>, AsmError> {
     if digits.len() % 2 != 0 {
         return Err(at.error(format!("hex data has an odd number of digits ({})", digits.len())));
     }
-    let nibble = |b: u8| match b {
-        b'0'..=b'9' => b - b'0',
-        b'a'..=b'f' => b - b'a' + 10,
-        _ => b - b'A' + 10,
-    };
-    Ok(digits.as_bytes().chunks_exact(2).map(|p| nibble(p[0]) << 4 | nibble(p[1])).collect())
+    // Only hex digits were taken, in pairs, so decoding cannot fail; the error says where.
+    hex::decode(digits).map_err(|e| at.error(format!("hex data: {e}")))
 }
 
 #[cfg(test)]
