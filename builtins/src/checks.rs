@@ -18,11 +18,11 @@ use relaxvm::{DataType, Error, Result, Value};
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
-    builtin!("vm.builtin.check_tensor_info", check_tensor_info),
-    builtin!("vm.builtin.check_shape_info", check_shape_info),
+    builtin!("vm.builtin.check_tensor_info", check_tensor_info).constant_time(),
+    builtin!("vm.builtin.check_shape_info", check_shape_info).constant_time(),
     builtin!("vm.builtin.check_tuple_info", check_tuple_info),
-    builtin!("vm.builtin.check_prim_value_info", check_prim_value_info),
-    builtin!("vm.builtin.check_func_info", check_func_info),
+    builtin!("vm.builtin.check_prim_value_info", check_prim_value_info).constant_time(),
+    builtin!("vm.builtin.check_func_info", check_func_info).constant_time(),
 ];
 
 /// A kind mismatch: a type error carrying the context, the builtin, and what was found.

@@ -17,11 +17,11 @@ use std::sync::Arc;
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
-    builtin!("vm.builtin.make_tuple", make_tuple),
-    builtin!("vm.builtin.tuple_getitem", select tuple_getitem),
-    builtin!("vm.builtin.read_if_cond", read_if_cond),
+    builtin!("vm.builtin.make_tuple", make_tuple).constant_time(),
+    builtin!("vm.builtin.tuple_getitem", select tuple_getitem).constant_time(),
+    builtin!("vm.builtin.read_if_cond", read_if_cond).constant_time(),
     builtin!("vm.builtin.print", print),
-    builtin!("vm.builtin.make_closure", make_closure),
+    builtin!("vm.builtin.make_closure", make_closure).constant_time(),
     builtin!("vm.builtin.invoke_closure", ctx invoke_closure),
 ];
 

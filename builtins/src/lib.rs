@@ -115,6 +115,30 @@ mod tests {
     }
 
     #[test]
+    fn cost_classes_reach_the_registered_functions() {
+        let mut reg = Registry::new();
+        register_all(&mut reg).unwrap();
+        let constant: Vec<&str> =
+            reg.names().filter(|n| reg.get(n).unwrap().cost() == relaxvm::Cost::Constant).collect();
+        // Moving values, tuples, closures, the shape heap, the check_*_info family and scalar
+        // arithmetic are constant-time; nothing that loops over tensor data or calls back is.
+        for n in ["vm.builtin.move", "vm.builtin.shape_of", "vm.builtin.match_shape", "vm.builtin.check_tensor_info"] {
+            assert!(constant.contains(&n), "{n} should be constant-time");
+        }
+        assert!(constant.iter().filter(|n| n.starts_with("vm.builtin.int.")).count() >= 13);
+        for n in [
+            "vm.op.matmul",
+            "vm.op.add",
+            "vm.builtin.alloc_storage",
+            "vm.builtin.invoke_closure",
+            "vm.builtin.call_tir_dyn",
+        ] {
+            assert_eq!(reg.get(n).unwrap().cost(), relaxvm::Cost::Unbounded, "{n}");
+        }
+        assert_eq!(constant.len(), 43, "{constant:?}");
+    }
+
+    #[test]
     fn register_all_twice_is_an_error() {
         let mut reg = Registry::new();
         register_all(&mut reg).unwrap();

@@ -24,9 +24,9 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.alloc_storage", ctx alloc_storage),
     builtin!("vm.builtin.alloc_tensor", alloc_tensor),
     builtin!("vm.builtin.reshape", reshape),
-    builtin!("vm.builtin.copy", select identity),
-    builtin!("vm.builtin.move", select identity),
-    builtin!("vm.builtin.null_value", null_value),
+    builtin!("vm.builtin.copy", select identity).constant_time(),
+    builtin!("vm.builtin.move", select identity).constant_time(),
+    builtin!("vm.builtin.null_value", null_value).constant_time(),
     builtin!("vm.builtin.ensure_zero_offset", ensure_zero_offset),
     builtin!("vm.builtin.to_device", to_device),
 ];

@@ -26,13 +26,13 @@ use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, Result, Shape, Storage, 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.alloc_shape_heap", ctx alloc_shape_heap),
-    builtin!("vm.builtin.shape_of", shape_of),
-    builtin!("vm.builtin.store_shape", store_shape),
-    builtin!("vm.builtin.load_shape", load_shape),
-    builtin!("vm.builtin.match_shape", match_shape),
-    builtin!("vm.builtin.make_shape", make_shape),
-    builtin!("vm.builtin.match_prim_value", match_prim_value),
-    builtin!("vm.builtin.make_prim_value", make_prim_value),
+    builtin!("vm.builtin.shape_of", shape_of).constant_time(),
+    builtin!("vm.builtin.store_shape", store_shape).constant_time(),
+    builtin!("vm.builtin.load_shape", load_shape).constant_time(),
+    builtin!("vm.builtin.match_shape", match_shape).constant_time(),
+    builtin!("vm.builtin.make_shape", make_shape).constant_time(),
+    builtin!("vm.builtin.match_prim_value", match_prim_value).constant_time(),
+    builtin!("vm.builtin.make_prim_value", make_prim_value).constant_time(),
     builtin!("vm.builtin.tensor_to_shape", tensor_to_shape),
 ];
 

@@ -1,14 +1,18 @@
-//! The table each module declares its builtins in: one name, one function, one source of truth
-//! for `register_all`, `ensure_registered` and `builtin_names`.
+//! The table each module declares its builtins in: one name, one function, one cost class, one
+//! source of truth for `register_all`, `ensure_registered` and `builtin_names`.
 
-use relaxvm::PackedFunc;
+use relaxvm::{Cost, PackedFunc};
 
-/// One builtin: its registered name and how to make its packed function.
+/// One builtin: its registered name, how to make its packed function, and how long it may run.
 pub(crate) struct Builtin {
     /// The registered name, e.g. `vm.builtin.shape_of`.
     pub(crate) name: &'static str,
     /// Makes the packed function; it is handed `name` so errors can quote it.
     pub(crate) make: fn(&'static str) -> PackedFunc,
+    /// How long a call may run ([`Cost::Unbounded`] unless declared with
+    /// [`Builtin::constant_time`]); the Python layer keeps the GIL around functions that only
+    /// call constant-time builtins.
+    pub(crate) cost: Cost,
 }
 
 /// Calls builtin `name` of `table` outside any VM: the modules' unit tests call their builtins
@@ -20,9 +24,16 @@ pub(crate) fn call(table: &[Builtin], name: &str, args: &[relaxvm::Value]) -> re
 }
 
 impl Builtin {
-    /// The packed function of this builtin.
+    /// The packed function of this builtin, carrying its cost class.
     pub(crate) fn packed(&self) -> PackedFunc {
-        (self.make)(self.name)
+        (self.make)(self.name).with_cost(self.cost)
+    }
+
+    /// The same builtin, declared constant-time: bounded small work whatever its arguments (no
+    /// loops over tensor data, no allocation proportional to the input, no calls to other
+    /// functions).
+    pub(crate) const fn constant_time(self) -> Builtin {
+        Builtin { cost: Cost::Constant, ..self }
     }
 }
 
@@ -37,16 +48,32 @@ impl Builtin {
 /// indirect jump (through the `PackedFunc`), which matters for the scalar builtins.
 macro_rules! builtin {
     ($name:literal, ctx $f:path) => {
-        $crate::table::Builtin { name: $name, make: |n| relaxvm::PackedFunc::new(n, move |ctx, args| $f(n, ctx, args)) }
+        $crate::table::Builtin {
+            name: $name,
+            make: |n| relaxvm::PackedFunc::new(n, move |ctx, args| $f(n, ctx, args)),
+            cost: relaxvm::Cost::Unbounded,
+        }
     };
     ($name:literal, select $f:path) => {
-        $crate::table::Builtin { name: $name, make: |n| relaxvm::PackedFunc::select(n, $f) }
+        $crate::table::Builtin {
+            name: $name,
+            make: |n| relaxvm::PackedFunc::select(n, $f),
+            cost: relaxvm::Cost::Unbounded,
+        }
     };
     ($name:literal, binary $f:path) => {
-        $crate::table::Builtin { name: $name, make: |n| relaxvm::PackedFunc::binary(n, $f) }
+        $crate::table::Builtin {
+            name: $name,
+            make: |n| relaxvm::PackedFunc::binary(n, $f),
+            cost: relaxvm::Cost::Unbounded,
+        }
     };
     ($name:literal, $f:path) => {
-        $crate::table::Builtin { name: $name, make: |n| relaxvm::PackedFunc::from_fn(n, move |args| $f(n, args)) }
+        $crate::table::Builtin {
+            name: $name,
+            make: |n| relaxvm::PackedFunc::from_fn(n, move |args| $f(n, args)),
+            cost: relaxvm::Cost::Unbounded,
+        }
     };
 }
 pub(crate) use builtin;

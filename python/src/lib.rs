@@ -1,6 +1,7 @@
 //! Python bindings of relaxvm: the private module `relaxvm._relaxvm`, re-exported by the
 //! `relaxvm` package. One file per concept; this file only lists them.
 
+mod binding;
 mod builder;
 mod closure;
 mod convert;
@@ -9,22 +10,25 @@ mod dlpack;
 mod dtype;
 mod errors;
 mod executable;
+mod gil;
 mod link;
 mod registry;
 mod shape;
+mod signals;
 mod signature;
 mod tensor;
 mod testing;
+mod timing;
 mod vm;
+mod vm_function;
+mod vm_lock;
 
 use pyo3::prelude::*;
 
 #[pymodule]
 fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     relaxvm_builtins::ensure_registered();
-    vm::note_main_thread();
-    // Remember which functions are the builtins, before anyone can override them.
-    registry::is_builtin("");
+    signals::note_main_thread();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     m.add_class::<builder::PyArg>()?;
@@ -39,9 +43,9 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<shape::PyShape>()?;
     m.add_class::<tensor::PyTensor>()?;
     m.add_class::<vm::PyVirtualMachine>()?;
-    m.add_class::<vm::PyVmFunction>()?;
-    m.add_class::<vm::BenchmarkResult>()?;
-    m.add_class::<vm::TimeEvaluator>()?;
+    m.add_class::<vm_function::PyVmFunction>()?;
+    m.add_class::<timing::BenchmarkResult>()?;
+    m.add_class::<timing::TimeEvaluator>()?;
     m.add_function(wrap_pyfunction!(device::cpu, m)?)?;
     m.add_function(wrap_pyfunction!(device::device, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::tensor, m)?)?;

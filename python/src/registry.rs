@@ -24,17 +24,6 @@ pub fn is_python_backed(name: &str) -> bool {
     python_backed().lock().unwrap_or_else(|p| p.into_inner()).get(name).is_some_and(|p| p.ptr_eq(&current))
 }
 
-/// True when the global registry's `name` is still the builtin `relaxvm_builtins` installed.
-pub fn is_builtin(name: &str) -> bool {
-    static BUILTINS: OnceLock<HashMap<String, PackedFunc>> = OnceLock::new();
-    let builtins = BUILTINS.get_or_init(|| {
-        let mut reg = relaxvm::Registry::new();
-        relaxvm_builtins::register_all(&mut reg).expect("builtins register into an empty registry");
-        reg.names().filter_map(|n| registry::get_global(n).ok().map(|f| (n.to_string(), f))).collect()
-    });
-    builtins.get(name).is_some_and(|b| registry::global().get(name).is_some_and(|g| g.ptr_eq(b)))
-}
-
 /// A packed function that calls the Python callable `f` (taking the GIL for the call).
 /// Arguments are converted to Python objects, the result back to a VM value; an exception is
 /// carried through the VM and re-raised, with its own type, where the VM was entered.

@@ -62,7 +62,7 @@ pub use executable::{Executable, ExecutableParts, FuncInfo, FuncKind};
 pub use half;
 pub use location::Location;
 pub use native::{LibraryRef, NativeLibrary};
-pub use packed::{BinaryFn, CallCtx, PackedFunc, SelectFn, TypedFn, VmHandle};
+pub use packed::{BinaryFn, CallCtx, Cost, PackedFunc, SelectFn, TypedFn, VmHandle};
 pub use registry::Registry;
 pub use shape::Shape;
 pub use storage::{Storage, StorageRead};

@@ -25,6 +25,20 @@ pub struct PackedFunc {
     name: Arc<str>,
     binary: Option<BinaryFn>,
     select: Option<SelectFn>,
+    cost: Cost,
+}
+
+/// How long a packed function may run, as its author declares it: a caller that holds a lock
+/// others wait for (Python's GIL) reads it to decide whether releasing the lock first is worth
+/// its own cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Cost {
+    /// Small work bounded independently of the arguments: no loops over tensor data, no
+    /// allocation proportional to the input, no calls to other functions.
+    Constant,
+    /// Anything else (the default): may loop over data, allocate, block or call back.
+    #[default]
+    Unbounded,
 }
 
 /// What a packed function can reach of the VM that calls it (for `vm_state` builtins).
@@ -87,7 +101,7 @@ impl<'a> CallCtx<'a> {
 impl PackedFunc {
     /// A packed function from a closure that may reach the VM through its context.
     pub fn new(name: &str, f: impl Fn(&mut CallCtx<'_>, &[Value]) -> Result<Value> + Send + Sync + 'static) -> Self {
-        PackedFunc { f: Arc::new(f), name: name.into(), binary: None, select: None }
+        PackedFunc { f: Arc::new(f), name: name.into(), binary: None, select: None, cost: Cost::Unbounded }
     }
 
     /// A packed function that returns (a part of) one of its arguments; see [`SelectFn`].
@@ -135,6 +149,17 @@ impl PackedFunc {
     /// The name the function was registered under.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The same function, declared to run in `cost` (see [`Cost`]).
+    pub fn with_cost(mut self, cost: Cost) -> Self {
+        self.cost = cost;
+        self
+    }
+
+    /// How long the function may run, as declared ([`Cost::Unbounded`] unless set).
+    pub fn cost(&self) -> Cost {
+        self.cost
     }
 
     /// Calls the function; a panic inside it becomes an error.

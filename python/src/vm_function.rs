@@ -1,0 +1,153 @@
+//! `vm["name"]`: a VM function resolved once, called like a Python function.
+
+use crate::binding::{bind, Params};
+use crate::convert::{to_py, Args};
+use crate::signature::{inspect_signature, inspect_untyped, typed_to_py};
+use crate::vm_lock::Shared;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use relaxvm::{Signature, Value};
+use std::sync::Arc;
+
+/// A bytecode (or saved) function of a VM, resolved once; call it like a Python function.
+/// `inspect.signature(f)` and `help(f)` show its parameters (typed when it has a signature).
+#[pyclass(module = "relaxvm", name = "VMFunction", frozen, dict)]
+pub struct PyVmFunction {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) func: Value,
+    /// Whether calls release the GIL (see [`crate::gil`]).
+    pub(crate) release: bool,
+    pub(crate) name: String,
+    pub(crate) params: Vec<String>,
+    pub(crate) sig: Option<Arc<Signature>>,
+}
+
+impl PyVmFunction {
+    /// Binds a call's arguments (see [`crate::binding::bind`]).
+    #[inline]
+    pub fn bind_args(
+        &self,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+        argv: &mut Args,
+    ) -> PyResult<()> {
+        let params = match &self.sig {
+            Some(sig) => Params::Typed(sig),
+            None => Params::Named(&self.params),
+        };
+        bind(&self.name, params, args, kwargs, argv)
+    }
+
+    /// The VM that runs it.
+    pub fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// The function value the VM calls.
+    pub fn value(&self) -> &Value {
+        &self.func
+    }
+
+    /// The text `help()` shows: the call with its parameter types and result.
+    pub fn doc(&self) -> String {
+        let head = match &self.sig {
+            Some(sig) => format!("{}{sig}", self.name),
+            None if !self.params.is_empty() => format!("{}({})", self.name, self.params.join(", ")),
+            None => format!("{}(*args)", self.name),
+        };
+        let body = if self.sig.is_some() {
+            "A relaxvm function. Arguments are checked against the signature (types, dtypes, ranks, \
+             static and symbolic dimensions) before any instruction runs; lists given for tensors \
+             become tensors of the declared dtype, dicts given for dict<{...}> parameters are \
+             passed by key."
+        } else {
+            "A relaxvm function (without a signature: arguments are not checked at the call)."
+        };
+        format!("{head}\n\n{body}")
+    }
+}
+
+#[pymethods]
+impl PyVmFunction {
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut argv = Args::new();
+        self.bind_args(args, kwargs, &mut argv)?;
+        let func = &self.func;
+        let ret = self.shared.run(py, self.release, |vm| vm.invoke_closure(func, &argv))?;
+        match &self.sig {
+            Some(sig) => typed_to_py(py, &ret, &sig.result),
+            None => to_py(py, &ret),
+        }
+    }
+
+    /// Itself: a VM function stored on a class is not bound to instances.
+    fn __get__<'py>(
+        slf: Bound<'py, Self>,
+        _instance: Option<&Bound<'py, PyAny>>,
+        _owner: Option<&Bound<'py, PyAny>>,
+    ) -> Bound<'py, Self> {
+        slf
+    }
+
+    /// The function's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The function's name (for `help()` and `inspect`).
+    #[getter]
+    fn __name__(&self) -> &str {
+        &self.name
+    }
+
+    /// The parameters for `inspect.signature`, annotated with their types' text forms when the
+    /// function has a signature.
+    #[getter]
+    fn __signature__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.sig {
+            Some(sig) => inspect_signature(py, sig),
+            None if !self.params.is_empty() => inspect_untyped(py, &self.params),
+            None => {
+                let inspect = py.import("inspect")?;
+                let parameter = inspect.getattr("Parameter")?;
+                let args = parameter.call1(("args", parameter.getattr("VAR_POSITIONAL")?))?;
+                inspect.getattr("Signature")?.call1(([args],))
+            }
+        }
+    }
+
+    /// The signature's text form, e.g. `(x: tensor<[n], f32>) -> f32` (`None` without one).
+    #[getter]
+    fn signature_text(&self) -> Option<String> {
+        self.sig.as_ref().map(|s| s.to_string())
+    }
+
+    /// The parameter names (empty when the function was built without them).
+    #[getter]
+    fn param_names(&self) -> Vec<String> {
+        self.params.clone()
+    }
+
+    /// Whether calls release the GIL while they run. Functions that may run long (loops,
+    /// recursion, more than a few hundred instructions, native builtins that are not
+    /// constant-time) release it; short ones that only call constant-time builtins and Python
+    /// keep it, since releasing would cost more than the call.
+    #[getter]
+    fn releases_gil(&self) -> bool {
+        self.release
+    }
+
+    fn __repr__(&self) -> String {
+        match &self.sig {
+            Some(sig) => format!("<relaxvm.VMFunction {:?} {sig}>", self.name),
+            None => format!("<relaxvm.VMFunction {:?}>", self.name),
+        }
+    }
+}
