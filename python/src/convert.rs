@@ -1,4 +1,7 @@
-//! Conversion between Python objects and VM values, both ways.
+//! Conversion between Python objects and VM values, both ways, with the Python faces of VM
+//! values that have no Python counterpart (`rx.Object`, `rx.Closure`) and Python callables as
+//! packed functions: converting a function value one way needs the conversion of its arguments
+//! the other way, so they live in one file.
 //!
 //! | Python                          | VM value            | back to Python        |
 //! |---------------------------------|---------------------|-----------------------|
@@ -11,9 +14,9 @@
 //! | numpy scalars                   | Bool, Int, Float    | Python scalars        |
 //! | `rx.Object`                     | Storage, VmState, Object | `rx.Object`      |
 
-use crate::closure::PyClosure;
 use crate::device::PyDevice;
 use crate::dtype::PyDataType;
+use crate::errors::{from_pyerr, IntoPyResult};
 use crate::shape::PyShape;
 use crate::tensor::{tensor_from_numpy, PyTensor};
 use numpy::PyUntypedArray;
@@ -22,7 +25,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::PyTypeInfo;
-use relaxvm::Value;
+use relaxvm::{CallCtx, Callable, Closure, PackedFunc, Value};
 use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -37,12 +40,6 @@ const SIGNAL_CHECK_EVERY: usize = 1 << 14;
 
 /// Arguments as the VM takes them: up to 8 without a heap allocation.
 pub type Args = SmallVec<[Value; 8]>;
-
-/// `True` or `False` as an owned object.
-#[inline]
-pub fn py_bool(py: Python<'_>, b: bool) -> Py<PyAny> {
-    PyBool::new(py, b).to_owned().into_any().unbind()
-}
 
 /// A VM value that Python sees as an opaque handle: storage, the VM-state marker, or any
 /// other object a builtin returns. It goes back into the VM as the same value.
@@ -159,10 +156,10 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
         }
     }
     if ob.hasattr(pyo3::intern!(py, "__dlpack__"))? {
-        return crate::dlpack::from_dlpack_object(ob).map(Value::Tensor);
+        return crate::tensor::from_dlpack_object(ob).map(Value::Tensor);
     }
     if ob.is_callable() {
-        return Ok(Value::packed(crate::registry::python_packed_func(ob)?));
+        return Ok(Value::packed(python_packed_func(ob)?));
     }
     Err(type_error(ob))
 }
@@ -314,4 +311,80 @@ pub fn values_to_tuple<'py>(py: Python<'py>, vals: &[Value]) -> PyResult<Bound<'
         }
         Ok(tuple.cast_into_unchecked())
     }
+}
+
+// --- Function values: VM functions as Python callables, Python callables as packed functions.
+
+/// A function value from the VM: a bytecode function (callable through
+/// `VirtualMachine.invoke_closure`) or a packed function (callable directly), with the values it
+/// captured.
+#[pyclass(module = "relaxvm", name = "Closure", frozen)]
+pub struct PyClosure(pub Arc<Closure>);
+
+#[pymethods]
+impl PyClosure {
+    /// The function's name.
+    #[getter]
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    /// True for a bytecode function (which needs a VM to run).
+    #[getter]
+    fn is_bytecode(&self) -> bool {
+        matches!(self.0.callable, Callable::Bytecode { .. })
+    }
+
+    /// How many values it captured (passed after each call's own arguments).
+    #[getter]
+    fn num_captured(&self) -> usize {
+        self.0.captured.len()
+    }
+
+    /// Calls a packed function with `args` followed by the captured values. Bytecode closures
+    /// need a VM: use `vm.invoke_closure(closure, *args)`.
+    #[pyo3(signature = (*args))]
+    fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        let argv = args_to_values(args)?;
+        let f = Value::Func(Arc::clone(&self.0));
+        let ret = py.detach(|| CallCtx::detached().call(&f, &argv)).py_err(py)?;
+        to_py(py, &ret)
+    }
+
+    fn __repr__(&self) -> String {
+        let kind = if self.is_bytecode() { "bytecode" } else { "packed" };
+        format!("<relaxvm.Closure {kind} {:?} captured={}>", self.0.name(), self.0.captured.len())
+    }
+}
+
+/// A packed function that calls the Python callable `f` (taking the GIL for the call).
+/// Arguments are converted to Python objects, the result back to a VM value; an exception is
+/// carried through the VM and re-raised, with its own type, where the VM was entered.
+pub fn packed_from_callable(name: &str, f: Py<PyAny>) -> PackedFunc {
+    PackedFunc::new(name, move |_ctx, args| {
+        Python::attach(|py| {
+            let call = || -> PyResult<Value> {
+                let tuple = values_to_tuple(py, args)?;
+                let ret = f.bind(py).call1(tuple)?;
+                to_value(&ret)
+            };
+            call().map_err(from_pyerr)
+        })
+    })
+}
+
+fn callable_name(f: &Bound<'_, PyAny>) -> String {
+    f.getattr(pyo3::intern!(f.py(), "__qualname__"))
+        .or_else(|_| f.getattr(pyo3::intern!(f.py(), "__name__")))
+        .and_then(|n| n.extract::<String>())
+        .map(|n| format!("python.{n}"))
+        .unwrap_or_else(|_| "python.callable".to_string())
+}
+
+/// A Python callable as a packed function named after it.
+pub fn python_packed_func(f: &Bound<'_, PyAny>) -> PyResult<PackedFunc> {
+    if !f.is_callable() {
+        return Err(PyTypeError::new_err("expected a callable"));
+    }
+    Ok(packed_from_callable(&callable_name(f), f.clone().unbind()))
 }

@@ -104,8 +104,8 @@ impl PyDevice {
     fn __richcmp__(&self, other: &Bound<'_, PyAny>, op: CompareOp) -> Py<PyAny> {
         let py = other.py();
         match (other.cast::<PyDevice>(), op) {
-            (Ok(d), CompareOp::Eq) => crate::convert::py_bool(py, d.get().0 == self.0),
-            (Ok(d), CompareOp::Ne) => crate::convert::py_bool(py, d.get().0 != self.0),
+            (Ok(d), CompareOp::Eq) => crate::richcmp::py_bool(py, d.get().0 == self.0),
+            (Ok(d), CompareOp::Ne) => crate::richcmp::py_bool(py, d.get().0 != self.0),
             _ => py.NotImplemented(),
         }
     }

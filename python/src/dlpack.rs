@@ -10,11 +10,10 @@
 //! producer's deleter when the last tensor viewing it is dropped.
 
 use crate::errors::IntoPyResult;
-use crate::tensor::PyTensor;
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict};
+use pyo3::types::PyCapsule;
 use relaxvm::{DataType, Device, DeviceType, Storage, Tensor};
 use std::ffi::{c_void, CStr};
 use std::ptr::NonNull;
@@ -246,7 +245,7 @@ unsafe fn import_tensor(py: Python<'_>, dl: &DLTensor, owner: Imported) -> PyRes
 }
 
 /// Takes the tensor out of a DLPack capsule, renaming the capsule as consumed.
-fn from_capsule(py: Python<'_>, cap: &Bound<'_, PyCapsule>) -> PyResult<(Tensor, bool)> {
+pub fn from_capsule(py: Python<'_>, cap: &Bound<'_, PyCapsule>) -> PyResult<(Tensor, bool)> {
     // SAFETY: the capsule's name tells which structure its pointer holds; after renaming it to
     // "used_*" the producer no longer frees it and `Imported` owns it.
     unsafe {
@@ -275,46 +274,4 @@ fn from_capsule(py: Python<'_>, cap: &Bound<'_, PyCapsule>) -> PyResult<(Tensor,
     Err(PyTypeError::new_err(
         "expected a DLPack capsule named \"dltensor\" or \"dltensor_versioned\" that was not consumed yet",
     ))
-}
-
-/// Imports any object with `__dlpack__` (or a raw capsule) as a tensor, without copying when
-/// the producer's memory is writeable.
-pub fn from_dlpack_object(ob: &Bound<'_, PyAny>) -> PyResult<Tensor> {
-    let py = ob.py();
-    if let Ok(cap) = ob.cast::<PyCapsule>() {
-        return from_capsule(py, cap).map(|(t, _)| t);
-    }
-    if let Ok(t) = ob.cast::<PyTensor>() {
-        return Ok(t.get().0.clone());
-    }
-    if let Ok(dev) = ob.call_method0(pyo3::intern!(py, "__dlpack_device__")) {
-        let (ty, _id): (i32, i32) = dev.extract()?;
-        if ty != DeviceType::Cpu.code() {
-            return Err(PyBufferError::new_err(format!(
-                "cannot import a tensor from device type {ty}: only CPU (1) is supported"
-            )));
-        }
-    }
-    let kwargs = PyDict::new(py);
-    kwargs.set_item("max_version", (1, 0))?;
-    let cap = match ob.call_method(pyo3::intern!(py, "__dlpack__"), (), Some(&kwargs)) {
-        Ok(c) => c,
-        Err(e) if e.is_instance_of::<PyTypeError>(py) => ob.call_method0(pyo3::intern!(py, "__dlpack__"))?,
-        Err(e) => return Err(e),
-    };
-    let (t, read_only) = from_capsule(
-        py,
-        cap.cast::<PyCapsule>().map_err(|_| PyTypeError::new_err("__dlpack__ did not return a capsule"))?,
-    )?;
-    if read_only {
-        // Builtins may write into their arguments: never hand them read-only memory.
-        return crate::tensor::copy_tensor(py, &t);
-    }
-    Ok(t)
-}
-
-/// `rx.from_dlpack(x)`: a tensor sharing `x`'s memory through the DLPack protocol.
-#[pyfunction]
-pub fn from_dlpack<'py>(py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTensor>> {
-    PyTensor::wrap(py, from_dlpack_object(x)?)
 }

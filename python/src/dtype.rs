@@ -97,8 +97,8 @@ impl PyDataType {
             },
         };
         match (equal, op) {
-            (Some(e), CompareOp::Eq) => crate::convert::py_bool(py, e),
-            (Some(e), CompareOp::Ne) => crate::convert::py_bool(py, !e),
+            (Some(e), CompareOp::Eq) => crate::richcmp::py_bool(py, e),
+            (Some(e), CompareOp::Ne) => crate::richcmp::py_bool(py, !e),
             _ => py.NotImplemented(),
         }
     }

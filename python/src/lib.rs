@@ -3,7 +3,6 @@
 
 mod binding;
 mod builder;
-mod closure;
 mod convert;
 mod device;
 mod dlpack;
@@ -13,6 +12,7 @@ mod executable;
 mod gil;
 mod link;
 mod registry;
+mod richcmp;
 mod shape;
 mod signals;
 mod signature;
@@ -35,7 +35,7 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<builder::PyLocation>()?;
     m.add_class::<builder::FunctionScope>()?;
     m.add_class::<builder::PyExecBuilder>()?;
-    m.add_class::<closure::PyClosure>()?;
+    m.add_class::<convert::PyClosure>()?;
     m.add_class::<convert::PyOpaque>()?;
     m.add_class::<device::PyDevice>()?;
     m.add_class::<dtype::PyDataType>()?;
@@ -51,7 +51,7 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tensor::tensor, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::tensor_from_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::empty, m)?)?;
-    m.add_function(wrap_pyfunction!(dlpack::from_dlpack, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(executable::load_executable, m)?)?;
     m.add_function(wrap_pyfunction!(executable::load_module, m)?)?;
     m.add_function(wrap_pyfunction!(link::link, m)?)?;

@@ -1,9 +1,7 @@
 //! The process-wide function registry seen from Python, and Python callables as packed
 //! functions.
 
-use crate::closure::PyClosure;
-use crate::convert::{to_py, to_value, values_to_tuple};
-use crate::errors::from_pyerr;
+use crate::convert::{packed_from_callable, to_py, PyClosure};
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCFunction, PyDict, PyString, PyTuple};
@@ -22,38 +20,6 @@ fn python_backed() -> &'static Mutex<HashMap<String, PackedFunc>> {
 pub fn is_python_backed(name: &str) -> bool {
     let Some(current) = registry::global().get(name).cloned() else { return false };
     python_backed().lock().unwrap_or_else(|p| p.into_inner()).get(name).is_some_and(|p| p.ptr_eq(&current))
-}
-
-/// A packed function that calls the Python callable `f` (taking the GIL for the call).
-/// Arguments are converted to Python objects, the result back to a VM value; an exception is
-/// carried through the VM and re-raised, with its own type, where the VM was entered.
-pub fn packed_from_callable(name: &str, f: Py<PyAny>) -> PackedFunc {
-    PackedFunc::new(name, move |_ctx, args| {
-        Python::attach(|py| {
-            let call = || -> PyResult<Value> {
-                let tuple = values_to_tuple(py, args)?;
-                let ret = f.bind(py).call1(tuple)?;
-                to_value(&ret)
-            };
-            call().map_err(from_pyerr)
-        })
-    })
-}
-
-fn callable_name(f: &Bound<'_, PyAny>) -> String {
-    f.getattr(pyo3::intern!(f.py(), "__qualname__"))
-        .or_else(|_| f.getattr(pyo3::intern!(f.py(), "__name__")))
-        .and_then(|n| n.extract::<String>())
-        .map(|n| format!("python.{n}"))
-        .unwrap_or_else(|_| "python.callable".to_string())
-}
-
-/// A Python callable as a packed function named after it.
-pub fn python_packed_func(f: &Bound<'_, PyAny>) -> PyResult<PackedFunc> {
-    if !f.is_callable() {
-        return Err(PyTypeError::new_err("expected a callable"));
-    }
-    Ok(packed_from_callable(&callable_name(f), f.clone().unbind()))
 }
 
 fn register(name: &str, f: &Bound<'_, PyAny>, allow_override: bool) -> PyResult<()> {

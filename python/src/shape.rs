@@ -116,7 +116,7 @@ impl PyShape {
             return Ok(py.NotImplemented());
         };
         let ord = self.0.dims().cmp(&o[..]);
-        Ok(crate::convert::py_bool(py, op.matches(ord)))
+        Ok(crate::richcmp::py_bool(py, op.matches(ord)))
     }
 
     /// The dimensions as a plain tuple.

@@ -5,18 +5,18 @@
 //! elements; otherwise it is copied. `Tensor.numpy()` returns an array viewing the tensor's
 //! storage whose `base` is the tensor, so the memory lives as long as either side needs it.
 
-use crate::convert::py_bool;
 use crate::device::{extract_device, PyDevice};
 use crate::dtype::extract_dtype;
 use crate::errors::IntoPyResult;
+use crate::richcmp::py_bool;
 use crate::shape::extract_shape;
 use numpy::npyffi::{self, npy_intp, NPY_ARRAY_WRITEABLE, PY_ARRAY_API};
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyCapsule, PyDict, PyTuple};
 use pyo3::PyTypeInfo;
-use relaxvm::{DataType, Device, Storage, Tensor};
+use relaxvm::{DataType, Device, DeviceType, Storage, Tensor};
 use std::ffi::c_int;
 use std::ptr::NonNull;
 
@@ -425,4 +425,46 @@ pub fn empty<'py>(
     let shape = extract_shape(shape)?;
     let dtype = dtype.filter(|d| !d.is_none()).map(extract_dtype).transpose()?.unwrap_or(DataType::F32);
     PyTensor::wrap(py, Tensor::zeros(shape, dtype, extract_device(device)?).py_err(py)?)
+}
+
+/// Imports any object with `__dlpack__` (or a raw capsule) as a tensor, without copying when
+/// the producer's memory is writeable.
+pub fn from_dlpack_object(ob: &Bound<'_, PyAny>) -> PyResult<Tensor> {
+    let py = ob.py();
+    if let Ok(cap) = ob.cast::<PyCapsule>() {
+        return crate::dlpack::from_capsule(py, cap).map(|(t, _)| t);
+    }
+    if let Ok(t) = ob.cast::<PyTensor>() {
+        return Ok(t.get().0.clone());
+    }
+    if let Ok(dev) = ob.call_method0(pyo3::intern!(py, "__dlpack_device__")) {
+        let (ty, _id): (i32, i32) = dev.extract()?;
+        if ty != DeviceType::Cpu.code() {
+            return Err(PyBufferError::new_err(format!(
+                "cannot import a tensor from device type {ty}: only CPU (1) is supported"
+            )));
+        }
+    }
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("max_version", (1, 0))?;
+    let cap = match ob.call_method(pyo3::intern!(py, "__dlpack__"), (), Some(&kwargs)) {
+        Ok(c) => c,
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => ob.call_method0(pyo3::intern!(py, "__dlpack__"))?,
+        Err(e) => return Err(e),
+    };
+    let (t, read_only) = crate::dlpack::from_capsule(
+        py,
+        cap.cast::<PyCapsule>().map_err(|_| PyTypeError::new_err("__dlpack__ did not return a capsule"))?,
+    )?;
+    if read_only {
+        // Builtins may write into their arguments: never hand them read-only memory.
+        return copy_tensor(py, &t);
+    }
+    Ok(t)
+}
+
+/// `rx.from_dlpack(x)`: a tensor sharing `x`'s memory through the DLPack protocol.
+#[pyfunction]
+pub fn from_dlpack<'py>(py: Python<'py>, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTensor>> {
+    PyTensor::wrap(py, from_dlpack_object(x)?)
 }
