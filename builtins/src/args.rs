@@ -146,8 +146,14 @@ mod tests {
         assert!(e.contains("vm.t") && e.contains("at least 2"), "{e}");
         let e = arity_range("vm.t", &args, 2, 3).unwrap_err().to_string();
         assert!(e.contains("vm.t") && e.contains("2 to 3") && e.contains("got 1"), "{e}");
-        assert!(arity_at_least("vm.t", &args, 2).is_err());
-        assert!(vm_state("vm.t", &args, 0).is_err());
+        assert_eq!(
+            format!("{:?}", arity_at_least("vm.t", &args, 2).expect_err("an error")),
+            r#"Arity { func: "vm.t", expected: "at least 2", got: 1 }"#
+        );
+        assert_eq!(
+            format!("{:?}", vm_state("vm.t", &args, 0).expect_err("an error")),
+            r#"Type { expected: "vm_state (%vm) or null as argument 0 (the VM state) of vm.t", found: "str" }"#
+        );
         assert!(vm_state("vm.t", &[Value::VmState], 0).is_ok());
     }
 
@@ -159,9 +165,15 @@ mod tests {
         assert_eq!(opt_dtype("f", &args, 2, "d").unwrap(), Some(DataType::F32));
         let e = opt_dtype("f", &args, 3, "d").unwrap_err().to_string();
         assert!(e.starts_with("f: ") && e.contains("nope"), "{e}");
-        assert!(opt_dtype("f", &args, 4, "d").is_err());
+        assert_eq!(
+            format!("{:?}", opt_dtype("f", &args, 4, "d").expect_err("an error")),
+            r#"Type { expected: "dtype, dtype name or null as argument 4 (d) of f", found: "int 1" }"#
+        );
         assert_eq!(opt_str("f", &args, 9, "s").unwrap(), None);
-        assert!(opt_str("f", &args, 4, "s").is_err());
+        assert_eq!(
+            format!("{:?}", opt_str("f", &args, 4, "s").expect_err("an error")),
+            r#"Type { expected: "str or null as argument 4 (s) of f", found: "int 1" }"#
+        );
         assert_eq!(ctx_prefix(Some("x")), "x: ");
         assert_eq!(ctx_prefix(Some("")), "");
     }
@@ -172,7 +184,10 @@ mod tests {
         let misaligned = Tensor::from_parts(storage, 2, [2].into(), None, DataType::F32).unwrap();
         let e = view::<f32>("vm.x", &misaligned).unwrap_err().to_string();
         assert!(e.contains("vm.x") && e.contains("aligned"), "{e}");
-        assert!(view::<i32>("vm.x", &misaligned).is_err());
+        assert_eq!(
+            format!("{:?}", view::<i32>("vm.x", &misaligned).expect_err("an error")),
+            r#"Type { expected: "tensor of int32 (in vm.x)", found: "tensor of float32" }"#
+        );
         assert_eq!(view::<f32>("vm.x", &Tensor::scalar(1.5f32)).unwrap()[[]], 1.5);
     }
 

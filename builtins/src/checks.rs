@@ -170,9 +170,18 @@ mod tests {
         let e = call(n, &[Value::Int(1), 2.into(), Value::Null, Value::str("arg x")]).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Type { .. }), "{e}");
         assert!(e.to_string().contains("arg x: tensor") && e.to_string().contains("found int 1"), "{e}");
-        assert!(call(n, &[t(), (-2).into(), Value::Null]).is_err());
-        assert!(call(n, &[t(), 2.into(), Value::Int(3), Value::Null]).is_err());
-        assert!(call(n, &[t(), 2.into()]).is_err());
+        assert_eq!(
+            format!("{:?}", call(n, &[t(), (-2).into(), Value::Null]).expect_err("an error")),
+            r#"Value("vm.builtin.check_tensor_info: ndim must be -1 (any) or non-negative, found -2")"#
+        );
+        assert_eq!(
+            format!("{:?}", call(n, &[t(), 2.into(), Value::Int(3), Value::Null]).expect_err("an error")),
+            r#"Type { expected: "dtype, dtype name or null as argument 2 (dtype) of vm.builtin.check_tensor_info", found: "int 3" }"#
+        );
+        assert_eq!(
+            format!("{:?}", call(n, &[t(), 2.into()]).expect_err("an error")),
+            r#"Arity { func: "vm.builtin.check_tensor_info", expected: "3 to 4", got: 2 }"#
+        );
     }
 
     #[test]
@@ -182,12 +191,21 @@ mod tests {
         call("vm.builtin.check_shape_info", &[s.clone(), (-1).into(), Value::Null]).unwrap();
         let e = call("vm.builtin.check_shape_info", &[s.clone(), 3.into(), Value::str("c")]).unwrap_err().to_string();
         assert!(e.contains("c expect Shape with ndim 3 but get 2 (shape (1, 2))"), "{e}");
-        assert!(call("vm.builtin.check_shape_info", &[t(), 2.into(), Value::Null]).is_err());
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.check_shape_info", &[t(), 2.into(), Value::Null]).expect_err("an error")),
+            r#"Type { expected: "shape (in vm.builtin.check_shape_info)", found: "tensor of shape (2, 3) and dtype float32" }"#
+        );
         let tup = Value::tuple(vec![Value::Int(1), Value::Null]);
         call("vm.builtin.check_tuple_info", &[tup.clone(), 2.into(), Value::Null]).unwrap();
         let e = call("vm.builtin.check_tuple_info", &[tup, 3.into(), Value::str("c")]).unwrap_err().to_string();
         assert!(e.contains("c expect a Tuple with 3 elements,  but get a Tuple with 2 elements."), "{e}");
-        assert!(call("vm.builtin.check_tuple_info", &[s.clone(), 2.into(), Value::Null]).is_err());
+        assert_eq!(
+            format!(
+                "{:?}",
+                call("vm.builtin.check_tuple_info", &[s.clone(), 2.into(), Value::Null]).expect_err("an error")
+            ),
+            r#"Type { expected: "tuple (in vm.builtin.check_tuple_info)", found: "shape (1, 2)" }"#
+        );
         let f = Value::packed(PackedFunc::from_fn("f", |_| Ok(Value::Null)));
         call("vm.builtin.check_func_info", &[f, Value::Null]).unwrap();
         let e = call("vm.builtin.check_func_info", &[s, Value::str("c")]).unwrap_err().to_string();
@@ -202,8 +220,14 @@ mod tests {
         call(n, &[Value::Float(f64::NAN), Value::str("float32"), Value::Null]).unwrap();
         call(n, &[Value::Bool(true), Value::str("bool"), Value::Null]).unwrap();
         call(n, &[Value::Float(1.5), Value::Null, Value::Null]).unwrap();
-        assert!(call(n, &[Value::Float(1.5), Value::str("int64"), Value::str("c")]).is_err());
-        assert!(call(n, &[Value::Int(-1), Value::str("uint8"), Value::str("c")]).is_err());
+        assert_eq!(
+            format!("{:?}", call(n, &[Value::Float(1.5), Value::str("int64"), Value::str("c")]).expect_err("an error")),
+            r#"Type { expected: "c: prim value of dtype int64 (in vm.builtin.check_prim_value_info)", found: "float 1.5" }"#
+        );
+        assert_eq!(
+            format!("{:?}", call(n, &[Value::Int(-1), Value::str("uint8"), Value::str("c")]).expect_err("an error")),
+            r#"Type { expected: "c: prim value of dtype uint8 (in vm.builtin.check_prim_value_info)", found: "int -1" }"#
+        );
         let e = call(n, &[t(), Value::str("int64"), Value::str("c")]).unwrap_err().to_string();
         assert!(e.contains("c: prim value of dtype int64") && e.contains("found tensor"), "{e}");
     }

@@ -117,8 +117,14 @@ mod tests {
             let e = call("vm.builtin.tuple_getitem", &[t.clone(), i.into()]).unwrap_err().to_string();
             assert!(e.contains("out of range for tuple (in vm.builtin.tuple_getitem) of length 2"), "{e}");
         }
-        assert!(call("vm.builtin.tuple_getitem", &[Value::Int(1), 0.into()]).is_err());
-        assert!(call("vm.builtin.tuple_getitem", &[t, Value::Float(0.0)]).is_err());
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.tuple_getitem", &[Value::Int(1), 0.into()]).expect_err("an error")),
+            r#"Type { expected: "tuple as argument 0 (tuple) of vm.builtin.tuple_getitem", found: "int 1" }"#
+        );
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.tuple_getitem", &[t, Value::Float(0.0)]).expect_err("an error")),
+            r#"Type { expected: "int as argument 1 (index) of vm.builtin.tuple_getitem", found: "float 0.0" }"#
+        );
     }
 
     #[test]
@@ -129,11 +135,26 @@ mod tests {
         assert!(matches!(c(Value::Tensor(Tensor::scalar(3i8))).unwrap(), Value::Bool(true)));
         assert!(matches!(c(Value::Tensor(Tensor::from_vec([1], vec![0u64]).unwrap())).unwrap(), Value::Bool(false)));
         assert!(matches!(c(Value::Tensor(Tensor::scalar(true))).unwrap(), Value::Bool(true)));
-        assert!(c(Value::Tensor(Tensor::scalar(1.0f32))).is_err());
-        assert!(c(Value::Tensor(Tensor::from_vec([0], Vec::<i32>::new()).unwrap())).is_err());
-        assert!(c(Value::Tensor(Tensor::from_vec([2], vec![1i32, 1]).unwrap())).is_err());
-        assert!(c(Value::str("x")).is_err());
-        assert!(c(Value::Float(f64::NAN)).is_err());
+        assert_eq!(
+            format!("{:?}", c(Value::Tensor(Tensor::scalar(1.0f32))).expect_err("an error")),
+            r#"Value("vm.builtin.read_if_cond: expected an integer or bool tensor, found dtype float32")"#
+        );
+        assert_eq!(
+            format!("{:?}", c(Value::Tensor(Tensor::from_vec([0], Vec::<i32>::new()).unwrap())).expect_err("an error")),
+            r#"Value("vm.builtin.read_if_cond: expected a one-element tensor, found shape (0,)")"#
+        );
+        assert_eq!(
+            format!("{:?}", c(Value::Tensor(Tensor::from_vec([2], vec![1i32, 1]).unwrap())).expect_err("an error")),
+            r#"Value("vm.builtin.read_if_cond: expected a one-element tensor, found shape (2,)")"#
+        );
+        assert_eq!(
+            format!("{:?}", c(Value::str("x")).expect_err("an error")),
+            r#"Type { expected: "bool, int or one-element integer tensor as argument 0 (condition) of vm.builtin.read_if_cond", found: "str" }"#
+        );
+        assert_eq!(
+            format!("{:?}", c(Value::Float(f64::NAN)).expect_err("an error")),
+            r#"Type { expected: "bool, int or one-element integer tensor as argument 0 (condition) of vm.builtin.read_if_cond", found: "float NaN" }"#
+        );
     }
 
     #[test]
@@ -153,9 +174,21 @@ mod tests {
         assert_eq!(out.to_string(), "(0, 1, 2)");
         let out = call("vm.builtin.invoke_closure", &[Value::Null, c2]).unwrap();
         assert_eq!(out.to_string(), "(1, 2)");
-        assert!(call("vm.builtin.make_closure", &[Value::Int(1)]).is_err());
-        assert!(call("vm.builtin.make_closure", &[]).is_err());
-        assert!(call("vm.builtin.invoke_closure", &[Value::VmState, Value::Int(1)]).is_err());
-        assert!(call("vm.builtin.invoke_closure", &[Value::Int(0), Value::Int(1)]).is_err());
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.make_closure", &[Value::Int(1)]).expect_err("an error")),
+            r#"Type { expected: "function as argument 0 (function) of vm.builtin.make_closure", found: "int 1" }"#
+        );
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.make_closure", &[]).expect_err("an error")),
+            r#"Arity { func: "vm.builtin.make_closure", expected: "at least 1", got: 0 }"#
+        );
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.invoke_closure", &[Value::VmState, Value::Int(1)]).expect_err("an error")),
+            r#"Type { expected: "function as argument 1 (closure) of vm.builtin.invoke_closure", found: "int 1" }"#
+        );
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.invoke_closure", &[Value::Int(0), Value::Int(1)]).expect_err("an error")),
+            r#"Type { expected: "vm_state (%vm) or null as argument 0 (the VM state) of vm.builtin.invoke_closure", found: "int 0" }"#
+        );
     }
 }

@@ -220,12 +220,38 @@ mod tests {
         assert!(e.contains(n) && e.contains("negative"), "{e}");
         let e = ok(Value::Shape([1 << 50].into()), 0, "uint8", Value::Null).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Alloc { .. }) && e.to_string().contains(n), "{e}");
-        assert!(ok(Value::Shape([i64::MAX, i64::MAX, i64::MAX].into()), 0, "float64", Value::Null).is_err());
-        assert!(ok(Value::Shape([8].into()), 1, "uint8", Value::Null).is_err());
-        assert!(ok(Value::Shape([8].into()), 0, "uint7", Value::Null).is_err());
-        assert!(ok(Value::Shape([8].into()), 0, "uint8", Value::str("shared")).is_err());
-        assert!(ok(Value::str("8"), 0, "uint8", Value::Null).is_err());
-        assert!(call(n, &[Value::Int(3), Value::Shape([8].into()), 0.into(), Value::str("uint8")]).is_err());
+        assert_eq!(
+            format!(
+                "{:?}",
+                ok(Value::Shape([i64::MAX, i64::MAX, i64::MAX].into()), 0, "float64", Value::Null)
+                    .expect_err("an error")
+            ),
+            r#"Alloc { bytes: 340282366920938463463374607431768211455, reason: "storage size (9223372036854775807, 9223372036854775807, 9223372036854775807) overflows (in vm.builtin.alloc_storage)" }"#
+        );
+        assert_eq!(
+            format!("{:?}", ok(Value::Shape([8].into()), 1, "uint8", Value::Null).expect_err("an error")),
+            r#"Index { what: "devices of the VM (in vm.builtin.alloc_storage; -1 is the host)", index: 1, len: 1 }"#
+        );
+        assert_eq!(
+            format!("{:?}", ok(Value::Shape([8].into()), 0, "uint7", Value::Null).expect_err("an error")),
+            r#"Value("vm.builtin.alloc_storage: unknown dtype \"uint7\": expected one of bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64")"#
+        );
+        assert_eq!(
+            format!("{:?}", ok(Value::Shape([8].into()), 0, "uint8", Value::str("shared")).expect_err("an error")),
+            r#"Value("vm.builtin.alloc_storage: expected memory scope \"global\", found \"shared\"")"#
+        );
+        assert_eq!(
+            format!("{:?}", ok(Value::str("8"), 0, "uint8", Value::Null).expect_err("an error")),
+            r#"Type { expected: "shape or int as argument 1 (size) of vm.builtin.alloc_storage", found: "str" }"#
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                call(n, &[Value::Int(3), Value::Shape([8].into()), 0.into(), Value::str("uint8")])
+                    .expect_err("an error")
+            ),
+            r#"Type { expected: "vm_state (%vm) or null as argument 0 (the VM state) of vm.builtin.alloc_storage", found: "int 3" }"#
+        );
     }
 
     #[test]
@@ -235,12 +261,53 @@ mod tests {
         let e =
             call(n, &[s.clone(), 8.into(), Value::Shape([4].into()), Value::str("float32")]).unwrap_err().to_string();
         assert!(e.contains(n) && e.contains("needs 16 bytes") && e.contains("storage has 16"), "{e}");
-        assert!(call(n, &[s.clone(), (-4).into(), Value::Shape([1].into()), Value::str("float32")]).is_err());
-        assert!(call(n, &[s.clone(), 2.into(), Value::Shape([1].into()), Value::str("float32")]).is_err());
-        assert!(call(n, &[s.clone(), 0.into(), Value::Shape([-1].into()), Value::str("float32")]).is_err());
-        assert!(call(n, &[s.clone(), 0.into(), Value::Shape([i64::MAX, 2].into()), Value::str("float32")]).is_err());
-        assert!(call(n, &[s.clone(), i64::MAX.into(), Value::Shape([0].into()), Value::str("uint8")]).is_err());
-        assert!(call(n, &[Value::Int(1), 0.into(), Value::Shape([1].into()), Value::str("float32")]).is_err());
+        assert_eq!(
+            format!(
+                "{:?}",
+                call(n, &[s.clone(), (-4).into(), Value::Shape([1].into()), Value::str("float32")])
+                    .expect_err("an error")
+            ),
+            r#"Value("vm.builtin.alloc_tensor: the byte offset must be non-negative, found -4")"#
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                call(n, &[s.clone(), 2.into(), Value::Shape([1].into()), Value::str("float32")]).expect_err("an error")
+            ),
+            r#"Value("vm.builtin.alloc_tensor: the byte offset must be a multiple of the float32 element size (4), found 2")"#
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                call(n, &[s.clone(), 0.into(), Value::Shape([-1].into()), Value::str("float32")])
+                    .expect_err("an error")
+            ),
+            r#"Value("vm.builtin.alloc_tensor: invalid tensor shape (-1,): dimensions must be non-negative and their product must fit in memory")"#
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                call(n, &[s.clone(), 0.into(), Value::Shape([i64::MAX, 2].into()), Value::str("float32")])
+                    .expect_err("an error")
+            ),
+            r#"Value("vm.builtin.alloc_tensor: tensor shape (9223372036854775807, 2) is too large for dtype float32")"#
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                call(n, &[s.clone(), i64::MAX.into(), Value::Shape([0].into()), Value::str("uint8")])
+                    .expect_err("an error")
+            ),
+            r#"Value("vm.builtin.alloc_tensor: tensor of shape (0,) and dtype uint8 at byte offset 9223372036854775807 needs 0 bytes, but the storage has 16")"#
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                call(n, &[Value::Int(1), 0.into(), Value::Shape([1].into()), Value::str("float32")])
+                    .expect_err("an error")
+            ),
+            r#"Type { expected: "storage as argument 0 (storage) of vm.builtin.alloc_tensor", found: "int 1" }"#
+        );
         let e = call(n, &[s.clone(), 0.into(), Value::Shape([0, 1 << 40, 1 << 40].into()), Value::str("float32")])
             .unwrap_err();
         assert!(e.to_string().contains("too large"), "{e}");
@@ -259,7 +326,14 @@ mod tests {
         let e =
             call("vm.builtin.reshape", &[Value::Tensor(t.clone()), Value::Shape([4].into())]).unwrap_err().to_string();
         assert!(e.contains("cannot reshape a tensor of shape (2, 3) (6 elements) to shape (4,)"), "{e}");
-        assert!(call("vm.builtin.reshape", &[Value::Tensor(t.clone()), Value::Shape([-2, -3].into())]).is_err());
+        assert_eq!(
+            format!(
+                "{:?}",
+                call("vm.builtin.reshape", &[Value::Tensor(t.clone()), Value::Shape([-2, -3].into())])
+                    .expect_err("an error")
+            ),
+            r#"Value("vm.builtin.reshape: cannot reshape a tensor of shape (2, 3) (6 elements) to shape (-2, -3)")"#
+        );
         let z =
             call("vm.builtin.reshape", &[Value::Tensor(Tensor::scalar(1.0f32)), Value::Shape([1, 1].into())]).unwrap();
         assert_eq!(z.as_tensor().unwrap().shape().dims(), &[1, 1]);
@@ -272,8 +346,14 @@ mod tests {
         assert!(c.as_tensor().unwrap().shares_storage(t.as_tensor().unwrap()));
         assert!(call("vm.builtin.move", std::slice::from_ref(&t)).unwrap().same_as(&t));
         assert!(matches!(call("vm.builtin.null_value", &[]).unwrap(), Value::Null));
-        assert!(call("vm.builtin.null_value", std::slice::from_ref(&t)).is_err());
-        assert!(call("vm.builtin.copy", &[]).is_err());
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.null_value", std::slice::from_ref(&t)).expect_err("an error")),
+            r#"Arity { func: "vm.builtin.null_value", expected: "0", got: 1 }"#
+        );
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.copy", &[]).expect_err("an error")),
+            r#"Arity { func: "vm.builtin.copy", expected: "1", got: 0 }"#
+        );
     }
 
     #[test]
@@ -292,9 +372,27 @@ mod tests {
         let d = call("vm.builtin.to_device", &[t.clone(), 1.into(), 0.into()]).unwrap();
         assert_eq!(d.as_tensor().unwrap().to_vec::<i32>().unwrap(), vec![7, 0]);
         assert!(!d.as_tensor().unwrap().shares_storage(t.as_tensor().unwrap()));
-        assert!(call("vm.builtin.to_device", &[t.clone(), 2.into(), 0.into()]).is_err());
-        assert!(call("vm.builtin.to_device", &[t.clone(), 1.into(), (-1).into()]).is_err());
-        assert!(call("vm.builtin.to_device", &[t.clone(), 1.into(), i64::MAX.into()]).is_err());
-        assert!(call("vm.builtin.to_device", &[t, 1.into(), 0.into(), Value::str("texture")]).is_err());
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.to_device", &[t.clone(), 2.into(), 0.into()]).expect_err("an error")),
+            r#"Value("vm.builtin.to_device: expected device type 1 (cpu), the only device available, found 2")"#
+        );
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.to_device", &[t.clone(), 1.into(), (-1).into()]).expect_err("an error")),
+            r#"Value("vm.builtin.to_device: expected a device id between 0 and 2147483647, found -1")"#
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                call("vm.builtin.to_device", &[t.clone(), 1.into(), i64::MAX.into()]).expect_err("an error")
+            ),
+            r#"Value("vm.builtin.to_device: expected a device id between 0 and 2147483647, found 9223372036854775807")"#
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                call("vm.builtin.to_device", &[t, 1.into(), 0.into(), Value::str("texture")]).expect_err("an error")
+            ),
+            r#"Value("vm.builtin.to_device: expected memory scope \"global\", found \"texture\"")"#
+        );
     }
 }

@@ -293,6 +293,9 @@ mod tests {
                 && f("gt", 2.0, 1.0).truthy().unwrap()
         );
         assert_eq!(call("vm.builtin.float.add", Value::Int(1), Value::Float(0.5)).unwrap().as_float().unwrap(), 1.5);
-        assert!(call("vm.builtin.float.add", Value::str("1"), Value::Float(0.5)).is_err());
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.float.add", Value::str("1"), Value::Float(0.5)).expect_err("an error")),
+            r#"Type { expected: "float as argument 0 (lhs) of vm.builtin.float.add", found: "str" }"#
+        );
     }
 }

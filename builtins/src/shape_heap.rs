@@ -426,37 +426,87 @@ mod tests {
             .to_string();
         assert!(e.contains("needs a shape heap, found null"), "{e}");
         for ndim in [-1, i64::MAX, 5] {
-            assert!(call("vm.builtin.match_shape", &[t.clone(), h.clone(), ndim.into(), 0.into(), 2.into()]).is_err());
+            assert!(format!(
+                "{:?}",
+                call("vm.builtin.match_shape", &[t.clone(), h.clone(), ndim.into(), 0.into(), 2.into()])
+                    .expect_err("an error")
+            )
+            .starts_with(r#"Value("#));
         }
-        assert!(call("vm.builtin.match_shape", &[Value::Int(1), h.clone(), 0.into()]).is_err());
+        assert_eq!(
+            format!(
+                "{:?}",
+                call("vm.builtin.match_shape", &[Value::Int(1), h.clone(), 0.into()]).expect_err("an error")
+            ),
+            r#"Type { expected: "tensor or shape as argument 0 (value) of vm.builtin.match_shape", found: "int 1" }"#
+        );
         call("vm.builtin.match_prim_value", &[5.into(), h.clone(), 1.into(), 0.into(), Value::Null]).unwrap();
         call("vm.builtin.match_prim_value", &[5.into(), h.clone(), 3.into(), 0.into()]).unwrap();
         let e = call("vm.builtin.match_prim_value", &[6.into(), h.clone(), 3.into(), 0.into(), Value::str("pv")])
             .unwrap_err()
             .to_string();
         assert!(e.contains("pv match_cast error,  PrimValue mismatch to a previous populated value. (6 vs. 5"), "{e}");
-        assert!(call("vm.builtin.make_prim_value", &[h.clone(), 2.into(), 0.into()]).is_err());
-        assert!(call("vm.builtin.make_prim_value", &[Value::Null, 1.into(), 0.into()]).is_err());
+        assert_eq!(
+            format!(
+                "{:?}",
+                call("vm.builtin.make_prim_value", &[h.clone(), 2.into(), 0.into()]).expect_err("an error")
+            ),
+            r#"Value("vm.builtin.make_prim_value: unknown make code 2: expected 0 (immediate) or 1 (load from heap)")"#
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                call("vm.builtin.make_prim_value", &[Value::Null, 1.into(), 0.into()]).expect_err("an error")
+            ),
+            r#"Value("vm.builtin.make_prim_value: reading or writing slot 0 needs a shape heap, found null")"#
+        );
     }
 
     #[test]
     fn heap_errors() {
         let h = heap(2);
-        assert!(call("vm.builtin.alloc_shape_heap", &[Value::Int(-1)]).is_err());
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.alloc_shape_heap", &[Value::Int(-1)]).expect_err("an error")),
+            r#"Value("vm.builtin.alloc_shape_heap: the heap size must be non-negative, found -1")"#
+        );
         let e = call("vm.builtin.alloc_shape_heap", &[Value::Int(i64::MAX)]).unwrap_err().to_string();
         assert!(e.contains("cannot allocate") && e.contains("alloc_shape_heap"), "{e}");
-        assert!(call("vm.builtin.alloc_shape_heap", &[Value::Int(1), Value::Int(1)]).is_err());
+        assert_eq!(
+            format!(
+                "{:?}",
+                call("vm.builtin.alloc_shape_heap", &[Value::Int(1), Value::Int(1)]).expect_err("an error")
+            ),
+            r#"Type { expected: "vm_state (%vm) or null as argument 0 (the VM state) of vm.builtin.alloc_shape_heap", found: "int 1" }"#
+        );
         assert_eq!(
             call("vm.builtin.alloc_shape_heap", &[Value::Shape([0].into())]).unwrap().as_tensor().unwrap().numel(),
             0
         );
         let e = call("vm.builtin.load_shape", &[h.clone(), Value::Int(2)]).unwrap_err().to_string();
         assert!(e.contains("index 2 out of range for shape heap (in vm.builtin.load_shape) of length 2"), "{e}");
-        assert!(call("vm.builtin.load_shape", &[h.clone(), Value::Int(-1)]).is_err());
-        assert!(call("vm.builtin.load_shape", &[h.clone(), Value::Int(i64::MIN)]).is_err());
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.load_shape", &[h.clone(), Value::Int(-1)]).expect_err("an error")),
+            r#"Index { what: "shape heap (in vm.builtin.load_shape)", index: -1, len: 2 }"#
+        );
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.load_shape", &[h.clone(), Value::Int(i64::MIN)]).expect_err("an error")),
+            r#"Index { what: "shape heap (in vm.builtin.load_shape)", index: -9223372036854775808, len: 2 }"#
+        );
         let s = Value::Shape([1, 2].into());
-        assert!(call("vm.builtin.store_shape", &[s.clone(), h.clone(), Value::Int(0)]).is_err());
-        assert!(call("vm.builtin.store_shape", &[s.clone(), h.clone(), 0.into(), 5.into()]).is_err());
+        assert_eq!(
+            format!(
+                "{:?}",
+                call("vm.builtin.store_shape", &[s.clone(), h.clone(), Value::Int(0)]).expect_err("an error")
+            ),
+            r#"Value("vm.builtin.store_shape: expected one heap index per dimension of shape (1, 2) (2), found 1")"#
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                call("vm.builtin.store_shape", &[s.clone(), h.clone(), 0.into(), 5.into()]).expect_err("an error")
+            ),
+            r#"Index { what: "shape heap (in vm.builtin.store_shape)", index: 5, len: 2 }"#
+        );
         let f32_heap = Value::Tensor(Tensor::zeros([2], DataType::F32, Default::default()).unwrap());
         let e = call("vm.builtin.store_shape", &[s, f32_heap, 0.into(), 1.into()]).unwrap_err().to_string();
         assert!(e.contains("1-D int64 tensor") && e.contains("float32"), "{e}");
@@ -482,13 +532,22 @@ mod tests {
             assert_eq!(s.as_shape().unwrap().dims(), &[3, 4]);
         }
         let big = Tensor::from_vec([1], vec![u64::MAX]).unwrap();
-        assert!(call("vm.builtin.tensor_to_shape", &[Value::Tensor(big)]).is_err());
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.tensor_to_shape", &[Value::Tensor(big)]).expect_err("an error")),
+            r#"Value("vm.builtin.tensor_to_shape: dimension 18446744073709551615 does not fit in int64")"#
+        );
         let exact = Tensor::from_vec([1], vec![i64::MAX]).unwrap();
         let s = call("vm.builtin.tensor_to_shape", &[Value::Tensor(exact)]).unwrap();
         assert_eq!(s.as_shape().unwrap().dims(), &[i64::MAX]);
         assert!(
             call("vm.builtin.tensor_to_shape", &[Value::Tensor(Tensor::from_vec([1], vec![1.0f32]).unwrap())]).is_err()
         );
-        assert!(call("vm.builtin.tensor_to_shape", &[Value::Tensor(Tensor::scalar(1i64))]).is_err());
+        assert_eq!(
+            format!(
+                "{:?}",
+                call("vm.builtin.tensor_to_shape", &[Value::Tensor(Tensor::scalar(1i64))]).expect_err("an error")
+            ),
+            r#"Value("vm.builtin.tensor_to_shape: expected a 1-D integer tensor, found tensor of shape () and dtype int64")"#
+        );
     }
 }

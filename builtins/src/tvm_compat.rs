@@ -132,8 +132,17 @@ mod tests {
         assert_eq!(out.to_string(), "()");
         let e = call("vm.builtin.call_tir_dyn", &[f, Value::Int(1)]).unwrap_err().to_string();
         assert!(e.contains("vm.builtin.call_tir_dyn") && e.contains("shape"), "{e}");
-        assert!(call("vm.builtin.call_tir_dyn", &[Value::Int(1), Value::Shape([].into())]).is_err());
-        assert!(call("vm.builtin.call_tir_dyn", &[Value::Int(1)]).is_err());
+        assert_eq!(
+            format!(
+                "{:?}",
+                call("vm.builtin.call_tir_dyn", &[Value::Int(1), Value::Shape([].into())]).expect_err("an error")
+            ),
+            r#"Type { expected: "function as argument 0 (function) of vm.builtin.call_tir_dyn", found: "int 1" }"#
+        );
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.call_tir_dyn", &[Value::Int(1)]).expect_err("an error")),
+            r#"Arity { func: "vm.builtin.call_tir_dyn", expected: "at least 2", got: 1 }"#
+        );
     }
 
     #[test]
@@ -144,7 +153,10 @@ mod tests {
             let e = call("vm.builtin.tuple_reset_item", &[t.clone(), bad.into()]).unwrap_err().to_string();
             assert!(e.contains("out of range") && e.contains("tuple_reset_item"), "{e}");
         }
-        assert!(call("vm.builtin.tuple_reset_item", &[Value::Int(0), 0.into()]).is_err());
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.tuple_reset_item", &[Value::Int(0), 0.into()]).expect_err("an error")),
+            r#"Type { expected: "tuple as argument 0 (tuple) of vm.builtin.tuple_reset_item", found: "int 0" }"#
+        );
     }
 
     #[test]
@@ -153,6 +165,9 @@ mod tests {
         let e = call("vm.builtin.check_string_info", &[Value::Int(1), Value::str("arg s")]).unwrap_err().to_string();
         assert!(e.contains("arg s: a string") && e.contains("found int 1"), "{e}");
         assert!(matches!(call("vm.builtin.memory_manager.clear", &[]).unwrap(), Value::Null));
-        assert!(call("vm.builtin.memory_manager.clear", &[Value::Null]).is_err());
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.memory_manager.clear", &[Value::Null]).expect_err("an error")),
+            r#"Arity { func: "vm.builtin.memory_manager.clear", expected: "0", got: 1 }"#
+        );
     }
 }

@@ -146,7 +146,10 @@ fn reentry_below_the_limit_returns() {
     let limit = vm.config().max_reentry as i64;
     let n = limit - 2;
     assert_eq!(vm.invoke("count", &[Value::Int(n)]).unwrap().as_int().unwrap(), n);
-    assert!(vm.invoke("count", &[Value::Int(limit + 1)]).is_err());
+    assert_eq!(
+        format!("{:?}", vm.invoke("count", &[Value::Int(limit + 1)]).expect_err("an error")),
+        r#"At { func: "count", pc: 2, instr: "call  vm.builtin.invoke_closure  in: %vm, f[count], %1  dst: %2", location: None, source: StackOverflow(200) }"#
+    );
     assert_eq!(vm.invoke("count", &[Value::Int(3)]).unwrap().as_int().unwrap(), 3);
 }
 

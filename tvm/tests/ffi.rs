@@ -302,7 +302,10 @@ fn truncated_and_corrupted_libraries_are_errors_not_crashes() {
         let cut = bytes.len() * i / 20;
         let p = dir.path().join(format!("cut{i}.so"));
         std::fs::write(&p, &bytes[..cut]).unwrap();
-        assert!(Library::open(&p).is_err(), "truncated to {cut} bytes");
+        assert!(
+            format!("{:?}", Library::open(&p).expect_err("an error")).starts_with(r#"Value("#),
+            "truncated to {cut} bytes"
+        );
     }
     // Every header byte flipped: an error or a loadable file, never a crash of the process.
     for i in 0..64 {

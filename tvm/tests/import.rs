@@ -125,7 +125,10 @@ fn other_magic_and_versions_are_refused_by_name() {
 fn every_truncation_and_many_corruptions_of_a_vmexec_are_errors() {
     let good = std::fs::read(data("mlp.vmexec")).unwrap();
     for n in 0..good.len() {
-        assert!(vmexec::read(&good[..n]).is_err(), "truncated at {n}");
+        assert!(
+            format!("{:?}", vmexec::read(&good[..n]).expect_err("an error")).starts_with(r#"Format("#),
+            "truncated at {n}"
+        );
     }
     // Flip each byte in turn: an error or a verified executable, never a panic.
     let mut loaded = 0;
@@ -156,8 +159,14 @@ fn a_so_without_the_program_or_not_a_so_is_refused() {
     for cut in [10, 64, 1000, so.len() / 2, so.len() - 1] {
         let path = dir.path().join(format!("cut{cut}.so"));
         std::fs::write(&path, &so[..cut]).unwrap();
-        assert!(inspect_module(&path).is_err(), "truncated at {cut}");
-        assert!(load_module(&path).is_err(), "truncated at {cut}");
+        assert!(
+            format!("{:?}", inspect_module(&path).expect_err("an error")).starts_with(r#"Format("#),
+            "truncated at {cut}"
+        );
+        assert!(
+            format!("{:?}", load_module(&path).expect_err("an error")).starts_with(r#"Format("#),
+            "truncated at {cut}"
+        );
     }
 }
 

@@ -87,9 +87,18 @@ mod tests {
         assert_eq!("cpu:2".parse::<Device>().unwrap(), Device::cpu(2));
         assert_eq!("cpu".parse::<Device>().unwrap(), Device::cpu(0));
         assert_eq!(Device::cpu(1).to_string(), "cpu:1");
-        assert!("gpu:0".parse::<Device>().is_err());
-        assert!("cpu:x".parse::<Device>().is_err());
-        assert!(DeviceType::from_code(2).is_err());
+        assert_eq!(
+            format!("{:?}", "gpu:0".parse::<Device>().expect_err("an error")),
+            r#"Value("unknown device \"gpu:0\": expected cpu or cpu:N")"#
+        );
+        assert_eq!(
+            format!("{:?}", "cpu:x".parse::<Device>().expect_err("an error")),
+            r#"Value("bad device id in \"cpu:x\"")"#
+        );
+        assert_eq!(
+            format!("{:?}", DeviceType::from_code(2).expect_err("an error")),
+            r#"Value("unsupported device type code 2: only cpu (1) is available")"#
+        );
         assert_eq!(DeviceType::from_code(1).unwrap().code(), 1);
     }
 }

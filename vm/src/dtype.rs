@@ -221,7 +221,13 @@ mod tests {
     fn unknown_name_is_an_error() {
         let e = "float7".parse::<DataType>().unwrap_err().to_string();
         assert!(e.contains("float7") && e.contains("expected"));
-        assert!(DataType::from_tag(200).is_err());
-        assert!(DataType::from_dlpack(2, 7).is_err());
+        assert_eq!(
+            format!("{:?}", DataType::from_tag(200).expect_err("an error")),
+            r#"Format("unknown dtype tag 200")"#
+        );
+        assert_eq!(
+            format!("{:?}", DataType::from_dlpack(2, 7).expect_err("an error")),
+            r#"Value("unsupported DLPack dtype code 2 with 7 bits")"#
+        );
     }
 }

@@ -265,7 +265,10 @@ mod tests {
             a.checked_div(b).ok_or_else(|| Error::arithmetic("division by zero"))
         });
         let mut ctx = CallCtx::detached();
-        assert!(f.call(&mut ctx, &[Value::Int(1), Value::Int(0)]).is_err());
+        assert_eq!(
+            format!("{:?}", f.call(&mut ctx, &[Value::Int(1), Value::Int(0)]).expect_err("an error")),
+            r#"Arithmetic("division by zero")"#
+        );
     }
 
     #[test]
@@ -311,7 +314,10 @@ mod tests {
             callable: Callable::Bytecode { index: 0, name: "f".into() },
             captured: vec![],
         }));
-        assert!(ctx.call(&bc, &[]).is_err());
+        assert_eq!(
+            format!("{:?}", ctx.call(&bc, &[]).expect_err("an error")),
+            r#"Value("bytecode function \"f\" can only be called inside a VM")"#
+        );
         assert_eq!(ctx.device(), Device::cpu(0));
     }
 }

@@ -129,6 +129,9 @@ mod tests {
         register_global(PackedFunc::typed("test.registry.global", || 7i64), true).unwrap();
         let f = get_global("test.registry.global").unwrap();
         assert_eq!(f.call(&mut CallCtx::detached(), &[]).unwrap().as_int().unwrap(), 7);
-        assert!(get_global("test.registry.nothing").is_err());
+        assert_eq!(
+            format!("{:?}", get_global("test.registry.nothing").expect_err("an error")),
+            r#"UnknownFunction("test.registry.nothing")"#
+        );
     }
 }

@@ -416,7 +416,10 @@ mod tests {
         assert_eq!(t.data_ptr() as usize, p);
         assert_eq!(t.shape().dims(), &[2, 2]);
         assert_eq!(t.view::<f32>().unwrap()[[1, 0]], 3.0);
-        assert!(t.view::<f64>().is_err());
+        assert_eq!(
+            format!("{:?}", t.view::<f64>().expect_err("an error")),
+            r#"Type { expected: "tensor of float64", found: "tensor of float32" }"#
+        );
     }
 
     #[test]
@@ -430,18 +433,42 @@ mod tests {
         assert!(!r.shares_storage(&t));
         let r2 = t.reshape([3, 2]).unwrap();
         assert!(r2.shares_storage(&t));
-        assert!(t.reshape([4]).is_err());
+        assert_eq!(
+            format!("{:?}", t.reshape([4]).expect_err("an error")),
+            r#"Value("cannot reshape tensor of shape (2, 3) (6 elements) to (4,)")"#
+        );
     }
 
     #[test]
     fn from_parts_checks_bounds() {
         let s = Storage::alloc(16, Device::cpu(0)).unwrap();
         assert!(Tensor::from_parts(s.clone(), 0, [4].into(), None, DataType::F32).is_ok());
-        assert!(Tensor::from_parts(s.clone(), 4, [4].into(), None, DataType::F32).is_err());
-        assert!(Tensor::from_parts(s.clone(), 0, [-1].into(), None, DataType::F32).is_err());
-        assert!(Tensor::from_parts(s.clone(), 0, [2, 2].into(), Some(vec![4, 1]), DataType::F32).is_err());
-        assert!(Tensor::from_parts(s.clone(), 0, [2].into(), Some(vec![-1]), DataType::F32).is_err());
-        assert!(Tensor::from_parts(s.clone(), 100, [0].into(), None, DataType::F32).is_err());
+        assert_eq!(
+            format!("{:?}", Tensor::from_parts(s.clone(), 4, [4].into(), None, DataType::F32).expect_err("an error")),
+            r#"Value("tensor of shape (4,) and dtype float32 at byte offset 4 needs 16 bytes, but the storage has 16")"#
+        );
+        assert_eq!(
+            format!("{:?}", Tensor::from_parts(s.clone(), 0, [-1].into(), None, DataType::F32).expect_err("an error")),
+            r#"Value("invalid tensor shape (-1,): dimensions must be non-negative and their product must fit in memory")"#
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                Tensor::from_parts(s.clone(), 0, [2, 2].into(), Some(vec![4, 1]), DataType::F32).expect_err("an error")
+            ),
+            r#"Value("tensor of shape (2, 2) and dtype float32 at byte offset 0 needs 24 bytes, but the storage has 16")"#
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                Tensor::from_parts(s.clone(), 0, [2].into(), Some(vec![-1]), DataType::F32).expect_err("an error")
+            ),
+            r#"Value("negative strides [-1] are not supported")"#
+        );
+        assert_eq!(
+            format!("{:?}", Tensor::from_parts(s.clone(), 100, [0].into(), None, DataType::F32).expect_err("an error")),
+            r#"Value("tensor of shape (0,) and dtype float32 at byte offset 100 needs 0 bytes, but the storage has 16")"#
+        );
         let e = Tensor::from_parts(s, 0, [0, 1 << 62, 4].into(), None, DataType::F32).unwrap_err();
         assert!(e.to_string().contains("too large"), "{e}");
     }
@@ -452,9 +479,18 @@ mod tests {
         assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
         let e = Tensor::from_bytes(DataType::F32, [2], &[0; 7]).unwrap_err().to_string();
         assert!(e.contains("needs 8 bytes"), "{e}");
-        assert!(Tensor::from_bytes(DataType::Bool, [1], &[2]).is_err());
-        assert!(Tensor::from_bytes(DataType::I8, [-1], &[]).is_err());
-        assert!(Tensor::from_bytes(DataType::I64, [i64::MAX, 2], &[]).is_err());
+        assert_eq!(
+            format!("{:?}", Tensor::from_bytes(DataType::Bool, [1], &[2]).expect_err("an error")),
+            r#"Value("bool tensor data must be 0 or 1 bytes, found 2")"#
+        );
+        assert_eq!(
+            format!("{:?}", Tensor::from_bytes(DataType::I8, [-1], &[]).expect_err("an error")),
+            r#"Value("invalid tensor shape (-1,): dimensions must be non-negative and fit in memory")"#
+        );
+        assert_eq!(
+            format!("{:?}", Tensor::from_bytes(DataType::I64, [i64::MAX, 2], &[]).expect_err("an error")),
+            r#"Value("tensor of shape (9223372036854775807, 2) is too large")"#
+        );
         assert_eq!(Tensor::from_bytes(DataType::I32, [0, 3], &[]).unwrap().numel(), 0);
     }
 
@@ -466,7 +502,10 @@ mod tests {
         let z = Tensor::zeros([2, 2], DataType::I32, Device::cpu(0)).unwrap();
         assert_eq!(z.scalar_i64(), None);
         assert_eq!(z.to_vec::<i32>().unwrap(), vec![0; 4]);
-        assert!(Tensor::zeros([1 << 30, 1 << 30], DataType::F64, Device::cpu(0)).is_err());
+        assert_eq!(
+            format!("{:?}", Tensor::zeros([1 << 30, 1 << 30], DataType::F64, Device::cpu(0)).expect_err("an error")),
+            r#"Alloc { bytes: 9223372036854775808, reason: "size exceeds the address space" }"#
+        );
     }
 
     #[test]
@@ -506,7 +545,10 @@ mod tests {
     fn a_view_keeps_writes_out_until_it_drops() {
         let t = Tensor::from_vec([2], vec![1i32, 2]).unwrap();
         let v = t.view::<i32>().unwrap();
-        assert!(t.storage().write(0, &[0; 4]).is_err());
+        assert_eq!(
+            format!("{:?}", t.storage().write(0, &[0; 4]).expect_err("an error")),
+            r#"Value("cannot write to a tensor whose bytes are being read (the destination overlaps a source, or another thread reads it)")"#
+        );
         assert_eq!(v[[0]], 1);
         drop(v);
         t.storage().write(0, &[0; 4]).unwrap();

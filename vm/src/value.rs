@@ -521,10 +521,22 @@ mod tests {
         assert!(e.contains("expected int") && e.contains("found str"), "{e}");
         assert_eq!(Value::Bool(true).as_int().unwrap(), 1);
         assert_eq!(Value::Int(2).as_float().unwrap(), 2.0);
-        assert!(Value::Null.as_tensor().is_err());
-        assert!(Value::Null.as_shape().is_err());
-        assert!(Value::Null.as_tuple().is_err());
-        assert!(Value::Null.as_func().is_err());
+        assert_eq!(
+            format!("{:?}", Value::Null.as_tensor().expect_err("an error")),
+            r#"Type { expected: "tensor", found: "null" }"#
+        );
+        assert_eq!(
+            format!("{:?}", Value::Null.as_shape().expect_err("an error")),
+            r#"Type { expected: "shape", found: "null" }"#
+        );
+        assert_eq!(
+            format!("{:?}", Value::Null.as_tuple().expect_err("an error")),
+            r#"Type { expected: "tuple", found: "null" }"#
+        );
+        assert_eq!(
+            format!("{:?}", Value::Null.as_func().err().expect("an error")),
+            r#"Type { expected: "function", found: "null" }"#
+        );
         assert_eq!(Value::str("int8").as_dtype().unwrap(), DataType::I8);
     }
 
@@ -546,8 +558,17 @@ mod tests {
         assert!(!Value::Bool(false).truthy().unwrap());
         assert!(Value::Tensor(Tensor::scalar(1i32)).truthy().unwrap());
         assert!(!Value::Tensor(Tensor::from_vec([1], vec![0.0f32]).unwrap()).truthy().unwrap());
-        assert!(Value::Tensor(Tensor::from_vec([2], vec![0.0f32, 1.0]).unwrap()).truthy().is_err());
-        assert!(Value::str("x").truthy().is_err());
+        assert_eq!(
+            format!(
+                "{:?}",
+                Value::Tensor(Tensor::from_vec([2], vec![0.0f32, 1.0]).unwrap()).truthy().expect_err("an error")
+            ),
+            r#"Type { expected: "int, bool or one-element tensor", found: "tensor of shape (2,)" }"#
+        );
+        assert_eq!(
+            format!("{:?}", Value::str("x").truthy().expect_err("an error")),
+            r#"Type { expected: "int, bool or one-element tensor", found: "str" }"#
+        );
     }
 
     #[test]
@@ -558,6 +579,9 @@ mod tests {
         assert!(!Value::Int(1).same_as(&Value::Float(1.0)));
         assert_eq!(Value::tuple(vec![Value::Int(1)]).to_string(), "(1,)");
         assert_eq!(<i64 as FromValue>::from_value(&Value::Int(4)).unwrap(), 4);
-        assert!(<String as FromValue>::from_value(&Value::Int(4)).is_err());
+        assert_eq!(
+            format!("{:?}", <String as FromValue>::from_value(&Value::Int(4)).expect_err("an error")),
+            r#"Type { expected: "str", found: "int 4" }"#
+        );
     }
 }

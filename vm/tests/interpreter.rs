@@ -103,7 +103,10 @@ fn unbounded_recursion_is_an_error_and_vm_recovers() {
     assert!(matches!(e.root().kind(), ErrorKind::StackOverflow(1000)), "{e}");
     let mut fib = fib_vm();
     fib.config_mut().max_call_depth = 5;
-    assert!(fib.invoke("fib", &[Value::Int(10)]).is_err());
+    assert_eq!(
+        format!("{:?}", fib.invoke("fib", &[Value::Int(10)]).expect_err("an error")),
+        r#"At { func: "fib", pc: 4, instr: "call  fib  in: %2  dst: %3", location: None, source: StackOverflow(5) }"#
+    );
     assert_eq!(fib.invoke("fib", &[Value::Int(3)]).unwrap().as_int().unwrap(), 2);
 }
 
@@ -162,7 +165,10 @@ fn if_rejects_non_scalar_condition() {
         ],
         vec![],
     );
-    assert!(m.invoke("main", &[Value::str("x")]).is_err());
+    assert_eq!(
+        format!("{:?}", m.invoke("main", &[Value::str("x")]).expect_err("an error")),
+        r#"At { func: "main", pc: 0, instr: "if  %0  2", location: None, source: Type { expected: "int, bool or one-element tensor", found: "str" } }"#
+    );
     assert_eq!(m.invoke("main", &[Value::Bool(false)]).unwrap().as_int().unwrap(), 0);
 }
 
@@ -237,7 +243,10 @@ fn closures_capture_after_call_arguments() {
     assert_eq!(m.invoke("main", &[Value::Int(3)]).unwrap().as_int().unwrap(), -7);
     let sub = m.get_function("sub").unwrap();
     assert_eq!(m.invoke_closure(&sub, &[Value::Int(5), Value::Int(1)]).unwrap().as_int().unwrap(), 4);
-    assert!(m.invoke_closure(&sub, &[Value::Int(5)]).is_err());
+    assert_eq!(
+        format!("{:?}", m.invoke_closure(&sub, &[Value::Int(5)]).expect_err("an error")),
+        r#"Arity { func: "sub", expected: "2", got: 1 }"#
+    );
 }
 
 #[test]
@@ -247,13 +256,25 @@ fn saved_functions_and_stateful_calls() {
     assert_eq!(m.invoke("fib10", &[]).unwrap().as_int().unwrap(), 55);
     m.save_function("fib", "fib10_noret", vec![Value::Int(10)], false).unwrap();
     assert!(matches!(m.invoke("fib10_noret", &[]).unwrap(), Value::Null));
-    assert!(m.save_function("fib", "bad", vec![], true).is_err());
-    assert!(m.get_outputs("fib").is_err());
-    assert!(m.invoke_stateful("fib").is_err());
+    assert_eq!(
+        format!("{:?}", m.save_function("fib", "bad", vec![], true).expect_err("an error")),
+        r#"Arity { func: "fib", expected: "1", got: 0 }"#
+    );
+    assert_eq!(
+        format!("{:?}", m.get_outputs("fib").expect_err("an error")),
+        r#"Value("no outputs for \"fib\": call invoke_stateful first")"#
+    );
+    assert_eq!(
+        format!("{:?}", m.invoke_stateful("fib").expect_err("an error")),
+        r#"Value("no inputs were set for \"fib\": call set_input first")"#
+    );
     m.set_input("fib", vec![Value::Int(7)]).unwrap();
     m.invoke_stateful("fib").unwrap();
     assert_eq!(m.get_outputs("fib").unwrap().as_int().unwrap(), 13);
-    assert!(m.set_input("fib", vec![]).is_err());
+    assert_eq!(
+        format!("{:?}", m.set_input("fib", vec![]).expect_err("an error")),
+        r#"Arity { func: "fib", expected: "1", got: 0 }"#
+    );
 }
 
 #[test]

@@ -211,7 +211,7 @@ fn reflection_and_accessors() {
     assert_eq!(exe.func("f").unwrap().param_names, vec!["x", "cfg"]);
     assert!(exe.signature("sig.pack").unwrap().is_none());
     assert!(exe.signature("g").unwrap().is_none());
-    assert!(exe.signature("nope").is_err());
+    assert_eq!(format!("{:?}", exe.signature("nope").expect_err("an error")), r#"UnknownFunction("nope")"#);
     assert!(exe.has_signatures());
     setup();
     let m = VirtualMachine::new(Arc::new(exe)).unwrap();

@@ -182,7 +182,10 @@ fn entries() {
     assert_eq!(linked.as_text().lines().next(), Some(".entry helper"));
     let e = link(&[("a", &a), ("b", &b)], &opts(Some("link.add"))).unwrap_err();
     assert_eq!(e.to_string(), "the entry function \"link.add\" is not a bytecode function of any module");
-    assert!(link(&[("a", &a), ("b", &b)], &opts(Some("nope"))).is_err());
+    assert_eq!(
+        format!("{:?}", link(&[("a", &a), ("b", &b)], &opts(Some("nope"))).expect_err("an error")),
+        r#"LinkError(NotDefined { what: "the entry function", name: "nope" })"#
+    );
     // Modules that declare different entries need one chosen.
     let b_entry = link(&[("b", &b)], &opts(Some("twice"))).unwrap();
     let e = link(&[("a.rvx", &a), ("b.rvx", &b_entry)], &opts(None)).unwrap_err();
@@ -317,7 +320,11 @@ fn builder_signatures_and_entry() {
     ib.end_function().unwrap();
     let e = ib.function_with_signature("bad", "(a: i64, a: i64) -> any".parse().unwrap()).unwrap_err();
     assert_eq!(e.to_string(), "function \"bad\": two parameters are named \"a\"");
-    assert!(ib.set_signature(sig).is_err(), "no open function");
+    assert_eq!(
+        format!("{:?}", ib.set_signature(sig).expect_err("an error")),
+        r#"NoOpenFunction { op: "set_signature" }"#,
+        "no open function"
+    );
     ib.set_entry("later").unwrap();
     let e = ib.get().unwrap_err();
     assert_eq!(

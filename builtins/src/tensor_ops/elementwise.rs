@@ -296,7 +296,10 @@ mod tests {
         assert_eq!(out::<bool>(add("vm.op.add", &[b.clone(), b.clone()])).2, vec![true, false]);
         assert_eq!(out::<bool>(mul("vm.op.mul", &[b.clone(), t(&[2], vec![true, true])])).2, vec![true, false]);
         assert!(sub("vm.op.sub", &[b.clone(), b.clone()]).unwrap_err().to_string().contains("vm.op.sub"));
-        assert!(neg("vm.op.neg", std::slice::from_ref(&b)).is_err());
+        assert_eq!(
+            format!("{:?}", neg("vm.op.neg", std::slice::from_ref(&b)).expect_err("an error")),
+            r#"Value("vm.op.neg: expected a numeric operand, found a boolean one (numpy does not negate booleans; use logical not)")"#
+        );
         assert_eq!(out::<f64>(div("vm.op.div", &[b.clone(), Value::Bool(true)])).1, DataType::F64);
     }
 
@@ -324,8 +327,14 @@ mod tests {
         assert_eq!(out::<f64>(sqrt("vm.op.sqrt", &[t(&[1], vec![4i64])])).2, vec![2.0]);
         assert_eq!(out::<u8>(neg("vm.op.neg", &[t(&[1], vec![1u8])])).2, vec![255]);
         assert_eq!(out::<i32>(relu("vm.op.relu", &[t(&[2], vec![-1i32, 3])])).2, vec![0, 3]);
-        assert!(exp("vm.op.exp", &[Value::str("x")]).is_err());
-        assert!(exp("vm.op.exp", &[]).is_err());
+        assert_eq!(
+            format!("{:?}", exp("vm.op.exp", &[Value::str("x")]).expect_err("an error")),
+            r#"Type { expected: "tensor, int, float or bool as argument 0 (operand) of vm.op.exp", found: "str" }"#
+        );
+        assert_eq!(
+            format!("{:?}", exp("vm.op.exp", &[]).expect_err("an error")),
+            r#"Arity { func: "vm.op.exp", expected: "1", got: 0 }"#
+        );
     }
 
     #[test]

@@ -249,9 +249,21 @@ mod tests {
         );
         let e = mm(&[Value::Tensor(Tensor::scalar(1.0f32)), a.clone()]).unwrap_err().to_string();
         assert!(e.contains("operand 0 must have at least one dimension"), "{e}");
-        assert!(mm(&[a.clone(), Value::Float(2.0)]).is_err());
-        assert!(mm(&[t(&[2, 2, 3], vec![0.0f32; 12]), t(&[3, 3, 1], vec![0.0f32; 9])]).is_err());
-        assert!(mm(&[a]).is_err());
+        assert_eq!(
+            format!("{:?}", mm(&[a.clone(), Value::Float(2.0)]).expect_err("an error")),
+            r#"Type { expected: "tensor as argument 1 (rhs) of vm.op.matmul", found: "float 2.0" }"#
+        );
+        assert_eq!(
+            format!(
+                "{:?}",
+                mm(&[t(&[2, 2, 3], vec![0.0f32; 12]), t(&[3, 3, 1], vec![0.0f32; 9])]).expect_err("an error")
+            ),
+            r#"Value("vm.op.matmul: operands could not be broadcast together with shapes (2,) and (3,) (dimension 0: 2 vs 3)")"#
+        );
+        assert_eq!(
+            format!("{:?}", mm(&[a]).expect_err("an error")),
+            r#"Arity { func: "vm.op.matmul", expected: "2", got: 1 }"#
+        );
         let huge_empty =
             |d: &[i64]| Value::Tensor(Tensor::zeros(Shape::from(d), DataType::F32, Default::default()).unwrap());
         let e = mm(&[huge_empty(&[0, 1 << 40, 1]), huge_empty(&[0, 1, 1 << 40])]).unwrap_err();

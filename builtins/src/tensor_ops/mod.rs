@@ -284,7 +284,10 @@ mod tests {
         let tf = Tensor::from_vec([1], vec![1.0f32]).unwrap();
         let ty = |ops: &[Operand<'_>]| operands_type("f", ops);
         assert_eq!(ty(&[Operand::Tensor(&t8), Operand::Int(100)]).unwrap(), DataType::I8);
-        assert!(ty(&[Operand::Tensor(&t8), Operand::Int(300)]).is_err());
+        assert_eq!(
+            format!("{:?}", ty(&[Operand::Tensor(&t8), Operand::Int(300)]).expect_err("an error")),
+            r#"Value("f: Python integer 300 is out of bounds for int8 (the dtype of the tensor operand)")"#
+        );
         assert_eq!(ty(&[Operand::Tensor(&t8), Operand::Float(1.5)]).unwrap(), DataType::F64);
         assert_eq!(ty(&[Operand::Tensor(&tf), Operand::Int(1 << 40)]).unwrap(), DataType::F32);
         assert_eq!(ty(&[Operand::Tensor(&t8), Operand::Tensor(&tf)]).unwrap(), DataType::F32);
@@ -293,12 +296,24 @@ mod tests {
 
     #[test]
     fn sizes_are_checked() {
-        assert!(numel("f", &[usize::MAX, 2], 1).is_err());
-        assert!(numel("f", &[1 << 40, 1 << 40], 1).is_err());
-        assert!(numel("f", &[0, 1 << 31, 1 << 31], 8).is_err());
+        assert_eq!(
+            format!("{:?}", numel("f", &[usize::MAX, 2], 1).expect_err("an error")),
+            r#"Alloc { bytes: 340282366920938463463374607431768211455, reason: "a result of shape (-1, 2) has too many elements (in f)" }"#
+        );
+        assert_eq!(
+            format!("{:?}", numel("f", &[1 << 40, 1 << 40], 1).expect_err("an error")),
+            r#"Alloc { bytes: 340282366920938463463374607431768211455, reason: "a result of shape (1099511627776, 1099511627776) has too many elements (in f)" }"#
+        );
+        assert_eq!(
+            format!("{:?}", numel("f", &[0, 1 << 31, 1 << 31], 8).expect_err("an error")),
+            r#"Alloc { bytes: 340282366920938463463374607431768211455, reason: "a result of shape (0, 2147483648, 2147483648) has too many elements (in f)" }"#
+        );
         assert_eq!(numel("f", &[0, 1 << 30, 1 << 30], 4).unwrap(), 0);
         assert_eq!(numel("f", &[], 8).unwrap(), 1);
-        assert!(try_vec::<f64>("f", usize::MAX / 4).is_err());
+        assert_eq!(
+            format!("{:?}", try_vec::<f64>("f", usize::MAX / 4).expect_err("an error")),
+            r#"Alloc { bytes: 36893488147419103224, reason: "out of memory for a result of 4611686018427387903 elements (in f)" }"#
+        );
     }
 }
 

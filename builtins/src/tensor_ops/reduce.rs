@@ -224,8 +224,17 @@ mod tests {
             let e = sum(N, &[x.clone(), bad]).unwrap_err().to_string();
             assert!(e.contains(N), "{e}");
         }
-        assert!(sum(N, &[x.clone(), Value::Null, Value::str("yes")]).is_err());
-        assert!(sum(N, &[Value::Tensor(Tensor::scalar(1.0f32)), 0.into()]).is_err());
-        assert!(sum(N, &[]).is_err());
+        assert_eq!(
+            format!("{:?}", sum(N, &[x.clone(), Value::Null, Value::str("yes")]).expect_err("an error")),
+            r#"Type { expected: "bool as argument 2 (keepdims) of vm.op.sum", found: "str" }"#
+        );
+        assert_eq!(
+            format!("{:?}", sum(N, &[Value::Tensor(Tensor::scalar(1.0f32)), 0.into()]).expect_err("an error")),
+            r#"Value("vm.op.sum: axis 0 is out of bounds for a tensor of dimension 0")"#
+        );
+        assert_eq!(
+            format!("{:?}", sum(N, &[]).expect_err("an error")),
+            r#"Arity { func: "vm.op.sum", expected: "1 to 3", got: 0 }"#
+        );
     }
 }

@@ -262,7 +262,10 @@ fn read_if_cond_drives_if() {
     assert!(matches!(out, Value::Bool(true)));
     let out = m.invoke("pick", &[tensor(&[1], vec![0u8])]).unwrap();
     assert!(out.as_tensor().is_ok());
-    assert!(m.invoke("pick", &[tensor(&[2], vec![0u8, 1])]).is_err());
+    assert_eq!(
+        format!("{:?}", m.invoke("pick", &[tensor(&[2], vec![0u8, 1])]).expect_err("an error")),
+        r#"At { func: "pick", pc: 0, instr: "call  vm.builtin.read_if_cond  in: %0  dst: %1", location: None, source: Value("vm.builtin.read_if_cond: expected a one-element tensor, found shape (2,)") }"#
+    );
 }
 
 /// A tensor pipeline: relu(x @ w + b), summed over the last axis.

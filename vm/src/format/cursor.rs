@@ -179,7 +179,10 @@ mod tests {
         assert!(e.contains("cannot fit"), "{e}");
         // 0x07 is the varint 3.
         let mut c = Cursor::new(&[0x07, 0, 0], 0, "strings");
-        assert!(c.count("string", 1).is_err());
+        assert_eq!(
+            format!("{:?}", c.count("string", 1).expect_err("an error")),
+            r#"Format("strings section at byte 0: string count 3 cannot fit in the 2 bytes left in the section")"#
+        );
         let mut c = Cursor::new(&[0x07, 0, 0], 0, "strings");
         assert_eq!(c.count("arg", 2).unwrap(), 3);
     }
@@ -190,9 +193,18 @@ mod tests {
         super::varint::put(&mut out, 5);
         super::varint::put(&mut out, u64::from(u32::MAX) + 1);
         let mut c = Cursor::new(&out, 0, "functions");
-        assert!(c.index("function", 5).is_err());
-        assert!(c.u32("register").is_err());
-        assert!(c.byte().is_err());
+        assert_eq!(
+            format!("{:?}", c.index("function", 5).expect_err("an error")),
+            r#"Format("functions section at byte 0: function 5 out of range (there are 5)")"#
+        );
+        assert_eq!(
+            format!("{:?}", c.u32("register").expect_err("an error")),
+            r#"Format("functions section at byte 1: register 4294967296 does not fit in 32 bits")"#
+        );
+        assert_eq!(
+            format!("{:?}", c.byte().expect_err("an error")),
+            r#"Format("functions section at byte 6: unexpected end of section")"#
+        );
         assert!(c.finish().is_ok());
     }
 }

@@ -331,18 +331,30 @@ mod tests {
         let e = decode(Cursor::new(&bytes, 7, "instructions"), 2, &BOUNDS).unwrap_err().to_string();
         assert!(e.contains("constant index 10 out of range") && e.contains("byte 11"), "{e}");
         let bytes = encode(&[Instruction::Call { func: 201, args: vec![], dst: None }], 1);
-        assert!(decode(Cursor::new(&bytes, 0, "instructions"), 1, &BOUNDS).is_err());
+        assert_eq!(
+            format!("{:?}", decode(Cursor::new(&bytes, 0, "instructions"), 1, &BOUNDS).expect_err("an error")),
+            r#"Format("instructions section at byte 2: function index 201 out of range (there are 201)")"#
+        );
     }
 
     #[test]
     fn rejects_bad_kinds_and_opcodes() {
         // v2 call, one non-register argument of kind 7.
         let bytes = [0x03, 0x01, 0x01, 0x07];
-        assert!(decode(Cursor::new(&bytes, 0, "instructions"), 2, &BOUNDS).is_err());
+        assert_eq!(
+            format!("{:?}", decode(Cursor::new(&bytes, 0, "instructions"), 2, &BOUNDS).expect_err("an error")),
+            r#"Format("instructions section at byte 1: unknown argument kind 7")"#
+        );
         // Unused nibble set.
         let bytes = [0x03, 0x01, 0x01, 0x11];
-        assert!(decode(Cursor::new(&bytes, 0, "instructions"), 2, &BOUNDS).is_err());
+        assert_eq!(
+            format!("{:?}", decode(Cursor::new(&bytes, 0, "instructions"), 2, &BOUNDS).expect_err("an error")),
+            r#"Format("instructions section at byte 3: the unused argument-kind nibble is not zero")"#
+        );
         let bytes = [0x03, 0x09];
-        assert!(decode(Cursor::new(&bytes, 0, "instructions"), 1, &BOUNDS).is_err());
+        assert_eq!(
+            format!("{:?}", decode(Cursor::new(&bytes, 0, "instructions"), 1, &BOUNDS).expect_err("an error")),
+            r#"Format("instructions section at byte 1: unknown opcode 0x09")"#
+        );
     }
 }

@@ -294,7 +294,10 @@ mod tests {
             t = Type::List(Box::new(t));
         }
         let mut strings = StringTable::default();
-        assert!(encode_type(&t, &mut Vec::new(), &mut strings, 1).is_err());
+        assert_eq!(
+            format!("{:?}", encode_type(&t, &mut Vec::new(), &mut strings, 1).expect_err("an error")),
+            r#"Value("the signature nests types more than 64 deep")"#
+        );
         // 65 list tags then any: the decoder stops at the limit.
         let mut bytes = vec![LIST; MAX_TYPE_DEPTH];
         bytes.push(ANY);

@@ -159,7 +159,10 @@ mod tests {
         varint::put(&mut bytes, 1);
         varint::put(&mut bytes, 10);
         bytes.extend_from_slice(b"abc");
-        assert!(Strings::decode(Cursor::new(&bytes, 0, "strings")).is_err());
+        assert_eq!(
+            format!("{:?}", Strings::decode(Cursor::new(&bytes, 0, "strings")).err().expect("an error")),
+            r#"Format("strings section at byte 1: string length 10 runs past the end of the section")"#
+        );
         let mut bytes = vec![];
         varint::put(&mut bytes, 1);
         varint::put(&mut bytes, 2);
@@ -170,7 +173,10 @@ mod tests {
         varint::put(&mut bytes, 1);
         varint::put(&mut bytes, 1);
         bytes.extend_from_slice(b"ab");
-        assert!(Strings::decode(Cursor::new(&bytes, 0, "strings")).is_err());
+        assert_eq!(
+            format!("{:?}", Strings::decode(Cursor::new(&bytes, 0, "strings")).err().expect("an error")),
+            r#"Format("strings section at byte 2: the strings take 1 bytes but 2 remain")"#
+        );
     }
 
     #[test]
@@ -178,6 +184,9 @@ mod tests {
         let mut b = Budget { left: 10 };
         let c = Cursor::new(&[], 0, "x");
         assert!(b.charge(6, &c, 0).is_ok());
-        assert!(b.charge(6, &c, 0).is_err());
+        assert_eq!(
+            format!("{:?}", b.charge(6, &c, 0).expect_err("an error")),
+            r#"Format("x section at byte 0: the file expands to too much memory (more than 128 bytes per byte of metadata)")"#
+        );
     }
 }
