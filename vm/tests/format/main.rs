@@ -1,0 +1,9 @@
+//! The binary format: round trips, versions, debug stripping, zero-copy mapping, skipped
+//! sections, and hand-crafted malformed files (each must be an error, never a panic).
+
+mod common;
+mod crafted;
+mod golden;
+mod libraries;
+mod round_trip;
+mod verifier;
