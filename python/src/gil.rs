@@ -48,12 +48,12 @@ pub fn needs_release(exe: &Executable, keeps_gil: &[bool], start: usize) -> bool
             return true;
         }
         for ins in &exe.instrs()[f.instr_range()] {
-            match ins {
-                Instruction::Call { func, .. } => stack.push(*func as usize),
-                Instruction::Goto { offset } | Instruction::If { false_offset: offset, .. } if *offset <= 0 => {
-                    return true
-                }
-                _ => {}
+            if let Instruction::Call { func, .. } = ins {
+                stack.push(*func as usize);
+            }
+            // A backward (or zero) jump is a loop: its run time is unbounded.
+            if ins.successors().iter().any(|&offset| offset <= 0) {
+                return true;
             }
         }
     }

@@ -1,60 +1,17 @@
 //! Packed functions: functions of a slice of values, the VM's one calling convention.
 
+use crate::cost::Cost;
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
-use crate::value::{Callable, Closure, FromValue, IntoValue, Value};
+use crate::value::{Callable, Value};
+use crate::value_conv::{FromValue, IntoValue};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-/// The signature every packed function has.
-pub type PackedFnSig = dyn Fn(&mut CallCtx<'_>, &[Value]) -> Result<Value> + Send + Sync;
-
-/// A plain function of two values: the form of hot scalar builtins, which the interpreter
-/// calls directly, without building an argument list.
-pub type BinaryFn = fn(&Value, &Value) -> Result<Value>;
-
-/// A function that returns one of its arguments, or a part of one, by reference (`copy`,
-/// `tuple_getitem`): the interpreter then skips the reference-count traffic of a result that the
-/// destination register already holds. It is given the function's name for its errors.
-pub type SelectFn = for<'a> fn(&str, &'a [Value]) -> Result<&'a Value>;
-
-/// A named, shareable packed function.
-#[derive(Clone)]
-pub struct PackedFunc {
-    f: Arc<PackedFnSig>,
-    name: Arc<str>,
-    binary: Option<BinaryFn>,
-    select: Option<SelectFn>,
-    cost: Cost,
-}
-
-/// How long a packed function may run, as its author declares it: a caller that holds a lock
-/// others wait for (Python's GIL) reads it to decide whether releasing the lock first is worth
-/// its own cost.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Cost {
-    /// Small work bounded independently of the arguments: no loops over tensor data, no
-    /// allocation proportional to the input, no calls to other functions.
-    Constant,
-    /// Anything else (the default): may loop over data, allocate, block or call back.
-    #[default]
-    Unbounded,
-}
-
-/// What a packed function can reach of the VM that calls it (for `vm_state` builtins).
-pub trait VmHandle {
-    /// Calls a function value (bytecode or packed) with `args` followed by its captures.
-    fn call_closure(&mut self, f: &Closure, args: &[Value]) -> Result<Value>;
-    /// The VM's default device.
-    fn device(&self) -> Device;
-    /// Checks for an interrupt or a signal (see [`crate::VirtualMachine::poll`]).
-    fn poll(&mut self) -> Result<()>;
-}
-
-/// The context of one packed-function call: the calling VM, if any.
-pub struct CallCtx<'a> {
-    vm: Option<&'a mut dyn VmHandle>,
-}
+// The types are declared beside `Value`, which holds packed functions (a value can be a
+// function, and a function takes values); their methods live here. The paths stay
+// `relaxvm::packed::*`.
+pub use crate::value::{BinaryFn, CallCtx, PackedFnSig, PackedFunc, SelectFn, VmHandle};
 
 impl<'a> CallCtx<'a> {
     /// A context inside a VM.
@@ -247,6 +204,7 @@ impl_typed_fn!(6, A0 0, A1 1, A2 2, A3 3, A4 4, A5 5);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::value::Closure;
 
     #[test]
     fn typed_converts_and_checks() {

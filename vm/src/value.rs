@@ -1,10 +1,12 @@
 //! Dynamically typed values: what registers hold and packed functions take and return.
+//! A value can be a packed function, which takes values: so the packed-function types are
+//! declared here, beside [`Value`], and made and called by the methods in [`crate::packed`].
 
 use crate::arcstr::ArcStr;
+use crate::cost::Cost;
 use crate::device::Device;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
-use crate::packed::PackedFunc;
 use crate::shape::Shape;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
@@ -80,9 +82,47 @@ impl Closure {
     pub fn name(&self) -> &str {
         match &self.callable {
             Callable::Bytecode { name, .. } => name,
-            Callable::Packed(f) => f.name(),
+            Callable::Packed(f) => &f.name,
         }
     }
+}
+
+/// The signature every packed function has.
+pub type PackedFnSig = dyn Fn(&mut CallCtx<'_>, &[Value]) -> Result<Value> + Send + Sync;
+
+/// A plain function of two values: the form of hot scalar builtins, which the interpreter
+/// calls directly, without building an argument list.
+pub type BinaryFn = fn(&Value, &Value) -> Result<Value>;
+
+/// A function that returns one of its arguments, or a part of one, by reference (`copy`,
+/// `tuple_getitem`): the interpreter then skips the reference-count traffic of a result that the
+/// destination register already holds. It is given the function's name for its errors.
+pub type SelectFn = for<'a> fn(&str, &'a [Value]) -> Result<&'a Value>;
+
+/// A named, shareable packed function (made and called by the methods in [`crate::packed`],
+/// which use these fields).
+#[derive(Clone)]
+pub struct PackedFunc {
+    pub(crate) f: Arc<PackedFnSig>,
+    pub(crate) name: Arc<str>,
+    pub(crate) binary: Option<BinaryFn>,
+    pub(crate) select: Option<SelectFn>,
+    pub(crate) cost: Cost,
+}
+
+/// What a packed function can reach of the VM that calls it (for `vm_state` builtins).
+pub trait VmHandle {
+    /// Calls a function value (bytecode or packed) with `args` followed by its captures.
+    fn call_closure(&mut self, f: &Closure, args: &[Value]) -> Result<Value>;
+    /// The VM's default device.
+    fn device(&self) -> Device;
+    /// Checks for an interrupt or a signal (see [`crate::VirtualMachine::poll`]).
+    fn poll(&mut self) -> Result<()>;
+}
+
+/// The context of one packed-function call: the calling VM, if any.
+pub struct CallCtx<'a> {
+    pub(crate) vm: Option<&'a mut dyn VmHandle>,
 }
 
 impl Value {
@@ -399,102 +439,6 @@ impl fmt::Debug for Value {
     }
 }
 
-/// Conversion from a [`Value`] argument, for typed packed functions.
-pub trait FromValue: Sized {
-    /// Converts, or says what was expected.
-    fn from_value(v: &Value) -> Result<Self>;
-}
-
-/// Conversion into a [`Value`] result.
-pub trait IntoValue {
-    /// Converts.
-    fn into_value(self) -> Value;
-}
-
-macro_rules! value_conv {
-    ($t:ty, $variant:ident, $expected:literal, |$v:ident| $from:expr) => {
-        impl FromValue for $t {
-            fn from_value($v: &Value) -> Result<Self> {
-                $from.ok_or_else(|| Error::type_mismatch($expected, $v.describe()))
-            }
-        }
-        impl From<$t> for Value {
-            fn from(x: $t) -> Value {
-                Value::$variant(x.into())
-            }
-        }
-    };
-}
-
-value_conv!(i64, Int, "int", |v| match v {
-    Value::Int(i) => Some(*i),
-    Value::Bool(b) => Some(i64::from(*b)),
-    _ => None,
-});
-value_conv!(f64, Float, "float", |v| match v {
-    Value::Float(x) => Some(*x),
-    Value::Int(i) => Some(*i as f64),
-    _ => None,
-});
-value_conv!(bool, Bool, "bool", |v| match v {
-    Value::Bool(b) => Some(*b),
-    Value::Int(i) => Some(*i != 0),
-    _ => None,
-});
-value_conv!(String, Str, "str", |v| match v {
-    Value::Str(s) => Some(s.to_string()),
-    _ => None,
-});
-value_conv!(Shape, Shape, "shape", |v| match v {
-    Value::Shape(s) => Some(s.clone()),
-    _ => None,
-});
-value_conv!(Tensor, Tensor, "tensor", |v| match v {
-    Value::Tensor(t) => Some(t.clone()),
-    _ => None,
-});
-value_conv!(DataType, DType, "dtype", |v| v.as_dtype().ok());
-value_conv!(Device, Device, "device", |v| match v {
-    Value::Device(d) => Some(*d),
-    _ => None,
-});
-
-impl From<i32> for Value {
-    fn from(x: i32) -> Value {
-        Value::Int(x.into())
-    }
-}
-
-impl From<&str> for Value {
-    fn from(x: &str) -> Value {
-        Value::Str(x.into())
-    }
-}
-
-impl From<Vec<Value>> for Value {
-    fn from(x: Vec<Value>) -> Value {
-        Value::Tuple(Arc::new(x))
-    }
-}
-
-impl From<()> for Value {
-    fn from(_: ()) -> Value {
-        Value::Null
-    }
-}
-
-impl FromValue for Value {
-    fn from_value(v: &Value) -> Result<Self> {
-        Ok(v.clone())
-    }
-}
-
-impl<T: Into<Value>> IntoValue for T {
-    fn into_value(self) -> Value {
-        self.into()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -578,10 +522,5 @@ mod tests {
         assert!(t.same_as(&t.clone()));
         assert!(!Value::Int(1).same_as(&Value::Float(1.0)));
         assert_eq!(Value::tuple(vec![Value::Int(1)]).to_string(), "(1,)");
-        assert_eq!(<i64 as FromValue>::from_value(&Value::Int(4)).unwrap(), 4);
-        assert_eq!(
-            format!("{:?}", <String as FromValue>::from_value(&Value::Int(4)).expect_err("an error")),
-            r#"Type { expected: "str", found: "int 4" }"#
-        );
     }
 }
