@@ -48,7 +48,7 @@ pub enum Value {
     /// Raw storage from `alloc_storage`.
     Storage(Storage),
     /// The VM-state register's marker: builtins that take it reach the VM through their
-    /// [`CallCtx`](crate::CallCtx).
+    /// [`CallCtx`].
     VmState,
     /// Any other object, opaque to the VM.
     Object(Arc<Box<dyn Any + Send + Sync>>),

@@ -9,7 +9,7 @@ use crate::instr_text::instr_to_text_with;
 use crate::location::Location;
 
 /// What the verifier needs to know about the program around one function. Implemented by
-/// [`ExecutableParts`](crate::ExecutableParts) and by the builder's function table, which is
+/// [`FuncTable`](super::FuncTable) (an executable or its parts) and by the builder, whose table is
 /// still growing when a function closes.
 pub trait Tables {
     /// The name of function-table entry `index`, if it exists.

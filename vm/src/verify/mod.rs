@@ -8,7 +8,7 @@
 //! out of bounds. [`verify`] also checks the executable around the functions: names, the entry
 //! function, signatures (one parameter per input, named as the parameters, well-formed types)
 //! and that functions do not share instructions. At [`Depth::DataFlow`] it also proves that
-//! every register is written before it is read along every path ([`flow`]).
+//! every register is written before it is read along every path (`flow.rs`).
 //!
 //! Errors are one type, [`VerifyError`], naming the function, instruction, operand and source
 //! location.
