@@ -3,7 +3,7 @@
 use crate::error::BuildError;
 use std::fmt;
 
-/// A module in a [`LinkError`]: its position in the list given to [`link`] and its name.
+/// A module in a [`LinkError`]: its position in the list given to [`link`](crate::link()) and its name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModuleRef {
     /// The position in the list of modules.
