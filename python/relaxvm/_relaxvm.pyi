@@ -25,6 +25,8 @@ __all__ = [
     "FunctionScope",
     "Location",
     "Object",
+    "ProfileReport",
+    "ProfileRow",
     "Shape",
     "Tensor",
     "TimeEvaluator",
@@ -536,6 +538,63 @@ class VMFunction:
     def __call__(self, *args: _VMValue, **kwargs: _VMValue) -> _VMValue: ...
 
 @final
+class ProfileRow:
+    """One callee's calls in a ``ProfileReport``, aggregated."""
+
+    @property
+    def name(self) -> str:
+        """The callee's name (``"(vm overhead)"`` for the interpreter's own time)."""
+    @property
+    def kind(self) -> str:
+        """``"builtin"``, ``"kernel"``, ``"python"``, ``"vm"`` or ``"overhead"``."""
+    @property
+    def count(self) -> int:
+        """How many calls returned."""
+    @property
+    def total_ns(self) -> int:
+        """Their time: exclusive for leaf callees, inclusive for kind ``"vm"``."""
+    @property
+    def mean_ns(self) -> int:
+        """The mean time per call."""
+    @property
+    def min_ns(self) -> int:
+        """The shortest call."""
+    @property
+    def max_ns(self) -> int:
+        """The longest call."""
+    @property
+    def percent(self) -> float:
+        """The share of the report's ``total_ns``; all rows but kind ``"vm"`` add up to 100."""
+    @property
+    def shapes(self) -> list[str]:
+        """The distinct argument types and shapes seen, e.g. ``"float32(2, 3), int"``."""
+
+@final
+class ProfileReport:
+    """Where the time of one call went (``VirtualMachine.profile``). ``str(report)`` is
+    ``report.table()``."""
+
+    @property
+    def function(self) -> str:
+        """The function that was run."""
+    @property
+    def total_ns(self) -> int:
+        """The wall time of the whole call."""
+    @property
+    def rows(self) -> list[ProfileRow]:
+        """One row per callee in order of first return, the ``(vm overhead)`` row last."""
+    def table(self, sort_by: str = "total", top: int | None = None) -> str:
+        """A table sorted by ``"total"``, ``"count"``, ``"mean"`` or ``"name"``, at most ``top``
+        rows."""
+    def csv(self) -> str:
+        """CSV: a header and one row per callee, times in nanoseconds."""
+    def json(self) -> str:
+        """JSON: ``{"function": ..., "total_ns": ..., "calls": [...]}``."""
+    def save_trace(self, path: str | os.PathLike[str]) -> None:
+        """Writes the run in the Chrome trace event format (open it at ui.perfetto.dev): one
+        event per call, nested by depth, with shapes, caller and pc."""
+
+@final
 class BenchmarkResult:
     """Timing of repeated runs, in seconds per run (TVM's ``BenchmarkResult``)."""
 
@@ -594,7 +653,12 @@ class VirtualMachine:
         default): ``max_call_depth`` bytecode frames (100,000); ``max_reentry`` nested calls
         back into the VM from packed functions such as ``invoke_closure`` (200); ``step_budget``
         bytecode calls and backward jumps per top-level call (unlimited); ``max_stack_registers``
-        registers held by all frames together (16,777,216, i.e. 256 MiB). Each must be >= 1."""
+        registers held by all frames together (16,777,216, i.e. 256 MiB). Each must be >= 1.
+        ``profile=True`` enables ``profile()``; it does not slow other calls."""
+    def profile(self, func_name: str, *args: _VMValue, **kwargs: _VMValue) -> ProfileReport:
+        """Runs ``func_name`` once and returns where its time went, per callee. Needs
+        ``profile=True``; raises ``VMValueError`` otherwise, and the call's own error if it
+        fails (the VM stays usable)."""
     def __getitem__(self, key: str, /) -> VMFunction:
         """Function ``name`` (bytecode or saved) as a callable; unknown names raise ``KeyError``."""
     def signature(self, name: str) -> _Reflection | None:

@@ -11,6 +11,7 @@ mod errors;
 mod executable;
 mod gil;
 mod link;
+mod profile;
 mod registry;
 mod richcmp;
 mod shape;
@@ -42,6 +43,8 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<executable::PyExecutable>()?;
     m.add_class::<shape::PyShape>()?;
     m.add_class::<tensor::PyTensor>()?;
+    m.add_class::<profile::PyProfileReport>()?;
+    m.add_class::<profile::PyProfileRow>()?;
     m.add_class::<vm::PyVirtualMachine>()?;
     m.add_class::<vm_function::PyVmFunction>()?;
     m.add_class::<timing::BenchmarkResult>()?;

@@ -8,6 +8,7 @@ use crate::device::extract_device;
 use crate::errors::{from_pyerr, IntoPyResult};
 use crate::executable::PyExecutable;
 use crate::gil;
+use crate::profile::PyProfileReport;
 use crate::signals::deliver_signals;
 use crate::signature::reflection;
 use crate::timing::TimeEvaluator;
@@ -117,7 +118,7 @@ impl PyVirtualMachine {
         step_budget: Option<i64>,
         max_stack_registers: Option<i64>,
     ) -> PyResult<Self> {
-        let _ = (memory_cfg, profile);
+        let _ = memory_cfg;
         let defaults = VmConfig::default();
         let config = VmConfig {
             max_call_depth: limit("max_call_depth", max_call_depth)?.unwrap_or(defaults.max_call_depth),
@@ -125,6 +126,7 @@ impl PyVirtualMachine {
             step_budget: limit("step_budget", step_budget)?.map(|n| n as u64),
             max_stack_registers: limit("max_stack_registers", max_stack_registers)?
                 .unwrap_or(defaults.max_stack_registers),
+            profile,
         };
         let device = match device {
             Some(d) if d.is_instance_of::<PyList>() || d.is_instance_of::<PyTuple>() => {
@@ -308,6 +310,24 @@ impl PyVirtualMachine {
         let func = Py::new(py, self.resolve(py, func_name)?)?;
         let cooldown = std::time::Duration::from_secs_f64(cooldown_interval_ms / 1e3);
         Ok(TimeEvaluator { func, number, repeat, min_repeat_ms, cooldown, repeats_to_cooldown })
+    }
+
+    /// Runs `func_name` once with the arguments (bound as a call would bind them) and returns
+    /// where its time went, per callee (`rx.ProfileReport`). Needs `profile=True` when the VM
+    /// was made. The run's result is discarded; an error is raised as the call would raise it.
+    #[pyo3(signature = (func_name, *args, **kwargs))]
+    fn profile(
+        &self,
+        py: Python<'_>,
+        func_name: &str,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyProfileReport> {
+        let f = self.resolve(py, func_name)?;
+        let mut argv = Args::new();
+        f.bind_args(args, kwargs, &mut argv)?;
+        let report = self.shared.run(py, true, |vm| vm.profile(func_name, &argv))?;
+        Ok(PyProfileReport::new(report))
     }
 
     /// Stops the running call (from another thread) with a `VMError` at its next backward jump

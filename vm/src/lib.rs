@@ -43,6 +43,7 @@ mod names;
 pub mod native;
 pub mod packed;
 mod parts;
+pub mod profile;
 pub mod python_dump;
 pub mod registry;
 pub mod shape;

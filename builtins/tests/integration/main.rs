@@ -5,5 +5,6 @@ mod constants;
 mod error_table;
 mod interrupts;
 mod numpy_tables;
+mod profile;
 mod robustness;
 mod vm_programs;

@@ -23,6 +23,10 @@ pub struct InstrumentCall<'a> {
     pub args: &'a [Value],
     /// The result (after the call only).
     pub ret: Option<&'a Value>,
+    /// The bytecode function making the call.
+    pub caller: &'a str,
+    /// The index of the `call` instruction within `caller`.
+    pub pc: usize,
 }
 
 /// What the instrument hook asks the VM to do with a call.
@@ -59,6 +63,7 @@ impl VirtualMachine {
         let Op::CallBytecode { func, args, nargs, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
         let argv = self.load_args(&code.operands[args as usize..(args + nargs) as usize], base);
         let name = self.exe.funcs()[func as usize].name.clone();
+        let (caller, at) = self.call_site(pc);
         let mut hook = self.instrument.take().expect("only called with an instrument");
         let call = InstrumentCall {
             func: &code.func_values[func as usize],
@@ -66,6 +71,8 @@ impl VirtualMachine {
             before: true,
             args: &argv,
             ret: None,
+            caller: &caller,
+            pc: at,
         };
         let before = call_hook(&mut hook, &call);
         self.instrument = Some(hook);
@@ -78,6 +85,7 @@ impl VirtualMachine {
         let frame = self.instrumented.pop().expect("checked by the caller");
         let Instruction::Call { func, .. } = self.exe.instrs()[frame.pc] else { unreachable!("a call") };
         let name = self.exe.funcs()[func as usize].name.clone();
+        let (caller, at) = self.call_site(frame.pc);
         // The hook may have been removed by a callback meanwhile: then there is none to call.
         let Some(mut hook) = self.instrument.take() else { return Ok(()) };
         let call = InstrumentCall {
@@ -86,6 +94,8 @@ impl VirtualMachine {
             before: false,
             args: &frame.args,
             ret: Some(ret),
+            caller: &caller,
+            pc: at,
         };
         let after = call_hook(&mut hook, &call);
         self.instrument = Some(hook);
@@ -107,8 +117,10 @@ impl VirtualMachine {
         let args = &args[..];
         let fval = &code.func_values[func as usize];
         let name = self.exe.funcs()[func as usize].name.clone();
+        let (caller, at) = self.call_site(pc);
         let mut hook = self.instrument.take().expect("only called with an instrument");
-        let before = call_hook(&mut hook, &InstrumentCall { func: fval, name: &name, before: true, args, ret: None });
+        let call = InstrumentCall { func: fval, name: &name, before: true, args, ret: None, caller: &caller, pc: at };
+        let before = call_hook(&mut hook, &call);
         self.instrument = Some(hook);
         if before? == InstrumentAction::Skip {
             return Ok(Value::Null);
@@ -116,12 +128,33 @@ impl VirtualMachine {
         let Callee::Packed(f) = &code.callees[func as usize] else { unreachable!("bytecode calls have frames") };
         let ret = f.call(&mut CallCtx::new(self), args)?;
         if let Some(mut hook) = self.instrument.take() {
-            let after =
-                call_hook(&mut hook, &InstrumentCall { func: fval, name: &name, before: false, args, ret: Some(&ret) });
+            let call = InstrumentCall {
+                func: fval,
+                name: &name,
+                before: false,
+                args,
+                ret: Some(&ret),
+                caller: &caller,
+                pc: at,
+            };
+            let after = call_hook(&mut hook, &call);
             self.instrument = Some(hook);
             after?;
         }
         Ok(ret)
+    }
+}
+
+impl VirtualMachine {
+    /// The running function's name and the index within it of instruction `pc`.
+    fn call_site(&self, pc: usize) -> (String, usize) {
+        match self.frames.last() {
+            Some(frame) => {
+                let f = &self.exe.funcs()[frame.func as usize];
+                (f.name.clone(), pc - f.start_instr as usize)
+            }
+            None => (String::new(), pc),
+        }
     }
 }
 

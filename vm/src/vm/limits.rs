@@ -20,11 +20,21 @@ pub struct VmConfig {
     /// fails with an allocation error. Without it, a function declaring a million registers
     /// that recursed would exhaust memory long before the depth limit.
     pub max_stack_registers: usize,
+    /// Whether [`VirtualMachine::profile`](super::VirtualMachine::profile) may run (TVM's
+    /// `profile=True`); off by default. Runs are not slower either way: profiling is a separate
+    /// entry point.
+    pub profile: bool,
 }
 
 impl Default for VmConfig {
     fn default() -> Self {
-        VmConfig { max_call_depth: 100_000, max_reentry: 200, step_budget: None, max_stack_registers: 1 << 24 }
+        VmConfig {
+            max_call_depth: 100_000,
+            max_reentry: 200,
+            step_budget: None,
+            max_stack_registers: 1 << 24,
+            profile: false,
+        }
     }
 }
 

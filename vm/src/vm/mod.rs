@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 mod instrument;
 mod limits;
+mod profiling;
 use instrument::InstrumentedFrame;
 pub use instrument::{Instrument, InstrumentAction, InstrumentCall};
 pub use limits::{InterruptHandle, PollHook, VmConfig, MIN_NATIVE_STACK, POLL_INTERVAL};
