@@ -7,6 +7,7 @@
 
 mod error;
 mod io;
+mod profile;
 mod run;
 
 pub use error::CliError;
@@ -69,6 +70,11 @@ enum Command {
     /// relaxvm run model.so --input x.npy
     #[command(allow_negative_numbers = true)]
     Run(RunArgs),
+    /// Run a function once and print where its time went, per builtin, kernel and bytecode
+    /// function (see docs/profiling.md).
+    ///
+    /// Example: relaxvm profile model.so --function main --input x.npy --repeat 5 --trace t.json
+    Profile(profile::ProfileArgs),
     /// Link executables into one: merge their function tables and constant pools, so that a
     /// function declared in one and defined in another becomes a direct call.
     ///
@@ -203,6 +209,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Verify(a) => verify(a),
         Command::Run(a) => run_function(a),
+        Command::Profile(a) => profile::profile(a),
         Command::Link(a) => link(a),
     }
 }
@@ -274,27 +281,8 @@ fn run_function(a: RunArgs) -> Result<(), CliError> {
         io::check_output(out, &inputs)?;
     }
     let exe = io::read_executable(&a.input, false, io::Native::Open)?;
-    let func = match a.func.as_deref().or_else(|| exe.entry()) {
-        Some(f) => f.to_string(),
-        None => {
-            return Err(CliError::new(format!(
-                "{}: no function named and no entry function (define main, or set one with .entry or link --entry)",
-                a.input.display()
-            )))
-        }
-    };
-    // A signature says how to read each argument; invoke checks them against it.
-    let types = exe.func(&func).and_then(|f| f.signature.as_ref()).map(|s| &s.params);
-    let args = a
-        .args
-        .iter()
-        .enumerate()
-        .map(|(i, s)| match types.and_then(|t| t.get(i)) {
-            Some((_, t)) => run::parse_arg_as(s, t),
-            None => run::parse_arg(s),
-        })
-        .chain(a.inputs.iter().map(|p| run::parse_arg(&format!("npy:{}", p.display()))))
-        .collect::<Result<Vec<_>, _>>()?;
+    let func = run::function_to_call(&exe, a.func.as_deref(), &a.input)?;
+    let args = run::call_args(&exe, &func, &a.args, &a.inputs)?;
     relaxvm_builtins::ensure_registered();
     let mut vm = VirtualMachine::new(Arc::new(exe))?;
     vm.config_mut().step_budget = a.max_steps;

@@ -86,6 +86,37 @@ fn load_npy(path: &str) -> Result<Tensor, CliError> {
     npy::from_bytes(&io::read(Path::new(path))?).map_err(|e| CliError::new(format!("{path}: {e}")))
 }
 
+/// The function a command calls: the one named, else the executable's entry function.
+pub fn function_to_call(exe: &relaxvm::Executable, named: Option<&str>, input: &Path) -> Result<String, CliError> {
+    match named.or_else(|| exe.entry()) {
+        Some(f) => Ok(f.to_string()),
+        None => Err(CliError::new(format!(
+            "{}: no function named and no entry function (define main, or set one with .entry or link --entry)",
+            input.display()
+        ))),
+    }
+}
+
+/// The arguments of a call to `func`: `args` read as its signature's parameter types say (or
+/// by their prefix without one), then each `.npy` file of `inputs`.
+pub fn call_args(
+    exe: &relaxvm::Executable,
+    func: &str,
+    args: &[String],
+    inputs: &[std::path::PathBuf],
+) -> Result<Vec<Value>, CliError> {
+    // A signature says how to read each argument; invoke checks them against it.
+    let types = exe.func(func).and_then(|f| f.signature.as_ref()).map(|s| &s.params);
+    args.iter()
+        .enumerate()
+        .map(|(i, s)| match types.and_then(|t| t.get(i)) {
+            Some((_, t)) => parse_arg_as(s, t),
+            None => parse_arg(s),
+        })
+        .chain(inputs.iter().map(|p| parse_arg(&format!("npy:{}", p.display()))))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,7 +54,7 @@ fn failure(cmd: &mut Command) -> String {
 #[test]
 fn help_documents_every_command() {
     let help = stdout(relaxvm().arg("--help"));
-    for cmd in ["asm", "dis", "stats", "verify", "run", "link"] {
+    for cmd in ["asm", "dis", "stats", "verify", "run", "profile", "link"] {
         assert!(help.contains(&format!("  {cmd} ")), "{help}");
     }
     let run = stdout(relaxvm().args(["run", "--help"]));
@@ -351,4 +351,37 @@ fn run_reads_arguments_as_the_signature_says() {
     assert!(e.contains("half: expected 2 argument(s), got 1"), "{e}");
     let e = failure(relaxvm().arg("run").arg(&prog));
     assert!(e.contains("no function named and no entry function"), "{e}");
+}
+
+#[test]
+fn profile_prints_the_calls_as_table_csv_json_and_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = write(dir.path(), "sum.txt", SUM);
+    let table = stdout(relaxvm().arg("profile").arg(&prog).args(["--function", "sum", "--arg", "10", "--repeat", "3"]));
+    assert!(table.starts_with("profile of \"sum\": "), "{table}");
+    assert!(table.contains("(vm overhead)") && table.contains("vm.builtin.int.add"), "{table}");
+    let csv = stdout(relaxvm().arg("profile").arg(&prog).args(["--function", "sum", "--arg", "10", "--csv"]));
+    let count = |name: &str| {
+        let line = csv.lines().find(|l| l.starts_with(&format!("{name},"))).unwrap_or_else(|| panic!("{csv}"));
+        line.split(',').nth(2).unwrap().parse::<u64>().unwrap()
+    };
+    // two adds before the loop, two per iteration; one comparison per test of the loop
+    assert_eq!((count("vm.builtin.int.add"), count("vm.builtin.int.lt")), (22, 11), "{csv}");
+    let trace = dir.path().join("trace.json");
+    let json = stdout(
+        relaxvm()
+            .arg("profile")
+            .arg(&prog)
+            .args(["--function", "scale", "--arg", "float:2", "--arg", "-3", "--json"])
+            .arg("--trace")
+            .arg(&trace),
+    );
+    assert!(json.contains("\"function\":\"scale\"") && json.contains("\"name\":\"vm.op.mul\""), "{json}");
+    let events = std::fs::read_to_string(&trace).unwrap();
+    assert!(events.contains("\"traceEvents\"") && events.contains("\"caller\":\"scale\""), "{events}");
+    let e = failure(relaxvm().arg("profile").arg(&prog));
+    assert!(e.contains("no function named and no entry function"), "{e}");
+    let out = relaxvm().arg("profile").arg(&prog).args(["--function", "sum", "--repeat", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--repeat"));
 }

@@ -1,0 +1,70 @@
+//! `relaxvm profile`: where the time of one call goes (see `docs/profiling.md`).
+
+use super::{io, run, CliError};
+use clap::Args;
+use relaxvm::profile::{ProfileReport, SortBy};
+use relaxvm::VirtualMachine;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The arguments of `relaxvm profile`.
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// The executable (.rvx, text form, or a TVM .so).
+    input: PathBuf,
+    /// The function to profile [default: the entry function].
+    #[arg(long = "function", value_name = "F")]
+    func: Option<String>,
+    /// An argument like those of `run` (int:3, shape:2,3, npy:x.npy...); repeatable, in order.
+    #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
+    args: Vec<String>,
+    /// A .npy file passed as the next argument after the --arg ones (repeatable, in order).
+    #[arg(long = "input", value_name = "FILE")]
+    inputs: Vec<PathBuf>,
+    /// Run this many times and report the fastest run (the first pays one-time costs).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
+    /// Also write the reported run as a Chrome trace (open it at ui.perfetto.dev).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Print CSV instead of the table.
+    #[arg(long, conflicts_with = "json")]
+    csv: bool,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Profiles the function and prints the report.
+pub fn profile(a: ProfileArgs) -> Result<(), CliError> {
+    if let Some(out) = &a.trace {
+        let mut inputs = vec![a.input.as_path()];
+        inputs.extend(a.inputs.iter().map(PathBuf::as_path));
+        io::check_output(out, &inputs)?;
+    }
+    let exe = io::read_executable(&a.input, false, io::Native::Open)?;
+    let func = run::function_to_call(&exe, a.func.as_deref(), &a.input)?;
+    let args = run::call_args(&exe, &func, &a.args, &a.inputs)?;
+    relaxvm_builtins::ensure_registered();
+    let mut vm = VirtualMachine::new(Arc::new(exe))?;
+    vm.config_mut().profile = true;
+    let mut best: Option<ProfileReport> = None;
+    for _ in 0..a.repeat {
+        let report = vm.profile(&func, &args)?;
+        if best.as_ref().is_none_or(|b| report.total_ns < b.total_ns) {
+            best = Some(report);
+        }
+    }
+    let report = best.expect("at least one run (--repeat is at least 1)");
+    if let Some(path) = &a.trace {
+        io::write(path, report.chrome_trace().as_bytes())?;
+    }
+    let text = if a.csv {
+        report.csv()
+    } else if a.json {
+        report.json() + "\n"
+    } else {
+        report.table(SortBy::Total, None)
+    };
+    io::write_output(None, &text)
+}
