@@ -275,14 +275,7 @@ fn verify(a: VerifyArgs) -> Result<(), CliError> {
 }
 
 fn run_function(a: RunArgs) -> Result<(), CliError> {
-    if let Some(out) = &a.output {
-        let mut inputs = vec![a.input.as_path()];
-        inputs.extend(a.inputs.iter().map(PathBuf::as_path));
-        io::check_output(out, &inputs)?;
-    }
-    let exe = io::read_executable(&a.input, false, io::Native::Open)?;
-    let func = run::function_to_call(&exe, a.func.as_deref(), &a.input)?;
-    let args = run::call_args(&exe, &func, &a.args, &a.inputs)?;
+    let (exe, func, args) = run::prepare_call(&a.input, a.func.as_deref(), &a.args, &a.inputs, a.output.as_deref())?;
     relaxvm_builtins::ensure_registered();
     let mut vm = VirtualMachine::new(Arc::new(exe))?;
     vm.config_mut().step_budget = a.max_steps;

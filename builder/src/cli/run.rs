@@ -86,8 +86,28 @@ fn load_npy(path: &str) -> Result<Tensor, CliError> {
     npy::from_bytes(&io::read(Path::new(path))?).map_err(|e| CliError::new(format!("{path}: {e}")))
 }
 
+/// What `run` and `profile` call: the executable at `input` (after checking that `output`, if
+/// any, is none of the inputs), the function to call and its arguments.
+pub fn prepare_call(
+    input: &Path,
+    named: Option<&str>,
+    args: &[String],
+    inputs: &[std::path::PathBuf],
+    output: Option<&Path>,
+) -> Result<(relaxvm::Executable, String, Vec<Value>), CliError> {
+    if let Some(out) = output {
+        let mut all = vec![input];
+        all.extend(inputs.iter().map(std::path::PathBuf::as_path));
+        io::check_output(out, &all)?;
+    }
+    let exe = io::read_executable(input, false, io::Native::Open)?;
+    let func = function_to_call(&exe, named, input)?;
+    let args = call_args(&exe, &func, args, inputs)?;
+    Ok((exe, func, args))
+}
+
 /// The function a command calls: the one named, else the executable's entry function.
-pub fn function_to_call(exe: &relaxvm::Executable, named: Option<&str>, input: &Path) -> Result<String, CliError> {
+fn function_to_call(exe: &relaxvm::Executable, named: Option<&str>, input: &Path) -> Result<String, CliError> {
     match named.or_else(|| exe.entry()) {
         Some(f) => Ok(f.to_string()),
         None => Err(CliError::new(format!(
@@ -99,7 +119,7 @@ pub fn function_to_call(exe: &relaxvm::Executable, named: Option<&str>, input: &
 
 /// The arguments of a call to `func`: `args` read as its signature's parameter types say (or
 /// by their prefix without one), then each `.npy` file of `inputs`.
-pub fn call_args(
+fn call_args(
     exe: &relaxvm::Executable,
     func: &str,
     args: &[String],
