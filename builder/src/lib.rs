@@ -25,7 +25,7 @@ mod formalize;
 mod func_table;
 pub mod link;
 mod link_error;
-pub mod npy;
+pub use relaxvm::npy;
 pub mod reachability;
 
 #[cfg(feature = "cli")]

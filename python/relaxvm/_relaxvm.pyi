@@ -30,6 +30,9 @@ __all__ = [
     "Shape",
     "Tensor",
     "TimeEvaluator",
+    "Trace",
+    "TraceDifference",
+    "TraceStep",
     "VMError",
     "VMFunction",
     "VMIndexError",
@@ -595,6 +598,107 @@ class ProfileReport:
         event per call, nested by depth, with shapes, caller and pc."""
 
 @final
+class TraceStep:
+    """One call of a traced run (``VirtualMachine.trace``); values are copies taken when it ran."""
+
+    @property
+    def index(self) -> int:
+        """The step's number: calls are numbered from 0 in the order they start."""
+    @property
+    def function(self) -> str:
+        """The bytecode function making the call."""
+    @property
+    def pc(self) -> int:
+        """The index of the ``call`` instruction within ``function``."""
+    @property
+    def callee(self) -> str:
+        """The called function's name."""
+    @property
+    def depth(self) -> int:
+        """How many traced calls enclose this one (0 for calls of the entry function)."""
+    @property
+    def end(self) -> int:
+        """How many steps had started when this one returned."""
+    @property
+    def failed(self) -> bool:
+        """True when the call raised the run's error."""
+    @property
+    def dropped(self) -> bool:
+        """True when the values were dropped to stay within ``max_bytes``."""
+    @property
+    def args(self) -> list[_VMValue] | None:
+        """Copies of the arguments, taken before the call (``None`` when dropped)."""
+    @property
+    def result(self) -> _VMValue:
+        """A copy of the result (``None`` when the call returns nothing, raised or was dropped)."""
+    @property
+    def outputs(self) -> dict[int, _VMValue]:
+        """The tensor arguments the call wrote, by index, copied after it (the results of
+        destination-passing kernels such as TVM's)."""
+
+@final
+class TraceDifference:
+    """Where two traces first differ (``Trace.first_difference``)."""
+
+    @property
+    def index(self) -> int:
+        """The step's number."""
+    @property
+    def a(self) -> TraceStep | None:
+        """The first trace's step (``None`` when it has no step with this number)."""
+    @property
+    def b(self) -> TraceStep | None:
+        """The second trace's step."""
+    @property
+    def what(self) -> str:
+        """``"step"`` (the calls differ), ``"result"``, ``"outputs"`` or ``"outputs[i]"``."""
+    @property
+    def detail(self) -> str:
+        """How they differ, e.g. the number of differing elements and the largest difference."""
+
+@final
+class Trace:
+    """Every call of one run, in order, with copies of its values (``VirtualMachine.trace``).
+    ``str(trace)`` lists the steps."""
+
+    @property
+    def function(self) -> str:
+        """The function that was run."""
+    @property
+    def skipped(self) -> int:
+        """How many of the first steps were dropped whole to stay within ``max_bytes``."""
+    @property
+    def dropped(self) -> int:
+        """How many kept steps lost their values to ``max_bytes``."""
+    @property
+    def total_steps(self) -> int:
+        """The number of steps the run made, including skipped ones."""
+    @property
+    def max_bytes(self) -> int:
+        """The budget the trace was recorded with."""
+    @property
+    def result(self) -> _VMValue:
+        """The run's result."""
+    def __len__(self) -> int:
+        """The number of kept steps."""
+    def __getitem__(self, i: int, /) -> TraceStep:
+        """The kept step at position ``i`` (negative counts from the end)."""
+    def __iter__(self) -> Iterator[TraceStep]:
+        """The kept steps, in order."""
+    def find(self, callee: str | None = None, function: str | None = None) -> list[TraceStep]:
+        """The steps calling ``callee`` (and made by ``function``, when given), in order."""
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Writes a numpy ``.npz`` file: one array per copied tensor (``step3.result``,
+        ``step3.args.0``, ``step3.outputs.1``) and the steps as JSON in ``__trace__``."""
+    @staticmethod
+    def load(path: str | os.PathLike[str]) -> Trace:
+        """Reads a trace written by ``save``."""
+    @staticmethod
+    def first_difference(a: Trace, b: Trace, rtol: float = 1e-05, atol: float = 1e-08) -> TraceDifference | None:
+        """The first step whose result or written arguments differ (in the order calls
+        returned), or where the calls themselves differ; ``None`` when the traces agree."""
+
+@final
 class BenchmarkResult:
     """Timing of repeated runs, in seconds per run (TVM's ``BenchmarkResult``)."""
 
@@ -659,6 +763,12 @@ class VirtualMachine:
         """Runs ``func_name`` once and returns where its time went, per callee. Needs
         ``profile=True``; raises ``VMValueError`` otherwise, and the call's own error if it
         fails (the VM stays usable)."""
+    def trace(
+        self, func_name: str, *args: _VMValue, max_bytes: int = 268435456, **kwargs: _VMValue
+    ) -> Trace:
+        """Runs ``func_name`` once and returns every call it made, with copies of their values,
+        keeping at most ``max_bytes`` of copies (older values are dropped past it). An error is
+        raised as the call would raise it, with the trace up to it as its ``trace`` attribute."""
     def __getitem__(self, key: str, /) -> VMFunction:
         """Function ``name`` (bytecode or saved) as a callable; unknown names raise ``KeyError``."""
     def signature(self, name: str) -> _Reflection | None:

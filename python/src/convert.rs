@@ -189,7 +189,7 @@ fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
         if next < top.seq.len()? {
             let item = top.seq.get_item(next)?;
             converted += 1;
-            if converted % SIGNAL_CHECK_EVERY == 0 {
+            if converted.is_multiple_of(SIGNAL_CHECK_EVERY) {
                 py.check_signals()?;
             }
             if item.cast::<PyTuple>().is_ok() || item.cast::<PyList>().is_ok() {
@@ -272,7 +272,7 @@ fn tuple_to_py<'py>(py: Python<'py>, root: &Arc<Vec<Value>>) -> PyResult<Bound<'
         let top = stack.last_mut().expect("the root frame stays until the end");
         if let Some(item) = top.tuple.get(top.objs.len()) {
             converted += 1;
-            if converted % SIGNAL_CHECK_EVERY == 0 {
+            if converted.is_multiple_of(SIGNAL_CHECK_EVERY) {
                 py.check_signals()?;
             }
             match item {

@@ -234,7 +234,7 @@ unsafe fn import_tensor(py: Python<'_>, dl: &DLTensor, owner: Imported) -> PyRes
     };
     // SAFETY: data + byte_offset is the first element (DLPack's definition).
     let start = unsafe { dl.data.cast::<u8>().add(dl.byte_offset as usize) };
-    if (start as usize) % itemsize != 0 {
+    if !(start as usize).is_multiple_of(itemsize) {
         return Err(PyBufferError::new_err("DLPack tensor data is not aligned to its element size"));
     }
     let ptr = NonNull::new(start).unwrap_or(NonNull::<u64>::dangling().cast());

@@ -20,6 +20,7 @@ mod signature;
 mod tensor;
 mod testing;
 mod timing;
+mod trace;
 mod vm;
 mod vm_function;
 mod vm_lock;
@@ -45,6 +46,9 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tensor::PyTensor>()?;
     m.add_class::<profile::PyProfileReport>()?;
     m.add_class::<profile::PyProfileRow>()?;
+    m.add_class::<trace::PyTrace>()?;
+    m.add_class::<trace::PyTraceStep>()?;
+    m.add_class::<trace::PyTraceDifference>()?;
     m.add_class::<vm::PyVirtualMachine>()?;
     m.add_class::<vm_function::PyVmFunction>()?;
     m.add_class::<timing::BenchmarkResult>()?;

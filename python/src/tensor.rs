@@ -89,8 +89,8 @@ pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
     let shape = a.shape();
     let byte_strides = a.strides();
     let viewable = flags & NPY_ARRAY_WRITEABLE != 0
-        && (data as usize) % itemsize == 0
-        && byte_strides.iter().all(|s| *s >= 0 && (*s as usize) % itemsize == 0);
+        && (data as usize).is_multiple_of(itemsize)
+        && byte_strides.iter().all(|s| *s >= 0 && (*s as usize).is_multiple_of(itemsize));
     if !viewable {
         let copy = a.call_method1(pyo3::intern!(py, "copy"), ("C",))?;
         return tensor_from_numpy(copy.cast::<PyUntypedArray>()?);

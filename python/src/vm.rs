@@ -12,6 +12,7 @@ use crate::profile::PyProfileReport;
 use crate::signals::deliver_signals;
 use crate::signature::reflection;
 use crate::timing::TimeEvaluator;
+use crate::trace::PyTrace;
 use crate::vm_function::PyVmFunction;
 use crate::vm_lock::Shared;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -19,6 +20,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use relaxvm::{Callable, FuncKind, InstrumentAction, Value, VirtualMachine, VmConfig};
 use std::sync::Arc;
+
+const _: () = assert!(relaxvm::trace::DEFAULT_MAX_BYTES == 268435456, "VirtualMachine.trace's default");
 
 /// A virtual machine bound to one executable (TVM's `relax.VirtualMachine`).
 #[pyclass(module = "relaxvm", name = "VirtualMachine", frozen)]
@@ -34,6 +37,11 @@ pub struct PyVirtualMachine {
 
 fn instrument_hook(callback: Py<PyAny>) -> relaxvm::vm::Instrument {
     Box::new(move |call| {
+        // TVM calls an instrument after a call only when it returned: the event after a
+        // call that raised is not passed on.
+        if !call.before && call.ret.is_none() {
+            return Ok(InstrumentAction::Continue);
+        }
         Python::attach(|py| {
             let run = || -> PyResult<InstrumentAction> {
                 let mut items: Vec<Bound<'_, PyAny>> = vec![
@@ -328,6 +336,34 @@ impl PyVirtualMachine {
         f.bind_args(args, kwargs, &mut argv)?;
         let report = self.shared.run(py, true, |vm| vm.profile(func_name, &argv))?;
         Ok(PyProfileReport::new(report))
+    }
+
+    /// Runs `func_name` once with the arguments and returns every call it made, in order, with
+    /// copies of their arguments, results and written arguments (`rx.Trace`), keeping at most
+    /// `max_bytes` of copies (older values are dropped past it). An error is raised as the call
+    /// would raise it, with the trace up to it as the exception's `trace` attribute.
+    // The default is written out so that Python's signature shows it; it is the Rust default.
+    #[pyo3(signature = (func_name, *args, max_bytes = 268435456, **kwargs))]
+    fn trace(
+        &self,
+        py: Python<'_>,
+        func_name: &str,
+        args: &Bound<'_, PyTuple>,
+        max_bytes: usize,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyTrace> {
+        let f = self.resolve(py, func_name)?;
+        let mut argv = Args::new();
+        f.bind_args(args, kwargs, &mut argv)?;
+        let options = relaxvm::trace::TraceOptions { max_bytes };
+        match self.shared.run(py, true, |vm| Ok(vm.trace(func_name, &argv, options)))? {
+            Ok(trace) => Ok(PyTrace::new(trace)),
+            Err(failed) => {
+                let err = Err::<(), _>(failed.error).py_err(py).expect_err("an error stays one");
+                err.value(py).setattr("trace", PyTrace::new(*failed.trace))?;
+                Err(err)
+            }
+        }
     }
 
     /// Stops the running call (from another thread) with a `VMError` at its next backward jump

@@ -218,7 +218,7 @@ impl Tensor {
             return Err(Error::type_mismatch(format!("tensor of {}", T::DTYPE), format!("tensor of {}", self.dtype())));
         }
         let ptr = self.data_ptr().cast::<T>();
-        if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+        if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
             return Err(Error::value(format!("tensor data at {ptr:p} is not aligned for {}", self.dtype())));
         }
         let read = self.0.storage.bytes();

@@ -106,7 +106,7 @@ pub(super) fn parse_shape(c: &mut Cursor<'_>) -> Result<Shape, AsmError> {
 fn parse_hex(c: &mut Cursor<'_>) -> Result<Vec<u8>, AsmError> {
     let at = c.pos();
     let digits = c.take_while(|ch| ch.is_ascii_hexdigit());
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(at.error(format!("hex data has an odd number of digits ({})", digits.len())));
     }
     // Only hex digits were taken, in pairs, so decoding cannot fail; the error says where.

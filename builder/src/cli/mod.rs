@@ -9,6 +9,7 @@ mod error;
 mod io;
 mod profile;
 mod run;
+mod trace;
 
 pub use error::CliError;
 
@@ -75,6 +76,13 @@ enum Command {
     ///
     /// Example: relaxvm profile model.so --function main --input x.npy --repeat 5 --trace t.json
     Profile(profile::ProfileArgs),
+    /// Run a function once and print every call it made, in order, with the types and shapes
+    /// of its values; save the copies as .npz, or compare them with a saved trace to find the
+    /// first step whose result differs (see docs/profiling.md).
+    ///
+    /// Example: relaxvm trace model.so --input x.npy --save run.npz;
+    /// relaxvm trace model.so --input x.npy --compare run.npz --rtol 1e-4
+    Trace(trace::TraceArgs),
     /// Link executables into one: merge their function tables and constant pools, so that a
     /// function declared in one and defined in another becomes a direct call.
     ///
@@ -210,6 +218,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Verify(a) => verify(a),
         Command::Run(a) => run_function(a),
         Command::Profile(a) => profile::profile(a),
+        Command::Trace(a) => trace::trace(a),
         Command::Link(a) => link(a),
     }
 }
@@ -275,7 +284,7 @@ fn verify(a: VerifyArgs) -> Result<(), CliError> {
 }
 
 fn run_function(a: RunArgs) -> Result<(), CliError> {
-    let (exe, func, args) = run::prepare_call(&a.input, a.func.as_deref(), &a.args, &a.inputs, a.output.as_deref())?;
+    let (exe, func, args) = run::prepare_call(&a.input, a.func.as_deref(), &a.args, &a.inputs, &[a.output.as_deref()])?;
     relaxvm_builtins::ensure_registered();
     let mut vm = VirtualMachine::new(Arc::new(exe))?;
     vm.config_mut().step_budget = a.max_steps;

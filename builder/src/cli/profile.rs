@@ -1,6 +1,7 @@
 //! `relaxvm profile`: where the time of one call goes (see `docs/profiling.md`).
 
-use super::{io, run, CliError};
+use super::run::CallArgs;
+use super::{io, CliError};
 use clap::Args;
 use relaxvm::profile::{ProfileReport, SortBy};
 use relaxvm::VirtualMachine;
@@ -10,17 +11,8 @@ use std::sync::Arc;
 /// The arguments of `relaxvm profile`.
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
-    /// The executable (.rvx, text form, or a TVM .so).
-    input: PathBuf,
-    /// The function to profile [default: the entry function].
-    #[arg(long = "function", value_name = "F")]
-    func: Option<String>,
-    /// An argument like those of `run` (int:3, shape:2,3, npy:x.npy...); repeatable, in order.
-    #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
-    args: Vec<String>,
-    /// A .npy file passed as the next argument after the --arg ones (repeatable, in order).
-    #[arg(long = "input", value_name = "FILE")]
-    inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    call: CallArgs,
     /// Run this many times and report the fastest run (the first pays one-time costs).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
@@ -37,7 +29,7 @@ pub struct ProfileArgs {
 
 /// Profiles the function and prints the report.
 pub fn profile(a: ProfileArgs) -> Result<(), CliError> {
-    let (exe, func, args) = run::prepare_call(&a.input, a.func.as_deref(), &a.args, &a.inputs, a.trace.as_deref())?;
+    let (exe, func, args) = a.call.prepare(&[a.trace.as_deref()])?;
     relaxvm_builtins::ensure_registered();
     let mut vm = VirtualMachine::new(Arc::new(exe))?;
     vm.config_mut().profile = true;

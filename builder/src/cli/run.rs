@@ -4,7 +4,7 @@ use super::error::CliError;
 use super::io;
 use crate::npy;
 use relaxvm::{DataType, Shape, Tensor, Type, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Parses one argument of `relaxvm run`:
 ///
@@ -86,24 +86,47 @@ fn load_npy(path: &str) -> Result<Tensor, CliError> {
     npy::from_bytes(&io::read(Path::new(path))?).map_err(|e| CliError::new(format!("{path}: {e}")))
 }
 
-/// What `run` and `profile` call: the executable at `input` (after checking that `output`, if
-/// any, is none of the inputs), the function to call and its arguments.
+/// What `run`, `profile` and `trace` call: the executable at `input` (after checking that no
+/// path of `outputs` is one of the inputs), the function to call and its arguments.
 pub fn prepare_call(
     input: &Path,
     named: Option<&str>,
     args: &[String],
-    inputs: &[std::path::PathBuf],
-    output: Option<&Path>,
+    inputs: &[PathBuf],
+    outputs: &[Option<&Path>],
 ) -> Result<(relaxvm::Executable, String, Vec<Value>), CliError> {
-    if let Some(out) = output {
+    for out in outputs.iter().flatten() {
         let mut all = vec![input];
-        all.extend(inputs.iter().map(std::path::PathBuf::as_path));
+        all.extend(inputs.iter().map(PathBuf::as_path));
         io::check_output(out, &all)?;
     }
     let exe = io::read_executable(input, false, io::Native::Open)?;
     let func = function_to_call(&exe, named, input)?;
     let args = call_args(&exe, &func, args, inputs)?;
     Ok((exe, func, args))
+}
+
+/// How `profile` and `trace` name the call they make.
+#[derive(Debug, clap::Args)]
+pub struct CallArgs {
+    /// The executable (.rvx, text form, or a TVM .so).
+    input: PathBuf,
+    /// The function to call [default: the entry function].
+    #[arg(long = "function", value_name = "F")]
+    func: Option<String>,
+    /// An argument like those of `run` (int:3, shape:2,3, npy:x.npy...); repeatable, in order.
+    #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
+    args: Vec<String>,
+    /// A .npy file passed as the next argument after the --arg ones (repeatable, in order).
+    #[arg(long = "input", value_name = "FILE")]
+    inputs: Vec<PathBuf>,
+}
+
+impl CallArgs {
+    /// The executable, function and arguments ([`prepare_call`]).
+    pub fn prepare(&self, outputs: &[Option<&Path>]) -> Result<(relaxvm::Executable, String, Vec<Value>), CliError> {
+        prepare_call(&self.input, self.func.as_deref(), &self.args, &self.inputs, outputs)
+    }
 }
 
 /// The function a command calls: the one named, else the executable's entry function.

@@ -54,7 +54,7 @@ fn failure(cmd: &mut Command) -> String {
 #[test]
 fn help_documents_every_command() {
     let help = stdout(relaxvm().arg("--help"));
-    for cmd in ["asm", "dis", "stats", "verify", "run", "profile", "link"] {
+    for cmd in ["asm", "dis", "stats", "verify", "run", "profile", "trace", "link"] {
         assert!(help.contains(&format!("  {cmd} ")), "{help}");
     }
     let run = stdout(relaxvm().args(["run", "--help"]));
@@ -384,4 +384,49 @@ fn profile_prints_the_calls_as_table_csv_json_and_trace() {
     let out = relaxvm().arg("profile").arg(&prog).args(["--function", "sum", "--repeat", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--repeat"));
+}
+
+#[test]
+fn trace_lists_saves_and_compares_the_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = write(dir.path(), "sum.txt", SUM);
+    let listing = stdout(relaxvm().arg("trace").arg(&prog).args(["--function", "sum", "--arg", "3"]));
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(lines[0], "trace of \"sum\": 12 steps", "{listing}");
+    assert_eq!(lines[1], "     0  sum pc 0: vm.builtin.int.add(0, 0) -> 0", "{listing}");
+    assert_eq!(lines[3], "     2  sum pc 2: vm.builtin.int.lt(0, 3) -> True", "{listing}");
+    let saved = dir.path().join("run.npz");
+    let quiet =
+        stdout(relaxvm().arg("trace").arg(&prog).args(["--function", "sum", "--arg", "3", "-q", "--save"]).arg(&saved));
+    assert_eq!(quiet, "");
+    let same = stdout(
+        relaxvm().arg("trace").arg(&prog).args(["--function", "sum", "--arg", "3", "-q", "--compare"]).arg(&saved),
+    );
+    assert_eq!(same, format!("no step differs from {}\n", saved.display()));
+    // One more iteration: the first comparison's result differs (1 < 4 is true both times,
+    // but 3 < 3 is false in the saved run, 3 < 4 true in this one).
+    let e = failure(
+        relaxvm().arg("trace").arg(&prog).args(["--function", "sum", "--arg", "4", "-q", "--compare"]).arg(&saved),
+    );
+    assert!(e.contains("step 11 (sum pc 2: vm.builtin.int.lt): result differs: bool False vs bool True"), "{e}");
+    let e = failure(
+        relaxvm().arg("trace").arg(&prog).args(["--function", "sum", "--compare"]).arg(dir.path().join("none.npz")),
+    );
+    assert!(e.contains("cannot read trace"), "{e}");
+    // A failing run prints and saves what it traced, then the error.
+    let out = relaxvm()
+        .arg("trace")
+        .arg(&prog)
+        .args(["--function", "scale", "--arg", "str:x", "--arg", "2", "--save"])
+        .arg(&saved)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(listing.contains("     0  scale pc 0: vm.op.mul(\"x\", 2) raised"), "{listing}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("vm.op.mul"));
+    assert!(saved.exists());
+    let e =
+        failure(relaxvm().arg("trace").arg(&prog).args(["--function", "sum", "--rtol=-1", "--compare"]).arg(&saved));
+    assert!(e.contains("non-negative"), "{e}");
 }

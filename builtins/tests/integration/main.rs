@@ -7,4 +7,5 @@ mod interrupts;
 mod numpy_tables;
 mod profile;
 mod robustness;
+mod trace;
 mod vm_programs;

@@ -75,10 +75,10 @@ pub fn run_with(data: &[u8], prepare: impl FnOnce(&VirtualMachine)) {
         vm.set_instrument(Some(Box::new(move |call| {
             n += 1;
             let _ = (call.name, call.args.len(), call.ret.map(Value::type_name));
-            if mode & 2 != 0 && n % 7 == 0 {
+            if mode & 2 != 0 && n.is_multiple_of(7) {
                 return Err(Error::value("the instrument stops the run"));
             }
-            Ok(if mode & 1 != 0 && call.before && n % 3 == 0 {
+            Ok(if mode & 1 != 0 && call.before && n.is_multiple_of(3) {
                 InstrumentAction::Skip
             } else {
                 InstrumentAction::Continue

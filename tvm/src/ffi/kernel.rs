@@ -71,7 +71,7 @@ pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
             }
             None => {
                 let t = tensor_arg(args, i);
-                let aligned = (t.data_ptr() as usize) % KERNEL_ALIGNMENT == 0;
+                let aligned = (t.data_ptr() as usize).is_multiple_of(KERNEL_ALIGNMENT);
                 if aligned && t.is_contiguous() {
                     sources.push(Some(Source::Arg(i)));
                 } else {

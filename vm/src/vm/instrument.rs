@@ -10,6 +10,7 @@ use crate::packed::{panic_error, CallCtx};
 use crate::value::Value;
 use smallvec::SmallVec;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 /// One `call` as the instrument hook sees it.
 pub struct InstrumentCall<'a> {
@@ -21,7 +22,8 @@ pub struct InstrumentCall<'a> {
     pub before: bool,
     /// The call's arguments.
     pub args: &'a [Value],
-    /// The result (after the call only).
+    /// The result, after the call; `None` before it, and after a call that raised (the hook
+    /// sees every call that started end, so that it can pair its events; the error goes on).
     pub ret: Option<&'a Value>,
     /// The bytecode function making the call.
     pub caller: &'a str,
@@ -81,26 +83,51 @@ impl VirtualMachine {
 
     /// The instrument hook after the innermost instrumented bytecode call returned `ret`.
     #[cold]
-    pub(super) fn instrument_after(&mut self, code: &Code, ret: &Value) -> Result<()> {
+    pub(super) fn instrument_after(&mut self, ret: &Value) -> Result<()> {
         let frame = self.instrumented.pop().expect("checked by the caller");
-        let Instruction::Call { func, .. } = self.exe.instrs()[frame.pc] else { unreachable!("a call") };
-        let name = self.exe.funcs()[func as usize].name.clone();
         let (caller, at) = self.call_site(frame.pc);
-        // The hook may have been removed by a callback meanwhile: then there is none to call.
+        // The callee's frame is gone: the error is located at the caller's call.
+        self.hook_after(frame.pc, &frame.args, Some(ret), &caller, at).map_err(|e| self.locate(frame.pc, e))
+    }
+
+    /// The instrument hook after each instrumented bytecode call whose frame an error unwinds
+    /// (those above `depth` frames), innermost first, while their frames are still there.
+    #[cold]
+    pub(super) fn instrument_unwind(&mut self, depth: usize) {
+        while self.instrumented.last().is_some_and(|f| f.depth > depth) {
+            let frame = self.instrumented.pop().expect("checked above");
+            // The caller's frame is the one below the callee's.
+            let (caller, at) = match frame.depth.checked_sub(2).and_then(|i| self.frames.get(i)) {
+                Some(f) => {
+                    let info = &self.exe.funcs()[f.func as usize];
+                    (info.name.clone(), frame.pc - info.start_instr as usize)
+                }
+                None => (String::new(), frame.pc),
+            };
+            // The run's error is what the caller sees; the hook's own is dropped.
+            let _ = self.hook_after(frame.pc, &frame.args, None, &caller, at);
+        }
+    }
+
+    /// Calls the hook, if one is still installed (a callback may have removed it), after the
+    /// call at `pc` with `args` returned `ret` (`None`: it raised).
+    fn hook_after(&mut self, pc: usize, args: &[Value], ret: Option<&Value>, caller: &str, at: usize) -> Result<()> {
+        let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
+        let name = self.exe.funcs()[func as usize].name.clone();
         let Some(mut hook) = self.instrument.take() else { return Ok(()) };
+        let code = Arc::clone(&self.code);
         let call = InstrumentCall {
             func: &code.func_values[func as usize],
             name: &name,
             before: false,
-            args: &frame.args,
-            ret: Some(ret),
-            caller: &caller,
+            args,
+            ret,
+            caller,
             pc: at,
         };
         let after = call_hook(&mut hook, &call);
         self.instrument = Some(hook);
-        // The callee's frame is gone: the error is located at the caller's call.
-        after.map(|_| ()).map_err(|e| self.locate(frame.pc, e))
+        after.map(|_| ())
     }
 
     /// A packed call with the instrument hook around it.
@@ -126,22 +153,17 @@ impl VirtualMachine {
             return Ok(Value::Null);
         }
         let Callee::Packed(f) = &code.callees[func as usize] else { unreachable!("bytecode calls have frames") };
-        let ret = f.call(&mut CallCtx::new(self), args)?;
-        if let Some(mut hook) = self.instrument.take() {
-            let call = InstrumentCall {
-                func: fval,
-                name: &name,
-                before: false,
-                args,
-                ret: Some(&ret),
-                caller: &caller,
-                pc: at,
-            };
-            let after = call_hook(&mut hook, &call);
-            self.instrument = Some(hook);
-            after?;
+        match f.call(&mut CallCtx::new(self), args) {
+            Ok(ret) => {
+                self.hook_after(pc, args, Some(&ret), &caller, at)?;
+                Ok(ret)
+            }
+            Err(e) => {
+                // The call's error is what the caller sees; the hook's own is dropped.
+                let _ = self.hook_after(pc, args, None, &caller, at);
+                Err(e)
+            }
         }
-        Ok(ret)
     }
 }
 

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 mod instrument;
 mod limits;
-mod profiling;
+mod recording;
 use instrument::InstrumentedFrame;
 pub use instrument::{Instrument, InstrumentAction, InstrumentCall};
 pub use limits::{InterruptHandle, PollHook, VmConfig, MIN_NATIVE_STACK, POLL_INTERVAL};
@@ -307,9 +307,9 @@ impl VirtualMachine {
         let result = self.enter_frame(func, usize::MAX, VOID, mark).and_then(|()| self.run_loop(depth));
         self.reentry -= 1;
         if result.is_err() {
+            self.instrument_unwind(depth);
             self.frames.truncate(depth);
             self.regs.truncate(mark);
-            self.instrumented.retain(|f| f.depth <= depth);
         }
         result
     }
@@ -434,8 +434,10 @@ impl VirtualMachine {
                             };
                             let new_base = self.regs.len();
                             self.regs.extend(args.iter().cloned());
+                            // Pushed first, so that a failure to enter unwinds it (the hook
+                            // hears of every call it saw start).
+                            self.instrumented.push(InstrumentedFrame { depth: self.frames.len() + 1, pc, args });
                             self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
-                            self.instrumented.push(InstrumentedFrame { depth: self.frames.len(), pc, args });
                             base = new_base;
                             pc = start as usize;
                         }
@@ -454,7 +456,7 @@ impl VirtualMachine {
                     let done = self.frames.pop().expect("a frame is running");
                     self.regs.truncate(done.base);
                     if !plain && self.instrumented.last().is_some_and(|f| f.depth == returning) {
-                        self.instrument_after(code, &value)?;
+                        self.instrument_after(&value)?;
                     }
                     if self.frames.len() == depth {
                         return Ok(value);

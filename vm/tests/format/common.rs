@@ -187,7 +187,7 @@ pub fn craft(version: u64, sections: &[(u8, Vec<u8>)]) -> Vec<u8> {
         f.extend(vint(data.len() as u64));
         if id & 0x80 != 0 {
             f.extend(vint(64));
-            while f.len() % 64 != 0 {
+            while !f.len().is_multiple_of(64) {
                 f.push(0xCB);
             }
         }

@@ -134,7 +134,7 @@ fn misaligned_tensor_data_is_rejected() {
     let at = inspect(&f).unwrap().sections.last().unwrap().header_offset as usize;
     let tail = f.split_off(at);
     f.extend_from_slice(&[TENSOR_DATA, 0x11, 0x21]);
-    while f.len() % 16 != 0 {
+    while !f.len().is_multiple_of(16) {
         f.push(0xCB);
     }
     f.extend_from_slice(&[0; 8]);

@@ -1,9 +1,12 @@
-//! `VirtualMachine::profile`: one run with the profiler's recorder as the instrument hook.
+//! `VirtualMachine::profile` and `VirtualMachine::trace`: one run with the profiler's or the
+//! tracer's recorder as the instrument hook.
 
 use super::VirtualMachine;
+use super::{InstrumentAction, InstrumentCall};
 use crate::code::Callee;
 use crate::error::{Error, Result};
 use crate::profile::{CallKind, ProfileReport, Recorder};
+use crate::trace::{Trace, TraceOptions, TraceRecorder, TracedError};
 use crate::value::Value;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -25,15 +28,11 @@ impl VirtualMachine {
         let t0 = Instant::now();
         let recorder = Arc::new(Mutex::new(Recorder::new(t0)));
         let hook_recorder = Arc::clone(&recorder);
-        let saved = self
-            .instrument
-            .replace(Box::new(move |call| Ok(hook_recorder.lock().unwrap_or_else(|p| p.into_inner()).record(call))));
         let start = Instant::now();
-        let result = self.invoke_closure(&f, args);
+        let result = self.run_with_hook(&f, args, move |call| lock(&hook_recorder).record(call));
         let total_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.instrument = saved;
         result?;
-        let recorder = std::mem::replace(&mut *recorder.lock().unwrap_or_else(|p| p.into_inner()), Recorder::new(t0));
+        let recorder = std::mem::replace(&mut *lock(&recorder), Recorder::new(t0));
         let mut rows: Vec<_> = recorder.rows.into_values().collect();
         for row in rows.iter_mut().filter(|r| r.kind == CallKind::Builtin) {
             if self.is_kernel(&row.name) {
@@ -41,6 +40,43 @@ impl VirtualMachine {
             }
         }
         Ok(ProfileReport::new(name, total_ns, rows, recorder.events))
+    }
+
+    /// Runs function `name` once with `args`, recording every call it makes with copies of its
+    /// arguments, result and written arguments (see [`crate::trace`]), keeping at most
+    /// `options.max_bytes` of them. Works on any VM. When the run raises, the error comes with
+    /// the trace up to it. An instrument hook installed with
+    /// [`set_instrument`](Self::set_instrument) is set aside for the run and restored after it.
+    pub fn trace(
+        &mut self,
+        name: &str,
+        args: &[Value],
+        options: TraceOptions,
+    ) -> std::result::Result<Trace, TracedError> {
+        let recorder = Arc::new(Mutex::new(TraceRecorder::new(options.max_bytes)));
+        let hook_recorder = Arc::clone(&recorder);
+        let result = self
+            .get_function(name)
+            .and_then(|f| self.run_with_hook(&f, args, move |call| lock(&hook_recorder).record(call)));
+        let recorder = std::mem::replace(&mut *lock(&recorder), TraceRecorder::new(0));
+        match result {
+            Ok(value) => Ok(recorder.into_trace(name, value)),
+            Err(error) => Err(TracedError { error, trace: Box::new(recorder.into_trace(name, Value::Null)) }),
+        }
+    }
+
+    /// Calls `f` with `hook` as the instrument hook, then puts back the hook that was there,
+    /// whether the call succeeded or not.
+    fn run_with_hook(
+        &mut self,
+        f: &Value,
+        args: &[Value],
+        mut hook: impl FnMut(&InstrumentCall<'_>) -> InstrumentAction + Send + 'static,
+    ) -> Result<Value> {
+        let saved = self.instrument.replace(Box::new(move |call| Ok(hook(call))));
+        let result = self.invoke_closure(f, args);
+        self.instrument = saved;
+        result
     }
 
     /// True when packed function `name` resolved to a kernel of the executable's native
@@ -55,4 +91,10 @@ impl VirtualMachine {
         !registered
             && self.exe.libraries().iter().filter_map(|l| l.loaded.as_ref()).any(|l| l.get_function(name).is_some())
     }
+}
+
+/// The recorder behind `m`: a panic in a hook while it held the lock leaves it usable (the
+/// panic became the run's error).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

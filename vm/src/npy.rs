@@ -10,12 +10,12 @@
 //! ```
 //! use relaxvm::Tensor;
 //! let t = Tensor::from_vec([2, 2], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
-//! let bytes = relaxvm_builder::npy::to_bytes(&t).unwrap();
-//! let back = relaxvm_builder::npy::from_bytes(&bytes).unwrap();
+//! let bytes = relaxvm::npy::to_bytes(&t).unwrap();
+//! let back = relaxvm::npy::from_bytes(&bytes).unwrap();
 //! assert!(back.content_eq(&t));
 //! ```
 
-use relaxvm::{DataType, Shape, Tensor};
+use crate::{DataType, Shape, Tensor};
 use std::path::Path;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
@@ -313,7 +313,7 @@ mod tests {
     fn numpy_i16() -> Vec<u8> {
         let mut v = b"\x93NUMPY\x01\x00v\x00".to_vec();
         let mut h = "{'descr': '<i2', 'fortran_order': False, 'shape': (2, 3), }".to_string();
-        while (10 + h.len() + 1) % 64 != 0 {
+        while !(10 + h.len() + 1).is_multiple_of(64) {
             h.push(' ');
         }
         h.push('\n');
