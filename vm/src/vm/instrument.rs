@@ -2,9 +2,9 @@
 //! calls it — around packed calls directly, and around bytecode calls at their frame's entry
 //! and `ret` (instrumented bytecode calls run on the heap frame stack like the others).
 
-use super::VirtualMachine;
+use super::{set_reg, VirtualMachine};
 use crate::bytecode::Instruction;
-use crate::code::{Callee, Code, Op};
+use crate::code::{Callee, Code, Op, VOID};
 use crate::error::Result;
 use crate::packed::{panic_error, CallCtx};
 use crate::value::Value;
@@ -53,10 +53,34 @@ pub(super) struct InstrumentedFrame {
 }
 
 impl VirtualMachine {
+    /// An instrumented bytecode call at `pc`: the hook runs before, the callee gets a frame
+    /// like any other bytecode call (no native recursion), and `Ret` runs the hook after.
+    /// Returns the base and pc to go on with: the callee's, or the next instruction's when the
+    /// hook skips the call.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn instrumented_bytecode_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<(usize, usize)> {
+        let Op::CallBytecode { func, dst, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
+        self.count_step().map_err(|e| self.locate(pc, e))?;
+        let Some(args) = self.instrument_before(code, pc, base).map_err(|e| self.locate(pc, e))? else {
+            if dst != VOID {
+                set_reg(&mut self.regs[base + dst as usize], Value::Null);
+            }
+            return Ok((base, pc + 1));
+        };
+        let Callee::Bytecode { start, .. } = code.callees[func as usize] else { unreachable!("decoded as bytecode") };
+        let new_base = self.regs.len();
+        self.regs.extend(args.iter().cloned());
+        // Pushed first, so that a failure to enter unwinds it (the hook hears of every call it
+        // saw start).
+        self.instrumented.push(InstrumentedFrame { depth: self.frames.len() + 1, pc, args });
+        self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
+        Ok((new_base, start as usize))
+    }
+
     /// The instrument hook before the bytecode call at `pc`: the call's arguments to run it
     /// with, or `None` when the hook skips it.
-    #[cold]
-    pub(super) fn instrument_before(
+    fn instrument_before(
         &mut self,
         code: &Code,
         pc: usize,

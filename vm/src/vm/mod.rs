@@ -417,31 +417,9 @@ impl VirtualMachine {
                     base = new_base;
                     pc = start as usize;
                 }
-                Op::CallBytecode { func, dst, .. } => {
-                    // Instrumented: the hook runs before, the callee gets a frame like any
-                    // other bytecode call (no native recursion), and `Ret` runs the hook after.
-                    self.count_step().map_err(|e| self.locate(pc, e))?;
-                    match self.instrument_before(code, pc, base).map_err(|e| self.locate(pc, e))? {
-                        None => {
-                            if dst != VOID {
-                                set_reg(&mut self.regs[base + dst as usize], Value::Null);
-                            }
-                            pc += 1;
-                        }
-                        Some(args) => {
-                            let Callee::Bytecode { start, .. } = code.callees[func as usize] else {
-                                unreachable!("decoded as bytecode")
-                            };
-                            let new_base = self.regs.len();
-                            self.regs.extend(args.iter().cloned());
-                            // Pushed first, so that a failure to enter unwinds it (the hook
-                            // hears of every call it saw start).
-                            self.instrumented.push(InstrumentedFrame { depth: self.frames.len() + 1, pc, args });
-                            self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
-                            base = new_base;
-                            pc = start as usize;
-                        }
-                    }
+                Op::CallBytecode { .. } => {
+                    // Instrumented, out of line: the loop's plain arms stay as they are.
+                    (base, pc) = self.instrumented_bytecode_call(code, pc, base)?;
                 }
                 Op::CallPacked { .. } | Op::CallBinary { .. } | Op::CallSelect { .. } => {
                     let ret = self.instrumented_call(code, pc, base).map_err(|e| self.locate(pc, e))?;
