@@ -80,12 +80,7 @@ impl VirtualMachine {
 
     /// The instrument hook before the bytecode call at `pc`: the call's arguments to run it
     /// with, or `None` when the hook skips it.
-    fn instrument_before(
-        &mut self,
-        code: &Code,
-        pc: usize,
-        base: usize,
-    ) -> Result<Option<SmallVec<[Value; 8]>>> {
+    fn instrument_before(&mut self, code: &Code, pc: usize, base: usize) -> Result<Option<SmallVec<[Value; 8]>>> {
         let Op::CallBytecode { func, args, nargs, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
         let argv = self.load_args(&code.operands[args as usize..(args + nargs) as usize], base);
         let name = self.exe.funcs()[func as usize].name.clone();
@@ -107,6 +102,7 @@ impl VirtualMachine {
 
     /// The instrument hook after the innermost instrumented bytecode call returned `ret`.
     #[cold]
+    #[inline(never)]
     pub(super) fn instrument_after(&mut self, ret: &Value) -> Result<()> {
         let frame = self.instrumented.pop().expect("checked by the caller");
         let (caller, at) = self.call_site(frame.pc);
@@ -117,6 +113,7 @@ impl VirtualMachine {
     /// The instrument hook after each instrumented bytecode call whose frame an error unwinds
     /// (those above `depth` frames), innermost first, while their frames are still there.
     #[cold]
+    #[inline(never)]
     pub(super) fn instrument_unwind(&mut self, depth: usize) {
         while self.instrumented.last().is_some_and(|f| f.depth > depth) {
             let frame = self.instrumented.pop().expect("checked above");
@@ -156,6 +153,7 @@ impl VirtualMachine {
 
     /// A packed call with the instrument hook around it.
     #[cold]
+    #[inline(never)]
     pub(super) fn instrumented_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<Value> {
         let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
         let args = match code.ops[pc] {

@@ -304,10 +304,17 @@ impl VirtualMachine {
         let mark = self.regs.len();
         self.reentry += 1;
         self.regs.extend(args.iter().chain(captured).cloned());
-        let result = self.enter_frame(func, usize::MAX, VOID, mark).and_then(|()| self.run_loop(depth));
+        // Two copies of the loop: the plain one has no instrumentation code at all, so what
+        // the instrumented one does cannot cost the plain one registers or layout.
+        let result = self.enter_frame(func, usize::MAX, VOID, mark).and_then(|()| match self.instrument {
+            None => self.run_loop::<true>(depth),
+            Some(_) => self.run_loop::<false>(depth),
+        });
         self.reentry -= 1;
         if result.is_err() {
-            self.instrument_unwind(depth);
+            if !self.instrumented.is_empty() {
+                self.instrument_unwind(depth);
+            }
             self.frames.truncate(depth);
             self.regs.truncate(mark);
         }
@@ -341,7 +348,10 @@ impl VirtualMachine {
         Ok(())
     }
 
-    fn run_loop(&mut self, depth: usize) -> Result<Value> {
+    /// Runs frames until the one at `depth` returns. `PLAIN`: no instrument hook (one installed
+    /// by a callback meanwhile takes effect at the next entry into the VM).
+    #[inline(never)]
+    fn run_loop<const PLAIN: bool>(&mut self, depth: usize) -> Result<Value> {
         // SAFETY: `self.code` is set once, in the constructor, and never replaced or mutated, so
         // the `Code` it points to lives as long as `self`; packed functions reach the VM only
         // through `CallCtx`, which cannot replace it either. Borrowing it through the pointer
@@ -351,7 +361,7 @@ impl VirtualMachine {
         let Callee::Bytecode { start, .. } = code.callees[top.func as usize] else { unreachable!() };
         let mut pc = start as usize;
         let mut base = top.base;
-        let plain = self.instrument.is_none();
+        let plain = PLAIN;
         loop {
             match code.ops[pc] {
                 Op::CallBinary { f, a, b, dst } if plain => {
