@@ -62,8 +62,8 @@ def test_steps_are_every_call_in_order_with_copies():
     assert text.splitlines()[0] == 'trace of "main": 10 steps'
     assert "     2    square pc 0: vm.op.mul(float32(2,), float32(2,)) -> float32(2,)" in text
     assert "     3  main pc 3: vm.builtin.int.sub(2, 1) -> 1" in text
-    assert repr(trace).startswith("<relaxvm.Trace \"main\" steps=10")
-    assert repr(trace[0]).startswith("TraceStep(index=0, function=\"main\", pc=0")
+    assert repr(trace).startswith('<relaxvm.Trace "main" steps=10')
+    assert repr(trace[0]).startswith('TraceStep(index=0, function="main", pc=0')
 
 
 def test_outputs_of_a_destination_passing_call():

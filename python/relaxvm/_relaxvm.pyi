@@ -763,9 +763,7 @@ class VirtualMachine:
         """Runs ``func_name`` once and returns where its time went, per callee. Needs
         ``profile=True``; raises ``VMValueError`` otherwise, and the call's own error if it
         fails (the VM stays usable)."""
-    def trace(
-        self, func_name: str, *args: _VMValue, max_bytes: int = 268435456, **kwargs: _VMValue
-    ) -> Trace:
+    def trace(self, func_name: str, *args: _VMValue, max_bytes: int = 268435456, **kwargs: _VMValue) -> Trace:
         """Runs ``func_name`` once and returns every call it made, with copies of their values,
         keeping at most ``max_bytes`` of copies (older values are dropped past it). An error is
         raised as the call would raise it, with the trace up to it as its ``trace`` attribute."""
