@@ -154,7 +154,7 @@ def test_instrument_sees_every_call_and_can_skip(add_vm):
 def test_instrument_errors(add_vm):
     vm = rx.VirtualMachine(add_vm.executable)
     vm.set_instrument(lambda *a: "bad")
-    with pytest.raises(ValueError, match="instrument returns None, 0"):
+    with pytest.raises(ValueError, match="instrument returns None, VMInstrumentReturnKind.NO_OP"):
         vm["main"](1, 2)
 
     def raising(*a):

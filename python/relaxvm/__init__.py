@@ -58,6 +58,7 @@ from ._relaxvm import (
     tensor,
     tensor_from_bytes,
 )
+from .instrument import VMInstrumentReturnKind
 
 __all__ = [
     "Arg",
@@ -82,6 +83,7 @@ __all__ = [
     "VMError",
     "VMFunction",
     "VMIndexError",
+    "VMInstrumentReturnKind",
     "VMKeyError",
     "VMMemoryError",
     "VMTypeError",

@@ -55,6 +55,7 @@ __all__ = [
     "remove_global_func",
     "tensor",
     "tensor_from_bytes",
+    "_cli_main",
     "_is_plain_name",
     "_name_text",
     "_register_panicking_func",
@@ -738,11 +739,13 @@ class VirtualMachine:
     calls the VM it runs in raises ``RuntimeError`` (use a second VM).
     """
 
+    NAIVE_ALLOCATOR: int
+    POOLED_ALLOCATOR: int
     def __new__(
         cls,
         exec: Executable,
         device: _DeviceLike | Sequence[Device] = None,
-        memory_cfg: Any = None,
+        memory_cfg: str | dict[Device, int | str] | None = None,
         profile: bool = False,
         *,
         max_call_depth: int | None = None,
@@ -758,7 +761,10 @@ class VirtualMachine:
         back into the VM from packed functions such as ``invoke_closure`` (200); ``step_budget``
         bytecode calls and backward jumps per top-level call (unlimited); ``max_stack_registers``
         registers held by all frames together (16,777,216, i.e. 256 MiB). Each must be >= 1.
-        ``profile=True`` enables ``profile()``; it does not slow other calls."""
+        ``profile=True`` enables ``profile()``; it does not slow other calls. ``memory_cfg`` is
+        checked as TVM checks it (``"naive"``, ``"pooled"``, or a dict from devices to
+        ``NAIVE_ALLOCATOR``/``POOLED_ALLOCATOR``; anything else raises); relaxvm has one
+        allocator for every choice (see docs/tvm.md)."""
     def profile(self, func_name: str, *args: _VMValue, **kwargs: _VMValue) -> ProfileReport:
         """Runs ``func_name`` once and returns where its time went, per callee. Needs
         ``profile=True``; raises ``VMValueError`` otherwise, and the call's own error if it
@@ -788,8 +794,10 @@ class VirtualMachine:
         """The result of the last ``invoke_stateful(func_name)``."""
     def set_instrument(self, callback: _InstrumentCallback | None) -> None:
         """Installs ``callback(func, func_symbol, before_run, ret_value, *args)``, called before
-        and after every ``call`` instruction. Returning ``None``/``0`` continues; returning ``1``
-        before a call skips it (its destination receives ``None``). ``None`` removes it."""
+        every ``call`` instruction and after each that returns (as TVM: not after one that
+        raised). dtype arguments arrive as ``str``, as TVM passes them. Returning ``None`` or
+        ``VMInstrumentReturnKind.NO_OP`` continues; returning ``SKIP_RUN`` before a call skips
+        it (its destination receives ``None``). ``None`` removes it."""
     def time_evaluator(
         self,
         func_name: str,
@@ -846,3 +854,7 @@ def _name_text(name: str) -> str:
 
 def _is_plain_name(name: str) -> bool:
     """True when ``name`` needs no quotes in the text form (the VM's rule)."""
+
+def _cli_main(argv: list[str]) -> int:
+    """Runs the ``relaxvm`` command line ``argv`` (the program's name first); returns its exit
+    status."""

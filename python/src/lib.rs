@@ -3,6 +3,7 @@
 
 mod binding;
 mod builder;
+mod cli;
 mod convert;
 mod device;
 mod dlpack;
@@ -69,5 +70,6 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(testing::_register_panicking_func, m)?)?;
     m.add_function(wrap_pyfunction!(signature::_name_text, m)?)?;
     m.add_function(wrap_pyfunction!(signature::_is_plain_name, m)?)?;
+    m.add_function(wrap_pyfunction!(cli::_cli_main, m)?)?;
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! ([`crate::vm_lock`]).
 
 use crate::binding::{bind, Params};
-use crate::convert::{args_to_values, to_py, to_value, values_to_tuple, Args};
+use crate::convert::{args_to_values, to_py, to_value, Args};
 use crate::device::extract_device;
 use crate::errors::{from_pyerr, IntoPyResult};
 use crate::executable::PyExecutable;
@@ -53,7 +53,13 @@ fn instrument_hook(callback: Py<PyAny>) -> relaxvm::vm::Instrument {
                         None => py.None().into_bound(py),
                     },
                 ];
-                items.extend(values_to_tuple(py, call.args)?.iter());
+                // TVM hands an instrument dtype arguments as strings (tvm_ffi's dtype is a str).
+                for a in call.args {
+                    items.push(match a {
+                        Value::DType(d) => PyString::new(py, &d.to_string()).into_any(),
+                        other => to_py(py, other)?,
+                    });
+                }
                 let ret = callback.bind(py).call1(PyTuple::new(py, items)?)?;
                 if ret.is_none() {
                     return Ok(InstrumentAction::Continue);
@@ -62,7 +68,7 @@ fn instrument_hook(callback: Py<PyAny>) -> relaxvm::vm::Instrument {
                     Ok(0) => Ok(InstrumentAction::Continue),
                     Ok(1) => Ok(InstrumentAction::Skip),
                     _ => Err(PyValueError::new_err(format!(
-                        "an instrument returns None, 0 (no-op) or 1 (skip the call), got {}",
+                        "an instrument returns None, VMInstrumentReturnKind.NO_OP (0) or SKIP_RUN (1), got {}",
                         ret.repr()?
                     ))),
                 }
@@ -104,8 +110,60 @@ fn limit(name: &str, value: Option<i64>) -> PyResult<Option<usize>> {
     }
 }
 
+/// TVM's allocator kinds, as `VirtualMachine.NAIVE_ALLOCATOR` and `POOLED_ALLOCATOR` name them.
+const NAIVE_ALLOCATOR: i64 = 1;
+const POOLED_ALLOCATOR: i64 = 2;
+
+/// Checks `memory_cfg` as TVM does: `None`, `"naive"` or `"pooled"`, or a dict from devices
+/// to an allocator kind. relaxvm has one allocator for every choice (blocks come from the
+/// system allocator and return to it when the last tensor using them goes; see docs/tvm.md),
+/// so a valid value changes nothing, and an invalid one is an error, never ignored.
+fn check_memory_cfg(cfg: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let Some(cfg) = cfg.filter(|c| !c.is_none()) else { return Ok(()) };
+    let kind_ok = |v: &Bound<'_, PyAny>| -> PyResult<bool> {
+        if let Ok(s) = v.extract::<String>() {
+            return Ok(s == "naive" || s == "pooled");
+        }
+        Ok(v.extract::<i64>().is_ok_and(|k| k == NAIVE_ALLOCATOR || k == POOLED_ALLOCATOR))
+    };
+    if cfg.is_instance_of::<PyString>() {
+        if !kind_ok(cfg)? {
+            return Err(PyValueError::new_err(format!(
+                "memory_cfg must be \"naive\" or \"pooled\", found {}",
+                cfg.repr()?
+            )));
+        }
+        return Ok(());
+    }
+    let Ok(dict) = cfg.cast::<PyDict>() else {
+        return Err(PyTypeError::new_err(format!(
+            "memory_cfg is expected be string or dictionary, but received {}",
+            cfg.get_type().name()?
+        )));
+    };
+    for (device, kind) in dict.iter() {
+        extract_device(Some(&device))?;
+        if !kind_ok(&kind)? {
+            return Err(PyValueError::new_err(format!(
+                "memory_cfg[{}] must be VirtualMachine.NAIVE_ALLOCATOR (1), POOLED_ALLOCATOR (2), \"naive\" or \"pooled\", found {}",
+                device.repr()?,
+                kind.repr()?
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[pymethods]
 impl PyVirtualMachine {
+    /// TVM's naive allocator kind, for `memory_cfg` dicts.
+    #[classattr]
+    const NAIVE_ALLOCATOR: i64 = NAIVE_ALLOCATOR;
+
+    /// TVM's pooled allocator kind, for `memory_cfg` dicts.
+    #[classattr]
+    const POOLED_ALLOCATOR: i64 = POOLED_ALLOCATOR;
+
     /// A VM for `exec` whose builtins allocate on `device` (default `rx.cpu()`). Every packed
     /// function the executable calls must be registered: missing ones raise `KeyError`. The
     /// keyword-only limits are those of `relaxvm::VmConfig` (`None` keeps its default).
@@ -126,7 +184,7 @@ impl PyVirtualMachine {
         step_budget: Option<i64>,
         max_stack_registers: Option<i64>,
     ) -> PyResult<Self> {
-        let _ = memory_cfg;
+        check_memory_cfg(memory_cfg)?;
         let defaults = VmConfig::default();
         let config = VmConfig {
             max_call_depth: limit("max_call_depth", max_call_depth)?.unwrap_or(defaults.max_call_depth),

@@ -23,7 +23,8 @@ use std::sync::Arc;
 ///
 /// PROG is an executable: a binary file (.rvx), its text form, or a model compiled by Apache
 /// TVM 0.27 (a .so written by export_library, or a relax.VMExecutable from write_to_file).
-/// Only `run` opens a .so (runs its code); dis, stats and verify read it as data.
+/// Only run, profile and trace open a .so (run its code); dis, stats and verify read it as
+/// data.
 #[derive(Debug, Parser)]
 #[command(name = "relaxvm", version, propagate_version = true)]
 pub struct Cli {
@@ -186,13 +187,31 @@ struct LinkArgs {
 
 /// Parses the process's arguments, runs the command and reports the outcome.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    ExitCode::from(main_from(std::env::args_os()))
+}
+
+/// Runs the command line `args` (the program's name first), printing what the tool prints, and
+/// returns its exit status: 0, 1 when the command failed, 2 for a usage error (as `main`; the
+/// Python package's `relaxvm` script calls this).
+pub fn main_from<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version are "errors" that print to stdout and succeed.
+            let _ = e.print();
+            return u8::try_from(e.exit_code()).unwrap_or(2);
+        }
+    };
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => 0,
         Err(e) => {
             use std::io::Write;
             let _ = writeln!(std::io::stderr(), "error: {e}");
-            ExitCode::FAILURE
+            1
         }
     }
 }

@@ -1,0 +1,12 @@
+//! `python -m relaxvm` and the `relaxvm` console script: the command-line tool, compiled into
+//! the extension so that a pip install has it.
+
+use pyo3::prelude::*;
+use std::ffi::OsString;
+
+/// Runs the command line `argv` (the program's name first) and returns its exit status. The GIL
+/// is released: the command runs no Python.
+#[pyfunction]
+pub fn _cli_main(py: Python<'_>, argv: Vec<OsString>) -> u8 {
+    py.detach(|| relaxvm_builder::cli::main_from(argv))
+}

@@ -1,0 +1,90 @@
+"""TVM's Python API where relaxvm matches it: memory_cfg, instrument return kinds and arguments."""
+
+import numpy as np
+import pytest
+
+import relaxvm as rx
+
+
+def program():
+    ib = rx.ExecBuilder()
+    with ib.function("main", num_inputs=1):
+        ib.emit_call("vm.builtin.check_tensor_info", args=[ib.r(0), 1, rx.DataType("float32"), "x"], dst=None)
+        ib.emit_call("vm.op.add", args=[ib.r(0), ib.r(0)], dst=ib.r(2))
+        ib.emit_ret(ib.r(2))
+    return ib.get()
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [None, "naive", "pooled", {}, {rx.cpu(): rx.VirtualMachine.POOLED_ALLOCATOR}, {rx.cpu(0): "naive"}],
+)
+def test_memory_cfg_values_tvm_accepts(cfg):
+    vm = rx.VirtualMachine(program(), rx.cpu(), memory_cfg=cfg)
+    assert vm["main"](np.ones(2, "float32")).numpy().tolist() == [2, 2]
+    assert (rx.VirtualMachine.NAIVE_ALLOCATOR, rx.VirtualMachine.POOLED_ALLOCATOR) == (1, 2)
+
+
+@pytest.mark.parametrize(
+    "cfg,error,match",
+    [
+        ("arena", ValueError, 'memory_cfg must be "naive" or "pooled", found \'arena\''),
+        (3, TypeError, "memory_cfg is expected be string or dictionary, but received int"),
+        ({rx.cpu(): 7}, ValueError, r"memory_cfg\[.*\] must be VirtualMachine.NAIVE_ALLOCATOR"),
+        ({"gpu": 1}, ValueError, "gpu"),
+    ],
+)
+def test_memory_cfg_rejects_what_tvm_rejects(cfg, error, match):
+    with pytest.raises(error, match=match):
+        rx.VirtualMachine(program(), rx.cpu(), memory_cfg=cfg)
+
+
+def test_instrument_return_kinds_and_dtype_arguments_as_str():
+    seen = []
+
+    def instrument(func, name, before, ret, *args):
+        seen.append((name, before, [type(a).__name__ for a in args]))
+        if before and name == "vm.op.add":
+            return rx.VMInstrumentReturnKind.SKIP_RUN
+        return rx.VMInstrumentReturnKind.NO_OP
+
+    vm = rx.VirtualMachine(program(), rx.cpu())
+    vm.set_instrument(instrument)
+    assert vm["main"](np.ones(2, "float32")) is None  # the add was skipped
+    assert seen[0] == ("vm.builtin.check_tensor_info", True, ["Tensor", "int", "str", "str"])
+    assert [s[:2] for s in seen] == [
+        ("vm.builtin.check_tensor_info", True),
+        ("vm.builtin.check_tensor_info", False),
+        ("vm.op.add", True),
+    ]
+    assert int(rx.VMInstrumentReturnKind.SKIP_RUN) == 1 and rx.VMInstrumentReturnKind.NO_OP == 0
+    vm.set_instrument(lambda *a: 5)
+    with pytest.raises(ValueError, match="VMInstrumentReturnKind"):
+        vm["main"](np.ones(2, "float32"))
+
+
+def test_the_cli_comes_with_the_package(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "relaxvm", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("relaxvm "), out
+    prog = tmp_path / "p.txt"
+    prog.write_text(
+        ".packed vm.builtin.int.add\n@main inputs=1 regs=2:\n  call vm.builtin.int.add in: %0, i1 dst: %1\n  ret %1\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "relaxvm", "run", str(prog), "main", "41"], capture_output=True, text=True
+    )
+    assert (out.returncode, out.stdout) == (0, "42\n"), out
+    out = subprocess.run(
+        [sys.executable, "-m", "relaxvm", "run", str(tmp_path / "none")], capture_output=True, text=True
+    )
+    assert out.returncode == 1 and out.stderr.startswith("error: "), out
+    out = subprocess.run([sys.executable, "-m", "relaxvm", "bogus"], capture_output=True, text=True)
+    assert out.returncode == 2 and "unrecognized subcommand" in out.stderr, out
+    script = os.path.join(os.path.dirname(sys.executable), "relaxvm")
+    if os.path.exists(script):  # installed by pip / maturin develop
+        out = subprocess.run([script, "--help"], capture_output=True, text=True)
+        assert out.returncode == 0 and "Assemble, inspect, verify and run" in out.stdout, out
