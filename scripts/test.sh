@@ -4,13 +4,17 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== cargo doc (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== cargo test"
-cargo test --workspace --exclude relaxvm-python
+cargo test --workspace --exclude relaxvm-python 2>&1 | tee "$logs/cargo"
 echo "== cargo test of the vm crate under AddressSanitizer"
 # The vm crate holds the unsafe memory code (storage, tensor views, the mapped format). Stable
 # rustc with RUSTC_BOOTSTRAP=1 accepts -Zsanitizer; an explicit --target keeps build scripts and
@@ -34,4 +38,7 @@ RELAXVM_TVM_CORPUS="$("$root/scripts/tvm-corpus.sh" "${corpus_flags[@]}" | tail 
 export RELAXVM_TVM_CORPUS
 echo "corpus: $RELAXVM_TVM_CORPUS"
 echo "== pytest"
-"$root/.venv/bin/python" -m pytest -q tests
+"$root/.venv/bin/python" -m pytest -q tests | tee "$logs/pytest"
+
+rust="$(awk '/^test result:/ {p += $4; i += $8} END {printf "%d passed, %d ignored", p, i}' "$logs/cargo")"
+echo "== summary: Rust: $rust; Python: $(tail -n 1 "$logs/pytest" | sed 's/^=* *//; s/ *=*$//'); $((SECONDS / 60)) min $((SECONDS % 60)) s"

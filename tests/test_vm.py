@@ -330,3 +330,21 @@ def test_which_functions_release_the_gil(unique_name):
         "long": True,
     }
     assert vm["python"](1) == 2 and vm["recursion"](5) == 0 and vm["long"](3) == 3
+
+
+def test_print_writes_through_sys_stdout(capsys):
+    import contextlib
+    import io
+
+    ib = rx.ExecBuilder()
+    with ib.function("main", num_inputs=1):
+        ib.emit_call("vm.builtin.print", args=[ib.r(0), "hi"], dst=None)
+        ib.emit_call("relax.run.print", args=["n={}", ib.r(0)], dst=None)
+        ib.emit_ret(ib.r(0))
+    vm = rx.VirtualMachine(ib.get())
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        vm["main"](7)
+    assert buf.getvalue() == "7 hi\nn=7\n"
+    vm["main"](8)
+    assert capsys.readouterr().out == "8 hi\nn=8\n"

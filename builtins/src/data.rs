@@ -12,7 +12,6 @@
 use crate::args::{self, in_builtin, type_err, value_err};
 use crate::table::{builtin, Builtin};
 use relaxvm::{CallCtx, Closure, Error, Result, Value};
-use std::io::Write;
 use std::sync::Arc;
 
 /// The builtins of this module.
@@ -67,12 +66,10 @@ fn read_if_cond(name: &'static str, args: &[Value]) -> Result<Value> {
     }
 }
 
-/// `print(x...)`: prints the values to stdout, separated by spaces.
+/// `print(x...)`: prints the values, separated by spaces, where prints go ([`crate::output`]).
 fn print(name: &'static str, args: &[Value]) -> Result<Value> {
     let line = args.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ");
-    // `println!` would panic if stdout is closed; report that as an error instead.
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").and_then(|()| out.flush()).map_err(|e| in_builtin(name, Error::from(e)))?;
+    crate::output::write_line(&line).map_err(|e| in_builtin(name, Error::from(e)))?;
     Ok(Value::Null)
 }
 

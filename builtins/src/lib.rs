@@ -34,6 +34,7 @@ pub mod checks;
 pub mod contrib_sort;
 pub mod data;
 pub mod memory;
+pub mod output;
 pub mod relax_run;
 pub mod scalar;
 pub mod shape_heap;

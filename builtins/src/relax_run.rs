@@ -25,7 +25,6 @@ use crate::args::{self, in_builtin, type_err, value_err};
 use crate::table::{builtin, Builtin};
 use elements::{elements, Raw};
 use relaxvm::{dispatch_dtype, DataType, Error, ErrorKind, Result, Tensor, Value};
-use std::io::Write;
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
@@ -96,14 +95,12 @@ fn message(name: &str, fmt: &str, values: &[Value], sep: &str) -> Result<String>
     }
 }
 
-/// `print(format_str, x...)`: one line on stdout.
+/// `print(format_str, x...)`: one line where prints go ([`crate::output`]).
 fn print(name: &'static str, args: &[Value]) -> Result<Value> {
     args::arity_at_least(name, args, 1)?;
     let fmt = format_arg(name, args, 0)?;
     let line = message(name, fmt, &args[1..], " ")?;
-    // `println!` would panic if stdout is closed; report that as an error instead.
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").and_then(|()| out.flush()).map_err(|e| in_builtin(name, Error::from(e)))?;
+    crate::output::write_line(&line).map_err(|e| in_builtin(name, Error::from(e)))?;
     Ok(Value::Null)
 }
 

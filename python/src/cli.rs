@@ -5,8 +5,12 @@ use pyo3::prelude::*;
 use std::ffi::OsString;
 
 /// Runs the command line `argv` (the program's name first) and returns its exit status. The GIL
-/// is released: the command runs no Python.
+/// is released, and prints go to the process's standard output as the tool's own output does
+/// (through `sys.stdout` they could come out after it).
 #[pyfunction]
 pub fn _cli_main(py: Python<'_>, argv: Vec<OsString>) -> u8 {
-    py.detach(|| relaxvm_builder::cli::main_from(argv))
+    let sink = relaxvm_builtins::output::set_sink(None);
+    let status = py.detach(|| relaxvm_builder::cli::main_from(argv));
+    relaxvm_builtins::output::set_sink(sink);
+    status
 }

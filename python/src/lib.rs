@@ -18,6 +18,7 @@ mod richcmp;
 mod shape;
 mod signals;
 mod signature;
+mod stdout;
 mod tensor;
 mod testing;
 mod timing;
@@ -32,6 +33,7 @@ use pyo3::prelude::*;
 fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     relaxvm_builtins::ensure_registered();
     signals::note_main_thread();
+    stdout::install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     m.add_class::<builder::PyArg>()?;

@@ -13,10 +13,10 @@ pub fn registry() -> &'static Registry {
     })
 }
 
-/// Calls builtin `name` outside any VM.
+/// Calls builtin `name` outside any VM; what it prints is captured (and dropped).
 pub fn call(name: &str, args: &[Value]) -> Result<Value> {
     let f = registry().get(name).unwrap_or_else(|| panic!("{name} is not registered"));
-    f.call(&mut CallCtx::detached(), args)
+    relaxvm_builtins::output::capture(|| f.call(&mut CallCtx::detached(), args)).0
 }
 
 /// Asserts `r` is an error that is not a caught panic, and returns its message.

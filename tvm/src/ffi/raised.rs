@@ -8,7 +8,7 @@
 //! When TVM's own runtime (`libtvm_ffi.so`) sits in the process's global scope ahead of
 //! relaxvm's definition (Python code that imported `tvm` first), the loader binds kernels to
 //! TVM's function instead, and the error lands in TVM's thread-local slot: it is then taken from
-//! there with TVM's C API (`TVMFFIErrorMoveFromRaised`), see [`ForeignErrors`].
+//! there with TVM's C API (`TVMFFIErrorMoveFromRaised`), see `ForeignErrors`.
 
 use super::abi::{type_index, TVMFFIByteArray, TVMFFIErrorCell, TVMFFIObject};
 use relaxvm::{Error, ErrorKind};
@@ -38,7 +38,7 @@ pub fn set(kind: String, message: String) {
 }
 
 /// Takes the error the current thread recorded, as `(kind, message)`: relaxvm's own slot
-/// first, then TVM's when kernels are bound to TVM's runtime (see [`ForeignErrors`]).
+/// first, then TVM's when kernels are bound to TVM's runtime (see `ForeignErrors`).
 pub fn take_raw() -> Option<(String, String)> {
     RAISED.with(|r| r.borrow_mut().take()).or_else(take_foreign)
 }
