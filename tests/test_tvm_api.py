@@ -88,3 +88,16 @@ def test_the_cli_comes_with_the_package(tmp_path):
     if os.path.exists(script):  # installed by pip / maturin develop
         out = subprocess.run([script, "--help"], capture_output=True, text=True)
         assert out.returncode == 0 and "Assemble, inspect, verify and run" in out.stdout, out
+
+
+def test_device_has_tvm_ffi_accessors():
+    d = rx.cpu(1)
+    assert (d.device_type, d.index, d.device_id, d.dlpack_device_type()) == (1, 1, 1, 1)
+
+
+def test_tensor_takes_the_device_positionally_as_tvm_does():
+    t = rx.tensor(np.arange(3, dtype="float32"), rx.cpu(0))
+    assert t.dtype == "float32" and t.device == rx.cpu(0) and t.numpy().tolist() == [0, 1, 2]
+    assert rx.tensor([1, 2], "int8").dtype == "int8"
+    with pytest.raises(TypeError, match="device twice"):
+        rx.tensor([1], rx.cpu(), device=rx.cpu())

@@ -180,10 +180,15 @@ class Device:
     def device_id(self) -> int:
         """The index among devices of this type."""
     @property
+    def index(self) -> int:
+        """The index among devices of this type (tvm_ffi's name for ``device_id``)."""
+    @property
     def type_name(self) -> str:
         """The device type's name (``"cpu"``)."""
     def dlpack_device(self) -> tuple[int, int]:
         """``(device_type, device_id)``, as ``__dlpack_device__`` returns it."""
+    def dlpack_device_type(self) -> int:
+        """The DLPack device type code (``1`` for CPU), as tvm_ffi's ``Device.dlpack_device_type()``."""
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
@@ -278,9 +283,10 @@ class Tensor:
         """True when both tensors view the same memory block."""
     def __len__(self) -> int: ...
 
-def tensor(data: Any, dtype: _DTypeLike | None = None, device: _DeviceLike = None) -> Tensor:
+def tensor(data: Any, dtype: _DTypeLike | Device | None = None, device: _DeviceLike = None) -> Tensor:
     """A new tensor holding a copy of ``data`` (a tensor, a numpy array, or anything
-    ``numpy.asarray`` accepts), converted to ``dtype`` when given. TVM's ``tvm.nd.array``."""
+    ``numpy.asarray`` accepts), converted to ``dtype`` when given. A ``Device`` as the second
+    argument is the device, as in TVM's ``tvm.runtime.tensor(arr, dev)``."""
 
 def tensor_from_bytes(data: bytes, shape: _ShapeLike, dtype: _DTypeLike) -> Tensor:
     """A tensor from raw little-endian bytes (as ``Executable.as_python()`` writes constants)."""

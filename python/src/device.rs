@@ -78,6 +78,12 @@ impl PyDevice {
         self.0.device_id
     }
 
+    /// The index among devices of this type (tvm_ffi's name for `device_id`).
+    #[getter]
+    fn index(&self) -> i32 {
+        self.0.device_id
+    }
+
     /// The device type's name (`"cpu"`).
     #[getter]
     fn type_name(&self) -> &'static str {
@@ -87,6 +93,11 @@ impl PyDevice {
     /// `(device_type, device_id)`, as `__dlpack_device__` returns it.
     fn dlpack_device(&self) -> (i32, i32) {
         (self.0.device_type.code(), self.0.device_id)
+    }
+
+    /// The DLPack device type code (`1` for CPU), as tvm_ffi's `Device.dlpack_device_type()`.
+    fn dlpack_device_type(&self) -> i32 {
+        self.0.device_type.code()
     }
 
     fn __repr__(&self) -> String {

@@ -366,7 +366,8 @@ impl PyTensor {
 }
 
 /// `rx.tensor(data, dtype=None, device=None)`: a new tensor holding a copy of `data` (a tensor,
-/// numpy array, or anything `numpy.asarray` accepts), optionally converted to `dtype`.
+/// numpy array, or anything `numpy.asarray` accepts), optionally converted to `dtype`. A device
+/// as the second argument is the device, as in TVM's `tvm.runtime.tensor(arr, dev)`.
 #[pyfunction]
 #[pyo3(signature = (data, dtype = None, device = None))]
 pub fn tensor<'py>(
@@ -375,6 +376,15 @@ pub fn tensor<'py>(
     dtype: Option<&Bound<'py, PyAny>>,
     device: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyTensor>> {
+    let (dtype, device) = match dtype {
+        Some(d) if d.is_instance_of::<PyDevice>() => {
+            if device.is_some_and(|x| !x.is_none()) {
+                return Err(PyTypeError::new_err("rx.tensor got a device twice (second argument and device=)"));
+            }
+            (None, Some(d))
+        }
+        other => (other, device),
+    };
     let device = extract_device(device)?;
     let dtype = dtype.filter(|d| !d.is_none()).map(extract_dtype).transpose()?;
     if let Ok(t) = data.cast::<PyTensor>() {

@@ -1,6 +1,10 @@
 //! Helpers shared by the integration tests.
 
-use relaxvm::{CallCtx, DataType, ErrorKind, Registry, Result, Shape, Tensor, Value};
+use relaxvm::{
+    Arg, CallCtx, DataType, ErrorKind, Executable, ExecutableParts, FuncInfo, Instruction, Registry, Result, Shape,
+    Tensor, Value,
+};
+use std::sync::Arc;
 use std::sync::OnceLock;
 
 /// A registry holding every builtin (built once).
@@ -48,4 +52,29 @@ pub fn shape(dims: &[i64]) -> Value {
 /// A dtype value.
 pub fn dtype(d: DataType) -> Value {
     Value::DType(d)
+}
+
+/// main(x, n): n times x = x + x (through `twice`), then ret x.
+pub fn looping() -> Arc<Executable> {
+    let exe = Executable::from_parts(ExecutableParts {
+        funcs: vec![
+            FuncInfo::bytecode("main", 0, 6, 2, 3),
+            FuncInfo::bytecode("twice", 6, 8, 1, 2),
+            FuncInfo::packed("vm.builtin.int.sub"),
+            FuncInfo::packed("vm.op.add"),
+        ],
+        instrs: vec![
+            Instruction::If { cond: 1, false_offset: 4 },
+            Instruction::Call { func: 1, args: vec![Arg::Reg(0)], dst: Some(0) },
+            Instruction::Call { func: 2, args: vec![Arg::Reg(1), Arg::Imm(1)], dst: Some(1) },
+            Instruction::Goto { offset: -3 },
+            Instruction::Ret { result: 0 },
+            Instruction::Ret { result: 0 },
+            Instruction::Call { func: 3, args: vec![Arg::Reg(0), Arg::Reg(0)], dst: Some(1) },
+            Instruction::Ret { result: 1 },
+        ],
+        ..Default::default()
+    })
+    .unwrap();
+    Arc::new(exe)
 }

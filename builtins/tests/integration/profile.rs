@@ -1,35 +1,10 @@
 //! VirtualMachine::profile from Rust: off unless asked for, counts equal executed calls, rows
 //! and overhead add up, a failing run restores the instrument hook.
 
-use crate::common::{registry, tensor};
+use crate::common::{looping, registry, tensor};
 use relaxvm::profile::{CallKind, SortBy};
-use relaxvm::{Arg, ErrorKind, Executable, ExecutableParts, FuncInfo, Instruction, Value, VirtualMachine, VmConfig};
+use relaxvm::{ErrorKind, Value, VirtualMachine, VmConfig};
 use std::sync::{Arc, Mutex};
-
-/// main(x, n): n times x = x + x (through `twice`), then ret x.
-fn looping() -> Arc<Executable> {
-    let exe = Executable::from_parts(ExecutableParts {
-        funcs: vec![
-            FuncInfo::bytecode("main", 0, 6, 2, 3),
-            FuncInfo::bytecode("twice", 6, 8, 1, 2),
-            FuncInfo::packed("vm.builtin.int.sub"),
-            FuncInfo::packed("vm.op.add"),
-        ],
-        instrs: vec![
-            Instruction::If { cond: 1, false_offset: 4 },
-            Instruction::Call { func: 1, args: vec![Arg::Reg(0)], dst: Some(0) },
-            Instruction::Call { func: 2, args: vec![Arg::Reg(1), Arg::Imm(1)], dst: Some(1) },
-            Instruction::Goto { offset: -3 },
-            Instruction::Ret { result: 0 },
-            Instruction::Ret { result: 0 },
-            Instruction::Call { func: 3, args: vec![Arg::Reg(0), Arg::Reg(0)], dst: Some(1) },
-            Instruction::Ret { result: 1 },
-        ],
-        ..Default::default()
-    })
-    .unwrap();
-    Arc::new(exe)
-}
 
 fn vm(profile: bool) -> VirtualMachine {
     relaxvm_builtins::ensure_registered();

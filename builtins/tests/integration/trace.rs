@@ -1,6 +1,7 @@
 //! VirtualMachine::trace from Rust: every call in order with copies, outputs of
 //! destination-passing calls, the byte budget, first_difference, save/load, and errors.
 
+use crate::common::looping;
 use relaxvm::trace::{Opaque, Tolerance, Trace, TraceOptions};
 use relaxvm::{
     Arg, CallCtx, DataType, ErrorKind, Executable, ExecutableParts, FuncInfo, Instruction, PackedFunc, Registry,
@@ -21,32 +22,6 @@ fn registry() -> Registry {
     });
     r.register(double_into, true).unwrap();
     r
-}
-
-/// main(x, n): n times x = twice(x) (x + x), then ret x.
-fn looping() -> Arc<Executable> {
-    Arc::new(
-        Executable::from_parts(ExecutableParts {
-            funcs: vec![
-                FuncInfo::bytecode("main", 0, 6, 2, 3),
-                FuncInfo::bytecode("twice", 6, 8, 1, 2),
-                FuncInfo::packed("vm.builtin.int.sub"),
-                FuncInfo::packed("vm.op.add"),
-            ],
-            instrs: vec![
-                Instruction::If { cond: 1, false_offset: 4 },
-                Instruction::Call { func: 1, args: vec![Arg::Reg(0)], dst: Some(0) },
-                Instruction::Call { func: 2, args: vec![Arg::Reg(1), Arg::Imm(1)], dst: Some(1) },
-                Instruction::Goto { offset: -3 },
-                Instruction::Ret { result: 0 },
-                Instruction::Ret { result: 0 },
-                Instruction::Call { func: 3, args: vec![Arg::Reg(0), Arg::Reg(0)], dst: Some(1) },
-                Instruction::Ret { result: 1 },
-            ],
-            ..Default::default()
-        })
-        .unwrap(),
-    )
 }
 
 /// main(x, out): test.double_into(x, out); ret out + out.
