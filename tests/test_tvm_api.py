@@ -101,3 +101,14 @@ def test_tensor_takes_the_device_positionally_as_tvm_does():
     assert rx.tensor([1, 2], "int8").dtype == "int8"
     with pytest.raises(TypeError, match="device twice"):
         rx.tensor([1], rx.cpu(), device=rx.cpu())
+
+
+def test_vm_key_error_shows_its_sentence_without_quotes():
+    ib = rx.ExecBuilder()
+    with ib.function("main", num_inputs=0):
+        ib.emit_call("no.such", args=[], dst=ib.r(0))
+        ib.emit_ret(ib.r(0))
+    with pytest.raises(rx.VMKeyError) as info:
+        rx.VirtualMachine(ib.get())
+    assert str(info.value).startswith("packed function(s) not found in any registry: no.such")
+    assert isinstance(info.value, KeyError) and isinstance(info.value, rx.VMError)

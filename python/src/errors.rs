@@ -6,10 +6,12 @@
 //! through the VM inside `ErrorKind::External` and is re-raised here with its own type, with the
 //! VM's location added as a note (3.11+) or as its `__cause__` (3.9, 3.10).
 
-use pyo3::exceptions::{PyIndexError, PyKeyError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyBaseException, PyIndexError, PyKeyError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyTuple, PyType};
+use pyo3::types::{PyDict, PyTuple, PyType};
 use pyo3::{ffi, PyTypeInfo};
 use relaxvm::verify::VerifyError;
 use relaxvm::{Error, ErrorKind};
@@ -29,13 +31,26 @@ pub struct Classes {
 static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
 
 fn new_class(py: Python<'_>, name: &CStr, doc: &CStr, bases: &[Bound<'_, PyType>]) -> PyResult<Py<PyType>> {
+    new_class_with(py, name, doc, bases, None)
+}
+
+/// [`new_class`] with `attrs` as the class's namespace.
+fn new_class_with(
+    py: Python<'_>,
+    name: &CStr,
+    doc: &CStr,
+    bases: &[Bound<'_, PyType>],
+    attrs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyType>> {
     let bases = PyTuple::new(py, bases)?;
+    let attrs = attrs.map_or(std::ptr::null_mut(), |d| d.as_ptr());
     // SAFETY: the name and doc are NUL-terminated strings that outlive the call; `bases` is a
-    // tuple of exception classes; the call returns a new reference or NULL with an exception set.
+    // tuple of exception classes; `attrs` is null or a dict that outlives the call (it is
+    // copied into the class); the call returns a new reference or NULL with an exception set.
     unsafe {
         Bound::from_owned_ptr_or_err(
             py,
-            ffi::PyErr_NewExceptionWithDoc(name.as_ptr(), doc.as_ptr(), bases.as_ptr(), std::ptr::null_mut()),
+            ffi::PyErr_NewExceptionWithDoc(name.as_ptr(), doc.as_ptr(), bases.as_ptr(), attrs),
         )
         .map(|t| t.cast_into_unchecked::<PyType>().unbind())
     }
@@ -60,11 +75,19 @@ pub fn classes(py: Python<'_>) -> &'static Classes {
                     c"A VM failure that is also a TypeError: a wrong argument type or count.",
                     PyTypeError::type_object(py),
                 )?,
-                vm_key_error: sub(
-                    c"relaxvm.VMKeyError",
-                    c"A VM failure that is also a KeyError: an unknown function.",
-                    PyKeyError::type_object(py),
-                )?,
+                vm_key_error: {
+                    // KeyError shows its message as a repr, in quotes (it is meant for a key);
+                    // this one carries a sentence, shown as it is.
+                    let attrs = PyDict::new(py);
+                    attrs.set_item("__str__", PyBaseException::type_object(py).getattr("__str__")?)?;
+                    new_class_with(
+                        py,
+                        c"relaxvm.VMKeyError",
+                        c"A VM failure that is also a KeyError: an unknown function.",
+                        &[vm.clone(), PyKeyError::type_object(py)],
+                        Some(&attrs),
+                    )?
+                },
                 vm_index_error: sub(
                     c"relaxvm.VMIndexError",
                     c"A VM failure that is also an IndexError.",
