@@ -121,7 +121,11 @@ fn write_text(exe: &Executable, out: &mut String) {
                 out.push('\n');
             }
             FuncKind::Bytecode => {
-                out.push_str("\n@");
+                // A blank line separates a function from what comes before it, if anything does.
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push('@');
                 write_name(out, &f.name);
                 write!(out, " inputs={} regs={}", f.num_args, f.register_file_size).unwrap();
                 if let Some(sig) = &f.signature {

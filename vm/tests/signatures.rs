@@ -229,7 +229,7 @@ fn the_entry_defaults_to_main() {
     parts.funcs[0].name = "main".into();
     let e = Executable::from_parts(parts.clone()).unwrap();
     assert_eq!((e.entry(), e.declared_entry()), (Some("main"), None));
-    assert!(e.as_text().starts_with("\n@main inputs=1 regs=2 sig=(x: i64) -> any:\n"), "{}", e.as_text());
+    assert!(e.as_text().starts_with("@main inputs=1 regs=2 sig=(x: i64) -> any:\n"), "{}", e.as_text());
     parts.entry = Some("g".into());
     assert!(Executable::from_parts(parts).unwrap().as_text().starts_with(".entry g\n"));
 }

@@ -46,8 +46,7 @@ fn design_doc_text_format_example() {
     let exe = build(&mut ib);
     assert_eq!(
         exe.as_text(),
-        "
-@func0 inputs=2 regs=4:
+        "@func0 inputs=2 regs=4:
   call  vm.op.add  in: %0, %1  dst: %2
   call  vm.builtin.move  in: %2  dst: %3
   call  vm.builtin.print  in: %3  dst: void
@@ -165,7 +164,7 @@ fn layout_is_table_order_even_when_defined_in_another_order() {
     .unwrap();
     let (t1, t2) = (build(&mut one).as_text(), build(&mut two).as_text());
     assert_eq!(t1, t2);
-    assert!(t1.starts_with("\n@b inputs=0 regs=1:\n"), "{t1}");
+    assert!(t1.starts_with("@b inputs=0 regs=1:\n"), "{t1}");
 }
 
 #[test]
@@ -225,8 +224,7 @@ fn locations_and_param_names() {
     ib.end_function().unwrap();
     assert_eq!(
         build(&mut ib).as_text(),
-        r#"
-@main inputs=2 regs=4 params=(x, "odd name"):
+        r#"@main inputs=2 regs=4 params=(x, "odd name"):
   call  vm.op.add  in: %0, %1  dst: %2  loc("model.py":3:1)
   call  vm.op.mul  in: %2, %2  dst: %3  loc(callsite("inner" at fused["a", "b"]))
   ret  %3
