@@ -38,3 +38,8 @@ pub use exec_builder::{BuildOutput, ExecBuilder};
 pub use link::{link, LinkOptions};
 pub use link_error::{LinkError, LinkErrorKind, ModuleRef};
 pub use reachability::drop_unreachable;
+
+/// The README's Rust code blocks, compiled and run as doctests so that they cannot rot.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
