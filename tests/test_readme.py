@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "tvm_corpus"))
+import located  # noqa: E402
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-MLP = os.path.join(os.environ.get("RELAXVM_TVM_CORPUS", ""), "hand", "mlp", "model.so")
+HAND = located.suite_dir("hand")
 
 
 def test_the_readme_has_python_blocks():
@@ -24,9 +27,9 @@ def test_the_readme_has_python_blocks():
 def test_python_block_runs(k, tmp_path, monkeypatch, capsys):
     code = BLOCKS[k]
     if "mlp.so" in code:
-        if not os.path.exists(MLP):
-            pytest.skip("RELAXVM_TVM_CORPUS is not set to a built corpus (scripts/test.sh builds one)")
-        shutil.copy(MLP, tmp_path / "mlp.so")
+        if HAND is None:
+            pytest.skip(located.SKIP_REASON)
+        shutil.copy(os.path.join(HAND, "mlp", "model.so"), tmp_path / "mlp.so")
     monkeypatch.chdir(tmp_path)
     # Blocks register functions as a reader would: once, so they may replace earlier tests' ones.
     import relaxvm as rx
@@ -38,4 +41,3 @@ def test_python_block_runs(k, tmp_path, monkeypatch, capsys):
     printed = capsys.readouterr().out
     if "print(" in code:
         assert printed, "the block prints something"
-    assert sys.modules.get("relaxvm") is rx

@@ -269,3 +269,36 @@ print(vm["main"](3))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split("\n")[:2] == ["interrupted True True", "0"], out.stderr
+
+
+def test_save_and_load_errors_name_the_file_and_what_was_expected(tmp_path):
+    trace = run([1.0, 2.0])
+    with pytest.raises(FileNotFoundError, match="cannot write trace .*missing.*run.npz: No such file"):
+        trace.save(tmp_path / "missing" / "run.npz")
+    path = tmp_path / "run.npz"
+    trace.save(path)
+    arrays = dict(np.load(path))
+    meta = json.loads(arrays["__trace__"].tobytes())
+
+    def rewrite(meta, **replace):
+        changed = {**arrays, **replace, "__trace__": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+        np.savez(tmp_path / "bad.npz", **changed)
+        return tmp_path / "bad.npz"
+
+    with pytest.raises(
+        rx.VMValueError, match='expected format "relaxvm-trace" version 1, found "relaxvm-trace" version 9'
+    ):
+        rx.Trace.load(rewrite({**meta, "version": 9}))
+    with pytest.raises(
+        rx.VMValueError, match='array "step2.result" is float64\\(2,\\), the trace says float32\\(2,\\)'
+    ):
+        rx.Trace.load(rewrite(meta, **{"step2.result": arrays["step2.result"].astype("float64")}))
+    steps = [dict(s) for s in meta["steps"]]
+    steps[1]["index"] = 7
+    with pytest.raises(rx.VMValueError, match="step 1 of the file is numbered 7, not 1"):
+        rx.Trace.load(rewrite({**meta, "steps": steps}))
+    with pytest.raises(rx.VMValueError, match='array "step2.result": '):
+        rx.Trace.load(rewrite(meta, **{"step2.result": None}))
+    np.savez(tmp_path / "nometa.npz", x=np.zeros(1))
+    with pytest.raises(rx.VMValueError, match='array "__trace__"'):
+        rx.Trace.load(tmp_path / "nometa.npz")

@@ -18,13 +18,11 @@ import relaxvm as rx
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "tvm_corpus"))
 import corpus  # noqa: E402
+import located  # noqa: E402
 
-ROOT = os.environ.get("RELAXVM_TVM_CORPUS")
-SUITE = os.path.join(ROOT, "hand") if ROOT else None
-AVAILABLE = bool(SUITE) and os.path.exists(os.path.join(SUITE, corpus.MANIFEST))
-pytestmark = pytest.mark.skipif(
-    not AVAILABLE, reason="RELAXVM_TVM_CORPUS is not set to a built corpus (scripts/test.sh builds one)"
-)
+SUITE = located.suite_dir("hand")
+AVAILABLE = SUITE is not None
+pytestmark = pytest.mark.skipif(not AVAILABLE, reason=located.SKIP_REASON)
 MODELS = corpus.load_manifest(SUITE)["models"] if AVAILABLE else []
 CASES = [(m["name"], k) for m in MODELS for k in range(len(m["cases"]))]
 

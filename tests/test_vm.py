@@ -1,6 +1,7 @@
 """rx.VirtualMachine: calling conventions, closures, saved functions, stateful calls,
 instruments, timing and threads."""
 
+import sys
 import threading
 import time
 
@@ -348,3 +349,21 @@ def test_print_writes_through_sys_stdout(capsys):
     assert buf.getvalue() == "7 hi\nn=7\n"
     vm["main"](8)
     assert capsys.readouterr().out == "8 hi\nn=8\n"
+
+
+def test_print_reports_a_failing_sys_stdout(monkeypatch):
+    class Broken:
+        def write(self, text):
+            raise OSError("the terminal went away")
+
+    ib = rx.ExecBuilder()
+    with ib.function("main", num_inputs=1):
+        ib.emit_call("vm.builtin.print", args=[ib.r(0)], dst=None)
+        ib.emit_ret(ib.r(0))
+    vm = rx.VirtualMachine(ib.get())
+    monkeypatch.setattr(sys, "stdout", Broken())
+    with pytest.raises(rx.VMError, match="sys.stdout: OSError: the terminal went away") as info:
+        vm["main"](1)
+    assert "vm.builtin.print" in str(info.value)
+    monkeypatch.setattr(sys, "stdout", None)
+    assert vm["main"](2) == 2  # nothing to print to: nothing printed, as Python's print

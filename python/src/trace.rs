@@ -2,7 +2,7 @@
 
 use crate::convert::to_py;
 use crate::errors::IntoPyResult;
-use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use relaxvm::trace::{Tolerance, Trace, TraceDifference, TraceStep};
@@ -282,13 +282,9 @@ impl PyTrace {
         rtol: f64,
         atol: f64,
     ) -> PyResult<Option<PyTraceDifference>> {
-        if !(rtol >= 0.0 && atol >= 0.0) {
-            return Err(PyValueError::new_err(format!(
-                "rtol and atol must be non-negative numbers, found rtol={rtol}, atol={atol}"
-            )));
-        }
+        let tolerance = Tolerance::new(rtol, atol).py_err(py)?;
         let (ta, tb) = (Arc::clone(&a.0), Arc::clone(&b.0));
-        let diff = py.detach(|| ta.first_difference(&tb, Tolerance { rtol, atol }));
+        let diff = py.detach(|| ta.first_difference(&tb, tolerance));
         Ok(diff.map(|diff| PyTraceDifference { diff, a: ta, b: tb }))
     }
 

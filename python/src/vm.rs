@@ -99,6 +99,19 @@ impl PyVirtualMachine {
         };
         Ok(PyVmFunction { shared: Arc::clone(&self.shared), func, release, name: name.to_string(), params, sig })
     }
+
+    /// The arguments of a call to `name`, bound as `vm[name](*args, **kwargs)` binds them.
+    fn bind_call(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Args> {
+        let mut argv = Args::new();
+        self.resolve(py, name)?.bind_args(args, kwargs, &mut argv)?;
+        Ok(argv)
+    }
 }
 
 /// A limit given from Python: at least 1 (`None` keeps the default).
@@ -120,14 +133,12 @@ const POOLED_ALLOCATOR: i64 = 2;
 /// so a valid value changes nothing, and an invalid one is an error, never ignored.
 fn check_memory_cfg(cfg: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
     let Some(cfg) = cfg.filter(|c| !c.is_none()) else { return Ok(()) };
-    let kind_ok = |v: &Bound<'_, PyAny>| -> PyResult<bool> {
-        if let Ok(s) = v.extract::<String>() {
-            return Ok(s == "naive" || s == "pooled");
-        }
-        Ok(v.extract::<i64>().is_ok_and(|k| k == NAIVE_ALLOCATOR || k == POOLED_ALLOCATOR))
+    let kind_ok = |v: &Bound<'_, PyAny>| match v.extract::<String>() {
+        Ok(s) => s == "naive" || s == "pooled",
+        Err(_) => v.extract::<i64>().is_ok_and(|k| k == NAIVE_ALLOCATOR || k == POOLED_ALLOCATOR),
     };
     if cfg.is_instance_of::<PyString>() {
-        if !kind_ok(cfg)? {
+        if !kind_ok(cfg) {
             return Err(PyValueError::new_err(format!(
                 "memory_cfg must be \"naive\" or \"pooled\", found {}",
                 cfg.repr()?
@@ -143,7 +154,7 @@ fn check_memory_cfg(cfg: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
     };
     for (device, kind) in dict.iter() {
         extract_device(Some(&device))?;
-        if !kind_ok(&kind)? {
+        if !kind_ok(&kind) {
             return Err(PyValueError::new_err(format!(
                 "memory_cfg[{}] must be VirtualMachine.NAIVE_ALLOCATOR (1), POOLED_ALLOCATOR (2), \"naive\" or \"pooled\", found {}",
                 device.repr()?,
@@ -389,9 +400,7 @@ impl PyVirtualMachine {
         args: &Bound<'_, PyTuple>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyProfileReport> {
-        let f = self.resolve(py, func_name)?;
-        let mut argv = Args::new();
-        f.bind_args(args, kwargs, &mut argv)?;
+        let argv = self.bind_call(py, func_name, args, kwargs)?;
         let report = self.shared.run(py, true, |vm| vm.profile(func_name, &argv))?;
         Ok(PyProfileReport::new(report))
     }
@@ -410,9 +419,7 @@ impl PyVirtualMachine {
         max_bytes: usize,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyTrace> {
-        let f = self.resolve(py, func_name)?;
-        let mut argv = Args::new();
-        f.bind_args(args, kwargs, &mut argv)?;
+        let argv = self.bind_call(py, func_name, args, kwargs)?;
         let options = relaxvm::trace::TraceOptions { max_bytes };
         match self.shared.run(py, true, |vm| Ok(vm.trace(func_name, &argv, options)))? {
             Ok(trace) => Ok(PyTrace::new(trace)),

@@ -36,9 +36,7 @@ pub struct TraceArgs {
 
 /// Traces the function, prints its steps, and saves or compares the trace.
 pub fn trace(a: TraceArgs) -> Result<(), CliError> {
-    if !(a.rtol >= 0.0 && a.atol >= 0.0) {
-        return Err(CliError::new(format!("--rtol and --atol must be non-negative, found {} and {}", a.rtol, a.atol)));
-    }
+    let tolerance = Tolerance::new(a.rtol, a.atol)?;
     let (exe, func, args) = a.call.prepare(&[a.save.as_deref()])?;
     // Read the reference first: a bad file is reported before the run.
     let reference = a.compare.as_deref().map(Trace::load).transpose()?;
@@ -58,7 +56,7 @@ pub fn trace(a: TraceArgs) -> Result<(), CliError> {
         return Err(error.into());
     }
     if let (Some(reference), Some(path)) = (reference, &a.compare) {
-        match reference.first_difference(&trace, Tolerance { rtol: a.rtol, atol: a.atol }) {
+        match reference.first_difference(&trace, tolerance) {
             Some(d) => return Err(CliError::new(format!("differs from {}: {d}", path.display()))),
             None => io::write_output(None, &format!("no step differs from {}\n", path.display()))?,
         }

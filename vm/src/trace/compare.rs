@@ -27,6 +27,19 @@ pub struct Tolerance {
     pub atol: f64,
 }
 
+impl Tolerance {
+    /// A tolerance; both must be non-negative numbers (NaN is not).
+    pub fn new(rtol: f64, atol: f64) -> crate::error::Result<Tolerance> {
+        if rtol >= 0.0 && atol >= 0.0 {
+            Ok(Tolerance { rtol, atol })
+        } else {
+            Err(crate::error::Error::value(format!(
+                "rtol and atol must be non-negative numbers, found rtol={rtol}, atol={atol}"
+            )))
+        }
+    }
+}
+
 impl Default for Tolerance {
     /// numpy's `isclose` defaults: `rtol=1e-5`, `atol=1e-8`.
     fn default() -> Self {

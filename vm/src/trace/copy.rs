@@ -62,8 +62,8 @@ fn bytes_at(v: &Value, depth: usize) -> usize {
     }
 }
 
-/// True when the tensors hold the same bytes (same dtype and shape assumed by the caller
-/// when it asks about an argument before and after a call).
+/// True when the tensors have the same dtype, shape and bytes: whether a call changed an
+/// argument it was given.
 pub(super) fn same_contents(before: &Tensor, after: &Tensor) -> bool {
     if before.dtype() != after.dtype() || before.shape() != after.shape() {
         return false;

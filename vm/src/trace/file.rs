@@ -104,7 +104,7 @@ impl Trace {
     /// it atomically.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let fail = |e: &dyn std::fmt::Display| Error::value(format!("cannot write trace {}: {e}", path.display()));
+        let other = |e: &dyn std::fmt::Display| std::io::Error::other(e.to_string());
         crate::format::write_atomically(path, |out| {
             let mut zip = zip::ZipWriter::new_stream(out);
             let mut arrays = Vec::new();
@@ -117,18 +117,23 @@ impl Trace {
                 result: encode(&self.result, "result".into(), &mut arrays, 0),
                 steps: self.steps.iter().map(|s| encode_step(s, &mut arrays)).collect(),
             };
-            let json = serde_json::to_vec(&meta).map_err(|e| fail(&e))?;
-            arrays.push((META.to_string(), Tensor::from_vec([json.len() as i64], json)?));
+            let json = serde_json::to_vec(&meta)?;
+            arrays.push((META.to_string(), Tensor::from_vec([json.len() as i64], json).map_err(|e| other(&e))?));
             for (name, t) in &arrays {
-                let bytes = npy::to_bytes(t).map_err(|e| fail(&e))?;
+                let bytes = npy::to_bytes(t).map_err(|e| other(&e))?;
                 let options = zip::write::SimpleFileOptions::default()
                     .compression_method(zip::CompressionMethod::Stored)
                     .large_file(bytes.len() as u64 >= u64::from(u32::MAX));
-                zip.start_file(format!("{name}.npy"), options).map_err(|e| fail(&e))?;
-                zip.write_all(&bytes).map_err(|e| fail(&e))?;
+                zip.start_file(format!("{name}.npy"), options)?;
+                zip.write_all(&bytes)?;
             }
-            zip.finish().map_err(|e| fail(&e))?;
+            zip.finish()?;
             Ok(())
+        })
+        // An I/O error of its kind (a missing folder stays "not found"), naming the trace's path
+        // rather than the temporary file's.
+        .map_err(|e: std::io::Error| {
+            Error::from(std::io::Error::new(e.kind(), format!("cannot write trace {}: {e}", path.display())))
         })
     }
 
@@ -239,10 +244,11 @@ fn encode(v: &Value, name: String, arrays: &mut Vec<(String, Tensor)>, depth: us
         Value::Tuple(items) if depth < MAX_COPY_DEPTH => Encoded::Tuple(
             items.iter().enumerate().map(|(k, x)| encode(x, format!("{name}.{k}"), arrays, depth + 1)).collect(),
         ),
-        Value::Object(o) if o.downcast_ref::<Opaque>().is_some() => {
-            let d = o.downcast_ref::<Opaque>().expect("checked");
-            Encoded::Opaque { kind: d.kind.clone(), text: d.text.clone() }
-        }
+        // A loaded trace's opaque value is saved as it was read.
+        Value::Object(o) => match o.downcast_ref::<Opaque>() {
+            Some(d) => Encoded::Opaque { kind: d.kind.clone(), text: d.text.clone() },
+            None => Encoded::Opaque { kind: v.type_name().into(), text: v.describe() },
+        },
         other => Encoded::Opaque { kind: other.type_name().into(), text: other.describe() },
     }
 }

@@ -118,13 +118,7 @@ impl VirtualMachine {
         while self.instrumented.last().is_some_and(|f| f.depth > depth) {
             let frame = self.instrumented.pop().expect("checked above");
             // The caller's frame is the one below the callee's.
-            let (caller, at) = match frame.depth.checked_sub(2).and_then(|i| self.frames.get(i)) {
-                Some(f) => {
-                    let info = &self.exe.funcs()[f.func as usize];
-                    (info.name.clone(), frame.pc - info.start_instr as usize)
-                }
-                None => (String::new(), frame.pc),
-            };
+            let (caller, at) = self.site_in(frame.depth.checked_sub(2).and_then(|i| self.frames.get(i)), frame.pc);
             // The run's error is what the caller sees; the hook's own is dropped.
             let _ = self.hook_after(frame.pc, &frame.args, None, &caller, at);
         }
@@ -192,7 +186,12 @@ impl VirtualMachine {
 impl VirtualMachine {
     /// The running function's name and the index within it of instruction `pc`.
     fn call_site(&self, pc: usize) -> (String, usize) {
-        match self.frames.last() {
+        self.site_in(self.frames.last(), pc)
+    }
+
+    /// The name of `frame`'s function and the index within it of instruction `pc`.
+    fn site_in(&self, frame: Option<&super::Frame>, pc: usize) -> (String, usize) {
+        match frame {
             Some(frame) => {
                 let f = &self.exe.funcs()[frame.func as usize];
                 (f.name.clone(), pc - f.start_instr as usize)

@@ -361,10 +361,9 @@ impl VirtualMachine {
         let Callee::Bytecode { start, .. } = code.callees[top.func as usize] else { unreachable!() };
         let mut pc = start as usize;
         let mut base = top.base;
-        let plain = PLAIN;
         loop {
             match code.ops[pc] {
-                Op::CallBinary { f, a, b, dst } if plain => {
+                Op::CallBinary { f, a, b, dst } if PLAIN => {
                     // A panic is caught here, not in `PackedFunc::call`, which this path skips.
                     let (x, y) = (self.operand(code, a, base), self.operand(code, b, base));
                     let ret = catch_unwind(AssertUnwindSafe(|| f(x, y))).unwrap_or_else(|p| Err(self.panicked(pc, p)));
@@ -374,7 +373,7 @@ impl VirtualMachine {
                     }
                     pc += 1;
                 }
-                Op::CallPacked { func, args, nargs, dst } if plain => {
+                Op::CallPacked { func, args, nargs, dst } if PLAIN => {
                     let Callee::Packed(f) = &code.callees[func as usize] else { unreachable!("decoded as packed") };
                     let operands = &code.operands[args as usize..(args + nargs) as usize];
                     // One reused buffer of borrowed arguments: no allocation and no
@@ -390,7 +389,7 @@ impl VirtualMachine {
                     }
                     pc += 1;
                 }
-                Op::CallSelect { func, args, nargs, dst } if plain => {
+                Op::CallSelect { func, args, nargs, dst } if PLAIN => {
                     let Callee::Packed(p) = &code.callees[func as usize] else { unreachable!("decoded as packed") };
                     let select = p.as_select().expect("decoded as select");
                     let mut argv = std::mem::take(&mut self.argbuf);
@@ -408,7 +407,7 @@ impl VirtualMachine {
                     }
                     pc += 1;
                 }
-                Op::CallBytecode { func, args, nargs, dst } if plain => {
+                Op::CallBytecode { func, args, nargs, dst } if PLAIN => {
                     self.count_step().map_err(|e| self.locate(pc, e))?;
                     let Callee::Bytecode { start, .. } = code.callees[func as usize] else {
                         unreachable!("decoded as bytecode")
@@ -443,7 +442,7 @@ impl VirtualMachine {
                     let returning = self.frames.len();
                     let done = self.frames.pop().expect("a frame is running");
                     self.regs.truncate(done.base);
-                    if !plain && self.instrumented.last().is_some_and(|f| f.depth == returning) {
+                    if !PLAIN && self.instrumented.last().is_some_and(|f| f.depth == returning) {
                         self.instrument_after(&value)?;
                     }
                     if self.frames.len() == depth {
