@@ -95,7 +95,8 @@ def test_numpy_view_is_zero_copy_and_keeps_tensor_alive():
 def test_array_protocol():
     t = rx.tensor(np.arange(3, dtype="int64"))
     a = np.asarray(t)
-    assert a.base is t
+    assert np.shares_memory(a, t.numpy())
+    assert t.numpy().base is t
     np.testing.assert_array_equal(np.asarray(t, dtype="float32"), [0.0, 1.0, 2.0])
     assert np.asarray(t, dtype="float32").dtype == np.float32
     assert np.add(t, 1).tolist() == [1, 2, 3]
@@ -282,7 +283,10 @@ def test_repr_and_str():
     t = rx.tensor(np.array([1, 2], dtype="int32"))
     r = repr(t)
     assert "shape=(2,)" in r and "int32" in r and "cpu(0)" in r
-    assert str(t) == "[1, 2]"
+    assert str(t) == "[1 2]"  # numpy's str, as TVM's
+    f = rx.tensor(np.arange(6, dtype="float32").reshape(2, 3))
+    assert str(f) == "[[0. 1. 2.]\n [3. 4. 5.]]"
+    assert str(rx.tensor_from_bytes(bytes.fromhex("803f0040"), (2,), "bfloat16")) == "[1.0, 2.0]"
 
 
 def test_tensors_compare_by_identity():

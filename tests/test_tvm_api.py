@@ -110,5 +110,5 @@ def test_vm_key_error_shows_its_sentence_without_quotes():
         ib.emit_ret(ib.r(0))
     with pytest.raises(rx.VMKeyError) as info:
         rx.VirtualMachine(ib.get())
-    assert str(info.value).startswith("packed function(s) not found in any registry: no.such")
+    assert str(info.value).startswith("packed function not found in any registry: no.such")
     assert isinstance(info.value, KeyError) and isinstance(info.value, rx.VMError)

@@ -41,7 +41,11 @@ pub enum BuildError {
     #[error("function names must not be empty")]
     EmptyName,
     /// Parameter names that do not match the number of inputs.
-    #[error("function {func:?} has {num_inputs} input(s) but {got} parameter name(s)")]
+    #[error(
+        "function {func:?} has {} but {}",
+        relaxvm::error::counted(num_inputs, "input"),
+        relaxvm::error::counted(got, "parameter name")
+    )]
     ParamCount {
         /// The function.
         func: String,
@@ -125,7 +129,7 @@ mod tests {
         .into();
         assert_eq!(
             e.to_string(),
-            "function \"main\", instruction 2 (ret  %5): reads %5, which is neither an input (the function has 2 input(s)) nor written by any instruction"
+            "function \"main\", instruction 2 (ret  %5): reads %5, which is neither an input (the function has 2 inputs) nor written by any instruction"
         );
         let e = CheckError::function("g", CheckErrorKind::NeverDefined);
         assert_eq!(e.to_string(), "function \"g\": declared as a bytecode function but never defined with function()");

@@ -133,9 +133,9 @@ impl ExecBuilder {
         let body = self.table.body_mut(index).ok_or(BuildError::NoOpenFunction { op: "set_signature" })?;
         if signature.params.len() != body.num_inputs as usize {
             return Err(invalid(format!(
-                "the signature has {} parameter(s), the function {} input(s)",
-                signature.params.len(),
-                body.num_inputs
+                "the signature has {}, the function {}",
+                relaxvm::error::counted(signature.params.len(), "parameter"),
+                relaxvm::error::counted(body.num_inputs, "input")
             )));
         }
         if !body.param_names.is_empty() && !body.param_names.iter().map(String::as_str).eq(signature.param_names()) {

@@ -75,7 +75,9 @@ pub enum LinkErrorKind {
     },
     /// A call whose argument count differs from the inputs of the function it now reaches.
     #[error(
-        "{caller}, function {func:?}, instruction {pc}: calls {callee_name:?} with {got} argument(s), but {callee} defines it with {expected} input(s)"
+        "{caller}, function {func:?}, instruction {pc}: calls {callee_name:?} with {}, but {callee} defines it with {}",
+        relaxvm::error::counted(got, "argument"),
+        relaxvm::error::counted(expected, "input")
     )]
     Arity {
         /// The module of the call.

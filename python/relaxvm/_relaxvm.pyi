@@ -59,6 +59,7 @@ __all__ = [
     "_is_plain_name",
     "_name_text",
     "_register_panicking_func",
+    "_tensor_from_buffer",
 ]
 
 _DTypeLike = Union["DataType", str, np.dtype[Any], type]
@@ -232,8 +233,10 @@ class Tensor:
 
     Make one with ``tensor(data)``; numpy arrays are accepted wherever a tensor is.
     ``numpy()`` and ``np.asarray(t)`` view the tensor's memory without copying, and
-    ``np.from_dlpack(t)`` shares it through DLPack. Tensors compare by identity; compare
-    contents through numpy.
+    ``np.from_dlpack(t)`` shares it through DLPack, ``memoryview(t)`` through the buffer
+    protocol. There is one Python object per tensor: a tensor put into a tuple and taken out
+    again is the object put in. Tensors compare by identity (TVM's ``same_as``); compare
+    contents through numpy. Pickling with protocol 5 passes the bytes out of band.
     """
 
     @property
@@ -281,6 +284,27 @@ class Tensor:
         """``(device_type, device_id)``: ``(1, 0)`` is CPU 0."""
     def same_storage(self, other: Tensor) -> bool:
         """True when both tensors view the same memory block."""
+    def same_as(self, other: object) -> bool:
+        """True when both are the same tensor object (TVM's ``same_as``)."""
+    def tobytes(self) -> bytes:
+        """The elements' bytes in C order (numpy's ``tobytes``); the way to read bfloat16 data."""
+    def numel(self) -> int:
+        """The number of elements (TVM's ``Tensor.numel()``)."""
+    def data_ptr(self) -> int:
+        """The address of the first element."""
+    def copyto(self, target: Tensor | Device) -> Tensor:
+        """Copies this tensor into ``target`` (a tensor of the same shape and dtype, which is
+        returned) or to a device (the new tensor there is returned)."""
+    def __setitem__(self, index: Any, value: Any, /) -> None:
+        """numpy's assignment, in place: ``t[:] = x`` fills the whole tensor."""
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        """numpy's array interface (version 3): address, type string, shape and strides."""
+    def __reduce_ex__(self, protocol: SupportsIndex, /) -> tuple[Any, tuple[Any, ...]]:
+        """Pickling: protocol 5 passes the bytes as a ``pickle.PickleBuffer`` (out of band
+        when the pickler takes buffers); older protocols copy them into the pickle."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
     def __len__(self) -> int: ...
 
 def tensor(data: Any, dtype: _DTypeLike | Device | None = None, device: _DeviceLike = None) -> Tensor:
@@ -290,6 +314,9 @@ def tensor(data: Any, dtype: _DTypeLike | Device | None = None, device: _DeviceL
 
 def tensor_from_bytes(data: bytes, shape: _ShapeLike, dtype: _DTypeLike) -> Tensor:
     """A tensor from raw little-endian bytes (as ``Executable.as_python()`` writes constants)."""
+
+def _tensor_from_buffer(buffer: Any, shape: _ShapeLike, dtype: _DTypeLike) -> Tensor:
+    """Rebuilds a pickled tensor from a buffer of its bytes (viewed in place when writeable)."""
 
 def empty(shape: _ShapeLike, dtype: _DTypeLike | None = None, device: _DeviceLike = None) -> Tensor:
     """A zero-filled tensor (``float32`` unless ``dtype`` is given)."""

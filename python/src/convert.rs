@@ -246,7 +246,7 @@ pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
         Value::Float(x) => PyFloat::new(py, *x).into_any(),
         Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
         Value::Str(s) => PyString::new(py, s).into_any(),
-        Value::Tensor(t) => Bound::new(py, PyTensor(t.clone()))?.into_any(),
+        Value::Tensor(t) => PyTensor::wrap(py, t.clone())?.into_any(),
         Value::Shape(s) => Bound::new(py, PyShape(s.clone()))?.into_any(),
         Value::DType(d) => Bound::new(py, PyDataType(*d))?.into_any(),
         Value::Device(d) => Bound::new(py, PyDevice(*d))?.into_any(),

@@ -20,6 +20,7 @@ mod signals;
 mod signature;
 mod stdout;
 mod tensor;
+mod tensor_export;
 mod testing;
 mod timing;
 mod trace;
@@ -60,6 +61,7 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device::device, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::tensor, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::tensor_from_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor_export::_tensor_from_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::empty, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(executable::load_executable, m)?)?;

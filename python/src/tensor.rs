@@ -14,15 +14,35 @@ use numpy::npyffi::{self, npy_intp, NPY_ARRAY_WRITEABLE, PY_ARRAY_API};
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyCapsule, PyDict, PyTuple};
+use pyo3::types::{PyCapsule, PyDict, PyTuple};
 use pyo3::PyTypeInfo;
 use relaxvm::{DataType, Device, DeviceType, Storage, Tensor};
-use std::ffi::c_int;
-use std::ptr::NonNull;
+use std::ffi::{c_int, c_void};
+use std::ptr::{null_mut, NonNull};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// An n-dimensional array on a device (TVM's `NDArray`/`runtime.Tensor`).
+///
+/// One Python object per tensor: [`PyTensor::wrap`] hands back the live object already wrapping
+/// a tensor (its address is kept in [`Tensor::binding_slot`]), so a tensor taken out of a tuple
+/// `is` the one put in. Build objects only through `wrap`.
 #[pyclass(module = "relaxvm", name = "Tensor", frozen)]
-pub struct PyTensor(pub Tensor);
+pub struct PyTensor(pub Tensor, Me);
+
+/// The address of the Python object holding a [`PyTensor`], set once it exists; what its drop
+/// compares with the tensor's slot before clearing it.
+#[derive(Default)]
+pub struct Me(AtomicPtr<c_void>);
+
+impl Drop for PyTensor {
+    fn drop(&mut self) {
+        // Clear the slot only if it names this object: another live object may hold it.
+        let me = self.1 .0.load(Ordering::Relaxed);
+        if !me.is_null() {
+            let _ = self.0.binding_slot().compare_exchange(me, null_mut(), Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+}
 
 /// The data type of a numpy dtype, from its kind and size.
 fn numpy_dtype(kind: u8, itemsize: usize) -> Option<DataType> {
@@ -188,9 +208,23 @@ fn numpy_view<'py>(py: Python<'py>, t: &Tensor, owner: Bound<'py, PyAny>) -> PyR
 }
 
 impl PyTensor {
-    /// A new Python tensor object.
+    /// The Python object for `t`: the live one already wrapping it, else a new one.
     pub fn wrap(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyTensor>> {
-        Bound::new(py, PyTensor(t))
+        let slot = t.binding_slot();
+        let known = slot.load(Ordering::Acquire);
+        if !known.is_null() {
+            // SAFETY: a non-null slot holds the address of a live `Tensor` object wrapping this
+            // tensor: it is stored below once the object exists, and the object's drop (which
+            // runs in tp_dealloc with the GIL held, before the memory is freed, and with no
+            // Python code in between since the class has no weakrefs or finalizer) clears it.
+            // We hold the GIL, so the object cannot be freed before the new reference is taken.
+            return Ok(unsafe { Bound::from_borrowed_ptr(py, known.cast()).cast_into_unchecked() });
+        }
+        let obj = Bound::new(py, PyTensor(t, Me::default()))?;
+        let me = obj.as_ptr().cast::<c_void>();
+        obj.get().1 .0.store(me, Ordering::Relaxed);
+        obj.get().0.binding_slot().store(me, Ordering::Release);
+        Ok(obj)
     }
 }
 
@@ -332,36 +366,118 @@ impl PyTensor {
         }
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "<relaxvm.Tensor shape={} dtype={} device={}>\n{}",
-            self.0.shape(),
-            self.0.dtype(),
-            PyDevice(self.0.device()).repr(),
-            self.0
-        )
-    }
-
-    fn __str__(&self) -> String {
-        self.0.to_string()
-    }
-
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let py = slf.py();
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let t = &slf.get().0;
-        let f = py.import("relaxvm")?.getattr("tensor_from_bytes")?;
-        let bytes = PyBytes::new(py, &t.contiguous_bytes().py_err(py)?);
-        let args = (bytes, PyTuple::new(py, t.shape().dims())?, t.dtype().name()).into_pyobject(py)?;
-        Ok((f, args))
+        Ok(format!(
+            "<relaxvm.Tensor shape={} dtype={} device={}>\n{}",
+            t.shape(),
+            t.dtype(),
+            PyDevice(t.device()).repr(),
+            Self::__str__(slf)?
+        ))
+    }
+
+    /// The elements as numpy prints them (as TVM's `str(tensor)` does); bfloat16, which numpy
+    /// lacks, in relaxvm's own numpy-like layout.
+    fn __str__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let t = &slf.get().0;
+        if numpy_typenum(t.dtype()).is_none() {
+            return Ok(t.to_string());
+        }
+        numpy_view(slf.py(), t, slf.clone().into_any())?.str().map(|s| s.to_string())
+    }
+
+    /// Pickling: protocol 5 passes the bytes as an out-of-band-capable `pickle.PickleBuffer`,
+    /// older protocols copy them into the pickle.
+    fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i64) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        crate::tensor_export::reduce_ex(slf, protocol)
+    }
+
+    /// The buffer protocol: `memoryview(t)` views the tensor's memory (read-only for a constant).
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        // SAFETY: CPython passes a view for us to fill (get_buffer's contract).
+        unsafe { crate::tensor_export::get_buffer(&slf, view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
+        // SAFETY: CPython releases each view __getbuffer__ filled once.
+        unsafe { crate::tensor_export::release_buffer(view) }
+    }
+
+    /// numpy's array interface (version 3), for libraries that read it instead of `__array__`.
+    #[getter]
+    fn __array_interface__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        crate::tensor_export::array_interface(slf)
+    }
+
+    /// `t[index] = value`: numpy's assignment, in place (`t[:] = x` fills the whole tensor).
+    fn __setitem__<'py>(slf: &Bound<'py, Self>, index: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        if slf.get().0.storage().is_frozen() {
+            return Err(PyValueError::new_err("this tensor is a read-only constant"));
+        }
+        let view = numpy_view(py, &slf.get().0, slf.clone().into_any())?;
+        view.set_item(index, value)
+    }
+
+    /// Copies this tensor into `target`: a tensor of the same shape and dtype (returned), or a
+    /// device (a new tensor there is returned), as TVM's `Tensor.copyto`.
+    fn copyto<'py>(slf: &Bound<'py, Self>, target: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let src = &slf.get().0;
+        if let Ok(dst) = target.cast::<PyTensor>() {
+            let d = &dst.get().0;
+            if d.shape() != src.shape() || d.dtype() != src.dtype() {
+                return Err(PyValueError::new_err(format!(
+                    "copyto: the target has shape {} and dtype {}, the tensor shape {} and dtype {}",
+                    d.shape(),
+                    d.dtype(),
+                    src.shape(),
+                    src.dtype()
+                )));
+            }
+            PyTensor::copyfrom(dst, slf.as_any())?;
+            return Ok(dst.clone().into_any());
+        }
+        if target.is_instance_of::<PyDevice>() {
+            let device = extract_device(Some(target))?;
+            return Ok(PyTensor::wrap(
+                py,
+                tensor_from_raw(py, &src.contiguous_bytes().py_err(py)?, src.shape().clone(), src.dtype(), device)?,
+            )?
+            .into_any());
+        }
+        Err(PyTypeError::new_err(format!("copyto takes a Tensor or a Device, not {}", target.get_type().name()?)))
+    }
+
+    /// The elements' bytes in C order (numpy's `tobytes`); the one way to read bfloat16 data.
+    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        Ok(pyo3::types::PyBytes::new(py, &self.0.contiguous_bytes().py_err(py)?))
+    }
+
+    /// The number of elements (TVM's `Tensor.numel()`).
+    fn numel(&self) -> usize {
+        self.0.numel()
+    }
+
+    /// True when both are the same tensor object (TVM's `same_as`; with relaxvm they are then
+    /// also the same Python object).
+    fn same_as(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<PyTensor>().is_ok_and(|o| o.get().0.ptr_eq(&self.0))
+    }
+
+    /// The address of the first element.
+    fn data_ptr(&self) -> usize {
+        self.0.data_ptr() as usize
     }
 
     fn __eq__(slf: &Bound<'_, Self>, other: &Bound<'_, PyAny>) -> Py<PyAny> {
-        // Identity, as TVM's objects compare; use numpy for element-wise comparison.
-        py_bool(slf.py(), slf.is(other))
+        // The same object, as TVM's objects compare; use numpy for element-wise comparison.
+        py_bool(slf.py(), slf.get().same_as(other))
     }
 
-    fn __hash__(slf: &Bound<'_, Self>) -> isize {
-        slf.as_ptr() as isize
+    fn __hash__(&self) -> isize {
+        self.0.object_id() as isize
     }
 }
 

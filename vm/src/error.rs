@@ -32,7 +32,7 @@ pub enum ErrorKind {
         len: usize,
     },
     /// A call with the wrong number of arguments.
-    #[error("{func}: expected {expected} argument(s), got {got}")]
+    #[error("{func}: expected {}, got {got}", counted(expected, "argument"))]
     Arity {
         /// The function called.
         func: String,
@@ -56,11 +56,11 @@ pub enum ErrorKind {
     #[error("unknown function {0:?}")]
     UnknownFunction(String),
     /// Packed functions that the executable calls but no registry provides.
-    #[error("packed function(s) not found in any registry: {}", .0.join(", "))]
+    #[error("{} not found in any registry: {}", noun(.0.len(), "packed function"), .0.join(", "))]
     MissingFunctions(Vec<String>),
     /// Packed functions not found while the executable references a native library that no
     /// loader has opened (e.g. a `.rvx` saved from a TVM model, read with the core loader only).
-    #[error("packed function(s) not found: {}; they may come from the native library {path:?}, which is not loaded (open the executable with relaxvm_tvm::load_executable, or rx.load_executable in Python)", .missing.join(", "))]
+    #[error("{} not found: {}; they may come from the native library {path:?}, which is not loaded (open the executable with relaxvm_tvm::load_executable, or rx.load_executable in Python)", noun(.missing.len(), "packed function"), .missing.join(", "))]
     LibraryNotLoaded {
         /// The library's recorded path.
         path: String,
@@ -262,6 +262,19 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         std::error::Error::source(&*self.0)
     }
+}
+
+/// `n` followed by `noun`, plural unless the count is 1: `counted(1, "argument")` is
+/// "1 argument", `counted("at least 2", "input")` "at least 2 inputs".
+pub fn counted(n: impl std::fmt::Display, noun: &str) -> String {
+    let text = n.to_string();
+    let one = text == "1" || text.ends_with(" 1");
+    format!("{text} {noun}{}", if one { "" } else { "s" })
+}
+
+/// `noun`, plural unless `n` is 1 (for a list that follows: "packed function not found: f").
+fn noun(n: usize, noun: &str) -> String {
+    format!("{noun}{}", if n == 1 { "" } else { "s" })
 }
 
 #[cfg(test)]

@@ -50,6 +50,7 @@ pub mod registry;
 pub mod shape;
 pub mod storage;
 pub mod tensor;
+mod tensor_fmt;
 pub mod text;
 pub mod trace;
 pub mod types;

@@ -8,7 +8,9 @@ use crate::error::{Error, Result};
 use crate::shape::{numel, Shape};
 use crate::storage::{Storage, StorageRead};
 use ndarray::{ArrayD, ArrayViewD, IxDyn, ShapeBuilder};
+use std::ffi::c_void;
 use std::fmt;
+use std::sync::atomic::AtomicPtr;
 use std::sync::Arc;
 
 /// A tensor: shared storage, a byte offset, a dtype, a shape and strides. Cloning shares it.
@@ -22,6 +24,8 @@ struct Inner {
     shape: Shape,
     /// Strides in elements; `None` means C-contiguous.
     strides: Option<Arc<[i64]>>,
+    /// See [`Tensor::binding_slot`].
+    binding: AtomicPtr<c_void>,
 }
 
 /// C-contiguous strides (in elements) for `dims`.
@@ -72,7 +76,14 @@ impl Tensor {
                 storage.len()
             )));
         }
-        Ok(Tensor(Arc::new(Inner { storage, byte_offset, dtype, shape, strides: strides.map(Into::into) })))
+        Ok(Tensor(Arc::new(Inner {
+            storage,
+            byte_offset,
+            dtype,
+            shape,
+            strides: strides.map(Into::into),
+            binding: AtomicPtr::new(std::ptr::null_mut()),
+        })))
     }
 
     /// A new zero-filled contiguous tensor.
@@ -194,6 +205,21 @@ impl Tensor {
     /// True when both handles are the same tensor object.
     pub fn ptr_eq(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// An address that identifies this tensor object while it lives (the same for every handle
+    /// to it: what [`Tensor::ptr_eq`] compares).
+    pub fn object_id(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
+    /// A slot where a language binding keeps the address of the object that wraps this tensor
+    /// in that language, so the same tensor always comes back as the same object (a tensor put
+    /// into a tuple and taken out again is the one put in), as PyTorch keeps a tensor's Python
+    /// object in its `TensorImpl`. Shared by every handle to this tensor; null until a binding
+    /// sets it; the VM itself never reads it.
+    pub fn binding_slot(&self) -> &AtomicPtr<c_void> {
+        &self.0.binding
     }
 
     /// The stride of `axis` in elements (0 for an axis out of range); no allocation, unlike
@@ -391,15 +417,6 @@ fn extent(shape: &[i64], strides: Option<&[i64]>, dtype: DataType) -> Result<usi
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Tensor(shape={}, dtype={}, device={})", self.shape(), self.dtype(), self.device())
-    }
-}
-
-impl fmt::Display for Tensor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        dispatch_dtype!(self.dtype(), T => match self.view::<T>() {
-            Ok(v) => write!(f, "{}", *v),
-            Err(e) => write!(f, "<{e}>"),
-        })
     }
 }
 

@@ -121,7 +121,7 @@ fn wrong_argument_counts_are_arity_errors() {
     let mut m = vm("(a: i64, b: i64) -> any");
     let e = m.invoke("f", &[Value::Int(1)]).unwrap_err();
     assert_eq!(kind_of(&e), "arity", "{e}");
-    assert!(e.to_string().contains("f: expected 2 argument(s), got 1"), "{e}");
+    assert!(e.to_string().contains("f: expected 2 arguments, got 1"), "{e}");
 }
 
 #[test]

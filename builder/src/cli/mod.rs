@@ -9,11 +9,13 @@ mod error;
 mod io;
 mod profile;
 mod run;
+mod show;
 mod trace;
 
 pub use error::CliError;
 
 use clap::{Args, Parser, Subcommand};
+use relaxvm::error::counted;
 use relaxvm::{FuncKind, VirtualMachine};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -151,10 +153,16 @@ struct RunArgs {
     /// A .npy file passed as the next argument after ARGS (repeatable, in order).
     #[arg(long = "input", value_name = "FILE")]
     inputs: Vec<PathBuf>,
-    /// Save the result as a .npy file.
+    /// Save the result: as .npy (a tensor, shape or scalar) or, for a path ending in .json, as
+    /// JSON (any result).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Stop with an error after this many instructions.
+    /// Print the result as JSON (tensors as {"dtype", "shape", "data"}) instead of as text.
+    #[arg(long)]
+    json: bool,
+    /// Stop with an error after N steps, where a step is a call of a bytecode function or a
+    /// backward jump (what every long or endless run repeats; straight-line code is not
+    /// counted).
     #[arg(long, value_name = "N")]
     max_steps: Option<u64>,
 }
@@ -289,15 +297,19 @@ fn verify(a: VerifyArgs) -> Result<(), CliError> {
         io::warn(w);
     }
     if a.strict && !warnings.is_empty() {
-        return Err(CliError::new(format!("{}: {} warning(s) with --strict", a.input.display(), warnings.len())));
+        return Err(CliError::new(format!(
+            "{}: {} with --strict",
+            a.input.display(),
+            counted(warnings.len(), "warning")
+        )));
     }
     let summary = format!(
-        "{}: ok ({} functions, {} packed functions, {} constants, {} instructions)\n",
+        "{}: ok ({}, {}, {}, {})\n",
         a.input.display(),
-        exe.bytecode_function_names().len(),
-        exe.packed_function_names().len(),
-        exe.constants().len(),
-        exe.instrs().len()
+        counted(exe.bytecode_function_names().len(), "function"),
+        counted(exe.packed_function_names().len(), "packed function"),
+        counted(exe.constants().len(), "constant"),
+        counted(exe.instrs().len(), "instruction")
     );
     io::write_output(None, &summary)
 }
@@ -308,9 +320,13 @@ fn run_function(a: RunArgs) -> Result<(), CliError> {
     let mut vm = VirtualMachine::new(Arc::new(exe))?;
     vm.config_mut().step_budget = a.max_steps;
     let result = vm.invoke(&func, &args)?;
-    io::write_output(None, &format!("{result}\n"))?;
-    if let Some(out) = &a.output {
-        run::save_result(&result, out)?;
+    let shown = if a.json { show::json(&result)?.to_string() } else { show::text(&result) };
+    io::write_output(None, &(shown + "\n"))?;
+    match &a.output {
+        Some(out) if out.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) => {
+            io::write(out, (show::json(&result)?.to_string() + "\n").as_bytes())
+        }
+        Some(out) => run::save_result(&result, out),
+        None => Ok(()),
     }
-    Ok(())
 }

@@ -241,7 +241,7 @@ const ERRORS: &[(&str, &str)] = &[
     (".packed g\n@f inputs=1:\n call g in: f[h]\n ret %0", "3:13: unknown function \"h\": declare it with `.packed h` or define it with `@h inputs=N:`"),
     (".packed g\n@f inputs=1:\n call g dst: 3\n ret %0", "3:14: expected a destination register like %0, or void, found \"3\""),
     (".packed g\n@f inputs=1:\n call g in: i99999999999999999999\n ret %0", "3:14: 99999999999999999999 is out of range for an immediate after 'i' (a 64-bit signed integer)"),
-    ("@f inputs=1:\n call f in: %0, %0 dst: %1\n ret %1", "2:2: calls \"f\" with 2 argument(s), but it takes 1"),
+    ("@f inputs=1:\n call f in: %0, %0 dst: %1\n ret %1", "2:2: calls \"f\" with 2 arguments, but it takes 1"),
     ("@f inputs=1:\n goto 5\n ret %0", "2:2: jump by 5 to instruction 5 leaves the function, which has 2 instruction(s)"),
     ("@f inputs=1:\n if %0 -1\n ret %0", "2:2: jump by -1 to instruction -1 leaves the function, which has 2 instruction(s)"),
     ("@f inputs=1:\n ret %0\n if %0 -1", "3:2: control runs off the end of the function (the last instruction must be ret or goto)"),

@@ -282,7 +282,7 @@ fn misuse_is_reported() {
     assert!(matches!(ib.declare_function("", FuncKind::Packed), Err(BuildError::EmptyName)));
 
     let e = ib.function("c", 2, Some(vec!["x".into()])).unwrap_err();
-    assert_eq!(e.to_string(), "function \"c\" has 2 input(s) but 1 parameter name(s)");
+    assert_eq!(e.to_string(), "function \"c\" has 2 inputs but 1 parameter name");
     let e = ib.function("c", 2, Some(vec!["x".into(), "x".into()])).unwrap_err();
     assert!(matches!(e, BuildError::DuplicateParam { .. }), "{e}");
     assert!(matches!(ib.function("c", u32::MAX, None), Err(BuildError::TooManyInputs { .. })));

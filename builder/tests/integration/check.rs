@@ -23,7 +23,7 @@ fn reading_an_unexpected_register_as_input() {
     .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "function \"main\", instruction 0 (call  vm.op.add  in: %0, %3  dst: %4): reads %3, which is neither an input (the function has 2 input(s)) nor written by any instruction"
+        "function \"main\", instruction 0 (call  vm.op.add  in: %0, %3  dst: %4): reads %3, which is neither an input (the function has 2 inputs) nor written by any instruction"
     );
     // the error is sticky: get() reports it again
     assert_eq!(ib.get().unwrap_err().to_string(), e.to_string());

@@ -88,9 +88,32 @@ fn run_prints_results_and_saves_npy() {
     npy::save(&Tensor::from_vec([3], vec![1.0f32, 2.0, -3.0]).unwrap(), &x).unwrap();
     let out = dir.path().join("y.npy");
     let printed = stdout(relaxvm().arg("run").arg(&prog).arg("scale").arg(&x).arg("-2").arg("-o").arg(&out));
-    assert_eq!(printed, "[-2, -4, 6]\n");
+    assert_eq!(printed, "tensor([-2.0, -4.0,  6.0], dtype=float32, shape=(3,))\n");
     let y = npy::load(&out).unwrap();
     assert_eq!(y.to_vec::<f32>().unwrap(), vec![-2.0, -4.0, 6.0]);
+    // JSON, printed or saved.
+    let json = stdout(relaxvm().arg("run").arg(&prog).arg("scale").arg(&x).arg("-2").arg("--json"));
+    assert_eq!(json, "{\"data\":[-2.0,-4.0,6.0],\"dtype\":\"float32\",\"shape\":[3]}\n");
+    let saved = dir.path().join("y.json");
+    relaxvm().arg("run").arg(&prog).args(["sum", "10", "-o"]).arg(&saved).assert().success().stdout("45\n");
+    assert_eq!(std::fs::read_to_string(&saved).unwrap(), "45\n");
+}
+
+#[test]
+fn verify_and_version_speak_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = write(
+        dir.path(),
+        "one.txt",
+        ".packed vm.builtin.copy\n@main inputs=1:\n  call vm.builtin.copy in: %0 dst: %1\n  ret %1\n",
+    );
+    let ok = stdout(relaxvm().arg("verify").arg(&prog));
+    assert!(ok.ends_with(": ok (1 function, 1 packed function, 0 constants, 2 instructions)\n"), "{ok}");
+    assert_eq!(stdout(relaxvm().arg("--version")), format!("relaxvm {}\n", env!("CARGO_PKG_VERSION")));
+    let help = stdout(relaxvm().args(["run", "--help"]));
+    assert!(help.contains("a step is a call of a bytecode function or a") && help.contains("--json"), "{help}");
+    let e = failure(relaxvm().arg("run").arg(&prog));
+    assert!(e.contains("main: expected 1 argument, got 0"), "{e}");
 }
 
 #[test]
@@ -149,7 +172,7 @@ fn verify_reports_ok_warnings_and_errors() {
     let out = relaxvm().arg("verify").arg("--strict").arg(&warn).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(err.lines().last().unwrap(), format!("error: {}: 2 warning(s) with --strict", warn.display()));
+    assert_eq!(err.lines().last().unwrap(), format!("error: {}: 2 warnings with --strict", warn.display()));
 
     let unassigned = write(dir.path(), "u.txt", ".packed f\n@main inputs=1:\n if %0 2\n call f dst: %1\n ret %1\n");
     let e = failure(relaxvm().arg("verify").arg(&unassigned));
@@ -283,7 +306,7 @@ fn link_merges_files_and_run_defaults_to_the_entry() {
     assert!(!text.contains(".packed helper"), "{text}");
     assert_eq!(stdout(relaxvm().arg("run").arg(&out)), "18\n");
     assert_eq!(stdout(relaxvm().arg("run").arg(&out).args(["helper", "3"])), "6\n");
-    assert!(stdout(relaxvm().arg("verify").arg(&out)).contains(": ok (3 functions, 1 packed functions"));
+    assert!(stdout(relaxvm().arg("verify").arg(&out)).contains(": ok (3 functions, 1 packed function,"));
     // --drop-unreachable, --entry, --keep
     let small = dir.path().join("small.rvx");
     relaxvm().arg("link").arg(&main).arg(&helper).arg("-o").arg(&small).arg("--drop-unreachable").assert().success();
@@ -348,7 +371,7 @@ fn run_reads_arguments_as_the_signature_says() {
     let e = failure(relaxvm().arg("run").arg(&prog).args(["half", "x", "5"]));
     assert!(e.contains("argument \"x\" is not a number (the parameter's type is f64)"), "{e}");
     let e = failure(relaxvm().arg("run").arg(&prog).args(["half", "1"]));
-    assert!(e.contains("half: expected 2 argument(s), got 1"), "{e}");
+    assert!(e.contains("half: expected 2 arguments, got 1"), "{e}");
     let e = failure(relaxvm().arg("run").arg(&prog));
     assert!(e.contains("no function named and no entry function"), "{e}");
 }

@@ -169,7 +169,7 @@ fn arity_mismatches_across_modules_are_errors() {
     let e = link(&[("c.rvx", &caller), ("b.rvx", &module_b())], &LinkOptions::default()).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "module 0 (\"c.rvx\"), function \"caller\", instruction 0: calls \"helper\" with 2 argument(s), but module 1 (\"b.rvx\") defines it with 1 input(s)"
+        "module 0 (\"c.rvx\"), function \"caller\", instruction 0: calls \"helper\" with 2 arguments, but module 1 (\"b.rvx\") defines it with 1 input"
     );
 }
 
@@ -310,7 +310,7 @@ fn builder_signatures_and_entry() {
         "function \"g\": the signature names the parameters (x, k), the function was opened with (x, y)"
     );
     let e = ib.set_signature("(x: i64) -> any".parse().unwrap()).unwrap_err();
-    assert_eq!(e.to_string(), "function \"g\": the signature has 1 parameter(s), the function 2 input(s)");
+    assert_eq!(e.to_string(), "function \"g\": the signature has 1 parameter, the function 2 inputs");
     ib.set_signature("(x: i64, y: i64) -> any".parse().unwrap()).unwrap();
     ib.emit_ret(1).unwrap();
     ib.end_function().unwrap();

@@ -74,7 +74,7 @@ fn design_doc_move_add_mul_print() {
     let (out, printed) = relaxvm_builtins::output::capture(|| m.invoke("func0", &[tensor(&[2], vec![1.0f32, 2.0])]));
     let t = out.unwrap().as_tensor().unwrap().clone();
     assert_eq!((t.dtype(), t.to_vec::<f32>().unwrap()), (DataType::F32, vec![22.0, 24.0]));
-    assert_eq!(printed, "[22, 24]\n");
+    assert_eq!(printed, "[22.0, 24.0]\n");
 }
 
 /// `make_closure` captures values that come after the call's own arguments, for bytecode and

@@ -233,7 +233,7 @@ pub enum VerifyErrorKind {
         len: usize,
     },
     /// A bytecode function called with the wrong number of arguments.
-    #[error("calls {callee:?} with {got} argument(s), but it takes {expected}")]
+    #[error("calls {callee:?} with {}, but it takes {expected}", crate::error::counted(got, "argument"))]
     Arity {
         /// The bytecode function called.
         callee: String,
@@ -256,7 +256,10 @@ pub enum VerifyErrorKind {
     #[error("control runs off the end of the function (the last instruction must be ret or goto)")]
     RunsOffEnd,
     /// A register that is not an input and that no instruction writes is read (data flow).
-    #[error("reads %{reg}, which is neither an input (the function has {num_inputs} input(s)) nor written by any instruction")]
+    #[error(
+        "reads %{reg}, which is neither an input (the function has {}) nor written by any instruction",
+        crate::error::counted(num_inputs, "input")
+    )]
     UndefinedRegister {
         /// The register.
         reg: u32,
@@ -325,7 +328,7 @@ mod tests {
         .into();
         assert_eq!(
             e.to_string(),
-            "function \"main\", instruction 2 (ret  %5) at \"m.py\":3:1: reads %5, which is neither an input (the function has 2 input(s)) nor written by any instruction"
+            "function \"main\", instruction 2 (ret  %5) at \"m.py\":3:1: reads %5, which is neither an input (the function has 2 inputs) nor written by any instruction"
         );
         let e = VerifyError::function("g", VerifyErrorKind::NeverDefined);
         assert_eq!(e.to_string(), "function \"g\": declared as a bytecode function but never defined with function()");

@@ -263,7 +263,7 @@ mod tests {
         assert_eq!(e.kind, VerifyErrorKind::Arity { callee: "g2".into(), expected: 2, got: 1 });
         assert_eq!(
             e.to_string(),
-            "function \"main\", instruction 0 (call  g2  in: i1  dst: %0): calls \"g2\" with 1 argument(s), but it takes 2"
+            "function \"main\", instruction 0 (call  g2  in: i1  dst: %0): calls \"g2\" with 1 argument, but it takes 2"
         );
         let e = check(0, &[]).unwrap_err();
         assert_eq!((e.pc, &e.kind), (None, &VerifyErrorKind::Empty));
