@@ -26,9 +26,11 @@ ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 RUSTC_BOOTSTRAP=1 \
 
 echo "== python package"
 "$root/scripts/setup-venv.sh"
+echo "== scale-out venv (Ray, Dask) for the examples"
+"$root/scripts/deploy-venv.sh" >/dev/null
 echo "== ruff"
-"$root/.venv/bin/ruff" format --check python tests
-"$root/.venv/bin/ruff" check python tests
+"$root/.venv/bin/ruff" format --check python tests examples
+"$root/.venv/bin/ruff" check python tests examples
 echo "== TVM model corpus (compiled in .venv-tvm, cached)"
 # Built by Apache TVM in its own venv; the tests run it in .venv, where TVM is absent.
 # RELAXVM_TVM_FULL=1 builds every ONNX backend test instead of the default subset.

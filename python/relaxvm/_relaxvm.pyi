@@ -60,6 +60,7 @@ __all__ = [
     "_name_text",
     "_register_panicking_func",
     "_tensor_from_buffer",
+    "_registered_python_func",
 ]
 
 _DTypeLike = Union["DataType", str, np.dtype[Any], type]
@@ -315,6 +316,9 @@ def tensor(data: Any, dtype: _DTypeLike | Device | None = None, device: _DeviceL
 def tensor_from_bytes(data: bytes, shape: _ShapeLike, dtype: _DTypeLike) -> Tensor:
     """A tensor from raw little-endian bytes (as ``Executable.as_python()`` writes constants)."""
 
+def _registered_python_func(name: str) -> Callable[..., Any] | None:
+    """The Python callable ``register_func`` registered under ``name``, else None."""
+
 def _tensor_from_buffer(buffer: Any, shape: _ShapeLike, dtype: _DTypeLike) -> Tensor:
     """Rebuilds a pickled tensor from a buffer of its bytes (viewed in place when writeable)."""
 
@@ -481,7 +485,9 @@ class ExecBuilder:
 
 @final
 class Executable:
-    """An executable: function table, constant pool and bytecode. Immutable; picklable."""
+    """An executable: function table, constant pool and bytecode. Immutable; picklable: the
+    pickle also records the import path of each Python function registered with
+    ``register_func`` that it calls, and loading it registers them again when absent."""
 
     def stats(self) -> str:
         """A summary: constants, bytecode functions, packed functions, instruction count."""
@@ -517,6 +523,20 @@ class Executable:
         """The executable in the binary ``.rvx`` format (without locations if ``strip_debug``)."""
     def save(self, path: str | os.PathLike[str], strip_debug: bool = False) -> None:
         """Writes the binary format to ``path``."""
+    def export_library(
+        self,
+        file_name: str | os.PathLike[str],
+        fcompile: None = None,
+        addons: None = None,
+        workspace_dir: None = None,
+        **kwargs: Any,
+    ) -> None:
+        """TVM's ``export_library``: writes relaxvm's binary format to ``file_name`` (any
+        suffix; ``load_module`` reads it back). The compiler options must be left unset."""
+    def __getitem__(self, name: str, /) -> Callable[[], str]:
+        """``ex["as_text"]()`` is ``ex.as_text()`` (also ``as_python`` and ``stats``), as TVM's
+        executable module exposes them."""
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
 
 def link(
     modules: Sequence[Executable | tuple[str, Executable]],
@@ -870,7 +890,7 @@ def register_func(func_name: str, f: _F, override: bool = False) -> _F: ...
 @overload
 def register_func(func_name: _F, f: None = None, override: bool = False) -> _F: ...
 def get_global_func(name: str, allow_missing: bool = False) -> Closure:
-    """The function registered under ``name`` as a callable; ``KeyError`` when there is none
+    """The function registered under ``name`` as a callable; ``ValueError`` when there is none, as TVM
     (``None`` with ``allow_missing``)."""
 
 def list_global_func_names() -> list[str]:

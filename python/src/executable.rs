@@ -109,10 +109,53 @@ impl PyExecutable {
         py.detach(|| format::save_file(&exe, &path, &opts)).py_err(py)
     }
 
+    /// Pickling: the binary format, plus the import path of each Python function registered
+    /// with `register_func` that the executable calls, so that loading it in another process
+    /// registers them there (see `relaxvm._pickling`).
     fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let load = py.import("relaxvm")?.getattr("load_executable")?;
+        let pickling = py.import("relaxvm._pickling")?;
         let bytes = self.save_to_bytes(py, false)?;
-        Ok((load, PyTuple::new(py, [bytes])?))
+        let names: Vec<String> = self.0.packed_function_names().iter().map(|n| n.to_string()).collect();
+        let refs = pickling.call_method1("function_refs", (names,))?;
+        Ok((pickling.getattr("load")?, (bytes.into_any(), refs).into_pyobject(py)?))
+    }
+
+    /// TVM's `export_library`: writes relaxvm's binary format to `path` (whatever its suffix;
+    /// `load_module` and `load_executable` read it back). relaxvm compiles nothing, so the
+    /// compiler options must be left unset.
+    #[pyo3(signature = (file_name, fcompile = None, addons = None, workspace_dir = None, **kwargs))]
+    fn export_library(
+        &self,
+        py: Python<'_>,
+        file_name: PathBuf,
+        fcompile: Option<&Bound<'_, PyAny>>,
+        addons: Option<&Bound<'_, PyAny>>,
+        workspace_dir: Option<&Bound<'_, PyAny>>,
+        kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<()> {
+        let given = [("fcompile", fcompile), ("addons", addons), ("workspace_dir", workspace_dir)];
+        if let Some((name, _)) = given.iter().find(|(_, v)| v.is_some_and(|v| !v.is_none())) {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "export_library: {name} does not apply: relaxvm writes its own binary format and compiles nothing"
+            )));
+        }
+        if let Some(k) = kwargs.and_then(|k| k.keys().iter().next()) {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "export_library got an unexpected keyword argument {k} (compiler options do not apply to relaxvm)"
+            )));
+        }
+        self.save(py, file_name, false)
+    }
+
+    /// TVM's module lookup for the functions an executable module exposes: `ex["as_text"]()`
+    /// is `ex.as_text()` (also `as_python` and `stats`).
+    fn __getitem__<'py>(slf: &Bound<'py, Self>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        match name {
+            "as_text" | "as_python" | "stats" => slf.getattr(name),
+            _ => Err(pyo3::exceptions::PyKeyError::new_err(format!(
+                "an executable exposes as_text, as_python and stats, not {name:?}; run functions with VirtualMachine(ex)[name]"
+            ))),
+        }
     }
 
     fn __repr__(&self) -> String {

@@ -62,6 +62,7 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tensor::tensor, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::tensor_from_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_export::_tensor_from_buffer, m)?)?;
+    m.add_function(wrap_pyfunction!(registry::_registered_python_func, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::empty, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(executable::load_executable, m)?)?;

@@ -9,23 +9,38 @@ use relaxvm::{registry, PackedFunc, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// The functions `register_func` put in the global registry that call Python, by name.
-fn python_backed() -> &'static Mutex<HashMap<String, PackedFunc>> {
-    static FUNCS: OnceLock<Mutex<HashMap<String, PackedFunc>>> = OnceLock::new();
+/// The functions `register_func` put in the global registry that call Python, by name, with
+/// the Python callable each calls.
+fn python_backed() -> &'static Mutex<HashMap<String, (PackedFunc, Py<PyAny>)>> {
+    static FUNCS: OnceLock<Mutex<HashMap<String, (PackedFunc, Py<PyAny>)>>> = OnceLock::new();
     FUNCS.get_or_init(Default::default)
+}
+
+/// The Python callable behind the global registry's `name`, when `register_func` registered
+/// one there and it is still the registered function.
+fn python_callable(py: Python<'_>, name: &str) -> Option<Py<PyAny>> {
+    let current = registry::global().get(name).cloned()?;
+    let funcs = python_backed().lock().unwrap_or_else(|p| p.into_inner());
+    funcs.get(name).filter(|(p, _)| p.ptr_eq(&current)).map(|(_, f)| f.clone_ref(py))
 }
 
 /// True when the global registry's `name` is a Python function registered by `register_func`
 /// (calling it needs the GIL, so there is no point releasing the GIL around it).
 pub fn is_python_backed(name: &str) -> bool {
-    let Some(current) = registry::global().get(name).cloned() else { return false };
-    python_backed().lock().unwrap_or_else(|p| p.into_inner()).get(name).is_some_and(|p| p.ptr_eq(&current))
+    Python::attach(|py| python_callable(py, name).is_some())
+}
+
+/// The Python callable registered under `name` by `register_func` (None for a builtin, a
+/// kernel, a closure or no function): what a pickled executable records to register again.
+#[pyfunction]
+pub fn _registered_python_func(py: Python<'_>, name: &str) -> Option<Py<PyAny>> {
+    python_callable(py, name)
 }
 
 fn register(name: &str, f: &Bound<'_, PyAny>, allow_override: bool) -> PyResult<()> {
-    let (func, is_python) = if let Ok(c) = f.cast::<PyClosure>() {
+    let (func, python) = if let Ok(c) = f.cast::<PyClosure>() {
         let c = Arc::clone(&c.get().0);
-        (PackedFunc::new(name, move |ctx, args| ctx.call(&Value::Func(Arc::clone(&c)), args)), false)
+        (PackedFunc::new(name, move |ctx, args| ctx.call(&Value::Func(Arc::clone(&c)), args)), None)
     } else {
         if !f.is_callable() {
             return Err(PyTypeError::new_err(format!(
@@ -33,12 +48,12 @@ fn register(name: &str, f: &Bound<'_, PyAny>, allow_override: bool) -> PyResult<
                 f.get_type().name()?
             )));
         }
-        (packed_from_callable(name, f.clone().unbind()), true)
+        (packed_from_callable(name, f.clone().unbind()), Some(f.clone().unbind()))
     };
     registry::register_global(func.clone(), allow_override).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let mut py_funcs = python_backed().lock().unwrap_or_else(|p| p.into_inner());
-    if is_python {
-        py_funcs.insert(name.to_string(), func);
+    if let Some(callable) = python {
+        py_funcs.insert(name.to_string(), (func, callable));
     } else {
         py_funcs.remove(name);
     }
@@ -85,14 +100,14 @@ pub fn register_func<'py>(
 }
 
 /// The function registered under `name`, as a callable `rx.Closure`; with `allow_missing`
-/// returns `None` instead of raising `KeyError` when there is none.
+/// returns `None` instead of raising `ValueError` (what TVM raises) when there is none.
 #[pyfunction]
 #[pyo3(signature = (name, allow_missing = false))]
 pub fn get_global_func<'py>(py: Python<'py>, name: &str, allow_missing: bool) -> PyResult<Bound<'py, PyAny>> {
     match registry::global().get(name) {
         Some(f) => to_py(py, &Value::packed(f.clone())),
         None if allow_missing => Ok(py.None().into_bound(py)),
-        None => Err(PyKeyError::new_err(format!("no global function named {name:?}"))),
+        None => Err(pyo3::exceptions::PyValueError::new_err(format!("no global function named {name:?}"))),
     }
 }
 
