@@ -26,6 +26,10 @@ ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 RUSTC_BOOTSTRAP=1 \
 
 echo "== python package"
 "$root/scripts/setup-venv.sh"
+echo "== release wheel (manylinux2014, stripped)"
+RELAXVM_WHEEL="$("$root/scripts/build-wheel.sh" | tail -n 1)"
+export RELAXVM_WHEEL
+echo "wheel: $RELAXVM_WHEEL"
 echo "== scale-out venv (Ray, Dask) for the examples"
 "$root/scripts/deploy-venv.sh" >/dev/null
 echo "== ruff"

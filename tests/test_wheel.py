@@ -1,0 +1,55 @@
+"""The release wheel (scripts/build-wheel.sh; scripts/test.sh builds it and sets RELAXVM_WHEEL):
+it installs where glibc is 2.17 (manylinux2014), is stripped, carries the README, LICENSE and
+project URLs in its metadata, and works once installed, console script included."""
+
+import email
+import os
+import re
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+WHEEL = os.environ.get("RELAXVM_WHEEL")
+pytestmark = pytest.mark.skipif(not WHEEL, reason="RELAXVM_WHEEL is not set (scripts/test.sh builds the wheel)")
+
+
+@pytest.fixture(scope="module")
+def wheel():
+    with zipfile.ZipFile(WHEEL) as z:
+        yield z
+
+
+def test_the_tags_and_glibc_floor_are_manylinux2014(wheel):
+    assert re.search(r"-manylinux2014_x86_64\.manylinux_2_17_x86_64\.whl$|manylinux_2_17", os.path.basename(WHEEL))
+    ext = next(n for n in wheel.namelist() if n.startswith("relaxvm/_relaxvm") and n.endswith(".so"))
+    data = wheel.read(ext)
+    versions = {int(m) for m in re.findall(rb"GLIBC_2\.(\d+)", data)}
+    assert versions and max(versions) <= 17, sorted(versions)
+    assert len(data) < 12 << 20, f"{len(data)} bytes: not stripped?"
+
+
+def test_the_metadata_has_readme_license_and_urls(wheel):
+    name = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+    meta = email.message_from_bytes(wheel.read(name))
+    assert meta["License-Expression"] == "Apache-2.0" or meta["License"] == "Apache-2.0"
+    assert meta["Description-Content-Type"].startswith("text/markdown")
+    assert meta.get_payload().startswith("# relaxvm")
+    assert any(u.startswith("Repository, ") for u in meta.get_all("Project-URL"))
+    assert any(n.endswith("LICENSE") for n in wheel.namelist())
+
+
+def test_it_installs_and_runs(tmp_path):
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), WHEEL], check=True)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import numpy as np, relaxvm as rx\n"
+        "assert rx.__file__.startswith(sys.argv[1]), rx.__file__\n"
+        "print(rx.get_global_func('vm.op.add')(np.ones(2), np.ones(2)).numpy().tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[2.0, 2.0]"
+    cli = subprocess.run([str(target / "bin" / "relaxvm"), "--version"], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(target)))
+    assert cli.returncode == 0 and cli.stdout.startswith("relaxvm "), cli.stderr
