@@ -125,11 +125,20 @@ pub(crate) fn view<'a, T: Element>(name: &str, t: &'a Tensor) -> Result<TensorVi
     t.view::<T>().map_err(|e| in_builtin(name, e))
 }
 
-/// `err_ctx` as a message prefix: `"ctx: "`, or nothing.
-pub(crate) fn ctx_prefix(err_ctx: Option<&str>) -> String {
+/// `err_ctx` leading a value error's sentence as TVM places it (`"ctx expect ..."`): `"ctx "`,
+/// or nothing.
+pub(crate) fn ctx_lead(err_ctx: Option<&str>) -> String {
     match err_ctx {
-        Some(c) if !c.is_empty() => format!("{c}: "),
+        Some(c) if !c.is_empty() => format!("{c} "),
         _ => String::new(),
+    }
+}
+
+/// Where a type error arose, with `err_ctx` when there is one: `"in NAME"` or `"in NAME, ctx"`.
+pub(crate) fn in_ctx(name: &str, err_ctx: Option<&str>) -> String {
+    match err_ctx {
+        Some(c) if !c.is_empty() => format!("in {name}, {c}"),
+        _ => format!("in {name}"),
     }
 }
 
@@ -174,8 +183,10 @@ mod tests {
             format!("{:?}", opt_str("f", &args, 4, "s").expect_err("an error")),
             r#"Type { expected: "str or null as argument 4 (s) of f", found: "int 1" }"#
         );
-        assert_eq!(ctx_prefix(Some("x")), "x: ");
-        assert_eq!(ctx_prefix(Some("")), "");
+        assert_eq!(ctx_lead(Some("x")), "x ");
+        assert_eq!(ctx_lead(Some("")), "");
+        assert_eq!(in_ctx("f", Some("x")), "in f, x");
+        assert_eq!(in_ctx("f", None), "in f");
     }
 
     #[test]

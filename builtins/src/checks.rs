@@ -11,7 +11,7 @@
 //! Each returns null, or fails with an error that starts with `err_ctx`: a type error when the
 //! value is of the wrong kind, a value error when its ndim, dtype or size differs.
 
-use crate::args::{self, ctx_prefix, value_err};
+use crate::args::{self, in_ctx, value_err};
 use crate::table::{builtin, Builtin};
 use relaxvm::dtype::TypeClass;
 use relaxvm::{DataType, Error, Result, Value};
@@ -28,7 +28,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
 /// A kind mismatch: a type error carrying the context, the builtin, and what was found.
 #[cold]
 fn kind_err(name: &str, err_ctx: Option<&str>, expected: &str, found: &Value) -> Error {
-    Error::type_mismatch(format!("{}{expected} (in {name})", ctx_prefix(err_ctx)), found.describe())
+    Error::type_mismatch(format!("{expected} ({})", in_ctx(name, err_ctx)), found.describe())
 }
 
 /// An expected ndim: -1 (any) or a non-negative count.
@@ -57,13 +57,18 @@ fn check_tensor_info(name: &'static str, args: &[Value]) -> Result<Value> {
         return Err(value_err(
             name,
             // TVM's text, so messages match what its users and tests expect.
-            format!("{} expect Tensor with ndim {n} but get {} (shape {})", err_ctx.unwrap_or(""), t.ndim(), t.shape()),
+            format!(
+                "{}expect Tensor with ndim {n} but get {} (shape {})",
+                args::ctx_lead(err_ctx),
+                t.ndim(),
+                t.shape()
+            ),
         ));
     }
     if let Some(d) = dtype.filter(|d| *d != t.dtype()) {
         return Err(value_err(
             name,
-            format!("{} expect Tensor with dtype {d} but get {}", err_ctx.unwrap_or(""), t.dtype()),
+            format!("{}expect Tensor with dtype {d} but get {}", args::ctx_lead(err_ctx), t.dtype()),
         ));
     }
     Ok(Value::Null)
@@ -80,7 +85,7 @@ fn check_shape_info(name: &'static str, args: &[Value]) -> Result<Value> {
     if let Some(n) = ndim.filter(|n| *n != s.len()) {
         return Err(value_err(
             name,
-            format!("{} expect Shape with ndim {n} but get {} (shape {s})", err_ctx.unwrap_or(""), s.len()),
+            format!("{}expect Shape with ndim {n} but get {} (shape {s})", args::ctx_lead(err_ctx), s.len()),
         ));
     }
     Ok(Value::Null)
@@ -98,8 +103,8 @@ fn check_tuple_info(name: &'static str, args: &[Value]) -> Result<Value> {
         return Err(value_err(
             name,
             format!(
-                "{} expect a Tuple with {size} elements,  but get a Tuple with {} elements.",
-                err_ctx.unwrap_or(""),
+                "{}expect a Tuple with {size} elements,  but get a Tuple with {} elements.",
+                args::ctx_lead(err_ctx),
                 items.len()
             ),
         ));
@@ -169,7 +174,10 @@ mod tests {
         assert!(e.contains("arg x expect Tensor with dtype int32 but get float32"), "{e}");
         let e = call(n, &[Value::Int(1), 2.into(), Value::Null, Value::str("arg x")]).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Type { .. }), "{e}");
-        assert!(e.to_string().contains("arg x: tensor") && e.to_string().contains("found int 1"), "{e}");
+        assert!(e.to_string().contains("expected tensor (in vm.builtin.check_tensor_info, arg x), found int 1"), "{e}");
+        // Without a context, no stray space where it would go (TVM's own text has one).
+        let e = call(n, &[t(), 3.into(), Value::Null, Value::str("")]).unwrap_err().to_string();
+        assert!(e.contains("check_tensor_info: expect Tensor with ndim 3"), "{e}");
         assert_eq!(
             format!("{:?}", call(n, &[t(), (-2).into(), Value::Null]).expect_err("an error")),
             r#"Value("vm.builtin.check_tensor_info: ndim must be -1 (any) or non-negative, found -2")"#
@@ -209,7 +217,7 @@ mod tests {
         let f = Value::packed(PackedFunc::from_fn("f", |_| Ok(Value::Null)));
         call("vm.builtin.check_func_info", &[f, Value::Null]).unwrap();
         let e = call("vm.builtin.check_func_info", &[s, Value::str("c")]).unwrap_err().to_string();
-        assert!(e.contains("c: function") && e.contains("found shape"), "{e}");
+        assert!(e.contains("expected function (in vm.builtin.check_func_info, c), found shape"), "{e}");
     }
 
     #[test]
@@ -222,13 +230,13 @@ mod tests {
         call(n, &[Value::Float(1.5), Value::Null, Value::Null]).unwrap();
         assert_eq!(
             format!("{:?}", call(n, &[Value::Float(1.5), Value::str("int64"), Value::str("c")]).expect_err("an error")),
-            r#"Type { expected: "c: prim value of dtype int64 (in vm.builtin.check_prim_value_info)", found: "float 1.5" }"#
+            r#"Type { expected: "prim value of dtype int64 (in vm.builtin.check_prim_value_info, c)", found: "float 1.5" }"#
         );
         assert_eq!(
             format!("{:?}", call(n, &[Value::Int(-1), Value::str("uint8"), Value::str("c")]).expect_err("an error")),
-            r#"Type { expected: "c: prim value of dtype uint8 (in vm.builtin.check_prim_value_info)", found: "int -1" }"#
+            r#"Type { expected: "prim value of dtype uint8 (in vm.builtin.check_prim_value_info, c)", found: "int -1" }"#
         );
         let e = call(n, &[t(), Value::str("int64"), Value::str("c")]).unwrap_err().to_string();
-        assert!(e.contains("c: prim value of dtype int64") && e.contains("found tensor"), "{e}");
+        assert!(e.contains("prim value of dtype int64 (in vm.builtin.check_prim_value_info, c), found tensor"), "{e}");
     }
 }

@@ -198,7 +198,7 @@ fn match_one(
         0 if actual == v => Ok(()),
         0 => Err(value_err(
             name,
-            format!("{} match_cast error,  {what} mismatch to specified constant. ({actual} vs. {v})", err_ctx.unwrap_or("")),
+            format!("{}match_cast error,  {what} mismatch to specified constant. ({actual} vs. {v})", args::ctx_lead(err_ctx)),
         )),
         1 => heap.store(v, actual),
         2 => Ok(()),
@@ -210,8 +210,8 @@ fn match_one(
                 Err(value_err(
                     name,
                     format!(
-                        "{} match_cast error,  {what} mismatch to a previous populated value. ({actual} vs. {expected}, shape heap slot {v})",
-                        err_ctx.unwrap_or("")
+                        "{}match_cast error,  {what} mismatch to a previous populated value. ({actual} vs. {expected}, shape heap slot {v})",
+                        args::ctx_lead(err_ctx)
                     ),
                 ))
             }
@@ -236,8 +236,8 @@ fn match_shape(name: &'static str, args: &[Value]) -> Result<Value> {
         return Err(value_err(
             name,
             format!(
-                "{} match_cast shape size mismatch. (expected {pairs} dimensions, found {} in shape {})",
-                err_ctx.unwrap_or(""),
+                "{}match_cast shape size mismatch. (expected {pairs} dimensions, found {} in shape {})",
+                args::ctx_lead(err_ctx),
                 dims.len(),
                 Shape::from(dims)
             ),

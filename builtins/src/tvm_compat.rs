@@ -21,7 +21,7 @@
 //! allocates without a pool (storage is freed when its last tensor is dropped), so there is
 //! nothing to release and the builtin does nothing.
 
-use crate::args::{self, ctx_prefix, type_err, value_err};
+use crate::args::{self, in_ctx, type_err, value_err};
 use crate::table::{builtin, Builtin};
 use relaxvm::{CallCtx, Error, Result, Value};
 
@@ -76,7 +76,7 @@ fn check_string_info(name: &'static str, args: &[Value]) -> Result<Value> {
     let err_ctx = args::opt_str(name, args, 1, "err_ctx")?;
     match &args[0] {
         Value::Str(_) => Ok(Value::Null),
-        other => Err(Error::type_mismatch(format!("{}a string (in {name})", ctx_prefix(err_ctx)), other.describe())),
+        other => Err(Error::type_mismatch(format!("a string ({})", in_ctx(name, err_ctx)), other.describe())),
     }
 }
 
@@ -163,7 +163,7 @@ mod tests {
     fn string_info_and_clear() {
         call("vm.builtin.check_string_info", &[Value::str("s"), Value::Null]).unwrap();
         let e = call("vm.builtin.check_string_info", &[Value::Int(1), Value::str("arg s")]).unwrap_err().to_string();
-        assert!(e.contains("arg s: a string") && e.contains("found int 1"), "{e}");
+        assert!(e.contains("expected a string (in vm.builtin.check_string_info, arg s), found int 1"), "{e}");
         assert!(matches!(call("vm.builtin.memory_manager.clear", &[]).unwrap(), Value::Null));
         assert_eq!(
             format!("{:?}", call("vm.builtin.memory_manager.clear", &[Value::Null]).expect_err("an error")),

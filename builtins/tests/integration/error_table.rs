@@ -208,7 +208,7 @@ fn core_cases() -> Vec<(&'static str, Vec<Value>, Want)> {
         (
             "vm.builtin.check_tensor_info",
             vec![shape(&[2]), i(2), null.clone(), s("x")],
-            E(Kind::Type, &["x: tensor", "found shape"]),
+            E(Kind::Type, &["tensor (in vm.builtin.check_tensor_info, x)", "found shape"]),
         ),
         ("vm.builtin.check_tensor_info", vec![x23(), i(2), s("floaty"), s("x")], E(Kind::Value, &["floaty"])),
         ("vm.builtin.check_shape_info", vec![shape(&[2, 3]), i(2), null.clone()], K("None")),
@@ -217,19 +217,27 @@ fn core_cases() -> Vec<(&'static str, Vec<Value>, Want)> {
             vec![shape(&[2, 3]), i(i64::MIN), null.clone()],
             E(Kind::Value, &["ndim must be -1"]),
         ),
-        ("vm.builtin.check_shape_info", vec![x23(), i(2), s("s")], E(Kind::Type, &["s: shape", "found tensor"])),
+        (
+            "vm.builtin.check_shape_info",
+            vec![x23(), i(2), s("s")],
+            E(Kind::Type, &["shape (in vm.builtin.check_shape_info, s)", "found tensor"]),
+        ),
         ("vm.builtin.check_tuple_info", vec![Value::tuple(vec![i(1)]), i(1), null.clone()], K("None")),
         (
             "vm.builtin.check_tuple_info",
             vec![Value::tuple(vec![i(1)]), i(-1), s("t")],
             E(Kind::Value, &["t expect a Tuple with -1 elements,  but get a Tuple with 1 elements."]),
         ),
-        ("vm.builtin.check_tuple_info", vec![i(1), i(1), s("t")], E(Kind::Type, &["t: tuple", "found int 1"])),
+        (
+            "vm.builtin.check_tuple_info",
+            vec![i(1), i(1), s("t")],
+            E(Kind::Type, &["tuple (in vm.builtin.check_tuple_info, t)", "found int 1"]),
+        ),
         ("vm.builtin.check_prim_value_info", vec![f(f64::NAN), s("float64"), null.clone()], K("None")),
         (
             "vm.builtin.check_prim_value_info",
             vec![i(-3), s("uint32"), s("p")],
-            E(Kind::Type, &["p: prim value of dtype uint32", "found int -3"]),
+            E(Kind::Type, &["prim value of dtype uint32 (in vm.builtin.check_prim_value_info, p)", "found int -3"]),
         ),
         (
             "vm.builtin.check_prim_value_info",
@@ -237,7 +245,11 @@ fn core_cases() -> Vec<(&'static str, Vec<Value>, Want)> {
             E(Kind::Type, &["prim value", "found tensor"]),
         ),
         ("vm.builtin.check_func_info", vec![func(), null.clone()], K("None")),
-        ("vm.builtin.check_func_info", vec![null.clone(), s("fn")], E(Kind::Type, &["fn: function", "found null"])),
+        (
+            "vm.builtin.check_func_info",
+            vec![null.clone(), s("fn")],
+            E(Kind::Type, &["function (in vm.builtin.check_func_info, fn)", "found null"]),
+        ),
         // ---- memory ----
         ("vm.builtin.alloc_storage", vec![vm.clone(), shape(&[10]), i(0), s("uint8"), s("global")], K("storage 10")),
         ("vm.builtin.alloc_storage", vec![vm.clone(), shape(&[2, 5]), i(-1), dtype(DataType::F64)], K("storage 80")),
