@@ -9,10 +9,13 @@ use relaxvm::{registry, PackedFunc, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// Registered Python functions by name: the packed function and the callable it calls.
+type PythonFuncs = HashMap<String, (PackedFunc, Py<PyAny>)>;
+
 /// The functions `register_func` put in the global registry that call Python, by name, with
 /// the Python callable each calls.
-fn python_backed() -> &'static Mutex<HashMap<String, (PackedFunc, Py<PyAny>)>> {
-    static FUNCS: OnceLock<Mutex<HashMap<String, (PackedFunc, Py<PyAny>)>>> = OnceLock::new();
+fn python_backed() -> &'static Mutex<PythonFuncs> {
+    static FUNCS: OnceLock<Mutex<PythonFuncs>> = OnceLock::new();
     FUNCS.get_or_init(Default::default)
 }
 

@@ -43,7 +43,11 @@ pub(super) fn cases() -> Vec<(&'static str, Vec<Value>, Want)> {
         ("vm.builtin.memory_manager.clear", vec![null.clone()], E(Kind::Arity, &["expected 0"])),
         ("vm.builtin.check_string_info", vec![s("hi"), null.clone()], K("None")),
         ("vm.builtin.check_string_info", vec![s(""), s("arg s")], K("None")),
-        ("vm.builtin.check_string_info", vec![i(1), s("arg s")], E(Kind::Type, &["arg s: a string", "found int 1"])),
+        (
+            "vm.builtin.check_string_info",
+            vec![i(1), s("arg s")],
+            E(Kind::Type, &["a string (in vm.builtin.check_string_info, arg s)", "found int 1"]),
+        ),
         ("vm.builtin.check_string_info", vec![s("x"), i(3)], E(Kind::Type, &["str or null", "found int 3"])),
         ("vm.builtin.invoke_debug_func", vec![null.clone(), s("vm.builtin.make_tuple"), s("f.py:3"), i(1)], K("None")),
         (
