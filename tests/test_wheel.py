@@ -42,7 +42,9 @@ def test_the_metadata_has_readme_license_and_urls(wheel):
 
 def test_it_installs_and_runs(tmp_path):
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), WHEEL], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), WHEEL], check=True
+    )
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); import numpy as np, relaxvm as rx\n"
         "assert rx.__file__.startswith(sys.argv[1]), rx.__file__\n"
@@ -50,6 +52,10 @@ def test_it_installs_and_runs(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[2.0, 2.0]"
-    cli = subprocess.run([str(target / "bin" / "relaxvm"), "--version"], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=str(target)))
+    cli = subprocess.run(
+        [str(target / "bin" / "relaxvm"), "--version"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(target)),
+    )
     assert cli.returncode == 0 and cli.stdout.startswith("relaxvm "), cli.stderr

@@ -35,6 +35,12 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     relaxvm_builtins::ensure_registered();
     signals::note_main_thread();
     stdout::install();
+    // The Rust crates' diagnostics (the log crate) go to Python's logging, under loggers named
+    // after the Rust modules ("relaxvm_tvm.ffi.kernel", ...). Levels are asked of Python each
+    // time (no cache), so logging configured later applies; the log calls are off hot paths.
+    if let Ok(logger) = pyo3_log::Logger::new(m.py(), pyo3_log::Caching::Nothing) {
+        let _ = logger.install();
+    }
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     m.add_class::<builder::PyArg>()?;

@@ -453,3 +453,17 @@ fn trace_lists_saves_and_compares_the_steps() {
         failure(relaxvm().arg("trace").arg(&prog).args(["--function", "sum", "--rtol=-1", "--compare"]).arg(&saved));
     assert!(e.contains("non-negative"), "{e}");
 }
+
+#[test]
+fn diagnostics_go_to_stderr_at_the_level_relaxvm_log_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = write(dir.path(), "sum.txt", SUM);
+    let old = dir.path().join("old.rvx");
+    relaxvm().arg("asm").arg(&prog).arg("-o").arg(&old).args(["--format-version", "3"]).assert().success();
+    let out = relaxvm().env("RELAXVM_LOG", "info").arg("run").arg(&old).args(["sum", "4"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "6\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("reading format version 3"), "{err}");
+    let quiet = relaxvm().env_remove("RELAXVM_LOG").arg("run").arg(&old).args(["sum", "4"]).output().unwrap();
+    assert!(quiet.status.success() && quiet.stderr.is_empty(), "{quiet:?}");
+}

@@ -75,6 +75,12 @@ pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
                 if aligned && t.is_contiguous() {
                     sources.push(Some(Source::Arg(i)));
                 } else {
+                    // Worth knowing when tuning: a numpy view passed straight in costs a copy here.
+                    log::debug!(
+                        "kernel {name:?}: argument {i} ({}) is {}; passed through an aligned copy",
+                        t.shape(),
+                        if aligned { "strided" } else { "not 64-byte aligned" }
+                    );
                     let copy = Tensor::from_bytes(t.dtype(), t.shape().clone(), &t.contiguous_bytes()?)?;
                     sources.push(Some(Source::Staged(staged.len())));
                     staged.push(Staged { arg: i, copy });

@@ -132,6 +132,7 @@ impl Library {
             kernels.insert(kernel.to_string(), *f);
         }
         let hash = crate::import::content_hash(&bytes);
+        log::debug!("opened {} ({} kernels, content hash {hash:#018x})", path.display(), kernels.len());
         let inner = Inner { path: path.to_path_buf(), hash, kernels, _lib: lib, _file: copy };
         Ok(Arc::new(Library { inner: Arc::new(inner) }))
     }

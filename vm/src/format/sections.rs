@@ -182,6 +182,9 @@ pub fn scan(file: &[u8]) -> Result<Layout<'_>> {
         ));
     }
     let version = version as u32;
+    if version < CURRENT_VERSION {
+        log::info!("reading format version {version} (this build writes {CURRENT_VERSION}; re-save to upgrade)");
+    }
     let len = c.count("producer byte", 1)?;
     let at = c.pos();
     let producer = std::str::from_utf8(c.bytes(len)?).map_err(|_| c.err_at(at, "the producer string is not UTF-8"))?;
