@@ -43,3 +43,13 @@ pub use reachability::drop_unreachable;
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The Rust code blocks of docs/format.md, run as doctests.
+#[doc = include_str!("../../docs/format.md")]
+#[cfg(doctest)]
+pub struct FormatDocDoctests;
+
+/// The Rust code blocks of docs/profiling.md, run as doctests.
+#[doc = include_str!("../../docs/profiling.md")]
+#[cfg(doctest)]
+pub struct ProfilingDocDoctests;
