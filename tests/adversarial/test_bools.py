@@ -31,6 +31,6 @@ with ib.function("g", num_inputs=0):
     ib.emit_ret(ib.r(0))
 exe = ib.get()
 text = exe.as_text()
-print("hex:010001010001" in text)
+print("[true, false, true, true, false, true]" in text)
 """
     ).assert_ok("True\nTrue\n4 4\nTrue\n2\nTrue")

@@ -51,6 +51,7 @@ pub mod shape;
 pub mod storage;
 pub mod tensor;
 mod tensor_fmt;
+pub mod tensor_text;
 pub mod text;
 pub mod trace;
 pub mod types;

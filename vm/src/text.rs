@@ -29,7 +29,8 @@ use std::fmt::Write;
 pub use crate::instr_text::instr_to_text_with;
 pub use crate::names::{is_plain_name, write_name};
 
-/// The text of a constant: `int 5`, `shape (32, 16)`, `tensor float32 (2,) hex:0000803f...`.
+/// The text of a constant: `int 5`, `shape (32, 16)`, `tensor float16 (2,) [1.5, 2.0]` (a small
+/// tensor whose values read back exactly), `tensor float32 (100,) hex:0000803f...`.
 pub fn constant_to_text(v: &Value) -> String {
     let mut out = String::new();
     write_constant(&mut out, v);
@@ -51,6 +52,10 @@ fn write_constant(out: &mut String, v: &Value) {
         Value::DType(d) => write!(out, "dtype {d}").unwrap(),
         Value::Device(d) => write!(out, "device {d}").unwrap(),
         Value::Tensor(t) => {
+            if let Some(values) = crate::tensor_text::values_text(t) {
+                write!(out, "tensor {} {} {values}", t.dtype(), t.shape()).unwrap();
+                return;
+            }
             write!(out, "tensor {} {} hex:", t.dtype(), t.shape()).unwrap();
             const HEX: &[u8; 16] = b"0123456789abcdef";
             match t.contiguous_bytes() {

@@ -1,5 +1,5 @@
 //! Constants: `int 5`, `float 0.5`, `bool true`, `str "s"`, `shape (32, 16)`, `dtype float32`,
-//! `device cpu:0`, `null`, `tensor float32 (2,) hex:0000803f00000040`.
+//! `device cpu:0`, `null`, `tensor float32 (2,) [1.0, 2.0]`, `tensor float32 (2,) hex:0000803f00000040`.
 
 use super::cursor::Cursor;
 use super::AsmError;
@@ -57,10 +57,14 @@ pub(super) fn parse_constant(c: &mut Cursor<'_>) -> Result<Value, AsmError> {
             let dtype = parse_dtype(c)?;
             c.expect_ws("a shape after the dtype")?;
             let shape = parse_shape(c)?;
-            c.expect_ws("hex: data after the shape")?;
-            c.expect("hex:", "hex: data")?;
+            c.expect_ws("hex: data or [values] after the shape")?;
             let at = c.pos();
-            let bytes = parse_hex(c)?;
+            let bytes = if c.peek() == Some('[') {
+                parse_values(c, dtype)?
+            } else {
+                c.expect("hex:", "hex: data or [values]")?;
+                parse_hex(c)?
+            };
             Tensor::from_bytes(dtype, shape, &bytes).map(Value::Tensor).map_err(|e| at.error(e.to_string()))
         }
         _ if c.peek() == Some('<') && kind.is_empty() => {
@@ -100,6 +104,30 @@ pub(super) fn parse_shape(c: &mut Cursor<'_>) -> Result<Shape, AsmError> {
             return Ok(Shape::from(dims));
         }
         c.expect(",", "',' or ')' in the shape")?;
+    }
+}
+
+/// `[1.5, 2.0, -0.25]`: the elements in C order, each read as the dtype reads it
+/// ([`relaxvm::tensor_text::element_bytes`]); their bytes, concatenated.
+fn parse_values(c: &mut Cursor<'_>, dtype: DataType) -> Result<Vec<u8>, AsmError> {
+    c.expect("[", "'['")?;
+    let mut bytes = Vec::new();
+    loop {
+        c.skip_ws();
+        if bytes.is_empty() && c.eat("]") {
+            return Ok(bytes);
+        }
+        let at = c.pos();
+        let word = c.take_while(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '.' | '-' | '+'));
+        if word.is_empty() {
+            return Err(c.expected("a value"));
+        }
+        bytes.extend(relaxvm::tensor_text::element_bytes(dtype, word).map_err(|e| at.error(e))?);
+        c.skip_ws();
+        if c.eat("]") {
+            return Ok(bytes);
+        }
+        c.expect(",", "',' or ']' in the values")?;
     }
 }
 
@@ -146,12 +174,25 @@ mod tests {
             Value::Tensor(t),
             Value::Tensor(relaxvm::Tensor::from_vec([0], Vec::<f64>::new()).unwrap()),
             Value::Tensor(relaxvm::Tensor::scalar(true)),
+            Value::Tensor(relaxvm::Tensor::from_vec([1], vec![f32::from_bits(0x7fc0_0001)]).unwrap()),
+            Value::Tensor(relaxvm::Tensor::from_vec([100], vec![0.5f32; 100]).unwrap()),
         ];
         for v in values {
             let text = constant_to_text(&v);
             let back = parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(constant_to_text(&back), text);
         }
+    }
+
+    #[test]
+    fn tensors_as_values() {
+        let t = parse("tensor float16 (2, 2) [1.5, -0.25, inf, 0.1]").unwrap();
+        assert_eq!(constant_to_text(&t), "tensor float16 (2, 2) [1.5, -0.25, inf, 0.099975586]");
+        assert_eq!(constant_to_text(&parse("tensor int64 (0,) []").unwrap()), "tensor int64 (0,) []");
+        let payload = constant_to_text(&Value::Tensor(
+            relaxvm::Tensor::from_vec([1], vec![f32::from_bits(0x7fc0_0001)]).unwrap(),
+        ));
+        assert_eq!(payload, "tensor float32 (1,) hex:0100c07f", "a NaN payload stays exact");
     }
 
     #[test]
@@ -172,6 +213,11 @@ mod tests {
         assert!(e("tensor float32 (2,) hex:000").contains("odd number"));
         assert!(e("tensor bool (1,) hex:07").contains("0 or 1"));
         assert!(e("tensor int8 (-1,) hex:").contains("invalid tensor shape"));
+        assert_eq!(e("tensor int8 (2,) [1, 128]"), "1:22: 128 is out of range for int8");
+        assert!(e("tensor float32 (3,) [1.0, 2.0]").contains("needs 12 bytes"));
+        assert!(e("tensor float32 (1,) [1.0 2.0]").contains("',' or ']'"));
+        assert!(e("tensor float32 (1,) [,]").contains("expected a value"));
+        assert!(e("tensor bool (1,) [1]").contains("not true or false"));
         assert!(e("<tuple>").contains("a <tuple> constant has no text form"));
         assert!(e("int 1 2").contains("expected end of line"));
     }

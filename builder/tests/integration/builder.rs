@@ -19,7 +19,7 @@ fn design_doc_builder_example() {
     assert!(out.warnings.is_empty(), "{:?}", out.warnings);
     assert_eq!(
         out.executable.as_text(),
-        r#".const c[0] = tensor float32 (2,) hex:0000803f00000040
+        r#".const c[0] = tensor float32 (2,) [1.0, 2.0]
 
 @main inputs=1 regs=4:
   call  test.vm.move  in: c[0]  dst: %1
@@ -201,7 +201,7 @@ fn constants_are_deduplicated_and_printed() {
 .const c[5] = dtype bfloat16
 .const c[6] = device cpu:1
 .const c[7] = null
-.const c[8] = tensor float32 () hex:0000c03f"#
+.const c[8] = tensor float32 () [1.5]"#
     );
     let e = ib.convert_constant(Value::tuple(vec![])).unwrap_err();
     assert!(matches!(e, BuildError::UnsupportedConstant("tuple")), "{e}");

@@ -181,7 +181,7 @@ fn a_flipped_bit_in_a_binary_is_refused_before_running() {
     let prog = dir.path().join("prog.txt");
     std::fs::write(
         &prog,
-        ".const c[0] = tensor float32 (4,) hex:0000803f0000803f0000803f0000803f\n\
+        ".const c[0] = tensor float32 (4,) [1.0, 1.0, 1.0, 1.0]\n\
          .packed vm.builtin.make_tuple\n@main inputs=0:\n  call  vm.builtin.make_tuple  in: c[0]  dst: %0\n  ret  %0\n",
     )
     .unwrap();
