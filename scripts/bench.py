@@ -413,8 +413,12 @@ def main() -> None:
     print("| row | unit | relaxvm | peer | peer / relaxvm | target |")
     print("| --- | --- | ---: | ---: | ---: | --- |")
     import bench_tvm_models  # beside this file; needs TVM, so only the bench venv has its rows
+    from progress import Progress  # beside this file
 
-    for row in rows(args.quick) + bench_tvm_models.rows(Row, args.quick):
+    all_rows = rows(args.quick) + bench_tvm_models.rows(Row, args.quick)
+    progress = Progress(len(all_rows) + 2, "bench")
+    for row in all_rows:
+        progress.step(row.label)
         best = measure_row(row, backends, rounds, min_seconds)
         ours_v, peer_v = best["relaxvm"], best.get("tvm")
         peer_s = f"{peer_v:.1f}" if peer_v is not None else "-"
@@ -422,18 +426,18 @@ def main() -> None:
         if row.label.startswith("vm.op.add"):
             np_us = numpy_add_us(rounds, min_seconds)
             peer_s, ratio = f"numpy {np_us:.1f}", f"{np_us / ours_v:.2f}x"
+        progress.clear()
         print(
             f"| {row.label} | {row.unit} | {ours_v:.1f} | {peer_s} | {ratio} | {row.target} |",
             flush=True,
         )
-    print(
-        f"| 2 Python threads, each its own VM | throughput | {threads_ratio(min_seconds):.2f}x one thread "
-        "| - | - | >= 1.7x |"
-    )
-    print(
-        f"| Ctrl-C in an endless loop to KeyboardInterrupt | ms, worst of 5 | {ctrl_c_latency_ms():.2f} "
-        "| - | - | <= 100 |"
-    )
+    progress.step("2 Python threads")
+    threads = threads_ratio(min_seconds)
+    progress.step("Ctrl-C latency")
+    ctrl_c = ctrl_c_latency_ms()
+    progress.clear()
+    print(f"| 2 Python threads, each its own VM | throughput | {threads:.2f}x one thread | - | - | >= 1.7x |")
+    print(f"| Ctrl-C in an endless loop to KeyboardInterrupt | ms, worst of 5 | {ctrl_c:.2f} | - | - | <= 100 |")
 
 
 if __name__ == "__main__":

@@ -33,8 +33,8 @@ echo "wheel: $RELAXVM_WHEEL"
 echo "== scale-out venv (Ray, Dask) for the examples"
 "$root/scripts/deploy-venv.sh" >/dev/null
 echo "== ruff"
-"$root/.venv/bin/ruff" format --check python tests examples
-"$root/.venv/bin/ruff" check python tests examples
+"$root/.venv/bin/ruff" format --check python tests examples scripts
+"$root/.venv/bin/ruff" check python tests examples scripts
 echo "== TVM model corpus (compiled in .venv-tvm, cached)"
 # Built by Apache TVM in its own venv; the tests run it in .venv, where TVM is absent.
 # RELAXVM_TVM_FULL=1 builds every ONNX backend test instead of the default subset.

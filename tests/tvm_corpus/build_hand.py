@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from typing import Any, Callable
 
 import numpy as np
@@ -24,7 +23,9 @@ import tvm
 from tvm import relax
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import corpus  # noqa: E402
+from progress import Progress  # noqa: E402
 
 RNG = np.random.default_rng(20261123)
 
@@ -367,8 +368,9 @@ def build(out_dir: str) -> None:
     suite = os.path.join(out_dir, "hand")
     os.makedirs(suite, exist_ok=True)
     models = []
+    progress = Progress(len(MODELS), "hand corpus")
     for name, make in MODELS.items():
-        t0 = time.time()
+        progress.step(name)
         mod, cases, notes = make()
         folder = os.path.join(suite, name)
         os.makedirs(folder, exist_ok=True)
@@ -407,7 +409,8 @@ def build(out_dir: str) -> None:
                 **notes,
             }
         )
-        print(f"hand: {name} ({len(entries)} cases, {time.time() - t0:.1f} s)", file=sys.stderr)
+    progress.clear()
+    print(f"hand: {len(models)} models", file=sys.stderr)
     corpus.write_manifest(suite, {"suite": "hand", "tvm_version": tvm.__version__, "models": models})
 
 

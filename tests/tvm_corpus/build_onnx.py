@@ -49,7 +49,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import corpus  # noqa: E402
+from progress import Progress  # noqa: E402
 
 SUITE = "onnx"
 WHEEL_SUITES = ("pytorch-converted", "pytorch-operator", "simple")
@@ -561,7 +563,7 @@ def run_pool(tasks: list[dict], suite_dir: str, jobs: int, timeout: float) -> li
     workers = [_Worker(ctx, suite_dir) for _ in range(min(jobs, len(tasks)))]
     results: list[dict] = []
     failed_starts = 0
-    t0 = time.monotonic()
+    progress = Progress(len(tasks), "onnx corpus")
 
     def finish(w: _Worker, result: dict) -> None:
         assert w.task is not None
@@ -569,9 +571,7 @@ def run_pool(tasks: list[dict], suite_dir: str, jobs: int, timeout: float) -> li
         results.append(result)
         w.task = None
         w.done += 1
-        if len(results) % 50 == 0 or len(results) == len(tasks):
-            counts = Counter(r["category"] for r in results)
-            print(f"[{time.monotonic() - t0:6.0f}s] {len(results)}/{len(tasks)} {dict(counts)}", flush=True)
+        progress.step(result["name"])
 
     while pending or any(w.task for w in workers):
         for i, w in enumerate(workers):
@@ -612,6 +612,9 @@ def run_pool(tasks: list[dict], suite_dir: str, jobs: int, timeout: float) -> li
             workers[i] = _Worker(ctx, suite_dir)
     for w in workers:
         w.stop(force=False)
+    progress.clear()
+    counts = Counter(r["category"] for r in results)
+    print(f"onnx: {len(results)} models {dict(sorted(counts.items()))}", flush=True)
     return results
 
 

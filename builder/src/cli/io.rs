@@ -96,6 +96,7 @@ pub enum Native {
 pub fn read_executable(path: &Path, verify_data: bool, native: Native) -> Result<Executable, CliError> {
     let located = |e: relaxvm::Error| CliError::new(format!("{}: {e}", path.display()));
     check_input(path)?;
+    let _spinner = super::progress::loading(path); // cleared when it drops, however this returns
     let head = head(path)?;
     if head.starts_with(&format::MAGIC) {
         // Read into memory, every byte checked; or, with --mmap, mapped (data checked for verify).

@@ -8,6 +8,7 @@
 mod error;
 mod io;
 mod profile;
+mod progress;
 mod run;
 mod show;
 mod trace;

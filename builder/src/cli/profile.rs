@@ -34,12 +34,17 @@ pub fn profile(a: ProfileArgs) -> Result<(), CliError> {
     let mut vm = VirtualMachine::new(Arc::new(exe))?;
     vm.config_mut().profile = true;
     let mut best: Option<ProfileReport> = None;
+    let bar = super::progress::runs(u64::from(a.repeat), "profiling");
     for _ in 0..a.repeat {
         let report = vm.profile(&func, &args)?;
         if best.as_ref().is_none_or(|b| report.total_ns < b.total_ns) {
             best = Some(report);
         }
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
     }
+    drop(bar); // cleared from the terminal before the report prints
     let report = best.expect("at least one run (--repeat is at least 1)");
     if let Some(path) = &a.trace {
         io::write(path, report.chrome_trace().as_bytes())?;
