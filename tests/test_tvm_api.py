@@ -1,5 +1,7 @@
 """TVM's Python API where relaxvm matches it: memory_cfg, instrument return kinds and arguments."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -112,3 +114,46 @@ def test_vm_key_error_shows_its_sentence_without_quotes():
         rx.VirtualMachine(ib.get())
     assert str(info.value).startswith("packed function not found in any registry: no.such")
     assert isinstance(info.value, KeyError) and isinstance(info.value, rx.VMError)
+
+
+def test_set_input_turns_numbers_into_tensors_as_tvm_does():
+    ib = rx.ExecBuilder()
+    with ib.function("main", num_inputs=3):
+        ib.emit_call("vm.builtin.make_tuple", args=[ib.r(0), ib.r(1), ib.r(2)], dst=ib.r(3))
+        ib.emit_ret(ib.r(3))
+    vm = rx.VirtualMachine(ib.get())
+    vm.set_input("main", 3, 2.5, (True, "s"))
+    vm.invoke_stateful("main")
+    a, b, (c, s) = vm.get_outputs("main")
+    assert (a.dtype, a.shape, a.numpy().item()) == ("int32", (), 3)
+    assert (b.dtype, b.numpy().item()) == ("float32", 2.5)
+    assert (c.dtype, c.numpy().item()) == ("int32", 1) and s == "s"
+    assert vm["main"](3, 2.5, (True, "s")) == (3, 2.5, (True, "s"))  # a direct call keeps numbers
+    with pytest.raises(OverflowError, match="does not fit in int32"):
+        vm.set_input("main", 1 << 40, 0, 0)
+
+
+def test_set_input_keeps_numbers_a_signature_declares_scalar():
+    ib = rx.ExecBuilder()
+    with ib.function("main", signature="(n: i64, x: any) -> any"):
+        ib.emit_call("vm.builtin.make_tuple", args=[ib.r(0), ib.r(1)], dst=ib.r(2))
+        ib.emit_ret(ib.r(2))
+    vm = rx.VirtualMachine(ib.get())
+    vm.set_input("main", 7, 7)
+    vm.invoke_stateful("main")
+    n, x = vm.get_outputs("main")
+    assert n == 7 and isinstance(x, rx.Tensor) and x.dtype == "int32"
+
+
+def test_convert_constant_makes_tuples_of_tuples_and_lists_as_tvm():
+    ib = rx.ExecBuilder()
+    with ib.function("main", num_inputs=0):
+        ib.emit_call("vm.builtin.copy", args=[ib.convert_constant((1, [2.5, "a"], rx.Shape([2])))], dst=ib.r(0))
+        ib.emit_ret(ib.r(0))
+    ex = ib.get()
+    assert 'tuple (int 1, tuple (float 2.5, str "a"), shape (2,))' in ex.as_text()
+    assert rx.VirtualMachine(ex)["main"]() == (1, (2.5, "a"), rx.Shape([2]))
+    ns: dict = {}
+    exec(ex.as_python(), ns)
+    assert ns["ex"].as_text() == ex.as_text()
+    assert pickle.loads(pickle.dumps(ex)).as_text() == ex.as_text()

@@ -1,6 +1,7 @@
 //! The constant pool under construction: equal constants are stored once.
 
 use crate::error::BuildError;
+use relaxvm::format::MAX_TUPLE_DEPTH;
 use relaxvm::Value;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -15,17 +16,10 @@ pub(crate) struct ConstantPool {
 
 impl ConstantPool {
     /// The index of a constant equal to `v` ([`Value::same_as`]), adding `v` if there is none.
+    /// Tuples of constants are constants too (TVM's `Array` constants), nested at most
+    /// [`MAX_TUPLE_DEPTH`] deep, as the binary format stores them.
     pub fn intern(&mut self, v: Value) -> Result<u32, BuildError> {
-        if matches!(v, Value::Tuple(_)) {
-            return Err(BuildError::UnsupportedConstant(v.type_name()));
-        }
-        self.intern_any(v)
-    }
-
-    /// Like [`intern`](Self::intern), but also accepts tuples of constants, which executables
-    /// may hold (they are imported and linked, not built).
-    pub fn intern_any(&mut self, v: Value) -> Result<u32, BuildError> {
-        let h = content_hash(&v).ok_or(BuildError::UnsupportedConstant(v.type_name()))?;
+        let h = content_hash(&v, 0).ok_or(BuildError::UnsupportedConstant(v.type_name()))?;
         let candidates = self.by_hash.entry(h).or_default();
         if let Some(&i) = candidates.iter().find(|&&i| self.values[i as usize].same_as(&v)) {
             return Ok(i);
@@ -44,13 +38,17 @@ impl ConstantPool {
 }
 
 /// A hash consistent with [`Value::same_as`] for the kinds a constant may be (tuples of them
-/// included); `None` for the others (functions, storage, objects...).
-fn content_hash(v: &Value) -> Option<u64> {
+/// included, `depth` levels in); `None` for the others (functions, storage, objects...) and
+/// for tuples nested too deep.
+fn content_hash(v: &Value, depth: usize) -> Option<u64> {
     let mut h = DefaultHasher::new();
     if let Value::Tuple(items) = v {
+        if depth >= MAX_TUPLE_DEPTH {
+            return None;
+        }
         9u8.hash(&mut h);
         for item in items.iter() {
-            content_hash(item)?.hash(&mut h);
+            content_hash(item, depth + 1)?.hash(&mut h);
         }
         return Some(h.finish());
     }
@@ -105,21 +103,25 @@ mod tests {
     fn imported_tuples_are_deduplicated_by_content() {
         let mut p = ConstantPool::default();
         let t = || Value::tuple(vec![Value::Int(1), Value::tuple(vec![Value::str("a")])]);
-        assert_eq!(format!("{:?}", p.intern(t()).expect_err("an error")), r#"UnsupportedConstant("tuple")"#);
-        assert_eq!(p.intern_any(t()).unwrap(), 0);
-        assert_eq!(p.intern_any(t()).unwrap(), 0);
-        assert_eq!(p.intern_any(Value::tuple(vec![Value::Int(2)])).unwrap(), 1);
+        assert_eq!(p.intern(t()).unwrap(), 0);
+        assert_eq!(p.intern(t()).unwrap(), 0);
+        assert_eq!(p.intern(Value::tuple(vec![Value::Int(2)])).unwrap(), 1);
         assert_eq!(
-            format!("{:?}", p.intern_any(Value::tuple(vec![Value::VmState])).expect_err("an error")),
+            format!("{:?}", p.intern(Value::tuple(vec![Value::VmState])).expect_err("an error")),
             r#"UnsupportedConstant("tuple")"#
         );
+        let mut deep = Value::Int(0);
+        for _ in 0..MAX_TUPLE_DEPTH + 1 {
+            deep = Value::tuple(vec![deep]);
+        }
+        assert!(p.intern(deep).unwrap_err().to_string().contains("nested at most 32 deep"));
     }
 
     #[test]
     fn non_constant_kinds_are_rejected() {
         let mut p = ConstantPool::default();
-        let e = p.intern(Value::tuple(vec![Value::Int(1)])).unwrap_err().to_string();
-        assert!(e.contains("a tuple cannot be a constant"), "{e}");
+        let e = p.intern(Value::tuple(vec![Value::VmState])).unwrap_err().to_string();
+        assert!(e.contains("a tuple cannot be a constant") && e.contains("tuples of these"), "{e}");
         assert_eq!(
             format!("{:?}", p.intern(Value::VmState).expect_err("an error")),
             r#"UnsupportedConstant("vm_state")"#

@@ -74,7 +74,7 @@ pub enum BuildError {
     },
     /// A value that cannot live in the constant pool.
     #[error(
-        "a {0} cannot be a constant: constants are null, ints, floats, bools, strings, shapes, dtypes, devices and tensors"
+        "a {0} cannot be a constant: constants are null, ints, floats, bools, strings, shapes, dtypes, devices, tensors and tuples of these nested at most 32 deep"
     )]
     UnsupportedConstant(&'static str),
     /// A signature that does not fit its function or is malformed.

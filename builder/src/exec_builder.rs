@@ -179,8 +179,7 @@ impl ExecBuilder {
             return Err(BuildError::ImportWhileOpen(self.name(open).to_string()));
         }
         let mut next = self.clone();
-        let consts =
-            exe.constants().iter().map(|c| next.constants.intern_any(c.clone())).collect::<Result<Vec<_>, _>>()?;
+        let consts = exe.constants().iter().map(|c| next.constants.intern(c.clone())).collect::<Result<Vec<_>, _>>()?;
         // Bytecode names first, so that the conflict check does not depend on table order.
         let mut funcs = vec![0; exe.funcs().len()];
         for (i, f) in exe.funcs().iter().enumerate() {

@@ -122,7 +122,7 @@ pub fn link(modules: &[(&str, &Executable)], options: &LinkOptions) -> Result<Ex
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                pool.intern_any(c.clone())
+                pool.intern(c.clone())
                     .map_err(|source| LinkError::from(LinkErrorKind::Constant { module: module(m), index: i, source }))
             })
             .collect::<Result<Vec<u32>, _>>()?;

@@ -49,11 +49,12 @@ fn alloc_storage(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> R
         other => return Err(type_err(name, 1, "size", "shape or int", other)),
     };
     let device_index = args::int(name, args, 2, "device index")?;
+    let dtype = args::dtype(name, args, 3, "dtype hint")?;
+    scope(name, args, 4)?;
+    // Every argument's type is checked before any value, as TVM's typed calls do.
     if !(-1..=0).contains(&device_index) {
         return Err(Error::index(format!("devices of the VM (in {name}; -1 is the host)"), device_index, 1));
     }
-    let dtype = args::dtype(name, args, 3, "dtype hint")?;
-    scope(name, args, 4)?;
     if let Some(d) = dims.iter().find(|d| **d < 0) {
         return Err(value_err(name, format!("storage size {} has negative dimension {d}", Shape::from(dims))));
     }

@@ -434,7 +434,8 @@ class ExecBuilder:
         """The void register: passes ``None``."""
     def convert_constant(self, value: Any) -> Arg:
         """Adds ``value`` to the constant pool and returns its handle ``c(i)``; equal constants
-        share one entry. Tuples become shapes; numpy arrays and tensors are copied."""
+        share one entry. As in TVM, a tuple or list becomes a tuple constant (``rx.Shape`` makes
+        a shape); numpy arrays and tensors are copied."""
     def declare_function(self, name: str, kind: Literal["packed", "bytecode"] = "packed") -> Arg:
         """Declares ``name`` as a packed function (provided by a registry when a VM is built) or
         a bytecode function (defined later); returns its handle ``f(name)``."""

@@ -278,10 +278,10 @@ impl PyExecBuilder {
     }
 
     /// Adds `value` to the constant pool (equal constants share one entry) and returns its
-    /// handle `c(i)`. Tuples become shapes; numpy arrays are copied.
+    /// handle `c(i)`. As in TVM, a tuple or list becomes a tuple (use `rx.Shape` for a shape);
+    /// numpy arrays are copied.
     fn convert_constant(&mut self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<PyArg> {
-        let v = if value.is_instance_of::<PyTuple>() { Value::Shape(extract_shape(value)?) } else { to_value(value)? };
-        self.constant(py, v)
+        self.constant(py, to_value(value)?)
     }
 
     /// Declares function `name` as `"packed"` (provided by a registry) or `"bytecode"` (defined

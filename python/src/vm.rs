@@ -165,6 +165,24 @@ fn check_memory_cfg(cfg: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
     Ok(())
 }
 
+/// TVM's `set_input` conversion: numbers become 0-d tensors (int and bool int32, float
+/// float32), inside tuples too; anything else is kept.
+fn numbers_as_tensors(v: Value) -> PyResult<Value> {
+    Ok(match &v {
+        Value::Int(i) => Value::Tensor(relaxvm::Tensor::scalar(i32::try_from(*i).map_err(|_| {
+            pyo3::exceptions::PyOverflowError::new_err(format!(
+                "set_input: {i} does not fit in int32 (what TVM makes of an int)"
+            ))
+        })?)),
+        Value::Bool(b) => Value::Tensor(relaxvm::Tensor::scalar(i32::from(*b))),
+        Value::Float(x) => Value::Tensor(relaxvm::Tensor::scalar(*x as f32)),
+        Value::Tuple(items) => {
+            Value::tuple(items.iter().cloned().map(numbers_as_tensors).collect::<PyResult<Vec<_>>>()?)
+        }
+        _ => v,
+    })
+}
+
 #[pymethods]
 impl PyVirtualMachine {
     /// TVM's naive allocator kind, for `memory_cfg` dicts.
@@ -295,7 +313,9 @@ impl PyVirtualMachine {
     }
 
     /// Sets the inputs of a later `invoke_stateful(func_name)`; keyword arguments go by
-    /// parameter name.
+    /// parameter name. As TVM's `set_input` does, Python numbers become 0-d tensors (int and
+    /// bool as int32, float as float32), also inside tuples — except for parameters a signature
+    /// declares scalar.
     #[pyo3(signature = (func_name, *args, **kwargs))]
     fn set_input(
         &self,
@@ -313,7 +333,15 @@ impl PyVirtualMachine {
             None => Params::Named(names),
         };
         bind(func_name, params, args, kwargs, &mut argv)?;
-        self.shared.with(py, |vm| vm.set_input(func_name, argv.into_vec()))?.py_err(py)
+        let mut inputs = argv.into_vec();
+        for (i, v) in inputs.iter_mut().enumerate() {
+            let declared_scalar =
+                sig.and_then(|s| s.params.get(i)).is_some_and(|(_, t)| matches!(t, relaxvm::Type::Scalar(_)));
+            if !declared_scalar {
+                *v = numbers_as_tensors(std::mem::take(v))?;
+            }
+        }
+        self.shared.with(py, |vm| vm.set_input(func_name, inputs))?.py_err(py)
     }
 
     /// Runs `func_name` on the inputs given to `set_input`, keeping the result for

@@ -47,6 +47,11 @@ fn py_constant(v: &Value) -> String {
             };
             format!("rx.tensor_from_bytes(bytes.fromhex({hex:?}), {:?}, {:?})", t.shape().dims(), t.dtype().name())
         }
+        // A tuple constant (TVM's Array) is a Python tuple, which convert_constant turns back.
+        Value::Tuple(items) => {
+            let inner: Vec<String> = items.iter().map(py_constant).collect();
+            format!("({}{})", inner.join(", "), if items.len() == 1 { "," } else { "" })
+        }
         other => format!("None  # unsupported constant {}", other.type_name()),
     }
 }

@@ -30,7 +30,8 @@ pub use crate::instr_text::instr_to_text_with;
 pub use crate::names::{is_plain_name, write_name};
 
 /// The text of a constant: `int 5`, `shape (32, 16)`, `tensor float16 (2,) [1.5, 2.0]` (a small
-/// tensor whose values read back exactly), `tensor float32 (100,) hex:0000803f...`.
+/// tensor whose values read back exactly), `tensor float32 (100,) hex:0000803f...`,
+/// `tuple (int 1, str "a")`.
 pub fn constant_to_text(v: &Value) -> String {
     let mut out = String::new();
     write_constant(&mut out, v);
@@ -64,6 +65,16 @@ fn write_constant(out: &mut String, v: &Value) {
                 ),
                 Err(e) => write!(out, "<{e}>").unwrap(),
             }
+        }
+        Value::Tuple(items) => {
+            out.push_str("tuple (");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_constant(out, item);
+            }
+            out.push(')');
         }
         other => write!(out, "<{}>", other.type_name()).unwrap(),
     }

@@ -7,6 +7,12 @@ use relaxvm::{DataType, Device, Shape, Tensor, Value};
 
 /// Parses the constant after `.const c[N] =`.
 pub(super) fn parse_constant(c: &mut Cursor<'_>) -> Result<Value, AsmError> {
+    parse_nested(c, 0)
+}
+
+/// A constant inside `depth` tuples (nesting is bounded as the binary format bounds it, so a
+/// hostile text cannot exhaust the stack).
+fn parse_nested(c: &mut Cursor<'_>, depth: usize) -> Result<Value, AsmError> {
     let at = c.pos();
     let kind = c.take_while(|ch| ch.is_ascii_alphabetic());
     let need_ws = |c: &mut Cursor<'_>, what: &str| c.expect_ws(&format!("{what} after '{kind}'"));
@@ -67,6 +73,26 @@ pub(super) fn parse_constant(c: &mut Cursor<'_>) -> Result<Value, AsmError> {
             };
             Tensor::from_bytes(dtype, shape, &bytes).map(Value::Tensor).map_err(|e| at.error(e.to_string()))
         }
+        "tuple" => {
+            need_ws(c, "'(' and the items")?;
+            if depth >= relaxvm::format::MAX_TUPLE_DEPTH {
+                return Err(at.error(format!("tuple constants nest at most {} deep", relaxvm::format::MAX_TUPLE_DEPTH)));
+            }
+            c.expect("(", "'(' and the items")?;
+            let mut items = Vec::new();
+            loop {
+                c.skip_ws();
+                if items.is_empty() && c.eat(")") {
+                    return Ok(Value::tuple(items));
+                }
+                items.push(parse_nested(c, depth + 1)?);
+                c.skip_ws();
+                if c.eat(")") {
+                    return Ok(Value::tuple(items));
+                }
+                c.expect(",", "',' or ')' in the tuple")?;
+            }
+        }
         _ if c.peek() == Some('<') && kind.is_empty() => {
             let what = c.take_while(|ch| !ch.is_whitespace());
             Err(at.error(format!("a {what} constant has no text form and cannot be assembled")))
@@ -74,7 +100,7 @@ pub(super) fn parse_constant(c: &mut Cursor<'_>) -> Result<Value, AsmError> {
         _ => {
             let found = if kind.is_empty() { c.found() } else { format!("{kind:?}") };
             Err(at.error(format!(
-                "expected a constant (null, int, float, bool, str, shape, dtype, device or tensor), found {found}"
+                "expected a constant (null, int, float, bool, str, shape, dtype, device, tensor or tuple), found {found}"
             )))
         }
     }
@@ -176,6 +202,8 @@ mod tests {
             Value::Tensor(relaxvm::Tensor::scalar(true)),
             Value::Tensor(relaxvm::Tensor::from_vec([1], vec![f32::from_bits(0x7fc0_0001)]).unwrap()),
             Value::Tensor(relaxvm::Tensor::from_vec([100], vec![0.5f32; 100]).unwrap()),
+            Value::tuple(vec![]),
+            Value::tuple(vec![Value::Int(1), Value::tuple(vec![Value::str("a,)"), Value::Null])]),
         ];
         for v in values {
             let text = constant_to_text(&v);
@@ -200,7 +228,7 @@ mod tests {
         let e = |s: &str| parse(s).unwrap_err().to_string();
         assert_eq!(
             e("integer 5"),
-            "1:1: expected a constant (null, int, float, bool, str, shape, dtype, device or tensor), found \"integer\""
+            "1:1: expected a constant (null, int, float, bool, str, shape, dtype, device, tensor or tuple), found \"integer\""
         );
         assert_eq!(e("int x"), "1:5: expected an integer, found \"x\"");
         assert_eq!(e("int5"), "1:4: expected an integer after 'int', found \"5\"");
@@ -218,7 +246,10 @@ mod tests {
         assert!(e("tensor float32 (1,) [1.0 2.0]").contains("',' or ']'"));
         assert!(e("tensor float32 (1,) [,]").contains("expected a value"));
         assert!(e("tensor bool (1,) [1]").contains("not true or false"));
-        assert!(e("<tuple>").contains("a <tuple> constant has no text form"));
+        assert!(e("<function>").contains("a <function> constant has no text form"));
+        assert!(e("tuple (int 1 int 2)").contains("',' or ')' in the tuple"));
+        let deep = format!("{}int 1{}", "tuple (".repeat(40), ")".repeat(40));
+        assert!(e(&deep).contains("tuple constants nest at most 32 deep"));
         assert!(e("int 1 2").contains("expected end of line"));
     }
 }

@@ -43,6 +43,7 @@ mod varint;
 mod writer;
 
 pub use atomic::write_atomically;
+pub use constants::MAX_TUPLE_DEPTH;
 
 use crate::error::Result;
 use crate::executable::Executable;
