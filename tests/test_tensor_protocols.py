@@ -161,3 +161,16 @@ def test_rebuilding_from_a_wrong_or_unaligned_buffer():
     t = rebuild(memoryview(raw)[1:], (2,), "float64")  # misaligned: copied
     assert t.numpy().tolist() == [1.0, 2.0]
     assert rebuild(bytearray(b"\x02\x00"), (2,), "bool").numpy().tolist() == [True, False]
+
+
+def test_a_python_function_comes_back_as_itself():
+    def f(x):
+        return x
+
+    getitem = rx.get_global_func("vm.builtin.tuple_getitem")
+    assert getitem([f, 1], 0) is f
+    assert identity_vm()["id"](f) is f
+    # A function with captured values is a new function: it comes back as an rx.Closure.
+    make_closure = rx.get_global_func("vm.builtin.make_closure")
+    bound = make_closure(f, 3)
+    assert isinstance(bound, rx.Closure) and bound() == 3

@@ -238,6 +238,14 @@ pub fn push_args(args: &Bound<'_, PyTuple>, out: &mut Args) -> PyResult<()> {
     Ok(())
 }
 
+/// The Python callable a function value was made from, when it is one with nothing captured.
+fn python_origin(c: &Closure) -> Option<&Py<PyAny>> {
+    match &c.callable {
+        Callable::Packed(f) if c.captured.is_empty() => f.origin()?.downcast_ref::<Py<PyAny>>(),
+        _ => None,
+    }
+}
+
 /// Converts a VM value into a Python object.
 pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     Ok(match v {
@@ -251,7 +259,11 @@ pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
         Value::DType(d) => Bound::new(py, PyDataType(*d))?.into_any(),
         Value::Device(d) => Bound::new(py, PyDevice(*d))?.into_any(),
         Value::Tuple(items) => tuple_to_py(py, items)?,
-        Value::Func(c) => Bound::new(py, PyClosure(Arc::clone(c)))?.into_any(),
+        Value::Func(c) => match python_origin(c) {
+            // A Python function that went into the VM comes back as itself.
+            Some(f) => f.bind(py).clone(),
+            None => Bound::new(py, PyClosure(Arc::clone(c)))?.into_any(),
+        },
         other => Bound::new(py, PyOpaque(other.clone()))?.into_any(),
     })
 }
@@ -386,5 +398,6 @@ pub fn python_packed_func(f: &Bound<'_, PyAny>) -> PyResult<PackedFunc> {
     if !f.is_callable() {
         return Err(PyTypeError::new_err("expected a callable"));
     }
-    Ok(packed_from_callable(&callable_name(f), f.clone().unbind()))
+    let origin: Arc<dyn std::any::Any + Send + Sync> = Arc::new(f.clone().unbind());
+    Ok(packed_from_callable(&callable_name(f), f.clone().unbind()).with_origin(origin))
 }

@@ -58,7 +58,14 @@ impl<'a> CallCtx<'a> {
 impl PackedFunc {
     /// A packed function from a closure that may reach the VM through its context.
     pub fn new(name: &str, f: impl Fn(&mut CallCtx<'_>, &[Value]) -> Result<Value> + Send + Sync + 'static) -> Self {
-        PackedFunc { f: Arc::new(f), name: name.into(), binary: None, select: None, cost: Cost::Unbounded }
+        PackedFunc {
+            f: Arc::new(f),
+            name: name.into(),
+            binary: None,
+            select: None,
+            cost: Cost::Unbounded,
+            origin: None,
+        }
     }
 
     /// A packed function that returns (a part of) one of its arguments; see [`SelectFn`].
@@ -112,6 +119,19 @@ impl PackedFunc {
     pub fn with_cost(mut self, cost: Cost) -> Self {
         self.cost = cost;
         self
+    }
+
+    /// The same function, remembering the object of another language it was made from (a
+    /// Python callable), so that a binding hands that very object back when the function
+    /// returns to it; the VM never looks at it.
+    pub fn with_origin(mut self, origin: Arc<dyn std::any::Any + Send + Sync>) -> Self {
+        self.origin = Some(origin);
+        self
+    }
+
+    /// What [`with_origin`](Self::with_origin) recorded.
+    pub fn origin(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.origin.as_deref()
     }
 
     /// How long the function may run, as declared ([`Cost::Unbounded`] unless set).

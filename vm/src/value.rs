@@ -108,6 +108,7 @@ pub struct PackedFunc {
     pub(crate) binary: Option<BinaryFn>,
     pub(crate) select: Option<SelectFn>,
     pub(crate) cost: Cost,
+    pub(crate) origin: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// What a packed function can reach of the VM that calls it (for `vm_state` builtins).
