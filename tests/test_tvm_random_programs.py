@@ -168,13 +168,7 @@ def run_on_relaxvm(program: dict) -> dict:
             br.emit(ib, program, _value)
             ex = ib.get()
         inputs = [_value(br.from_structure(s)) for s in program["inputs"]]
-        vm = rx.VirtualMachine(ex, rx.cpu())
-        if program["via"] == "set_input":
-            vm.set_input("main", *inputs)
-            vm.invoke_stateful("main")
-            out = vm.get_outputs("main")
-        else:
-            out = vm["main"](*inputs)
+        out = br.invoke(rx.VirtualMachine(ex, rx.cpu()), program, inputs)
         return {"result": br.to_structure(_plain(out))}
     except Exception as e:  # noqa: BLE001 - the exception is the outcome
         mro = [c.__name__ for c in type(e).__mro__]

@@ -313,6 +313,16 @@ def emit(ib: Any, program: dict, constant: Any) -> None:
         ib.emit_ret(ib.r(program["ret"]))
 
 
+def invoke(vm: Any, program: dict, inputs: list) -> Any:
+    """Calls ``main`` of ``vm`` (TVM's or relaxvm's: the same methods) the way ``program`` says:
+    directly, or through ``set_input`` / ``invoke_stateful`` / ``get_outputs``."""
+    if program["via"] == "set_input":
+        vm.set_input("main", *inputs)
+        vm.invoke_stateful("main")
+        return vm.get_outputs("main")
+    return vm["main"](*inputs)
+
+
 def error_class(e: BaseException) -> str:
     """The built-in exception class an error is an instance of (the most specific one known)."""
     for cls in (IndexError, KeyError, TypeError, ValueError, MemoryError, AttributeError, RuntimeError):
@@ -370,13 +380,7 @@ def run_on_tvm(program: dict) -> dict:
         return {"error": [error_class(e), str(e)[:300]], "stage": "build"}
     inputs = [_tvm_value(from_structure(s)) for s in program["inputs"]]
     try:
-        vm = relax.VirtualMachine(ex, tvm.cpu())
-        if program["via"] == "set_input":
-            vm.set_input("main", *inputs)
-            vm.invoke_stateful("main")
-            out = vm.get_outputs("main")
-        else:
-            out = vm["main"](*inputs)
+        out = invoke(relax.VirtualMachine(ex, tvm.cpu()), program, inputs)
         return {"result": to_structure(_from_tvm(out))}
     except Exception as e:  # noqa: BLE001
         return {"error": [error_class(e), str(e)[:300]], "stage": "run"}
