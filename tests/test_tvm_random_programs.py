@@ -93,8 +93,9 @@ DIFFERENCES: list[tuple[str, str, Callable[[dict, dict, dict], bool]]] = [
     ),
     (
         "TVM crashes",
-        "TVM's process dies (a type confusion inside a builtin); relaxvm raises an error",
-        lambda p, t, o: "crash" in t and "error" in o,
+        "TVM's process dies (a type confusion inside a builtin, or a read of uninitialized "
+        "memory that happens to fault); relaxvm raises an error or, for the latter, returns",
+        lambda p, t, o: "crash" in t,
     ),
     (
         "set_input of a shape",
