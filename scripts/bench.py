@@ -245,6 +245,13 @@ def rows(quick: bool) -> list[Row]:
 
         return setup
 
+    def dedup(b: Backend) -> Callable[[], Any]:
+        # The second and later conversions of an equal array find the first (hash, compare).
+        weights = np.random.default_rng(0).random((64 if quick else 256) << 17)  # 64/256 MiB
+        ib = b.relax.ExecBuilder()
+        ib.convert_constant(weights)
+        return lambda: ib.convert_constant(weights)
+
     def callbacks(b: Backend) -> Callable[[], Any]:
         b.register("bench.py_identity", lambda x: x)
         return call(emit_callbacks(1000), "main", x4)(b)
@@ -325,11 +332,19 @@ def rows(quick: bool) -> list[Row]:
             "",
             False,
         ),
+        Row(
+            f"convert_constant dedup, {64 if quick else 256} MiB float64",
+            "ms/op",
+            1,
+            dedup,
+            "<= 50 ms",
+            False,
+        ),
     ]
 
 
 def scale(unit: str) -> float:
-    return 1e6 if unit.startswith("us") else 1e9
+    return {"ms": 1e3, "us": 1e6}.get(unit[:2], 1e9)
 
 
 def measure_row(row: Row, backends: list[Backend], rounds: int, min_seconds: float) -> dict[str, float]:

@@ -242,6 +242,12 @@ impl ExecBuilder {
         self.constants.intern(v)
     }
 
+    /// The index of a constant equal to `v` already in the pool, if any (a caller that must copy
+    /// a large value before adding it asks first).
+    pub fn find_constant(&self, v: &Value) -> Option<u32> {
+        self.constants.find(v)
+    }
+
     /// The function-table index of `name` for an [`Arg::Func`] argument, adding an entry if
     /// the name is new (it becomes packed unless defined later).
     pub fn func_ref(&mut self, name: &str) -> u32 {

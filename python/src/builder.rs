@@ -191,7 +191,10 @@ impl PyExecBuilder {
 
     fn constant(&mut self, py: Python<'_>, v: Value) -> PyResult<PyArg> {
         // Constants never alias the caller's memory: a later write to the array must not change
-        // the program.
+        // the program. An equal constant already in the pool is shared without a copy.
+        if let Some(i) = self.inner.find_constant(&v) {
+            return Ok(PyArg::new(Arg::Const(i)));
+        }
         let v = match &v {
             Value::Tensor(t) => Value::Tensor(copy_tensor(py, t)?),
             _ => v,

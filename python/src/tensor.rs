@@ -163,9 +163,13 @@ fn tensor_from_raw(
     Ok(t)
 }
 
-/// A copy of `t` in fresh runtime-owned contiguous storage.
+/// A copy of `t` in fresh runtime-owned contiguous storage (one pass over the bytes).
 pub fn copy_tensor(py: Python<'_>, t: &Tensor) -> PyResult<Tensor> {
-    tensor_from_raw(py, &t.contiguous_bytes().py_err(py)?, t.shape().clone(), t.dtype(), t.device())
+    let storage = relaxvm::Storage::alloc_filled(t.nbytes(), t.device(), |dst| {
+        t.with_contiguous_bytes(|src| dst.copy_from_slice(src))
+    })
+    .py_err(py)?;
+    Tensor::from_parts(storage, 0, t.shape().clone(), None, t.dtype()).py_err(py)
 }
 
 /// A numpy array viewing `t`'s memory, with `base` set to `owner` (which keeps it alive).

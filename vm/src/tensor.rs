@@ -285,6 +285,17 @@ impl Tensor {
         Ok(out)
     }
 
+    /// Calls `f` with the elements' bytes in C order: the storage's own bytes when the tensor is
+    /// contiguous (no copy; safe writes wait until `f` returns), else a compact copy.
+    pub fn with_contiguous_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        if self.is_contiguous() {
+            let start = self.byte_offset();
+            let read = self.storage().bytes();
+            return Ok(f(&read[start..start + self.nbytes()]));
+        }
+        Ok(f(&self.contiguous()?.contiguous_bytes()?))
+    }
+
     /// The elements as contiguous bytes (copied, through a compact copy when strided).
     pub fn contiguous_bytes(&self) -> Result<Vec<u8>> {
         if self.is_contiguous() {
@@ -358,13 +369,11 @@ impl Tensor {
 
     /// True when both tensors have equal dtype, shape and elements.
     pub fn content_eq(&self, other: &Tensor) -> bool {
+        // Compared in place when contiguous; a strided tensor too large to copy is not known
+        // equal (callers only skip sharing then).
         self.dtype() == other.dtype()
             && self.shape() == other.shape()
-            && match (self.contiguous_bytes(), other.contiguous_bytes()) {
-                (Ok(a), Ok(b)) => a == b,
-                // Too large to copy: not known equal (callers only skip sharing then).
-                _ => false,
-            }
+            && self.with_contiguous_bytes(|a| other.with_contiguous_bytes(|b| a == b).unwrap_or(false)).unwrap_or(false)
     }
 }
 
