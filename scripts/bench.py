@@ -10,6 +10,7 @@ machine noise affects both sides alike. Prints a Markdown table: ours, the peer'
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import statistics
 import threading
@@ -415,23 +416,40 @@ def ctrl_c_latency_ms(tries: int = 5) -> float:
     return worst * 1e3
 
 
+README_START = "<!-- bench table: written by scripts/bench.py --update-readme -->"
+README_END = "<!-- end of bench table -->"
+
+
+def replace_table(readme: str, table: list[str]) -> str:
+    """``readme`` with the lines between the bench-table markers replaced by ``table``."""
+    start, end = readme.index(README_START), readme.index(README_END)
+    return readme[: start + len(README_START)] + "\n" + "\n".join(table) + "\n" + readme[end:]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer rounds and shorter programs")
     ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--update-readme", action="store_true", help="also write the table into README.md")
     args = ap.parse_args()
     rounds = args.rounds or (2 if args.quick else 5)
     min_seconds = 0.05 if args.quick else 0.2
     backends = [b for b in (ours(), peer()) if b is not None]
     print(f"relaxvm {rx.__version__}; peer: {'Apache TVM ' + tvm.__version__ if tvm else 'not installed'}")
     print()
-    print("| row | unit | relaxvm | peer | peer / relaxvm | target |")
-    print("| --- | --- | ---: | ---: | ---: | --- |")
+    table = ["| row | unit | relaxvm | peer | peer / relaxvm | target |", "| --- | --- | ---: | ---: | ---: | --- |"]
+    print("\n".join(table))
     import bench_tvm_models  # beside this file; needs TVM, so only the bench venv has its rows
     from progress import Progress  # beside this file
 
     all_rows = rows(args.quick) + bench_tvm_models.rows(Row, args.quick)
     progress = Progress(len(all_rows) + 2, "bench")
+
+    def emit(line: str) -> None:
+        progress.clear()
+        table.append(line)
+        print(line, flush=True)
+
     for row in all_rows:
         progress.step(row.label)
         best = measure_row(row, backends, rounds, min_seconds)
@@ -441,18 +459,19 @@ def main() -> None:
         if row.label.startswith("vm.op.add"):
             np_us = numpy_add_us(rounds, min_seconds)
             peer_s, ratio = f"numpy {np_us:.1f}", f"{np_us / ours_v:.2f}x"
-        progress.clear()
-        print(
-            f"| {row.label} | {row.unit} | {ours_v:.1f} | {peer_s} | {ratio} | {row.target} |",
-            flush=True,
-        )
+        emit(f"| {row.label} | {row.unit} | {ours_v:.1f} | {peer_s} | {ratio} | {row.target} |")
     progress.step("2 Python threads")
     threads = threads_ratio(min_seconds)
     progress.step("Ctrl-C latency")
     ctrl_c = ctrl_c_latency_ms()
-    progress.clear()
-    print(f"| 2 Python threads, each its own VM | throughput | {threads:.2f}x one thread | - | - | >= 1.7x |")
-    print(f"| Ctrl-C in an endless loop to KeyboardInterrupt | ms, worst of 5 | {ctrl_c:.2f} | - | - | <= 100 |")
+    emit(f"| 2 Python threads, each its own VM | throughput | {threads:.2f}x one thread | - | - | >= 1.7x |")
+    emit(f"| Ctrl-C in an endless loop to KeyboardInterrupt | ms, worst of 5 | {ctrl_c:.2f} | - | - | <= 100 |")
+    if args.update_readme:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
+        with open(path) as f:
+            readme = f.read()
+        with open(path, "w") as f:
+            f.write(replace_table(readme, table))
 
 
 if __name__ == "__main__":
