@@ -56,6 +56,19 @@ def test_constants_do_not_alias_caller_memory():
     assert out.numpy().tolist() == [0.0, 0.0]
 
 
+def test_tensors_inside_tuple_constants_do_not_alias_caller_memory():
+    a, t = np.zeros(2, "float32"), rx.tensor(np.zeros(2, "float32"))
+    ib = rx.ExecBuilder()
+    with ib.function("main", num_inputs=0):
+        ib.emit_call("vm.builtin.copy", args=[ib.convert_constant((a, [t]))], dst=ib.r(0))
+        ib.emit_ret(ib.r(0))
+    ex = ib.get()
+    a[:] = 5
+    t[:] = 7  # the caller's tensor stays writeable: the constant is a copy
+    got_a, (got_t,) = rx.VirtualMachine(ex)["main"]()
+    assert got_a.numpy().tolist() == [0.0, 0.0] and got_t.numpy().tolist() == [0.0, 0.0]
+
+
 def test_argument_kinds_in_emit_call():
     ib = rx.ExecBuilder()
     with ib.function("main", num_inputs=1):

@@ -435,7 +435,7 @@ class ExecBuilder:
     def convert_constant(self, value: Any) -> Arg:
         """Adds ``value`` to the constant pool and returns its handle ``c(i)``; equal constants
         share one entry. As in TVM, a tuple or list becomes a tuple constant (``rx.Shape`` makes
-        a shape); numpy arrays and tensors are copied."""
+        a shape); numpy arrays and tensors, also inside tuples, are copied."""
     def declare_function(self, name: str, kind: Literal["packed", "bytecode"] = "packed") -> Arg:
         """Declares ``name`` as a packed function (provided by a registry when a VM is built) or
         a bytecode function (defined later); returns its handle ``f(name)``."""

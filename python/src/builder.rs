@@ -30,6 +30,16 @@ impl PyArg {
     }
 }
 
+/// `v` with every tensor in it (inside tuples too) copied, so that the constant never aliases
+/// the caller's memory and freezing it never freezes the caller's tensor.
+fn owned_constant(py: Python<'_>, v: &Value) -> PyResult<Value> {
+    Ok(match v {
+        Value::Tensor(t) => Value::Tensor(copy_tensor(py, t)?),
+        Value::Tuple(items) => Value::tuple(items.iter().map(|x| owned_constant(py, x)).collect::<PyResult<Vec<_>>>()?),
+        other => other.clone(),
+    })
+}
+
 #[pymethods]
 impl PyArg {
     /// `"reg"`, `"imm"`, `"const"`, `"func"`, `"vm_state"` or `"void"`.
@@ -195,10 +205,7 @@ impl PyExecBuilder {
         if let Some(i) = self.inner.find_constant(&v) {
             return Ok(PyArg::new(Arg::Const(i)));
         }
-        let v = match &v {
-            Value::Tensor(t) => Value::Tensor(copy_tensor(py, t)?),
-            _ => v,
-        };
+        let v = owned_constant(py, &v)?;
         let i = self.inner.convert_constant(v).map_err(|e| build_error(py, e))?;
         Ok(PyArg::new(Arg::Const(i)))
     }

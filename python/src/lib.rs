@@ -30,7 +30,9 @@ mod vm_lock;
 
 use pyo3::prelude::*;
 
-#[pymodule]
+// The module relies on the GIL (tensor identity, see `tensor::PyTensor::wrap`; the VM lock):
+// a free-threaded interpreter re-enables the GIL when it imports the module.
+#[pymodule(gil_used = true)]
 fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     relaxvm_builtins::ensure_registered();
     signals::note_main_thread();

@@ -1,7 +1,8 @@
 //! How a tensor hands its memory to other Python code without copying: the buffer protocol
 //! (`memoryview(t)`), numpy's `__array_interface__`, and pickling with protocol 5, whose
-//! out-of-band buffers let multiprocessing, Ray and Dask move a tensor's bytes without a copy
-//! (numpy's behaviour; protocols below 5 copy the bytes into the pickle).
+//! out-of-band buffers let a pickler with a `buffer_callback` (Ray's, Dask's) move a tensor's
+//! bytes outside the pickle (numpy's behaviour; without a callback, and with protocols below 5,
+//! the bytes are copied into the pickle).
 
 use crate::dtype::extract_dtype;
 use crate::errors::IntoPyResult;
@@ -76,6 +77,18 @@ pub unsafe fn get_buffer(obj: &Bound<'_, PyTensor>, view: *mut ffi::Py_buffer, f
     let strided = !t.is_contiguous();
     if strided && flags & ffi::PyBUF_STRIDES != ffi::PyBUF_STRIDES {
         return Err(PyBufferError::new_err("this tensor is not contiguous: request strides, or copy it"));
+    }
+    // A consumer asking for contiguous memory reads `len` bytes straight from `buf`: give it that
+    // layout or nothing. A C-contiguous tensor is also Fortran-contiguous when at most one of its
+    // dimensions exceeds 1.
+    let c_order = flags & ffi::PyBUF_C_CONTIGUOUS == ffi::PyBUF_C_CONTIGUOUS;
+    let f_order = flags & ffi::PyBUF_F_CONTIGUOUS == ffi::PyBUF_F_CONTIGUOUS;
+    let any_order = flags & ffi::PyBUF_ANY_CONTIGUOUS == ffi::PyBUF_ANY_CONTIGUOUS;
+    let also_fortran = t.shape().iter().filter(|d| **d > 1).count() <= 1;
+    if (c_order || f_order || any_order) && (strided || (f_order && !c_order && !any_order && !also_fortran)) {
+        return Err(PyBufferError::new_err(
+            "this tensor is not laid out as the requested contiguous buffer: copy it (t.numpy().copy(order=...))",
+        ));
     }
     let item = t.dtype().itemsize() as ffi::Py_ssize_t;
     let layout = Box::new(Layout {

@@ -13,9 +13,15 @@ use std::fmt;
 const THRESHOLD: usize = 1000;
 /// How many items an elided axis shows at each end (numpy's default `edgeitems`).
 const EDGE: usize = 3;
+/// Tensors with more dimensions print as a summary (the printer recurses once per dimension;
+/// numpy allows 64).
+const MAX_DIMS: usize = 64;
 
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ndim() > MAX_DIMS {
+            return write!(f, "<tensor of {} dimensions, dtype {}>", self.ndim(), self.dtype());
+        }
         let elide = self.numel() > THRESHOLD;
         dispatch_dtype!(self.dtype(), T => match self.view::<T>() {
             Ok(v) => write_tensor(f, &v, elide),
@@ -111,6 +117,12 @@ mod tests {
         let t = Tensor::from_vec([2, 1, 2], vec![1i64, 2, 3, 4]).unwrap();
         assert_eq!(t.to_string(), "[[[1, 2]],\n\n [[3, 4]]]");
         assert_eq!(Tensor::zeros([0, 3], DataType::F32, Device::cpu(0)).unwrap().to_string(), "[]");
+    }
+
+    #[test]
+    fn too_many_dimensions_print_a_summary() {
+        let t = Tensor::zeros(vec![1i64; 100_000], DataType::U8, Device::cpu(0)).unwrap();
+        assert_eq!(t.to_string(), "<tensor of 100000 dimensions, dtype uint8>");
     }
 
     #[test]

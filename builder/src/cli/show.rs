@@ -101,8 +101,19 @@ fn float(x: f64) -> serde_json::Value {
     }
 }
 
+/// The most tensor elements `--json` writes (each becomes a JSON value): past it, save `.npy`.
+const MAX_JSON_ELEMENTS: usize = 1 << 24;
+/// The most dimensions a tensor may have to be written as nested lists (numpy allows 64).
+const MAX_JSON_DIMS: usize = 64;
+
 /// The elements of `t` as nested lists; integers exactly (also 64-bit ones).
 fn tensor_data(t: &Tensor) -> Result<serde_json::Value, CliError> {
+    if t.numel() > MAX_JSON_ELEMENTS || t.ndim() > MAX_JSON_DIMS {
+        return Err(CliError::new(format!(
+            "a tensor of shape {} is too large for JSON (at most {MAX_JSON_ELEMENTS} elements and {MAX_JSON_DIMS} dimensions): save it with -o result.npy",
+            t.shape()
+        )));
+    }
     fn elem<T: Element>(x: T) -> serde_json::Value {
         let d = T::DTYPE;
         if d.is_float() {
@@ -164,6 +175,22 @@ mod tests {
         );
         let b = Tensor::from_vec([1, 2], vec![true, false]).unwrap();
         assert_eq!(json(&Value::Tensor(b)).unwrap()["data"].to_string(), "[[true,false]]");
+    }
+
+    #[test]
+    fn json_refuses_huge_and_deep_tensors() {
+        let one = Tensor::from_vec([1], vec![7u8]).unwrap();
+        let wide = Tensor::from_parts(
+            one.storage().clone(),
+            0,
+            [1 << 20, 1 << 20].into(),
+            Some(vec![0, 0]),
+            relaxvm::DataType::U8,
+        )
+        .unwrap();
+        assert!(json(&Value::Tensor(wide)).unwrap_err().to_string().contains("too large for JSON"));
+        let deep = Tensor::zeros(vec![1i64; 1000], relaxvm::DataType::U8, relaxvm::Device::cpu(0)).unwrap();
+        assert!(json(&Value::Tensor(deep)).unwrap_err().to_string().contains("64 dimensions"));
     }
 
     #[test]

@@ -58,6 +58,15 @@ fn write_back(original: &Tensor, copy: &Tensor) -> Result<()> {
     Ok(())
 }
 
+/// True the first time a call of kernel `name` at `address` (each opened library has its own)
+/// has to copy an argument.
+fn first_copy_for(name: &str, address: usize) -> bool {
+    type Said = std::collections::HashSet<(String, usize)>;
+    static SAID: std::sync::OnceLock<std::sync::Mutex<Said>> = std::sync::OnceLock::new();
+    let mut said = SAID.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    said.insert((name.to_string(), address))
+}
+
 /// Calls kernel `name` (`f`) with `args`.
 pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
     let mut staged: SmallVec<[Staged; 2]> = SmallVec::new();
@@ -76,11 +85,14 @@ pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
                     sources.push(Some(Source::Arg(i)));
                 } else {
                     // Worth knowing when tuning: a numpy view passed straight in costs a copy here.
-                    log::debug!(
-                        "kernel {name:?}: argument {i} ({}) is {}; passed through an aligned copy",
-                        t.shape(),
-                        if aligned { "strided" } else { "not 64-byte aligned" }
-                    );
+                    // Said once per kernel: a log call may take the GIL, and this runs without it.
+                    if first_copy_for(name, f as usize) {
+                        log::debug!(
+                            "kernel {name:?}: argument {i} ({}) is {}; passed through an aligned copy (said once per kernel)",
+                            t.shape(),
+                            if aligned { "strided" } else { "not 64-byte aligned" }
+                        );
+                    }
                     let copy = Tensor::from_bytes(t.dtype(), t.shape().clone(), &t.contiguous_bytes()?)?;
                     sources.push(Some(Source::Staged(staged.len())));
                     staged.push(Staged { arg: i, copy });
