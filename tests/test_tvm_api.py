@@ -135,14 +135,15 @@ def test_set_input_turns_numbers_into_tensors_as_tvm_does():
 
 def test_set_input_keeps_numbers_a_signature_declares_scalar():
     ib = rx.ExecBuilder()
-    with ib.function("main", signature="(n: i64, x: any) -> any"):
-        ib.emit_call("vm.builtin.make_tuple", args=[ib.r(0), ib.r(1)], dst=ib.r(2))
-        ib.emit_ret(ib.r(2))
+    with ib.function("main", signature="(n: i64, x: any, pair: tuple<f32, any>) -> any"):
+        ib.emit_call("vm.builtin.make_tuple", args=[ib.r(0), ib.r(1), ib.r(2)], dst=ib.r(3))
+        ib.emit_ret(ib.r(3))
     vm = rx.VirtualMachine(ib.get())
-    vm.set_input("main", 7, 7)
+    vm.set_input("main", 7, 7, (0.5, 2))
     vm.invoke_stateful("main")
-    n, x = vm.get_outputs("main")
+    n, x, (f, y) = vm.get_outputs("main")
     assert n == 7 and isinstance(x, rx.Tensor) and x.dtype == "int32"
+    assert f == 0.5 and isinstance(y, rx.Tensor) and y.dtype == "int32"  # only the declared scalar stays
 
 
 def test_convert_constant_makes_tuples_of_tuples_and_lists_as_tvm():

@@ -166,8 +166,13 @@ fn check_memory_cfg(cfg: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
 }
 
 /// TVM's `set_input` conversion: numbers become 0-d tensors (int and bool int32, float
-/// float32), inside tuples too; anything else is kept.
-fn numbers_as_tensors(v: Value) -> PyResult<Value> {
+/// float32), inside tuples too; anything else is kept, and so is a number where the signature
+/// (`declared`, the type of this value's place in it) declares a scalar.
+fn numbers_as_tensors(v: Value, declared: Option<&relaxvm::Type>) -> PyResult<Value> {
+    use relaxvm::Type;
+    if matches!(declared, Some(Type::Scalar(_))) {
+        return Ok(v);
+    }
     Ok(match &v {
         Value::Int(i) => Value::Tensor(relaxvm::Tensor::scalar(i32::try_from(*i).map_err(|_| {
             pyo3::exceptions::PyOverflowError::new_err(format!(
@@ -177,7 +182,14 @@ fn numbers_as_tensors(v: Value) -> PyResult<Value> {
         Value::Bool(b) => Value::Tensor(relaxvm::Tensor::scalar(i32::from(*b))),
         Value::Float(x) => Value::Tensor(relaxvm::Tensor::scalar(*x as f32)),
         Value::Tuple(items) => {
-            Value::tuple(items.iter().cloned().map(numbers_as_tensors).collect::<PyResult<Vec<_>>>()?)
+            let item_type = |k: usize| match declared {
+                Some(Type::Tuple(types)) => types.get(k),
+                Some(Type::List(t)) => Some(&**t),
+                Some(Type::Dict(fields)) => fields.get(k).map(|(_, t)| t),
+                _ => None,
+            };
+            let items = items.iter().enumerate().map(|(k, x)| numbers_as_tensors(x.clone(), item_type(k)));
+            Value::tuple(items.collect::<PyResult<Vec<_>>>()?)
         }
         _ => v,
     })
@@ -314,8 +326,8 @@ impl PyVirtualMachine {
 
     /// Sets the inputs of a later `invoke_stateful(func_name)`; keyword arguments go by
     /// parameter name. As TVM's `set_input` does, Python numbers become 0-d tensors (int and
-    /// bool as int32, float as float32), also inside tuples — except for parameters a signature
-    /// declares scalar.
+    /// bool as int32, float as float32), also inside tuples — except where a signature declares
+    /// a scalar (a parameter, or an item of a tuple, list or dict parameter).
     #[pyo3(signature = (func_name, *args, **kwargs))]
     fn set_input(
         &self,
@@ -335,11 +347,8 @@ impl PyVirtualMachine {
         bind(func_name, params, args, kwargs, &mut argv)?;
         let mut inputs = argv.into_vec();
         for (i, v) in inputs.iter_mut().enumerate() {
-            let declared_scalar =
-                sig.and_then(|s| s.params.get(i)).is_some_and(|(_, t)| matches!(t, relaxvm::Type::Scalar(_)));
-            if !declared_scalar {
-                *v = numbers_as_tensors(std::mem::take(v))?;
-            }
+            let declared = sig.and_then(|s| s.params.get(i)).map(|(_, t)| t);
+            *v = numbers_as_tensors(std::mem::take(v), declared)?;
         }
         self.shared.with(py, |vm| vm.set_input(func_name, inputs))?.py_err(py)
     }
