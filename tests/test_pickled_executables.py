@@ -51,6 +51,19 @@ def test_a_function_registered_by_name_is_registered_again_by_its_import_path():
     assert done.stdout.decode().strip() == "[0.0, 2.0]"
 
 
+def test_a_function_that_cannot_be_imported_there_is_named_missing_by_the_vm():
+    rx.register_func("test.pickled.double", pickled_funcs.double, override=True)
+    ib = rx.ExecBuilder()
+    with ib.function("main", num_inputs=1):
+        ib.emit_call("test.pickled.double", args=[ib.r(0)], dst=ib.r(1))
+        ib.emit_ret(ib.r(1))
+    code = "import pickle, sys, relaxvm as rx\nrx.VirtualMachine(pickle.loads(sys.stdin.buffer.read()))"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # pickled_funcs is not importable
+    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(ib.get()), capture_output=True, env=env)
+    assert done.returncode == 1, done.stderr.decode()
+    assert "test.pickled.double" in done.stderr.decode() and "VMKeyError" in done.stderr.decode()
+
+
 def test_a_function_registered_in_the_loading_process_is_kept():
     data = pickle.dumps(pickled_funcs.build())
     code = (

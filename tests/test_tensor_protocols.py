@@ -126,6 +126,18 @@ def test_contiguous_buffer_requests_get_that_layout_or_an_error():
     assert get_buffer(row, F)  # one dimension above 1: both orders at once
 
 
+def test_a_writable_buffer_of_a_constant_is_refused():
+    WRITABLE = 0x1
+    ib = rx.ExecBuilder()
+    with ib.function("main", num_inputs=0):
+        ib.emit_call("vm.builtin.copy", [ib.convert_constant(np.arange(3, dtype="int64"))], ib.r(0))
+        ib.emit_ret(ib.r(0))
+    const = rx.VirtualMachine(ib.get())["main"]()
+    assert get_buffer(const, 0) and not get_buffer(const, WRITABLE)
+    with pytest.raises(BufferError, match="read-only constant"):
+        ctypes.pythonapi.PyObject_GetBuffer(ctypes.py_object(const), ctypes.byref(PyBuffer()), WRITABLE)
+
+
 def test_array_interface():
     t = rx.tensor(np.arange(6, dtype="int16").reshape(2, 3))
     ai = t.__array_interface__

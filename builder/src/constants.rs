@@ -19,22 +19,30 @@ impl ConstantPool {
     /// Tuples of constants are constants too (TVM's `Array` constants), nested at most
     /// [`MAX_TUPLE_DEPTH`] deep, as the binary format stores them.
     pub fn intern(&mut self, v: Value) -> Result<u32, BuildError> {
-        let h = content_hash(&v, 0).ok_or(BuildError::UnsupportedConstant(v.type_name()))?;
-        let candidates = self.by_hash.entry(h).or_default();
-        if let Some(&i) = candidates.iter().find(|&&i| self.values[i as usize].same_as(&v)) {
-            return Ok(i);
-        }
-        let i =
-            u32::try_from(self.values.len()).map_err(|_| BuildError::UnsupportedConstant("4294967296th constant"))?;
-        candidates.push(i);
-        self.values.push(v);
-        Ok(i)
+        let interned = self.intern_with(&v, |_| Ok::<_, std::convert::Infallible>(v.clone()));
+        interned.unwrap_or_else(|never| match never {})
     }
 
-    /// The index of a constant equal to `v`, if there is one (nothing is added).
-    pub fn find(&self, v: &Value) -> Option<u32> {
-        let candidates = self.by_hash.get(&content_hash(v, 0)?)?;
-        candidates.iter().copied().find(|&i| self.values[i as usize].same_as(v))
+    /// Like [`intern`](Self::intern), but when `v` is new the pool keeps `own(v)` instead (a copy
+    /// that does not alias the caller's memory), made only then, after one hash of `v`. The outer
+    /// error is `own`'s, the inner one the pool's.
+    pub fn intern_with<E>(
+        &mut self,
+        v: &Value,
+        own: impl FnOnce(&Value) -> Result<Value, E>,
+    ) -> Result<Result<u32, BuildError>, E> {
+        let Some(h) = content_hash(v, 0) else { return Ok(Err(BuildError::UnsupportedConstant(v.type_name()))) };
+        let candidates = self.by_hash.entry(h).or_default();
+        if let Some(&i) = candidates.iter().find(|&&i| self.values[i as usize].same_as(v)) {
+            return Ok(Ok(i));
+        }
+        let Ok(i) = u32::try_from(self.values.len()) else {
+            return Ok(Err(BuildError::UnsupportedConstant("4294967296th constant")));
+        };
+        let owned = own(v)?;
+        self.by_hash.entry(h).or_default().push(i);
+        self.values.push(owned);
+        Ok(Ok(i))
     }
 
     /// The constants, in pool order.

@@ -242,10 +242,15 @@ impl ExecBuilder {
         self.constants.intern(v)
     }
 
-    /// The index of a constant equal to `v` already in the pool, if any (a caller that must copy
-    /// a large value before adding it asks first).
-    pub fn find_constant(&self, v: &Value) -> Option<u32> {
-        self.constants.find(v)
+    /// [`convert_constant`](Self::convert_constant), keeping `own(v)` when `v` is new (a copy
+    /// that does not alias the caller's memory, made only when needed); see
+    /// `ConstantPool::intern_with` for the two errors.
+    pub fn convert_constant_with<E>(
+        &mut self,
+        v: &Value,
+        own: impl FnOnce(&Value) -> Result<Value, E>,
+    ) -> Result<Result<u32, BuildError>, E> {
+        self.constants.intern_with(v, own)
     }
 
     /// The function-table index of `name` for an [`Arg::Func`] argument, adding an entry if

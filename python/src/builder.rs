@@ -202,11 +202,7 @@ impl PyExecBuilder {
     fn constant(&mut self, py: Python<'_>, v: Value) -> PyResult<PyArg> {
         // Constants never alias the caller's memory: a later write to the array must not change
         // the program. An equal constant already in the pool is shared without a copy.
-        if let Some(i) = self.inner.find_constant(&v) {
-            return Ok(PyArg::new(Arg::Const(i)));
-        }
-        let v = owned_constant(py, &v)?;
-        let i = self.inner.convert_constant(v).map_err(|e| build_error(py, e))?;
+        let i = self.inner.convert_constant_with(&v, |v| owned_constant(py, v))?.map_err(|e| build_error(py, e))?;
         Ok(PyArg::new(Arg::Const(i)))
     }
 
