@@ -14,23 +14,40 @@
 //! allocation and no formatting unless the call fails.
 
 use crate::table::{builtin, Builtin};
-use relaxvm::{Error, Result, Value};
+use relaxvm::{Cost, Error, IntOp, PackedFunc, Result, Value};
+
+/// `int_builtin!("vm.builtin.int.x", Op)`: the builtin computing [`IntOp`] `Op` (a
+/// [`relaxvm::packed::BinaryFn`] marked with its operation, which the interpreter runs inline
+/// for two ints), constant-time.
+macro_rules! int_builtin {
+    ($name:literal, $op:ident) => {{
+        fn f(x: &Value, y: &Value) -> Result<Value> {
+            if let (Value::Int(a), Value::Int(b)) = (x, y) {
+                if let Some(v) = IntOp::$op.apply(*a, *b) {
+                    return Ok(v);
+                }
+            }
+            int_slow($name, IntOp::$op, x, y)
+        }
+        Builtin { name: $name, make: |n| PackedFunc::binary(n, f).with_int_op(IntOp::$op), cost: Cost::Constant }
+    }};
+}
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
-    builtin!("vm.builtin.int.add", binary int_add).constant_time(),
-    builtin!("vm.builtin.int.sub", binary int_sub).constant_time(),
-    builtin!("vm.builtin.int.mul", binary int_mul).constant_time(),
-    builtin!("vm.builtin.int.floordiv", binary int_floordiv).constant_time(),
-    builtin!("vm.builtin.int.floormod", binary int_floormod).constant_time(),
-    builtin!("vm.builtin.int.min", binary int_min).constant_time(),
-    builtin!("vm.builtin.int.max", binary int_max).constant_time(),
-    builtin!("vm.builtin.int.lt", binary int_lt).constant_time(),
-    builtin!("vm.builtin.int.le", binary int_le).constant_time(),
-    builtin!("vm.builtin.int.gt", binary int_gt).constant_time(),
-    builtin!("vm.builtin.int.ge", binary int_ge).constant_time(),
-    builtin!("vm.builtin.int.eq", binary int_eq).constant_time(),
-    builtin!("vm.builtin.int.ne", binary int_ne).constant_time(),
+    int_builtin!("vm.builtin.int.add", Add),
+    int_builtin!("vm.builtin.int.sub", Sub),
+    int_builtin!("vm.builtin.int.mul", Mul),
+    int_builtin!("vm.builtin.int.floordiv", FloorDiv),
+    int_builtin!("vm.builtin.int.floormod", FloorMod),
+    int_builtin!("vm.builtin.int.min", Min),
+    int_builtin!("vm.builtin.int.max", Max),
+    int_builtin!("vm.builtin.int.lt", Lt),
+    int_builtin!("vm.builtin.int.le", Le),
+    int_builtin!("vm.builtin.int.gt", Gt),
+    int_builtin!("vm.builtin.int.ge", Ge),
+    int_builtin!("vm.builtin.int.eq", Eq),
+    int_builtin!("vm.builtin.int.ne", Ne),
     builtin!("vm.builtin.float.add", binary float_add).constant_time(),
     builtin!("vm.builtin.float.sub", binary float_sub).constant_time(),
     builtin!("vm.builtin.float.mul", binary float_mul).constant_time(),
@@ -44,32 +61,6 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.float.eq", binary float_eq).constant_time(),
     builtin!("vm.builtin.float.ne", binary float_ne).constant_time(),
 ];
-
-/// `a // b` rounded toward negative infinity; `None` on division by zero or overflow.
-#[inline]
-pub fn floordiv(a: i64, b: i64) -> Option<i64> {
-    let q = a.checked_div(b)?;
-    // The remainder of a successful division is exact (MIN % -1 has already been excluded).
-    if a % b != 0 && ((a < 0) != (b < 0)) {
-        Some(q - 1)
-    } else {
-        Some(q)
-    }
-}
-
-/// `a % b` with the sign of `b`; `None` on division by zero.
-#[inline]
-pub fn floormod(a: i64, b: i64) -> Option<i64> {
-    if b == -1 {
-        return Some(0);
-    }
-    let r = a.checked_rem(b)?;
-    if r != 0 && ((r < 0) != (b < 0)) {
-        Some(r + b)
-    } else {
-        Some(r)
-    }
-}
 
 /// One operand of a scalar builtin, for the slow path.
 fn scalar<T>(name: &str, v: &Value, i: usize, kind: &str, get: impl Fn(&Value) -> Option<T>) -> Result<T> {
@@ -86,51 +77,22 @@ fn scalar<T>(name: &str, v: &Value, i: usize, kind: &str, get: impl Fn(&Value) -
 /// operation.
 #[cold]
 #[inline(never)]
-fn int_slow(name: &str, symbol: &str, x: &Value, y: &Value, op: impl Fn(i64, i64) -> Option<Value>) -> Result<Value> {
+fn int_slow(name: &str, op: IntOp, x: &Value, y: &Value) -> Result<Value> {
     let int = |v: &Value| match v {
         Value::Int(i) => Some(*i),
         Value::Bool(b) => Some(i64::from(*b)),
         _ => None,
     };
     let (a, b) = (scalar(name, x, 0, "int", int)?, scalar(name, y, 1, "int", int)?);
-    op(a, b).ok_or_else(|| {
-        if b == 0 && matches!(symbol, "//" | "%") {
+    let symbol = op.symbol();
+    op.apply(a, b).ok_or_else(|| {
+        if b == 0 && matches!(op, IntOp::FloorDiv | IntOp::FloorMod) {
             Error::arithmetic(format!("{name}: division by zero ({a} {symbol} {b})"))
         } else {
             Error::arithmetic(format!("{name}: {a} {symbol} {b} overflows int64"))
         }
     })
 }
-
-/// Defines an int builtin (a [`relaxvm::packed::BinaryFn`]) from `|a, b| -> Option<Value>`.
-macro_rules! int_op {
-    ($fname:ident, $name:literal, $symbol:literal, |$a:ident, $b:ident| $body:expr) => {
-        #[doc = concat!("`", $name, "`.")]
-        fn $fname(x: &Value, y: &Value) -> Result<Value> {
-            if let (Value::Int($a), Value::Int($b)) = (x, y) {
-                let ($a, $b) = (*$a, *$b);
-                if let Some(v) = $body {
-                    return Ok(v);
-                }
-            }
-            int_slow($name, $symbol, x, y, |$a, $b| $body)
-        }
-    };
-}
-
-int_op!(int_add, "vm.builtin.int.add", "+", |a, b| a.checked_add(b).map(Value::Int));
-int_op!(int_sub, "vm.builtin.int.sub", "-", |a, b| a.checked_sub(b).map(Value::Int));
-int_op!(int_mul, "vm.builtin.int.mul", "*", |a, b| a.checked_mul(b).map(Value::Int));
-int_op!(int_floordiv, "vm.builtin.int.floordiv", "//", |a, b| { floordiv(a, b).map(Value::Int) });
-int_op!(int_floormod, "vm.builtin.int.floormod", "%", |a, b| { floormod(a, b).map(Value::Int) });
-int_op!(int_min, "vm.builtin.int.min", "min", |a, b| Some(Value::Int(a.min(b))));
-int_op!(int_max, "vm.builtin.int.max", "max", |a, b| Some(Value::Int(a.max(b))));
-int_op!(int_lt, "vm.builtin.int.lt", "<", |a, b| Some(Value::Bool(a < b)));
-int_op!(int_le, "vm.builtin.int.le", "<=", |a, b| Some(Value::Bool(a <= b)));
-int_op!(int_gt, "vm.builtin.int.gt", ">", |a, b| Some(Value::Bool(a > b)));
-int_op!(int_ge, "vm.builtin.int.ge", ">=", |a, b| Some(Value::Bool(a >= b)));
-int_op!(int_eq, "vm.builtin.int.eq", "==", |a, b| Some(Value::Bool(a == b)));
-int_op!(int_ne, "vm.builtin.int.ne", "!=", |a, b| Some(Value::Bool(a != b)));
 
 /// The slow path of a float builtin: ints and bools as floats, and type errors.
 #[cold]

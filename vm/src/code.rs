@@ -2,9 +2,10 @@
 //! references, immediates and constants materialised as values, jump targets made absolute.
 
 use crate::bytecode::{Arg, Instruction};
-use crate::error::{ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::executable::{Executable, FuncKind};
-use crate::packed::{BinaryFn, PackedFunc};
+use crate::int_op::IntOp;
+use crate::packed::{BinaryFn, PackedFunc, SelectFn};
 use crate::registry::Registry;
 use crate::value::{Callable, Closure, Value};
 use std::sync::Arc;
@@ -12,28 +13,63 @@ use std::sync::Arc;
 /// Marks a `call` whose result is discarded.
 pub(crate) const VOID: u32 = u32::MAX;
 
+/// Where an operand is read: a register of the frame (a register index), or, with this bit
+/// set, a value of [`Code::consts`] fixed at decode time (immediates, constants, functions,
+/// void and the VM state). One form for both lets a handler read any operand with one test
+/// and no enum in the way.
+pub(crate) const CONST_BIT: u32 = 1 << 31;
+
+/// An operand: a register index, or [`CONST_BIT`] plus an index into [`Code::consts`].
+pub(crate) type Src = u32;
+
 /// A decoded instruction; indices were proven in range by the verifier.
 #[derive(Clone, Copy)]
 pub(crate) enum Op {
-    /// A call of a packed function; `args` indexes `operands`.
+    /// A call of a packed function; `args` indexes [`Code::args`].
     CallPacked {
         func: u32,
         args: u32,
         nargs: u32,
         dst: u32,
     },
-    /// A call of a two-argument plain function with operands `a` and `b`.
+    /// A call of a two-argument plain function.
     CallBinary {
         f: BinaryFn,
-        a: u32,
-        b: u32,
+        a: Src,
+        b: Src,
         dst: u32,
+    },
+    /// A call of a two-int builtin ([`IntOp`]), computed inline when both operands are ints
+    /// and by calling `f` otherwise; its result is kept (`dst` is a register).
+    IntBinary {
+        op: IntOp,
+        f: BinaryFn,
+        a: Src,
+        b: Src,
+        dst: u32,
+    },
+    /// [`Op::IntBinary`] fused with the `if` that follows it and tests its result: both run
+    /// here, with one dispatch (the `if` keeps its own op for jumps that land on it).
+    IntBranch {
+        op: IntOp,
+        f: BinaryFn,
+        a: Src,
+        b: Src,
+        dst: u32,
+        false_target: u32,
     },
     /// A call of a packed function that selects its result from its arguments.
     CallSelect {
         func: u32,
         args: u32,
         nargs: u32,
+        dst: u32,
+    },
+    /// [`Op::CallSelect`] with one argument, which is passed in place (no argument list).
+    CallSelect1 {
+        f: SelectFn,
+        func: u32,
+        a: Src,
         dst: u32,
     },
     /// A call of a bytecode function of this executable.
@@ -55,12 +91,6 @@ pub(crate) enum Op {
     },
 }
 
-/// A decoded argument: a register of the frame, or a value fixed at decode time.
-pub(crate) enum Operand {
-    Reg(u32),
-    Val(Value),
-}
-
 /// What a function-table entry resolves to.
 pub(crate) enum Callee {
     Bytecode { start: u32, regs: u32 },
@@ -69,10 +99,15 @@ pub(crate) enum Callee {
 
 pub(crate) struct Code {
     pub ops: Vec<Op>,
-    pub operands: Vec<Operand>,
+    /// The operands of calls that take a list of them, in runs the ops index.
+    pub args: Vec<Src>,
+    /// The values operands with [`CONST_BIT`] read.
+    pub consts: Vec<Value>,
     pub callees: Vec<Callee>,
     /// Each function-table entry as a function value (for `f[...]` arguments and instruments).
     pub func_values: Vec<Value>,
+    /// The name each bytecode function's value holds (the VM recognises its own by pointer).
+    pub names: Vec<Option<Arc<str>>>,
 }
 
 impl Code {
@@ -82,6 +117,7 @@ impl Code {
         let mut missing = Vec::new();
         let mut callees = Vec::with_capacity(exe.funcs().len());
         let mut func_values = Vec::with_capacity(exe.funcs().len());
+        let mut names = Vec::with_capacity(exe.funcs().len());
         for (i, f) in exe.funcs().iter().enumerate() {
             let (callee, callable) = match f.kind {
                 FuncKind::Bytecode => (
@@ -96,6 +132,10 @@ impl Code {
                     }
                 },
             };
+            names.push(match &callable {
+                Callable::Bytecode { name, .. } => Some(Arc::clone(name)),
+                Callable::Packed(_) => None,
+            });
             callees.push(callee);
             func_values.push(Value::Func(Arc::new(Closure { callable, captured: Vec::new() })));
         }
@@ -105,14 +145,11 @@ impl Code {
             }
             return Err(ErrorKind::MissingFunctions(missing).into());
         }
-        let mut operands = Vec::new();
-        let ops = exe
-            .instrs()
-            .iter()
-            .enumerate()
-            .map(|(pc, instr)| decode_op(exe, &callees, &func_values, &mut operands, pc, instr))
-            .collect();
-        Ok(Code { ops, operands, callees, func_values })
+        let mut code = Code { ops: Vec::new(), args: Vec::new(), consts: Vec::new(), callees, func_values, names };
+        code.ops =
+            exe.instrs().iter().enumerate().map(|(pc, instr)| code.decode_op(exe, pc, instr)).collect::<Result<_>>()?;
+        code.fuse_branches();
+        Ok(code)
     }
 }
 
@@ -141,38 +178,81 @@ fn resolve(exe: &Executable, global: &Registry, name: &str) -> Option<PackedFunc
         .or_else(|| global.get(name).cloned())
 }
 
-fn decode_op(
-    exe: &Executable,
-    callees: &[Callee],
-    func_values: &[Value],
-    operands: &mut Vec<Operand>,
-    pc: usize,
-    instr: &Instruction,
-) -> Op {
-    let rel = |off: i64| (pc as i64 + off) as u32;
-    match instr {
-        Instruction::Call { func, args, dst } => {
-            let start = operands.len() as u32;
-            operands.extend(args.iter().map(|a| match *a {
-                Arg::Reg(r) => Operand::Reg(r),
-                Arg::Void => Operand::Val(Value::Null),
-                Arg::VmState => Operand::Val(Value::VmState),
-                Arg::Imm(i) => Operand::Val(Value::Int(i)),
-                Arg::Const(c) => Operand::Val(exe.constants()[c as usize].clone()),
-                Arg::Func(f) => Operand::Val(func_values[f as usize].clone()),
-            }));
-            let (nargs, dst) = (args.len() as u32, dst.unwrap_or(VOID));
-            match &callees[*func as usize] {
-                Callee::Bytecode { .. } => Op::CallBytecode { func: *func, args: start, nargs, dst },
-                Callee::Packed(p) => match (p.as_binary(), p.as_select()) {
-                    (Some(f), _) if nargs == 2 => Op::CallBinary { f, a: start, b: start + 1, dst },
-                    (_, Some(_)) => Op::CallSelect { func: *func, args: start, nargs, dst },
-                    _ => Op::CallPacked { func: *func, args: start, nargs, dst },
-                },
+impl Code {
+    /// The operand `a` of a call as a [`Src`].
+    fn src(&mut self, exe: &Executable, a: &Arg) -> Result<Src> {
+        let value = match *a {
+            Arg::Reg(r) if r < CONST_BIT => return Ok(r),
+            Arg::Reg(r) => {
+                return Err(Error::value(format!(
+                    "register %{r} is beyond the {CONST_BIT} registers a function may have"
+                )))
+            }
+            Arg::Void => Value::Null,
+            Arg::VmState => Value::VmState,
+            Arg::Imm(i) => Value::Int(i),
+            Arg::Const(c) => exe.constants()[c as usize].clone(),
+            Arg::Func(f) => self.func_values[f as usize].clone(),
+        };
+        let index = u32::try_from(self.consts.len()).ok().filter(|i| *i < CONST_BIT);
+        let index =
+            index.ok_or_else(|| Error::value(format!("more than {CONST_BIT} operands that are not registers")))?;
+        self.consts.push(value);
+        Ok(CONST_BIT | index)
+    }
+
+    fn decode_op(&mut self, exe: &Executable, pc: usize, instr: &Instruction) -> Result<Op> {
+        let rel = |off: i64| (pc as i64 + off) as u32;
+        Ok(match instr {
+            Instruction::Call { func, args, dst } => {
+                let srcs = args.iter().map(|a| self.src(exe, a)).collect::<Result<Vec<Src>>>()?;
+                let (nargs, dst, func) = (srcs.len() as u32, dst.unwrap_or(VOID), *func);
+                let start = self.args.len() as u32;
+                let op = match &self.callees[func as usize] {
+                    Callee::Bytecode { .. } => Op::CallBytecode { func, args: start, nargs, dst },
+                    Callee::Packed(p) => match (p.as_binary(), p.as_int_op(), p.as_select(), &srcs[..]) {
+                        (Some(f), Some(op), _, &[a, b]) if dst != VOID => Op::IntBinary { op, f, a, b, dst },
+                        (Some(f), _, _, &[a, b]) => Op::CallBinary { f, a, b, dst },
+                        (_, _, Some(f), &[a]) => Op::CallSelect1 { f, func, a, dst },
+                        (_, _, Some(_), _) => Op::CallSelect { func, args: start, nargs, dst },
+                        _ => Op::CallPacked { func, args: start, nargs, dst },
+                    },
+                };
+                if matches!(op, Op::CallBytecode { .. } | Op::CallSelect { .. } | Op::CallPacked { .. }) {
+                    self.args.extend(srcs);
+                }
+                op
+            }
+            Instruction::Ret { result } => Op::Ret { result: *result },
+            Instruction::Goto { offset } => Op::Goto { target: rel(*offset) },
+            Instruction::If { cond, false_offset } => Op::If { cond: *cond, false_target: rel(*false_offset) },
+        })
+    }
+
+    /// Fuses each int operation followed by an `if` on its result (a loop's test) into one
+    /// [`Op::IntBranch`]. Running the fused op is running the two in sequence, so it needs no
+    /// condition on where they are: a jump to the `if` finds the `if` unchanged.
+    fn fuse_branches(&mut self) {
+        for pc in 0..self.ops.len().saturating_sub(1) {
+            if let (Op::IntBinary { op, f, a, b, dst }, Op::If { cond, false_target }) =
+                (self.ops[pc], self.ops[pc + 1])
+            {
+                if cond == dst {
+                    self.ops[pc] = Op::IntBranch { op, f, a, b, dst, false_target };
+                }
             }
         }
-        Instruction::Ret { result } => Op::Ret { result: *result },
-        Instruction::Goto { offset } => Op::Goto { target: rel(*offset) },
-        Instruction::If { cond, false_offset } => Op::If { cond: *cond, false_target: rel(*false_offset) },
+    }
+
+    /// The operands of the call at `op` (any call), as sources.
+    pub fn call_srcs(&self, op: &Op) -> Vec<Src> {
+        match *op {
+            Op::CallPacked { args, nargs, .. }
+            | Op::CallSelect { args, nargs, .. }
+            | Op::CallBytecode { args, nargs, .. } => self.args[args as usize..(args + nargs) as usize].to_vec(),
+            Op::CallBinary { a, b, .. } | Op::IntBinary { a, b, .. } | Op::IntBranch { a, b, .. } => vec![a, b],
+            Op::CallSelect1 { a, .. } => vec![a],
+            Op::Ret { .. } | Op::Goto { .. } | Op::If { .. } => Vec::new(),
+        }
     }
 }

@@ -3,6 +3,7 @@
 use crate::cost::Cost;
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
+use crate::int_op::IntOp;
 use crate::value::{Callable, Value};
 use crate::value_conv::{FromValue, IntoValue};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -63,6 +64,7 @@ impl PackedFunc {
             name: name.into(),
             binary: None,
             select: None,
+            int_op: None,
             cost: Cost::Unbounded,
             origin: None,
         }
@@ -96,6 +98,19 @@ impl PackedFunc {
     /// The two-argument plain function, when the function was made with [`PackedFunc::binary`].
     pub fn as_binary(&self) -> Option<BinaryFn> {
         self.binary
+    }
+
+    /// The same binary function, declared to compute `op` when both operands are ints: the
+    /// interpreter then computes it inline for two ints and calls the function for anything
+    /// else (so the function stays the definition: it must agree with [`IntOp::apply`] on ints).
+    pub fn with_int_op(mut self, op: IntOp) -> Self {
+        self.int_op = Some(op);
+        self
+    }
+
+    /// What [`with_int_op`](Self::with_int_op) declared.
+    pub fn as_int_op(&self) -> Option<IntOp> {
+        self.int_op
     }
 
     /// A packed function that does not need the VM.

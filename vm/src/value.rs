@@ -107,6 +107,8 @@ pub struct PackedFunc {
     pub(crate) name: Arc<str>,
     pub(crate) binary: Option<BinaryFn>,
     pub(crate) select: Option<SelectFn>,
+    /// The operation a [`BinaryFn`] computes on two ints, which the interpreter runs inline.
+    pub(crate) int_op: Option<crate::int_op::IntOp>,
     pub(crate) cost: Cost,
     pub(crate) origin: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }

@@ -81,8 +81,8 @@ impl VirtualMachine {
     /// The instrument hook before the bytecode call at `pc`: the call's arguments to run it
     /// with, or `None` when the hook skips it.
     fn instrument_before(&mut self, code: &Code, pc: usize, base: usize) -> Result<Option<SmallVec<[Value; 8]>>> {
-        let Op::CallBytecode { func, args, nargs, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
-        let argv = self.load_args(&code.operands[args as usize..(args + nargs) as usize], base);
+        let Op::CallBytecode { func, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
+        let argv = self.load_args(code, pc, base);
         let name = self.exe.funcs()[func as usize].name.clone();
         let (caller, at) = self.call_site(pc);
         let mut hook = self.instrument.take().expect("only called with an instrument");
@@ -150,13 +150,7 @@ impl VirtualMachine {
     #[inline(never)]
     pub(super) fn instrumented_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<Value> {
         let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
-        let args = match code.ops[pc] {
-            Op::CallPacked { args, nargs, .. } | Op::CallSelect { args, nargs, .. } => {
-                self.load_args(&code.operands[args as usize..(args + nargs) as usize], base)
-            }
-            Op::CallBinary { a, b, .. } => [a, b].iter().map(|i| self.operand(code, *i, base).clone()).collect(),
-            _ => unreachable!("a call"),
-        };
+        let args = self.load_args(code, pc, base);
         let args = &args[..];
         let fval = &code.func_values[func as usize];
         let name = self.exe.funcs()[func as usize].name.clone();

@@ -50,7 +50,8 @@ pub const MIN_NATIVE_STACK: usize = 64 << 10;
 /// How many steps (bytecode calls and backward jumps) pass between calls of the poll hook.
 pub const POLL_INTERVAL: u32 = 1024;
 
-/// Stops a running VM from another thread: the VM checks it at backward jumps and calls.
+/// Stops a running VM from another thread: the VM checks it every [`POLL_INTERVAL`] steps
+/// (backward jumps and calls) and whenever a long builtin polls.
 #[derive(Clone, Debug, Default)]
 pub struct InterruptHandle(Arc<AtomicBool>);
 
@@ -81,22 +82,48 @@ impl VirtualMachine {
     }
 
     /// Called at every backward jump and bytecode call, the points every long run passes
-    /// through: checks the interrupt flag and the step budget.
-    #[inline]
+    /// through. One counter is decremented; when it runs out, [`refuel`](Self::refuel) does
+    /// what must happen every few steps: the step budget, the interrupt flag, the poll hook.
+    #[inline(always)]
     pub(super) fn count_step(&mut self) -> Result<()> {
+        self.fuel -= 1;
+        if self.fuel == 0 {
+            return self.refuel();
+        }
+        Ok(())
+    }
+
+    /// Starts counting steps for a top-level invocation with the configured budget.
+    pub(super) fn start_counting(&mut self) {
+        self.steps_left = self.config.step_budget.unwrap_or(u64::MAX);
+        self.interrupt.take();
+        self.issue_fuel();
+    }
+
+    /// The steps until the next check: at most [`POLL_INTERVAL`], and one past the budget, so
+    /// that the step that would exceed it is the one that checks.
+    fn issue_fuel(&mut self) {
+        self.issued = self.steps_left.saturating_add(1).min(u64::from(POLL_INTERVAL)) as u32;
+        self.fuel = self.issued;
+    }
+
+    /// The checks every [`POLL_INTERVAL`] steps (and at the step past the budget).
+    #[cold]
+    #[inline(never)]
+    fn refuel(&mut self) -> Result<()> {
+        // `issued` steps were taken since fuel was issued, this one included.
+        if u64::from(self.issued) > self.steps_left {
+            // Every later step fails the same way (a packed function may go on after the error).
+            self.fuel = 1;
+            return Err(ErrorKind::StepBudget(self.config.step_budget.unwrap_or(0)).into());
+        }
+        self.steps_left -= u64::from(self.issued);
+        self.issue_fuel();
         if self.interrupt.take() {
             return Err(ErrorKind::Interrupted.into());
         }
         if let Some(poll) = &self.poll {
-            self.poll_countdown -= 1;
-            if self.poll_countdown == 0 {
-                self.poll_countdown = POLL_INTERVAL;
-                poll()?;
-            }
-        }
-        match self.steps_left.checked_sub(1) {
-            Some(s) => self.steps_left = s,
-            None => return Err(ErrorKind::StepBudget(self.config.step_budget.unwrap_or(0)).into()),
+            poll()?;
         }
         Ok(())
     }

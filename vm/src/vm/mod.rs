@@ -5,7 +5,7 @@
 //! the VM (e.g. `vm.builtin.invoke_closure`), and that nesting is bounded separately.
 
 use crate::bytecode::Instruction;
-use crate::code::{Callee, Code, Op, Operand, VOID};
+use crate::code::{Callee, Code, Op, Src, CONST_BIT, VOID};
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
 use crate::executable::{Executable, FuncKind};
@@ -46,14 +46,17 @@ pub struct VirtualMachine {
     regs: Vec<Value>,
     argbuf: Vec<ManuallyDrop<Value>>,
     reentry: usize,
+    /// Steps the budget allows beyond those issued as fuel.
     steps_left: u64,
+    /// Steps until the next check (see `count_step`), and how many were issued at the last.
+    fuel: u32,
+    issued: u32,
     interrupt: InterruptHandle,
     instrument: Option<Instrument>,
     /// Instrumented bytecode calls in progress, innermost last: their "after" hook runs when
     /// the frame at `depth` returns (they run on the frame stack, not nested natively).
     instrumented: Vec<InstrumentedFrame>,
     poll: Option<PollHook>,
-    poll_countdown: u32,
     saved: HashMap<String, Value>,
     inputs: HashMap<String, Vec<Value>>,
     outputs: HashMap<String, Value>,
@@ -79,11 +82,12 @@ impl VirtualMachine {
             argbuf: Vec::with_capacity(16),
             reentry: 0,
             steps_left: u64::MAX,
+            fuel: POLL_INTERVAL,
+            issued: POLL_INTERVAL,
             interrupt: InterruptHandle::default(),
             instrument: None,
             instrumented: Vec::new(),
             poll: None,
-            poll_countdown: POLL_INTERVAL,
             saved: HashMap::new(),
             inputs: HashMap::new(),
             outputs: HashMap::new(),
@@ -118,7 +122,6 @@ impl VirtualMachine {
     /// Installs (or with `None` removes) the hook called every [`POLL_INTERVAL`] steps.
     pub fn set_poll_hook(&mut self, hook: Option<PollHook>) {
         self.poll = hook;
-        self.poll_countdown = POLL_INTERVAL;
     }
 
     /// Installs (or with `None` removes) the hook called before and after every `call`.
@@ -158,8 +161,7 @@ impl VirtualMachine {
     pub fn invoke_closure(&mut self, f: &Value, args: &[Value]) -> Result<Value> {
         let closure = f.as_func()?;
         if self.reentry == 0 {
-            self.steps_left = self.config.step_budget.unwrap_or(u64::MAX);
-            self.interrupt.take();
+            self.start_counting();
         }
         let Some(index) = self.bytecode_index(closure)? else { return self.call_closure(closure, args) };
         if self.exe.funcs()[index as usize].signature.is_some() {
@@ -258,6 +260,16 @@ impl VirtualMachine {
         match &c.callable {
             Callable::Packed(_) => Ok(None),
             Callable::Bytecode { index, name } => {
+                // A function value this VM made (or a closure of one) shares its name with
+                // the table entry: a pointer comparison then stands for the string comparison.
+                if self
+                    .code
+                    .names
+                    .get(*index as usize)
+                    .is_some_and(|n| n.as_ref().is_some_and(|n| Arc::ptr_eq(n, name)))
+                {
+                    return Ok(Some(*index));
+                }
                 let same = self
                     .exe
                     .funcs()
@@ -303,7 +315,8 @@ impl VirtualMachine {
         let depth = self.frames.len();
         let mark = self.regs.len();
         self.reentry += 1;
-        self.regs.extend(args.iter().chain(captured).cloned());
+        self.regs.extend_from_slice(args);
+        self.regs.extend_from_slice(captured);
         // Two copies of the loop: the plain one has no instrumentation code at all, so what
         // the instrumented one does cannot cost the plain one registers or layout.
         let result = self.enter_frame(func, usize::MAX, VOID, mark).and_then(|()| match self.instrument {
@@ -363,11 +376,47 @@ impl VirtualMachine {
         let mut base = top.base;
         loop {
             match code.ops[pc] {
+                Op::IntBinary { op, f, a, b, dst } if PLAIN => {
+                    // Two ints: computed here, no call. Anything else (bools, other types,
+                    // overflow) goes to the builtin, which defines the result or the error.
+                    let inline = match (self.src(code, a, base), self.src(code, b, base)) {
+                        (Value::Int(x), Value::Int(y)) => op.apply(*x, *y),
+                        _ => None,
+                    };
+                    let ret = match inline {
+                        Some(v) => v,
+                        None => self.call_binary(code, f, a, b, base, pc)?,
+                    };
+                    set_reg(&mut self.regs[base + dst as usize], ret);
+                    pc += 1;
+                }
+                Op::IntBranch { op, f, a, b, dst, false_target } if PLAIN => {
+                    let inline = match (self.src(code, a, base), self.src(code, b, base)) {
+                        (Value::Int(x), Value::Int(y)) => op.apply(*x, *y),
+                        _ => None,
+                    };
+                    let ret = match inline {
+                        Some(v) => v,
+                        None => self.call_binary(code, f, a, b, base, pc)?,
+                    };
+                    // The `if` at pc + 1, as its own op would run it.
+                    let taken = match ret {
+                        Value::Bool(t) => t,
+                        Value::Int(i) => i != 0,
+                        ref other => other.truthy().map_err(|e| self.locate(pc + 1, e))?,
+                    };
+                    set_reg(&mut self.regs[base + dst as usize], ret);
+                    if taken {
+                        pc += 2;
+                    } else {
+                        if (false_target as usize) <= pc + 1 {
+                            self.count_step().map_err(|e| self.locate(pc + 1, e))?;
+                        }
+                        pc = false_target as usize;
+                    }
+                }
                 Op::CallBinary { f, a, b, dst } if PLAIN => {
-                    // A panic is caught here, not in `PackedFunc::call`, which this path skips.
-                    let (x, y) = (self.operand(code, a, base), self.operand(code, b, base));
-                    let ret = catch_unwind(AssertUnwindSafe(|| f(x, y))).unwrap_or_else(|p| Err(self.panicked(pc, p)));
-                    let ret = ret.map_err(|e| self.locate(pc, e))?;
+                    let ret = self.call_binary(code, f, a, b, base, pc)?;
                     if dst != VOID {
                         set_reg(&mut self.regs[base + dst as usize], ret);
                     }
@@ -375,11 +424,11 @@ impl VirtualMachine {
                 }
                 Op::CallPacked { func, args, nargs, dst } if PLAIN => {
                     let Callee::Packed(f) = &code.callees[func as usize] else { unreachable!("decoded as packed") };
-                    let operands = &code.operands[args as usize..(args + nargs) as usize];
+                    let srcs = &code.args[args as usize..(args + nargs) as usize];
                     // One reused buffer of borrowed arguments: no allocation and no
                     // reference-count traffic per call in steady state.
                     let mut argv = std::mem::take(&mut self.argbuf);
-                    self.borrow_args_into(operands, base, &mut argv);
+                    self.borrow_args_into(code, srcs, base, &mut argv);
                     let ret = f.call(&mut CallCtx::new(self), as_values(&argv));
                     argv.clear();
                     self.argbuf = argv;
@@ -389,11 +438,27 @@ impl VirtualMachine {
                     }
                     pc += 1;
                 }
+                Op::CallSelect1 { f, func, a, dst } if PLAIN => {
+                    // The one argument is passed in place: no argument list to build.
+                    let Callee::Packed(p) = &code.callees[func as usize] else { unreachable!("decoded as packed") };
+                    let arg = std::slice::from_ref(self.src(code, a, base));
+                    let picked = match catch_unwind(AssertUnwindSafe(|| f(p.name(), arg))) {
+                        Ok(Ok(v)) => {
+                            (dst != VOID && !v.same_object(&self.regs[base + dst as usize])).then(|| v.clone())
+                        }
+                        Ok(Err(e)) => return Err(self.locate(pc, e)),
+                        Err(payload) => return Err(self.locate(pc, panic_error(p.name(), payload))),
+                    };
+                    if let Some(v) = picked {
+                        set_reg(&mut self.regs[base + dst as usize], v);
+                    }
+                    pc += 1;
+                }
                 Op::CallSelect { func, args, nargs, dst } if PLAIN => {
                     let Callee::Packed(p) = &code.callees[func as usize] else { unreachable!("decoded as packed") };
                     let select = p.as_select().expect("decoded as select");
                     let mut argv = std::mem::take(&mut self.argbuf);
-                    self.borrow_args_into(&code.operands[args as usize..(args + nargs) as usize], base, &mut argv);
+                    self.borrow_args_into(code, &code.args[args as usize..(args + nargs) as usize], base, &mut argv);
                     let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), as_values(&argv))));
                     let picked = picked.unwrap_or_else(|payload| Err(panic_error(p.name(), payload))).map(|v| {
                         // A result the destination already holds needs no write (and no
@@ -415,11 +480,8 @@ impl VirtualMachine {
                     // The arguments go straight into the callee's registers: no allocation once
                     // the register stack has grown to the program's depth.
                     let new_base = self.regs.len();
-                    for o in &code.operands[args as usize..(args + nargs) as usize] {
-                        let v = match o {
-                            Operand::Reg(r) => self.regs[base + *r as usize].clone(),
-                            Operand::Val(v) => v.clone(),
-                        };
+                    for &s in &code.args[args as usize..(args + nargs) as usize] {
+                        let v = self.src(code, s, base).clone();
                         self.regs.push(v);
                     }
                     self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
@@ -430,7 +492,12 @@ impl VirtualMachine {
                     // Instrumented, out of line: the loop's plain arms stay as they are.
                     (base, pc) = self.instrumented_bytecode_call(code, pc, base)?;
                 }
-                Op::CallPacked { .. } | Op::CallBinary { .. } | Op::CallSelect { .. } => {
+                Op::CallPacked { .. }
+                | Op::CallBinary { .. }
+                | Op::IntBinary { .. }
+                | Op::IntBranch { .. }
+                | Op::CallSelect { .. }
+                | Op::CallSelect1 { .. } => {
                     let ret = self.instrumented_call(code, pc, base).map_err(|e| self.locate(pc, e))?;
                     if let Some(dst) = self.exe.instrs()[pc].writes() {
                         set_reg(&mut self.regs[base + dst as usize], ret);
@@ -441,7 +508,7 @@ impl VirtualMachine {
                     let value = std::mem::take(&mut self.regs[base + result as usize]);
                     let returning = self.frames.len();
                     let done = self.frames.pop().expect("a frame is running");
-                    self.regs.truncate(done.base);
+                    truncate_regs(&mut self.regs, done.base);
                     if !PLAIN && self.instrumented.last().is_some_and(|f| f.depth == returning) {
                         self.instrument_after(&value)?;
                     }
@@ -477,14 +544,28 @@ impl VirtualMachine {
         }
     }
 
+    /// Calls the binary function of the call at `pc` with operands `a` and `b`.
+    #[inline]
+    fn call_binary(
+        &self,
+        code: &Code,
+        f: crate::packed::BinaryFn,
+        a: Src,
+        b: Src,
+        base: usize,
+        pc: usize,
+    ) -> Result<Value> {
+        // A panic is caught here, not in `PackedFunc::call`, which this path skips.
+        let (x, y) = (self.src(code, a, base), self.src(code, b, base));
+        let ret = catch_unwind(AssertUnwindSafe(|| f(x, y))).unwrap_or_else(|p| Err(self.panicked(pc, p)));
+        ret.map_err(|e| self.locate(pc, e))
+    }
+
     /// Fills `out` with bitwise copies of the arguments, without touching reference counts.
     #[inline]
-    fn borrow_args_into(&self, operands: &[Operand], base: usize, out: &mut Vec<ManuallyDrop<Value>>) {
-        for o in operands {
-            let v = match o {
-                Operand::Reg(r) => &self.regs[base + *r as usize],
-                Operand::Val(v) => v,
-            };
+    fn borrow_args_into(&self, code: &Code, srcs: &[Src], base: usize, out: &mut Vec<ManuallyDrop<Value>>) {
+        for &s in srcs {
+            let v = self.src(code, s, base);
             // SAFETY: the copy is never dropped (ManuallyDrop) and lives only for one packed call,
             // during which its source stays alive and unmodified: constants are held by `code`,
             // and the calling frame's registers are not written while the callee runs (re-entrant
@@ -495,27 +576,18 @@ impl VirtualMachine {
         }
     }
 
-    #[inline]
-    fn load_args_into(&self, operands: &[Operand], base: usize, out: &mut Vec<Value>) {
-        for o in operands {
-            out.push(match o {
-                Operand::Reg(r) => self.regs[base + *r as usize].clone(),
-                Operand::Val(v) => v.clone(),
-            });
-        }
+    /// The arguments of the call at `pc`, cloned (for instruments).
+    fn load_args(&self, code: &Code, pc: usize, base: usize) -> SmallVec<[Value; 8]> {
+        code.call_srcs(&code.ops[pc]).into_iter().map(|s| self.src(code, s, base).clone()).collect()
     }
 
-    fn load_args(&self, operands: &[Operand], base: usize) -> SmallVec<[Value; 8]> {
-        let mut v = Vec::with_capacity(operands.len());
-        self.load_args_into(operands, base, &mut v);
-        v.into()
-    }
-
-    #[inline]
-    fn operand<'a>(&'a self, code: &'a Code, index: u32, base: usize) -> &'a Value {
-        match &code.operands[index as usize] {
-            Operand::Reg(r) => &self.regs[base + *r as usize],
-            Operand::Val(v) => v,
+    /// The value operand `s` reads.
+    #[inline(always)]
+    fn src<'a>(&'a self, code: &'a Code, s: Src, base: usize) -> &'a Value {
+        if s & CONST_BIT == 0 {
+            &self.regs[base + s as usize]
+        } else {
+            &code.consts[(s & !CONST_BIT) as usize]
         }
     }
 
@@ -572,6 +644,19 @@ fn set_reg(slot: &mut Value, v: Value) {
         drop(old);
     } else {
         std::mem::forget(old);
+    }
+}
+
+/// `regs.truncate(len)`, dropping out of line only the values that own something: a frame's
+/// registers are mostly scalars and nulls, which need no drop call.
+#[inline]
+fn truncate_regs(regs: &mut Vec<Value>, len: usize) {
+    while regs.len() > len {
+        match regs.pop() {
+            Some(v) if v.owns_heap() => drop(v),
+            Some(v) => std::mem::forget(v),
+            None => break,
+        }
     }
 }
 

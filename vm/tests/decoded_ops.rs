@@ -1,0 +1,206 @@
+//! The interpreter's specialised forms of `call`: int operations run inline (and fused with the
+//! `if` that tests them), one-argument selects, and the step counter that checks budget,
+//! interrupts and the poll hook every `POLL_INTERVAL` steps. Each must behave exactly as the
+//! plain call it stands for.
+
+use relaxvm::registry::register_global;
+use relaxvm::{
+    Arg, Error, ErrorKind, Executable, ExecutableParts, FuncInfo, Instruction, IntOp, PackedFunc, Value,
+    VirtualMachine, POLL_INTERVAL,
+};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Once};
+
+/// Counts calls of the int builtins' own function (the slow path the interpreter falls back to).
+static SLOW_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+fn int_fn(op: IntOp) -> fn(&Value, &Value) -> relaxvm::Result<Value> {
+    fn slow(op: IntOp, x: &Value, y: &Value) -> relaxvm::Result<Value> {
+        SLOW_CALLS.fetch_add(1, Ordering::Relaxed);
+        let int = |v: &Value| match v {
+            Value::Int(i) => Ok(*i),
+            Value::Bool(b) => Ok(i64::from(*b)),
+            other => Err(Error::type_mismatch("int", other.describe())),
+        };
+        op.apply(int(x)?, int(y)?).ok_or_else(|| Error::arithmetic(format!("{} overflows", op.symbol())))
+    }
+    match op {
+        IntOp::Add => |x, y| slow(IntOp::Add, x, y),
+        IntOp::Lt => |x, y| slow(IntOp::Lt, x, y),
+        _ => unreachable!("only these are registered"),
+    }
+}
+
+fn setup() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        for (name, op) in [("d.add", IntOp::Add), ("d.lt", IntOp::Lt)] {
+            register_global(PackedFunc::binary(name, int_fn(op)).with_int_op(op), true).unwrap();
+        }
+        register_global(
+            PackedFunc::select("d.first", |name, a| a.first().ok_or_else(|| Error::arity(name, "1", a.len()))),
+            true,
+        )
+        .unwrap();
+        register_global(PackedFunc::select("d.boom", |_, _| panic!("select panicked")), true).unwrap();
+    });
+}
+
+fn call(func: u32, args: Vec<Arg>, dst: Option<u32>) -> Instruction {
+    Instruction::Call { func, args, dst }
+}
+
+fn vm(funcs: Vec<FuncInfo>, instrs: Vec<Instruction>) -> VirtualMachine {
+    setup();
+    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, ..Default::default() }).unwrap();
+    VirtualMachine::new(Arc::new(exe)).unwrap()
+}
+
+/// `sum(n)`: lt / if / add / add / goto, the lt and if fused; returns the sum and, through the
+/// condition register, that the fused op wrote it.
+fn sum_vm() -> VirtualMachine {
+    use Arg::*;
+    vm(
+        vec![FuncInfo::bytecode("sum", 0, 9, 1, 4), FuncInfo::packed("d.lt"), FuncInfo::packed("d.add")],
+        vec![
+            call(2, vec![Imm(0), Imm(0)], Some(1)),
+            call(2, vec![Imm(0), Imm(0)], Some(2)),
+            call(1, vec![Reg(2), Reg(0)], Some(3)),
+            Instruction::If { cond: 3, false_offset: 4 },
+            call(2, vec![Reg(1), Reg(2)], Some(1)),
+            call(2, vec![Reg(2), Imm(1)], Some(2)),
+            Instruction::Goto { offset: -4 },
+            call(2, vec![Reg(1), Reg(3)], Some(1)),
+            Instruction::Ret { result: 1 },
+        ],
+    )
+}
+
+#[test]
+fn int_ops_run_inline_and_fall_back_to_the_builtin() {
+    let mut m = sum_vm();
+    let before = SLOW_CALLS.load(Ordering::Relaxed);
+    assert_eq!(m.invoke("sum", &[Value::Int(100)]).unwrap().as_int().unwrap(), 4950);
+    // The final add reads the condition register (false): int + bool is the builtin's case.
+    assert_eq!(SLOW_CALLS.load(Ordering::Relaxed) - before, 1, "only int + bool leaves the inline path");
+    // A bool bound: every comparison is the builtin's (bool < int), with the same answer.
+    assert_eq!(m.invoke("sum", &[Value::Bool(true)]).unwrap().as_int().unwrap(), 0);
+    let e = m.invoke("sum", &[Value::Float(1.0)]).unwrap_err();
+    let ErrorKind::At { func, pc, source, .. } = e.kind() else { panic!("located: {e}") };
+    assert_eq!((func.as_str(), *pc), ("sum", 2));
+    assert!(matches!(source.kind(), ErrorKind::Type { .. }), "{e}");
+}
+
+#[test]
+fn overflow_is_the_builtins_error_at_its_instruction() {
+    use Arg::*;
+    let mut m = vm(
+        vec![FuncInfo::bytecode("f", 0, 2, 1, 2), FuncInfo::packed("d.add")],
+        vec![call(1, vec![Reg(0), Imm(1)], Some(1)), Instruction::Ret { result: 1 }],
+    );
+    assert_eq!(m.invoke("f", &[Value::Int(41)]).unwrap().as_int().unwrap(), 42);
+    let e = m.invoke("f", &[Value::Int(i64::MAX)]).unwrap_err();
+    assert!(e.to_string().contains("+ overflows"), "{e}");
+    assert!(matches!(e.kind(), ErrorKind::At { pc: 0, .. }), "{e}");
+}
+
+#[test]
+fn a_jump_onto_a_fused_if_runs_the_if_alone() {
+    use Arg::*;
+    // r1 = 0 < n; (fused) if r1 else -> ret 7 ... a goto lands on the `if` directly with r1 = 0.
+    let mut m = vm(
+        vec![FuncInfo::bytecode("f", 0, 7, 1, 3), FuncInfo::packed("d.lt"), FuncInfo::packed("d.add")],
+        vec![
+            call(1, vec![Imm(0), Reg(0)], Some(1)),
+            Instruction::If { cond: 1, false_offset: 3 },
+            call(1, vec![Imm(1), Imm(0)], Some(1)),
+            Instruction::Goto { offset: -2 },
+            call(2, vec![Imm(7), Imm(0)], Some(2)),
+            Instruction::Ret { result: 2 },
+            Instruction::Ret { result: 0 },
+        ],
+    );
+    // n = 5: true, then r1 = (1 < 0) = false, jump to the if: false -> ret 7.
+    assert_eq!(m.invoke("f", &[Value::Int(5)]).unwrap().as_int().unwrap(), 7);
+    // n = 0: false at once.
+    assert_eq!(m.invoke("f", &[Value::Int(0)]).unwrap().as_int().unwrap(), 7);
+}
+
+#[test]
+fn one_argument_selects_pass_their_operand_in_place() {
+    use Arg::*;
+    let mut m = vm(
+        vec![FuncInfo::bytecode("f", 0, 4, 1, 3), FuncInfo::packed("d.first"), FuncInfo::packed("d.boom")],
+        vec![
+            call(1, vec![Reg(0)], Some(1)),
+            call(1, vec![Imm(3)], None),
+            call(1, vec![Reg(1)], Some(1)),
+            Instruction::Ret { result: 1 },
+        ],
+    );
+    let t = Value::tuple(vec![Value::Int(1)]);
+    let out = m.invoke("f", std::slice::from_ref(&t)).unwrap();
+    assert!(out.same_object(&t));
+    let mut p = vm(
+        vec![FuncInfo::bytecode("g", 0, 2, 1, 2), FuncInfo::packed("d.boom")],
+        vec![call(1, vec![Reg(0)], Some(1)), Instruction::Ret { result: 1 }],
+    );
+    let e = p.invoke("g", &[Value::Int(1)]).unwrap_err();
+    assert!(e.to_string().contains("d.boom: select panicked"), "{e}");
+    assert!(matches!(e.kind(), ErrorKind::At { pc: 0, .. }), "{e}");
+}
+
+#[test]
+fn the_step_budget_is_exact_across_check_intervals() {
+    let interval = u64::from(POLL_INTERVAL);
+    let mut m = counted_spin_vm();
+    for budget in [1, 2, 5, interval - 1, interval, interval + 1, 3 * interval + 7] {
+        m.config_mut().step_budget = Some(budget);
+        let n = budget as i64;
+        assert_eq!(m.invoke("spin", &[Value::Int(n)]).unwrap().as_int().unwrap(), n, "budget {budget}");
+        let e = m.invoke("spin", &[Value::Int(n + 1)]).unwrap_err();
+        assert!(e.to_string().contains(&format!("step budget of {budget}")), "budget {budget}: {e}");
+    }
+}
+
+/// `spin(n)` with its counter starting at 0: exactly n backward jumps.
+fn counted_spin_vm() -> VirtualMachine {
+    use Arg::*;
+    vm(
+        vec![FuncInfo::bytecode("spin", 0, 6, 1, 3), FuncInfo::packed("d.lt"), FuncInfo::packed("d.add")],
+        vec![
+            call(2, vec![Imm(0), Imm(0)], Some(1)),
+            call(1, vec![Reg(1), Reg(0)], Some(2)),
+            Instruction::If { cond: 2, false_offset: 3 },
+            call(2, vec![Reg(1), Imm(1)], Some(1)),
+            Instruction::Goto { offset: -3 },
+            Instruction::Ret { result: 1 },
+        ],
+    )
+}
+
+#[test]
+fn the_poll_hook_runs_every_interval_and_interrupts_stop_the_run() {
+    let mut m = counted_spin_vm();
+    let polls = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&polls);
+    m.set_poll_hook(Some(Arc::new(move || {
+        seen.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    })));
+    let n = 10 * POLL_INTERVAL as i64;
+    assert_eq!(m.invoke("spin", &[Value::Int(n)]).unwrap().as_int().unwrap(), n);
+    assert_eq!(polls.load(Ordering::Relaxed), 10);
+    // A hook that interrupts: the run stops at the next check, at most an interval later.
+    let h = m.interrupt_handle();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&calls);
+    m.set_poll_hook(Some(Arc::new(move || {
+        c.fetch_add(1, Ordering::Relaxed);
+        h.interrupt();
+        Ok(())
+    })));
+    let e = m.invoke("spin", &[Value::Int(n)]).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::At { source, .. } if matches!(source.kind(), ErrorKind::Interrupted)), "{e}");
+    assert_eq!(calls.load(Ordering::Relaxed), 1, "stopped at the check after the one that interrupted");
+}
