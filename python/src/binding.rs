@@ -6,7 +6,7 @@ use crate::signature::{param_path, typed_to_value};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use relaxvm::Signature;
+use relaxvm::{Signature, Value};
 
 /// What is known of a function's parameters.
 #[derive(Clone, Copy)]
@@ -15,6 +15,18 @@ pub enum Params<'a> {
     Typed(&'a Signature),
     /// Names only (possibly none: then arguments go by position only).
     Named(&'a [String]),
+}
+
+/// Converts argument `i` of a call of function `name`, by its parameter's type when known.
+#[inline]
+pub fn convert_arg(name: &str, params: Params<'_>, i: usize, ob: &Bound<'_, PyAny>) -> PyResult<Value> {
+    match params {
+        Params::Typed(sig) => match sig.params.get(i) {
+            Some((p, t)) => typed_to_value(ob, t, &param_path(name, p)),
+            None => to_value(ob),
+        },
+        Params::Named(_) => to_value(ob),
+    }
 }
 
 /// Binds `args` and `kwargs` to the parameters of function `name` into `argv`. Keyword
@@ -27,13 +39,7 @@ pub fn bind(
     kwargs: Option<&Bound<'_, PyDict>>,
     argv: &mut Args,
 ) -> PyResult<()> {
-    let convert = |i: usize, ob: &Bound<'_, PyAny>| match params {
-        Params::Typed(sig) => match sig.params.get(i) {
-            Some((p, t)) => typed_to_value(ob, t, &param_path(name, p)),
-            None => to_value(ob),
-        },
-        Params::Named(_) => to_value(ob),
-    };
+    let convert = |i: usize, ob: &Bound<'_, PyAny>| convert_arg(name, params, i, ob);
     let Some(kw) = kwargs.filter(|k| !k.is_empty()) else {
         return match params {
             Params::Typed(_) => {

@@ -84,6 +84,24 @@ fn type_error(ob: &Bound<'_, PyAny>) -> PyErr {
     ))
 }
 
+/// The common arguments — an exact `int` that fits, an exact `float`, a relaxvm tensor —
+/// converted inline in the caller (`None` for everything else, which [`to_value`] handles):
+/// a call's arguments then reach the VM without a function call each.
+#[inline(always)]
+pub fn quick_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
+    if PyInt::is_exact_type_of(ob) {
+        let mut overflow = 0;
+        // SAFETY: `ob` is a live int; the call only reads it and reports overflow in `overflow`.
+        let v = unsafe { pyo3::ffi::PyLong_AsLongLongAndOverflow(ob.as_ptr(), &mut overflow) };
+        // -1 with no overflow is either -1 or an error (none for an exact int: it is -1).
+        return (overflow == 0).then_some(Value::Int(v));
+    }
+    if PyFloat::is_exact_type_of(ob) {
+        return Some(Value::Float(ob.cast::<PyFloat>().ok()?.value()));
+    }
+    ob.cast_exact::<PyTensor>().ok().map(|t| Value::Tensor(t.get().0.clone()))
+}
+
 /// Converts a Python object into a VM value. Numpy arrays are viewed without copying when
 /// their layout allows; callables become packed functions that call back into Python.
 pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {

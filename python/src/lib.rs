@@ -24,6 +24,7 @@ mod tensor_export;
 mod testing;
 mod timing;
 mod trace;
+mod vectorcall;
 mod vm;
 mod vm_function;
 mod vm_lock;

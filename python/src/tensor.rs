@@ -116,7 +116,8 @@ pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
         return tensor_from_numpy(copy.cast::<PyUntypedArray>()?);
     }
     // No strides for a C-contiguous array: the tensor computes them only when asked.
-    let dims: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
+    // Built on the stack: the shape's own storage is its one allocation.
+    let dims: smallvec::SmallVec<[i64; 8]> = shape.iter().map(|d| *d as i64).collect();
     let strides: Option<Vec<i64>> = if flags & npyffi::NPY_ARRAY_C_CONTIGUOUS != 0 {
         None
     } else {
@@ -136,7 +137,7 @@ pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
     // last tensor is dropped, so the memory is not freed before.
     let storage = unsafe { Storage::from_external(ptr, extent, Device::cpu(0), Box::new(owner)) };
     // A numpy bool view of other bytes (`uint8_array.view(bool)`) may hold 2..255: read as true.
-    Tensor::from_parts(storage, 0, relaxvm::Shape::new(dims), strides, dtype)
+    Tensor::from_parts(storage, 0, relaxvm::Shape::from(&dims[..]), strides, dtype)
         .and_then(Tensor::with_normalized_bools)
         .py_err(py)
 }

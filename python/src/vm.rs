@@ -97,7 +97,22 @@ impl PyVirtualMachine {
             Some(s) => s.param_names().map(str::to_string).collect(),
             None => exe.func(name).map(|f| f.param_names.clone()).unwrap_or_default(),
         };
-        Ok(PyVmFunction { shared: Arc::clone(&self.shared), func, release, name: name.to_string(), params, sig })
+        Ok(PyVmFunction {
+            shared: Arc::clone(&self.shared),
+            func,
+            release,
+            name: name.to_string(),
+            params,
+            sig,
+            vectorcall: crate::vectorcall::call,
+        })
+    }
+
+    /// `name` as a Python callable (`vm[name]`), called through vectorcall.
+    fn function_object<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyVmFunction>> {
+        let f = Bound::new(py, self.resolve(py, name)?)?;
+        crate::vectorcall::enable(&f)?;
+        Ok(f)
     }
 
     /// The arguments of a call to `name`, bound as `vm[name](*args, **kwargs)` binds them.
@@ -260,7 +275,7 @@ impl PyVirtualMachine {
         if let Some(f) = cache.get_item(key)? {
             return Ok(f.cast_into::<PyVmFunction>()?);
         }
-        let f = Bound::new(py, self.resolve(py, &key.to_cow()?)?)?;
+        let f = self.function_object(py, &key.to_cow()?)?;
         let doc = f.get().doc();
         f.as_any().setattr(pyo3::intern!(py, "__doc__"), doc)?;
         cache.set_item(key, &f)?;
@@ -421,7 +436,7 @@ impl PyVirtualMachine {
                 return Err(PyValueError::new_err(format!("cannot time on {device}: this VM runs on the CPU")));
             }
         }
-        let func = Py::new(py, self.resolve(py, func_name)?)?;
+        let func = self.function_object(py, func_name)?.unbind();
         let cooldown = std::time::Duration::from_secs_f64(cooldown_interval_ms / 1e3);
         Ok(TimeEvaluator { func, number, repeat, min_repeat_ms, cooldown, repeats_to_cooldown })
     }

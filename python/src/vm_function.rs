@@ -1,11 +1,13 @@
 //! `vm["name"]`: a VM function resolved once, called like a Python function.
 
-use crate::binding::{bind, Params};
-use crate::convert::{to_py, Args};
+use crate::binding::{bind, convert_arg, Params};
+use crate::convert::{quick_value, to_py, Args};
 use crate::signature::{inspect_signature, inspect_untyped, typed_to_py};
+use crate::vectorcall;
 use crate::vm_lock::Shared;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
+use pyo3::Borrowed;
 use relaxvm::{Signature, Value};
 use std::sync::Arc;
 
@@ -20,6 +22,8 @@ pub struct PyVmFunction {
     pub(crate) name: String,
     pub(crate) params: Vec<String>,
     pub(crate) sig: Option<Arc<Signature>>,
+    /// The entry CPython's vectorcall protocol calls (see [`crate::vectorcall`]).
+    pub(crate) vectorcall: vectorcall::Entry,
 }
 
 impl PyVmFunction {
@@ -31,11 +35,56 @@ impl PyVmFunction {
         kwargs: Option<&Bound<'_, PyDict>>,
         argv: &mut Args,
     ) -> PyResult<()> {
-        let params = match &self.sig {
+        bind(&self.name, self.params(), args, kwargs, argv)
+    }
+
+    /// Calls it with positional arguments only (the vectorcall path: no tuple is built).
+    #[inline]
+    pub fn call_positional<'a, 'py: 'a>(
+        &self,
+        py: Python<'py>,
+        args: impl Iterator<Item = Borrowed<'a, 'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut argv = Args::new();
+        let params = self.params();
+        for (i, a) in args.enumerate() {
+            let quick = if self.sig.is_none() { quick_value(&a) } else { None };
+            argv.push(match quick {
+                Some(v) => v,
+                None => convert_arg(&self.name, params, i, &a)?,
+            });
+        }
+        self.run(py, &argv)
+    }
+
+    /// Calls it with a tuple of positional arguments and a dict of keyword arguments.
+    pub fn call_bound<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut argv = Args::new();
+        self.bind_args(args, kwargs, &mut argv)?;
+        self.run(py, &argv)
+    }
+
+    /// Runs it on bound arguments and converts the result.
+    #[inline]
+    fn run<'py>(&self, py: Python<'py>, argv: &[Value]) -> PyResult<Bound<'py, PyAny>> {
+        let func = &self.func;
+        let ret = self.shared.run(py, self.release, |vm| vm.invoke_closure(func, argv))?;
+        match &self.sig {
+            Some(sig) => typed_to_py(py, &ret, &sig.result),
+            None => to_py(py, &ret),
+        }
+    }
+
+    fn params(&self) -> Params<'_> {
+        match &self.sig {
             Some(sig) => Params::Typed(sig),
             None => Params::Named(&self.params),
-        };
-        bind(&self.name, params, args, kwargs, argv)
+        }
     }
 
     /// The VM that runs it.
@@ -76,14 +125,7 @@ impl PyVmFunction {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let mut argv = Args::new();
-        self.bind_args(args, kwargs, &mut argv)?;
-        let func = &self.func;
-        let ret = self.shared.run(py, self.release, |vm| vm.invoke_closure(func, &argv))?;
-        match &self.sig {
-            Some(sig) => typed_to_py(py, &ret, &sig.result),
-            None => to_py(py, &ret),
-        }
+        self.call_bound(py, args, kwargs)
     }
 
     /// Itself: a VM function stored on a class is not bound to instances.

@@ -53,9 +53,8 @@ impl Tensor {
         })?;
         // ndarray (and any consumer indexing with isize) needs the product of the non-zero
         // dimensions, in bytes, to fit in isize even when the tensor is empty.
-        let nonzero: Vec<i64> = shape.iter().copied().filter(|d| *d != 0).collect();
-        let fits =
-            numel(&nonzero).and_then(|m| m.checked_mul(dtype.itemsize())).is_some_and(|b| b <= isize::MAX as usize);
+        let nonzero = shape.iter().filter(|d| **d != 0).try_fold(1usize, |acc, &d| acc.checked_mul(d as usize));
+        let fits = nonzero.and_then(|m| m.checked_mul(dtype.itemsize())).is_some_and(|b| b <= isize::MAX as usize);
         if !fits {
             return Err(Error::value(format!("tensor shape {shape} is too large for dtype {dtype}")));
         }

@@ -1,0 +1,115 @@
+"""How ``vm["name"]`` is called: CPython's vectorcall protocol for the common case, ``tp_call``
+for callers holding a tuple and a dict, and the same binding, conversion and errors either way;
+and the VM's lock shared by threads."""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import numpy as np
+import pytest
+
+import relaxvm as rx
+
+VECTORCALL = 1 << 11  # Py_TPFLAGS_HAVE_VECTORCALL
+
+
+def _vm() -> rx.VirtualMachine:
+    ib = rx.ExecBuilder()
+    with ib.function("pair", num_inputs=2, param_names=["a", "b"]):
+        ib.emit_call("vm.builtin.make_tuple", args=[ib.r(0), ib.r(1)], dst=ib.r(2))
+        ib.emit_ret(ib.r(2))
+    with ib.function("none", num_inputs=0):
+        ib.emit_call("vm.builtin.int.add", args=[ib.imm(1), ib.imm(2)], dst=ib.r(0))
+        ib.emit_ret(ib.r(0))
+    return rx.VirtualMachine(ib.get(), rx.cpu())
+
+
+def test_functions_are_called_through_vectorcall():
+    f = _vm()["pair"]
+    assert type(f).__flags__ & VECTORCALL
+    assert f(1, 2.5) == (1, 2.5)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda f: f(1, 2),
+        lambda f: f(1, b=2),
+        lambda f: f(a=1, b=2),
+        lambda f: f(b=2, a=1),
+        lambda f: f(*(1, 2)),
+        lambda f: f(**{"a": 1, "b": 2}),
+        lambda f: type(f).__call__(f, 1, 2),  # tp_call, with a tuple
+        lambda f: f.__call__(1, b=2),
+        lambda f: functools.partial(f, 1)(2),
+        lambda f: functools.partial(f, b=2)(1),
+    ],
+)
+def test_every_calling_form_binds_alike(call):
+    assert call(_vm()["pair"]) == (1, 2)
+
+
+def test_no_arguments_and_binding_errors_through_vectorcall():
+    vm = _vm()
+    assert vm["none"]() == 3
+    f = vm["pair"]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'c'"):
+        f(1, c=2)
+    with pytest.raises(TypeError, match="multiple values for argument 'a'"):
+        f(1, a=2)
+    with pytest.raises(TypeError, match="missing argument 'b'"):
+        f(a=1)
+    with pytest.raises(rx.VMError, match="pair: expected 2 arguments, got 1"):
+        f(1)
+    with pytest.raises(TypeError, match="cannot pass a object"):
+        f(1, object())
+    with pytest.raises(OverflowError):
+        f(1, 1 << 70)
+
+
+def test_quick_conversions_match_the_general_ones():
+    f = _vm()["pair"]
+    t = rx.tensor(np.arange(3, dtype="float32"))
+    a, b = f(t, -1)
+    assert a is t and b == -1 and type(b) is int
+    x, y = f(1.5, True)
+    assert x == 1.5 and y is True
+    # int subclasses and numpy scalars take the general path and convert as before.
+    assert f(np.int64(4), np.float32(0.5)) == (4, 0.5)
+    assert f(False, -(1 << 63)) == (False, -(1 << 63))
+
+
+def test_a_busy_vm_is_waited_for_and_a_reentrant_call_is_refused():
+    ib = rx.ExecBuilder()
+    with ib.function("spin", num_inputs=1):
+        ib.emit_call("vm.builtin.int.add", args=[ib.imm(0), ib.imm(0)], dst=ib.r(1))
+        ib.emit_call("vm.builtin.int.lt", args=[ib.r(1), ib.r(0)], dst=ib.r(2))
+        ib.emit_if(ib.r(2), 3)
+        ib.emit_call("vm.builtin.int.add", args=[ib.r(1), ib.imm(1)], dst=ib.r(1))
+        ib.emit_goto(-3)
+        ib.emit_ret(ib.r(1))
+    with ib.function("back", num_inputs=1):
+        ib.emit_call("test.reenter", args=[ib.r(0)], dst=ib.r(1))
+        ib.emit_ret(ib.r(1))
+    holder: list = []
+    rx.register_func("test.reenter", lambda n: holder[0](n), override=True)
+    vm = rx.VirtualMachine(ib.get(), rx.cpu())
+    spin = vm["spin"]
+    holder.append(spin)
+    results: list[int] = []
+
+    def worker():
+        for _ in range(20):
+            results.append(spin(20_000))
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [20_000] * 60
+    with pytest.raises(RuntimeError, match="already running on this thread"):
+        vm["back"](3)
+    assert spin(5) == 5  # released after the error
