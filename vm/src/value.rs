@@ -257,7 +257,13 @@ impl Value {
 
     /// True when both are the same object (reference-counted payloads by pointer) or equal
     /// plain scalars: replacing one with the other changes nothing.
+    #[inline]
     pub fn same_object(&self, other: &Value) -> bool {
+        // The interpreter asks this after every selecting call, mostly of tensors: test that
+        // case before the general match, which compiles to a jump table.
+        if let (Value::Tensor(a), Value::Tensor(b)) = (self, other) {
+            return a.ptr_eq(b);
+        }
         match (self, other) {
             (Value::Tensor(a), Value::Tensor(b)) => a.ptr_eq(b),
             (Value::Int(a), Value::Int(b)) => a == b,
