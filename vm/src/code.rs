@@ -58,6 +58,15 @@ pub(crate) enum Op {
         dst: u32,
         false_target: u32,
     },
+    /// [`Op::IntBinary`] fused with the `goto` that follows it (a loop's step and back edge).
+    IntJump {
+        op: IntOp,
+        f: BinaryFn,
+        a: Src,
+        b: Src,
+        dst: u32,
+        target: u32,
+    },
     /// A call of a packed function that selects its result from its arguments.
     CallSelect {
         func: u32,
@@ -148,7 +157,7 @@ impl Code {
         let mut code = Code { ops: Vec::new(), args: Vec::new(), consts: Vec::new(), callees, func_values, names };
         code.ops =
             exe.instrs().iter().enumerate().map(|(pc, instr)| code.decode_op(exe, pc, instr)).collect::<Result<_>>()?;
-        code.fuse_branches();
+        code.fuse_pairs();
         Ok(code)
     }
 }
@@ -230,16 +239,18 @@ impl Code {
     }
 
     /// Fuses each int operation followed by an `if` on its result (a loop's test) into one
-    /// [`Op::IntBranch`]. Running the fused op is running the two in sequence, so it needs no
-    /// condition on where they are: a jump to the `if` finds the `if` unchanged.
-    fn fuse_branches(&mut self) {
+    /// [`Op::IntBranch`], and each followed by a `goto` (a loop's step) into one
+    /// [`Op::IntJump`]. Running a fused op is running the two in sequence, so it needs no
+    /// condition on where they are: a jump to the second finds it unchanged.
+    fn fuse_pairs(&mut self) {
         for pc in 0..self.ops.len().saturating_sub(1) {
-            if let (Op::IntBinary { op, f, a, b, dst }, Op::If { cond, false_target }) =
-                (self.ops[pc], self.ops[pc + 1])
-            {
-                if cond == dst {
+            let Op::IntBinary { op, f, a, b, dst } = self.ops[pc] else { continue };
+            match self.ops[pc + 1] {
+                Op::If { cond, false_target } if cond == dst => {
                     self.ops[pc] = Op::IntBranch { op, f, a, b, dst, false_target };
                 }
+                Op::Goto { target } => self.ops[pc] = Op::IntJump { op, f, a, b, dst, target },
+                _ => {}
             }
         }
     }
@@ -250,7 +261,10 @@ impl Code {
             Op::CallPacked { args, nargs, .. }
             | Op::CallSelect { args, nargs, .. }
             | Op::CallBytecode { args, nargs, .. } => self.args[args as usize..(args + nargs) as usize].to_vec(),
-            Op::CallBinary { a, b, .. } | Op::IntBinary { a, b, .. } | Op::IntBranch { a, b, .. } => vec![a, b],
+            Op::CallBinary { a, b, .. }
+            | Op::IntBinary { a, b, .. }
+            | Op::IntBranch { a, b, .. }
+            | Op::IntJump { a, b, .. } => vec![a, b],
             Op::CallSelect1 { a, .. } => vec![a],
             Op::Ret { .. } | Op::Goto { .. } | Op::If { .. } => Vec::new(),
         }

@@ -1,7 +1,7 @@
 //! The interpreter's specialised forms of `call`: int operations run inline (and fused with the
-//! `if` that tests them), one-argument selects, and the step counter that checks budget,
-//! interrupts and the poll hook every `POLL_INTERVAL` steps. Each must behave exactly as the
-//! plain call it stands for.
+//! `if` that tests them or the `goto` after them — the loops below end with `add; goto`),
+//! one-argument selects, and the step counter that checks budget, interrupts and the poll hook
+//! every `POLL_INTERVAL` steps. Each must behave exactly as the plain call it stands for.
 
 use relaxvm::registry::register_global;
 use relaxvm::{

@@ -9,6 +9,8 @@ use crate::code::{Callee, Code, Op, Src, CONST_BIT, VOID};
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
 use crate::executable::{Executable, FuncKind};
+use crate::int_op::IntOp;
+use crate::packed::BinaryFn;
 use crate::packed::{panic_error, CallCtx, PackedFunc, VmHandle};
 use crate::registry::Registry;
 use crate::types::Signature;
@@ -377,28 +379,12 @@ impl VirtualMachine {
         loop {
             match code.ops[pc] {
                 Op::IntBinary { op, f, a, b, dst } if PLAIN => {
-                    // Two ints: computed here, no call. Anything else (bools, other types,
-                    // overflow) goes to the builtin, which defines the result or the error.
-                    let inline = match (self.src(code, a, base), self.src(code, b, base)) {
-                        (Value::Int(x), Value::Int(y)) => op.apply(*x, *y),
-                        _ => None,
-                    };
-                    let ret = match inline {
-                        Some(v) => v,
-                        None => self.call_binary(code, f, a, b, base, pc)?,
-                    };
+                    let ret = self.int_result(code, op, f, a, b, base, pc)?;
                     set_reg(&mut self.regs[base + dst as usize], ret);
                     pc += 1;
                 }
                 Op::IntBranch { op, f, a, b, dst, false_target } if PLAIN => {
-                    let inline = match (self.src(code, a, base), self.src(code, b, base)) {
-                        (Value::Int(x), Value::Int(y)) => op.apply(*x, *y),
-                        _ => None,
-                    };
-                    let ret = match inline {
-                        Some(v) => v,
-                        None => self.call_binary(code, f, a, b, base, pc)?,
-                    };
+                    let ret = self.int_result(code, op, f, a, b, base, pc)?;
                     // The `if` at pc + 1, as its own op would run it.
                     let taken = match ret {
                         Value::Bool(t) => t,
@@ -414,6 +400,15 @@ impl VirtualMachine {
                         }
                         pc = false_target as usize;
                     }
+                }
+                Op::IntJump { op, f, a, b, dst, target } if PLAIN => {
+                    let ret = self.int_result(code, op, f, a, b, base, pc)?;
+                    set_reg(&mut self.regs[base + dst as usize], ret);
+                    // The `goto` at pc + 1, as its own op would run it.
+                    if (target as usize) <= pc + 1 {
+                        self.count_step().map_err(|e| self.locate(pc + 1, e))?;
+                    }
+                    pc = target as usize;
                 }
                 Op::CallBinary { f, a, b, dst } if PLAIN => {
                     let ret = self.call_binary(code, f, a, b, base, pc)?;
@@ -496,6 +491,7 @@ impl VirtualMachine {
                 | Op::CallBinary { .. }
                 | Op::IntBinary { .. }
                 | Op::IntBranch { .. }
+                | Op::IntJump { .. }
                 | Op::CallSelect { .. }
                 | Op::CallSelect1 { .. } => {
                     let ret = self.instrumented_call(code, pc, base).map_err(|e| self.locate(pc, e))?;
@@ -541,6 +537,29 @@ impl VirtualMachine {
                     }
                 }
             }
+        }
+    }
+
+    /// The result of the int operation at `pc`: computed here for two ints; anything else
+    /// (bools, other types, overflow) goes to the builtin `f`, which defines the result or the
+    /// error.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn int_result(&self, code: &Code, op: IntOp, f: BinaryFn, a: Src, b: Src, base: usize, pc: usize) -> Result<Value> {
+        let inline = match (self.src(code, a, base), self.src(code, b, base)) {
+            // The operations loops use most are tested first: a compare each instead of a jump
+            // through a table (the arms are `apply` itself, specialised).
+            (Value::Int(x), Value::Int(y)) => match op {
+                IntOp::Add => IntOp::Add.apply(*x, *y),
+                IntOp::Lt => IntOp::Lt.apply(*x, *y),
+                IntOp::Sub => IntOp::Sub.apply(*x, *y),
+                _ => op.apply(*x, *y),
+            },
+            _ => None,
+        };
+        match inline {
+            Some(v) => Ok(v),
+            None => self.call_binary(code, f, a, b, base, pc),
         }
     }
 
