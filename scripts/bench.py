@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import statistics
 import threading
@@ -482,7 +483,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer rounds and shorter programs")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--update-readme", action="store_true", help="also write the table into README.md")
+    ap.add_argument("--only", metavar="REGEX", help="run only the rows whose label matches (and no thread rows)")
     args = ap.parse_args()
+    if args.only and args.update_readme:
+        ap.error("--update-readme writes the whole table: run it without --only")
     rounds = args.rounds or (2 if args.quick else 5)
     min_seconds = 0.05 if args.quick else 0.2
     backends = [b for b in (ours(), peer()) if b is not None]
@@ -494,6 +498,8 @@ def main() -> None:
     from progress import Progress  # beside this file
 
     all_rows = rows(args.quick) + bench_tvm_models.rows(Row, args.quick)
+    if args.only:
+        all_rows = [r for r in all_rows if re.search(args.only, r.label)]
     progress = Progress(len(all_rows) + 2, "bench")
 
     def emit(line: str) -> None:
@@ -512,6 +518,8 @@ def main() -> None:
             ref = min(best_time(fn, min_seconds) for _ in range(rounds)) / row.per * scale(row.unit)
             peer_s, ratio = f"{who} {ref:.1f}", f"{ref / ours_v:.2f}x"
         emit(f"| {row.label} | {row.unit} | {ours_v:.1f} | {peer_s} | {ratio} | {row.target} |")
+    if args.only:
+        return
     progress.step("2 Python threads")
     threads = threads_ratio(min_seconds)
     progress.step("Ctrl-C latency")
