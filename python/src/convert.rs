@@ -324,25 +324,6 @@ fn tuple_to_py<'py>(py: Python<'py>, root: &Arc<Vec<Value>>) -> PyResult<Bound<'
     }
 }
 
-/// Converts each value, as a tuple of arguments for a Python call.
-pub fn values_to_tuple<'py>(py: Python<'py>, vals: &[Value]) -> PyResult<Bound<'py, PyTuple>> {
-    // Straight into the tuple (no intermediate vector): this is on every callback's path.
-    // SAFETY: PyTuple_New returns a new tuple of `len` empty slots (or NULL with an exception);
-    // PyTuple_SetItem steals the reference we pass into a slot that is in range; a tuple
-    // dropped with some slots still empty (when a conversion fails) is valid to deallocate.
-    unsafe {
-        let len = pyo3::ffi::Py_ssize_t::try_from(vals.len()).expect("argument count fits in Py_ssize_t");
-        let tuple = Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyTuple_New(len))?;
-        for (i, v) in vals.iter().enumerate() {
-            let item = to_py(py, v)?;
-            if pyo3::ffi::PyTuple_SetItem(tuple.as_ptr(), i as pyo3::ffi::Py_ssize_t, item.into_ptr()) != 0 {
-                return Err(PyErr::fetch(py));
-            }
-        }
-        Ok(tuple.cast_into_unchecked())
-    }
-}
-
 // --- Function values: VM functions as Python callables, Python callables as packed functions.
 
 /// A function value from the VM: a bytecode function (callable through
@@ -394,13 +375,33 @@ pub fn packed_from_callable(name: &str, f: Py<PyAny>) -> PackedFunc {
     PackedFunc::new(name, move |_ctx, args| {
         Python::attach(|py| {
             let call = || -> PyResult<Value> {
-                let tuple = values_to_tuple(py, args)?;
-                let ret = f.bind(py).call1(tuple)?;
+                let ret = vectorcall(f.bind(py), args)?;
                 to_value(&ret)
             };
             call().map_err(from_pyerr)
         })
     })
+}
+
+/// Calls `f` with `args` through CPython's vectorcall protocol: the arguments go as an array
+/// on the stack, with no tuple built (what `f(*args)` costs a Python function otherwise).
+fn vectorcall<'py>(f: &Bound<'py, PyAny>, args: &[Value]) -> PyResult<Bound<'py, PyAny>> {
+    let py = f.py();
+    let objs = args.iter().map(|v| to_py(py, v)).collect::<PyResult<SmallVec<[Bound<'py, PyAny>; 8]>>>()?;
+    // A free slot before the arguments lets the callee prepend `self` without copying
+    // (PY_VECTORCALL_ARGUMENTS_OFFSET), as bound methods do.
+    let mut ptrs: SmallVec<[*mut pyo3::ffi::PyObject; 9]> = SmallVec::with_capacity(objs.len() + 1);
+    ptrs.push(std::ptr::null_mut());
+    ptrs.extend(objs.iter().map(|o| o.as_ptr()));
+    let nargsf = objs.len() | pyo3::ffi::PY_VECTORCALL_ARGUMENTS_OFFSET;
+    // SAFETY: `f` and every argument are live objects (`objs` holds references until after the
+    // call); `ptrs[1..]` holds `objs.len()` of them, and `ptrs[0]` is the writable slot the
+    // offset flag promises; no keyword names. The result is a new reference or NULL with an
+    // exception set, which `from_owned_ptr_or_err` turns into a `PyErr`.
+    unsafe {
+        let ret = pyo3::ffi::PyObject_Vectorcall(f.as_ptr(), ptrs.as_ptr().add(1), nargsf, std::ptr::null_mut());
+        Bound::from_owned_ptr_or_err(py, ret)
+    }
 }
 
 fn callable_name(f: &Bound<'_, PyAny>) -> String {
