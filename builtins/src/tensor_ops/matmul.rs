@@ -3,8 +3,14 @@
 //! 2-D operands multiply as matrices; a 1-D left operand is a row vector and a 1-D right
 //! operand a column vector (that dimension is removed from the result); leading (batch)
 //! dimensions broadcast. Scalars and zero-dimensional tensors are errors, as in numpy. The
-//! dtypes promote by numpy's table. `float32` and `float64` use ndarray's optimised GEMM
-//! (`float16`/`bfloat16` compute in `float32`); integers wrap, and booleans give `any(a & b)`.
+//! dtypes promote by numpy's table. `float32` and `float64` use ndarray's GEMM
+//! (matrixmultiply, with its AVX-512 and AVX2 kernels; `float16`/`bfloat16` compute in
+//! `float32`); integers wrap, and booleans give `any(a & b)`.
+//!
+//! A large product runs on the shared thread pool in tiles of the result whose shape depends
+//! on the operands' shapes alone; matrixmultiply sums each element over the inner dimension in
+//! the same blocks whatever the tile, so the result is the same on any number of threads (and
+//! the same as one whole-matrix call).
 
 use super::num::Num;
 use super::promote::promote_types;
@@ -25,11 +31,13 @@ struct Plan {
     out_shape: Vec<usize>,
 }
 
-/// Multiply-adds in one piece of a float product: about a millisecond on one core, so the
-/// calling thread checks for an interrupt (Ctrl-C, `vm.interrupt()`) every few milliseconds
-/// even in one huge product, while each piece packs its operands' blocks once (a band of a
-/// few rows would repack all of the right operand for little work).
-const WORK_PER_PIECE: usize = 1 << 26;
+/// Multiply-adds in one piece of a `float32` product (`float64`: half as many): about 5 ms
+/// on one core, so the calling thread checks for an interrupt (Ctrl-C, `vm.interrupt()`)
+/// every few milliseconds even in one huge product. Each piece packs its blocks of both
+/// operands afresh, so pieces are large: 1024x1024 products cost 5% more on one thread in
+/// 512x512 tiles than whole, 13% in 256x256 tiles (and 2x in the bands of 16 rows used
+/// before, which repacked all of the right operand each time).
+const WORK_PER_PIECE: usize = 1 << 28;
 
 /// Multiply-adds in one piece of the integer (naive) product, some 50 times slower per
 /// multiply-add than the float GEMM.
@@ -256,7 +264,8 @@ fn gemm<T: Num + LinalgScalar + Sync>(
     poll: &mut dyn FnMut() -> Result<()>,
 ) -> Result<ArrayD<T>> {
     let (x, y) = (cast_tensor::<T>(name, a)?, cast_tensor::<T>(name, b)?);
-    batched(name, x.view(), y.view(), plan, poll, WORK_PER_PIECE, |p, q, mut c| {
+    let work_per_piece = WORK_PER_PIECE / (std::mem::size_of::<T>() / 4).max(1);
+    batched(name, x.view(), y.view(), plan, poll, work_per_piece, |p, q, mut c| {
         general_mat_mul(T::one(), &p, &q, T::zero(), &mut c)
     })
 }
@@ -412,9 +421,31 @@ mod tests {
     }
 
     #[test]
+    fn tiled_products_do_not_depend_on_the_thread_count_either() {
+        // Small pieces, so that a 300x700 @ 700x500 product is cut into 4x4 tiles.
+        let a = ramp(&[300, 700], |i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5);
+        let b = ramp(&[700, 500], |i| ((i * 104729) % 997) as f32 / 997.0 - 0.5);
+        let (a, b) = (a.as_tensor().unwrap(), b.as_tensor().unwrap());
+        let p = plan(N, a, b).unwrap();
+        assert_eq!(tile_shape(300, 700, 500, 1 << 22), (64, 64));
+        let run = || {
+            let (x, y) = (cast_tensor::<f32>(N, a).unwrap(), cast_tensor::<f32>(N, b).unwrap());
+            let r = batched(N, x.view(), y.view(), &p, &mut || Ok(()), 1 << 22, |p, q, mut c| {
+                general_mat_mul(1.0, &p, &q, 0.0, &mut c)
+            });
+            r.unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        let many = run();
+        assert_eq!(many, on_one_thread(run));
+        let whole = out::<f32>(mm(&[Value::Tensor(a.clone()), Value::Tensor(b.clone())])).2;
+        assert_eq!(many, whole.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn tiles_cover_the_result_and_depend_on_shapes_only() {
-        assert_eq!(tile_shape(1024, 1024, 1024, WORK_PER_PIECE), (256, 256));
-        assert_eq!(tile_shape(1, 1024, 100_000, WORK_PER_PIECE), (1, 65536));
+        assert_eq!(tile_shape(1024, 1024, 1024, WORK_PER_PIECE), (512, 512));
+        assert_eq!(tile_shape(1024, 1024, 1024, 1 << 26), (256, 256));
+        assert_eq!(tile_shape(1, 1024, 100_000, 1 << 26), (1, 65536));
         assert_eq!(tile_shape(5000, 1 << 30, 3, WORK_PER_PIECE), (64, 3));
         let mut data = vec![0u8; 300 * 500];
         let c = ArrayViewMut2::from_shape((300, 500), &mut data[..]).unwrap();

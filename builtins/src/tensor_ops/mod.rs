@@ -23,6 +23,13 @@
 //! smallest float that holds them (`int8 -> float16`, `int16 -> float32`, wider -> `float64`);
 //! `sum` of booleans and signed integers gives `int64` and of unsigned integers `uint64`;
 //! `float16` and `bfloat16` compute in `float32` and round back.
+//!
+//! Large calls use every thread of the process's pool ([`relaxvm::pool`], shared with TVM
+//! kernels, sized by `RELAXVM_NUM_THREADS`): `matmul` above about 2M multiply-adds, elementwise
+//! ops and `sum` above 128K elements (see `parallel.rs`). Their results do not depend on the
+//! number of threads: the work is cut into pieces fixed by the shapes alone, each computed the
+//! same way on any thread, and a sum's pieces combine in numpy's pairwise tree on the calling
+//! thread. A long `matmul` checks for an interrupt between its pieces (every few milliseconds).
 
 pub(crate) mod num;
 pub mod promote;
