@@ -13,6 +13,10 @@
 //!   then cover all the work; it never waits for the pool, so concurrent launches cannot
 //!   deadlock. Work split into pieces whose results do not depend on who computes them gives
 //!   the same result either way.
+//! - Work that the calling thread can finish alone — pieces taken from a shared queue — runs
+//!   with [`Pool::help_caller`]: workers help while the caller works, and one that has not
+//!   started when the caller runs out of work is not waited for (on a loaded machine a woken
+//!   worker may wait milliseconds for a core).
 //! - A task that returns an error or panics is reported to the launcher as a [`TaskFailure`]
 //!   (a panic never crosses threads or aborts); it also breaks the barrier so that tasks
 //!   waiting for it do not wait forever.
@@ -131,9 +135,12 @@ unsafe impl Send for JobRef {}
 struct State {
     /// Bumped by each launch that uses the workers.
     generation: u64,
+    /// The current launch's body, while workers may still start it.
     job: Option<JobRef>,
-    /// Workers of the current launch still running their task.
-    pending: usize,
+    /// Workers that started the current launch's body.
+    started: usize,
+    /// Workers running the current launch's body.
+    running: usize,
     shutdown: bool,
 }
 
@@ -141,6 +148,15 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     done: Condvar,
+}
+
+/// How a launch's workers take part.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every task runs, all at once (they may meet at the barrier).
+    Together,
+    /// Workers help the caller while it runs; latecomers are skipped.
+    Helpers,
 }
 
 /// A fixed set of worker threads (started on the first launch that needs them).
@@ -169,7 +185,7 @@ impl Pool {
         Pool {
             threads: threads.clamp(1, MAX_THREADS),
             shared: Arc::new(Shared {
-                state: Mutex::new(State { generation: 0, job: None, pending: 0, shutdown: false }),
+                state: Mutex::new(State { generation: 0, job: None, started: 0, running: 0, shutdown: false }),
                 wake: Condvar::new(),
                 done: Condvar::new(),
             }),
@@ -206,6 +222,30 @@ impl Pool {
         task: &(dyn Fn(&Task<'_>) -> std::result::Result<(), E> + Sync),
         caller: &mut dyn FnMut(&Task<'_>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), Failures<E>> {
+        self.launch(num_tasks, task, caller, Mode::Together)
+    }
+
+    /// Like [`Pool::run_with_caller`], for work that `caller` can finish alone (tasks taking
+    /// pieces from a shared queue): workers join while `caller` runs, and one that has not
+    /// started by the time `caller` returns is skipped instead of waited for — on a busy
+    /// machine a worker may wait milliseconds for a core. Tasks do not all run at once here,
+    /// so the barrier is broken from the start (a wait returns [`Broken`]).
+    pub fn help_caller<E: Send>(
+        &self,
+        num_tasks: usize,
+        task: &(dyn Fn(&Task<'_>) -> std::result::Result<(), E> + Sync),
+        caller: &mut dyn FnMut(&Task<'_>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), Failures<E>> {
+        self.launch(num_tasks, task, caller, Mode::Helpers)
+    }
+
+    fn launch<E: Send>(
+        &self,
+        num_tasks: usize,
+        task: &(dyn Fn(&Task<'_>) -> std::result::Result<(), E> + Sync),
+        caller: &mut dyn FnMut(&Task<'_>) -> std::result::Result<(), E>,
+        mode: Mode,
+    ) -> std::result::Result<(), Failures<E>> {
         let want = if num_tasks == 0 { self.threads } else { num_tasks.min(self.threads) };
         let guard = if want > 1 && !Pool::in_task() {
             match self.busy.try_lock() {
@@ -218,6 +258,9 @@ impl Pool {
         };
         let count = if guard.is_some() { want.min(self.spawn_workers()) } else { 1 };
         let barrier = Barrier::new(count);
+        if mode == Mode::Helpers && count > 1 {
+            barrier.break_group();
+        }
         let failures = Mutex::new(Vec::new());
         if count == 1 {
             run_task(&Task { id: 0, count: 1, barrier: &barrier }, &failures, caller);
@@ -225,20 +268,24 @@ impl Pool {
         }
         let body = |id: usize| run_task(&Task { id, count, barrier: &barrier }, &failures, &mut |t| task(t));
         let body: &(dyn Fn(usize) + Sync + '_) = &body;
-        // SAFETY: only the lifetime changes. Workers call `body` only for this launch (they
-        // are handed it below) and this function does not return — `run_task` catches the
-        // caller's panics — before `pending` is back to 0, i.e. every worker is done with it.
+        // SAFETY: only the lifetime changes. Workers reach `body` only through `job` and this
+        // function does not return — `run_task` catches the caller's panics — before `job` is
+        // cleared and no worker that took it is still running it.
         let body: *const (dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(body) };
         {
             let mut s = lock(&self.shared.state);
             s.generation += 1;
             s.job = Some(JobRef { body, count });
-            s.pending = count - 1;
+            s.started = 0;
             self.shared.wake.notify_all();
         }
         run_task(&Task { id: 0, count, barrier: &barrier }, &failures, caller);
         let mut s = lock(&self.shared.state);
-        while s.pending > 0 {
+        if mode == Mode::Helpers {
+            // Workers that have not taken the job yet will not.
+            s.job = None;
+        }
+        while s.running > 0 || (mode == Mode::Together && s.started < count - 1) {
             s = self.shared.done.wait(s).unwrap_or_else(|p| p.into_inner());
         }
         s.job = None;
@@ -289,16 +336,22 @@ fn work(shared: &Shared, worker: usize, mut seen: u64) {
                 return;
             }
             seen = s.generation;
-            s.job
+            // A worker beyond the launch's task count sits it out (and is not waited for).
+            match s.job {
+                Some(job) if worker < job.count => {
+                    s.started += 1;
+                    s.running += 1;
+                    job
+                }
+                _ => continue,
+            }
         };
-        // A worker beyond the launch's task count sits it out (and is not waited for).
-        let Some(job) = job.filter(|j| worker < j.count) else { continue };
-        // SAFETY: the launcher set `job` for this generation and waits until `pending` is 0
-        // before its body goes away; this worker decrements `pending` only after the call.
+        // SAFETY: the launcher keeps `job`'s body alive until it has cleared `job` and no
+        // worker that took it (counted in `running`, decremented after the call) runs it.
         unsafe { (*job.body)(worker) };
         let mut s = lock(&shared.state);
-        s.pending -= 1;
-        if s.pending == 0 {
+        s.running -= 1;
+        if s.running == 0 {
             shared.done.notify_all();
         }
     }

@@ -90,7 +90,8 @@ pub(crate) fn for_each_piece<P, I: Iterator<Item = P> + Send>(
         }
         Ok(())
     };
-    let ran = pool::global().run_with_caller(tasks.max(1), &worker, caller);
+    // The caller can finish the queue alone: workers that start late are not waited for.
+    let ran = pool::global().help_caller(tasks.max(1), &worker, caller);
     ran.map_err(|f| internal(name, f))?;
     match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),

@@ -83,7 +83,7 @@ impl Pool {
         let piece = piece.max(1);
         let pieces = Mutex::new(out.spare_capacity_mut()[..len].chunks_mut(piece).enumerate());
         let task_count = len.div_ceil(piece).min(max_tasks.max(1));
-        let result = self.run(task_count, &|_task| loop {
+        let take_pieces = |_: &super::Task<'_>| loop {
             let next = pieces.lock().unwrap_or_else(|p| p.into_inner()).next();
             let Some((i, slots)) = next else { return Ok(()) };
             let mut sink = Sink { slots, written: 0, overflowed: false };
@@ -97,7 +97,9 @@ impl Pool {
                     sink.written
                 ));
             }
-        });
+        };
+        // Taking pieces from a queue: the caller can finish alone, helpers are optional.
+        let result = self.help_caller(task_count, &take_pieces, &mut |t| take_pieces(t));
         if let Err(failures) = result {
             let what = failures
                 .iter()
@@ -109,11 +111,12 @@ impl Pool {
                 .join("; ");
             return Err(Error::value(format!("pool fill: {what}")));
         }
-        // Every task stops only when no piece is left, and none failed: each piece was
-        // written in full.
+        // The caller's task stops only when no piece is left, and none failed: each piece
+        // was written in full.
         let new_len = out.len() + len;
         // SAFETY: the first `len` spare slots were cut into pieces, every piece was taken
-        // (the tasks ran until the iterator was exhausted) and its sink wrote each of its
+        // (the caller's task ran until the iterator was exhausted, and `help_caller` returns
+        // only after every task that took a piece is done) and its sink wrote each of its
         // slots in order (`written == capacity`); `T: Copy`, so no element needs a drop.
         unsafe { out.set_len(new_len) };
         Ok(())

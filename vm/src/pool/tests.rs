@@ -217,3 +217,33 @@ fn fill_refuses_short_or_long_pieces_panics_and_missing_room() {
     assert_eq!(e, "pool fill: expected room for 101 more elements, found room for 100");
     assert!(out.is_empty());
 }
+
+#[test]
+fn helpers_share_the_caller_s_work_and_never_meet() {
+    let pool = Pool::new(3);
+    for _ in 0..200 {
+        let queue = Mutex::new(0..1000usize);
+        let done = Mutex::new(Vec::new());
+        let take = |t: &Task<'_>| -> std::result::Result<(), String> {
+            assert!(t.barrier().wait().is_err(), "helpers do not all run: no barrier");
+            while let Some(i) = {
+                let next = queue.lock().unwrap().next();
+                next
+            } {
+                done.lock().unwrap().push(i);
+            }
+            Ok(())
+        };
+        assert_eq!(pool.help_caller(0, &take, &mut |t| take(t)), Ok(()));
+        let mut done = done.into_inner().unwrap();
+        done.sort_unstable();
+        assert_eq!(done, (0..1000).collect::<Vec<_>>());
+    }
+    // Launches that need every task still get them all, after helper launches.
+    let n = AtomicUsize::new(0);
+    let r: Outcome = pool.run(0, &|t| {
+        n.fetch_add(1, Ordering::Relaxed);
+        t.barrier().wait().map_err(|e| e.to_string())
+    });
+    assert_eq!((r, n.into_inner()), (Ok(()), 3));
+}
