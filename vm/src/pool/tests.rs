@@ -247,3 +247,41 @@ fn helpers_share_the_caller_s_work_and_never_meet() {
     });
     assert_eq!((r, n.into_inner()), (Ok(()), 3));
 }
+
+/// Run by `the_environment_sets_the_pool_size` in a child process with its own environment.
+#[test]
+#[ignore = "run in a child process by the_environment_sets_the_pool_size"]
+fn child_reports_the_pool_size() {
+    let configured = match configured_threads() {
+        Ok(n) => n.to_string(),
+        Err(e) => e.to_string(),
+    };
+    println!("configured: {configured}");
+    println!("global: {}", global().threads());
+}
+
+#[test]
+fn the_environment_sets_the_pool_size() {
+    let Ok(exe) = std::env::current_exe() else { return };
+    let child = |value: Option<&str>| {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["--ignored", "--exact", "pool::tests::child_reports_the_pool_size", "--nocapture"]);
+        match value {
+            Some(v) => cmd.env(NUM_THREADS_VAR, v),
+            None => cmd.env_remove(NUM_THREADS_VAR),
+        };
+        let out = cmd.output().expect("the test binary runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = |key: &str| {
+            text.lines().find_map(|l| l.strip_prefix(key)).map(str::to_string).unwrap_or_else(|| panic!("{text}"))
+        };
+        (line("configured: "), line("global: "))
+    };
+    assert_eq!(child(Some("1")), ("1".to_string(), "1".to_string()));
+    assert_eq!(child(Some("3")), ("3".to_string(), "3".to_string()));
+    let (configured, global) = child(Some("zero"));
+    assert!(configured.contains("RELAXVM_NUM_THREADS=\"zero\": expected a positive integer"), "{configured}");
+    assert_eq!(global, "1", "an invalid setting gives a pool of one thread");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).to_string();
+    assert_eq!(child(None), (cores.clone(), cores));
+}
