@@ -121,7 +121,7 @@ impl<E: std::fmt::Display> std::fmt::Display for TaskFailure<E> {
 pub type Failures<E> = Vec<TaskFailure<E>>;
 
 /// A launch's worker-side body, its lifetime erased: it is only called while the launcher
-/// waits for it (see `Pool::run_with_caller`).
+/// waits for it (see `Pool::launch`).
 #[derive(Clone, Copy)]
 struct JobRef {
     body: *const (dyn Fn(usize) + Sync + 'static),
