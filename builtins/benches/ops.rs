@@ -1,5 +1,8 @@
 //! The builtins' hot paths: elementwise ops on 1M float32 elements (the numpy comparison),
 //! reductions, matmul, and the scalar builtins in a counting loop run by the VM.
+//!
+//! Large ops run on the process's thread pool (`RELAXVM_NUM_THREADS`, default: every core);
+//! the "1 thread" variants run the same call inside a pool task, where launches run inline.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use relaxvm::{
@@ -21,6 +24,16 @@ fn f32s(dims: &[i64], seed: f32) -> Value {
     Value::Tensor(Tensor::from_vec(dims.to_vec(), data).unwrap())
 }
 
+/// `f()` on the calling thread alone: inside a pool task, the builtin's launches run inline.
+fn one_thread<R: Send>(f: impl Fn() -> R + Sync) -> R {
+    let out = std::sync::Mutex::new(None);
+    let _ = relaxvm::pool::global().run(1, &|_| {
+        *out.lock().unwrap() = Some(f());
+        Ok::<(), ()>(())
+    });
+    out.into_inner().unwrap().unwrap()
+}
+
 fn elementwise(c: &mut Criterion) {
     let mut g = c.benchmark_group("elementwise");
     let add = builtin("vm.op.add");
@@ -28,6 +41,9 @@ fn elementwise(c: &mut Criterion) {
     let ctx = &mut CallCtx::detached();
     g.bench_function("add 1M f32 + 1M f32", |bn| {
         bn.iter(|| add.call(ctx, black_box(&[a.clone(), b.clone()])).unwrap())
+    });
+    g.bench_function("add 1M f32 + 1M f32, 1 thread", |bn| {
+        bn.iter(|| one_thread(|| add.call(&mut CallCtx::detached(), black_box(&[a.clone(), b.clone()])).unwrap()))
     });
     g.bench_function("add 1M f32 + scalar", |bn| {
         bn.iter(|| add.call(ctx, black_box(&[a.clone(), Value::Float(1.0)])).unwrap())
@@ -48,6 +64,9 @@ fn reduce_and_matmul(c: &mut Criterion) {
     let a = f32s(&[1_000_000], 0.0);
     g.bench_function("sum 1M f32", |bn| bn.iter(|| sum.call(ctx, black_box(std::slice::from_ref(&a))).unwrap()));
     let m = f32s(&[1000, 1000], 0.0);
+    g.bench_function("sum 1M f32, 1 thread", |bn| {
+        bn.iter(|| one_thread(|| sum.call(&mut CallCtx::detached(), black_box(std::slice::from_ref(&a))).unwrap()))
+    });
     g.bench_function("sum 1000x1000 axis 0", |bn| {
         bn.iter(|| sum.call(ctx, black_box(&[m.clone(), Value::Int(0)])).unwrap())
     });
@@ -55,6 +74,16 @@ fn reduce_and_matmul(c: &mut Criterion) {
     let x = f32s(&[256, 256], 0.0);
     g.bench_function("matmul 256x256 f32", |bn| {
         bn.iter(|| matmul.call(ctx, black_box(&[x.clone(), x.clone()])).unwrap())
+    });
+    let big = f32s(&[1024, 1024], 0.5);
+    g.sample_size(20);
+    g.bench_function("matmul 1024x1024 f32", |bn| {
+        bn.iter(|| matmul.call(ctx, black_box(&[big.clone(), big.clone()])).unwrap())
+    });
+    g.bench_function("matmul 1024x1024 f32, 1 thread", |bn| {
+        bn.iter(|| {
+            one_thread(|| matmul.call(&mut CallCtx::detached(), black_box(&[big.clone(), big.clone()])).unwrap())
+        })
     });
     g.finish();
 }

@@ -45,6 +45,7 @@ pub mod native;
 pub mod npy;
 pub mod packed;
 mod parts;
+pub mod pool;
 pub mod profile;
 pub mod python_dump;
 pub mod registry;

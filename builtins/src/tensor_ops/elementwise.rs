@@ -6,7 +6,8 @@
 use super::num::{dispatch_float, Float, Num};
 use super::promote::float_for;
 use super::{
-    broadcast_shapes, numel, operand_array, operands_type, promoted_type, shaped, tensor_value, try_vec, Operand,
+    broadcast_shapes, numel, operand_array, operands_type, parallel, promoted_type, shaped, tensor_value, try_vec,
+    Operand,
 };
 use crate::args::{self, value_err};
 use ndarray::{ArrayD, ArrayViewD, IxDyn, Zip};
@@ -133,17 +134,22 @@ fn float_binary<T: Float>(name: &str, ops: &[Operand<'_>; 2], shape: &[usize]) -
 }
 
 /// `f(x, y)` for every element of the broadcast shape `shape`.
-pub(crate) fn zip_map<T: Copy, U: Num>(
+pub(crate) fn zip_map<T: Copy + Sync, U: Num>(
     name: &str,
     x: &ArrayViewD<'_, T>,
     y: &ArrayViewD<'_, T>,
     shape: &[usize],
-    f: impl Fn(T, T) -> U,
+    f: impl Fn(T, T) -> U + Sync,
 ) -> Result<ArrayD<U>> {
     let n = numel(name, shape, std::mem::size_of::<U>())?;
     // Fast paths: standard-layout operands of the full size or of one element lay their
     // elements out exactly as the result does.
     if let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice()) {
+        if n >= parallel::MIN_PARALLEL_ELEMENTS {
+            if let Some(out) = zip_in_pieces(name, [xs, ys], [x.shape(), y.shape()], shape, &f)? {
+                return shaped(name, shape, out);
+            }
+        }
         let mut out = try_vec(name, n)?;
         if xs.len() == n && ys.len() == n {
             out.extend(xs.iter().zip(ys).map(|(p, q)| f(*p, *q)));
@@ -177,6 +183,81 @@ pub(crate) fn zip_map<T: Copy, U: Num>(
     let mut out = shaped(name, shape, data)?;
     Zip::from(&mut out).and(&xb).and(&yb).for_each(|o, p, q| *o = f(*p, *q));
     Ok(out)
+}
+
+/// One operand of a large elementwise op, as the result's pieces read it.
+enum Source<'a, T> {
+    /// As many elements as the result, in its order.
+    Full(&'a [T]),
+    /// One element for all.
+    One(T),
+    /// A row repeated once per row of the result.
+    Row(&'a [T]),
+}
+
+impl<'a, T: Copy> Source<'a, T> {
+    /// How a standard-layout operand of `part_shape` with elements `s` maps onto a result of
+    /// `n` elements and shape `shape`; `None` when no fast path covers it.
+    fn of(s: &'a [T], part_shape: &[usize], shape: &[usize], n: usize) -> Option<Self> {
+        match s.len() {
+            len if len == n => Some(Source::Full(s)),
+            1 => Some(Source::One(s[0])),
+            _ if is_suffix(part_shape, shape) => Some(Source::Row(s)),
+            _ => None,
+        }
+    }
+}
+
+/// Calls `f(row_offset, len)` for each run of `[start, start + len)` that stays within one
+/// row of `row` elements.
+fn row_runs(start: usize, len: usize, row: usize, mut f: impl FnMut(usize, usize)) {
+    let (mut at, end) = (start, start + len);
+    while at < end {
+        let offset = at % row;
+        let run = (row - offset).min(end - at);
+        f(offset, run);
+        at += run;
+    }
+}
+
+/// `zip_map`'s fast paths for a large result, its pieces written across the thread pool;
+/// `None` when the operands' layouts are not one of them.
+fn zip_in_pieces<T: Copy + Sync, U: Num>(
+    name: &str,
+    [xs, ys]: [&[T]; 2],
+    [x_shape, y_shape]: [&[usize]; 2],
+    shape: &[usize],
+    f: &(impl Fn(T, T) -> U + Sync),
+) -> Result<Option<Vec<U>>> {
+    let n = numel(name, shape, std::mem::size_of::<U>())?;
+    let (Some(xsrc), Some(ysrc)) = (Source::of(xs, x_shape, shape, n), Source::of(ys, y_shape, shape, n)) else {
+        return Ok(None);
+    };
+    if matches!((&xsrc, &ysrc), (Source::One(_) | Source::Row(_), Source::One(_) | Source::Row(_))) {
+        return Ok(None);
+    }
+    let mut out = try_vec(name, n)?;
+    parallel::fill(name, &mut out, n, &|start, sink| {
+        let end = start + sink.capacity();
+        match (&xsrc, &ysrc) {
+            (Source::Full(a), Source::Full(b)) => {
+                sink.extend(a[start..end].iter().zip(&b[start..end]).map(|(p, q)| f(*p, *q)))
+            }
+            (Source::Full(a), Source::One(q)) => sink.extend(a[start..end].iter().map(|p| f(*p, *q))),
+            (Source::One(p), Source::Full(b)) => sink.extend(b[start..end].iter().map(|q| f(*p, *q))),
+            (Source::Full(a), Source::Row(r)) => row_runs(start, end - start, r.len(), |offset, run| {
+                let at = sink.written() + start;
+                sink.extend(a[at..at + run].iter().zip(&r[offset..offset + run]).map(|(p, q)| f(*p, *q)))
+            }),
+            (Source::Row(r), Source::Full(b)) => row_runs(start, end - start, r.len(), |offset, run| {
+                let at = sink.written() + start;
+                sink.extend(r[offset..offset + run].iter().zip(&b[at..at + run]).map(|(p, q)| f(*p, *q)))
+            }),
+            // Excluded above; a piece left unwritten would be reported, not returned.
+            _ => {}
+        }
+    })?;
+    Ok(Some(out))
 }
 
 /// True when `part` (without leading 1s) is a non-empty trailing part of `whole` with at least
@@ -364,5 +445,36 @@ mod tests {
         let b = Value::Tensor(Tensor::zeros([0, 1, 1 << 31], DataType::F64, Default::default()).unwrap());
         let e = add("vm.op.add", &[a, b]).unwrap_err();
         assert!(e.to_string().contains("too many elements"), "{e}");
+    }
+
+    #[test]
+    fn large_results_are_the_same_on_any_number_of_threads() {
+        use crate::tensor_ops::test_util::on_one_thread;
+        let (rows, cols) = (700usize, 1001usize);
+        let n = rows * cols;
+        let m = t(&[rows as i64, cols as i64], (0..n).map(|i| (i % 977) as f32 * 0.5).collect());
+        let m2 = t(&[rows as i64, cols as i64], (0..n).map(|i| (i % 13) as f32).collect());
+        let row = t(&[cols as i64], (0..cols).map(|i| i as f32 * 0.25).collect());
+        let cases: Vec<(&str, Vec<Value>)> = vec![
+            ("full", vec![m.clone(), m2.clone()]),
+            ("scalar right", vec![m.clone(), Value::Float(1.5)]),
+            ("scalar left", vec![Value::Float(1.5), m.clone()]),
+            ("row right", vec![m.clone(), row.clone()]),
+            ("row left", vec![row.clone(), m.clone()]),
+        ];
+        for (what, args) in cases {
+            let many = out::<f32>(sub("vm.op.sub", &args));
+            let one = on_one_thread(|| out::<f32>(sub("vm.op.sub", &args)));
+            assert_eq!(many, one, "{what}");
+            assert_eq!(many.0, vec![rows as i64, cols as i64], "{what}");
+        }
+        // Spot checks against the definition.
+        let (_, _, v) = out::<f32>(sub("vm.op.sub", &[row.clone(), m.clone()]));
+        let i = 3 * cols + 17;
+        assert_eq!(v[i], 17.0 * 0.25 - (i % 977) as f32 * 0.5);
+        let (_, _, v) = out::<f32>(sub("vm.op.sub", &[m.clone(), row]));
+        assert_eq!(v[n - 1], ((n - 1) % 977) as f32 * 0.5 - (cols - 1) as f32 * 0.25);
+        let (_, _, v) = out::<f32>(exp("vm.op.exp", std::slice::from_ref(&m2)));
+        assert_eq!(v[n - 1], (((n - 1) % 13) as f32).exp());
     }
 }

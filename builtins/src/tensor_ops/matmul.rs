@@ -3,12 +3,18 @@
 //! 2-D operands multiply as matrices; a 1-D left operand is a row vector and a 1-D right
 //! operand a column vector (that dimension is removed from the result); leading (batch)
 //! dimensions broadcast. Scalars and zero-dimensional tensors are errors, as in numpy. The
-//! dtypes promote by numpy's table. `float32` and `float64` use ndarray's optimised GEMM
-//! (`float16`/`bfloat16` compute in `float32`); integers wrap, and booleans give `any(a & b)`.
+//! dtypes promote by numpy's table. `float32` and `float64` use ndarray's GEMM
+//! (matrixmultiply, with its AVX-512 and AVX2 kernels; `float16`/`bfloat16` compute in
+//! `float32`); integers wrap, and booleans give `any(a & b)`.
+//!
+//! A large product runs on the shared thread pool in tiles of the result whose shape depends
+//! on the operands' shapes alone; matrixmultiply sums each element over the inner dimension in
+//! the same blocks whatever the tile, so the result is the same on any number of threads (and
+//! the same as one whole-matrix call).
 
 use super::num::Num;
 use super::promote::promote_types;
-use super::{broadcast_shapes, cast_tensor, fmt_shape, numel, shaped, tensor_value, try_vec};
+use super::{broadcast_shapes, cast_tensor, fmt_shape, numel, parallel, shaped, tensor_value, try_vec};
 use crate::args::{self, value_err};
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayD, ArrayView2, ArrayViewD, ArrayViewMut2, Axis, Ix2, IxDyn, LinalgScalar};
@@ -25,9 +31,25 @@ struct Plan {
     out_shape: Vec<usize>,
 }
 
-/// Multiply-adds between two checks for an interrupt: a few milliseconds of GEMM, so Ctrl-C
-/// and `vm.interrupt()` stop even one huge product promptly.
-const WORK_PER_POLL: usize = 1 << 24;
+/// Multiply-adds in one piece of a `float32` product (`float64`: half as many): about 5 ms
+/// on one core, so the calling thread checks for an interrupt (Ctrl-C, `vm.interrupt()`)
+/// every few milliseconds even in one huge product. Each piece packs its blocks of both
+/// operands afresh, so pieces are large: 1024x1024 products cost 5% more on one thread in
+/// 512x512 tiles than whole, 13% in 256x256 tiles (and 2x in the bands of 16 rows used
+/// before, which repacked all of the right operand each time).
+const WORK_PER_PIECE: usize = 1 << 28;
+
+/// Multiply-adds in one piece of the integer (naive) product, some 50 times slower per
+/// multiply-add than the float GEMM.
+const NAIVE_WORK_PER_PIECE: usize = 1 << 20;
+
+/// Products below this many multiply-adds (some tens of microseconds) stay on the calling
+/// thread: waking the pool would cost more than it saves.
+const MIN_PARALLEL_WORK: usize = 1 << 21;
+
+/// Tiles of the result are multiples of this many rows and columns (whole microkernel
+/// blocks), unless the result is smaller.
+const TILE_ALIGN: usize = 64;
 
 /// `vm.op.matmul(a, b)`.
 pub(crate) fn matmul(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
@@ -109,15 +131,59 @@ fn full_shape(plan: &Plan, left: bool) -> Vec<usize> {
     plan.batch.iter().copied().chain([r, c]).collect()
 }
 
-/// Runs `kernel` for every batch element, writing each `n x m` block of the result in bands
-/// of rows, with `poll` between bands.
+/// A piece of the result, computed by one task.
+enum Piece<'a, T> {
+    /// Whole results of the batch elements from `first` on (`data` holds them).
+    Whole { first: usize, data: &'a mut [T] },
+    /// The tile at `row`, `col` of batch element `bi`'s result.
+    Tile { bi: usize, row: usize, col: usize, c: ArrayViewMut2<'a, T> },
+}
+
+/// The rows and columns of a tile of an `n x m` result with inner dimension `k` that holds
+/// about `work` multiply-adds: near-square (so both operands' blocks are packed once per
+/// much work) and aligned. It depends on the shapes alone, never on the thread count.
+fn tile_shape(n: usize, k: usize, m: usize, work: usize) -> (usize, usize) {
+    let cells = (work / k.max(1)).max(TILE_ALIGN * TILE_ALIGN);
+    let side = ((cells as f64).sqrt() as usize / TILE_ALIGN * TILE_ALIGN).max(TILE_ALIGN);
+    let rows = side.min(n).max(1);
+    let cols = (cells / rows / TILE_ALIGN * TILE_ALIGN).max(TILE_ALIGN).min(m);
+    (rows, cols)
+}
+
+/// `c` cut into tiles of `rows x cols` (smaller at the edges), with their positions.
+fn tiles<T>(c: ArrayViewMut2<'_, T>, rows: usize, cols: usize) -> Vec<(usize, usize, ArrayViewMut2<'_, T>)> {
+    let mut out = Vec::new();
+    let (mut rest, mut row) = (c, 0);
+    while rest.nrows() > 0 {
+        let take = rows.min(rest.nrows());
+        let (mut band, tail) = rest.split_at(Axis(0), take);
+        rest = tail;
+        let (height, mut col) = (band.nrows(), 0);
+        while band.ncols() > 0 {
+            let take = cols.min(band.ncols());
+            let (tile, tail) = band.split_at(Axis(1), take);
+            band = tail;
+            let width = tile.ncols();
+            out.push((row, col, tile));
+            col += width;
+        }
+        row += height;
+    }
+    out
+}
+
+/// Runs `kernel` for every batch element, over pieces of the result spread across the
+/// thread pool, with `poll` on the calling thread between its pieces. Which pieces there are
+/// depends on the shapes alone and each is computed the same way on any thread, so the result
+/// does not depend on the number of threads.
 fn batched<T: Num>(
     name: &str,
     a: ArrayViewD<'_, T>,
     b: ArrayViewD<'_, T>,
     plan: &Plan,
     poll: &mut dyn FnMut() -> Result<()>,
-    kernel: impl Fn(ArrayView2<'_, T>, ArrayView2<'_, T>, ArrayViewMut2<'_, T>),
+    work_per_piece: usize,
+    kernel: impl Fn(ArrayView2<'_, T>, ArrayView2<'_, T>, ArrayViewMut2<'_, T>) + Sync,
 ) -> Result<ArrayD<T>> {
     let total = numel(name, &plan.out_shape, std::mem::size_of::<T>())?;
     let mut data = try_vec(name, total)?;
@@ -130,8 +196,9 @@ fn batched<T: Num>(
         let bad = |s: &[usize]| value_err(name, format!("cannot broadcast an operand to {}", fmt_shape(s)));
         let a = a.broadcast(IxDyn(&fa)).ok_or_else(|| bad(&fa))?;
         let b = b.broadcast(IxDyn(&fb)).ok_or_else(|| bad(&fb))?;
-        let to2 = |e: ndarray::ShapeError| Error::value(format!("{name}: internal error: {e}"));
-        for (bi, chunk) in data.chunks_exact_mut(block).enumerate() {
+        let internal = |e: ndarray::ShapeError| Error::value(format!("{name}: internal error: {e}"));
+        // The operands of batch element `bi`.
+        let operands = |bi: usize| -> Result<(ArrayView2<'_, T>, ArrayView2<'_, T>)> {
             let (mut av, mut bv) = (a.view(), b.view());
             let mut rest = bi;
             for (axis, d) in plan.batch.iter().enumerate().rev() {
@@ -140,22 +207,56 @@ fn batched<T: Num>(
                 av = av.index_axis_move(Axis(axis), ix);
                 bv = bv.index_axis_move(Axis(axis), ix);
             }
-            let mut c = ArrayViewMut2::from_shape((plan.n, plan.m), chunk).map_err(to2)?;
-            let (av, bv) =
-                (av.into_dimensionality::<Ix2>().map_err(to2)?, bv.into_dimensionality::<Ix2>().map_err(to2)?);
-            let band = (WORK_PER_POLL / (plan.k * plan.m).max(1)).clamp(1, plan.n);
-            for start in (0..plan.n).step_by(band) {
-                poll()?;
-                let rows = ndarray::Slice::from(start..(start + band).min(plan.n));
-                kernel(av.slice_axis(Axis(0), rows), bv.view(), c.slice_axis_mut(Axis(0), rows));
+            Ok((av.into_dimensionality::<Ix2>().map_err(internal)?, bv.into_dimensionality::<Ix2>().map_err(internal)?))
+        };
+        let (n, k, m) = (plan.n, plan.k, plan.m);
+        // Multiply-adds of one product (a product with k = 0 still writes its zeros).
+        let each = n.saturating_mul(k).saturating_mul(m).max(block);
+        let batches = total / block;
+        let tasks = parallel::tasks_for(each.saturating_mul(batches), MIN_PARALLEL_WORK);
+        let work = |piece: Result<Piece<'_, T>>| -> Result<()> {
+            match piece? {
+                Piece::Whole { first, data } => {
+                    for (i, chunk) in data.chunks_exact_mut(block).enumerate() {
+                        let (av, bv) = operands(first + i)?;
+                        kernel(av, bv, ArrayViewMut2::from_shape((n, m), chunk).map_err(internal)?);
+                    }
+                }
+                Piece::Tile { bi, row, col, c } => {
+                    let (av, bv) = operands(bi)?;
+                    let rows = ndarray::Slice::from(row..row + c.nrows());
+                    let cols = ndarray::Slice::from(col..col + c.ncols());
+                    kernel(av.slice_axis(Axis(0), rows), bv.slice_axis(Axis(1), cols), c);
+                }
             }
+            Ok(())
+        };
+        if each <= work_per_piece {
+            // Small products: whole ones, several to a piece.
+            let group = (work_per_piece / each).max(1);
+            let pieces = data
+                .chunks_mut(group.saturating_mul(block))
+                .enumerate()
+                .map(|(i, data)| Ok(Piece::Whole { first: i * group, data }));
+            parallel::for_each_piece(name, pieces, tasks, &work, poll)?;
+        } else {
+            let (rows, cols) = tile_shape(n, k, m, work_per_piece);
+            let pieces = data.chunks_exact_mut(block).enumerate().flat_map(|(bi, chunk)| {
+                let tiled = ArrayViewMut2::from_shape((n, m), chunk).map(|c| tiles(c, rows, cols));
+                let tiled: Vec<Result<Piece<'_, T>>> = match tiled {
+                    Ok(t) => t.into_iter().map(|(row, col, c)| Ok(Piece::Tile { bi, row, col, c })).collect(),
+                    Err(e) => vec![Err(internal(e))],
+                };
+                tiled
+            });
+            parallel::for_each_piece(name, pieces, tasks, &work, poll)?;
         }
     }
     shaped(name, &plan.out_shape, data)
 }
 
 /// Floats: ndarray's GEMM (matrixmultiply) per batch element.
-fn gemm<T: Num + LinalgScalar>(
+fn gemm<T: Num + LinalgScalar + Sync>(
     name: &str,
     a: &Tensor,
     b: &Tensor,
@@ -163,7 +264,10 @@ fn gemm<T: Num + LinalgScalar>(
     poll: &mut dyn FnMut() -> Result<()>,
 ) -> Result<ArrayD<T>> {
     let (x, y) = (cast_tensor::<T>(name, a)?, cast_tensor::<T>(name, b)?);
-    batched(name, x.view(), y.view(), plan, poll, |p, q, mut c| general_mat_mul(T::one(), &p, &q, T::zero(), &mut c))
+    let work_per_piece = WORK_PER_PIECE / (std::mem::size_of::<T>() / 4).max(1);
+    batched(name, x.view(), y.view(), plan, poll, work_per_piece, |p, q, mut c| {
+        general_mat_mul(T::one(), &p, &q, T::zero(), &mut c)
+    })
 }
 
 /// Integers and booleans: a wrapping triple loop.
@@ -175,7 +279,7 @@ fn naive<T: Num>(
     poll: &mut dyn FnMut() -> Result<()>,
 ) -> Result<ArrayD<T>> {
     let (x, y) = (cast_tensor::<T>(name, a)?, cast_tensor::<T>(name, b)?);
-    batched(name, x.view(), y.view(), plan, poll, |p, q, mut c| {
+    batched(name, x.view(), y.view(), plan, poll, NAIVE_WORK_PER_PIECE, |p, q, mut c| {
         for (p_row, mut c_row) in p.rows().into_iter().zip(c.rows_mut()) {
             for (p_ik, q_row) in p_row.iter().zip(q.rows()) {
                 for (c_ij, q_kj) in c_row.iter_mut().zip(q_row) {
@@ -189,7 +293,7 @@ fn naive<T: Num>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tensor_ops::test_util::{out, t};
+    use crate::tensor_ops::test_util::{on_one_thread, out, t};
     use relaxvm::Shape;
 
     const N: &str = "vm.op.matmul";
@@ -270,5 +374,101 @@ mod tests {
         assert!(e.to_string().contains("too many elements"), "{e}");
         let (s, _, v) = out::<f32>(mm(&[huge_empty(&[0, 1 << 20, 1]), huge_empty(&[0, 1, 1 << 20])]));
         assert_eq!((s, v.len()), (vec![0, 1 << 20, 1 << 20], 0));
+    }
+
+    /// A tensor's elements, exactly.
+    fn bits(t: &Tensor) -> Vec<u64> {
+        match t.dtype() {
+            DataType::F32 => t.to_vec::<f32>().unwrap().iter().map(|v| u64::from(v.to_bits())).collect(),
+            DataType::F64 => t.to_vec::<f64>().unwrap().iter().map(|v| v.to_bits()).collect(),
+            _ => t.to_vec::<i32>().unwrap().iter().map(|v| *v as u64).collect(),
+        }
+    }
+
+    fn ramp<T: relaxvm::Element>(shape: &[i64], f: impl Fn(usize) -> T) -> Value {
+        let n = shape.iter().product::<i64>() as usize;
+        t(shape, (0..n).map(f).collect())
+    }
+
+    #[test]
+    fn results_do_not_depend_on_the_thread_count() {
+        // Tiled (one big product), grouped (many small ones) and the integer kernel.
+        let big = [
+            ramp(&[300, 700], |i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5),
+            ramp(&[700, 500], |i| ((i * 104729) % 997) as f32 / 997.0 - 0.5),
+        ];
+        let small = [ramp(&[600, 32, 48], |i| (i % 13) as f64 * 0.1), ramp(&[48, 40], |i| (i % 7) as f64 - 3.0)];
+        let ints = [ramp(&[200, 100], |i| (i % 11) as i32 - 5), ramp(&[100, 300], |i| (i % 5) as i32)];
+        for operands in [&big[..], &small[..], &ints[..]] {
+            let many = mm(operands).unwrap();
+            let one = on_one_thread(|| mm(operands).unwrap());
+            let (x, y) = (many.as_tensor().unwrap(), one.as_tensor().unwrap());
+            assert_eq!(x.shape(), y.shape());
+            assert_eq!(bits(x), bits(y), "{:?}", x.shape());
+        }
+        // And they are right: against a float64 triple loop.
+        let got = out::<f32>(mm(&big)).2;
+        let (a, b) = (out::<f32>(Ok(big[0].clone())).2, out::<f32>(Ok(big[1].clone())).2);
+        for (i, j) in [(0, 0), (299, 499), (255, 320), (256, 319), (17, 411)] {
+            let want: f64 = (0..700).map(|k| a[i * 700 + k] as f64 * b[k * 500 + j] as f64).sum();
+            assert!((got[i * 500 + j] as f64 - want).abs() < 1e-3, "({i}, {j}): {} vs {want}", got[i * 500 + j]);
+        }
+        let got = out::<i32>(mm(&ints)).2;
+        let (a, b) = (out::<i32>(Ok(ints[0].clone())).2, out::<i32>(Ok(ints[1].clone())).2);
+        let want: Vec<i32> =
+            (0..200 * 300).map(|ij| (0..100).map(|k| a[ij / 300 * 100 + k] * b[k * 300 + ij % 300]).sum()).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn tiled_products_do_not_depend_on_the_thread_count_either() {
+        // Small pieces, so that a 300x700 @ 700x500 product is cut into 4x4 tiles.
+        let a = ramp(&[300, 700], |i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5);
+        let b = ramp(&[700, 500], |i| ((i * 104729) % 997) as f32 / 997.0 - 0.5);
+        let (a, b) = (a.as_tensor().unwrap(), b.as_tensor().unwrap());
+        let p = plan(N, a, b).unwrap();
+        assert_eq!(tile_shape(300, 700, 500, 1 << 22), (64, 64));
+        let run = || {
+            let (x, y) = (cast_tensor::<f32>(N, a).unwrap(), cast_tensor::<f32>(N, b).unwrap());
+            let r = batched(N, x.view(), y.view(), &p, &mut || Ok(()), 1 << 22, |p, q, mut c| {
+                general_mat_mul(1.0, &p, &q, 0.0, &mut c)
+            });
+            r.unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        let many = run();
+        assert_eq!(many, on_one_thread(run));
+        let whole = out::<f32>(mm(&[Value::Tensor(a.clone()), Value::Tensor(b.clone())])).2;
+        assert_eq!(many, whole.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn tiles_cover_the_result_and_depend_on_shapes_only() {
+        assert_eq!(tile_shape(1024, 1024, 1024, WORK_PER_PIECE), (512, 512));
+        assert_eq!(tile_shape(1024, 1024, 1024, 1 << 26), (256, 256));
+        assert_eq!(tile_shape(1, 1024, 100_000, 1 << 26), (1, 65536));
+        assert_eq!(tile_shape(5000, 1 << 30, 3, WORK_PER_PIECE), (64, 3));
+        let mut data = vec![0u8; 300 * 500];
+        let c = ArrayViewMut2::from_shape((300, 500), &mut data[..]).unwrap();
+        let tiles: Vec<_> = tiles(c, 256, 320).into_iter().map(|(r, c, t)| (r, c, t.nrows(), t.ncols())).collect();
+        assert_eq!(tiles, [(0, 0, 256, 320), (0, 320, 256, 180), (256, 0, 44, 320), (256, 320, 44, 180)]);
+    }
+
+    #[test]
+    fn an_interrupt_stops_a_long_product() {
+        let x = ramp(&[1024, 1024], |i| (i % 3) as f32);
+        let (a, b) = (x.as_tensor().unwrap(), x.as_tensor().unwrap());
+        let plan = plan(N, a, b).unwrap();
+        let mut polls = 0;
+        let mut poll = || {
+            polls += 1;
+            if polls > 1 {
+                Err(Error::value("interrupted"))
+            } else {
+                Ok(())
+            }
+        };
+        let e = gemm::<f32>(N, a, b, &plan, &mut poll).unwrap_err();
+        assert_eq!(e.to_string(), "interrupted");
+        assert_eq!(polls, 2);
     }
 }

@@ -23,12 +23,20 @@
 //! smallest float that holds them (`int8 -> float16`, `int16 -> float32`, wider -> `float64`);
 //! `sum` of booleans and signed integers gives `int64` and of unsigned integers `uint64`;
 //! `float16` and `bfloat16` compute in `float32` and round back.
+//!
+//! Large calls use every thread of the process's pool ([`relaxvm::pool`], shared with TVM
+//! kernels, sized by `RELAXVM_NUM_THREADS`): `matmul` above about 2M multiply-adds, elementwise
+//! ops and `sum` above 128K elements (see `parallel.rs`). Their results do not depend on the
+//! number of threads: the work is cut into pieces fixed by the shapes alone, each computed the
+//! same way on any thread, and a sum's pieces combine in numpy's pairwise tree on the calling
+//! thread. A long `matmul` checks for an interrupt between its pieces (every few milliseconds).
 
 pub(crate) mod num;
 pub mod promote;
 
 mod elementwise;
 mod matmul;
+mod parallel;
 mod reduce;
 
 use crate::args::{self, type_err, value_err};
@@ -189,9 +197,20 @@ pub(crate) fn cast_tensor<'a, T: Num>(name: &str, t: &'a Tensor) -> Result<Eleme
 }
 
 /// `f` applied to every element, in a new standard-layout array.
-pub(crate) fn map_array<S: Copy, T>(name: &str, v: &ArrayViewD<'_, S>, f: impl Fn(S) -> T) -> Result<ArrayD<T>> {
+pub(crate) fn map_array<S: Copy + Sync, T: Copy + Send>(
+    name: &str,
+    v: &ArrayViewD<'_, S>,
+    f: impl Fn(S) -> T + Sync,
+) -> Result<ArrayD<T>> {
     let mut out = try_vec(name, v.len())?;
     match v.as_slice() {
+        // Large: pieces written across the thread pool.
+        Some(s) if s.len() >= parallel::MIN_PARALLEL_ELEMENTS => {
+            parallel::fill(name, &mut out, s.len(), &|start, sink| {
+                let end = start + sink.capacity();
+                sink.extend(s[start..end].iter().map(|x| f(*x)))
+            })?
+        }
         Some(s) => out.extend(s.iter().map(|x| f(*x))),
         None => out.extend(v.iter().map(|x| f(*x))),
     }
@@ -325,6 +344,18 @@ pub(crate) mod test_util {
     /// A tensor value of `shape` holding `v`.
     pub(crate) fn t<T: relaxvm::Element>(shape: &[i64], v: Vec<T>) -> Value {
         Value::Tensor(Tensor::from_vec(Shape::from(shape), v).unwrap())
+    }
+
+    /// `f()` with the thread pool unavailable: inside a pool task, launches run inline, so
+    /// the operators run on this thread alone.
+    pub(crate) fn on_one_thread<R: Send>(f: impl Fn() -> R + Sync) -> R {
+        let out = std::sync::Mutex::new(None);
+        let r: std::result::Result<(), _> = relaxvm::pool::global().run(1, &|_| {
+            *out.lock().unwrap() = Some(f());
+            Ok::<(), ()>(())
+        });
+        r.unwrap();
+        out.into_inner().unwrap().unwrap()
     }
 
     /// The shape, dtype and elements of a tensor result.

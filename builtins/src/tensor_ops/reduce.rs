@@ -7,7 +7,7 @@
 //! with `float16`/`bfloat16` accumulated in `float32`.
 
 use super::num::Num;
-use super::{numel, operand_array, operands_type, shaped, tensor_value, try_vec, Operand};
+use super::{numel, operand_array, operands_type, parallel, shaped, tensor_value, try_vec, Operand};
 use crate::args::{self, type_err, value_err};
 use ndarray::{ArrayD, ArrayViewD};
 use relaxvm::dtype::TypeClass;
@@ -100,6 +100,22 @@ fn reduce<A: Num>(name: &str, a: ArrayViewD<'_, A>, axes: &[usize]) -> Result<Ar
     let leading = !kept.is_empty() && axes.iter().enumerate().all(|(i, k)| i == *k);
     if let (true, Some(data), true) = (leading, a.as_slice(), inner > 0) {
         let mut out = try_vec(name, outer)?;
+        if data.len() >= parallel::MIN_PARALLEL_ELEMENTS && outer > 1 {
+            // Pieces of columns across the pool, each column summed row by row as below.
+            // Each column is summed in the same order whatever the piece: any size will do.
+            let piece = (outer / 16).clamp(64, parallel::ELEMENTS_PER_PIECE / 8);
+            parallel::fill_pieces(name, &mut out, outer, piece, data.len(), &|start, sink| {
+                let end = start + sink.capacity();
+                let mut acc = data[start..end].to_vec();
+                for row in data.chunks_exact(outer).skip(1) {
+                    for (o, x) in acc.iter_mut().zip(&row[start..end]) {
+                        *o = o.plus(*x);
+                    }
+                }
+                sink.extend(acc);
+            })?;
+            return shaped(name, &out_shape, out);
+        }
         let mut rows = data.chunks_exact(outer.max(1));
         out.extend_from_slice(rows.next().unwrap_or(&[]));
         for row in rows {
@@ -126,18 +142,70 @@ fn reduce<A: Num>(name: &str, a: ArrayViewD<'_, A>, axes: &[usize]) -> Result<Ar
     let mut out = try_vec(name, outer)?;
     if inner == 0 {
         out.resize(outer, A::ZERO);
-    } else {
+    } else if data.len() < parallel::MIN_PARALLEL_ELEMENTS {
         out.extend(data.chunks_exact(inner).map(pairwise));
+    } else if outer == 1 {
+        out.push(pairwise_in_pieces(name, data)?);
+    } else {
+        // Whole runs, several to a piece, across the pool.
+        let piece = (parallel::ELEMENTS_PER_PIECE / inner).max(1);
+        parallel::fill_pieces(name, &mut out, outer, piece, data.len(), &|start, sink| {
+            let end = start + sink.capacity();
+            sink.extend(data[start * inner..end * inner].chunks_exact(inner).map(pairwise))
+        })?;
     }
     shaped(name, &out_shape, out)
 }
+
+/// The length of the first half when [`pairwise`] splits `len` elements (more than 128).
+fn pairwise_split(len: usize) -> usize {
+    let half = len / 2;
+    half - half % 8
+}
+
+/// [`pairwise`] of a large slice with its leaves — the subtrees of at most
+/// [`parallel::ELEMENTS_PER_PIECE`] elements — summed across the thread pool and combined in
+/// the same tree on this thread: the same result as `pairwise(s)`, whatever the thread count.
+fn pairwise_in_pieces<A: Num>(name: &str, s: &[A]) -> Result<A> {
+    fn leaves(start: usize, len: usize, out: &mut Vec<(usize, usize)>) {
+        if len <= parallel::ELEMENTS_PER_PIECE {
+            out.push((start, len));
+        } else {
+            let left = pairwise_split(len);
+            leaves(start, left, out);
+            leaves(start + left, len - left, out);
+        }
+    }
+    fn combine<A: Num>(len: usize, sums: &mut impl Iterator<Item = A>) -> A {
+        if len <= parallel::ELEMENTS_PER_PIECE {
+            // One sum per leaf, in order: the iterator cannot run dry.
+            sums.next().unwrap_or(A::ZERO)
+        } else {
+            let left = pairwise_split(len);
+            let l = combine(left, sums);
+            l.plus(combine(len - left, sums))
+        }
+    }
+    let mut ranges = Vec::new();
+    leaves(0, s.len(), &mut ranges);
+    let mut sums = try_vec(name, ranges.len())?;
+    parallel::fill_pieces(name, &mut sums, ranges.len(), 1, s.len(), &|i, sink| {
+        let (start, len) = ranges[i];
+        sink.push(pairwise(&s[start..start + len]));
+    })?;
+    Ok(combine(s.len(), &mut sums.into_iter()))
+}
+
+/// numpy's block of pairwise summation: a run of at most this many elements is summed with
+/// eight accumulators.
+const PAIRWISE_BLOCK: usize = 128;
 
 /// Pairwise summation (numpy's scheme: eight accumulators on blocks of up to 128 elements).
 fn pairwise<A: Num>(s: &[A]) -> A {
     if s.len() < 8 {
         return s.iter().fold(A::ZERO, |acc, x| acc.plus(*x));
     }
-    if s.len() <= 128 {
+    if s.len() <= PAIRWISE_BLOCK {
         let mut acc = [A::ZERO; 8];
         let mut chunks = s.chunks_exact(8);
         for c in &mut chunks {
@@ -236,5 +304,33 @@ mod tests {
             format!("{:?}", sum(N, &[]).expect_err("an error")),
             r#"Arity { func: "vm.op.sum", expected: "1 to 3", got: 0 }"#
         );
+    }
+
+    #[test]
+    fn large_sums_are_the_same_on_any_number_of_threads() {
+        use crate::tensor_ops::test_util::on_one_thread;
+        let n = 3_001_017usize;
+        let data: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1013) as f32 * 0.37 - 150.0).collect();
+        let x = t(&[n as i64], data.clone());
+        let many = out::<f32>(sum(N, std::slice::from_ref(&x))).2[0];
+        let one = on_one_thread(|| out::<f32>(sum(N, std::slice::from_ref(&x))).2[0]);
+        // The same tree as the sequential pairwise sum, to the bit.
+        assert_eq!((many.to_bits(), one.to_bits()), (pairwise(&data).to_bits(), pairwise(&data).to_bits()));
+        // Rows, columns and a middle axis of a large matrix.
+        let m = t(&[1000, 3001], data[..3_001_000].to_vec());
+        for axis in [Value::Int(0), Value::Int(1), Value::Int(-1)] {
+            let args = [m.clone(), axis];
+            let many = out::<f32>(sum(N, &args)).2;
+            let one = on_one_thread(|| out::<f32>(sum(N, &args)).2);
+            assert_eq!(
+                many.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                one.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            );
+        }
+        let cols = out::<f32>(sum(N, &[m.clone(), Value::Int(0)])).2;
+        let want: f32 = (0..1000).fold(0.0, |acc, r| acc + data[r * 3001 + 5]);
+        assert_eq!(cols[5].to_bits(), want.to_bits());
+        let rows = out::<f32>(sum(N, &[m, Value::Int(1)])).2;
+        assert_eq!(rows[7].to_bits(), pairwise(&data[7 * 3001..8 * 3001]).to_bits());
     }
 }

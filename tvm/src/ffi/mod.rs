@@ -29,7 +29,7 @@
 //! | `kernel.rs` | one kernel call |
 //! | `library.rs` | `Library::open`: validate, dlopen, fill the service slots, find kernels |
 //! | `private_copy.rs` | the copy of a library's bytes the loader maps (one mapping per runtime) |
-//! | `pool.rs` | the thread pool of parallel launches and the barrier |
+//! | `pool.rs` | parallel launches and the barrier, on `relaxvm::pool` |
 //! | `raised.rs` | the errors kernels raise (`TVMFFIErrorSetRaisedFromCStr*`) |
 //! | `services.rs` | workspace memory and calls from kernels into the registry |
 //! | `visibility.rs` | making the runtime's C symbols resolvable by the libraries |

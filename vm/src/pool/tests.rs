@@ -1,0 +1,287 @@
+//! The pool's contract: concurrency, the barrier, inline launches, failures, settings.
+
+use super::*;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+type Outcome = std::result::Result<(), Failures<String>>;
+
+#[test]
+fn tasks_run_concurrently_on_distinct_threads_and_task_0_on_the_caller() {
+    let pool = Pool::new(4);
+    let threads = Mutex::new(Vec::new());
+    let caller = std::thread::current().id();
+    // Every task waits at the barrier for the others: this returns only if all four run at once.
+    let r: Outcome = pool.run(0, &|t| {
+        assert_eq!(t.count(), 4);
+        threads.lock().unwrap().push((t.id(), std::thread::current().id()));
+        t.barrier().wait().map_err(|e| e.to_string())
+    });
+    assert_eq!(r, Ok(()));
+    let seen = threads.into_inner().unwrap();
+    assert_eq!(seen.iter().map(|(id, _)| *id).collect::<BTreeSet<_>>(), (0..4).collect());
+    assert_eq!(seen.iter().map(|(_, th)| *th).collect::<std::collections::HashSet<_>>().len(), 4);
+    assert!(seen.iter().any(|(id, th)| *id == 0 && *th == caller));
+    // More tasks than threads: capped; fewer: exactly that many.
+    let counted = |n| {
+        let c = AtomicUsize::new(0);
+        let r: Outcome = pool.run(n, &|t| {
+            c.fetch_add(1, Ordering::Relaxed);
+            assert!(t.id() < t.count());
+            Ok(())
+        });
+        assert_eq!(r, Ok(()));
+        c.into_inner()
+    };
+    assert_eq!((counted(64), counted(2), counted(1)), (4, 2, 1));
+}
+
+#[test]
+fn the_barrier_makes_every_tasks_writes_visible_and_can_be_reused() {
+    let pool = Pool::new(3);
+    let slots: Vec<AtomicUsize> = (0..3).map(|_| AtomicUsize::new(0)).collect();
+    let r: Outcome = pool.run(0, &|t| {
+        for round in 1..=5 {
+            slots[t.id()].store(round * 10 + t.id(), Ordering::Relaxed);
+            t.barrier().wait().map_err(|e| e.to_string())?;
+            let all: Vec<usize> = slots.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+            if all != (0..t.count()).map(|i| round * 10 + i).collect::<Vec<_>>() {
+                return Err(format!("round {round}: task {} saw {all:?}", t.id()));
+            }
+            t.barrier().wait().map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    });
+    assert_eq!(r, Ok(()));
+}
+
+#[test]
+fn a_nested_launch_runs_inline_as_one_task() {
+    let pool = Pool::new(2);
+    let inner = Mutex::new(Vec::new());
+    let r: Outcome = pool.run(0, &|_| {
+        assert!(Pool::in_task());
+        let r: Outcome = pool.run(0, &|t| {
+            inner.lock().unwrap().push((t.id(), t.count(), std::thread::current().id()));
+            t.barrier().wait().map_err(|e| e.to_string())
+        });
+        r.map_err(|f| format!("{f:?}"))
+    });
+    assert_eq!(r, Ok(()));
+    let inner = inner.into_inner().unwrap();
+    assert_eq!(inner.len(), 2);
+    assert!(inner.iter().all(|(id, count, _)| (*id, *count) == (0, 1)), "{inner:?}");
+    assert!(!Pool::in_task());
+}
+
+#[test]
+fn launches_from_many_threads_at_once_do_not_deadlock() {
+    let pool = Arc::new(Pool::new(2));
+    let inline = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let (pool, inline) = (Arc::clone(&pool), Arc::clone(&inline));
+            std::thread::spawn(move || {
+                for _ in 0..300 {
+                    let sum = AtomicUsize::new(0);
+                    let r: Outcome = pool.run(0, &|t| {
+                        t.barrier().wait().map_err(|e| e.to_string())?;
+                        sum.fetch_add(1, Ordering::Relaxed);
+                        Ok(())
+                    });
+                    assert_eq!(r, Ok(()));
+                    let n = sum.into_inner();
+                    assert!(n == 1 || n == 2, "{n} tasks");
+                    if n == 1 {
+                        inline.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn failures_and_panics_are_reported_and_break_the_barrier() {
+    let pool = Pool::new(3);
+    // Task 1 panics before the barrier the others wait at: they are released, not stuck.
+    let r: Outcome = pool.run(0, &|t| {
+        if t.id() == 1 {
+            panic!("task one gives up");
+        }
+        match t.barrier().wait() {
+            Ok(()) => Err("the barrier let a group with a failed task through".into()),
+            Err(Broken) => Ok(()),
+        }
+    });
+    let f = r.unwrap_err();
+    assert_eq!(f, vec![TaskFailure { task: 1, failure: Failure::Panic("task one gives up".into()) }]);
+    assert_eq!(f[0].to_string(), "task 1 panicked: task one gives up");
+    // Errors come back in task order, from workers and from the caller.
+    let r: Outcome = pool.run(0, &|t| if t.id() == 1 { Ok(()) } else { Err(format!("no {}", t.id())) });
+    let f = r.unwrap_err();
+    assert_eq!(f.iter().map(|f| f.to_string()).collect::<Vec<_>>(), ["task 0 failed: no 0", "task 2 failed: no 2"]);
+    // The pool still works afterwards.
+    assert_eq!(pool.run(0, &|t| t.barrier().wait().map_err(|e| e.to_string())), Ok(()));
+    // A panic with a formatted message, on the caller's inline task.
+    let r: Outcome = Pool::new(1).run(0, &|t| panic!("formatted {}", t.id()));
+    assert_eq!(r.unwrap_err()[0].failure, Failure::Panic("formatted 0".into()));
+}
+
+#[test]
+fn the_caller_body_runs_task_0() {
+    let pool = Pool::new(2);
+    let mut local = Vec::new(); // not shared: only the caller's body touches it
+    let others = AtomicUsize::new(0);
+    let r: Outcome = pool.run_with_caller(
+        0,
+        &|t| {
+            assert_ne!(t.id(), 0);
+            others.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        },
+        &mut |t| {
+            local.push(t.id());
+            Ok(())
+        },
+    );
+    assert_eq!((r, local, others.into_inner()), (Ok(()), vec![0], 1));
+}
+
+#[test]
+fn one_thread_runs_everything_inline() {
+    let pool = Pool::new(1);
+    assert_eq!(pool.threads(), 1);
+    let caller = std::thread::current().id();
+    let r: Outcome = pool.run(0, &|t| {
+        assert_eq!((t.id(), t.count(), std::thread::current().id()), (0, 1, caller));
+        t.barrier().wait().map_err(|e| e.to_string())
+    });
+    assert_eq!(r, Ok(()));
+    assert_eq!(Pool::new(0).threads(), 1);
+    assert_eq!(Pool::new(1 << 20).threads(), MAX_THREADS);
+}
+
+#[test]
+fn thread_settings_are_checked() {
+    assert_eq!(parse_threads("1").unwrap(), 1);
+    assert_eq!(parse_threads(" 8 ").unwrap(), 8);
+    for bad in ["0", "-1", "two", "", "1.5", "1025"] {
+        let e = parse_threads(bad).unwrap_err().to_string();
+        assert!(e.contains(&format!("RELAXVM_NUM_THREADS={bad:?}")) && e.contains("positive integer"), "{e}");
+    }
+    assert!(global().threads() >= 1);
+}
+
+#[test]
+fn fill_writes_every_piece_once() {
+    let pool = Pool::new(2);
+    for (len, piece, tasks) in [(10_000usize, 1000usize, 2usize), (10_001, 999, 8), (5, 100, 2), (7, 1, 1), (0, 4, 2)] {
+        let mut out = vec![-1i64];
+        out.reserve_exact(len);
+        pool.fill(&mut out, len, piece, tasks, &|start, sink| {
+            let n = sink.capacity();
+            sink.extend((start..start + n).map(|i| i as i64 * 2));
+        })
+        .unwrap();
+        assert_eq!(out.len(), len + 1);
+        assert!(out[1..].iter().enumerate().all(|(i, v)| *v == i as i64 * 2));
+    }
+}
+
+#[test]
+fn fill_refuses_short_or_long_pieces_panics_and_missing_room() {
+    let pool = Pool::new(2);
+    let mut out: Vec<u8> = Vec::with_capacity(100);
+    let e = pool.fill(&mut out, 100, 10, 2, &|start, sink| {
+        let n = if start == 50 { 3 } else { sink.capacity() };
+        sink.extend(std::iter::repeat_n(1, n));
+    });
+    assert!(e.unwrap_err().to_string().contains("the piece at element 50 expected 10 elements, found 3"));
+    assert!(out.is_empty());
+    let e = pool.fill(&mut out, 100, 10, 2, &|_, sink| {
+        sink.extend(std::iter::repeat_n(1, 10));
+        sink.push(2);
+    });
+    assert!(e.unwrap_err().to_string().contains("expected 10 elements, found 10 and more"));
+    let e = pool.fill(&mut out, 100, 10, 2, &|start, sink| {
+        sink.extend(std::iter::repeat_n(1, 20));
+        assert!(start < 90, "piece {start} fails");
+    });
+    let e = e.unwrap_err().to_string();
+    assert!(e.contains("expected 10 elements, found 10 and more") || e.contains("piece 90 fails"), "{e}");
+    let e = pool.fill(&mut out, 101, 10, 2, &|_, _| {}).unwrap_err().to_string();
+    assert_eq!(e, "pool fill: expected room for 101 more elements, found room for 100");
+    assert!(out.is_empty());
+}
+
+#[test]
+fn helpers_share_the_caller_s_work_and_never_meet() {
+    let pool = Pool::new(3);
+    for _ in 0..200 {
+        let queue = Mutex::new(0..1000usize);
+        let done = Mutex::new(Vec::new());
+        let take = |t: &Task<'_>| -> std::result::Result<(), String> {
+            assert!(t.barrier().wait().is_err(), "helpers do not all run: no barrier");
+            while let Some(i) = {
+                let next = queue.lock().unwrap().next();
+                next
+            } {
+                done.lock().unwrap().push(i);
+            }
+            Ok(())
+        };
+        assert_eq!(pool.help_caller(0, &take, &mut |t| take(t)), Ok(()));
+        let mut done = done.into_inner().unwrap();
+        done.sort_unstable();
+        assert_eq!(done, (0..1000).collect::<Vec<_>>());
+    }
+    // Launches that need every task still get them all, after helper launches.
+    let n = AtomicUsize::new(0);
+    let r: Outcome = pool.run(0, &|t| {
+        n.fetch_add(1, Ordering::Relaxed);
+        t.barrier().wait().map_err(|e| e.to_string())
+    });
+    assert_eq!((r, n.into_inner()), (Ok(()), 3));
+}
+
+/// Run by `the_environment_sets_the_pool_size` in a child process with its own environment.
+#[test]
+#[ignore = "run in a child process by the_environment_sets_the_pool_size"]
+fn child_reports_the_pool_size() {
+    let configured = match configured_threads() {
+        Ok(n) => n.to_string(),
+        Err(e) => e.to_string(),
+    };
+    println!("configured: {configured}");
+    println!("global: {}", global().threads());
+}
+
+#[test]
+fn the_environment_sets_the_pool_size() {
+    let Ok(exe) = std::env::current_exe() else { return };
+    let child = |value: Option<&str>| {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["--ignored", "--exact", "pool::tests::child_reports_the_pool_size", "--nocapture"]);
+        match value {
+            Some(v) => cmd.env(NUM_THREADS_VAR, v),
+            None => cmd.env_remove(NUM_THREADS_VAR),
+        };
+        let out = cmd.output().expect("the test binary runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = |key: &str| {
+            text.lines().find_map(|l| l.strip_prefix(key)).map(str::to_string).unwrap_or_else(|| panic!("{text}"))
+        };
+        (line("configured: "), line("global: "))
+    };
+    assert_eq!(child(Some("1")), ("1".to_string(), "1".to_string()));
+    assert_eq!(child(Some("3")), ("3".to_string(), "3".to_string()));
+    let (configured, global) = child(Some("zero"));
+    assert!(configured.contains("RELAXVM_NUM_THREADS=\"zero\": expected a positive integer"), "{configured}");
+    assert_eq!(global, "1", "an invalid setting gives a pool of one thread");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).to_string();
+    assert_eq!(child(None), (cores.clone(), cores));
+}
