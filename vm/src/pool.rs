@@ -59,10 +59,15 @@ pub fn parse_threads(v: &str) -> Result<usize> {
 static POOL: OnceLock<Pool> = OnceLock::new();
 
 /// The process's pool, created on first use with [`configured_threads`] — or one thread when
-/// that setting is invalid (whoever reads the setting first reports it, e.g. opening a TVM
-/// library).
+/// that setting is invalid, which is logged as a warning here (and is an error where a TVM
+/// library is opened).
 pub fn global() -> &'static Pool {
-    POOL.get_or_init(|| Pool::new(configured_threads().unwrap_or(1)))
+    POOL.get_or_init(|| {
+        Pool::new(configured_threads().unwrap_or_else(|e| {
+            log::warn!("{e}; the thread pool runs one thread");
+            1
+        }))
+    })
 }
 
 /// One task of a launch, as its body sees it.
