@@ -22,11 +22,12 @@ use crate::args::{self, in_builtin, type_err, value_err};
 use crate::table::{builtin, Builtin};
 use crate::tensor_ops::num::Num;
 use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, Result, Shape, Storage, Tensor, Value};
+use smallvec::SmallVec;
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.alloc_shape_heap", ctx alloc_shape_heap),
-    builtin!("vm.builtin.shape_of", shape_of).constant_time(),
+    builtin!("vm.builtin.shape_of", select shape_of).constant_time(),
     builtin!("vm.builtin.store_shape", store_shape).constant_time(),
     builtin!("vm.builtin.load_shape", load_shape).constant_time(),
     builtin!("vm.builtin.match_shape", match_shape).constant_time(),
@@ -36,53 +37,90 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.tensor_to_shape", tensor_to_shape),
 ];
 
-/// A shape heap argument: a 1-D `int64` tensor, or null when the program has none.
+/// A shape heap argument: a 1-D `int64` tensor, or null when the program has none. Its length
+/// and stride are read once per call, not once per slot.
 struct Heap<'a> {
     name: &'static str,
     tensor: Option<&'a Tensor>,
+    /// The number of slots.
+    len: usize,
+    /// The slot stride in elements (`None` when it does not fit `usize`: every slot is then out
+    /// of range, as before).
+    stride: Option<usize>,
 }
 
 impl<'a> Heap<'a> {
     /// Argument `i` of `args` as a heap.
+    #[inline(always)]
     fn arg(name: &'static str, args: &'a [Value], i: usize) -> Result<Self> {
         match args.get(i) {
-            Some(Value::Null) => Ok(Heap { name, tensor: None }),
-            Some(Value::Tensor(t)) if t.dtype() == DataType::I64 && t.ndim() == 1 => Ok(Heap { name, tensor: Some(t) }),
-            Some(other) => Err(type_err(name, i, "shape heap", "1-D int64 tensor or null", other)),
-            None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
+            Some(Value::Null) => Ok(Heap { name, tensor: None, len: 0, stride: None }),
+            Some(Value::Tensor(t)) if t.dtype() == DataType::I64 && t.ndim() == 1 => {
+                let stride = usize::try_from(t.stride(0)).ok();
+                Ok(Heap { name, tensor: Some(t), len: t.numel(), stride })
+            }
+            _ => Err(Self::bad_arg(name, args, i)),
         }
     }
 
+    #[cold]
+    fn bad_arg(name: &str, args: &[Value], i: usize) -> Error {
+        match args.get(i) {
+            Some(other) => type_err(name, i, "shape heap", "1-D int64 tensor or null", other),
+            None => Error::arity(name, format!("at least {}", i + 1), args.len()),
+        }
+    }
+
+    /// The heap tensor, or the error for a slot access without one.
+    #[inline]
+    fn tensor(&self, idx: i64) -> Result<&'a Tensor> {
+        self.tensor.ok_or_else(|| self.no_heap(idx))
+    }
+
+    #[cold]
+    fn no_heap(&self, idx: i64) -> Error {
+        value_err(self.name, format!("reading or writing slot {idx} needs a shape heap, found null"))
+    }
+
+    #[cold]
+    fn out_of_range(&self, idx: i64) -> Error {
+        Error::index(format!("shape heap (in {})", self.name), idx, self.len)
+    }
+
     /// The byte offset of slot `idx` in the heap's storage.
-    fn slot(&self, idx: i64) -> Result<(&'a Tensor, usize)> {
-        let t = self.tensor.ok_or_else(|| {
-            value_err(self.name, format!("reading or writing slot {idx} needs a shape heap, found null"))
-        })?;
-        let len = t.numel();
-        let out_of_range = || Error::index(format!("shape heap (in {})", self.name), idx, len);
-        let i = usize::try_from(idx).ok().filter(|i| *i < len).ok_or_else(out_of_range)?;
-        let stride = usize::try_from(t.stride(0)).map_err(|_| out_of_range())?;
-        let offset = i
-            .checked_mul(stride)
+    #[inline]
+    fn slot(&self, t: &Tensor, idx: i64) -> Result<usize> {
+        usize::try_from(idx)
+            .ok()
+            .filter(|i| *i < self.len)
+            .and_then(|i| i.checked_mul(self.stride?))
             .and_then(|e| e.checked_mul(8))
             .and_then(|b| b.checked_add(t.byte_offset()))
-            .ok_or_else(out_of_range)?;
-        Ok((t, offset))
+            .ok_or_else(|| self.out_of_range(idx))
+    }
+
+    /// `heap[idx]`, read from `bytes`, the heap storage's bytes.
+    #[inline]
+    fn load_from(&self, t: &Tensor, bytes: &[u8], idx: i64) -> Result<i64> {
+        let offset = self.slot(t, idx)?;
+        bytes
+            .get(offset..)
+            .and_then(|b| b.first_chunk::<8>())
+            .map(|b| i64::from_ne_bytes(*b))
+            .ok_or_else(|| Error::index(format!("shape heap storage (in {})", self.name), idx, self.len))
     }
 
     /// `heap[idx]`.
     fn load(&self, idx: i64) -> Result<i64> {
-        let (t, offset) = self.slot(idx)?;
-        let bytes =
-            t.storage().bytes().get(offset..).and_then(|b| b.get(..8)).and_then(|b| <[u8; 8]>::try_from(b).ok());
-        bytes
-            .map(i64::from_ne_bytes)
-            .ok_or_else(|| Error::index(format!("shape heap storage (in {})", self.name), idx, t.numel()))
+        let t = self.tensor(idx)?;
+        self.load_from(t, &t.storage().bytes(), idx)
     }
 
     /// `heap[idx] = value`.
+    #[inline]
     fn store(&self, idx: i64, value: i64) -> Result<()> {
-        let (t, offset) = self.slot(idx)?;
+        let t = self.tensor(idx)?;
+        let offset = self.slot(t, idx)?;
         t.storage().write(offset, &value.to_ne_bytes()).map_err(|e| in_builtin(self.name, e))
     }
 }
@@ -108,10 +146,11 @@ fn alloc_shape_heap(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -
     Ok(Value::Tensor(heap))
 }
 
-/// `shape_of(tensor)`: the tensor's shape.
-fn shape_of(name: &'static str, args: &[Value]) -> Result<Value> {
+/// `shape_of(tensor)`: the tensor's shape, lent by reference: the interpreter clones it only
+/// when the destination does not hold it already (a selecting builtin, like `vm.builtin.copy`).
+fn shape_of<'a>(name: &str, args: &'a [Value]) -> Result<&'a Value> {
     args::arity(name, args, 1)?;
-    Ok(Value::Shape(args::tensor(name, args, 0, "tensor")?.shape().clone()))
+    Ok(args::tensor(name, args, 0, "tensor")?.shape_value())
 }
 
 /// `store_shape(shape, heap, idx_0, ..., idx_{n-1})`: `heap[idx_i] = shape[i]`.
@@ -147,23 +186,32 @@ fn load_shape(name: &'static str, args: &[Value]) -> Result<Value> {
 
 /// The number of `(code, value)` pairs a call announces, checked against the argument count
 /// (`fixed` arguments before the pairs, plus `trailing_max` optional ones after).
+#[inline(always)]
 fn pair_count(name: &str, args: &[Value], ndim_at: usize, trailing_max: usize) -> Result<usize> {
     let ndim = args::int(name, args, ndim_at, "ndim")?;
     let pairs = usize::try_from(ndim)
         .ok()
         .filter(|n| n.checked_mul(2).is_some_and(|p| p <= args.len()))
-        .ok_or_else(|| {
-            value_err(
-                name,
-                format!("ndim must be a non-negative count of (code, value) pairs that were passed, found {ndim} with {} arguments", args.len()),
-            )
-        })?;
+        .ok_or_else(|| bad_ndim(name, ndim, args.len()))?;
     let min = ndim_at + 1 + 2 * pairs;
     if args.len() < min || args.len() > min + trailing_max {
-        let expected = if trailing_max == 0 { min.to_string() } else { format!("{min} to {}", min + trailing_max) };
-        return Err(Error::arity(name, format!("{expected} (ndim = {pairs})"), args.len()));
+        return Err(bad_pair_arity(name, min, trailing_max, pairs, args.len()));
     }
     Ok(pairs)
+}
+
+#[cold]
+fn bad_ndim(name: &str, ndim: i64, nargs: usize) -> Error {
+    value_err(
+        name,
+        format!("ndim must be a non-negative count of (code, value) pairs that were passed, found {ndim} with {nargs} arguments"),
+    )
+}
+
+#[cold]
+fn bad_pair_arity(name: &str, min: usize, trailing_max: usize, pairs: usize, nargs: usize) -> Error {
+    let expected = if trailing_max == 0 { min.to_string() } else { format!("{min} to {}", min + trailing_max) };
+    Error::arity(name, format!("{expected} (ndim = {pairs})"), nargs)
 }
 
 /// What a match code is applied to, named in mismatch errors (formatted only on error).
@@ -185,6 +233,7 @@ impl std::fmt::Display for Subject {
 }
 
 /// Applies one match code to a runtime dimension `actual`.
+#[inline]
 fn match_one(
     name: &'static str,
     heap: &Heap<'_>,
@@ -196,10 +245,6 @@ fn match_one(
 ) -> Result<()> {
     match code {
         0 if actual == v => Ok(()),
-        0 => Err(value_err(
-            name,
-            format!("{}match_cast error,  {what} mismatch to specified constant. ({actual} vs. {v})", args::ctx_lead(err_ctx)),
-        )),
         1 => heap.store(v, actual),
         2 => Ok(()),
         3 => {
@@ -207,17 +252,57 @@ fn match_one(
             if expected == actual {
                 Ok(())
             } else {
-                Err(value_err(
-                    name,
-                    format!(
-                        "{}match_cast error,  {what} mismatch to a previous populated value. ({actual} vs. {expected}, shape heap slot {v})",
-                        args::ctx_lead(err_ctx)
-                    ),
-                ))
+                Err(heap_mismatch(name, err_ctx, what, actual, expected, v))
             }
         }
-        other => Err(value_err(name, format!("unknown match code {other}: expected 0 (assert equal to immediate), 1 (store to heap), 2 (no-op) or 3 (assert equal to heap slot)"))),
+        0 => Err(constant_mismatch(name, err_ctx, what, actual, v)),
+        other => Err(unknown_match_code(name, other)),
     }
+}
+
+#[cold]
+fn constant_mismatch(name: &str, err_ctx: Option<&str>, what: Subject, actual: i64, v: i64) -> Error {
+    value_err(
+        name,
+        format!(
+            "{}match_cast error,  {what} mismatch to specified constant. ({actual} vs. {v})",
+            args::ctx_lead(err_ctx)
+        ),
+    )
+}
+
+#[cold]
+fn heap_mismatch(name: &str, err_ctx: Option<&str>, what: Subject, actual: i64, expected: i64, v: i64) -> Error {
+    value_err(
+        name,
+        format!(
+            "{}match_cast error,  {what} mismatch to a previous populated value. ({actual} vs. {expected}, shape heap slot {v})",
+            args::ctx_lead(err_ctx)
+        ),
+    )
+}
+
+#[cold]
+fn unknown_match_code(name: &str, code: i64) -> Error {
+    value_err(name, format!("unknown match code {code}: expected 0 (assert equal to immediate), 1 (store to heap), 2 (no-op) or 3 (assert equal to heap slot)"))
+}
+
+#[cold]
+fn unknown_make_code(name: &str, code: i64) -> Error {
+    value_err(name, format!("unknown make code {code}: expected 0 (immediate) or 1 (load from heap)"))
+}
+
+#[cold]
+fn ndim_mismatch(name: &str, err_ctx: Option<&str>, pairs: usize, dims: &[i64]) -> Error {
+    value_err(
+        name,
+        format!(
+            "{}match_cast shape size mismatch. (expected {pairs} dimensions, found {} in shape {})",
+            args::ctx_lead(err_ctx),
+            dims.len(),
+            Shape::from(dims)
+        ),
+    )
 }
 
 /// `match_shape(value, heap, ndim, (code, v)*ndim, err_ctx)`: checks and records the dimensions
@@ -233,15 +318,7 @@ fn match_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     };
     let heap = Heap::arg(name, args, 1)?;
     if dims.len() != pairs {
-        return Err(value_err(
-            name,
-            format!(
-                "{}match_cast shape size mismatch. (expected {pairs} dimensions, found {} in shape {})",
-                args::ctx_lead(err_ctx),
-                dims.len(),
-                Shape::from(dims)
-            ),
-        ));
+        return Err(ndim_mismatch(name, err_ctx, pairs, dims));
     }
     for (i, actual) in dims.iter().enumerate() {
         let code = args::int(name, args, 3 + 2 * i, "match code")?;
@@ -256,9 +333,7 @@ fn make_one(name: &'static str, heap: &Heap<'_>, code: i64, v: i64) -> Result<i6
     match code {
         0 => Ok(v),
         1 => heap.load(v),
-        other => {
-            Err(value_err(name, format!("unknown make code {other}: expected 0 (immediate) or 1 (load from heap)")))
-        }
+        other => Err(unknown_make_code(name, other)),
     }
 }
 
@@ -267,13 +342,21 @@ fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     args::arity_at_least(name, args, 2)?;
     let pairs = pair_count(name, args, 1, 0)?;
     let heap = Heap::arg(name, args, 0)?;
-    let dims = (0..pairs)
-        .map(|i| {
-            let code = args::int(name, args, 2 + 2 * i, "make code")?;
-            make_one(name, &heap, code, args::int(name, args, 3 + 2 * i, "make value")?)
-        })
-        .collect::<Result<Shape>>()?;
-    Ok(Value::Shape(dims))
+    // One read of the heap's bytes serves every slot: the reader count is taken once per call.
+    let read = heap.tensor.map(|t| (t, t.storage().bytes()));
+    let mut dims: SmallVec<[i64; 8]> = SmallVec::new();
+    for i in 0..pairs {
+        let code = args::int(name, args, 2 + 2 * i, "make code")?;
+        let v = args::int(name, args, 3 + 2 * i, "make value")?;
+        dims.push(match (code, &read) {
+            (0, _) => v,
+            (1, Some((t, bytes))) => heap.load_from(t, bytes, v)?,
+            (1, None) => return Err(heap.no_heap(v)),
+            (other, _) => return Err(unknown_make_code(name, other)),
+        });
+    }
+    // Collected, not copied from a slice: `from_slice` calls `memcpy` for a few words.
+    Ok(Value::Shape(dims.into_iter().collect()))
 }
 
 /// `match_prim_value(value, heap, code, v, err_ctx)`: `match_shape` for one integer.
@@ -341,6 +424,34 @@ mod tests {
         assert_eq!(out.as_shape().unwrap().dims(), &[16, 32]);
         let with_vm = call("vm.builtin.alloc_shape_heap", &[Value::VmState, Value::Int(3)]).unwrap();
         assert_eq!(with_vm.as_tensor().unwrap().shape().dims(), &[3]);
+    }
+
+    #[test]
+    fn shape_of_lends_the_tensors_own_shape() {
+        let t = Tensor::zeros([32, 16], DataType::F32, Default::default()).unwrap();
+        let s = call("vm.builtin.shape_of", &[Value::Tensor(t.clone())]).unwrap();
+        // No new shape object: the result is the tensor's, so the interpreter can skip writing
+        // it into a register that holds it already.
+        assert!(s.same_object(t.shape_value()) && s.as_shape().unwrap().ptr_eq(t.shape()));
+        assert_eq!(
+            format!("{:?}", call("vm.builtin.shape_of", &[Value::Int(1)]).expect_err("an error")),
+            r#"Type { expected: "tensor as argument 0 (tensor) of vm.builtin.shape_of", found: "int 1" }"#
+        );
+    }
+
+    #[test]
+    fn make_shape_reads_every_slot_under_one_read() {
+        let h = heap(3);
+        call("vm.builtin.store_shape", &[Value::Shape([5, 6, 7].into()), h.clone(), 0.into(), 1.into(), 2.into()])
+            .unwrap();
+        let args =
+            [h.clone(), 4.into(), 1.into(), 2.into(), 0.into(), 9.into(), 1.into(), 0.into(), 1.into(), 2.into()];
+        assert_eq!(call("vm.builtin.make_shape", &args).unwrap().as_shape().unwrap().dims(), &[7, 9, 5, 7]);
+        let e = call("vm.builtin.make_shape", &[h.clone(), 2.into(), 1.into(), 0.into(), 1.into(), 3.into()])
+            .expect_err("an error");
+        assert_eq!(format!("{e:?}"), r#"Index { what: "shape heap (in vm.builtin.make_shape)", index: 3, len: 3 }"#);
+        // The read ended with the call: the heap is writable again.
+        call("vm.builtin.store_shape", &[Value::Shape([1].into()), h, 0.into()]).unwrap();
     }
 
     #[test]
