@@ -355,8 +355,50 @@ fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
             (other, _) => return Err(unknown_make_code(name, other)),
         });
     }
-    // Collected, not copied from a slice: `from_slice` calls `memcpy` for a few words.
-    Ok(Value::Shape(dims.into_iter().collect()))
+    Ok(Value::Shape(recent::shape_of_dims(&dims)))
+}
+
+/// The shapes `make_shape` made last on this thread, handed out again for equal dimensions.
+///
+/// Shapes are immutable values, so a result equal to a recent one can be that one, shared (a
+/// reference count, instead of an allocation and a later free): nothing can tell the two apart
+/// but identity, which only lets the interpreter skip writes of a value already in place.
+/// Compiled programs make the same few shapes at every call (the sizes of their allocations).
+mod recent {
+    use relaxvm::Shape;
+    use std::cell::RefCell;
+
+    /// How many shapes are kept (a compiled model makes a handful of distinct ones per call).
+    const SLOTS: usize = 4;
+
+    /// The largest rank kept: longer shapes are rare and costlier to compare.
+    const MAX_RANK: usize = 6;
+
+    thread_local! {
+        /// Recent shapes, and the slot the next new one replaces (round robin).
+        static RECENT: RefCell<([Option<Shape>; SLOTS], usize)> = const { RefCell::new(([const { None }; SLOTS], 0)) };
+    }
+
+    /// A shape of `dims`: a recent equal one when there is one, else a new one, remembered.
+    pub(super) fn shape_of_dims(dims: &[i64]) -> Shape {
+        if dims.len() > MAX_RANK {
+            return Shape::from(dims);
+        }
+        // `try_with` fails only while the thread is being torn down: then make a new shape.
+        RECENT
+            .try_with(|r| {
+                let mut r = r.borrow_mut();
+                let (slots, next) = &mut *r;
+                if let Some(s) = slots.iter().flatten().find(|s| s.dims() == dims) {
+                    return s.clone();
+                }
+                let s = Shape::from(dims);
+                slots[*next] = Some(s.clone());
+                *next = (*next + 1) % SLOTS;
+                s
+            })
+            .unwrap_or_else(|_| Shape::from(dims))
+    }
 }
 
 /// `match_prim_value(value, heap, code, v, err_ctx)`: `match_shape` for one integer.
@@ -452,6 +494,31 @@ mod tests {
         assert_eq!(format!("{e:?}"), r#"Index { what: "shape heap (in vm.builtin.make_shape)", index: 3, len: 3 }"#);
         // The read ended with the call: the heap is writable again.
         call("vm.builtin.store_shape", &[Value::Shape([1].into()), h, 0.into()]).unwrap();
+    }
+
+    #[test]
+    fn make_shape_shares_a_recent_equal_shape() {
+        let make = |dims: &[i64]| {
+            let mut args = vec![Value::Null, Value::Int(dims.len() as i64)];
+            for d in dims {
+                args.extend([Value::Int(0), Value::Int(*d)]);
+            }
+            call("vm.builtin.make_shape", &args).unwrap().as_shape().unwrap().clone()
+        };
+        let a = make(&[1, 32]);
+        let b = make(&[1, 32]);
+        assert!(a.ptr_eq(&b), "an equal recent shape is shared");
+        let c = make(&[32, 1]);
+        assert!(!c.ptr_eq(&a) && c.dims() == [32, 1]);
+        // Once enough other shapes were made, the first is forgotten: equal, not shared.
+        for n in 0..8 {
+            make(&[n]);
+        }
+        let d = make(&[1, 32]);
+        assert!(!d.ptr_eq(&a) && d == a);
+        let long = [1, 2, 3, 4, 5, 6, 7];
+        assert!(!make(&long).ptr_eq(&make(&long)), "long shapes are not kept");
+        assert_eq!(make(&[]).dims(), &[] as &[i64]);
     }
 
     #[test]
