@@ -29,7 +29,7 @@ pub(super) fn shape_of_dims(dims: &[i64]) -> Shape {
         .try_with(|r| {
             let mut r = r.borrow_mut();
             let (slots, next) = &mut *r;
-            if let Some(s) = slots.iter().flatten().find(|s| s.dims() == dims) {
+            if let Some(s) = slots.iter().flatten().find(|s| same_dims(s, dims)) {
                 return s.clone();
             }
             let s = Shape::from(dims);
@@ -38,4 +38,11 @@ pub(super) fn shape_of_dims(dims: &[i64]) -> Shape {
             s
         })
         .unwrap_or_else(|_| Shape::from(dims))
+}
+
+/// `a == b`, compared word by word: slice equality calls `memcmp`, which costs more than the
+/// comparison itself for a few dimensions.
+#[inline]
+fn same_dims(a: &[i64], b: &[i64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
