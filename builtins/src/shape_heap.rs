@@ -143,8 +143,8 @@ fn alloc_shape_heap(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -
         return Err(value_err(name, format!("the heap size must be non-negative, found {size}")));
     }
     let storage = Storage::alloc_checked(i128::from(size) * 8, ctx.device()).map_err(|e| in_builtin(name, e))?;
-    let heap =
-        Tensor::from_parts(storage, 0, Shape::from([size]), None, DataType::I64).map_err(|e| in_builtin(name, e))?;
+    let heap = Tensor::from_parts(storage, 0, recent::shape_of_dims(&[size]), None, DataType::I64)
+        .map_err(|e| in_builtin(name, e))?;
     Ok(Value::Tensor(heap))
 }
 

@@ -1,4 +1,5 @@
-//! The shapes `make_shape` made last on this thread, handed out again for equal dimensions.
+//! The shapes `make_shape` (and `alloc_shape_heap`) made last on this thread, handed out again
+//! for equal dimensions.
 //!
 //! Shapes are immutable values, so a result equal to a recent one can be that one, shared (a
 //! reference count, instead of an allocation and a later free): nothing can tell the two apart
