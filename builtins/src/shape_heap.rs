@@ -22,11 +22,14 @@ use crate::args::{self, in_builtin, type_err, value_err};
 use crate::table::{builtin, Builtin};
 use crate::tensor_ops::num::Num;
 use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, Result, Shape, Storage, Tensor, Value};
+use smallvec::SmallVec;
+
+mod recent;
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.alloc_shape_heap", ctx alloc_shape_heap),
-    builtin!("vm.builtin.shape_of", shape_of).constant_time(),
+    builtin!("vm.builtin.shape_of", select shape_of).constant_time(),
     builtin!("vm.builtin.store_shape", store_shape).constant_time(),
     builtin!("vm.builtin.load_shape", load_shape).constant_time(),
     builtin!("vm.builtin.match_shape", match_shape).constant_time(),
@@ -36,53 +39,90 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.tensor_to_shape", tensor_to_shape),
 ];
 
-/// A shape heap argument: a 1-D `int64` tensor, or null when the program has none.
+/// A shape heap argument: a 1-D `int64` tensor, or null when the program has none. Its length
+/// and stride are read once per call, not once per slot.
 struct Heap<'a> {
     name: &'static str,
     tensor: Option<&'a Tensor>,
+    /// The number of slots.
+    len: usize,
+    /// The slot stride in elements (`None` when it does not fit `usize`: every slot is then out
+    /// of range, as before).
+    stride: Option<usize>,
 }
 
 impl<'a> Heap<'a> {
     /// Argument `i` of `args` as a heap.
+    #[inline(always)]
     fn arg(name: &'static str, args: &'a [Value], i: usize) -> Result<Self> {
         match args.get(i) {
-            Some(Value::Null) => Ok(Heap { name, tensor: None }),
-            Some(Value::Tensor(t)) if t.dtype() == DataType::I64 && t.ndim() == 1 => Ok(Heap { name, tensor: Some(t) }),
-            Some(other) => Err(type_err(name, i, "shape heap", "1-D int64 tensor or null", other)),
-            None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
+            Some(Value::Null) => Ok(Heap { name, tensor: None, len: 0, stride: None }),
+            Some(Value::Tensor(t)) if t.dtype() == DataType::I64 && t.ndim() == 1 => {
+                let stride = usize::try_from(t.stride(0)).ok();
+                Ok(Heap { name, tensor: Some(t), len: t.numel(), stride })
+            }
+            _ => Err(Self::bad_arg(name, args, i)),
         }
     }
 
+    #[cold]
+    fn bad_arg(name: &str, args: &[Value], i: usize) -> Error {
+        match args.get(i) {
+            Some(other) => type_err(name, i, "shape heap", "1-D int64 tensor or null", other),
+            None => Error::arity(name, format!("at least {}", i + 1), args.len()),
+        }
+    }
+
+    /// The heap tensor, or the error for a slot access without one.
+    #[inline]
+    fn tensor(&self, idx: i64) -> Result<&'a Tensor> {
+        self.tensor.ok_or_else(|| self.no_heap(idx))
+    }
+
+    #[cold]
+    fn no_heap(&self, idx: i64) -> Error {
+        value_err(self.name, format!("reading or writing slot {idx} needs a shape heap, found null"))
+    }
+
+    #[cold]
+    fn out_of_range(&self, idx: i64) -> Error {
+        Error::index(format!("shape heap (in {})", self.name), idx, self.len)
+    }
+
     /// The byte offset of slot `idx` in the heap's storage.
-    fn slot(&self, idx: i64) -> Result<(&'a Tensor, usize)> {
-        let t = self.tensor.ok_or_else(|| {
-            value_err(self.name, format!("reading or writing slot {idx} needs a shape heap, found null"))
-        })?;
-        let len = t.numel();
-        let out_of_range = || Error::index(format!("shape heap (in {})", self.name), idx, len);
-        let i = usize::try_from(idx).ok().filter(|i| *i < len).ok_or_else(out_of_range)?;
-        let stride = usize::try_from(t.stride(0)).map_err(|_| out_of_range())?;
-        let offset = i
-            .checked_mul(stride)
+    #[inline]
+    fn slot(&self, t: &Tensor, idx: i64) -> Result<usize> {
+        usize::try_from(idx)
+            .ok()
+            .filter(|i| *i < self.len)
+            .and_then(|i| i.checked_mul(self.stride?))
             .and_then(|e| e.checked_mul(8))
             .and_then(|b| b.checked_add(t.byte_offset()))
-            .ok_or_else(out_of_range)?;
-        Ok((t, offset))
+            .ok_or_else(|| self.out_of_range(idx))
+    }
+
+    /// `heap[idx]`, read from `bytes`, the heap storage's bytes.
+    #[inline]
+    fn load_from(&self, t: &Tensor, bytes: &[u8], idx: i64) -> Result<i64> {
+        let offset = self.slot(t, idx)?;
+        bytes
+            .get(offset..)
+            .and_then(|b| b.first_chunk::<8>())
+            .map(|b| i64::from_ne_bytes(*b))
+            .ok_or_else(|| Error::index(format!("shape heap storage (in {})", self.name), idx, self.len))
     }
 
     /// `heap[idx]`.
     fn load(&self, idx: i64) -> Result<i64> {
-        let (t, offset) = self.slot(idx)?;
-        let bytes =
-            t.storage().bytes().get(offset..).and_then(|b| b.get(..8)).and_then(|b| <[u8; 8]>::try_from(b).ok());
-        bytes
-            .map(i64::from_ne_bytes)
-            .ok_or_else(|| Error::index(format!("shape heap storage (in {})", self.name), idx, t.numel()))
+        let t = self.tensor(idx)?;
+        self.load_from(t, &t.storage().bytes(), idx)
     }
 
     /// `heap[idx] = value`.
+    #[inline]
     fn store(&self, idx: i64, value: i64) -> Result<()> {
-        let (t, offset) = self.slot(idx)?;
+        let t = self.tensor(idx)?;
+        let offset = self.slot(t, idx)?;
         t.storage().write(offset, &value.to_ne_bytes()).map_err(|e| in_builtin(self.name, e))
     }
 }
@@ -103,15 +143,16 @@ fn alloc_shape_heap(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -
         return Err(value_err(name, format!("the heap size must be non-negative, found {size}")));
     }
     let storage = Storage::alloc_checked(i128::from(size) * 8, ctx.device()).map_err(|e| in_builtin(name, e))?;
-    let heap =
-        Tensor::from_parts(storage, 0, Shape::from([size]), None, DataType::I64).map_err(|e| in_builtin(name, e))?;
+    let heap = Tensor::from_parts(storage, 0, recent::shape_of_dims(&[size]), None, DataType::I64)
+        .map_err(|e| in_builtin(name, e))?;
     Ok(Value::Tensor(heap))
 }
 
-/// `shape_of(tensor)`: the tensor's shape.
-fn shape_of(name: &'static str, args: &[Value]) -> Result<Value> {
+/// `shape_of(tensor)`: the tensor's shape, lent by reference: the interpreter clones it only
+/// when the destination does not hold it already (a selecting builtin, like `vm.builtin.copy`).
+fn shape_of<'a>(name: &str, args: &'a [Value]) -> Result<&'a Value> {
     args::arity(name, args, 1)?;
-    Ok(Value::Shape(args::tensor(name, args, 0, "tensor")?.shape().clone()))
+    Ok(args::tensor(name, args, 0, "tensor")?.shape_value())
 }
 
 /// `store_shape(shape, heap, idx_0, ..., idx_{n-1})`: `heap[idx_i] = shape[i]`.
@@ -147,23 +188,32 @@ fn load_shape(name: &'static str, args: &[Value]) -> Result<Value> {
 
 /// The number of `(code, value)` pairs a call announces, checked against the argument count
 /// (`fixed` arguments before the pairs, plus `trailing_max` optional ones after).
+#[inline(always)]
 fn pair_count(name: &str, args: &[Value], ndim_at: usize, trailing_max: usize) -> Result<usize> {
     let ndim = args::int(name, args, ndim_at, "ndim")?;
     let pairs = usize::try_from(ndim)
         .ok()
         .filter(|n| n.checked_mul(2).is_some_and(|p| p <= args.len()))
-        .ok_or_else(|| {
-            value_err(
-                name,
-                format!("ndim must be a non-negative count of (code, value) pairs that were passed, found {ndim} with {} arguments", args.len()),
-            )
-        })?;
+        .ok_or_else(|| bad_ndim(name, ndim, args.len()))?;
     let min = ndim_at + 1 + 2 * pairs;
     if args.len() < min || args.len() > min + trailing_max {
-        let expected = if trailing_max == 0 { min.to_string() } else { format!("{min} to {}", min + trailing_max) };
-        return Err(Error::arity(name, format!("{expected} (ndim = {pairs})"), args.len()));
+        return Err(bad_pair_arity(name, min, trailing_max, pairs, args.len()));
     }
     Ok(pairs)
+}
+
+#[cold]
+fn bad_ndim(name: &str, ndim: i64, nargs: usize) -> Error {
+    value_err(
+        name,
+        format!("ndim must be a non-negative count of (code, value) pairs that were passed, found {ndim} with {nargs} arguments"),
+    )
+}
+
+#[cold]
+fn bad_pair_arity(name: &str, min: usize, trailing_max: usize, pairs: usize, nargs: usize) -> Error {
+    let expected = if trailing_max == 0 { min.to_string() } else { format!("{min} to {}", min + trailing_max) };
+    Error::arity(name, format!("{expected} (ndim = {pairs})"), nargs)
 }
 
 /// What a match code is applied to, named in mismatch errors (formatted only on error).
@@ -185,6 +235,7 @@ impl std::fmt::Display for Subject {
 }
 
 /// Applies one match code to a runtime dimension `actual`.
+#[inline]
 fn match_one(
     name: &'static str,
     heap: &Heap<'_>,
@@ -196,10 +247,6 @@ fn match_one(
 ) -> Result<()> {
     match code {
         0 if actual == v => Ok(()),
-        0 => Err(value_err(
-            name,
-            format!("{}match_cast error,  {what} mismatch to specified constant. ({actual} vs. {v})", args::ctx_lead(err_ctx)),
-        )),
         1 => heap.store(v, actual),
         2 => Ok(()),
         3 => {
@@ -207,17 +254,57 @@ fn match_one(
             if expected == actual {
                 Ok(())
             } else {
-                Err(value_err(
-                    name,
-                    format!(
-                        "{}match_cast error,  {what} mismatch to a previous populated value. ({actual} vs. {expected}, shape heap slot {v})",
-                        args::ctx_lead(err_ctx)
-                    ),
-                ))
+                Err(heap_mismatch(name, err_ctx, what, actual, expected, v))
             }
         }
-        other => Err(value_err(name, format!("unknown match code {other}: expected 0 (assert equal to immediate), 1 (store to heap), 2 (no-op) or 3 (assert equal to heap slot)"))),
+        0 => Err(constant_mismatch(name, err_ctx, what, actual, v)),
+        other => Err(unknown_match_code(name, other)),
     }
+}
+
+#[cold]
+fn constant_mismatch(name: &str, err_ctx: Option<&str>, what: Subject, actual: i64, v: i64) -> Error {
+    value_err(
+        name,
+        format!(
+            "{}match_cast error,  {what} mismatch to specified constant. ({actual} vs. {v})",
+            args::ctx_lead(err_ctx)
+        ),
+    )
+}
+
+#[cold]
+fn heap_mismatch(name: &str, err_ctx: Option<&str>, what: Subject, actual: i64, expected: i64, v: i64) -> Error {
+    value_err(
+        name,
+        format!(
+            "{}match_cast error,  {what} mismatch to a previous populated value. ({actual} vs. {expected}, shape heap slot {v})",
+            args::ctx_lead(err_ctx)
+        ),
+    )
+}
+
+#[cold]
+fn unknown_match_code(name: &str, code: i64) -> Error {
+    value_err(name, format!("unknown match code {code}: expected 0 (assert equal to immediate), 1 (store to heap), 2 (no-op) or 3 (assert equal to heap slot)"))
+}
+
+#[cold]
+fn unknown_make_code(name: &str, code: i64) -> Error {
+    value_err(name, format!("unknown make code {code}: expected 0 (immediate) or 1 (load from heap)"))
+}
+
+#[cold]
+fn ndim_mismatch(name: &str, err_ctx: Option<&str>, pairs: usize, dims: &[i64]) -> Error {
+    value_err(
+        name,
+        format!(
+            "{}match_cast shape size mismatch. (expected {pairs} dimensions, found {} in shape {})",
+            args::ctx_lead(err_ctx),
+            dims.len(),
+            Shape::from(dims)
+        ),
+    )
 }
 
 /// `match_shape(value, heap, ndim, (code, v)*ndim, err_ctx)`: checks and records the dimensions
@@ -233,15 +320,7 @@ fn match_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     };
     let heap = Heap::arg(name, args, 1)?;
     if dims.len() != pairs {
-        return Err(value_err(
-            name,
-            format!(
-                "{}match_cast shape size mismatch. (expected {pairs} dimensions, found {} in shape {})",
-                args::ctx_lead(err_ctx),
-                dims.len(),
-                Shape::from(dims)
-            ),
-        ));
+        return Err(ndim_mismatch(name, err_ctx, pairs, dims));
     }
     for (i, actual) in dims.iter().enumerate() {
         let code = args::int(name, args, 3 + 2 * i, "match code")?;
@@ -256,9 +335,7 @@ fn make_one(name: &'static str, heap: &Heap<'_>, code: i64, v: i64) -> Result<i6
     match code {
         0 => Ok(v),
         1 => heap.load(v),
-        other => {
-            Err(value_err(name, format!("unknown make code {other}: expected 0 (immediate) or 1 (load from heap)")))
-        }
+        other => Err(unknown_make_code(name, other)),
     }
 }
 
@@ -267,13 +344,20 @@ fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     args::arity_at_least(name, args, 2)?;
     let pairs = pair_count(name, args, 1, 0)?;
     let heap = Heap::arg(name, args, 0)?;
-    let dims = (0..pairs)
-        .map(|i| {
-            let code = args::int(name, args, 2 + 2 * i, "make code")?;
-            make_one(name, &heap, code, args::int(name, args, 3 + 2 * i, "make value")?)
-        })
-        .collect::<Result<Shape>>()?;
-    Ok(Value::Shape(dims))
+    // One read of the heap's bytes serves every slot: the reader count is taken once per call.
+    let read = heap.tensor.map(|t| (t, t.storage().bytes()));
+    let mut dims: SmallVec<[i64; 8]> = SmallVec::new();
+    for i in 0..pairs {
+        let code = args::int(name, args, 2 + 2 * i, "make code")?;
+        let v = args::int(name, args, 3 + 2 * i, "make value")?;
+        dims.push(match (code, &read) {
+            (0, _) => v,
+            (1, Some((t, bytes))) => heap.load_from(t, bytes, v)?,
+            (1, None) => return Err(heap.no_heap(v)),
+            (other, _) => return Err(unknown_make_code(name, other)),
+        });
+    }
+    Ok(Value::Shape(recent::shape_of_dims(&dims)))
 }
 
 /// `match_prim_value(value, heap, code, v, err_ctx)`: `match_shape` for one integer.
@@ -320,234 +404,4 @@ fn to_i64s<T: Num>(name: &str, t: &Tensor) -> Result<Vec<i64>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn call(name: &str, args: &[Value]) -> Result<Value> {
-        crate::table::call(BUILTINS, name, args)
-    }
-
-    fn heap(n: i64) -> Value {
-        call("vm.builtin.alloc_shape_heap", &[Value::Int(n)]).unwrap()
-    }
-
-    #[test]
-    fn design_doc_store_and_load() {
-        let h = heap(2);
-        let x = Value::Tensor(Tensor::zeros([32, 16], DataType::F32, Default::default()).unwrap());
-        let s = call("vm.builtin.shape_of", &[x]).unwrap();
-        call("vm.builtin.store_shape", &[s, h.clone(), Value::Int(0), Value::Int(1)]).unwrap();
-        let out = call("vm.builtin.load_shape", &[h.clone(), Value::Int(1), Value::Int(0)]).unwrap();
-        assert_eq!(out.as_shape().unwrap().dims(), &[16, 32]);
-        let with_vm = call("vm.builtin.alloc_shape_heap", &[Value::VmState, Value::Int(3)]).unwrap();
-        assert_eq!(with_vm.as_tensor().unwrap().shape().dims(), &[3]);
-    }
-
-    #[test]
-    fn match_and_make() {
-        let h = heap(4);
-        let s = Value::Shape([8, 4, 9].into());
-        let args = [
-            s.clone(),
-            h.clone(),
-            Value::Int(3),
-            0.into(),
-            8.into(),
-            1.into(),
-            2.into(),
-            2.into(),
-            0.into(),
-            Value::str("ctx"),
-        ];
-        call("vm.builtin.match_shape", &args).unwrap();
-        assert_eq!(call("vm.builtin.make_prim_value", &[h.clone(), 1.into(), 2.into()]).unwrap().as_int().unwrap(), 4);
-        let again = [
-            s.clone(),
-            h.clone(),
-            Value::Int(3),
-            2.into(),
-            0.into(),
-            3.into(),
-            2.into(),
-            2.into(),
-            0.into(),
-            Value::Null,
-        ];
-        call("vm.builtin.match_shape", &again).unwrap();
-        let bad = [
-            Value::Shape([8, 5, 9].into()),
-            h.clone(),
-            Value::Int(3),
-            2.into(),
-            0.into(),
-            3.into(),
-            2.into(),
-            2.into(),
-            0.into(),
-            Value::str("my_fn"),
-        ];
-        let e = call("vm.builtin.match_shape", &bad).unwrap_err().to_string();
-        assert!(
-            e.contains("my_fn match_cast error,  shape[1] mismatch to a previous populated value. (5 vs. 4"),
-            "{e}"
-        );
-        let made =
-            call("vm.builtin.make_shape", &[h.clone(), 2.into(), 1.into(), 2.into(), 0.into(), 7.into()]).unwrap();
-        assert_eq!(made.as_shape().unwrap().dims(), &[4, 7]);
-        let immediate_only = call("vm.builtin.make_shape", &[Value::Null, 1.into(), 0.into(), 5.into()]).unwrap();
-        assert_eq!(immediate_only.as_shape().unwrap().dims(), &[5]);
-    }
-
-    #[test]
-    fn match_errors() {
-        let h = heap(1);
-        let t = Value::Tensor(Tensor::zeros([2], DataType::F32, Default::default()).unwrap());
-        let e = call("vm.builtin.match_shape", &[t.clone(), h.clone(), 1.into(), 0.into(), 3.into(), Value::str("c")])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("c match_cast error,  shape[0] mismatch to specified constant. (2 vs. 3)"), "{e}");
-        let e = call(
-            "vm.builtin.match_shape",
-            &[t.clone(), h.clone(), 2.into(), 0.into(), 2.into(), 0.into(), 1.into(), Value::Null],
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("match_cast shape size mismatch. (expected 2 dimensions, found 1"), "{e}");
-        let e = call("vm.builtin.match_shape", &[t.clone(), h.clone(), 1.into(), 9.into(), 0.into()])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("unknown match code 9"), "{e}");
-        let e = call("vm.builtin.match_shape", &[t.clone(), h.clone(), 1.into(), 1.into(), 5.into()])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("index 5 out of range") && e.contains("match_shape"), "{e}");
-        let e = call("vm.builtin.match_shape", &[t.clone(), Value::Null, 1.into(), 1.into(), 0.into()])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("needs a shape heap, found null"), "{e}");
-        for ndim in [-1, i64::MAX, 5] {
-            assert!(format!(
-                "{:?}",
-                call("vm.builtin.match_shape", &[t.clone(), h.clone(), ndim.into(), 0.into(), 2.into()])
-                    .expect_err("an error")
-            )
-            .starts_with(r#"Value("#));
-        }
-        assert_eq!(
-            format!(
-                "{:?}",
-                call("vm.builtin.match_shape", &[Value::Int(1), h.clone(), 0.into()]).expect_err("an error")
-            ),
-            r#"Type { expected: "tensor or shape as argument 0 (value) of vm.builtin.match_shape", found: "int 1" }"#
-        );
-        call("vm.builtin.match_prim_value", &[5.into(), h.clone(), 1.into(), 0.into(), Value::Null]).unwrap();
-        call("vm.builtin.match_prim_value", &[5.into(), h.clone(), 3.into(), 0.into()]).unwrap();
-        let e = call("vm.builtin.match_prim_value", &[6.into(), h.clone(), 3.into(), 0.into(), Value::str("pv")])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("pv match_cast error,  PrimValue mismatch to a previous populated value. (6 vs. 5"), "{e}");
-        assert_eq!(
-            format!(
-                "{:?}",
-                call("vm.builtin.make_prim_value", &[h.clone(), 2.into(), 0.into()]).expect_err("an error")
-            ),
-            r#"Value("vm.builtin.make_prim_value: unknown make code 2: expected 0 (immediate) or 1 (load from heap)")"#
-        );
-        assert_eq!(
-            format!(
-                "{:?}",
-                call("vm.builtin.make_prim_value", &[Value::Null, 1.into(), 0.into()]).expect_err("an error")
-            ),
-            r#"Value("vm.builtin.make_prim_value: reading or writing slot 0 needs a shape heap, found null")"#
-        );
-    }
-
-    #[test]
-    fn heap_errors() {
-        let h = heap(2);
-        assert_eq!(
-            format!("{:?}", call("vm.builtin.alloc_shape_heap", &[Value::Int(-1)]).expect_err("an error")),
-            r#"Value("vm.builtin.alloc_shape_heap: the heap size must be non-negative, found -1")"#
-        );
-        let e = call("vm.builtin.alloc_shape_heap", &[Value::Int(i64::MAX)]).unwrap_err().to_string();
-        assert!(e.contains("cannot allocate") && e.contains("alloc_shape_heap"), "{e}");
-        assert_eq!(
-            format!(
-                "{:?}",
-                call("vm.builtin.alloc_shape_heap", &[Value::Int(1), Value::Int(1)]).expect_err("an error")
-            ),
-            r#"Type { expected: "vm_state (%vm) or null as argument 0 (the VM state) of vm.builtin.alloc_shape_heap", found: "int 1" }"#
-        );
-        assert_eq!(
-            call("vm.builtin.alloc_shape_heap", &[Value::Shape([0].into())]).unwrap().as_tensor().unwrap().numel(),
-            0
-        );
-        let e = call("vm.builtin.load_shape", &[h.clone(), Value::Int(2)]).unwrap_err().to_string();
-        assert!(e.contains("index 2 out of range for shape heap (in vm.builtin.load_shape) of length 2"), "{e}");
-        assert_eq!(
-            format!("{:?}", call("vm.builtin.load_shape", &[h.clone(), Value::Int(-1)]).expect_err("an error")),
-            r#"Index { what: "shape heap (in vm.builtin.load_shape)", index: -1, len: 2 }"#
-        );
-        assert_eq!(
-            format!("{:?}", call("vm.builtin.load_shape", &[h.clone(), Value::Int(i64::MIN)]).expect_err("an error")),
-            r#"Index { what: "shape heap (in vm.builtin.load_shape)", index: -9223372036854775808, len: 2 }"#
-        );
-        let s = Value::Shape([1, 2].into());
-        assert_eq!(
-            format!(
-                "{:?}",
-                call("vm.builtin.store_shape", &[s.clone(), h.clone(), Value::Int(0)]).expect_err("an error")
-            ),
-            r#"Value("vm.builtin.store_shape: expected one heap index per dimension of shape (1, 2) (2), found 1")"#
-        );
-        assert_eq!(
-            format!(
-                "{:?}",
-                call("vm.builtin.store_shape", &[s.clone(), h.clone(), 0.into(), 5.into()]).expect_err("an error")
-            ),
-            r#"Index { what: "shape heap (in vm.builtin.store_shape)", index: 5, len: 2 }"#
-        );
-        let f32_heap = Value::Tensor(Tensor::zeros([2], DataType::F32, Default::default()).unwrap());
-        let e = call("vm.builtin.store_shape", &[s, f32_heap, 0.into(), 1.into()]).unwrap_err().to_string();
-        assert!(e.contains("1-D int64 tensor") && e.contains("float32"), "{e}");
-    }
-
-    #[test]
-    fn strided_heap_writes_the_right_slots() {
-        let base = Tensor::from_vec([4], vec![0i64; 4]).unwrap();
-        let strided = Tensor::from_parts(base.storage().clone(), 8, [2].into(), Some(vec![2]), DataType::I64).unwrap();
-        call("vm.builtin.store_shape", &[Value::Shape([7, 9].into()), Value::Tensor(strided), 0.into(), 1.into()])
-            .unwrap();
-        assert_eq!(base.to_vec::<i64>().unwrap(), vec![0, 7, 0, 9]);
-    }
-
-    #[test]
-    fn tensor_to_shape_converts_integer_tensors() {
-        for t in [
-            Tensor::from_vec([2], vec![3i32, 4]).unwrap(),
-            Tensor::from_vec([2], vec![3u8, 4]).unwrap(),
-            Tensor::from_vec([2], vec![3i64, 4]).unwrap(),
-        ] {
-            let s = call("vm.builtin.tensor_to_shape", &[Value::Tensor(t)]).unwrap();
-            assert_eq!(s.as_shape().unwrap().dims(), &[3, 4]);
-        }
-        let big = Tensor::from_vec([1], vec![u64::MAX]).unwrap();
-        assert_eq!(
-            format!("{:?}", call("vm.builtin.tensor_to_shape", &[Value::Tensor(big)]).expect_err("an error")),
-            r#"Value("vm.builtin.tensor_to_shape: dimension 18446744073709551615 does not fit in int64")"#
-        );
-        let exact = Tensor::from_vec([1], vec![i64::MAX]).unwrap();
-        let s = call("vm.builtin.tensor_to_shape", &[Value::Tensor(exact)]).unwrap();
-        assert_eq!(s.as_shape().unwrap().dims(), &[i64::MAX]);
-        assert!(
-            call("vm.builtin.tensor_to_shape", &[Value::Tensor(Tensor::from_vec([1], vec![1.0f32]).unwrap())]).is_err()
-        );
-        assert_eq!(
-            format!(
-                "{:?}",
-                call("vm.builtin.tensor_to_shape", &[Value::Tensor(Tensor::scalar(1i64))]).expect_err("an error")
-            ),
-            r#"Value("vm.builtin.tensor_to_shape: expected a 1-D integer tensor, found tensor of shape () and dtype int64")"#
-        );
-    }
-}
+mod tests;

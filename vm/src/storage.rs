@@ -54,8 +54,12 @@ struct Block {
 }
 
 enum Owner {
-    /// Allocated here with `Layout { len, ALIGNMENT }`; freed on drop.
-    Aligned,
+    /// Allocated here: `base` (null when `len` is 0) came from `alloc_zeroed` with
+    /// [`padded_layout`]`(len)`, and `ptr` is its first 64-byte boundary; freed on drop.
+    Aligned {
+        /// The allocation's start.
+        base: *mut u8,
+    },
     /// Memory owned by this object; `ptr` stays valid while it lives.
     External(#[allow(dead_code)] Box<dyn Any + Send + Sync>),
 }
@@ -71,10 +75,10 @@ unsafe impl Sync for Block {}
 
 impl Drop for Block {
     fn drop(&mut self) {
-        if let Owner::Aligned = self.owner {
-            if self.len > 0 {
-                // SAFETY: `ptr` came from `alloc_zeroed` with exactly this layout (see `alloc`).
-                unsafe { std::alloc::dealloc(self.ptr.as_ptr(), aligned_layout(self.len).expect("layout was valid")) }
+        if let Owner::Aligned { base } = self.owner {
+            if !base.is_null() {
+                // SAFETY: `base` came from `alloc_zeroed` with exactly this layout (see `alloc`).
+                unsafe { std::alloc::dealloc(base, padded_layout(self.len).expect("layout was valid")) }
             }
         }
     }
@@ -86,8 +90,18 @@ impl Block {
     }
 }
 
-fn aligned_layout(len: usize) -> Result<Layout> {
-    Layout::from_size_align(len, ALIGNMENT).map_err(|_| Error::alloc(len as u128, "size exceeds the address space"))
+/// The alignment the allocator gives without being asked (what `malloc` guarantees on 64-bit
+/// targets).
+const MALLOC_ALIGN: usize = 16;
+
+/// The layout allocated for `len` bytes at a 64-byte boundary: `len` plus room to reach the
+/// boundary, at the allocator's natural alignment. Asking the allocator for 64-byte alignment
+/// itself (`posix_memalign`) splits chunks and costs several times a plain `calloc`, which
+/// mattered for the small per-call storage of compiled models.
+fn padded_layout(len: usize) -> Result<Layout> {
+    len.checked_add(ALIGNMENT - MALLOC_ALIGN)
+        .and_then(|size| Layout::from_size_align(size, MALLOC_ALIGN).ok())
+        .ok_or_else(|| Error::alloc(len as u128, "size exceeds the address space"))
 }
 
 impl Storage {
@@ -95,13 +109,23 @@ impl Storage {
     /// never aborts, when the memory cannot be had.
     pub fn alloc(nbytes: usize, device: Device) -> Result<Self> {
         if nbytes == 0 {
-            return Ok(Storage(Arc::new(Block::new(NonNull::<u64>::dangling().cast(), 0, device, Owner::Aligned))));
+            let owner = Owner::Aligned { base: std::ptr::null_mut() };
+            return Ok(Storage(Arc::new(Block::new(NonNull::<u64>::dangling().cast(), 0, device, owner))));
         }
-        let layout = aligned_layout(nbytes)?;
-        // SAFETY: the layout has a non-zero size (checked above).
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).ok_or_else(|| Error::alloc(nbytes as u128, "out of memory"))?;
-        Ok(Storage(Arc::new(Block::new(ptr, nbytes, device, Owner::Aligned))))
+        let layout = padded_layout(nbytes)?;
+        // SAFETY: the layout has a non-zero size (`nbytes` > 0).
+        let base = unsafe { std::alloc::alloc_zeroed(layout) };
+        if base.is_null() {
+            return Err(Error::alloc(nbytes as u128, "out of memory"));
+        }
+        // The allocation is MALLOC_ALIGN-aligned, so the next 64-byte boundary lies at most
+        // ALIGNMENT - MALLOC_ALIGN bytes in, and `nbytes` bytes from it fit in `layout.size()`.
+        let pad = base.align_offset(ALIGNMENT);
+        debug_assert!(pad <= ALIGNMENT - MALLOC_ALIGN);
+        // SAFETY: `pad` <= ALIGNMENT - MALLOC_ALIGN keeps the pointer inside the allocation.
+        let ptr =
+            NonNull::new(unsafe { base.add(pad) }).ok_or_else(|| Error::alloc(nbytes as u128, "out of memory"))?;
+        Ok(Storage(Arc::new(Block::new(ptr, nbytes, device, Owner::Aligned { base }))))
     }
 
     /// Allocates `nbytes` (64-byte aligned) and lets `fill` write them before any other handle
@@ -280,6 +304,15 @@ mod tests {
         assert_eq!(s.len(), 1000);
         assert_eq!(s.as_ptr() as usize % ALIGNMENT, 0);
         assert!(s.bytes().iter().all(|b| *b == 0));
+        // Every size, including ones the allocator serves from its smallest bins, is aligned,
+        // zeroed and writable up to its last byte (the padding never shortens the block).
+        let blocks: Vec<Storage> = (1..300).map(|n| Storage::alloc(n, Device::cpu(0)).unwrap()).collect();
+        for s in &blocks {
+            assert_eq!(s.as_ptr() as usize % ALIGNMENT, 0);
+            assert!(s.bytes().iter().all(|b| *b == 0));
+            s.write(s.len() - 1, &[0xff]).unwrap();
+            assert_eq!(s.bytes()[s.len() - 1], 0xff);
+        }
     }
 
     #[test]

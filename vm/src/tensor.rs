@@ -7,6 +7,7 @@ pub use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::shape::{numel, Shape};
 use crate::storage::{Storage, StorageRead};
+use crate::value::Value;
 use ndarray::{ArrayD, ArrayViewD, IxDyn, ShapeBuilder};
 use std::ffi::c_void;
 use std::fmt;
@@ -21,7 +22,9 @@ struct Inner {
     storage: Storage,
     byte_offset: usize,
     dtype: DataType,
-    shape: Shape,
+    /// Always a [`Value::Shape`]: held as a value so that `vm.builtin.shape_of` can lend it to
+    /// the interpreter by reference (see [`Tensor::shape_value`]).
+    shape: Value,
     /// Strides in elements; `None` means C-contiguous.
     strides: Option<Arc<[i64]>>,
     /// See [`Tensor::binding_slot`].
@@ -53,7 +56,9 @@ impl Tensor {
         })?;
         // ndarray (and any consumer indexing with isize) needs the product of the non-zero
         // dimensions, in bytes, to fit in isize even when the tensor is empty.
-        let nonzero = shape.iter().filter(|d| **d != 0).try_fold(1usize, |acc, &d| acc.checked_mul(d as usize));
+        // (Folded in place: a vector of the non-zero dimensions cost an allocation per tensor.)
+        let nonzero =
+            shape.iter().filter(|d| **d != 0).try_fold(1usize, |acc, d| acc.checked_mul(usize::try_from(*d).ok()?));
         let fits = nonzero.and_then(|m| m.checked_mul(dtype.itemsize())).is_some_and(|b| b <= isize::MAX as usize);
         if !fits {
             return Err(Error::value(format!("tensor shape {shape} is too large for dtype {dtype}")));
@@ -79,7 +84,7 @@ impl Tensor {
             storage,
             byte_offset,
             dtype,
-            shape,
+            shape: Value::Shape(shape),
             strides: strides.map(Into::into),
             binding: AtomicPtr::new(std::ptr::null_mut()),
         })))
@@ -149,24 +154,34 @@ impl Tensor {
 
     /// The shape.
     pub fn shape(&self) -> &Shape {
+        match &self.0.shape {
+            Value::Shape(s) => s,
+            _ => unreachable!("a tensor's shape is stored as Value::Shape"),
+        }
+    }
+
+    /// The shape as a [`Value::Shape`] borrowed from the tensor: a builtin that returns a
+    /// tensor's shape by reference (`vm.builtin.shape_of`) lets the interpreter skip the
+    /// reference counting when the destination register already holds this very shape.
+    pub fn shape_value(&self) -> &Value {
         &self.0.shape
     }
 
     /// The number of dimensions.
     pub fn ndim(&self) -> usize {
-        self.0.shape.len()
+        self.shape().len()
     }
 
     /// The number of elements.
     pub fn numel(&self) -> usize {
-        numel(&self.0.shape).expect("checked at construction")
+        numel(self.shape()).expect("checked at construction")
     }
 
     /// Strides in elements (computed for contiguous tensors).
     pub fn strides(&self) -> Vec<i64> {
         match &self.0.strides {
             Some(s) => s.to_vec(),
-            None => contiguous_strides(&self.0.shape),
+            None => contiguous_strides(self.shape()),
         }
     }
 
@@ -226,7 +241,7 @@ impl Tensor {
     pub fn stride(&self, axis: usize) -> i64 {
         match &self.0.strides {
             Some(s) => s.get(axis).copied().unwrap_or(0),
-            None => self.0.shape.get(axis + 1..).map_or(0, |rest| rest.iter().map(|d| (*d).max(1)).product()),
+            None => self.shape().get(axis + 1..).map_or(0, |rest| rest.iter().map(|d| (*d).max(1)).product()),
         }
     }
 
@@ -247,7 +262,7 @@ impl Tensor {
             return Err(Error::value(format!("tensor data at {ptr:p} is not aligned for {}", self.dtype())));
         }
         let read = self.0.storage.bytes();
-        let dims: Vec<usize> = self.0.shape.iter().map(|d| *d as usize).collect();
+        let dims: Vec<usize> = self.shape().iter().map(|d| *d as usize).collect();
         let strides: Vec<usize> = self.strides().iter().map(|s| *s as usize).collect();
         let shape = IxDyn(&dims).strides(IxDyn(&strides));
         if T::DTYPE == DataType::Bool {
@@ -267,7 +282,7 @@ impl Tensor {
 
     /// The elements as an owned array in standard layout (allocation failure is an error).
     pub fn to_array<T: Element>(&self) -> Result<ArrayD<T>> {
-        let dims: Vec<usize> = self.0.shape.iter().map(|d| *d as usize).collect();
+        let dims: Vec<usize> = self.shape().iter().map(|d| *d as usize).collect();
         let data = self.to_vec::<T>()?;
         Ok(ArrayD::from_shape_vec(IxDyn(&dims), data).expect("numel elements fill the shape"))
     }

@@ -5,6 +5,7 @@ use super::abi::{type_index, DLTensor, SafeCall, TVMFFIAny};
 use super::{convert, raised};
 use relaxvm::{Result, Tensor, Value};
 use smallvec::SmallVec;
+use std::mem::MaybeUninit;
 use std::panic::AssertUnwindSafe;
 
 /// Kernels assume tensor data aligned like TVM's allocations.
@@ -67,8 +68,71 @@ fn first_copy_for(name: &str, address: usize) -> bool {
     said.insert((name.to_string(), address))
 }
 
+/// The most arguments [`call_direct`] takes (its arrays live on the stack).
+const DIRECT_ARGS: usize = 8;
+
 /// Calls kernel `name` (`f`) with `args`.
 pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
+    if args.len() <= DIRECT_ARGS {
+        if let Some(result) = call_direct(name, f, args) {
+            return result;
+        }
+    }
+    call_staged(name, f, args)
+}
+
+/// The common call: every tensor argument is aligned and contiguous, so its DLTensor views it
+/// in place, and the DLTensors and arguments are built once in arrays on the stack (no vectors
+/// moved, no second pass). `None` when an argument needs an aligned copy: [`call_staged`] then
+/// makes the whole call, meeting any argument error in the same order this loop would.
+fn call_direct(name: &str, f: SafeCall, args: &[Value]) -> Option<Result<Value>> {
+    let mut dls = [const { MaybeUninit::<DLTensor>::uninit() }; DIRECT_ARGS];
+    let mut anys = [TVMFFIAny::NONE; DIRECT_ARGS];
+    for (i, v) in args.iter().enumerate() {
+        if let Value::Tensor(t) = v {
+            if !(t.is_contiguous() && (t.data_ptr() as usize).is_multiple_of(KERNEL_ALIGNMENT)) {
+                return None;
+            }
+            let dl: *const DLTensor = dls[i].write(convert::dl_tensor(t, None));
+            anys[i] = TVMFFIAny::ptr(type_index::DL_TENSOR_PTR, dl.cast());
+        } else {
+            match convert::scalar_to_ffi(v, &|| format!("argument {i} of kernel {name:?}")) {
+                Ok(Some(any)) => anys[i] = any,
+                Ok(None) => unreachable!("only tensors have no scalar form"),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+    // `dls` is not moved or written again while the kernel runs: the pointers in `anys` stay
+    // valid, and each DLTensor's shape points into its tensor, borrowed from `args`.
+    Some(invoke(name, f, &anys[..args.len()]).and_then(|r| convert::result_from_ffi(&r)))
+}
+
+/// Calls `f` with `anys`; the kernel's result, or the error it raised.
+fn invoke(name: &str, f: SafeCall, anys: &[TVMFFIAny]) -> Result<TVMFFIAny> {
+    let num_args = i32::try_from(anys.len()).map_err(|_| relaxvm::Error::value(format!("{} arguments", anys.len())))?;
+    raised::clear();
+    let mut result = TVMFFIAny::NONE;
+    let called = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: `f` is a kernel exported by a library that stays loaded while this function
+        // exists (the caller holds it); `anys` holds `num_args` values whose DLTensors view
+        // the arguments (borrowed for the whole call) or the caller's aligned copies, with
+        // shapes owned by those tensors; `result` is writable. The kernel writes only its
+        // outputs, which TVM programs allocate per call: never a constant (frozen storage,
+        // shared across threads), never memory a Rust reader holds (readers are scoped to one
+        // builtin call, and this thread is in this call).
+        unsafe { f(std::ptr::null_mut(), anys.as_ptr(), num_args, &mut result) }
+    }));
+    let rc = called.unwrap_or(-1);
+    if rc != 0 {
+        return Err(raised::take(&format!("kernel {name:?}")));
+    }
+    Ok(result)
+}
+
+/// The general call: tensor arguments that are misaligned or strided go through compact,
+/// aligned copies, written back after the kernel returns.
+fn call_staged(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
     let mut staged: SmallVec<[Staged; 2]> = SmallVec::new();
     let mut sources: SmallVec<[Option<Source>; 8]> = SmallVec::with_capacity(args.len());
     let mut anys: SmallVec<[TVMFFIAny; 8]> = SmallVec::with_capacity(args.len());
@@ -117,23 +181,7 @@ pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
             *any = TVMFFIAny::ptr(type_index::DL_TENSOR_PTR, (dl as *const DLTensor).cast());
         }
     }
-    let num_args = i32::try_from(anys.len()).map_err(|_| relaxvm::Error::value(format!("{} arguments", anys.len())))?;
-    raised::clear();
-    let mut result = TVMFFIAny::NONE;
-    let called = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: `f` is a kernel exported by a library that stays loaded while this function
-        // exists (the caller holds it); `anys` holds `num_args` values whose DLTensors (in
-        // `dls`) view the arguments (borrowed for the whole call) or the copies in `staged`,
-        // with shapes owned by those tensors; `result` is writable. The kernel writes only
-        // its outputs, which TVM programs allocate per call: never a constant (frozen storage,
-        // shared across threads), never memory a Rust reader holds (readers are scoped to one
-        // builtin call, and this thread is in this call).
-        unsafe { f(std::ptr::null_mut(), anys.as_ptr(), num_args, &mut result) }
-    }));
-    let rc = called.unwrap_or(-1);
-    if rc != 0 {
-        return Err(raised::take(&format!("kernel {name:?}")));
-    }
+    let result = invoke(name, f, &anys)?;
     // Kernels do not say which arguments they write, so every staged copy goes back — except
     // into constants: they are read-only inputs (a write to one is refused everywhere else).
     for s in staged.iter().filter(|s| !tensor_arg(args, s.arg).storage().is_frozen()) {

@@ -1,0 +1,248 @@
+//! Tests of the shape-heap builtins.
+
+use super::*;
+
+fn call(name: &str, args: &[Value]) -> Result<Value> {
+    crate::table::call(BUILTINS, name, args)
+}
+
+fn heap(n: i64) -> Value {
+    call("vm.builtin.alloc_shape_heap", &[Value::Int(n)]).unwrap()
+}
+
+#[test]
+fn design_doc_store_and_load() {
+    let h = heap(2);
+    let x = Value::Tensor(Tensor::zeros([32, 16], DataType::F32, Default::default()).unwrap());
+    let s = call("vm.builtin.shape_of", &[x]).unwrap();
+    call("vm.builtin.store_shape", &[s, h.clone(), Value::Int(0), Value::Int(1)]).unwrap();
+    let out = call("vm.builtin.load_shape", &[h.clone(), Value::Int(1), Value::Int(0)]).unwrap();
+    assert_eq!(out.as_shape().unwrap().dims(), &[16, 32]);
+    let with_vm = call("vm.builtin.alloc_shape_heap", &[Value::VmState, Value::Int(3)]).unwrap();
+    assert_eq!(with_vm.as_tensor().unwrap().shape().dims(), &[3]);
+}
+
+#[test]
+fn shape_of_lends_the_tensors_own_shape() {
+    let t = Tensor::zeros([32, 16], DataType::F32, Default::default()).unwrap();
+    let s = call("vm.builtin.shape_of", &[Value::Tensor(t.clone())]).unwrap();
+    // No new shape object: the result is the tensor's, so the interpreter can skip writing
+    // it into a register that holds it already.
+    assert!(s.same_object(t.shape_value()) && s.as_shape().unwrap().ptr_eq(t.shape()));
+    assert_eq!(
+        format!("{:?}", call("vm.builtin.shape_of", &[Value::Int(1)]).expect_err("an error")),
+        r#"Type { expected: "tensor as argument 0 (tensor) of vm.builtin.shape_of", found: "int 1" }"#
+    );
+}
+
+#[test]
+fn make_shape_reads_every_slot_under_one_read() {
+    let h = heap(3);
+    call("vm.builtin.store_shape", &[Value::Shape([5, 6, 7].into()), h.clone(), 0.into(), 1.into(), 2.into()]).unwrap();
+    let args = [h.clone(), 4.into(), 1.into(), 2.into(), 0.into(), 9.into(), 1.into(), 0.into(), 1.into(), 2.into()];
+    assert_eq!(call("vm.builtin.make_shape", &args).unwrap().as_shape().unwrap().dims(), &[7, 9, 5, 7]);
+    let e = call("vm.builtin.make_shape", &[h.clone(), 2.into(), 1.into(), 0.into(), 1.into(), 3.into()])
+        .expect_err("an error");
+    assert_eq!(format!("{e:?}"), r#"Index { what: "shape heap (in vm.builtin.make_shape)", index: 3, len: 3 }"#);
+    // The read ended with the call: the heap is writable again.
+    call("vm.builtin.store_shape", &[Value::Shape([1].into()), h, 0.into()]).unwrap();
+}
+
+#[test]
+fn make_shape_shares_a_recent_equal_shape() {
+    let make = |dims: &[i64]| {
+        let mut args = vec![Value::Null, Value::Int(dims.len() as i64)];
+        for d in dims {
+            args.extend([Value::Int(0), Value::Int(*d)]);
+        }
+        call("vm.builtin.make_shape", &args).unwrap().as_shape().unwrap().clone()
+    };
+    let a = make(&[1, 32]);
+    let b = make(&[1, 32]);
+    assert!(a.ptr_eq(&b), "an equal recent shape is shared");
+    let c = make(&[32, 1]);
+    assert!(!c.ptr_eq(&a) && c.dims() == [32, 1]);
+    // Once enough other shapes were made, the first is forgotten: equal, not shared.
+    for n in 0..8 {
+        make(&[n]);
+    }
+    let d = make(&[1, 32]);
+    assert!(!d.ptr_eq(&a) && d == a);
+    let long = [1, 2, 3, 4, 5, 6, 7];
+    assert!(!make(&long).ptr_eq(&make(&long)), "long shapes are not kept");
+    assert_eq!(make(&[]).dims(), &[] as &[i64]);
+}
+
+#[test]
+fn match_and_make() {
+    let h = heap(4);
+    let s = Value::Shape([8, 4, 9].into());
+    let args = [
+        s.clone(),
+        h.clone(),
+        Value::Int(3),
+        0.into(),
+        8.into(),
+        1.into(),
+        2.into(),
+        2.into(),
+        0.into(),
+        Value::str("ctx"),
+    ];
+    call("vm.builtin.match_shape", &args).unwrap();
+    assert_eq!(call("vm.builtin.make_prim_value", &[h.clone(), 1.into(), 2.into()]).unwrap().as_int().unwrap(), 4);
+    let again =
+        [s.clone(), h.clone(), Value::Int(3), 2.into(), 0.into(), 3.into(), 2.into(), 2.into(), 0.into(), Value::Null];
+    call("vm.builtin.match_shape", &again).unwrap();
+    let bad = [
+        Value::Shape([8, 5, 9].into()),
+        h.clone(),
+        Value::Int(3),
+        2.into(),
+        0.into(),
+        3.into(),
+        2.into(),
+        2.into(),
+        0.into(),
+        Value::str("my_fn"),
+    ];
+    let e = call("vm.builtin.match_shape", &bad).unwrap_err().to_string();
+    assert!(e.contains("my_fn match_cast error,  shape[1] mismatch to a previous populated value. (5 vs. 4"), "{e}");
+    let made = call("vm.builtin.make_shape", &[h.clone(), 2.into(), 1.into(), 2.into(), 0.into(), 7.into()]).unwrap();
+    assert_eq!(made.as_shape().unwrap().dims(), &[4, 7]);
+    let immediate_only = call("vm.builtin.make_shape", &[Value::Null, 1.into(), 0.into(), 5.into()]).unwrap();
+    assert_eq!(immediate_only.as_shape().unwrap().dims(), &[5]);
+}
+
+#[test]
+fn match_errors() {
+    let h = heap(1);
+    let t = Value::Tensor(Tensor::zeros([2], DataType::F32, Default::default()).unwrap());
+    let e = call("vm.builtin.match_shape", &[t.clone(), h.clone(), 1.into(), 0.into(), 3.into(), Value::str("c")])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("c match_cast error,  shape[0] mismatch to specified constant. (2 vs. 3)"), "{e}");
+    let e = call(
+        "vm.builtin.match_shape",
+        &[t.clone(), h.clone(), 2.into(), 0.into(), 2.into(), 0.into(), 1.into(), Value::Null],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("match_cast shape size mismatch. (expected 2 dimensions, found 1"), "{e}");
+    let e =
+        call("vm.builtin.match_shape", &[t.clone(), h.clone(), 1.into(), 9.into(), 0.into()]).unwrap_err().to_string();
+    assert!(e.contains("unknown match code 9"), "{e}");
+    let e =
+        call("vm.builtin.match_shape", &[t.clone(), h.clone(), 1.into(), 1.into(), 5.into()]).unwrap_err().to_string();
+    assert!(e.contains("index 5 out of range") && e.contains("match_shape"), "{e}");
+    let e = call("vm.builtin.match_shape", &[t.clone(), Value::Null, 1.into(), 1.into(), 0.into()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("needs a shape heap, found null"), "{e}");
+    for ndim in [-1, i64::MAX, 5] {
+        assert!(format!(
+            "{:?}",
+            call("vm.builtin.match_shape", &[t.clone(), h.clone(), ndim.into(), 0.into(), 2.into()])
+                .expect_err("an error")
+        )
+        .starts_with(r#"Value("#));
+    }
+    assert_eq!(
+        format!("{:?}", call("vm.builtin.match_shape", &[Value::Int(1), h.clone(), 0.into()]).expect_err("an error")),
+        r#"Type { expected: "tensor or shape as argument 0 (value) of vm.builtin.match_shape", found: "int 1" }"#
+    );
+    call("vm.builtin.match_prim_value", &[5.into(), h.clone(), 1.into(), 0.into(), Value::Null]).unwrap();
+    call("vm.builtin.match_prim_value", &[5.into(), h.clone(), 3.into(), 0.into()]).unwrap();
+    let e = call("vm.builtin.match_prim_value", &[6.into(), h.clone(), 3.into(), 0.into(), Value::str("pv")])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("pv match_cast error,  PrimValue mismatch to a previous populated value. (6 vs. 5"), "{e}");
+    assert_eq!(
+        format!("{:?}", call("vm.builtin.make_prim_value", &[h.clone(), 2.into(), 0.into()]).expect_err("an error")),
+        r#"Value("vm.builtin.make_prim_value: unknown make code 2: expected 0 (immediate) or 1 (load from heap)")"#
+    );
+    assert_eq!(
+        format!("{:?}", call("vm.builtin.make_prim_value", &[Value::Null, 1.into(), 0.into()]).expect_err("an error")),
+        r#"Value("vm.builtin.make_prim_value: reading or writing slot 0 needs a shape heap, found null")"#
+    );
+}
+
+#[test]
+fn heap_errors() {
+    let h = heap(2);
+    assert_eq!(
+        format!("{:?}", call("vm.builtin.alloc_shape_heap", &[Value::Int(-1)]).expect_err("an error")),
+        r#"Value("vm.builtin.alloc_shape_heap: the heap size must be non-negative, found -1")"#
+    );
+    let e = call("vm.builtin.alloc_shape_heap", &[Value::Int(i64::MAX)]).unwrap_err().to_string();
+    assert!(e.contains("cannot allocate") && e.contains("alloc_shape_heap"), "{e}");
+    assert_eq!(
+        format!("{:?}", call("vm.builtin.alloc_shape_heap", &[Value::Int(1), Value::Int(1)]).expect_err("an error")),
+        r#"Type { expected: "vm_state (%vm) or null as argument 0 (the VM state) of vm.builtin.alloc_shape_heap", found: "int 1" }"#
+    );
+    assert_eq!(
+        call("vm.builtin.alloc_shape_heap", &[Value::Shape([0].into())]).unwrap().as_tensor().unwrap().numel(),
+        0
+    );
+    let e = call("vm.builtin.load_shape", &[h.clone(), Value::Int(2)]).unwrap_err().to_string();
+    assert!(e.contains("index 2 out of range for shape heap (in vm.builtin.load_shape) of length 2"), "{e}");
+    assert_eq!(
+        format!("{:?}", call("vm.builtin.load_shape", &[h.clone(), Value::Int(-1)]).expect_err("an error")),
+        r#"Index { what: "shape heap (in vm.builtin.load_shape)", index: -1, len: 2 }"#
+    );
+    assert_eq!(
+        format!("{:?}", call("vm.builtin.load_shape", &[h.clone(), Value::Int(i64::MIN)]).expect_err("an error")),
+        r#"Index { what: "shape heap (in vm.builtin.load_shape)", index: -9223372036854775808, len: 2 }"#
+    );
+    let s = Value::Shape([1, 2].into());
+    assert_eq!(
+        format!("{:?}", call("vm.builtin.store_shape", &[s.clone(), h.clone(), Value::Int(0)]).expect_err("an error")),
+        r#"Value("vm.builtin.store_shape: expected one heap index per dimension of shape (1, 2) (2), found 1")"#
+    );
+    assert_eq!(
+        format!(
+            "{:?}",
+            call("vm.builtin.store_shape", &[s.clone(), h.clone(), 0.into(), 5.into()]).expect_err("an error")
+        ),
+        r#"Index { what: "shape heap (in vm.builtin.store_shape)", index: 5, len: 2 }"#
+    );
+    let f32_heap = Value::Tensor(Tensor::zeros([2], DataType::F32, Default::default()).unwrap());
+    let e = call("vm.builtin.store_shape", &[s, f32_heap, 0.into(), 1.into()]).unwrap_err().to_string();
+    assert!(e.contains("1-D int64 tensor") && e.contains("float32"), "{e}");
+}
+
+#[test]
+fn strided_heap_writes_the_right_slots() {
+    let base = Tensor::from_vec([4], vec![0i64; 4]).unwrap();
+    let strided = Tensor::from_parts(base.storage().clone(), 8, [2].into(), Some(vec![2]), DataType::I64).unwrap();
+    call("vm.builtin.store_shape", &[Value::Shape([7, 9].into()), Value::Tensor(strided), 0.into(), 1.into()]).unwrap();
+    assert_eq!(base.to_vec::<i64>().unwrap(), vec![0, 7, 0, 9]);
+}
+
+#[test]
+fn tensor_to_shape_converts_integer_tensors() {
+    for t in [
+        Tensor::from_vec([2], vec![3i32, 4]).unwrap(),
+        Tensor::from_vec([2], vec![3u8, 4]).unwrap(),
+        Tensor::from_vec([2], vec![3i64, 4]).unwrap(),
+    ] {
+        let s = call("vm.builtin.tensor_to_shape", &[Value::Tensor(t)]).unwrap();
+        assert_eq!(s.as_shape().unwrap().dims(), &[3, 4]);
+    }
+    let big = Tensor::from_vec([1], vec![u64::MAX]).unwrap();
+    assert_eq!(
+        format!("{:?}", call("vm.builtin.tensor_to_shape", &[Value::Tensor(big)]).expect_err("an error")),
+        r#"Value("vm.builtin.tensor_to_shape: dimension 18446744073709551615 does not fit in int64")"#
+    );
+    let exact = Tensor::from_vec([1], vec![i64::MAX]).unwrap();
+    let s = call("vm.builtin.tensor_to_shape", &[Value::Tensor(exact)]).unwrap();
+    assert_eq!(s.as_shape().unwrap().dims(), &[i64::MAX]);
+    assert!(call("vm.builtin.tensor_to_shape", &[Value::Tensor(Tensor::from_vec([1], vec![1.0f32]).unwrap())]).is_err());
+    assert_eq!(
+        format!(
+            "{:?}",
+            call("vm.builtin.tensor_to_shape", &[Value::Tensor(Tensor::scalar(1i64))]).expect_err("an error")
+        ),
+        r#"Value("vm.builtin.tensor_to_shape: expected a 1-D integer tensor, found tensor of shape () and dtype int64")"#
+    );
+}
