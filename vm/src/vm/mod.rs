@@ -543,7 +543,10 @@ impl VirtualMachine {
     /// The result of the int operation at `pc`: computed here for two ints; anything else
     /// (bools, other types, overflow) goes to the builtin `f`, which defines the result or the
     /// error.
-    #[inline(always)]
+    // Inlined into each of its three ops in optimised builds (the loop's hot path); not forced
+    // in debug builds, where three inlined copies would swell the loop's stack frame, which every
+    // re-entry into the VM nests.
+    #[cfg_attr(not(debug_assertions), inline(always))]
     #[allow(clippy::too_many_arguments)]
     fn int_result(&self, code: &Code, op: IntOp, f: BinaryFn, a: Src, b: Src, base: usize, pc: usize) -> Result<Value> {
         let inline = match (self.src(code, a, base), self.src(code, b, base)) {
