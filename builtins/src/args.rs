@@ -4,12 +4,20 @@
 use relaxvm::{DataType, Element, Error, ErrorKind, Result, Shape, Tensor, TensorView, Value};
 
 /// Fails unless exactly `n` arguments were passed.
-#[inline]
+#[inline(always)]
 pub(crate) fn arity(name: &str, args: &[Value], n: usize) -> Result<()> {
     if args.len() != n {
-        return Err(Error::arity(name, n.to_string(), args.len()));
+        return Err(arity_error(name, n, args.len()));
     }
     Ok(())
+}
+
+/// The error of [`arity`], out of line: builtins check their arity on every call, and the
+/// formatting would otherwise make each one set up a stack frame it rarely needs.
+#[cold]
+#[inline(never)]
+fn arity_error(name: &str, n: usize, got: usize) -> Error {
+    Error::arity(name, n.to_string(), got)
 }
 
 /// Fails unless between `min` and `max` arguments (inclusive) were passed.

@@ -255,6 +255,43 @@ impl Code {
         }
     }
 
+    /// The op at `pc`.
+    #[inline(always)]
+    pub fn op(&self, pc: usize) -> &Op {
+        debug_assert!(pc < self.ops.len());
+        // SAFETY: `ops` has one op per instruction of the executable, and the interpreter only
+        // reaches a `pc` the verifier allows: a function's start, the op after one that falls
+        // through (never the last of its function: RunsOffEnd), the op after a call a frame
+        // returns to, or a jump target inside the function (JumpOutside).
+        unsafe { self.ops.get_unchecked(pc) }
+    }
+
+    /// Function-table entry `func` (an index the verifier proved in range: FuncOutOfRange).
+    #[inline(always)]
+    pub fn callee(&self, func: u32) -> &Callee {
+        debug_assert!((func as usize) < self.callees.len());
+        // SAFETY: `callees` has an entry per function-table entry (decoding fails otherwise) and
+        // every callee index of a verified executable is below their number.
+        unsafe { self.callees.get_unchecked(func as usize) }
+    }
+
+    /// Value `index` of [`Code::consts`] (an index `src` handed out).
+    #[inline(always)]
+    pub fn constant(&self, index: u32) -> &Value {
+        debug_assert!((index as usize) < self.consts.len());
+        // SAFETY: operands with CONST_BIT are made only by `src`, from the index of the value it
+        // pushed onto `consts`, which only grows.
+        unsafe { self.consts.get_unchecked(index as usize) }
+    }
+
+    /// The operand list `args..args + nargs` of a call (a run `decode_op` pushed).
+    #[inline(always)]
+    pub fn arg_list(&self, args: u32, nargs: u32) -> &[Src] {
+        debug_assert!((args + nargs) as usize <= self.args.len());
+        // SAFETY: `decode_op` pushed `nargs` operands at `args` for every op that carries them.
+        unsafe { self.args.get_unchecked(args as usize..(args + nargs) as usize) }
+    }
+
     /// The operands of the call at `op` (any call), as sources.
     pub fn call_srcs(&self, op: &Op) -> Vec<Src> {
         match *op {

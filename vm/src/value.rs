@@ -257,13 +257,19 @@ impl Value {
 
     /// True when both are the same object (reference-counted payloads by pointer) or equal
     /// plain scalars: replacing one with the other changes nothing.
-    #[inline]
+    #[inline(always)]
     pub fn same_object(&self, other: &Value) -> bool {
-        // The interpreter asks this after every selecting call, mostly of tensors: test that
-        // case before the general match, which compiles to a jump table.
+        // The interpreter asks this after every selecting call, mostly of tensors: that case is
+        // inlined into the caller, the general match (a jump table) is not.
         if let (Value::Tensor(a), Value::Tensor(b)) = (self, other) {
             return a.ptr_eq(b);
         }
+        self.same_object_general(other)
+    }
+
+    /// [`same_object`](Self::same_object) for every pair of kinds.
+    #[inline(never)]
+    fn same_object_general(&self, other: &Value) -> bool {
         match (self, other) {
             (Value::Tensor(a), Value::Tensor(b)) => a.ptr_eq(b),
             (Value::Int(a), Value::Int(b)) => a == b,

@@ -4,28 +4,26 @@
 //! recurse on the native stack. The native stack grows only when a packed function re-enters
 //! the VM (e.g. `vm.builtin.invoke_closure`), and that nesting is bounded separately.
 
-use crate::bytecode::Instruction;
-use crate::code::{Callee, Code, Op, Src, CONST_BIT, VOID};
+use crate::code::{Callee, Code, VOID};
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
 use crate::executable::{Executable, FuncKind};
-use crate::int_op::IntOp;
-use crate::packed::BinaryFn;
-use crate::packed::{panic_error, CallCtx, PackedFunc, VmHandle};
+use crate::packed::{CallCtx, PackedFunc, VmHandle};
 use crate::registry::Registry;
 use crate::types::Signature;
 use crate::value::{Callable, Closure, Value};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 mod instrument;
+mod interpreter;
 mod limits;
 mod recording;
 use instrument::InstrumentedFrame;
 pub use instrument::{Instrument, InstrumentAction, InstrumentCall};
+use interpreter::{set_reg, truncate_regs};
 pub use limits::{InterruptHandle, PollHook, VmConfig, MIN_NATIVE_STACK, POLL_INTERVAL};
 
 #[derive(Clone, Copy)]
@@ -358,335 +356,19 @@ impl VirtualMachine {
             caller.pc = ret_pc;
             caller.dst = dst;
         }
-        self.regs.resize(top, Value::Null);
+        // The arguments are in place (`base + num_args <= top`, verified): only the rest of the
+        // frame is filled, and not through `resize`, whose general clone loop cost as much as
+        // the rest of a call's entry.
+        let len = self.regs.len();
+        if top > len {
+            self.regs.reserve(top - len);
+            self.regs.extend(std::iter::repeat_n(Value::Null, top - len));
+        } else {
+            truncate_regs(&mut self.regs, top);
+        }
         self.frames.push(Frame { func, base, pc: 0, dst: VOID });
         Ok(())
     }
-
-    /// Runs frames until the one at `depth` returns. `PLAIN`: no instrument hook (one installed
-    /// by a callback meanwhile takes effect at the next entry into the VM).
-    #[inline(never)]
-    fn run_loop<const PLAIN: bool>(&mut self, depth: usize) -> Result<Value> {
-        // SAFETY: `self.code` is set once, in the constructor, and never replaced or mutated, so
-        // the `Code` it points to lives as long as `self`; packed functions reach the VM only
-        // through `CallCtx`, which cannot replace it either. Borrowing it through the pointer
-        // (instead of cloning the `Arc`) spares two atomic operations per invocation.
-        let code: &Code = unsafe { &*Arc::as_ptr(&self.code) };
-        let top = *self.frames.last().expect("a frame was pushed");
-        let Callee::Bytecode { start, .. } = code.callees[top.func as usize] else { unreachable!() };
-        let mut pc = start as usize;
-        let mut base = top.base;
-        loop {
-            match code.ops[pc] {
-                Op::IntBinary { op, f, a, b, dst } if PLAIN => {
-                    let ret = self.int_result(code, op, f, a, b, base, pc)?;
-                    set_reg(&mut self.regs[base + dst as usize], ret);
-                    pc += 1;
-                }
-                Op::IntBranch { op, f, a, b, dst, false_target } if PLAIN => {
-                    let ret = self.int_result(code, op, f, a, b, base, pc)?;
-                    // The `if` at pc + 1, as its own op would run it.
-                    let taken = match ret {
-                        Value::Bool(t) => t,
-                        Value::Int(i) => i != 0,
-                        ref other => other.truthy().map_err(|e| self.locate(pc + 1, e))?,
-                    };
-                    set_reg(&mut self.regs[base + dst as usize], ret);
-                    if taken {
-                        pc += 2;
-                    } else {
-                        if (false_target as usize) <= pc + 1 {
-                            self.count_step().map_err(|e| self.locate(pc + 1, e))?;
-                        }
-                        pc = false_target as usize;
-                    }
-                }
-                Op::IntJump { op, f, a, b, dst, target } if PLAIN => {
-                    let ret = self.int_result(code, op, f, a, b, base, pc)?;
-                    set_reg(&mut self.regs[base + dst as usize], ret);
-                    // The `goto` at pc + 1, as its own op would run it.
-                    if (target as usize) <= pc + 1 {
-                        self.count_step().map_err(|e| self.locate(pc + 1, e))?;
-                    }
-                    pc = target as usize;
-                }
-                Op::CallBinary { f, a, b, dst } if PLAIN => {
-                    let ret = self.call_binary(code, f, a, b, base, pc)?;
-                    if dst != VOID {
-                        set_reg(&mut self.regs[base + dst as usize], ret);
-                    }
-                    pc += 1;
-                }
-                Op::CallPacked { func, args, nargs, dst } if PLAIN => {
-                    let Callee::Packed(f) = &code.callees[func as usize] else { unreachable!("decoded as packed") };
-                    let srcs = &code.args[args as usize..(args + nargs) as usize];
-                    // One reused buffer of borrowed arguments: no allocation and no
-                    // reference-count traffic per call in steady state.
-                    let mut argv = std::mem::take(&mut self.argbuf);
-                    self.borrow_args_into(code, srcs, base, &mut argv);
-                    let ret = f.call(&mut CallCtx::new(self), as_values(&argv));
-                    argv.clear();
-                    self.argbuf = argv;
-                    let ret = ret.map_err(|e| self.locate(pc, e))?;
-                    if dst != VOID {
-                        set_reg(&mut self.regs[base + dst as usize], ret);
-                    }
-                    pc += 1;
-                }
-                Op::CallSelect1 { f, func, a, dst } if PLAIN => {
-                    // The one argument is passed in place: no argument list to build.
-                    let Callee::Packed(p) = &code.callees[func as usize] else { unreachable!("decoded as packed") };
-                    let arg = std::slice::from_ref(self.src(code, a, base));
-                    let picked = match catch_unwind(AssertUnwindSafe(|| f(p.name(), arg))) {
-                        Ok(Ok(v)) => {
-                            (dst != VOID && !v.same_object(&self.regs[base + dst as usize])).then(|| v.clone())
-                        }
-                        Ok(Err(e)) => return Err(self.locate(pc, e)),
-                        Err(payload) => return Err(self.locate(pc, panic_error(p.name(), payload))),
-                    };
-                    if let Some(v) = picked {
-                        set_reg(&mut self.regs[base + dst as usize], v);
-                    }
-                    pc += 1;
-                }
-                Op::CallSelect { func, args, nargs, dst } if PLAIN => {
-                    let Callee::Packed(p) = &code.callees[func as usize] else { unreachable!("decoded as packed") };
-                    let select = p.as_select().expect("decoded as select");
-                    let mut argv = std::mem::take(&mut self.argbuf);
-                    self.borrow_args_into(code, &code.args[args as usize..(args + nargs) as usize], base, &mut argv);
-                    let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), as_values(&argv))));
-                    let picked = picked.unwrap_or_else(|payload| Err(panic_error(p.name(), payload))).map(|v| {
-                        // A result the destination already holds needs no write (and no
-                        // reference-count traffic); anything else is cloned out of the borrow.
-                        (dst != VOID && !v.same_object(&self.regs[base + dst as usize])).then(|| v.clone())
-                    });
-                    argv.clear();
-                    self.argbuf = argv;
-                    if let Some(v) = picked.map_err(|e| self.locate(pc, e))? {
-                        set_reg(&mut self.regs[base + dst as usize], v);
-                    }
-                    pc += 1;
-                }
-                Op::CallBytecode { func, args, nargs, dst } if PLAIN => {
-                    self.count_step().map_err(|e| self.locate(pc, e))?;
-                    let Callee::Bytecode { start, .. } = code.callees[func as usize] else {
-                        unreachable!("decoded as bytecode")
-                    };
-                    // The arguments go straight into the callee's registers: no allocation once
-                    // the register stack has grown to the program's depth.
-                    let new_base = self.regs.len();
-                    for &s in &code.args[args as usize..(args + nargs) as usize] {
-                        let v = self.src(code, s, base).clone();
-                        self.regs.push(v);
-                    }
-                    self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
-                    base = new_base;
-                    pc = start as usize;
-                }
-                Op::CallBytecode { .. } => {
-                    // Instrumented, out of line: the loop's plain arms stay as they are.
-                    (base, pc) = self.instrumented_bytecode_call(code, pc, base)?;
-                }
-                Op::CallPacked { .. }
-                | Op::CallBinary { .. }
-                | Op::IntBinary { .. }
-                | Op::IntBranch { .. }
-                | Op::IntJump { .. }
-                | Op::CallSelect { .. }
-                | Op::CallSelect1 { .. } => {
-                    let ret = self.instrumented_call(code, pc, base).map_err(|e| self.locate(pc, e))?;
-                    if let Some(dst) = self.exe.instrs()[pc].writes() {
-                        set_reg(&mut self.regs[base + dst as usize], ret);
-                    }
-                    pc += 1;
-                }
-                Op::Ret { result } => {
-                    let value = std::mem::take(&mut self.regs[base + result as usize]);
-                    let returning = self.frames.len();
-                    let done = self.frames.pop().expect("a frame is running");
-                    truncate_regs(&mut self.regs, done.base);
-                    if !PLAIN && self.instrumented.last().is_some_and(|f| f.depth == returning) {
-                        self.instrument_after(&value)?;
-                    }
-                    if self.frames.len() == depth {
-                        return Ok(value);
-                    }
-                    let caller = *self.frames.last().expect("a caller frame");
-                    base = caller.base;
-                    pc = caller.pc + 1;
-                    if caller.dst != VOID {
-                        set_reg(&mut self.regs[base + caller.dst as usize], value);
-                    }
-                }
-                Op::Goto { target } => {
-                    if (target as usize) <= pc {
-                        self.count_step().map_err(|e| self.locate(pc, e))?;
-                    }
-                    pc = target as usize;
-                }
-                Op::If { cond, false_target } => {
-                    let taken = self.regs[base + cond as usize].truthy().map_err(|e| self.locate(pc, e))?;
-                    if taken {
-                        pc += 1;
-                    } else {
-                        // A backward `if` closes a loop as a backward `goto` does.
-                        if (false_target as usize) <= pc {
-                            self.count_step().map_err(|e| self.locate(pc, e))?;
-                        }
-                        pc = false_target as usize;
-                    }
-                }
-            }
-        }
-    }
-
-    /// The result of the int operation at `pc`: computed here for two ints; anything else
-    /// (bools, other types, overflow) goes to the builtin `f`, which defines the result or the
-    /// error.
-    // Inlined into each of its three ops in optimised builds (the loop's hot path); not forced
-    // in debug builds, where three inlined copies would swell the loop's stack frame, which every
-    // re-entry into the VM nests.
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    #[allow(clippy::too_many_arguments)]
-    fn int_result(&self, code: &Code, op: IntOp, f: BinaryFn, a: Src, b: Src, base: usize, pc: usize) -> Result<Value> {
-        let inline = match (self.src(code, a, base), self.src(code, b, base)) {
-            // The operations loops use most are tested first: a compare each instead of a jump
-            // through a table (the arms are `apply` itself, specialised).
-            (Value::Int(x), Value::Int(y)) => match op {
-                IntOp::Add => IntOp::Add.apply(*x, *y),
-                IntOp::Lt => IntOp::Lt.apply(*x, *y),
-                IntOp::Sub => IntOp::Sub.apply(*x, *y),
-                _ => op.apply(*x, *y),
-            },
-            _ => None,
-        };
-        match inline {
-            Some(v) => Ok(v),
-            None => self.call_binary(code, f, a, b, base, pc),
-        }
-    }
-
-    /// Calls the binary function of the call at `pc` with operands `a` and `b`.
-    #[inline]
-    fn call_binary(
-        &self,
-        code: &Code,
-        f: crate::packed::BinaryFn,
-        a: Src,
-        b: Src,
-        base: usize,
-        pc: usize,
-    ) -> Result<Value> {
-        // A panic is caught here, not in `PackedFunc::call`, which this path skips.
-        let (x, y) = (self.src(code, a, base), self.src(code, b, base));
-        let ret = catch_unwind(AssertUnwindSafe(|| f(x, y))).unwrap_or_else(|p| Err(self.panicked(pc, p)));
-        ret.map_err(|e| self.locate(pc, e))
-    }
-
-    /// Fills `out` with bitwise copies of the arguments, without touching reference counts.
-    #[inline]
-    fn borrow_args_into(&self, code: &Code, srcs: &[Src], base: usize, out: &mut Vec<ManuallyDrop<Value>>) {
-        for &s in srcs {
-            let v = self.src(code, s, base);
-            // SAFETY: the copy is never dropped (ManuallyDrop) and lives only for one packed call,
-            // during which its source stays alive and unmodified: constants are held by `code`,
-            // and the calling frame's registers are not written while the callee runs (re-entrant
-            // calls only push and pop frames above it; moving the register Vec moves the handles,
-            // not the objects they point to). The callee sees `&[Value]`, so keeping a value
-            // requires a clone, which takes a proper reference.
-            out.push(ManuallyDrop::new(unsafe { std::ptr::read(v) }));
-        }
-    }
-
-    /// The arguments of the call at `pc`, cloned (for instruments).
-    fn load_args(&self, code: &Code, pc: usize, base: usize) -> SmallVec<[Value; 8]> {
-        code.call_srcs(&code.ops[pc]).into_iter().map(|s| self.src(code, s, base).clone()).collect()
-    }
-
-    /// The value operand `s` reads.
-    #[inline(always)]
-    fn src<'a>(&'a self, code: &'a Code, s: Src, base: usize) -> &'a Value {
-        if s & CONST_BIT == 0 {
-            &self.regs[base + s as usize]
-        } else {
-            &code.consts[(s & !CONST_BIT) as usize]
-        }
-    }
-
-    /// The error for a panic in the packed function that instruction `pc` calls.
-    #[cold]
-    fn panicked(&self, pc: usize, payload: Box<dyn std::any::Any + Send>) -> Error {
-        let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
-        panic_error(&self.exe.funcs()[func as usize].name, payload)
-    }
-
-    /// Adds the function, instruction and location to an error (once: the innermost wins).
-    #[cold]
-    fn locate(&self, pc: usize, e: Error) -> Error {
-        if matches!(e.kind(), ErrorKind::At { .. }) {
-            return e;
-        }
-        let func = &self.exe.funcs()[self.frames.last().expect("a frame is running").func as usize];
-        ErrorKind::At {
-            func: func.name.clone(),
-            pc: pc - func.start_instr as usize,
-            instr: self.exe.instr_text(pc),
-            location: self.exe.location(pc).map(|l| l.to_string()),
-            source: e,
-        }
-        .into()
-    }
-}
-
-/// Writes a register, moving the value as two word-sized loads and stores.
-///
-/// A plain move compiles to a 16-byte vector load of a value that the callee had just stored
-/// as two 8-byte words, which defeats store-to-load forwarding and stalled every call; moving
-/// it word by word keeps the loads the same width as the stores.
-#[inline(always)]
-fn set_reg(slot: &mut Value, v: Value) {
-    type Word = std::mem::MaybeUninit<u64>;
-    const _: () = assert!(std::mem::size_of::<Value>() == 2 * std::mem::size_of::<u64>());
-    let v = ManuallyDrop::new(v);
-    let src = (&*v as *const Value).cast::<Word>();
-    // SAFETY: `Value` is exactly two words (asserted above) and `src` points to an initialised
-    // value; reading its words as `MaybeUninit` is sound even where they hold padding. Volatile
-    // keeps the two reads from being merged into one wide load.
-    let (w0, w1) = unsafe { (src.read_volatile(), src.add(1).read_volatile()) };
-    let old = std::mem::replace(slot, Value::Null);
-    let dst = (slot as *mut Value).cast::<Word>();
-    // SAFETY: `slot` holds a valid (trivially droppable) Null, which we overwrite with the bits
-    // of `v`, whose ownership moves here (`v` is never dropped: ManuallyDrop).
-    unsafe {
-        dst.write(w0);
-        dst.add(1).write(w1);
-    }
-    // Scalars are overwritten all the time in loops: skip the out-of-line drop glue for them.
-    if old.owns_heap() {
-        drop(old);
-    } else {
-        std::mem::forget(old);
-    }
-}
-
-/// `regs.truncate(len)`, dropping out of line only the values that own something: a frame's
-/// registers are mostly scalars and nulls, which need no drop call.
-#[inline]
-fn truncate_regs(regs: &mut Vec<Value>, len: usize) {
-    while regs.len() > len {
-        match regs.pop() {
-            Some(v) if v.owns_heap() => drop(v),
-            Some(v) => std::mem::forget(v),
-            None => break,
-        }
-    }
-}
-
-/// Views borrowed argument copies as values.
-#[inline]
-fn as_values(args: &[ManuallyDrop<Value>]) -> &[Value] {
-    // SAFETY: `ManuallyDrop<T>` is `repr(transparent)` over `T`, so the slices have one layout.
-    unsafe { std::slice::from_raw_parts(args.as_ptr().cast::<Value>(), args.len()) }
 }
 
 impl VmHandle for VirtualMachine {

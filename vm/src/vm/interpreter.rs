@@ -1,0 +1,407 @@
+//! The interpreter loop: runs decoded ops (`crate::code`) frame by frame, with the helpers
+//! its hot path inlines (operand reads, register writes, borrowed argument lists).
+//!
+//! Register and op indices are read without bounds checks: the verifier proves every register
+//! operand below its function's register-file size and every jump inside its function, no
+//! function runs off its end, and `enter_frame` sizes each frame's registers to that size
+//! before its first op runs (see [`VirtualMachine::reg`]).
+
+use super::VirtualMachine;
+use crate::bytecode::Instruction;
+use crate::code::{Callee, Code, Op, Src, CONST_BIT, VOID};
+use crate::error::{Error, ErrorKind, Result};
+use crate::int_op::IntOp;
+use crate::packed::{panic_error, BinaryFn, CallCtx};
+use crate::value::Value;
+use smallvec::SmallVec;
+use std::mem::ManuallyDrop;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+impl VirtualMachine {
+    /// Runs frames until the one at `depth` returns. `PLAIN`: no instrument hook (one installed
+    /// by a callback meanwhile takes effect at the next entry into the VM).
+    #[inline(never)]
+    pub(super) fn run_loop<const PLAIN: bool>(&mut self, depth: usize) -> Result<Value> {
+        // SAFETY: `self.code` is set once, in the constructor, and never replaced or mutated, so
+        // the `Code` it points to lives as long as `self`; packed functions reach the VM only
+        // through `CallCtx`, which cannot replace it either. Borrowing it through the pointer
+        // (instead of cloning the `Arc`) spares two atomic operations per invocation.
+        let code: &Code = unsafe { &*Arc::as_ptr(&self.code) };
+        let top = *self.frames.last().expect("a frame was pushed");
+        let Callee::Bytecode { start, .. } = *code.callee(top.func) else { unreachable!() };
+        let mut pc = start as usize;
+        let mut base = top.base;
+        loop {
+            match *code.op(pc) {
+                Op::IntBinary { op, f, a, b, dst } if PLAIN => {
+                    match self.int_inline(code, op, a, b, base) {
+                        Some(v) => set_scalar(self.reg_mut(base, dst), v),
+                        None => {
+                            let v = self.call_binary(code, f, a, b, base, pc)?;
+                            set_reg(self.reg_mut(base, dst), v);
+                        }
+                    }
+                    pc += 1;
+                }
+                Op::IntBranch { op, f, a, b, dst, false_target } if PLAIN => {
+                    // The `if` at pc + 1 runs here, as its own op would run it.
+                    let taken = match self.int_inline(code, op, a, b, base) {
+                        Some(v) => {
+                            let taken = matches!(v, Value::Bool(true)) || matches!(v, Value::Int(i) if i != 0);
+                            set_scalar(self.reg_mut(base, dst), v);
+                            taken
+                        }
+                        None => self.int_branch_slow(code, f, a, b, dst, base, pc)?,
+                    };
+                    if taken {
+                        pc += 2;
+                    } else {
+                        if (false_target as usize) <= pc + 1 {
+                            self.count_step().map_err(|e| self.locate(pc + 1, e))?;
+                        }
+                        pc = false_target as usize;
+                    }
+                }
+                Op::IntJump { op, f, a, b, dst, target } if PLAIN => {
+                    match self.int_inline(code, op, a, b, base) {
+                        Some(v) => set_scalar(self.reg_mut(base, dst), v),
+                        None => {
+                            let v = self.call_binary(code, f, a, b, base, pc)?;
+                            set_reg(self.reg_mut(base, dst), v);
+                        }
+                    }
+                    // The `goto` at pc + 1, as its own op would run it.
+                    if (target as usize) <= pc + 1 {
+                        self.count_step().map_err(|e| self.locate(pc + 1, e))?;
+                    }
+                    pc = target as usize;
+                }
+                Op::CallBinary { f, a, b, dst } if PLAIN => {
+                    let ret = self.call_binary(code, f, a, b, base, pc)?;
+                    if dst != VOID {
+                        set_reg(self.reg_mut(base, dst), ret);
+                    }
+                    pc += 1;
+                }
+                Op::CallPacked { func, args, nargs, dst } if PLAIN => {
+                    let Callee::Packed(f) = code.callee(func) else { unreachable!("decoded as packed") };
+                    let srcs = code.arg_list(args, nargs);
+                    // One reused buffer of borrowed arguments: no allocation and no
+                    // reference-count traffic per call in steady state.
+                    let mut argv = std::mem::take(&mut self.argbuf);
+                    self.borrow_args_into(code, srcs, base, &mut argv);
+                    let ret = f.call(&mut CallCtx::new(self), as_values(&argv));
+                    argv.clear();
+                    self.argbuf = argv;
+                    let ret = ret.map_err(|e| self.locate(pc, e))?;
+                    if dst != VOID {
+                        set_reg(self.reg_mut(base, dst), ret);
+                    }
+                    pc += 1;
+                }
+                Op::CallSelect1 { f, func, a, dst } if PLAIN => {
+                    // The one argument is passed in place: no argument list to build.
+                    let Callee::Packed(p) = code.callee(func) else { unreachable!("decoded as packed") };
+                    let arg = std::slice::from_ref(self.src(code, a, base));
+                    let picked = match catch_unwind(AssertUnwindSafe(|| f(p.name(), arg))) {
+                        Ok(Ok(v)) => (dst != VOID && !v.same_object(self.reg(base, dst))).then(|| v.clone()),
+                        Ok(Err(e)) => return Err(self.locate(pc, e)),
+                        Err(payload) => return Err(self.locate(pc, panic_error(p.name(), payload))),
+                    };
+                    if let Some(v) = picked {
+                        set_reg(self.reg_mut(base, dst), v);
+                    }
+                    pc += 1;
+                }
+                Op::CallSelect { func, args, nargs, dst } if PLAIN => {
+                    let Callee::Packed(p) = code.callee(func) else { unreachable!("decoded as packed") };
+                    let select = p.as_select().expect("decoded as select");
+                    let mut argv = std::mem::take(&mut self.argbuf);
+                    self.borrow_args_into(code, code.arg_list(args, nargs), base, &mut argv);
+                    let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), as_values(&argv))));
+                    let picked = picked.unwrap_or_else(|payload| Err(panic_error(p.name(), payload))).map(|v| {
+                        // A result the destination already holds needs no write (and no
+                        // reference-count traffic); anything else is cloned out of the borrow.
+                        (dst != VOID && !v.same_object(self.reg(base, dst))).then(|| v.clone())
+                    });
+                    argv.clear();
+                    self.argbuf = argv;
+                    if let Some(v) = picked.map_err(|e| self.locate(pc, e))? {
+                        set_reg(self.reg_mut(base, dst), v);
+                    }
+                    pc += 1;
+                }
+                Op::CallBytecode { func, args, nargs, dst } if PLAIN => {
+                    self.count_step().map_err(|e| self.locate(pc, e))?;
+                    let Callee::Bytecode { start, .. } = *code.callee(func) else {
+                        unreachable!("decoded as bytecode")
+                    };
+                    // The arguments go straight into the callee's registers: no allocation once
+                    // the register stack has grown to the program's depth.
+                    let new_base = self.regs.len();
+                    for &s in code.arg_list(args, nargs) {
+                        let v = self.src(code, s, base).clone();
+                        self.regs.push(v);
+                    }
+                    self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
+                    base = new_base;
+                    pc = start as usize;
+                }
+                Op::CallBytecode { .. } => {
+                    // Instrumented, out of line: the loop's plain arms stay as they are.
+                    (base, pc) = self.instrumented_bytecode_call(code, pc, base)?;
+                }
+                Op::CallPacked { .. }
+                | Op::CallBinary { .. }
+                | Op::IntBinary { .. }
+                | Op::IntBranch { .. }
+                | Op::IntJump { .. }
+                | Op::CallSelect { .. }
+                | Op::CallSelect1 { .. } => {
+                    let ret = self.instrumented_call(code, pc, base).map_err(|e| self.locate(pc, e))?;
+                    if let Some(dst) = self.exe.instrs()[pc].writes() {
+                        set_reg(self.reg_mut(base, dst), ret);
+                    }
+                    pc += 1;
+                }
+                Op::Ret { result } => {
+                    let value = std::mem::take(self.reg_mut(base, result));
+                    let returning = self.frames.len();
+                    let done = self.frames.pop().expect("a frame is running");
+                    truncate_regs(&mut self.regs, done.base);
+                    if !PLAIN && self.instrumented.last().is_some_and(|f| f.depth == returning) {
+                        self.instrument_after(&value)?;
+                    }
+                    if self.frames.len() == depth {
+                        return Ok(value);
+                    }
+                    let caller = *self.frames.last().expect("a caller frame");
+                    base = caller.base;
+                    pc = caller.pc + 1;
+                    if caller.dst != VOID {
+                        set_reg(self.reg_mut(base, caller.dst), value);
+                    }
+                }
+                Op::Goto { target } => {
+                    if (target as usize) <= pc {
+                        self.count_step().map_err(|e| self.locate(pc, e))?;
+                    }
+                    pc = target as usize;
+                }
+                Op::If { cond, false_target } => {
+                    let taken = self.reg(base, cond).truthy().map_err(|e| self.locate(pc, e))?;
+                    if taken {
+                        pc += 1;
+                    } else {
+                        // A backward `if` closes a loop as a backward `goto` does.
+                        if (false_target as usize) <= pc {
+                            self.count_step().map_err(|e| self.locate(pc, e))?;
+                        }
+                        pc = false_target as usize;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The result of an int operation computed here, for two ints that it maps to an int or a
+    /// bool; `None` for anything else (bools, other types, overflow, division by zero), which
+    /// the builtin defines.
+    // Inlined into each of its three ops in optimised builds (the loop's hot path); not forced
+    // in debug builds, where three inlined copies would swell the loop's stack frame, which every
+    // re-entry into the VM nests.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    fn int_inline(&self, code: &Code, op: IntOp, a: Src, b: Src, base: usize) -> Option<Value> {
+        match (self.src(code, a, base), self.src(code, b, base)) {
+            // The operations loops use most are tested first: a compare each instead of a jump
+            // through a table (the arms are `apply` itself, specialised).
+            (Value::Int(x), Value::Int(y)) => match op {
+                IntOp::Add => IntOp::Add.apply(*x, *y),
+                IntOp::Lt => IntOp::Lt.apply(*x, *y),
+                IntOp::Sub => IntOp::Sub.apply(*x, *y),
+                _ => op.apply(*x, *y),
+            },
+            _ => None,
+        }
+    }
+
+    /// An [`Op::IntBranch`] that [`int_inline`](Self::int_inline) left to its builtin: calls
+    /// it, writes its result and tests it as the `if` at `pc + 1` would.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn int_branch_slow(
+        &mut self,
+        code: &Code,
+        f: BinaryFn,
+        a: Src,
+        b: Src,
+        dst: u32,
+        base: usize,
+        pc: usize,
+    ) -> Result<bool> {
+        let v = self.call_binary(code, f, a, b, base, pc)?;
+        let taken = v.truthy().map_err(|e| self.locate(pc + 1, e));
+        set_reg(self.reg_mut(base, dst), v);
+        taken
+    }
+
+    /// Calls the binary function of the call at `pc` with operands `a` and `b`.
+    #[inline]
+    fn call_binary(
+        &self,
+        code: &Code,
+        f: crate::packed::BinaryFn,
+        a: Src,
+        b: Src,
+        base: usize,
+        pc: usize,
+    ) -> Result<Value> {
+        // A panic is caught here, not in `PackedFunc::call`, which this path skips.
+        let (x, y) = (self.src(code, a, base), self.src(code, b, base));
+        let ret = catch_unwind(AssertUnwindSafe(|| f(x, y))).unwrap_or_else(|p| Err(self.panicked(pc, p)));
+        ret.map_err(|e| self.locate(pc, e))
+    }
+
+    /// Fills `out` with bitwise copies of the arguments, without touching reference counts.
+    #[inline]
+    fn borrow_args_into(&self, code: &Code, srcs: &[Src], base: usize, out: &mut Vec<ManuallyDrop<Value>>) {
+        for &s in srcs {
+            let v = self.src(code, s, base);
+            // SAFETY: the copy is never dropped (ManuallyDrop) and lives only for one packed call,
+            // during which its source stays alive and unmodified: constants are held by `code`,
+            // and the calling frame's registers are not written while the callee runs (re-entrant
+            // calls only push and pop frames above it; moving the register Vec moves the handles,
+            // not the objects they point to). The callee sees `&[Value]`, so keeping a value
+            // requires a clone, which takes a proper reference.
+            out.push(ManuallyDrop::new(unsafe { std::ptr::read(v) }));
+        }
+    }
+
+    /// The arguments of the call at `pc`, cloned (for instruments).
+    pub(super) fn load_args(&self, code: &Code, pc: usize, base: usize) -> SmallVec<[Value; 8]> {
+        code.call_srcs(&code.ops[pc]).into_iter().map(|s| self.src(code, s, base).clone()).collect()
+    }
+
+    /// The value operand `s` reads.
+    #[inline(always)]
+    fn src<'a>(&'a self, code: &'a Code, s: Src, base: usize) -> &'a Value {
+        if s & CONST_BIT == 0 {
+            self.reg(base, s)
+        } else {
+            code.constant(s & !CONST_BIT)
+        }
+    }
+
+    /// Register `r` of the running frame, whose registers start at `base`.
+    // Not forced inline in debug builds, where each inlined copy would add to the loop's stack
+    // frame (see `int_inline`).
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(super) fn reg(&self, base: usize, r: u32) -> &Value {
+        let i = base + r as usize;
+        debug_assert!(i < self.regs.len());
+        // SAFETY: every register operand of a verified function is below its register-file size
+        // (`verify::function`: RegisterOutside), and `enter_frame` made `base..base + size`
+        // part of `regs` before the frame's first op; frames above it (re-entries, callees)
+        // only ever truncate `regs` back to their own base, which is at or above this frame's top.
+        unsafe { self.regs.get_unchecked(i) }
+    }
+
+    /// Register `r` of the running frame, to write.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(super) fn reg_mut(&mut self, base: usize, r: u32) -> &mut Value {
+        let i = base + r as usize;
+        debug_assert!(i < self.regs.len());
+        // SAFETY: as in `reg`.
+        unsafe { self.regs.get_unchecked_mut(i) }
+    }
+
+    /// The error for a panic in the packed function that instruction `pc` calls.
+    #[cold]
+    fn panicked(&self, pc: usize, payload: Box<dyn std::any::Any + Send>) -> Error {
+        let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
+        panic_error(&self.exe.funcs()[func as usize].name, payload)
+    }
+
+    /// Adds the function, instruction and location to an error (once: the innermost wins).
+    #[cold]
+    pub(super) fn locate(&self, pc: usize, e: Error) -> Error {
+        if matches!(e.kind(), ErrorKind::At { .. }) {
+            return e;
+        }
+        let func = &self.exe.funcs()[self.frames.last().expect("a frame is running").func as usize];
+        ErrorKind::At {
+            func: func.name.clone(),
+            pc: pc - func.start_instr as usize,
+            instr: self.exe.instr_text(pc),
+            location: self.exe.location(pc).map(|l| l.to_string()),
+            source: e,
+        }
+        .into()
+    }
+}
+
+/// Writes a register, moving the value as two word-sized loads and stores.
+///
+/// A plain move compiles to a 16-byte vector load of a value that the callee had just stored
+/// as two 8-byte words, which defeats store-to-load forwarding and stalled every call; moving
+/// it word by word keeps the loads the same width as the stores.
+#[inline(always)]
+pub(super) fn set_reg(slot: &mut Value, v: Value) {
+    type Word = std::mem::MaybeUninit<u64>;
+    const _: () = assert!(std::mem::size_of::<Value>() == 2 * std::mem::size_of::<u64>());
+    let v = ManuallyDrop::new(v);
+    let src = (&*v as *const Value).cast::<Word>();
+    // SAFETY: `Value` is exactly two words (asserted above) and `src` points to an initialised
+    // value; reading its words as `MaybeUninit` is sound even where they hold padding. Volatile
+    // keeps the two reads from being merged into one wide load.
+    let (w0, w1) = unsafe { (src.read_volatile(), src.add(1).read_volatile()) };
+    let old = std::mem::replace(slot, Value::Null);
+    let dst = (slot as *mut Value).cast::<Word>();
+    // SAFETY: `slot` holds a valid (trivially droppable) Null, which we overwrite with the bits
+    // of `v`, whose ownership moves here (`v` is never dropped: ManuallyDrop).
+    unsafe {
+        dst.write(w0);
+        dst.add(1).write(w1);
+    }
+    // Scalars are overwritten all the time in loops: skip the out-of-line drop glue for them.
+    if old.owns_heap() {
+        drop(old);
+    } else {
+        std::mem::forget(old);
+    }
+}
+
+/// Writes a register with a scalar (a value that owns nothing), such as an int operation's
+/// result: the old value is dropped out of line only when it owns something.
+#[inline(always)]
+fn set_scalar(slot: &mut Value, v: Value) {
+    debug_assert!(!v.owns_heap());
+    let old = std::mem::replace(slot, v);
+    if old.owns_heap() {
+        drop(old);
+    } else {
+        std::mem::forget(old);
+    }
+}
+
+/// `regs.truncate(len)`, dropping out of line only the values that own something: a frame's
+/// registers are mostly scalars and nulls, which need no drop call.
+#[inline]
+pub(super) fn truncate_regs(regs: &mut Vec<Value>, len: usize) {
+    while regs.len() > len {
+        match regs.pop() {
+            Some(v) if v.owns_heap() => drop(v),
+            Some(v) => std::mem::forget(v),
+            None => break,
+        }
+    }
+}
+
+/// Views borrowed argument copies as values.
+#[inline]
+fn as_values(args: &[ManuallyDrop<Value>]) -> &[Value] {
+    // SAFETY: `ManuallyDrop<T>` is `repr(transparent)` over `T`, so the slices have one layout.
+    unsafe { std::slice::from_raw_parts(args.as_ptr().cast::<Value>(), args.len()) }
+}
