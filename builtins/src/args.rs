@@ -36,6 +36,13 @@ pub(crate) fn arity_at_least(name: &str, args: &[Value], min: usize) -> Result<(
     Ok(())
 }
 
+/// The error for a missing argument `i` (out of line, like [`arity_error`]).
+#[cold]
+#[inline(never)]
+fn missing(name: &str, i: usize, got: usize) -> Error {
+    Error::arity(name, format!("at least {}", i + 1), got)
+}
+
 /// A type mismatch for argument `i` (described by `what`) of builtin `name`.
 #[cold]
 pub(crate) fn type_err(name: &str, i: usize, what: &str, expected: &str, found: &Value) -> Error {
@@ -66,7 +73,7 @@ pub(crate) fn int(name: &str, args: &[Value], i: usize, what: &str) -> Result<i6
         Some(Value::Int(v)) => Ok(*v),
         Some(Value::Bool(b)) => Ok(i64::from(*b)),
         Some(other) => Err(type_err(name, i, what, "int", other)),
-        None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
+        None => Err(missing(name, i, args.len())),
     }
 }
 
@@ -75,7 +82,7 @@ pub(crate) fn tensor<'a>(name: &str, args: &'a [Value], i: usize, what: &str) ->
     match args.get(i) {
         Some(Value::Tensor(t)) => Ok(t),
         Some(other) => Err(type_err(name, i, what, "tensor", other)),
-        None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
+        None => Err(missing(name, i, args.len())),
     }
 }
 
@@ -84,7 +91,7 @@ pub(crate) fn shape<'a>(name: &str, args: &'a [Value], i: usize, what: &str) -> 
     match args.get(i) {
         Some(Value::Shape(s)) => Ok(s),
         Some(other) => Err(type_err(name, i, what, "shape", other)),
-        None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
+        None => Err(missing(name, i, args.len())),
     }
 }
 
@@ -114,7 +121,7 @@ pub(crate) fn dtype(name: &str, args: &[Value], i: usize, what: &str) -> Result<
         Some(Value::DType(d)) => Ok(*d),
         Some(Value::Str(s)) => s.parse().map_err(|e| in_builtin(name, e)),
         Some(other) => Err(type_err(name, i, what, "dtype or dtype name", other)),
-        None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
+        None => Err(missing(name, i, args.len())),
     }
 }
 
@@ -124,7 +131,7 @@ pub(crate) fn vm_state(name: &str, args: &[Value], i: usize) -> Result<()> {
     match args.get(i) {
         Some(Value::VmState | Value::Null) => Ok(()),
         Some(other) => Err(type_err(name, i, "the VM state", "vm_state (%vm) or null", other)),
-        None => Err(Error::arity(name, format!("at least {}", i + 1), args.len())),
+        None => Err(missing(name, i, args.len())),
     }
 }
 

@@ -9,15 +9,17 @@
 use relaxvm::Shape;
 use std::cell::RefCell;
 
-/// How many shapes are kept (a compiled model makes a handful of distinct ones per call).
-const SLOTS: usize = 4;
+/// How many shapes are kept: each shape has one slot, chosen by a hash of its dimensions, so
+/// a model cycling through more distinct shapes than a round-robin list holds still finds each
+/// in place (a list of four, replaced in turn, missed every time for five or more).
+const SLOTS: usize = 16;
 
 /// The largest rank kept: longer shapes are rare and costlier to compare.
 const MAX_RANK: usize = 6;
 
 thread_local! {
-    /// Recent shapes, and the slot the next new one replaces (round robin).
-    static RECENT: RefCell<([Option<Shape>; SLOTS], usize)> = const { RefCell::new(([const { None }; SLOTS], 0)) };
+    /// Recent shapes, each in the slot [`slot_of`] its dimensions pick.
+    static RECENT: RefCell<[Option<Shape>; SLOTS]> = const { RefCell::new([const { None }; SLOTS]) };
 }
 
 /// A shape of `dims`: a recent equal one when there is one, else a new one, remembered.
@@ -25,20 +27,27 @@ pub(super) fn shape_of_dims(dims: &[i64]) -> Shape {
     if dims.len() > MAX_RANK {
         return Shape::from(dims);
     }
+    let slot = slot_of(dims);
     // `try_with` fails only while the thread is being torn down: then make a new shape.
     RECENT
         .try_with(|r| {
             let mut r = r.borrow_mut();
-            let (slots, next) = &mut *r;
-            if let Some(s) = slots.iter().flatten().find(|s| same_dims(s, dims)) {
-                return s.clone();
+            let kept = &mut r[slot];
+            match kept {
+                Some(s) if same_dims(s, dims) => s.clone(),
+                _ => kept.insert(Shape::from(dims)).clone(),
             }
-            let s = Shape::from(dims);
-            slots[*next] = Some(s.clone());
-            *next = (*next + 1) % SLOTS;
-            s
         })
         .unwrap_or_else(|_| Shape::from(dims))
+}
+
+/// The slot of `dims`: a multiplicative hash of the rank and dimensions (Fibonacci hashing),
+/// its top bits.
+#[inline]
+pub(super) fn slot_of(dims: &[i64]) -> usize {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let h = dims.iter().fold((dims.len() as u64).wrapping_mul(K), |h, d| (h ^ *d as u64).wrapping_mul(K));
+    (h >> (64 - SLOTS.trailing_zeros())) as usize
 }
 
 /// `a == b`, compared word by word: slice equality calls `memcmp`, which costs more than the
