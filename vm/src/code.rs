@@ -8,6 +8,7 @@ use crate::int_op::IntOp;
 use crate::packed::{BinaryFn, PackedFunc, SelectFn};
 use crate::registry::Registry;
 use crate::value::{Callable, Closure, Value};
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 /// Marks a `call` whose result is discarded.
@@ -25,12 +26,15 @@ pub(crate) type Src = u32;
 /// A decoded instruction; indices were proven in range by the verifier.
 #[derive(Clone, Copy)]
 pub(crate) enum Op {
-    /// A call of a packed function; `args` indexes [`Code::args`].
+    /// A call of a packed function; `args` indexes [`Code::args`] and [`Code::arg_values`],
+    /// `patches` [`Code::patches`] (see [`Code::prepare_args`]).
     CallPacked {
         func: u32,
         args: u32,
         nargs: u32,
         dst: u32,
+        patches: u32,
+        npatches: u32,
     },
     /// A call of a two-argument plain function.
     CallBinary {
@@ -73,6 +77,8 @@ pub(crate) enum Op {
         args: u32,
         nargs: u32,
         dst: u32,
+        patches: u32,
+        npatches: u32,
     },
     /// [`Op::CallSelect`] with one argument, which is passed in place (no argument list).
     CallSelect1 {
@@ -110,6 +116,12 @@ pub(crate) struct Code {
     pub ops: Vec<Op>,
     /// The operands of calls that take a list of them, in runs the ops index.
     pub args: Vec<Src>,
+    /// `args` as an argument list ready to copy: each operand fixed at load as a bitwise copy
+    /// of its value in `consts` (never dropped: `consts` owns it), each register as null, to
+    /// be patched by the call (see [`Code::prepare_args`]).
+    pub arg_values: Vec<ManuallyDrop<Value>>,
+    /// Per packed call, the registers to patch into its list: (position in the list, register).
+    pub patches: Vec<(u32, u32)>,
     /// The values operands with [`CONST_BIT`] read.
     pub consts: Vec<Value>,
     pub callees: Vec<Callee>,
@@ -154,7 +166,16 @@ impl Code {
             }
             return Err(ErrorKind::MissingFunctions(missing).into());
         }
-        let mut code = Code { ops: Vec::new(), args: Vec::new(), consts: Vec::new(), callees, func_values, names };
+        let mut code = Code {
+            ops: Vec::new(),
+            args: Vec::new(),
+            arg_values: Vec::new(),
+            patches: Vec::new(),
+            consts: Vec::new(),
+            callees,
+            func_values,
+            names,
+        };
         code.ops =
             exe.instrs().iter().enumerate().map(|(pc, instr)| code.decode_op(exe, pc, instr)).collect::<Result<_>>()?;
         code.fuse_pairs();
@@ -217,17 +238,37 @@ impl Code {
                 let srcs = args.iter().map(|a| self.src(exe, a)).collect::<Result<Vec<Src>>>()?;
                 let (nargs, dst, func) = (srcs.len() as u32, dst.unwrap_or(VOID), *func);
                 let start = self.args.len() as u32;
+                let patches = self.patches.len() as u32;
+                let npatches = srcs.iter().filter(|s| *s & CONST_BIT == 0).count() as u32;
                 let op = match &self.callees[func as usize] {
                     Callee::Bytecode { .. } => Op::CallBytecode { func, args: start, nargs, dst },
                     Callee::Packed(p) => match (p.as_binary(), p.as_int_op(), p.as_select(), &srcs[..]) {
                         (Some(f), Some(op), _, &[a, b]) if dst != VOID => Op::IntBinary { op, f, a, b, dst },
                         (Some(f), _, _, &[a, b]) => Op::CallBinary { f, a, b, dst },
                         (_, _, Some(f), &[a]) => Op::CallSelect1 { f, func, a, dst },
-                        (_, _, Some(_), _) => Op::CallSelect { func, args: start, nargs, dst },
-                        _ => Op::CallPacked { func, args: start, nargs, dst },
+                        (_, _, Some(_), _) => Op::CallSelect { func, args: start, nargs, dst, patches, npatches },
+                        _ => Op::CallPacked { func, args: start, nargs, dst, patches, npatches },
                     },
                 };
+                if matches!(op, Op::CallSelect { .. } | Op::CallPacked { .. }) {
+                    for (pos, &s) in srcs.iter().enumerate() {
+                        if s & CONST_BIT == 0 {
+                            self.patches.push((pos as u32, s));
+                        }
+                    }
+                }
                 if matches!(op, Op::CallBytecode { .. } | Op::CallSelect { .. } | Op::CallPacked { .. }) {
+                    for &s in &srcs {
+                        let v = if s & CONST_BIT == 0 {
+                            Value::Null
+                        } else {
+                            // SAFETY: a bitwise copy of a value `consts` owns and keeps for the
+                            // life of this `Code` (it only grows; its values never move out or
+                            // change); the copy is never dropped (ManuallyDrop) and is only read.
+                            unsafe { std::ptr::read(&self.consts[(s & !CONST_BIT) as usize]) }
+                        };
+                        self.arg_values.push(ManuallyDrop::new(v));
+                    }
                     self.args.extend(srcs);
                 }
                 op
@@ -290,6 +331,39 @@ impl Code {
         debug_assert!((args + nargs) as usize <= self.args.len());
         // SAFETY: `decode_op` pushed `nargs` operands at `args` for every op that carries them.
         unsafe { self.args.get_unchecked(args as usize..(args + nargs) as usize) }
+    }
+
+    /// Fills `out` (empty) with the argument list of a call whose operands are
+    /// `args..args + nargs` and whose registers are patched by `patches..patches + npatches`:
+    /// one copy of the prepared list (the values fixed at load), then one write per register
+    /// operand, `reg` reading the calling frame's registers. The items are bitwise copies, never
+    /// dropped: borrowed for the one call.
+    #[inline]
+    pub fn prepare_args<'a>(
+        &self,
+        (args, nargs, patches, npatches): (u32, u32, u32, u32),
+        reg: impl Fn(u32) -> &'a Value,
+        out: &mut Vec<ManuallyDrop<Value>>,
+    ) {
+        debug_assert!(out.is_empty());
+        let (args, nargs) = (args as usize, nargs as usize);
+        debug_assert!(args + nargs <= self.arg_values.len());
+        debug_assert!((patches + npatches) as usize <= self.patches.len());
+        out.reserve(nargs);
+        // SAFETY: `decode_op` pushed `nargs` prepared values at `args` and `npatches` patches at
+        // `patches`, each with a position below `nargs`; `reserve` made room for `nargs` items,
+        // all of which are written (the copy) before `set_len`. The copies are bitwise and never
+        // dropped: values of `consts`, which outlives the call, and registers of the calling
+        // frame, which are not written while the callee runs (re-entrant calls push and pop
+        // frames above it; a moved register Vec moves the handles, not what they point to).
+        unsafe {
+            let dst = out.as_mut_ptr();
+            std::ptr::copy_nonoverlapping(self.arg_values.as_ptr().add(args), dst, nargs);
+            for &(pos, r) in self.patches.get_unchecked(patches as usize..(patches + npatches) as usize) {
+                dst.add(pos as usize).write(ManuallyDrop::new(std::ptr::read(reg(r))));
+            }
+            out.set_len(nargs);
+        }
     }
 
     /// The operands of the call at `op` (any call), as sources.

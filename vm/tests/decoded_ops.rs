@@ -43,6 +43,15 @@ fn setup() {
         )
         .unwrap();
         register_global(PackedFunc::select("d.boom", |_, _| panic!("select panicked")), true).unwrap();
+        register_global(PackedFunc::from_fn("d.list", |a| Ok(Value::tuple(a.to_vec()))), true).unwrap();
+        register_global(
+            PackedFunc::select("d.last", |name, a| a.last().ok_or_else(|| Error::arity(name, "1+", a.len()))),
+            true,
+        )
+        .unwrap();
+        // Calls the function it is given with the rest of its arguments: a re-entry that runs
+        // other calls (with their own argument lists) while this one's list is borrowed.
+        register_global(PackedFunc::new("d.apply", |ctx, a| ctx.call(&a[0], &a[1..])), true).unwrap();
     });
 }
 
@@ -148,6 +157,58 @@ fn one_argument_selects_pass_their_operand_in_place() {
     let e = p.invoke("g", &[Value::Int(1)]).unwrap_err();
     assert!(e.to_string().contains("d.boom: select panicked"), "{e}");
     assert!(matches!(e.kind(), ErrorKind::At { pc: 0, .. }), "{e}");
+}
+
+/// Argument lists are prepared at load (values fixed at load in place, registers patched at
+/// each call): every mix of operand kinds arrives in order, for packed and selecting calls,
+/// also when a call re-enters the VM and other calls build lists meanwhile.
+#[test]
+fn prepared_argument_lists_hold_every_operand_in_order() {
+    use Arg::*;
+    let exe = Executable::from_parts(ExecutableParts {
+        funcs: vec![
+            FuncInfo::bytecode("f", 0, 6, 2, 6),
+            FuncInfo::packed("d.list"),
+            FuncInfo::packed("d.last"),
+            FuncInfo::packed("d.apply"),
+            FuncInfo::bytecode("g", 6, 8, 2, 3),
+        ],
+        instrs: vec![
+            call(1, vec![Imm(7), Reg(1), Const(0), Reg(0), Func(2), Imm(-1), Void], Some(2)),
+            call(2, vec![Reg(0), Imm(5), Reg(1)], Some(3)),
+            call(2, vec![Reg(1), Const(0)], Some(4)),
+            call(3, vec![Func(4), Reg(1), Imm(9)], Some(5)),
+            call(1, vec![Reg(2), Reg(3), Reg(4), Reg(5)], Some(2)),
+            Instruction::Ret { result: 2 },
+            call(1, vec![Imm(1), Reg(1), Reg(0), Const(0)], Some(2)),
+            Instruction::Ret { result: 2 },
+        ],
+        constants: vec![Value::str("k")],
+        ..Default::default()
+    })
+    .unwrap();
+    setup();
+    let mut m = VirtualMachine::new(Arc::new(exe)).unwrap();
+    for round in 0..3 {
+        let (a, b) = (Value::Int(100 + round), Value::str("b"));
+        let out = m.invoke("f", &[a.clone(), b.clone()]).unwrap();
+        let show = |v: &Value| format!("{v:?}");
+        let all = out.as_tuple().unwrap();
+        let first = all[0].as_tuple().unwrap();
+        assert_eq!(first.len(), 7);
+        assert_eq!(
+            [&first[0], &first[1], &first[2], &first[3], &first[5], &first[6]].map(show),
+            [&Value::Int(7), &b, &Value::str("k"), &a, &Value::Int(-1), &Value::Null].map(show)
+        );
+        assert!(matches!(&first[4], Value::Func(_)));
+        assert_eq!(show(&all[1]), show(&b), "select of the last of (reg, imm, reg)");
+        assert_eq!(show(&all[2]), show(&Value::str("k")), "select of the last of (reg, const)");
+        let inner = all[3].as_tuple().unwrap();
+        assert_eq!(
+            inner.iter().map(show).collect::<Vec<_>>(),
+            [Value::Int(1), Value::Int(9), b.clone(), Value::str("k")].iter().map(show).collect::<Vec<_>>()
+        );
+    }
 }
 
 #[test]

@@ -84,13 +84,12 @@ impl VirtualMachine {
                     }
                     pc += 1;
                 }
-                Op::CallPacked { func, args, nargs, dst } if PLAIN => {
+                Op::CallPacked { func, args, nargs, dst, patches, npatches } if PLAIN => {
                     let Callee::Packed(f) = code.callee(func) else { unreachable!("decoded as packed") };
-                    let srcs = code.arg_list(args, nargs);
                     // One reused buffer of borrowed arguments: no allocation and no
                     // reference-count traffic per call in steady state.
                     let mut argv = std::mem::take(&mut self.argbuf);
-                    self.borrow_args_into(code, srcs, base, &mut argv);
+                    code.prepare_args((args, nargs, patches, npatches), |r| self.reg(base, r), &mut argv);
                     let ret = f.call(&mut CallCtx::new(self), as_values(&argv));
                     argv.clear();
                     self.argbuf = argv;
@@ -114,11 +113,11 @@ impl VirtualMachine {
                     }
                     pc += 1;
                 }
-                Op::CallSelect { func, args, nargs, dst } if PLAIN => {
+                Op::CallSelect { func, args, nargs, dst, patches, npatches } if PLAIN => {
                     let Callee::Packed(p) = code.callee(func) else { unreachable!("decoded as packed") };
                     let select = p.as_select().expect("decoded as select");
                     let mut argv = std::mem::take(&mut self.argbuf);
-                    self.borrow_args_into(code, code.arg_list(args, nargs), base, &mut argv);
+                    code.prepare_args((args, nargs, patches, npatches), |r| self.reg(base, r), &mut argv);
                     let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), as_values(&argv))));
                     let picked = picked.unwrap_or_else(|payload| Err(panic_error(p.name(), payload))).map(|v| {
                         // A result the destination already holds needs no write (and no
@@ -262,21 +261,6 @@ impl VirtualMachine {
         let (x, y) = (self.src(code, a, base), self.src(code, b, base));
         let ret = catch_unwind(AssertUnwindSafe(|| f(x, y))).unwrap_or_else(|p| Err(self.panicked(pc, p)));
         ret.map_err(|e| self.locate(pc, e))
-    }
-
-    /// Fills `out` with bitwise copies of the arguments, without touching reference counts.
-    #[inline]
-    fn borrow_args_into(&self, code: &Code, srcs: &[Src], base: usize, out: &mut Vec<ManuallyDrop<Value>>) {
-        for &s in srcs {
-            let v = self.src(code, s, base);
-            // SAFETY: the copy is never dropped (ManuallyDrop) and lives only for one packed call,
-            // during which its source stays alive and unmodified: constants are held by `code`,
-            // and the calling frame's registers are not written while the callee runs (re-entrant
-            // calls only push and pop frames above it; moving the register Vec moves the handles,
-            // not the objects they point to). The callee sees `&[Value]`, so keeping a value
-            // requires a clone, which takes a proper reference.
-            out.push(ManuallyDrop::new(unsafe { std::ptr::read(v) }));
-        }
     }
 
     /// The arguments of the call at `pc`, cloned (for instruments).
