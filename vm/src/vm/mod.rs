@@ -164,7 +164,9 @@ impl VirtualMachine {
             self.start_counting();
         }
         let Some(index) = self.bytecode_index(closure)? else { return self.call_closure(closure, args) };
-        if self.exe.funcs()[index as usize].signature.is_some() {
+        // One look at the function's entry serves both checks.
+        let info = &self.exe.funcs()[index as usize];
+        if info.signature.is_some() {
             let exe = Arc::clone(&self.exe);
             let info = &exe.funcs()[index as usize];
             let sig = info.signature.as_ref().expect("checked above");
@@ -172,7 +174,10 @@ impl VirtualMachine {
             let prepared = sig.prepare_args(&info.name, &all)?;
             return self.run(index, &prepared, &[]);
         }
-        self.check_arity(Some(index), args.len() + closure.captured.len())?;
+        let got = args.len() + closure.captured.len();
+        if info.num_args as usize != got {
+            return Err(Error::arity(&info.name, info.num_args.to_string(), got));
+        }
         self.run(index, args, &closure.captured)
     }
 
@@ -315,8 +320,14 @@ impl VirtualMachine {
         let depth = self.frames.len();
         let mark = self.regs.len();
         self.reentry += 1;
-        self.regs.extend_from_slice(args);
-        self.regs.extend_from_slice(captured);
+        // Pushed one by one: `extend_from_slice`'s general path cost more than the clones.
+        self.regs.reserve(args.len() + captured.len());
+        for v in args {
+            self.regs.push(v.clone());
+        }
+        for v in captured {
+            self.regs.push(v.clone());
+        }
         // Two copies of the loop: the plain one has no instrumentation code at all, so what
         // the instrumented one does cannot cost the plain one registers or layout.
         let result = self.enter_frame(func, usize::MAX, VOID, mark).and_then(|()| match self.instrument {
