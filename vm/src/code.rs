@@ -80,7 +80,8 @@ pub(crate) enum Op {
         patches: u32,
         npatches: u32,
     },
-    /// [`Op::CallSelect`] with one argument, which is passed in place (no argument list).
+    /// [`Op::CallSelect`] with one argument, which is passed in place (no argument list), and a
+    /// destination register.
     CallSelect1 {
         f: SelectFn,
         func: u32,
@@ -245,7 +246,7 @@ impl Code {
                     Callee::Packed(p) => match (p.as_binary(), p.as_int_op(), p.as_select(), &srcs[..]) {
                         (Some(f), Some(op), _, &[a, b]) if dst != VOID => Op::IntBinary { op, f, a, b, dst },
                         (Some(f), _, _, &[a, b]) => Op::CallBinary { f, a, b, dst },
-                        (_, _, Some(f), &[a]) => Op::CallSelect1 { f, func, a, dst },
+                        (_, _, Some(f), &[a]) if dst != VOID => Op::CallSelect1 { f, func, a, dst },
                         (_, _, Some(_), _) => Op::CallSelect { func, args: start, nargs, dst, patches, npatches },
                         _ => Op::CallPacked { func, args: start, nargs, dst, patches, npatches },
                     },
@@ -314,6 +315,18 @@ impl Code {
         // SAFETY: `callees` has an entry per function-table entry (decoding fails otherwise) and
         // every callee index of a verified executable is below their number.
         unsafe { self.callees.get_unchecked(func as usize) }
+    }
+
+    /// The packed function of function-table entry `func`, which a packed-call op names.
+    #[inline(always)]
+    pub fn packed(&self, func: u32) -> &PackedFunc {
+        match self.callee(func) {
+            Callee::Packed(p) => p,
+            // SAFETY: `decode_op` makes the ops that call this (`CallPacked`, `CallSelect`,
+            // `CallSelect1`) only for an entry it resolved to `Callee::Packed`, and `callees`
+            // is not changed after decoding.
+            Callee::Bytecode { .. } => unsafe { std::hint::unreachable_unchecked() },
+        }
     }
 
     /// Value `index` of [`Code::consts`] (an index `src` handed out).

@@ -85,7 +85,7 @@ impl VirtualMachine {
                     pc += 1;
                 }
                 Op::CallPacked { func, args, nargs, dst, patches, npatches } if PLAIN => {
-                    let Callee::Packed(f) = code.callee(func) else { unreachable!("decoded as packed") };
+                    let f = code.packed(func);
                     // One reused buffer of borrowed arguments: no allocation and no
                     // reference-count traffic per call in steady state.
                     let mut argv = std::mem::take(&mut self.argbuf);
@@ -101,10 +101,11 @@ impl VirtualMachine {
                 }
                 Op::CallSelect1 { f, func, a, dst } if PLAIN => {
                     // The one argument is passed in place: no argument list to build.
-                    let Callee::Packed(p) = code.callee(func) else { unreachable!("decoded as packed") };
+                    let p = code.packed(func);
                     let arg = std::slice::from_ref(self.src(code, a, base));
                     let picked = match catch_unwind(AssertUnwindSafe(|| f(p.name(), arg))) {
-                        Ok(Ok(v)) => (dst != VOID && !v.same_object(self.reg(base, dst))).then(|| v.clone()),
+                        // `dst` is a register: a select without one is decoded as `CallSelect`.
+                        Ok(Ok(v)) => (!v.same_object(self.reg(base, dst))).then(|| v.clone()),
                         Ok(Err(e)) => return Err(self.locate(pc, e)),
                         Err(payload) => return Err(self.locate(pc, panic_error(p.name(), payload))),
                     };
@@ -114,7 +115,7 @@ impl VirtualMachine {
                     pc += 1;
                 }
                 Op::CallSelect { func, args, nargs, dst, patches, npatches } if PLAIN => {
-                    let Callee::Packed(p) = code.callee(func) else { unreachable!("decoded as packed") };
+                    let p = code.packed(func);
                     let select = p.as_select().expect("decoded as select");
                     let mut argv = std::mem::take(&mut self.argbuf);
                     code.prepare_args((args, nargs, patches, npatches), |r| self.reg(base, r), &mut argv);
