@@ -24,8 +24,6 @@ use crate::tensor_ops::num::Num;
 use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, Result, Shape, Storage, Tensor, Value};
 use smallvec::SmallVec;
 
-mod recent;
-
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.alloc_shape_heap", ctx alloc_shape_heap),
@@ -143,8 +141,8 @@ fn alloc_shape_heap(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -
         return Err(value_err(name, format!("the heap size must be non-negative, found {size}")));
     }
     let storage = Storage::alloc_checked(i128::from(size) * 8, ctx.device()).map_err(|e| in_builtin(name, e))?;
-    let heap = Tensor::from_parts(storage, 0, recent::shape_of_dims(&[size]), None, DataType::I64)
-        .map_err(|e| in_builtin(name, e))?;
+    let heap =
+        Tensor::from_parts(storage, 0, Shape::recent(&[size]), None, DataType::I64).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Tensor(heap))
 }
 
@@ -357,7 +355,7 @@ fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
             (other, _) => return Err(unknown_make_code(name, other)),
         });
     }
-    Ok(Value::Shape(recent::shape_of_dims(&dims)))
+    Ok(Value::Shape(Shape::recent(&dims)))
 }
 
 /// `match_prim_value(value, heap, code, v, err_ctx)`: `match_shape` for one integer.

@@ -137,7 +137,8 @@ pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
     // last tensor is dropped, so the memory is not freed before.
     let storage = unsafe { Storage::from_external(ptr, extent, Device::cpu(0), Box::new(owner)) };
     // A numpy bool view of other bytes (`uint8_array.view(bool)`) may hold 2..255: read as true.
-    Tensor::from_parts(storage, 0, relaxvm::Shape::from(&dims[..]), strides, dtype)
+    // Callers pass arrays of the same few shapes: a recent equal shape saves an allocation.
+    Tensor::from_parts(storage, 0, relaxvm::Shape::recent(&dims), strides, dtype)
         .and_then(Tensor::with_normalized_bools)
         .py_err(py)
 }

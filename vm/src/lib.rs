@@ -48,6 +48,7 @@ mod parts;
 pub mod pool;
 pub mod profile;
 pub mod python_dump;
+mod recent_shapes;
 pub mod registry;
 pub mod shape;
 pub mod storage;
