@@ -329,8 +329,22 @@ def test_which_functions_release_the_gil(unique_name):
         for _ in range(300):
             ib.emit_call("vm.builtin.int.add", args=[ib.r(0), ib.imm(0)], dst=ib.r(0))
         ib.emit_ret(ib.r(0))
+    # Calls of Python do not count toward the budget of instructions run with the GIL: Python
+    # hands the GIL to other threads while they run, and a released GIL would be taken back
+    # at each one. The other instructions still count.
+    with ib.function("callbacks", num_inputs=1):
+        for _ in range(1000):
+            ib.emit_call(name, args=[ib.r(0)], dst=ib.r(0))
+        ib.emit_ret(ib.r(0))
+    with ib.function("callbacks_and_long", num_inputs=1):
+        for _ in range(200):
+            ib.emit_call(name, args=[ib.r(0)], dst=ib.r(0))
+            ib.emit_call("vm.builtin.int.add", args=[ib.r(0), ib.imm(0)], dst=ib.r(0))
+            ib.emit_call("vm.builtin.int.add", args=[ib.r(0), ib.imm(0)], dst=ib.r(0))
+        ib.emit_ret(ib.r(0))
     vm = rx.VirtualMachine(ib.get())
-    releases = {f: vm[f].releases_gil for f in ["id", "scalar", "python", "tensor_op", "loop", "recursion", "long"]}
+    names = ["id", "scalar", "python", "tensor_op", "loop", "recursion", "long", "callbacks", "callbacks_and_long"]
+    releases = {f: vm[f].releases_gil for f in names}
     assert releases == {
         "id": False,
         "scalar": False,
@@ -339,8 +353,11 @@ def test_which_functions_release_the_gil(unique_name):
         "loop": True,
         "recursion": True,
         "long": True,
+        "callbacks": False,
+        "callbacks_and_long": True,
     }
     assert vm["python"](1) == 2 and vm["recursion"](5) == 0 and vm["long"](3) == 3
+    assert vm["callbacks"](4) == 4 and vm["callbacks_and_long"](5) == 5
 
 
 def test_print_writes_through_sys_stdout(capsys):

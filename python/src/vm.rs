@@ -30,7 +30,7 @@ pub struct PyVirtualMachine {
     exe: Py<PyExecutable>,
     /// Per function-table entry: a packed function that is cheap to call with the GIL held
     /// (it calls Python, or is a constant-time builtin).
-    keeps_gil: Vec<bool>,
+    gil_costs: Vec<gil::GilCost>,
     /// `vm[name]` results by name, so that `vm["f"](x)` in a loop resolves `f` once.
     functions: Py<PyDict>,
 }
@@ -86,7 +86,7 @@ impl PyVirtualMachine {
         let release = match &func {
             Value::Func(c) => match &c.callable {
                 Callable::Bytecode { name: n, .. } => {
-                    exe.func_index(n).is_none_or(|i| gil::needs_release(exe, &self.keeps_gil, i as usize))
+                    exe.func_index(n).is_none_or(|i| gil::needs_release(exe, &self.gil_costs, i as usize))
                 }
                 Callable::Packed(_) => true,
             },
@@ -258,13 +258,13 @@ impl PyVirtualMachine {
             other => extract_device(other)?,
         };
         let exe = Arc::clone(&exec.get().0);
-        let keeps_gil = gil::keeps_gil(&exe);
+        let gil_costs = gil::gil_costs(&exe);
         let mut vm = VirtualMachine::new(exe).py_err(py)?;
         *vm.config_mut() = config;
         vm.set_device(device);
         vm.set_poll_hook(Some(Arc::new(deliver_signals)));
         let shared = Arc::new(Shared::new(vm));
-        Ok(PyVirtualMachine { shared, exe: exec, keeps_gil, functions: PyDict::new(py).unbind() })
+        Ok(PyVirtualMachine { shared, exe: exec, gil_costs, functions: PyDict::new(py).unbind() })
     }
 
     /// The function `name` (bytecode or saved) as a callable taking positional arguments, or
