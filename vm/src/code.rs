@@ -297,52 +297,70 @@ impl Code {
         }
     }
 
-    /// The op at `pc`.
+    /// The op at `pc`, without a bounds check.
+    ///
+    /// # Safety
+    /// `pc` is below the number of instructions. It holds for every `pc` the interpreter
+    /// reaches in a verified executable: a function's start, the op after one that falls
+    /// through (never the last of its function: RunsOffEnd), the op after a call a frame
+    /// returns to, or a jump target inside the function (JumpOutside).
     #[inline(always)]
-    pub fn op(&self, pc: usize) -> &Op {
+    pub unsafe fn op(&self, pc: usize) -> &Op {
         debug_assert!(pc < self.ops.len());
-        // SAFETY: `ops` has one op per instruction of the executable, and the interpreter only
-        // reaches a `pc` the verifier allows: a function's start, the op after one that falls
-        // through (never the last of its function: RunsOffEnd), the op after a call a frame
-        // returns to, or a jump target inside the function (JumpOutside).
+        // SAFETY: the caller's contract.
         unsafe { self.ops.get_unchecked(pc) }
     }
 
-    /// Function-table entry `func` (an index the verifier proved in range: FuncOutOfRange).
+    /// Function-table entry `func`, without a bounds check.
+    ///
+    /// # Safety
+    /// `func` is below the number of function-table entries: true of every callee of a decoded
+    /// op (`callees` has an entry per entry, and the verifier proved each callee index in
+    /// range: FuncOutOfRange) and of every running frame's function.
     #[inline(always)]
-    pub fn callee(&self, func: u32) -> &Callee {
+    pub unsafe fn callee(&self, func: u32) -> &Callee {
         debug_assert!((func as usize) < self.callees.len());
-        // SAFETY: `callees` has an entry per function-table entry (decoding fails otherwise) and
-        // every callee index of a verified executable is below their number.
+        // SAFETY: the caller's contract.
         unsafe { self.callees.get_unchecked(func as usize) }
     }
 
-    /// The packed function of function-table entry `func`, which a packed-call op names.
+    /// The packed function of function-table entry `func`, without checks.
+    ///
+    /// # Safety
+    /// `func` is the callee of a `CallPacked`, `CallSelect` or `CallSelect1` op: `decode_op`
+    /// makes those only for an entry it resolved to `Callee::Packed`, and `callees` is not
+    /// changed after decoding.
     #[inline(always)]
-    pub fn packed(&self, func: u32) -> &PackedFunc {
-        match self.callee(func) {
+    pub unsafe fn packed(&self, func: u32) -> &PackedFunc {
+        // SAFETY: the caller's contract (an index in range, of a packed entry).
+        match unsafe { self.callee(func) } {
             Callee::Packed(p) => p,
-            // SAFETY: `decode_op` makes the ops that call this (`CallPacked`, `CallSelect`,
-            // `CallSelect1`) only for an entry it resolved to `Callee::Packed`, and `callees`
-            // is not changed after decoding.
+            // SAFETY: as above.
             Callee::Bytecode { .. } => unsafe { std::hint::unreachable_unchecked() },
         }
     }
 
-    /// Value `index` of [`Code::consts`] (an index `src` handed out).
+    /// Value `index` of [`Code::consts`], without a bounds check.
+    ///
+    /// # Safety
+    /// `index` is the index of an operand with [`CONST_BIT`] of a decoded op: `src` makes those
+    /// only from the index of the value it pushed onto `consts`, which only grows.
     #[inline(always)]
-    pub fn constant(&self, index: u32) -> &Value {
+    pub unsafe fn constant(&self, index: u32) -> &Value {
         debug_assert!((index as usize) < self.consts.len());
-        // SAFETY: operands with CONST_BIT are made only by `src`, from the index of the value it
-        // pushed onto `consts`, which only grows.
+        // SAFETY: the caller's contract.
         unsafe { self.consts.get_unchecked(index as usize) }
     }
 
-    /// The operand list `args..args + nargs` of a call (a run `decode_op` pushed).
+    /// The operand list `args..args + nargs` of a call, without a bounds check.
+    ///
+    /// # Safety
+    /// `args` and `nargs` are those of a decoded op: `decode_op` pushed `nargs` operands at
+    /// `args` for every op that carries them.
     #[inline(always)]
-    pub fn arg_list(&self, args: u32, nargs: u32) -> &[Src] {
+    pub unsafe fn arg_list(&self, args: u32, nargs: u32) -> &[Src] {
         debug_assert!((args + nargs) as usize <= self.args.len());
-        // SAFETY: `decode_op` pushed `nargs` operands at `args` for every op that carries them.
+        // SAFETY: the caller's contract.
         unsafe { self.args.get_unchecked(args as usize..(args + nargs) as usize) }
     }
 
@@ -351,8 +369,13 @@ impl Code {
     /// one copy of the prepared list (the values fixed at load), then one write per register
     /// operand, `reg` reading the calling frame's registers. The items are bitwise copies, never
     /// dropped: borrowed for the one call.
+    ///
+    /// # Safety
+    /// The four numbers are those of a decoded `CallPacked` or `CallSelect` op, `out` is empty,
+    /// and the copies are used only while the constants and the registers `reg` reads stay
+    /// alive and unchanged (for the one call: the callee sees `&[Value]`).
     #[inline]
-    pub fn prepare_args<'a>(
+    pub unsafe fn prepare_args<'a>(
         &self,
         (args, nargs, patches, npatches): (u32, u32, u32, u32),
         reg: impl Fn(u32) -> &'a Value,
@@ -363,12 +386,11 @@ impl Code {
         debug_assert!(args + nargs <= self.arg_values.len());
         debug_assert!((patches + npatches) as usize <= self.patches.len());
         out.reserve(nargs);
-        // SAFETY: `decode_op` pushed `nargs` prepared values at `args` and `npatches` patches at
-        // `patches`, each with a position below `nargs`; `reserve` made room for `nargs` items,
-        // all of which are written (the copy) before `set_len`. The copies are bitwise and never
-        // dropped: values of `consts`, which outlives the call, and registers of the calling
-        // frame, which are not written while the callee runs (re-entrant calls push and pop
-        // frames above it; a moved register Vec moves the handles, not what they point to).
+        // SAFETY: by the caller's contract, `decode_op` pushed `nargs` prepared values at `args`
+        // and `npatches` patches at `patches`, each with a position below `nargs`; `reserve` made
+        // room for `nargs` items, all of which are written (the copy) before `set_len`. The
+        // copies are bitwise and never dropped: values of `consts`, which outlives the call, and
+        // registers the caller keeps alive and unchanged meanwhile.
         unsafe {
             let dst = out.as_mut_ptr();
             std::ptr::copy_nonoverlapping(self.arg_values.as_ptr().add(args), dst, nargs);

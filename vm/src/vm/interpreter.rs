@@ -4,7 +4,8 @@
 //! Register and op indices are read without bounds checks: the verifier proves every register
 //! operand below its function's register-file size and every jump inside its function, no
 //! function runs off its end, and `enter_frame` sizes each frame's registers to that size
-//! before its first op runs (see [`VirtualMachine::reg`]).
+//! before its first op runs. The helpers that rely on it are `unsafe fn`s whose contract is
+//! "an operand of a decoded op of the running frame"; `run_loop` is where that holds.
 
 use super::VirtualMachine;
 use crate::bytecode::Instruction;
@@ -29,176 +30,187 @@ impl VirtualMachine {
         // (instead of cloning the `Arc`) spares two atomic operations per invocation.
         let code: &Code = unsafe { &*Arc::as_ptr(&self.code) };
         let top = *self.frames.last().expect("a frame was pushed");
-        let Callee::Bytecode { start, .. } = *code.callee(top.func) else { unreachable!() };
+        // SAFETY: a frame's function is an entry of the function table.
+        let Callee::Bytecode { start, .. } = *(unsafe { code.callee(top.func) }) else { unreachable!() };
         let mut pc = start as usize;
         let mut base = top.base;
         loop {
-            match *code.op(pc) {
-                Op::IntBinary { op, f, a, b, dst } if PLAIN => {
-                    match self.int_inline(code, op, a, b, base) {
-                        Some(v) => set_scalar(self.reg_mut(base, dst), v),
-                        None => {
-                            let v = self.call_binary(code, f, a, b, base, pc)?;
-                            set_reg(self.reg_mut(base, dst), v);
+            // SAFETY: every index below comes from the decoded op at `pc` of the running frame,
+            // whose registers start at `base`: `pc` is one the verifier allows (see `Code::op`),
+            // the op's operands, callees and lists are what `decode_op` made of a verified
+            // instruction, and `enter_frame` sized the frame to its function's register file
+            // (the contracts of `Code::op`, `callee`, `packed`, `arg_list`, `prepare_args`,
+            // `reg`, `reg_mut`, `src` and the int helpers). Frames pushed by calls and
+            // re-entries only truncate the register stack back to their own base, above this
+            // frame, and `base` and `pc` change together when a frame is entered or left.
+            unsafe {
+                match *code.op(pc) {
+                    Op::IntBinary { op, f, a, b, dst } if PLAIN => {
+                        match self.int_inline(code, op, a, b, base) {
+                            Some(v) => set_scalar(self.reg_mut(base, dst), v),
+                            None => {
+                                let v = self.call_binary(code, f, a, b, base, pc)?;
+                                set_reg(self.reg_mut(base, dst), v);
+                            }
+                        }
+                        pc += 1;
+                    }
+                    Op::IntBranch { op, f, a, b, dst, false_target } if PLAIN => {
+                        // The `if` at pc + 1 runs here, as its own op would run it.
+                        let taken = match self.int_inline(code, op, a, b, base) {
+                            Some(v) => {
+                                let taken = matches!(v, Value::Bool(true)) || matches!(v, Value::Int(i) if i != 0);
+                                set_scalar(self.reg_mut(base, dst), v);
+                                taken
+                            }
+                            None => self.int_branch_slow(code, f, a, b, dst, base, pc)?,
+                        };
+                        if taken {
+                            pc += 2;
+                        } else {
+                            if (false_target as usize) <= pc + 1 {
+                                self.count_step().map_err(|e| self.locate(pc + 1, e))?;
+                            }
+                            pc = false_target as usize;
                         }
                     }
-                    pc += 1;
-                }
-                Op::IntBranch { op, f, a, b, dst, false_target } if PLAIN => {
-                    // The `if` at pc + 1 runs here, as its own op would run it.
-                    let taken = match self.int_inline(code, op, a, b, base) {
-                        Some(v) => {
-                            let taken = matches!(v, Value::Bool(true)) || matches!(v, Value::Int(i) if i != 0);
-                            set_scalar(self.reg_mut(base, dst), v);
-                            taken
+                    Op::IntJump { op, f, a, b, dst, target } if PLAIN => {
+                        match self.int_inline(code, op, a, b, base) {
+                            Some(v) => set_scalar(self.reg_mut(base, dst), v),
+                            None => {
+                                let v = self.call_binary(code, f, a, b, base, pc)?;
+                                set_reg(self.reg_mut(base, dst), v);
+                            }
                         }
-                        None => self.int_branch_slow(code, f, a, b, dst, base, pc)?,
-                    };
-                    if taken {
-                        pc += 2;
-                    } else {
-                        if (false_target as usize) <= pc + 1 {
+                        // The `goto` at pc + 1, as its own op would run it.
+                        if (target as usize) <= pc + 1 {
                             self.count_step().map_err(|e| self.locate(pc + 1, e))?;
                         }
-                        pc = false_target as usize;
+                        pc = target as usize;
                     }
-                }
-                Op::IntJump { op, f, a, b, dst, target } if PLAIN => {
-                    match self.int_inline(code, op, a, b, base) {
-                        Some(v) => set_scalar(self.reg_mut(base, dst), v),
-                        None => {
-                            let v = self.call_binary(code, f, a, b, base, pc)?;
+                    Op::CallBinary { f, a, b, dst } if PLAIN => {
+                        let ret = self.call_binary(code, f, a, b, base, pc)?;
+                        if dst != VOID {
+                            set_reg(self.reg_mut(base, dst), ret);
+                        }
+                        pc += 1;
+                    }
+                    Op::CallPacked { func, args, nargs, dst, patches, npatches } if PLAIN => {
+                        let f = code.packed(func);
+                        // One reused buffer of borrowed arguments: no allocation and no
+                        // reference-count traffic per call in steady state.
+                        let mut argv = std::mem::take(&mut self.argbuf);
+                        code.prepare_args((args, nargs, patches, npatches), |r| self.reg(base, r), &mut argv);
+                        let ret = f.call(&mut CallCtx::new(self), as_values(&argv));
+                        argv.clear();
+                        self.argbuf = argv;
+                        let ret = ret.map_err(|e| self.locate(pc, e))?;
+                        if dst != VOID {
+                            set_reg(self.reg_mut(base, dst), ret);
+                        }
+                        pc += 1;
+                    }
+                    Op::CallSelect1 { f, func, a, dst } if PLAIN => {
+                        // The one argument is passed in place: no argument list to build.
+                        let p = code.packed(func);
+                        let arg = std::slice::from_ref(self.src(code, a, base));
+                        let picked = match catch_unwind(AssertUnwindSafe(|| f(p.name(), arg))) {
+                            // `dst` is a register: a select without one is decoded as `CallSelect`.
+                            Ok(Ok(v)) => (!v.same_object(self.reg(base, dst))).then(|| v.clone()),
+                            Ok(Err(e)) => return Err(self.locate(pc, e)),
+                            Err(payload) => return Err(self.locate(pc, panic_error(p.name(), payload))),
+                        };
+                        if let Some(v) = picked {
                             set_reg(self.reg_mut(base, dst), v);
                         }
-                    }
-                    // The `goto` at pc + 1, as its own op would run it.
-                    if (target as usize) <= pc + 1 {
-                        self.count_step().map_err(|e| self.locate(pc + 1, e))?;
-                    }
-                    pc = target as usize;
-                }
-                Op::CallBinary { f, a, b, dst } if PLAIN => {
-                    let ret = self.call_binary(code, f, a, b, base, pc)?;
-                    if dst != VOID {
-                        set_reg(self.reg_mut(base, dst), ret);
-                    }
-                    pc += 1;
-                }
-                Op::CallPacked { func, args, nargs, dst, patches, npatches } if PLAIN => {
-                    let f = code.packed(func);
-                    // One reused buffer of borrowed arguments: no allocation and no
-                    // reference-count traffic per call in steady state.
-                    let mut argv = std::mem::take(&mut self.argbuf);
-                    code.prepare_args((args, nargs, patches, npatches), |r| self.reg(base, r), &mut argv);
-                    let ret = f.call(&mut CallCtx::new(self), as_values(&argv));
-                    argv.clear();
-                    self.argbuf = argv;
-                    let ret = ret.map_err(|e| self.locate(pc, e))?;
-                    if dst != VOID {
-                        set_reg(self.reg_mut(base, dst), ret);
-                    }
-                    pc += 1;
-                }
-                Op::CallSelect1 { f, func, a, dst } if PLAIN => {
-                    // The one argument is passed in place: no argument list to build.
-                    let p = code.packed(func);
-                    let arg = std::slice::from_ref(self.src(code, a, base));
-                    let picked = match catch_unwind(AssertUnwindSafe(|| f(p.name(), arg))) {
-                        // `dst` is a register: a select without one is decoded as `CallSelect`.
-                        Ok(Ok(v)) => (!v.same_object(self.reg(base, dst))).then(|| v.clone()),
-                        Ok(Err(e)) => return Err(self.locate(pc, e)),
-                        Err(payload) => return Err(self.locate(pc, panic_error(p.name(), payload))),
-                    };
-                    if let Some(v) = picked {
-                        set_reg(self.reg_mut(base, dst), v);
-                    }
-                    pc += 1;
-                }
-                Op::CallSelect { func, args, nargs, dst, patches, npatches } if PLAIN => {
-                    let p = code.packed(func);
-                    let select = p.as_select().expect("decoded as select");
-                    let mut argv = std::mem::take(&mut self.argbuf);
-                    code.prepare_args((args, nargs, patches, npatches), |r| self.reg(base, r), &mut argv);
-                    let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), as_values(&argv))));
-                    let picked = picked.unwrap_or_else(|payload| Err(panic_error(p.name(), payload))).map(|v| {
-                        // A result the destination already holds needs no write (and no
-                        // reference-count traffic); anything else is cloned out of the borrow.
-                        (dst != VOID && !v.same_object(self.reg(base, dst))).then(|| v.clone())
-                    });
-                    argv.clear();
-                    self.argbuf = argv;
-                    if let Some(v) = picked.map_err(|e| self.locate(pc, e))? {
-                        set_reg(self.reg_mut(base, dst), v);
-                    }
-                    pc += 1;
-                }
-                Op::CallBytecode { func, args, nargs, dst } if PLAIN => {
-                    self.count_step().map_err(|e| self.locate(pc, e))?;
-                    let Callee::Bytecode { start, .. } = *code.callee(func) else {
-                        unreachable!("decoded as bytecode")
-                    };
-                    // The arguments go straight into the callee's registers: no allocation once
-                    // the register stack has grown to the program's depth.
-                    let new_base = self.regs.len();
-                    for &s in code.arg_list(args, nargs) {
-                        let v = self.src(code, s, base).clone();
-                        self.regs.push(v);
-                    }
-                    self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
-                    base = new_base;
-                    pc = start as usize;
-                }
-                Op::CallBytecode { .. } => {
-                    // Instrumented, out of line: the loop's plain arms stay as they are.
-                    (base, pc) = self.instrumented_bytecode_call(code, pc, base)?;
-                }
-                Op::CallPacked { .. }
-                | Op::CallBinary { .. }
-                | Op::IntBinary { .. }
-                | Op::IntBranch { .. }
-                | Op::IntJump { .. }
-                | Op::CallSelect { .. }
-                | Op::CallSelect1 { .. } => {
-                    let ret = self.instrumented_call(code, pc, base).map_err(|e| self.locate(pc, e))?;
-                    if let Some(dst) = self.exe.instrs()[pc].writes() {
-                        set_reg(self.reg_mut(base, dst), ret);
-                    }
-                    pc += 1;
-                }
-                Op::Ret { result } => {
-                    let value = std::mem::take(self.reg_mut(base, result));
-                    let returning = self.frames.len();
-                    let done = self.frames.pop().expect("a frame is running");
-                    truncate_regs(&mut self.regs, done.base);
-                    if !PLAIN && self.instrumented.last().is_some_and(|f| f.depth == returning) {
-                        self.instrument_after(&value)?;
-                    }
-                    if self.frames.len() == depth {
-                        return Ok(value);
-                    }
-                    let caller = *self.frames.last().expect("a caller frame");
-                    base = caller.base;
-                    pc = caller.pc + 1;
-                    if caller.dst != VOID {
-                        set_reg(self.reg_mut(base, caller.dst), value);
-                    }
-                }
-                Op::Goto { target } => {
-                    if (target as usize) <= pc {
-                        self.count_step().map_err(|e| self.locate(pc, e))?;
-                    }
-                    pc = target as usize;
-                }
-                Op::If { cond, false_target } => {
-                    let taken = self.reg(base, cond).truthy().map_err(|e| self.locate(pc, e))?;
-                    if taken {
                         pc += 1;
-                    } else {
-                        // A backward `if` closes a loop as a backward `goto` does.
-                        if (false_target as usize) <= pc {
+                    }
+                    Op::CallSelect { func, args, nargs, dst, patches, npatches } if PLAIN => {
+                        let p = code.packed(func);
+                        let select = p.as_select().expect("decoded as select");
+                        let mut argv = std::mem::take(&mut self.argbuf);
+                        code.prepare_args((args, nargs, patches, npatches), |r| self.reg(base, r), &mut argv);
+                        let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), as_values(&argv))));
+                        let picked = picked.unwrap_or_else(|payload| Err(panic_error(p.name(), payload))).map(|v| {
+                            // A result the destination already holds needs no write (and no
+                            // reference-count traffic); anything else is cloned out of the borrow.
+                            (dst != VOID && !v.same_object(self.reg(base, dst))).then(|| v.clone())
+                        });
+                        argv.clear();
+                        self.argbuf = argv;
+                        if let Some(v) = picked.map_err(|e| self.locate(pc, e))? {
+                            set_reg(self.reg_mut(base, dst), v);
+                        }
+                        pc += 1;
+                    }
+                    Op::CallBytecode { func, args, nargs, dst } if PLAIN => {
+                        self.count_step().map_err(|e| self.locate(pc, e))?;
+                        let Callee::Bytecode { start, .. } = *code.callee(func) else {
+                            unreachable!("decoded as bytecode")
+                        };
+                        // The arguments go straight into the callee's registers: no allocation once
+                        // the register stack has grown to the program's depth.
+                        let new_base = self.regs.len();
+                        for &s in code.arg_list(args, nargs) {
+                            let v = self.src(code, s, base).clone();
+                            self.regs.push(v);
+                        }
+                        self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
+                        base = new_base;
+                        pc = start as usize;
+                    }
+                    Op::CallBytecode { .. } => {
+                        // Instrumented, out of line: the loop's plain arms stay as they are.
+                        (base, pc) = self.instrumented_bytecode_call(code, pc, base)?;
+                    }
+                    Op::CallPacked { .. }
+                    | Op::CallBinary { .. }
+                    | Op::IntBinary { .. }
+                    | Op::IntBranch { .. }
+                    | Op::IntJump { .. }
+                    | Op::CallSelect { .. }
+                    | Op::CallSelect1 { .. } => {
+                        let ret = self.instrumented_call(code, pc, base).map_err(|e| self.locate(pc, e))?;
+                        if let Some(dst) = self.exe.instrs()[pc].writes() {
+                            set_reg(self.reg_mut(base, dst), ret);
+                        }
+                        pc += 1;
+                    }
+                    Op::Ret { result } => {
+                        let value = std::mem::take(self.reg_mut(base, result));
+                        let returning = self.frames.len();
+                        let done = self.frames.pop().expect("a frame is running");
+                        truncate_regs(&mut self.regs, done.base);
+                        if !PLAIN && self.instrumented.last().is_some_and(|f| f.depth == returning) {
+                            self.instrument_after(&value)?;
+                        }
+                        if self.frames.len() == depth {
+                            return Ok(value);
+                        }
+                        let caller = *self.frames.last().expect("a caller frame");
+                        base = caller.base;
+                        pc = caller.pc + 1;
+                        if caller.dst != VOID {
+                            set_reg(self.reg_mut(base, caller.dst), value);
+                        }
+                    }
+                    Op::Goto { target } => {
+                        if (target as usize) <= pc {
                             self.count_step().map_err(|e| self.locate(pc, e))?;
                         }
-                        pc = false_target as usize;
+                        pc = target as usize;
+                    }
+                    Op::If { cond, false_target } => {
+                        let taken = self.reg(base, cond).truthy().map_err(|e| self.locate(pc, e))?;
+                        if taken {
+                            pc += 1;
+                        } else {
+                            // A backward `if` closes a loop as a backward `goto` does.
+                            if (false_target as usize) <= pc {
+                                self.count_step().map_err(|e| self.locate(pc, e))?;
+                            }
+                            pc = false_target as usize;
+                        }
                     }
                 }
             }
@@ -211,8 +223,11 @@ impl VirtualMachine {
     // Inlined into each of its three ops in optimised builds (the loop's hot path); not forced
     // in debug builds, where three inlined copies would swell the loop's stack frame, which every
     // re-entry into the VM nests.
+    ///
+    /// # Safety
+    /// `a` and `b` are operands of a decoded op of the frame at `base` (see [`Self::src`]).
     #[cfg_attr(not(debug_assertions), inline(always))]
-    fn int_inline(&self, code: &Code, op: IntOp, a: Src, b: Src, base: usize) -> Option<Value> {
+    unsafe fn int_inline(&self, code: &Code, op: IntOp, a: Src, b: Src, base: usize) -> Option<Value> {
         match (self.src(code, a, base), self.src(code, b, base)) {
             // The operations loops use most are tested first: a compare each instead of a jump
             // through a table (the arms are `apply` itself, specialised).
@@ -228,10 +243,13 @@ impl VirtualMachine {
 
     /// An [`Op::IntBranch`] that [`int_inline`](Self::int_inline) left to its builtin: calls
     /// it, writes its result and tests it as the `if` at `pc + 1` would.
+    ///
+    /// # Safety
+    /// `a`, `b` and `dst` are operands of a decoded op of the frame at `base` (see [`Self::src`]).
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    fn int_branch_slow(
+    unsafe fn int_branch_slow(
         &mut self,
         code: &Code,
         f: BinaryFn,
@@ -248,8 +266,11 @@ impl VirtualMachine {
     }
 
     /// Calls the binary function of the call at `pc` with operands `a` and `b`.
+    ///
+    /// # Safety
+    /// `a` and `b` are operands of a decoded op of the frame at `base` (see [`Self::src`]).
     #[inline]
-    fn call_binary(
+    unsafe fn call_binary(
         &self,
         code: &Code,
         f: crate::packed::BinaryFn,
@@ -264,14 +285,24 @@ impl VirtualMachine {
         ret.map_err(|e| self.locate(pc, e))
     }
 
-    /// The arguments of the call at `pc`, cloned (for instruments).
+    /// The arguments of the call at `pc`, cloned (for instruments; read with bounds checks, as
+    /// this path is cold).
     pub(super) fn load_args(&self, code: &Code, pc: usize, base: usize) -> SmallVec<[Value; 8]> {
-        code.call_srcs(&code.ops[pc]).into_iter().map(|s| self.src(code, s, base).clone()).collect()
+        let read = |s: Src| match s & CONST_BIT {
+            0 => &self.regs[base + s as usize],
+            _ => &code.consts[(s & !CONST_BIT) as usize],
+        };
+        code.call_srcs(&code.ops[pc]).into_iter().map(|s| read(s).clone()).collect()
     }
 
     /// The value operand `s` reads.
+    ///
+    /// # Safety
+    /// `s` is an operand of a decoded op of the frame whose registers start at `base` (a
+    /// register below its register-file size, or a constant `decode_op` made), and that frame
+    /// is the running one: `enter_frame` made its registers part of `regs`.
     #[inline(always)]
-    fn src<'a>(&'a self, code: &'a Code, s: Src, base: usize) -> &'a Value {
+    unsafe fn src<'a>(&'a self, code: &'a Code, s: Src, base: usize) -> &'a Value {
         if s & CONST_BIT == 0 {
             self.reg(base, s)
         } else {
@@ -279,26 +310,33 @@ impl VirtualMachine {
         }
     }
 
-    /// Register `r` of the running frame, whose registers start at `base`.
+    /// Register `r` of the running frame, whose registers start at `base`, without a bounds
+    /// check.
+    ///
+    /// # Safety
+    /// `r` is a register operand of a decoded op of that frame's function (below its
+    /// register-file size: RegisterOutside), and the frame is the running one or one of its
+    /// callers: `enter_frame` made `base..base + size` part of `regs`, and the frames above it
+    /// only ever truncate `regs` back to their own base, at or above this frame's top.
     // Not forced inline in debug builds, where each inlined copy would add to the loop's stack
     // frame (see `int_inline`).
     #[cfg_attr(not(debug_assertions), inline(always))]
-    pub(super) fn reg(&self, base: usize, r: u32) -> &Value {
+    pub(super) unsafe fn reg(&self, base: usize, r: u32) -> &Value {
         let i = base + r as usize;
         debug_assert!(i < self.regs.len());
-        // SAFETY: every register operand of a verified function is below its register-file size
-        // (`verify::function`: RegisterOutside), and `enter_frame` made `base..base + size`
-        // part of `regs` before the frame's first op; frames above it (re-entries, callees)
-        // only ever truncate `regs` back to their own base, which is at or above this frame's top.
+        // SAFETY: the caller's contract.
         unsafe { self.regs.get_unchecked(i) }
     }
 
-    /// Register `r` of the running frame, to write.
+    /// Register `r` of the running frame, to write, without a bounds check.
+    ///
+    /// # Safety
+    /// As for [`Self::reg`].
     #[cfg_attr(not(debug_assertions), inline(always))]
-    pub(super) fn reg_mut(&mut self, base: usize, r: u32) -> &mut Value {
+    pub(super) unsafe fn reg_mut(&mut self, base: usize, r: u32) -> &mut Value {
         let i = base + r as usize;
         debug_assert!(i < self.regs.len());
-        // SAFETY: as in `reg`.
+        // SAFETY: the caller's contract.
         unsafe { self.regs.get_unchecked_mut(i) }
     }
 
