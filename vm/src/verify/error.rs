@@ -139,6 +139,17 @@ pub enum VerifyErrorKind {
     /// Two functions whose instruction ranges overlap.
     #[error("functions {0:?} and {1:?} share instructions")]
     SharedInstructions(String, String),
+    /// An instruction outside every bytecode function: no check covers it, and nothing may
+    /// run or decode it.
+    #[error("instruction {pc} belongs to no function (of {len} instructions, the functions cover {covered})")]
+    OutsideFunctions {
+        /// The first such instruction.
+        pc: usize,
+        /// The number of instructions.
+        len: usize,
+        /// How many the bytecode functions cover.
+        covered: usize,
+    },
     /// A constant the runtime cannot hold as given (e.g. a bool tensor byte other than 0 or 1).
     #[error("a constant: {0}")]
     Constant(String),
@@ -287,6 +298,7 @@ impl VerifyErrorKind {
             VerifyErrorKind::EntryMissing(_) => "entry_missing",
             VerifyErrorKind::PackedWithSignature(_) => "packed_with_signature",
             VerifyErrorKind::SharedInstructions(..) => "shared_instructions",
+            VerifyErrorKind::OutsideFunctions { .. } => "outside_functions",
             VerifyErrorKind::Constant(_) => "constant",
             VerifyErrorKind::TooLarge(_) => "too_large",
             VerifyErrorKind::Empty => "empty",

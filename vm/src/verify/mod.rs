@@ -7,7 +7,7 @@
 //! arguments. A crafted file can therefore fail to load but never make the interpreter index
 //! out of bounds. [`verify`] also checks the executable around the functions: names, the entry
 //! function, signatures (one parameter per input, named as the parameters, well-formed types)
-//! and that functions do not share instructions. At [`Depth::DataFlow`] it also proves that
+//! and that functions do not share instructions and leave none outside them. At [`Depth::DataFlow`] it also proves that
 //! every register is written before it is read along every path (`flow.rs`).
 //!
 //! Errors are one type, [`VerifyError`], naming the function, instruction, operand and source
@@ -109,6 +109,20 @@ pub fn verify(parts: &ExecutableParts) -> Result<(), VerifyError> {
         if w[0].1 > w[1].0 {
             return program(VerifyErrorKind::SharedInstructions(w[0].2.to_string(), w[1].2.to_string()));
         }
+    }
+    // Every instruction belongs to a function: the checks above cover only those, and the
+    // interpreter's decoding reads every instruction.
+    let covered: usize = ranges.iter().map(|(start, end, _)| end - start).sum();
+    if covered != parts.instrs.len() {
+        let mut next = 0;
+        let pc = ranges.iter().find_map(|&(start, end, _)| {
+            (start > next).then_some(next).or_else(|| {
+                next = end;
+                None
+            })
+        });
+        let pc = pc.unwrap_or(next);
+        return program(VerifyErrorKind::OutsideFunctions { pc, len: parts.instrs.len(), covered });
     }
     Ok(())
 }

@@ -83,7 +83,8 @@ fn write_fuzz_seeds() {
     }
 }
 
-/// Replays every input of the fuzz corpus (seeds and past crashes): none may panic.
+/// Replays every input of the fuzz corpus (seeds and past crashes) through the fuzz target's
+/// checks: none may panic.
 #[test]
 fn fuzz_corpus_replays_without_panics() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/load");
@@ -97,6 +98,15 @@ fn fuzz_corpus_replays_without_panics() {
                 let bytes = exe.save_to_bytes();
                 let again = load_bytes(&bytes).expect("a saved executable loads");
                 assert_eq!(again.save_to_bytes(), bytes);
+                // The fuzz target's version-1 check (fuzz/fuzz_targets/load.rs), which must hold
+                // on its own seeds: version 1 refuses only executables with native libraries.
+                match format::try_save_to_bytes(&exe, &SaveOptions { version: 1, ..Default::default() }) {
+                    Ok(v1) => assert_eq!(
+                        load_bytes(&v1).expect("a version-1 file loads").save_to_bytes(),
+                        exe.without_abi().save_to_bytes()
+                    ),
+                    Err(e) => assert!(!exe.libraries().is_empty(), "{e}"),
+                }
             }
         }
         n += 1;

@@ -95,6 +95,20 @@ fn every_verifier_error_is_reported() {
             None,
             K::SharedInstructions("f".into(), "main".into()),
         ),
+        // ret %0, then a second ret that no function holds.
+        (
+            file(&["main", "f"], &[func(0, 0, 1, 1, 1)], &[0x40, 0x40], 2),
+            "",
+            None,
+            K::OutsideFunctions { pc: 1, len: 2, covered: 1 },
+        ),
+        // A gap between two functions.
+        (
+            file(&["main", "g", "f"], &[func(0, 0, 1, 1, 1), func(2, 2, 1, 1, 1)], &[0x40, 0x40, 0x40], 3),
+            "",
+            None,
+            K::OutsideFunctions { pc: 1, len: 3, covered: 2 },
+        ),
     ];
     for (bytes, func, pc, kind) in cases {
         let e = load_bytes(&bytes).err().unwrap_or_else(|| panic!("{kind}: loaded"));
@@ -102,4 +116,37 @@ fn every_verifier_error_is_reported() {
         assert_eq!((v.func.as_str(), v.pc, &v.kind), (func, pc, &kind), "{e}");
         assert!(e.to_string().contains(&kind.to_string()), "{e}");
     }
+}
+
+/// Instructions that no function holds are refused before anything decodes them: the
+/// interpreter's decoding reads every instruction, and none of these would pass the checks a
+/// function's instructions get (a callee or constant out of range, a jump beyond `i64`).
+#[test]
+fn instructions_outside_every_function_are_refused() {
+    use relaxvm::{Arg, Executable, ExecutableParts, FuncInfo, Instruction, VirtualMachine};
+    use std::sync::Arc;
+    let orphans = [
+        Instruction::Call { func: 5, args: vec![], dst: None },
+        Instruction::Call { func: 0, args: vec![Arg::Const(3)], dst: None },
+        Instruction::Goto { offset: i64::MAX },
+    ];
+    for orphan in orphans {
+        let parts = ExecutableParts {
+            funcs: vec![FuncInfo::bytecode("main", 0, 1, 1, 1)],
+            instrs: vec![Instruction::Ret { result: 0 }, orphan.clone()],
+            ..Default::default()
+        };
+        let e = Executable::from_parts(parts).expect_err("refused");
+        assert!(
+            e.to_string().contains("instruction 1 belongs to no function (of 2 instructions, the functions cover 1)"),
+            "{orphan:?}: {e}"
+        );
+    }
+    let ok = ExecutableParts {
+        funcs: vec![FuncInfo::bytecode("main", 0, 1, 1, 1)],
+        instrs: vec![Instruction::Ret { result: 0 }],
+        ..Default::default()
+    };
+    let mut vm = VirtualMachine::new(Arc::new(Executable::from_parts(ok).unwrap())).unwrap();
+    assert_eq!(vm.invoke("main", &[relaxvm::Value::Int(4)]).unwrap().as_int().unwrap(), 4);
 }
