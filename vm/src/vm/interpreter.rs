@@ -220,12 +220,12 @@ impl VirtualMachine {
     /// The result of an int operation computed here, for two ints that it maps to an int or a
     /// bool; `None` for anything else (bools, other types, overflow, division by zero), which
     /// the builtin defines.
-    // Inlined into each of its three ops in optimised builds (the loop's hot path); not forced
-    // in debug builds, where three inlined copies would swell the loop's stack frame, which every
-    // re-entry into the VM nests.
     ///
     /// # Safety
     /// `a` and `b` are operands of a decoded op of the frame at `base` (see [`Self::src`]).
+    // Inlined into each of its three ops in optimised builds (the loop's hot path); not forced
+    // in debug builds, where three inlined copies would swell the loop's stack frame, which every
+    // re-entry into the VM nests.
     #[cfg_attr(not(debug_assertions), inline(always))]
     unsafe fn int_inline(&self, code: &Code, op: IntOp, a: Src, b: Src, base: usize) -> Option<Value> {
         match (self.src(code, a, base), self.src(code, b, base)) {
