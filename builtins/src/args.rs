@@ -39,7 +39,7 @@ pub(crate) fn arity_at_least(name: &str, args: &[Value], min: usize) -> Result<(
 /// The error for a missing argument `i` (out of line, like [`arity_error`]).
 #[cold]
 #[inline(never)]
-fn missing(name: &str, i: usize, got: usize) -> Error {
+pub(crate) fn missing(name: &str, i: usize, got: usize) -> Error {
     Error::arity(name, format!("at least {}", i + 1), got)
 }
 

@@ -67,7 +67,7 @@ impl<'a> Heap<'a> {
     fn bad_arg(name: &str, args: &[Value], i: usize) -> Error {
         match args.get(i) {
             Some(other) => type_err(name, i, "shape heap", "1-D int64 tensor or null", other),
-            None => Error::arity(name, format!("at least {}", i + 1), args.len()),
+            None => args::missing(name, i, args.len()),
         }
     }
 

@@ -109,12 +109,7 @@ pub unsafe extern "C" fn call(
             std::ptr::null_mut()
         }
         Err(payload) => {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".to_string());
-            pyo3::panic::PanicException::new_err(msg).restore(py);
+            pyo3::panic::PanicException::new_err(relaxvm::packed::panic_message(&*payload)).restore(py);
             std::ptr::null_mut()
         }
     }

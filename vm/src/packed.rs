@@ -172,12 +172,18 @@ impl PackedFunc {
 /// The error for a panic that unwound out of the function called `name`.
 #[cold]
 pub(crate) fn panic_error(name: &str, payload: Box<dyn std::any::Any + Send>) -> Error {
-    let msg = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".into());
-    ErrorKind::Panic(format!("{name}: {msg}")).into()
+    ErrorKind::Panic(format!("{name}: {}", panic_message(&*payload))).into()
+}
+
+/// The message of a panic payload: the text of `panic!("...")` (a `&str` or a `String`), or
+/// a note that the payload is something else.
+#[cold]
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+        (Some(s), _) => (*s).to_string(),
+        (_, Some(s)) => s.clone(),
+        _ => "a panic without a message".to_string(),
+    }
 }
 
 impl std::fmt::Debug for PackedFunc {

@@ -29,6 +29,7 @@ mod tests;
 pub use barrier::{Barrier, Broken};
 pub use fill::Sink;
 
+use crate::packed::panic_message;
 use crate::{Error, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, TryLockError};
@@ -124,6 +125,11 @@ impl<E: std::fmt::Display> std::fmt::Display for TaskFailure<E> {
 
 /// The failures of a launch's tasks, in task order (empty for a launch that succeeded).
 pub type Failures<E> = Vec<TaskFailure<E>>;
+
+/// The failures as one line, in task order: `task 1 failed: ...; task 3 panicked: ...`.
+pub fn describe<E: std::fmt::Display>(failures: &[TaskFailure<E>]) -> String {
+    failures.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
 
 /// A launch's worker-side body, its lifetime erased: it is only called while the launcher
 /// waits for it (see `Pool::launch`).
@@ -388,13 +394,4 @@ fn finish<E>(failures: Mutex<Failures<E>>) -> std::result::Result<(), Failures<E
     }
     f.sort_by_key(|t| t.task);
     Err(f)
-}
-
-/// The message of a panic payload (a `&str` or `String` for `panic!` with a message).
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
-        (Some(s), _) => (*s).to_string(),
-        (_, Some(s)) => s.clone(),
-        _ => "a panic without a message".to_string(),
-    }
 }

@@ -115,16 +115,15 @@ impl Storage {
         let layout = padded_layout(nbytes)?;
         // SAFETY: the layout has a non-zero size (`nbytes` > 0).
         let base = unsafe { std::alloc::alloc_zeroed(layout) };
-        if base.is_null() {
+        let Some(start) = NonNull::new(base) else {
             return Err(Error::alloc(nbytes as u128, "out of memory"));
-        }
+        };
         // The allocation is MALLOC_ALIGN-aligned, so the next 64-byte boundary lies at most
         // ALIGNMENT - MALLOC_ALIGN bytes in, and `nbytes` bytes from it fit in `layout.size()`.
         let pad = base.align_offset(ALIGNMENT);
         debug_assert!(pad <= ALIGNMENT - MALLOC_ALIGN);
         // SAFETY: `pad` <= ALIGNMENT - MALLOC_ALIGN keeps the pointer inside the allocation.
-        let ptr =
-            NonNull::new(unsafe { base.add(pad) }).ok_or_else(|| Error::alloc(nbytes as u128, "out of memory"))?;
+        let ptr = unsafe { start.add(pad) };
         Ok(Storage(Arc::new(Block::new(ptr, nbytes, device, Owner::Aligned { base }))))
     }
 

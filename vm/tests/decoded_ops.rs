@@ -44,6 +44,9 @@ fn setup() {
         .unwrap();
         register_global(PackedFunc::select("d.boom", |_, _| panic!("select panicked")), true).unwrap();
         register_global(PackedFunc::from_fn("d.list", |a| Ok(Value::tuple(a.to_vec()))), true).unwrap();
+        // An int operation whose builtin answers anything but two ints with a string.
+        register_global(PackedFunc::binary("d.odd_lt", |_, _| Ok(Value::str("odd"))).with_int_op(IntOp::Lt), true)
+            .unwrap();
         register_global(
             PackedFunc::select("d.last", |name, a| a.last().ok_or_else(|| Error::arity(name, "1+", a.len()))),
             true,
@@ -98,6 +101,28 @@ fn int_ops_run_inline_and_fall_back_to_the_builtin() {
     let ErrorKind::At { func, pc, source, .. } = e.kind() else { panic!("located: {e}") };
     assert_eq!((func.as_str(), *pc), ("sum", 2));
     assert!(matches!(source.kind(), ErrorKind::Type { .. }), "{e}");
+}
+
+/// A fused int test whose builtin returns something an `if` cannot test: the error is the
+/// `if`'s, at its own instruction, after the result was written.
+#[test]
+fn a_fused_test_of_an_untestable_result_fails_at_the_if() {
+    use Arg::*;
+    let mut m = vm(
+        vec![FuncInfo::bytecode("f", 0, 4, 1, 2), FuncInfo::packed("d.odd_lt")],
+        vec![
+            call(1, vec![Reg(0), Imm(1)], Some(1)),
+            Instruction::If { cond: 1, false_offset: 2 },
+            Instruction::Ret { result: 1 },
+            Instruction::Ret { result: 0 },
+        ],
+    );
+    assert!(matches!(m.invoke("f", &[Value::Int(0)]).unwrap(), Value::Bool(true)));
+    let e = m.invoke("f", &[Value::str("x")]).unwrap_err();
+    let ErrorKind::At { pc, instr, source, .. } = e.kind() else { panic!("located: {e}") };
+    assert_eq!(*pc, 1, "{e}");
+    assert!(instr.starts_with("if"), "{e}");
+    assert!(source.to_string().contains("int, bool or one-element tensor"), "{e}");
 }
 
 #[test]

@@ -7,8 +7,9 @@
 //! in piece order on the calling thread. One thread, or a pool busy with another launch, runs
 //! the same pieces in turn.
 
-use relaxvm::pool::{self, Failure, Failures, Sink};
+use relaxvm::pool::{self, Failures, Sink};
 use relaxvm::{Error, Result};
+use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -70,7 +71,8 @@ pub(crate) fn for_each_piece<P, I: Iterator<Item = P> + Send>(
         stop.store(true, Ordering::Relaxed);
         failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
     };
-    let worker = |_: &pool::Task<'_>| -> std::result::Result<(), ()> {
+    // Tasks report errors through `fail` (the first one stops the others), never to the pool.
+    let worker = |_: &pool::Task<'_>| -> std::result::Result<(), Infallible> {
         while !stop.load(Ordering::Relaxed) {
             let Some(piece) = next() else { break };
             if let Err(e) = work(piece) {
@@ -79,7 +81,7 @@ pub(crate) fn for_each_piece<P, I: Iterator<Item = P> + Send>(
         }
         Ok(())
     };
-    let caller = &mut |_: &pool::Task<'_>| -> std::result::Result<(), ()> {
+    let caller = &mut |_: &pool::Task<'_>| -> std::result::Result<(), Infallible> {
         while !stop.load(Ordering::Relaxed) {
             let polled = poll().and_then(|()| next().map_or(Ok(false), |piece| work(piece).map(|()| true)));
             match polled {
@@ -99,14 +101,7 @@ pub(crate) fn for_each_piece<P, I: Iterator<Item = P> + Send>(
     }
 }
 
-/// A failure of an operator's task: a bug (its pieces return nothing that can fail).
-fn internal(name: &str, failures: Failures<()>) -> Error {
-    let what: Vec<String> = failures
-        .iter()
-        .map(|f| match &f.failure {
-            Failure::Error(()) => format!("task {} failed", f.task),
-            Failure::Panic(m) => format!("task {} panicked: {m}", f.task),
-        })
-        .collect();
-    Error::value(format!("{name}: internal error: {}", what.join("; ")))
+/// A failure of an operator's task: a panic, a bug (its tasks return no errors).
+fn internal(name: &str, failures: Failures<Infallible>) -> Error {
+    Error::value(format!("{name}: internal error: {}", pool::describe(&failures)))
 }

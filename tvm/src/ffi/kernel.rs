@@ -90,7 +90,7 @@ fn call_direct(name: &str, f: SafeCall, args: &[Value]) -> Option<Result<Value>>
     let mut anys = [TVMFFIAny::NONE; DIRECT_ARGS];
     for (i, v) in args.iter().enumerate() {
         if let Value::Tensor(t) = v {
-            if !(t.is_contiguous() && (t.data_ptr() as usize).is_multiple_of(KERNEL_ALIGNMENT)) {
+            if !viewable(t) {
                 return None;
             }
             let dl: *const DLTensor = dls[i].write(convert::dl_tensor(t, None));
@@ -108,9 +108,20 @@ fn call_direct(name: &str, f: SafeCall, args: &[Value]) -> Option<Result<Value>>
     Some(invoke(name, f, &anys[..args.len()]).and_then(|r| convert::result_from_ffi(&r)))
 }
 
+/// Whether a kernel can view `t` in place: contiguous, and aligned as TVM's kernels assume.
+fn viewable(t: &Tensor) -> bool {
+    t.is_contiguous() && (t.data_ptr() as usize).is_multiple_of(KERNEL_ALIGNMENT)
+}
+
 /// Calls `f` with `anys`; the kernel's result, or the error it raised.
 fn invoke(name: &str, f: SafeCall, anys: &[TVMFFIAny]) -> Result<TVMFFIAny> {
-    let num_args = i32::try_from(anys.len()).map_err(|_| relaxvm::Error::value(format!("{} arguments", anys.len())))?;
+    let num_args = i32::try_from(anys.len()).map_err(|_| {
+        relaxvm::Error::value(format!(
+            "kernel {name:?} takes at most {} arguments, {} were passed",
+            i32::MAX,
+            anys.len()
+        ))
+    })?;
     raised::clear();
     let mut result = TVMFFIAny::NONE;
     let called = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -144,8 +155,7 @@ fn call_staged(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
             }
             None => {
                 let t = tensor_arg(args, i);
-                let aligned = (t.data_ptr() as usize).is_multiple_of(KERNEL_ALIGNMENT);
-                if aligned && t.is_contiguous() {
+                if viewable(t) {
                     sources.push(Some(Source::Arg(i)));
                 } else {
                     // Worth knowing when tuning: a numpy view passed straight in costs a copy here.
@@ -154,7 +164,7 @@ fn call_staged(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
                         log::debug!(
                             "kernel {name:?}: argument {i} ({}) is {}; passed through an aligned copy (said once per kernel)",
                             t.shape(),
-                            if aligned { "strided" } else { "not 64-byte aligned" }
+                            if t.is_contiguous() { "not 64-byte aligned" } else { "strided" }
                         );
                     }
                     let copy = Tensor::from_bytes(t.dtype(), t.shape().clone(), &t.contiguous_bytes()?)?;

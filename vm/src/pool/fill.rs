@@ -6,7 +6,7 @@
 //! counts what it writes: the vector grows only when every piece was written in full, so the
 //! interface stays safe whatever the pieces' code does.
 
-use super::{Failure, Pool};
+use super::Pool;
 use crate::{Error, Result};
 use std::mem::MaybeUninit;
 use std::sync::Mutex;
@@ -101,15 +101,7 @@ impl Pool {
         // Taking pieces from a queue: the caller can finish alone, helpers are optional.
         let result = self.help_caller(task_count, &take_pieces, &mut |t| take_pieces(t));
         if let Err(failures) = result {
-            let what = failures
-                .iter()
-                .map(|f| match &f.failure {
-                    Failure::Error(e) => e.clone(),
-                    Failure::Panic(m) => format!("a piece panicked: {m}"),
-                })
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Err(Error::value(format!("pool fill: {what}")));
+            return Err(Error::value(format!("pool fill: {}", super::describe(&failures))));
         }
         // The caller's task stops only when no piece is left, and none failed: each piece
         // was written in full.

@@ -46,13 +46,7 @@ impl VirtualMachine {
             unsafe {
                 match *code.op(pc) {
                     Op::IntBinary { op, f, a, b, dst } if PLAIN => {
-                        match self.int_inline(code, op, a, b, base) {
-                            Some(v) => set_scalar(self.reg_mut(base, dst), v),
-                            None => {
-                                let v = self.call_binary(code, f, a, b, base, pc)?;
-                                set_reg(self.reg_mut(base, dst), v);
-                            }
-                        }
+                        self.int_into(code, (op, f), a, b, dst, base, pc)?;
                         pc += 1;
                     }
                     Op::IntBranch { op, f, a, b, dst, false_target } if PLAIN => {
@@ -65,28 +59,12 @@ impl VirtualMachine {
                             }
                             None => self.int_branch_slow(code, f, a, b, dst, base, pc)?,
                         };
-                        if taken {
-                            pc += 2;
-                        } else {
-                            if (false_target as usize) <= pc + 1 {
-                                self.count_step().map_err(|e| self.locate(pc + 1, e))?;
-                            }
-                            pc = false_target as usize;
-                        }
+                        pc = if taken { pc + 2 } else { self.jump(pc + 1, false_target)? };
                     }
                     Op::IntJump { op, f, a, b, dst, target } if PLAIN => {
-                        match self.int_inline(code, op, a, b, base) {
-                            Some(v) => set_scalar(self.reg_mut(base, dst), v),
-                            None => {
-                                let v = self.call_binary(code, f, a, b, base, pc)?;
-                                set_reg(self.reg_mut(base, dst), v);
-                            }
-                        }
+                        self.int_into(code, (op, f), a, b, dst, base, pc)?;
                         // The `goto` at pc + 1, as its own op would run it.
-                        if (target as usize) <= pc + 1 {
-                            self.count_step().map_err(|e| self.locate(pc + 1, e))?;
-                        }
-                        pc = target as usize;
+                        pc = self.jump(pc + 1, target)?;
                     }
                     Op::CallBinary { f, a, b, dst } if PLAIN => {
                         let ret = self.call_binary(code, f, a, b, base, pc)?;
@@ -194,27 +172,52 @@ impl VirtualMachine {
                             set_reg(self.reg_mut(base, caller.dst), value);
                         }
                     }
-                    Op::Goto { target } => {
-                        if (target as usize) <= pc {
-                            self.count_step().map_err(|e| self.locate(pc, e))?;
-                        }
-                        pc = target as usize;
-                    }
+                    Op::Goto { target } => pc = self.jump(pc, target)?,
                     Op::If { cond, false_target } => {
                         let taken = self.reg(base, cond).truthy().map_err(|e| self.locate(pc, e))?;
-                        if taken {
-                            pc += 1;
-                        } else {
-                            // A backward `if` closes a loop as a backward `goto` does.
-                            if (false_target as usize) <= pc {
-                                self.count_step().map_err(|e| self.locate(pc, e))?;
-                            }
-                            pc = false_target as usize;
-                        }
+                        // A backward `if` closes a loop as a backward `goto` does.
+                        pc = if taken { pc + 1 } else { self.jump(pc, false_target)? };
                     }
                 }
             }
         }
+    }
+
+    /// The `pc` after a jump from `from` to `target`: a backward (or zero) jump closes a loop
+    /// and counts a step (see `count_step`), located at `from`.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    fn jump(&mut self, from: usize, target: u32) -> Result<usize> {
+        if (target as usize) <= from {
+            self.count_step().map_err(|e| self.locate(from, e))?;
+        }
+        Ok(target as usize)
+    }
+
+    /// Runs the int operation `op` (its builtin `f` for anything but two ints) of the call at
+    /// `pc` and writes its result to `dst`.
+    ///
+    /// # Safety
+    /// `a`, `b` and `dst` are operands of a decoded op of the frame at `base` (see [`Self::src`]).
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn int_into(
+        &mut self,
+        code: &Code,
+        (op, f): (IntOp, BinaryFn),
+        a: Src,
+        b: Src,
+        dst: u32,
+        base: usize,
+        pc: usize,
+    ) -> Result<()> {
+        match self.int_inline(code, op, a, b, base) {
+            Some(v) => set_scalar(self.reg_mut(base, dst), v),
+            None => {
+                let v = self.call_binary(code, f, a, b, base, pc)?;
+                set_reg(self.reg_mut(base, dst), v);
+            }
+        }
+        Ok(())
     }
 
     /// The result of an int operation computed here, for two ints that it maps to an int or a
@@ -412,7 +415,7 @@ fn set_scalar(slot: &mut Value, v: Value) {
 /// `regs.truncate(len)`, dropping out of line only the values that own something: a frame's
 /// registers are mostly scalars and nulls, which need no drop call.
 #[inline]
-pub(super) fn truncate_regs(regs: &mut Vec<Value>, len: usize) {
+fn truncate_regs(regs: &mut Vec<Value>, len: usize) {
     while regs.len() > len {
         match regs.pop() {
             Some(v) if v.owns_heap() => drop(v),

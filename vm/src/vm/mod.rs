@@ -23,7 +23,7 @@ mod limits;
 mod recording;
 use instrument::InstrumentedFrame;
 pub use instrument::{Instrument, InstrumentAction, InstrumentCall};
-use interpreter::{set_reg, truncate_regs};
+use interpreter::set_reg;
 pub use limits::{InterruptHandle, PollHook, VmConfig, MIN_NATIVE_STACK, POLL_INTERVAL};
 
 #[derive(Clone, Copy)]
@@ -367,16 +367,12 @@ impl VirtualMachine {
             caller.pc = ret_pc;
             caller.dst = dst;
         }
-        // The arguments are in place (`base + num_args <= top`, verified): only the rest of the
-        // frame is filled, and not through `resize`, whose general clone loop cost as much as
-        // the rest of a call's entry.
+        // The arguments are in place (`base + num_args <= top`: arity and InputsExceedRegisters
+        // are verified): only the rest of the frame is filled, and not through `resize`, whose
+        // general clone loop cost as much as the rest of a call's entry.
         let len = self.regs.len();
-        if top > len {
-            self.regs.reserve(top - len);
-            self.regs.extend(std::iter::repeat_n(Value::Null, top - len));
-        } else {
-            truncate_regs(&mut self.regs, top);
-        }
+        debug_assert!(top >= len, "a frame's arguments exceed its registers");
+        self.regs.extend(std::iter::repeat_n(Value::Null, top.saturating_sub(len)));
         self.frames.push(Frame { func, base, pc: 0, dst: VOID });
         Ok(())
     }
