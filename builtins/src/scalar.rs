@@ -29,7 +29,12 @@ macro_rules! int_builtin {
             }
             int_slow($name, IntOp::$op, x, y)
         }
-        Builtin { name: $name, make: |n| PackedFunc::binary(n, f).with_int_op(IntOp::$op), cost: Cost::Constant }
+        Builtin {
+            name: $name,
+            make: |n| PackedFunc::binary(n, f).with_int_op(IntOp::$op),
+            cost: Cost::Constant,
+            specialize: None,
+        }
     }};
 }
 

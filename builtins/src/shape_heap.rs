@@ -21,7 +21,7 @@
 use crate::args::{self, in_builtin, type_err, value_err};
 use crate::table::{builtin, Builtin};
 use crate::tensor_ops::num::Num;
-use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, Result, Shape, Storage, Tensor, Value};
+use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, PackedFunc, Result, Shape, Storage, Tensor, Value};
 use smallvec::SmallVec;
 
 /// The builtins of this module.
@@ -30,8 +30,8 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.shape_of", select shape_of).constant_time(),
     builtin!("vm.builtin.store_shape", store_shape).constant_time(),
     builtin!("vm.builtin.load_shape", load_shape).constant_time(),
-    builtin!("vm.builtin.match_shape", match_shape).constant_time(),
-    builtin!("vm.builtin.make_shape", make_shape).constant_time(),
+    builtin!("vm.builtin.match_shape", match_shape).constant_time().specialized(specialize_match_shape),
+    builtin!("vm.builtin.make_shape", make_shape).constant_time().specialized(specialize_make_shape),
     builtin!("vm.builtin.match_prim_value", match_prim_value).constant_time(),
     builtin!("vm.builtin.make_prim_value", make_prim_value).constant_time(),
     builtin!("vm.builtin.tensor_to_shape", tensor_to_shape),
@@ -305,24 +305,68 @@ fn ndim_mismatch(name: &str, err_ctx: Option<&str>, pairs: usize, dims: &[i64]) 
     )
 }
 
+/// The `(code, value)` pairs of a `match_shape` or `make_shape` call.
+type Pairs = SmallVec<[(i64, i64); 4]>;
+
+/// Reads `n` `(code, value)` pairs from `args[first..]`, naming them `what` in errors.
+fn parse_pairs(name: &str, args: &[Value], first: usize, n: usize, what: [&str; 2]) -> Result<Pairs> {
+    (0..n)
+        .map(|i| {
+            Ok((args::int(name, args, first + 2 * i, what[0])?, args::int(name, args, first + 1 + 2 * i, what[1])?))
+        })
+        .collect()
+}
+
+/// The arguments of a call whose operands are `fixed` (`None` for registers), with null for
+/// the registers before `from`; `None` when an operand from `from` on is a register. What a
+/// specializer parses once, with the same functions as a general call parses it every time.
+fn fixed_from(fixed: &[Option<&Value>], from: usize) -> Option<Vec<Value>> {
+    fixed.iter().enumerate().map(|(i, v)| v.cloned().or_else(|| (i < from).then_some(Value::Null))).collect()
+}
+
+/// What `match_shape` reads of its operands from `ndim` on: the pairs and the error context.
+struct MatchPlan<'a> {
+    pairs: Pairs,
+    err_ctx: Option<&'a str>,
+}
+
+impl<'a> MatchPlan<'a> {
+    fn parse(name: &str, args: &'a [Value]) -> Result<Self> {
+        args::arity_at_least(name, args, 3)?;
+        let n = pair_count(name, args, 2, 1)?;
+        let err_ctx = args::opt_str(name, args, 3 + 2 * n, "err_ctx")?;
+        Ok(MatchPlan { pairs: parse_pairs(name, args, 3, n, ["match code", "match value"])?, err_ctx })
+    }
+}
+
 /// `match_shape(value, heap, ndim, (code, v)*ndim, err_ctx)`: checks and records the dimensions
 /// of a tensor or shape.
 fn match_shape(name: &'static str, args: &[Value]) -> Result<Value> {
-    args::arity_at_least(name, args, 3)?;
-    let pairs = pair_count(name, args, 2, 1)?;
-    let err_ctx = args::opt_str(name, args, 3 + 2 * pairs, "err_ctx")?;
+    let plan = MatchPlan::parse(name, args)?;
+    apply_match(name, args, &plan.pairs, plan.err_ctx)
+}
+
+/// `match_shape` specialised to a call whose `ndim`, pairs and error context are fixed: they
+/// are parsed here, once.
+fn specialize_match_shape(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
+    let args = fixed_from(fixed, 2)?;
+    let plan = MatchPlan::parse(name, &args).ok()?;
+    let (pairs, err_ctx) = (plan.pairs, plan.err_ctx.map(str::to_owned));
+    Some(PackedFunc::from_fn(name, move |args| apply_match(name, args, &pairs, err_ctx.as_deref())))
+}
+
+/// The work of `match_shape` once its pairs are parsed.
+fn apply_match(name: &'static str, args: &[Value], pairs: &[(i64, i64)], err_ctx: Option<&str>) -> Result<Value> {
     let dims: &[i64] = match &args[0] {
         Value::Tensor(t) => t.shape(),
         Value::Shape(s) => s,
         other => return Err(type_err(name, 0, "value", "tensor or shape", other)),
     };
     let heap = Heap::arg(name, args, 1)?;
-    if dims.len() != pairs {
-        return Err(ndim_mismatch(name, err_ctx, pairs, dims));
+    if dims.len() != pairs.len() {
+        return Err(ndim_mismatch(name, err_ctx, pairs.len(), dims));
     }
-    for (i, actual) in dims.iter().enumerate() {
-        let code = args::int(name, args, 3 + 2 * i, "match code")?;
-        let v = args::int(name, args, 4 + 2 * i, "match value")?;
+    for (i, (actual, &(code, v))) in dims.iter().zip(pairs).enumerate() {
         match_one(name, &heap, code, v, *actual, err_ctx, Subject::Dim(i))?;
     }
     Ok(Value::Null)
@@ -337,17 +381,39 @@ fn make_one(name: &'static str, heap: &Heap<'_>, code: i64, v: i64) -> Result<i6
     }
 }
 
+/// What `make_shape` reads of its operands from `ndim` on: the pairs.
+fn make_pairs(name: &str, args: &[Value]) -> Result<Pairs> {
+    args::arity_at_least(name, args, 2)?;
+    let n = pair_count(name, args, 1, 0)?;
+    parse_pairs(name, args, 2, n, ["make code", "make value"])
+}
+
 /// `make_shape(heap, ndim, (code, v)*ndim)`: a shape of immediates and heap slots.
 fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
-    args::arity_at_least(name, args, 2)?;
-    let pairs = pair_count(name, args, 1, 0)?;
+    build_shape(name, args, &make_pairs(name, args)?)
+}
+
+/// `make_shape` specialised to a call whose `ndim` and pairs are fixed: they are parsed here,
+/// once, and a shape of immediates only is made here, once.
+fn specialize_make_shape(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
+    let pairs = make_pairs(name, &fixed_from(fixed, 1)?).ok()?;
+    if pairs.iter().all(|&(code, _)| code == 0) {
+        let shape = Value::Shape(pairs.iter().map(|&(_, v)| v).collect());
+        return Some(PackedFunc::from_fn(name, move |args| {
+            Heap::arg(name, args, 0)?;
+            Ok(shape.clone())
+        }));
+    }
+    Some(PackedFunc::from_fn(name, move |args| build_shape(name, args, &pairs)))
+}
+
+/// The work of `make_shape` once its pairs are parsed.
+fn build_shape(name: &'static str, args: &[Value], pairs: &[(i64, i64)]) -> Result<Value> {
     let heap = Heap::arg(name, args, 0)?;
     // One read of the heap's bytes serves every slot: the reader count is taken once per call.
     let read = heap.tensor.map(|t| (t, t.storage().bytes()));
     let mut dims: SmallVec<[i64; 8]> = SmallVec::new();
-    for i in 0..pairs {
-        let code = args::int(name, args, 2 + 2 * i, "make code")?;
-        let v = args::int(name, args, 3 + 2 * i, "make value")?;
+    for &(code, v) in pairs {
         dims.push(match (code, &read) {
             (0, _) => v,
             (1, Some((t, bytes))) => heap.load_from(t, bytes, v)?,

@@ -1,7 +1,7 @@
 //! The table each module declares its builtins in: one name, one function, one cost class, one
 //! source of truth for `register_all`, `ensure_registered` and `builtin_names`.
 
-use relaxvm::{Cost, PackedFunc};
+use relaxvm::{Cost, PackedFunc, Value};
 
 /// One builtin: its registered name, how to make its packed function, and how long it may run.
 pub(crate) struct Builtin {
@@ -13,7 +13,12 @@ pub(crate) struct Builtin {
     /// [`Builtin::constant_time`]); the Python layer keeps the GIL around functions that only
     /// call constant-time builtins.
     pub(crate) cost: Cost,
+    /// How to specialise a call site to its fixed operands (see [`Builtin::specialized`]).
+    pub(crate) specialize: Option<SpecializeFn>,
 }
+
+/// A builtin's specializer: [`relaxvm::Specializer`] handed the builtin's name.
+pub(crate) type SpecializeFn = fn(&'static str, &[Option<&Value>]) -> Option<PackedFunc>;
 
 /// Calls builtin `name` of `table` outside any VM: the modules' unit tests call their builtins
 /// through the packed function the registry would hold.
@@ -26,7 +31,14 @@ pub(crate) fn call(table: &[Builtin], name: &str, args: &[relaxvm::Value]) -> re
 impl Builtin {
     /// The packed function of this builtin, carrying its cost class.
     pub(crate) fn packed(&self) -> PackedFunc {
-        (self.make)(self.name).with_cost(self.cost)
+        let p = (self.make)(self.name).with_cost(self.cost);
+        match self.specialize {
+            Some(s) => {
+                let name = self.name;
+                p.with_specializer(move |fixed| s(name, fixed))
+            }
+            None => p,
+        }
     }
 
     /// The same builtin, declared constant-time: bounded small work whatever its arguments (no
@@ -34,6 +46,13 @@ impl Builtin {
     /// functions).
     pub(crate) const fn constant_time(self) -> Builtin {
         Builtin { cost: Cost::Constant, ..self }
+    }
+
+    /// The same builtin, with a specializer: the interpreter calls what `s` makes of a call
+    /// site's fixed operands there instead of the general function (see
+    /// [`relaxvm::Specializer`] for what it must keep).
+    pub(crate) const fn specialized(self, s: SpecializeFn) -> Builtin {
+        Builtin { specialize: Some(s), ..self }
     }
 }
 
@@ -52,6 +71,7 @@ macro_rules! builtin {
             name: $name,
             make: |n| relaxvm::PackedFunc::new(n, move |ctx, args| $f(n, ctx, args)),
             cost: relaxvm::Cost::Unbounded,
+            specialize: None,
         }
     };
     ($name:literal, select $f:path) => {
@@ -59,6 +79,7 @@ macro_rules! builtin {
             name: $name,
             make: |n| relaxvm::PackedFunc::select(n, $f),
             cost: relaxvm::Cost::Unbounded,
+            specialize: None,
         }
     };
     ($name:literal, binary $f:path) => {
@@ -66,6 +87,7 @@ macro_rules! builtin {
             name: $name,
             make: |n| relaxvm::PackedFunc::binary(n, $f),
             cost: relaxvm::Cost::Unbounded,
+            specialize: None,
         }
     };
     ($name:literal, $f:path) => {
@@ -73,6 +95,7 @@ macro_rules! builtin {
             name: $name,
             make: |n| relaxvm::PackedFunc::from_fn(n, move |args| $f(n, args)),
             cost: relaxvm::Cost::Unbounded,
+            specialize: None,
         }
     };
 }

@@ -26,8 +26,9 @@ pub(crate) type Src = u32;
 /// A decoded instruction; indices were proven in range by the verifier.
 #[derive(Clone, Copy)]
 pub(crate) enum Op {
-    /// A call of a packed function; `args` indexes [`Code::args`] and [`Code::arg_values`],
-    /// `patches` [`Code::patches`] (see [`Code::prepare_args`]).
+    /// A call of a packed function: `func` indexes [`Code::call_fns`], `args`
+    /// [`Code::args`] and [`Code::arg_values`], `patches` [`Code::patches`] (see
+    /// [`Code::prepare_args`]).
     CallPacked {
         func: u32,
         args: u32,
@@ -126,6 +127,9 @@ pub(crate) struct Code {
     /// The values operands with [`CONST_BIT`] read.
     pub consts: Vec<Value>,
     pub callees: Vec<Callee>,
+    /// The function each [`Op::CallPacked`] calls: its callee's, or that callee specialised
+    /// to the call's fixed operands ([`PackedFunc::specialize`]).
+    pub call_fns: Vec<PackedFunc>,
     /// Each function-table entry as a function value (for `f[...]` arguments and instruments).
     pub func_values: Vec<Value>,
     /// The name each bytecode function's value holds (the VM recognises its own by pointer).
@@ -174,6 +178,7 @@ impl Code {
             patches: Vec::new(),
             consts: Vec::new(),
             callees,
+            call_fns: Vec::new(),
             func_values,
             names,
         };
@@ -248,7 +253,10 @@ impl Code {
                         (Some(f), _, _, &[a, b]) => Op::CallBinary { f, a, b, dst },
                         (_, _, Some(f), &[a]) if dst != VOID => Op::CallSelect1 { f, func, a, dst },
                         (_, _, Some(_), _) => Op::CallSelect { func, args: start, nargs, dst, patches, npatches },
-                        _ => Op::CallPacked { func, args: start, nargs, dst, patches, npatches },
+                        _ => {
+                            let func = self.push_call_fn(&p.clone(), &srcs);
+                            Op::CallPacked { func, args: start, nargs, dst, patches, npatches }
+                        }
                     },
                 };
                 if matches!(op, Op::CallSelect { .. } | Op::CallPacked { .. }) {
@@ -278,6 +286,16 @@ impl Code {
             Instruction::Goto { offset } => Op::Goto { target: rel(*offset) },
             Instruction::If { cond, false_offset } => Op::If { cond: *cond, false_target: rel(*false_offset) },
         })
+    }
+
+    /// The index in [`Code::call_fns`] of the function a packed call of `p` with operands
+    /// `srcs` makes: `p` specialised to the operands fixed at load when it can be, else `p`.
+    fn push_call_fn(&mut self, p: &PackedFunc, srcs: &[Src]) -> u32 {
+        let fixed: Vec<Option<&Value>> =
+            srcs.iter().map(|&s| (s & CONST_BIT != 0).then(|| &self.consts[(s & !CONST_BIT) as usize])).collect();
+        let f = p.specialize(&fixed).unwrap_or_else(|| p.clone());
+        self.call_fns.push(f);
+        (self.call_fns.len() - 1) as u32
     }
 
     /// Fuses each int operation followed by an `if` on its result (a loop's test) into one
@@ -327,7 +345,7 @@ impl Code {
     /// The packed function of function-table entry `func`, without checks.
     ///
     /// # Safety
-    /// `func` is the callee of a `CallPacked`, `CallSelect` or `CallSelect1` op: `decode_op`
+    /// `func` is the callee of a `CallSelect` or `CallSelect1` op: `decode_op`
     /// makes those only for an entry it resolved to `Callee::Packed`, and `callees` is not
     /// changed after decoding.
     #[inline(always)]
@@ -338,6 +356,18 @@ impl Code {
             // SAFETY: as above.
             Callee::Bytecode { .. } => unsafe { std::hint::unreachable_unchecked() },
         }
+    }
+
+    /// The function of a `CallPacked` op, without a bounds check.
+    ///
+    /// # Safety
+    /// `func` is the `func` of a decoded `CallPacked` op: `push_call_fn` made it the index of the
+    /// function it pushed onto `call_fns`, which is not changed after decoding.
+    #[inline(always)]
+    pub unsafe fn call_fn(&self, func: u32) -> &PackedFunc {
+        debug_assert!((func as usize) < self.call_fns.len());
+        // SAFETY: the caller's contract.
+        unsafe { self.call_fns.get_unchecked(func as usize) }
     }
 
     /// Value `index` of [`Code::consts`], without a bounds check.

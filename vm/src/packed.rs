@@ -12,7 +12,7 @@ use std::sync::Arc;
 // The types are declared beside `Value`, which holds packed functions (a value can be a
 // function, and a function takes values); their methods live here. The paths stay
 // `relaxvm::packed::*`.
-pub use crate::value::{BinaryFn, CallCtx, PackedFnSig, PackedFunc, SelectFn, VmHandle};
+pub use crate::value::{BinaryFn, CallCtx, PackedFnSig, PackedFunc, SelectFn, Specializer, VmHandle};
 
 impl<'a> CallCtx<'a> {
     /// A context inside a VM.
@@ -65,6 +65,7 @@ impl PackedFunc {
             binary: None,
             select: None,
             int_op: None,
+            specializer: None,
             cost: Cost::Unbounded,
             origin: None,
         }
@@ -111,6 +112,25 @@ impl PackedFunc {
     /// What [`with_int_op`](Self::with_int_op) declared.
     pub fn as_int_op(&self) -> Option<IntOp> {
         self.int_op
+    }
+
+    /// The same function, with a way to specialise it to a call site's fixed operands: the
+    /// interpreter asks once per call site when it loads a program, and calls what `specialize`
+    /// returns there instead (see [`Specializer`]). Builtins whose leading or trailing operands
+    /// are always immediates (the shape-heap codes TVM emits) parse them once this way.
+    pub fn with_specializer(
+        mut self,
+        specialize: impl Fn(&[Option<&Value>]) -> Option<PackedFunc> + Send + Sync + 'static,
+    ) -> Self {
+        self.specializer = Some(Arc::new(specialize));
+        self
+    }
+
+    /// This function specialised to a call whose operands are `fixed` (`None` for registers),
+    /// named and costed as this one; `None` when it has no specializer or that declined.
+    pub fn specialize(&self, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
+        let special = (self.specializer.as_ref()?)(fixed)?;
+        Some(PackedFunc { name: self.name.clone(), cost: self.cost, origin: self.origin.clone(), ..special })
     }
 
     /// A packed function that does not need the VM.

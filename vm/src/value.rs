@@ -99,6 +99,13 @@ pub type BinaryFn = fn(&Value, &Value) -> Result<Value>;
 /// destination register already holds. It is given the function's name for its errors.
 pub type SelectFn = for<'a> fn(&str, &'a [Value]) -> Result<&'a Value>;
 
+/// Makes, for one call site, a version of a packed function specialised to the operands fixed
+/// at load: it is given the call's operands, `Some` for those fixed (immediates, constants,
+/// functions) and `None` for registers, and returns a function that computes exactly what the
+/// general one does for every argument list with those fixed operands (the same results and
+/// the same errors), or `None` to keep the general one. See [`PackedFunc::with_specializer`].
+pub type Specializer = dyn Fn(&[Option<&Value>]) -> Option<PackedFunc> + Send + Sync;
+
 /// A named, shareable packed function (made and called by the methods in [`crate::packed`],
 /// which use these fields).
 #[derive(Clone)]
@@ -109,6 +116,7 @@ pub struct PackedFunc {
     pub(crate) select: Option<SelectFn>,
     /// The operation a [`BinaryFn`] computes on two ints, which the interpreter runs inline.
     pub(crate) int_op: Option<crate::int_op::IntOp>,
+    pub(crate) specializer: Option<Arc<Specializer>>,
     pub(crate) cost: Cost,
     pub(crate) origin: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }

@@ -238,3 +238,75 @@ fn tensor_to_shape_converts_integer_tensors() {
         r#"Value("vm.builtin.tensor_to_shape: expected a 1-D integer tensor, found tensor of shape () and dtype int64")"#
     );
 }
+
+/// Runs `args` through the general builtin and through the version specialised to every
+/// operand but `regs` (when the specializer accepts), each on its own fresh heap (`args` names
+/// it as `Value::Str("HEAP")`), and returns both outcomes and the heaps after, as text.
+fn general_and_special(name: &str, args: &[Value], regs: &[usize]) -> (String, Option<String>) {
+    let run = |f: &dyn Fn(&[Value]) -> Result<Value>| {
+        let h = heap(3);
+        h.as_tensor().unwrap().storage().write(8, &4i64.to_ne_bytes()).unwrap();
+        let args: Vec<Value> = args
+            .iter()
+            .map(|a| if matches!(a, Value::Str(s) if &**s == "HEAP") { h.clone() } else { a.clone() })
+            .collect();
+        let out = f(&args);
+        format!("{:?} heap {:?}", out.map(|v| v.to_string()), h.to_string())
+    };
+    let b = BUILTINS.iter().find(|b| b.name == name).unwrap();
+    let general = run(&|a| b.packed().call(&mut relaxvm::CallCtx::detached(), a));
+    let fixed: Vec<Option<&Value>> = args.iter().enumerate().map(|(i, a)| (!regs.contains(&i)).then_some(a)).collect();
+    let special = b.packed().specialize(&fixed).map(|s| run(&|a| s.call(&mut relaxvm::CallCtx::detached(), a)));
+    (general, special)
+}
+
+#[test]
+fn specialised_shape_builtins_match_the_general_ones() {
+    let t = || Value::Tensor(Tensor::zeros([3, 4], DataType::F32, Default::default()).unwrap());
+    let h = || Value::str("HEAP");
+    let i = |v: i64| Value::Int(v);
+    let ctx = || Value::str("ctx");
+    let matches: Vec<Vec<Value>> = vec![
+        vec![t(), h(), i(2), i(1), i(0), i(0), i(4), ctx()],
+        vec![t(), h(), i(2), i(1), i(0), i(3), i(1), ctx()],
+        vec![t(), h(), i(2), i(1), i(0), i(3), i(0), ctx()],
+        vec![t(), h(), i(2), i(0), i(3), i(0), i(5), ctx()],
+        vec![t(), h(), i(2), i(2), i(0), i(1), i(9), Value::Null],
+        vec![t(), h(), i(2), i(7), i(0), i(2), i(0)],
+        vec![t(), h(), i(1), i(1), i(0), ctx()],
+        vec![Value::Shape(Shape::new(vec![3, 4])), Value::Null, i(2), i(0), i(3), i(0), i(4)],
+        vec![Value::Shape(Shape::new(vec![3, 4])), Value::Null, i(2), i(1), i(0), i(0), i(4)],
+        vec![i(1), h(), i(1), i(1), i(0)],
+        vec![t(), i(1), i(2), i(1), i(0), i(1), i(1)],
+    ];
+    let makes: Vec<Vec<Value>> = vec![
+        vec![h(), i(2), i(1), i(1), i(0), i(7)],
+        vec![h(), i(2), i(0), i(5), i(0), i(7)],
+        vec![Value::Null, i(1), i(0), i(5)],
+        vec![Value::Null, i(1), i(1), i(0)],
+        vec![h(), i(1), i(1), i(9)],
+        vec![h(), i(1), i(4), i(0)],
+        vec![i(3), i(1), i(0), i(1)],
+        vec![h(), i(0)],
+    ];
+    let cases = matches.iter().map(|a| ("vm.builtin.match_shape", a, &[0, 1][..]));
+    let cases = cases.chain(makes.iter().map(|a| ("vm.builtin.make_shape", a, &[0][..])));
+    let mut specialised = 0;
+    for (name, args, regs) in cases {
+        let (general, special) = general_and_special(name, args, regs);
+        if let Some(special) = special {
+            assert_eq!(general, special, "{name} {args:?}");
+            specialised += 1;
+        }
+    }
+    assert_eq!(specialised, matches.len() + makes.len(), "every case has fixed codes");
+    // Registers where the codes, ndim or err_ctx are: the general function, every time.
+    let regs = [0, 1, 7];
+    assert!(general_and_special("vm.builtin.match_shape", &matches[0], &regs).1.is_none());
+    assert!(general_and_special("vm.builtin.make_shape", &makes[0], &[0, 3]).1.is_none());
+    // Fixed operands the general function would refuse: left to it, to report at run time.
+    let bad = [t(), h(), i(3), i(1), i(0)];
+    assert!(general_and_special("vm.builtin.match_shape", &bad, &[0, 1]).1.is_none());
+    let bad = [h(), i(1), Value::str("x"), i(0)];
+    assert!(general_and_special("vm.builtin.make_shape", &bad, &[0]).1.is_none());
+}

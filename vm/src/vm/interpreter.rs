@@ -74,7 +74,7 @@ impl VirtualMachine {
                         pc += 1;
                     }
                     Op::CallPacked { func, args, nargs, dst, patches, npatches } if PLAIN => {
-                        let f = code.packed(func);
+                        let f = code.call_fn(func);
                         // One reused buffer of borrowed arguments: no allocation and no
                         // reference-count traffic per call in steady state.
                         let mut argv = std::mem::take(&mut self.argbuf);
