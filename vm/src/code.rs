@@ -394,40 +394,37 @@ impl Code {
         unsafe { self.args.get_unchecked(args as usize..(args + nargs) as usize) }
     }
 
-    /// Fills `out` (empty) with the argument list of a call whose operands are
-    /// `args..args + nargs` and whose registers are patched by `patches..patches + npatches`:
-    /// one copy of the prepared list (the values fixed at load), then one write per register
-    /// operand, `reg` reading the calling frame's registers. The items are bitwise copies, never
-    /// dropped: borrowed for the one call.
+    /// Writes the argument list of a call whose operands are `args..args + nargs` and whose
+    /// registers are patched by `patches..patches + npatches` to `out`: one copy of the
+    /// prepared list (the values fixed at load), then one write per register operand, `reg`
+    /// reading the calling frame's registers. The items are bitwise copies, never dropped:
+    /// borrowed for the one call.
     ///
     /// # Safety
-    /// The four numbers are those of a decoded `CallPacked` or `CallSelect` op, `out` is empty,
-    /// and the copies are used only while the constants and the registers `reg` reads stay
-    /// alive and unchanged (for the one call: the callee sees `&[Value]`).
-    #[inline]
+    /// The four numbers are those of a decoded `CallPacked` or `CallSelect` op, `out` is valid
+    /// for writing `nargs` values, and the copies are used only while the constants and the
+    /// registers `reg` reads stay alive and unchanged (for the one call: the callee sees
+    /// `&[Value]`).
+    #[inline(always)]
     pub unsafe fn prepare_args<'a>(
         &self,
         (args, nargs, patches, npatches): (u32, u32, u32, u32),
         reg: impl Fn(u32) -> &'a Value,
-        out: &mut Vec<ManuallyDrop<Value>>,
+        out: *mut ManuallyDrop<Value>,
     ) {
-        debug_assert!(out.is_empty());
         let (args, nargs) = (args as usize, nargs as usize);
         debug_assert!(args + nargs <= self.arg_values.len());
         debug_assert!((patches + npatches) as usize <= self.patches.len());
-        out.reserve(nargs);
         // SAFETY: by the caller's contract, `decode_op` pushed `nargs` prepared values at `args`
-        // and `npatches` patches at `patches`, each with a position below `nargs`; `reserve` made
-        // room for `nargs` items, all of which are written (the copy) before `set_len`. The
-        // copies are bitwise and never dropped: values of `consts`, which outlives the call, and
-        // registers the caller keeps alive and unchanged meanwhile.
+        // and `npatches` patches at `patches`, each with a position below `nargs`, and `out`
+        // has room for `nargs` items. The copies are bitwise and never dropped: values of
+        // `consts`, which outlives the call, and registers the caller keeps alive and unchanged
+        // meanwhile.
         unsafe {
-            let dst = out.as_mut_ptr();
-            std::ptr::copy_nonoverlapping(self.arg_values.as_ptr().add(args), dst, nargs);
+            std::ptr::copy_nonoverlapping(self.arg_values.as_ptr().add(args), out, nargs);
             for &(pos, r) in self.patches.get_unchecked(patches as usize..(patches + npatches) as usize) {
-                dst.add(pos as usize).write(ManuallyDrop::new(std::ptr::read(reg(r))));
+                out.add(pos as usize).write(ManuallyDrop::new(std::ptr::read(reg(r))));
             }
-            out.set_len(nargs);
         }
     }
 

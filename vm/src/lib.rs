@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 pub mod arcstr;
+pub mod block_cache;
 pub mod bytecode;
 mod code;
 pub mod cost;

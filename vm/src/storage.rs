@@ -54,8 +54,9 @@ struct Block {
 }
 
 enum Owner {
-    /// Allocated here: `base` (null when `len` is 0) came from `alloc_zeroed` with
-    /// [`padded_layout`]`(len)`, and `ptr` is its first 64-byte boundary; freed on drop.
+    /// Allocated here: `base` (null when `len` is 0) came from the global allocator with
+    /// [`padded_layout`]`(len)`, and `ptr` is its first 64-byte boundary; freed (or kept for
+    /// reuse by [`crate::block_cache`]) on drop.
     Aligned {
         /// The allocation's start.
         base: *mut u8,
@@ -77,8 +78,13 @@ impl Drop for Block {
     fn drop(&mut self) {
         if let Owner::Aligned { base } = self.owner {
             if !base.is_null() {
-                // SAFETY: `base` came from `alloc_zeroed` with exactly this layout (see `alloc`).
-                unsafe { std::alloc::dealloc(base, padded_layout(self.len).expect("layout was valid")) }
+                let layout = padded_layout(self.len).expect("layout was valid");
+                // SAFETY: `base` came from the global allocator with exactly this layout (see
+                // `alloc`), and this block, its one owner, is going away.
+                if !unsafe { crate::block_cache::keep(layout.size(), base) } {
+                    // SAFETY: as above; the cache did not take it.
+                    unsafe { std::alloc::dealloc(base, layout) }
+                }
             }
         }
     }
@@ -92,7 +98,7 @@ impl Block {
 
 /// The alignment the allocator gives without being asked (what `malloc` guarantees on 64-bit
 /// targets).
-const MALLOC_ALIGN: usize = 16;
+pub(crate) const MALLOC_ALIGN: usize = 16;
 
 /// The layout allocated for `len` bytes at a 64-byte boundary: `len` plus room to reach the
 /// boundary, at the allocator's natural alignment. Asking the allocator for 64-byte alignment
@@ -113,8 +119,11 @@ impl Storage {
             return Ok(Storage(Arc::new(Block::new(NonNull::<u64>::dangling().cast(), 0, device, owner))));
         }
         let layout = padded_layout(nbytes)?;
-        // SAFETY: the layout has a non-zero size (`nbytes` > 0).
-        let base = unsafe { std::alloc::alloc_zeroed(layout) };
+        // A block of this size freed on this thread, zeroed again, else a new one.
+        let base = crate::block_cache::take_zeroed(layout.size()).unwrap_or_else(|| {
+            // SAFETY: the layout has a non-zero size (`nbytes` > 0).
+            unsafe { std::alloc::alloc_zeroed(layout) }
+        });
         let Some(start) = NonNull::new(base) else {
             return Err(Error::alloc(nbytes as u128, "out of memory"));
         };

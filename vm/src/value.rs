@@ -31,12 +31,17 @@ pub enum Value {
     Float(f64),
     /// A boolean.
     Bool(bool),
-    /// A string.
-    Str(ArcStr),
     /// A data type.
     DType(DataType),
     /// A device.
     Device(Device),
+    /// The VM-state register's marker: builtins that take it reach the VM through their
+    /// [`CallCtx`].
+    VmState,
+    // The variants above own nothing and come first, so that `owns_heap` (asked at every
+    // register write) is one comparison of the tag.
+    /// A string.
+    Str(ArcStr),
     /// A shape tuple.
     Shape(Shape),
     /// A tensor.
@@ -47,9 +52,6 @@ pub enum Value {
     Func(Arc<Closure>),
     /// Raw storage from `alloc_storage`.
     Storage(Storage),
-    /// The VM-state register's marker: builtins that take it reach the VM through their
-    /// [`CallCtx`].
-    VmState,
     /// Any other object, opaque to the VM.
     Object(Arc<Box<dyn Any + Send + Sync>>),
 }

@@ -7,6 +7,7 @@
 //! before its first op runs. The helpers that rely on it are `unsafe fn`s whose contract is
 //! "an operand of a decoded op of the running frame"; `run_loop` is where that holds.
 
+use super::arg_list::ArgList;
 use super::VirtualMachine;
 use crate::bytecode::Instruction;
 use crate::code::{Callee, Code, Op, Src, CONST_BIT, VOID};
@@ -39,7 +40,7 @@ impl VirtualMachine {
             // whose registers start at `base`: `pc` is one the verifier allows (see `Code::op`),
             // the op's operands, callees and lists are what `decode_op` made of a verified
             // instruction, and `enter_frame` sized the frame to its function's register file
-            // (the contracts of `Code::op`, `callee`, `packed`, `arg_list`, `prepare_args`,
+            // (the contracts of `Code::op`, `callee`, `packed`, `arg_list`, `ArgList::fill`,
             // `reg`, `reg_mut`, `src` and the int helpers). Frames pushed by calls and
             // re-entries only truncate the register stack back to their own base, above this
             // frame, and `base` and `pc` change together when a frame is entered or left.
@@ -75,14 +76,11 @@ impl VirtualMachine {
                     }
                     Op::CallPacked { func, args, nargs, dst, patches, npatches } if PLAIN => {
                         let f = code.call_fn(func);
-                        // One reused buffer of borrowed arguments: no allocation and no
-                        // reference-count traffic per call in steady state.
-                        let mut argv = std::mem::take(&mut self.argbuf);
-                        code.prepare_args((args, nargs, patches, npatches), |r| self.reg(base, r), &mut argv);
-                        let ret = f.call(&mut CallCtx::new(self), as_values(&argv));
-                        argv.clear();
-                        self.argbuf = argv;
-                        let ret = ret.map_err(|e| self.locate(pc, e))?;
+                        // Borrowed copies of the arguments, on the stack: no allocation and no
+                        // reference-count traffic per call.
+                        let mut list = ArgList::new();
+                        let argv = list.fill(code, (args, nargs, patches, npatches), |r| self.reg(base, r));
+                        let ret = f.call(&mut CallCtx::new(self), argv).map_err(|e| self.locate(pc, e))?;
                         if dst != VOID {
                             set_reg(self.reg_mut(base, dst), ret);
                         }
@@ -106,16 +104,14 @@ impl VirtualMachine {
                     Op::CallSelect { func, args, nargs, dst, patches, npatches } if PLAIN => {
                         let p = code.packed(func);
                         let select = p.as_select().expect("decoded as select");
-                        let mut argv = std::mem::take(&mut self.argbuf);
-                        code.prepare_args((args, nargs, patches, npatches), |r| self.reg(base, r), &mut argv);
-                        let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), as_values(&argv))));
+                        let mut list = ArgList::new();
+                        let argv = list.fill(code, (args, nargs, patches, npatches), |r| self.reg(base, r));
+                        let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), argv)));
                         let picked = picked.unwrap_or_else(|payload| Err(panic_error(p.name(), payload))).map(|v| {
                             // A result the destination already holds needs no write (and no
                             // reference-count traffic); anything else is cloned out of the borrow.
                             (dst != VOID && !v.same_object(self.reg(base, dst))).then(|| v.clone())
                         });
-                        argv.clear();
-                        self.argbuf = argv;
                         if let Some(v) = picked.map_err(|e| self.locate(pc, e))? {
                             set_reg(self.reg_mut(base, dst), v);
                         }
@@ -423,11 +419,4 @@ fn truncate_regs(regs: &mut Vec<Value>, len: usize) {
             None => break,
         }
     }
-}
-
-/// Views borrowed argument copies as values.
-#[inline]
-fn as_values(args: &[ManuallyDrop<Value>]) -> &[Value] {
-    // SAFETY: `ManuallyDrop<T>` is `repr(transparent)` over `T`, so the slices have one layout.
-    unsafe { std::slice::from_raw_parts(args.as_ptr().cast::<Value>(), args.len()) }
 }

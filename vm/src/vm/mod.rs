@@ -14,9 +14,9 @@ use crate::types::Signature;
 use crate::value::{Callable, Closure, Value};
 use smallvec::SmallVec;
 use std::collections::HashMap;
-use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
+mod arg_list;
 mod instrument;
 mod interpreter;
 mod limits;
@@ -44,7 +44,6 @@ pub struct VirtualMachine {
     config: VmConfig,
     frames: Vec<Frame>,
     regs: Vec<Value>,
-    argbuf: Vec<ManuallyDrop<Value>>,
     reentry: usize,
     /// Steps the budget allows beyond those issued as fuel.
     steps_left: u64,
@@ -79,7 +78,6 @@ impl VirtualMachine {
             config: VmConfig::default(),
             frames: Vec::new(),
             regs: Vec::new(),
-            argbuf: Vec::with_capacity(16),
             reentry: 0,
             steps_left: u64::MAX,
             fuel: POLL_INTERVAL,
