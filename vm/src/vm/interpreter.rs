@@ -35,42 +35,45 @@ impl VirtualMachine {
         let Callee::Bytecode { start, .. } = *(unsafe { code.callee(top.func) }) else { unreachable!() };
         let mut pc = start as usize;
         let mut base = top.base;
+        let mut fp = self.frame_regs(base);
         loop {
             // SAFETY: every index below comes from the decoded op at `pc` of the running frame,
             // whose registers start at `base`: `pc` is one the verifier allows (see `Code::op`),
             // the op's operands, callees and lists are what `decode_op` made of a verified
             // instruction, and `enter_frame` sized the frame to its function's register file
             // (the contracts of `Code::op`, `callee`, `packed`, `arg_list`, `ArgList::fill`,
-            // `reg`, `reg_mut`, `src` and the int helpers). Frames pushed by calls and
-            // re-entries only truncate the register stack back to their own base, above this
-            // frame, and `base` and `pc` change together when a frame is entered or left.
+            // `Regs`, `src` and the int helpers). Frames pushed by calls and re-entries only
+            // truncate the register stack back to their own base, above this frame; `base`,
+            // `fp` and `pc` change together when a frame is entered or left, and `fp` is taken
+            // afresh after every op that can grow the register stack (a packed call, which may
+            // call back into the VM).
             unsafe {
                 match *code.op(pc) {
                     Op::IntBinary { op, f, a, b, dst } if PLAIN => {
-                        self.int_into(code, (op, f), a, b, dst, base, pc)?;
+                        self.int_into(code, (op, f), a, b, dst, fp, pc)?;
                         pc += 1;
                     }
                     Op::IntBranch { op, f, a, b, dst, false_target } if PLAIN => {
                         // The `if` at pc + 1 runs here, as its own op would run it.
-                        let taken = match self.int_inline(code, op, a, b, base) {
+                        let taken = match int_inline(code, op, a, b, fp) {
                             Some(v) => {
                                 let taken = matches!(v, Value::Bool(true)) || matches!(v, Value::Int(i) if i != 0);
-                                set_scalar(self.reg_mut(base, dst), v);
+                                set_scalar(fp.get_mut(dst), v);
                                 taken
                             }
-                            None => self.int_branch_slow(code, f, a, b, dst, base, pc)?,
+                            None => self.int_branch_slow(code, f, a, b, dst, fp, pc)?,
                         };
                         pc = if taken { pc + 2 } else { self.jump(pc + 1, false_target)? };
                     }
                     Op::IntJump { op, f, a, b, dst, target } if PLAIN => {
-                        self.int_into(code, (op, f), a, b, dst, base, pc)?;
+                        self.int_into(code, (op, f), a, b, dst, fp, pc)?;
                         // The `goto` at pc + 1, as its own op would run it.
                         pc = self.jump(pc + 1, target)?;
                     }
                     Op::CallBinary { f, a, b, dst } if PLAIN => {
-                        let ret = self.call_binary(code, f, a, b, base, pc)?;
+                        let ret = self.call_binary(code, f, a, b, fp, pc)?;
                         if dst != VOID {
-                            set_reg(self.reg_mut(base, dst), ret);
+                            set_reg(fp.get_mut(dst), ret);
                         }
                         pc += 1;
                     }
@@ -79,25 +82,27 @@ impl VirtualMachine {
                         // Borrowed copies of the arguments, on the stack: no allocation and no
                         // reference-count traffic per call.
                         let mut list = ArgList::new();
-                        let argv = list.fill(code, (args, nargs, patches, npatches), |r| self.reg(base, r));
+                        let argv = list.fill(code, (args, nargs, patches, npatches), |r| fp.get(r));
                         let ret = f.call(&mut CallCtx::new(self), argv).map_err(|e| self.locate(pc, e))?;
+                        // A call back into the VM may have grown (moved) the register stack.
+                        fp = self.frame_regs(base);
                         if dst != VOID {
-                            set_reg(self.reg_mut(base, dst), ret);
+                            set_reg(fp.get_mut(dst), ret);
                         }
                         pc += 1;
                     }
                     Op::CallSelect1 { f, func, a, dst } if PLAIN => {
                         // The one argument is passed in place: no argument list to build.
                         let p = code.packed(func);
-                        let arg = std::slice::from_ref(self.src(code, a, base));
+                        let arg = std::slice::from_ref(src(code, a, fp));
                         let picked = match catch_unwind(AssertUnwindSafe(|| f(p.name(), arg))) {
                             // `dst` is a register: a select without one is decoded as `CallSelect`.
-                            Ok(Ok(v)) => (!v.same_object(self.reg(base, dst))).then(|| v.clone()),
+                            Ok(Ok(v)) => (!v.same_object(fp.get(dst))).then(|| v.clone()),
                             Ok(Err(e)) => return Err(self.locate(pc, e)),
                             Err(payload) => return Err(self.locate(pc, panic_error(p.name(), payload))),
                         };
                         if let Some(v) = picked {
-                            set_reg(self.reg_mut(base, dst), v);
+                            set_reg(fp.get_mut(dst), v);
                         }
                         pc += 1;
                     }
@@ -105,15 +110,15 @@ impl VirtualMachine {
                         let p = code.packed(func);
                         let select = p.as_select().expect("decoded as select");
                         let mut list = ArgList::new();
-                        let argv = list.fill(code, (args, nargs, patches, npatches), |r| self.reg(base, r));
+                        let argv = list.fill(code, (args, nargs, patches, npatches), |r| fp.get(r));
                         let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), argv)));
                         let picked = picked.unwrap_or_else(|payload| Err(panic_error(p.name(), payload))).map(|v| {
                             // A result the destination already holds needs no write (and no
                             // reference-count traffic); anything else is cloned out of the borrow.
-                            (dst != VOID && !v.same_object(self.reg(base, dst))).then(|| v.clone())
+                            (dst != VOID && !v.same_object(fp.get(dst))).then(|| v.clone())
                         });
                         if let Some(v) = picked.map_err(|e| self.locate(pc, e))? {
-                            set_reg(self.reg_mut(base, dst), v);
+                            set_reg(fp.get_mut(dst), v);
                         }
                         pc += 1;
                     }
@@ -125,17 +130,22 @@ impl VirtualMachine {
                         // The arguments go straight into the callee's registers: no allocation once
                         // the register stack has grown to the program's depth.
                         let new_base = self.regs.len();
+                        // Room first: a push that moved the stack would leave `fp` dangling.
+                        self.regs.reserve(nargs as usize);
+                        let caller = self.frame_regs(base);
                         for &s in code.arg_list(args, nargs) {
-                            let v = self.src(code, s, base).clone();
+                            let v = src(code, s, caller).clone();
                             self.regs.push(v);
                         }
                         self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
                         base = new_base;
+                        fp = self.frame_regs(base);
                         pc = start as usize;
                     }
                     Op::CallBytecode { .. } => {
                         // Instrumented, out of line: the loop's plain arms stay as they are.
                         (base, pc) = self.instrumented_bytecode_call(code, pc, base)?;
+                        fp = self.frame_regs(base);
                     }
                     Op::CallPacked { .. }
                     | Op::CallBinary { .. }
@@ -145,13 +155,14 @@ impl VirtualMachine {
                     | Op::CallSelect { .. }
                     | Op::CallSelect1 { .. } => {
                         let ret = self.instrumented_call(code, pc, base).map_err(|e| self.locate(pc, e))?;
+                        fp = self.frame_regs(base);
                         if let Some(dst) = self.exe.instrs()[pc].writes() {
-                            set_reg(self.reg_mut(base, dst), ret);
+                            set_reg(fp.get_mut(dst), ret);
                         }
                         pc += 1;
                     }
                     Op::Ret { result } => {
-                        let value = std::mem::take(self.reg_mut(base, result));
+                        let value = std::mem::take(fp.get_mut(result));
                         let returning = self.frames.len();
                         let done = self.frames.pop().expect("a frame is running");
                         truncate_regs(&mut self.regs, done.base);
@@ -163,14 +174,15 @@ impl VirtualMachine {
                         }
                         let caller = *self.frames.last().expect("a caller frame");
                         base = caller.base;
+                        fp = self.frame_regs(base);
                         pc = caller.pc + 1;
                         if caller.dst != VOID {
-                            set_reg(self.reg_mut(base, caller.dst), value);
+                            set_reg(fp.get_mut(caller.dst), value);
                         }
                     }
                     Op::Goto { target } => pc = self.jump(pc, target)?,
                     Op::If { cond, false_target } => {
-                        let taken = self.reg(base, cond).truthy().map_err(|e| self.locate(pc, e))?;
+                        let taken = fp.get(cond).truthy().map_err(|e| self.locate(pc, e))?;
                         // A backward `if` closes a loop as a backward `goto` does.
                         pc = if taken { pc + 1 } else { self.jump(pc, false_target)? };
                     }
@@ -193,7 +205,8 @@ impl VirtualMachine {
     /// `pc` and writes its result to `dst`.
     ///
     /// # Safety
-    /// `a`, `b` and `dst` are operands of a decoded op of the frame at `base` (see [`Self::src`]).
+    /// `a`, `b` and `dst` are operands of a decoded op of the running frame, whose registers
+    /// `fp` holds (see [`src`]).
     #[cfg_attr(not(debug_assertions), inline(always))]
     #[allow(clippy::too_many_arguments)]
     unsafe fn int_into(
@@ -203,48 +216,24 @@ impl VirtualMachine {
         a: Src,
         b: Src,
         dst: u32,
-        base: usize,
+        fp: Regs,
         pc: usize,
     ) -> Result<()> {
-        match self.int_inline(code, op, a, b, base) {
-            Some(v) => set_scalar(self.reg_mut(base, dst), v),
+        match int_inline(code, op, a, b, fp) {
+            Some(v) => set_scalar(fp.get_mut(dst), v),
             None => {
-                let v = self.call_binary(code, f, a, b, base, pc)?;
-                set_reg(self.reg_mut(base, dst), v);
+                let v = self.call_binary(code, f, a, b, fp, pc)?;
+                set_reg(fp.get_mut(dst), v);
             }
         }
         Ok(())
     }
 
-    /// The result of an int operation computed here, for two ints that it maps to an int or a
-    /// bool; `None` for anything else (bools, other types, overflow, division by zero), which
-    /// the builtin defines.
+    /// An [`Op::IntBranch`] that [`int_inline`] left to its builtin: calls it, writes its result
+    /// and tests it as the `if` at `pc + 1` would.
     ///
     /// # Safety
-    /// `a` and `b` are operands of a decoded op of the frame at `base` (see [`Self::src`]).
-    // Inlined into each of its three ops in optimised builds (the loop's hot path); not forced
-    // in debug builds, where three inlined copies would swell the loop's stack frame, which every
-    // re-entry into the VM nests.
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    unsafe fn int_inline(&self, code: &Code, op: IntOp, a: Src, b: Src, base: usize) -> Option<Value> {
-        match (self.src(code, a, base), self.src(code, b, base)) {
-            // The operations loops use most are tested first: a compare each instead of a jump
-            // through a table (the arms are `apply` itself, specialised).
-            (Value::Int(x), Value::Int(y)) => match op {
-                IntOp::Add => IntOp::Add.apply(*x, *y),
-                IntOp::Lt => IntOp::Lt.apply(*x, *y),
-                IntOp::Sub => IntOp::Sub.apply(*x, *y),
-                _ => op.apply(*x, *y),
-            },
-            _ => None,
-        }
-    }
-
-    /// An [`Op::IntBranch`] that [`int_inline`](Self::int_inline) left to its builtin: calls
-    /// it, writes its result and tests it as the `if` at `pc + 1` would.
-    ///
-    /// # Safety
-    /// `a`, `b` and `dst` are operands of a decoded op of the frame at `base` (see [`Self::src`]).
+    /// As for [`Self::int_into`].
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
@@ -255,31 +244,23 @@ impl VirtualMachine {
         a: Src,
         b: Src,
         dst: u32,
-        base: usize,
+        fp: Regs,
         pc: usize,
     ) -> Result<bool> {
-        let v = self.call_binary(code, f, a, b, base, pc)?;
+        let v = self.call_binary(code, f, a, b, fp, pc)?;
         let taken = v.truthy().map_err(|e| self.locate(pc + 1, e));
-        set_reg(self.reg_mut(base, dst), v);
+        set_reg(fp.get_mut(dst), v);
         taken
     }
 
     /// Calls the binary function of the call at `pc` with operands `a` and `b`.
     ///
     /// # Safety
-    /// `a` and `b` are operands of a decoded op of the frame at `base` (see [`Self::src`]).
+    /// As for [`Self::int_into`].
     #[inline]
-    unsafe fn call_binary(
-        &self,
-        code: &Code,
-        f: crate::packed::BinaryFn,
-        a: Src,
-        b: Src,
-        base: usize,
-        pc: usize,
-    ) -> Result<Value> {
+    unsafe fn call_binary(&self, code: &Code, f: BinaryFn, a: Src, b: Src, fp: Regs, pc: usize) -> Result<Value> {
         // A panic is caught here, not in `PackedFunc::call`, which this path skips.
-        let (x, y) = (self.src(code, a, base), self.src(code, b, base));
+        let (x, y) = (src(code, a, fp), src(code, b, fp));
         let ret = catch_unwind(AssertUnwindSafe(|| f(x, y))).unwrap_or_else(|p| Err(self.panicked(pc, p)));
         ret.map_err(|e| self.locate(pc, e))
     }
@@ -294,49 +275,19 @@ impl VirtualMachine {
         code.call_srcs(&code.ops[pc]).into_iter().map(|s| read(s).clone()).collect()
     }
 
-    /// The value operand `s` reads.
-    ///
-    /// # Safety
-    /// `s` is an operand of a decoded op of the frame whose registers start at `base` (a
-    /// register below its register-file size, or a constant `decode_op` made), and that frame
-    /// is the running one: `enter_frame` made its registers part of `regs`.
+    /// The registers of the frame whose first register is `base` (at most the stack's length),
+    /// valid until the register stack next grows or shrinks.
     #[inline(always)]
-    unsafe fn src<'a>(&'a self, code: &'a Code, s: Src, base: usize) -> &'a Value {
-        if s & CONST_BIT == 0 {
-            self.reg(base, s)
-        } else {
-            code.constant(s & !CONST_BIT)
+    fn frame_regs(&mut self, base: usize) -> Regs {
+        debug_assert!(base <= self.regs.len());
+        // SAFETY: `base` is at most the length (frames start at or below the stack's top), so the
+        // pointer stays inside the allocation or one past its end.
+        let first = unsafe { self.regs.as_mut_ptr().add(base) };
+        Regs {
+            first,
+            #[cfg(debug_assertions)]
+            len: self.regs.len() - base,
         }
-    }
-
-    /// Register `r` of the running frame, whose registers start at `base`, without a bounds
-    /// check.
-    ///
-    /// # Safety
-    /// `r` is a register operand of a decoded op of that frame's function (below its
-    /// register-file size: RegisterOutside), and the frame is the running one or one of its
-    /// callers: `enter_frame` made `base..base + size` part of `regs`, and the frames above it
-    /// only ever truncate `regs` back to their own base, at or above this frame's top.
-    // Not forced inline in debug builds, where each inlined copy would add to the loop's stack
-    // frame (see `int_inline`).
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    pub(super) unsafe fn reg(&self, base: usize, r: u32) -> &Value {
-        let i = base + r as usize;
-        debug_assert!(i < self.regs.len());
-        // SAFETY: the caller's contract.
-        unsafe { self.regs.get_unchecked(i) }
-    }
-
-    /// Register `r` of the running frame, to write, without a bounds check.
-    ///
-    /// # Safety
-    /// As for [`Self::reg`].
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    pub(super) unsafe fn reg_mut(&mut self, base: usize, r: u32) -> &mut Value {
-        let i = base + r as usize;
-        debug_assert!(i < self.regs.len());
-        // SAFETY: the caller's contract.
-        unsafe { self.regs.get_unchecked_mut(i) }
     }
 
     /// The error for a panic in the packed function that instruction `pc` calls.
@@ -361,6 +312,87 @@ impl VirtualMachine {
             source: e,
         }
         .into()
+    }
+}
+
+/// The registers of the running frame: a pointer to its first, taken by
+/// [`VirtualMachine::frame_regs`], so that reading a register is one load from a pointer the
+/// loop keeps, not a sum of the stack's start, the frame's base and the index. It is valid until
+/// the register stack grows or shrinks: the loop takes it afresh when a frame is entered or left
+/// and after every packed call (which may call back into the VM and grow the stack).
+#[derive(Clone, Copy)]
+pub(super) struct Regs {
+    first: *mut Value,
+    /// The registers from `first` to the stack's top, for the bounds assertions of debug builds.
+    #[cfg(debug_assertions)]
+    len: usize,
+}
+
+impl Regs {
+    /// Register `r`, without a bounds check.
+    ///
+    /// # Safety
+    /// `r` is a register operand of a decoded op of the frame these are the registers of
+    /// (below its register-file size: RegisterOutside; `enter_frame` made that many part of the
+    /// stack), the stack has not grown or shrunk since they were taken, and no `&mut` to that
+    /// register is alive. The reference must not outlive such a change.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    unsafe fn get<'a>(self, r: u32) -> &'a Value {
+        #[cfg(debug_assertions)]
+        debug_assert!((r as usize) < self.len);
+        // SAFETY: the caller's contract.
+        unsafe { &*self.first.add(r as usize) }
+    }
+
+    /// Register `r`, to write, without a bounds check.
+    ///
+    /// # Safety
+    /// As for [`Regs::get`], and no other reference to that register is alive.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn get_mut<'a>(self, r: u32) -> &'a mut Value {
+        #[cfg(debug_assertions)]
+        debug_assert!((r as usize) < self.len);
+        // SAFETY: the caller's contract.
+        unsafe { &mut *self.first.add(r as usize) }
+    }
+}
+
+/// The value operand `s` reads.
+///
+/// # Safety
+/// `s` is an operand of a decoded op of the frame `fp` holds (a register below its
+/// register-file size, or a constant `decode_op` made), as for [`Regs::get`].
+#[inline(always)]
+unsafe fn src(code: &Code, s: Src, fp: Regs) -> &Value {
+    if s & CONST_BIT == 0 {
+        fp.get(s)
+    } else {
+        code.constant(s & !CONST_BIT)
+    }
+}
+
+/// The result of an int operation computed here, for two ints that it maps to an int or a bool;
+/// `None` for anything else (bools, other types, overflow, division by zero), which the builtin
+/// defines.
+///
+/// # Safety
+/// `a` and `b` are operands of a decoded op of the frame `fp` holds (see [`src`]).
+// Inlined into each of its three ops in optimised builds (the loop's hot path); not forced in
+// debug builds, where three inlined copies would swell the loop's stack frame, which every
+// re-entry into the VM nests.
+#[cfg_attr(not(debug_assertions), inline(always))]
+unsafe fn int_inline(code: &Code, op: IntOp, a: Src, b: Src, fp: Regs) -> Option<Value> {
+    match (src(code, a, fp), src(code, b, fp)) {
+        // The operations loops use most are tested first: a compare each instead of a jump
+        // through a table (the arms are `apply` itself, specialised).
+        (Value::Int(x), Value::Int(y)) => match op {
+            IntOp::Add => IntOp::Add.apply(*x, *y),
+            IntOp::Lt => IntOp::Lt.apply(*x, *y),
+            IntOp::Sub => IntOp::Sub.apply(*x, *y),
+            _ => op.apply(*x, *y),
+        },
+        _ => None,
     }
 }
 
