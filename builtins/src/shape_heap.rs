@@ -17,6 +17,11 @@
 //! the dimension in `heap[v]`; 2 no-op; 3 the dimension must equal `heap[v]`. Make codes
 //! (`MakeShapeCode`): 0 the immediate `v`; 1 `heap[v]`. The heap may be null when no code
 //! touches it. A mismatch is a value error that starts with `err_ctx`.
+//!
+//! `match_shape` and `make_shape` read all their pairs before they apply any (a pair that is
+//! not two ints is reported before the mismatch of an earlier one, and nothing is stored). A
+//! call whose `ndim`, pairs and `err_ctx` are fixed operands (as TVM emits them) is specialised
+//! when it is loaded: the pairs are parsed once, and a shape of immediates only is made once.
 
 use crate::args::{self, in_builtin, type_err, value_err};
 use crate::table::{builtin, Builtin};

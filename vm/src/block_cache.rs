@@ -6,20 +6,23 @@
 //! to `calloc` and `free` for each cost more than the rest of the call's VM work together. Like
 //! TVM's pooled allocator, freed blocks are kept for reuse; unlike it, a reused block is zeroed
 //! again, so a storage always starts zeroed (no data of an earlier call or another caller shows
-//! through) and no caller sees a difference. The cache is bounded: blocks of at most
+//! through) and no caller sees a difference. The cache is bounded: storages of at most
 //! [`MAX_BLOCK`] bytes, at most [`MAX_BLOCKS`] of them and [`MAX_BYTES`] in all per thread; a
-//! thread's blocks are freed when it exits.
+//! thread's blocks are freed when it exits or calls [`clear`]. `RELAXVM_BLOCK_CACHE=0` in the
+//! environment (read once) turns the cache off: every block then goes back to the allocator,
+//! as memory checkers such as AddressSanitizer need to see a use after free.
 
 use std::cell::RefCell;
+use std::sync::OnceLock;
 
-/// The largest block kept (bigger ones cost their work, not their allocation).
+/// The largest storage whose block is kept (bigger ones cost their work, not their allocation).
 pub const MAX_BLOCK: usize = 1 << 20;
 /// The most blocks a thread keeps.
 pub const MAX_BLOCKS: usize = 64;
 /// The most bytes a thread keeps.
 pub const MAX_BYTES: usize = 16 << 20;
 
-/// A thread's freed blocks: (allocation size, allocation start), the most recent last.
+/// A thread's freed blocks: (allocation size, allocation start).
 struct Cache {
     blocks: Vec<(usize, *mut u8)>,
     bytes: usize,
@@ -45,11 +48,22 @@ fn layout(size: usize) -> std::alloc::Layout {
     std::alloc::Layout::from_size_align(size, crate::storage::MALLOC_ALIGN).expect("a layout that was allocated")
 }
 
+/// Whether blocks are kept (unless `RELAXVM_BLOCK_CACHE=0`).
+pub fn enabled() -> bool {
+    static ENABLED: OnceLock<bool> = OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var_os("RELAXVM_BLOCK_CACHE").is_none_or(|v| v != "0"))
+}
+
+/// True for allocations of `size` bytes (a storage plus its alignment padding) that are kept.
+fn fits(size: usize) -> bool {
+    size <= MAX_BLOCK + crate::storage::PADDING && enabled()
+}
+
 /// A kept block of `size` bytes, zeroed, or `None` when this thread keeps none of that size.
 /// The block is the caller's to free with the global allocator and `size` at
 /// `MALLOC_ALIGN` (or to hand back with [`keep`]).
 pub(crate) fn take_zeroed(size: usize) -> Option<*mut u8> {
-    if size > MAX_BLOCK {
+    if !fits(size) {
         return None;
     }
     let base = CACHE
@@ -73,7 +87,7 @@ pub(crate) fn take_zeroed(size: usize) -> Option<*mut u8> {
 /// `base` came from the global allocator with `size` bytes at `MALLOC_ALIGN`, and nothing
 /// else frees or uses it after this returns true.
 pub(crate) unsafe fn keep(size: usize, base: *mut u8) -> bool {
-    if size > MAX_BLOCK {
+    if !fits(size) {
         return false;
     }
     CACHE
@@ -87,6 +101,17 @@ pub(crate) unsafe fn keep(size: usize, base: *mut u8) -> bool {
             true
         })
         .unwrap_or(false)
+}
+
+/// Frees the blocks this thread keeps (a long-lived thread that is done with models).
+pub fn clear() {
+    let _ = CACHE.try_with(|c| {
+        if let Ok(mut c) = c.try_borrow_mut() {
+            let kept = std::mem::replace(&mut *c, Cache { blocks: Vec::new(), bytes: 0 });
+            drop(c);
+            drop(kept);
+        }
+    });
 }
 
 /// The number of blocks and bytes this thread keeps (for tests and diagnostics).
@@ -109,6 +134,11 @@ mod tests {
         let p = s.as_ptr();
         assert_eq!(kept(), (0, 0));
         drop(s);
+        if !enabled() {
+            // RELAXVM_BLOCK_CACHE=0 (the AddressSanitizer run): nothing is kept.
+            assert_eq!(kept(), (0, 0));
+            return;
+        }
         assert_eq!(kept().0, 1, "kept on drop");
         let other = Storage::alloc(999, Device::cpu(0)).unwrap();
         assert_ne!(other.as_ptr(), p, "another size is a new block");
@@ -119,14 +149,22 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_is_bounded() {
+    fn the_cache_is_bounded_and_can_be_cleared() {
         drop(Storage::alloc(MAX_BLOCK + 1, Device::cpu(0)).unwrap());
         assert_eq!(kept(), (0, 0), "big blocks are freed");
+        drop(Storage::alloc(MAX_BLOCK, Device::cpu(0)).unwrap());
+        assert_eq!(kept().0, usize::from(enabled()), "a storage of MAX_BLOCK bytes is kept");
+        clear();
+        assert_eq!(kept(), (0, 0));
+        if !enabled() {
+            return;
+        }
         let many: Vec<Storage> = (0..MAX_BLOCKS + 5).map(|_| Storage::alloc(64, Device::cpu(0)).unwrap()).collect();
         drop(many);
         assert_eq!(kept().0, MAX_BLOCKS, "at most MAX_BLOCKS");
         std::thread::spawn(|| {
-            let big: Vec<Storage> = (0..40).map(|_| Storage::alloc(MAX_BLOCK - 48, Device::cpu(0)).unwrap()).collect();
+            let size = MAX_BYTES / 16 - crate::storage::PADDING;
+            let big: Vec<Storage> = (0..40).map(|_| Storage::alloc(size, Device::cpu(0)).unwrap()).collect();
             drop(big);
             assert_eq!(kept(), (16, MAX_BYTES), "at most MAX_BYTES");
         })
@@ -139,13 +177,13 @@ mod tests {
         // Under AddressSanitizer (CI runs this crate's tests with it) a leak here fails the run.
         std::thread::spawn(|| {
             drop(Storage::alloc(128, Device::cpu(0)).unwrap());
-            assert_eq!(kept().0, 1);
+            assert_eq!(kept().0, usize::from(enabled()));
         })
         .join()
         .unwrap();
         // A block made on one thread and freed on another goes to the freeing thread's cache.
         let s = std::thread::spawn(|| Storage::alloc(256, Device::cpu(0)).unwrap()).join().unwrap();
         drop(s);
-        assert_eq!(kept().0, 1);
+        assert_eq!(kept().0, usize::from(enabled()));
     }
 }

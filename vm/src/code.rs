@@ -72,6 +72,31 @@ pub(crate) enum Op {
         dst: u32,
         target: u32,
     },
+    /// [`Op::IntBinary`] of [`IntOp::Add`], the most common: each of these three forms has its
+    /// operation fixed by the op itself, so running it tests no operation code (`int_inline`,
+    /// inlined with a constant operation, folds to the one case).
+    IntAdd {
+        f: BinaryFn,
+        a: Src,
+        b: Src,
+        dst: u32,
+    },
+    /// [`Op::IntBranch`] of [`IntOp::Lt`] (a loop's test).
+    IntLtBranch {
+        f: BinaryFn,
+        a: Src,
+        b: Src,
+        dst: u32,
+        false_target: u32,
+    },
+    /// [`Op::IntJump`] of [`IntOp::Add`] (a loop's step).
+    IntAddJump {
+        f: BinaryFn,
+        a: Src,
+        b: Src,
+        dst: u32,
+        target: u32,
+    },
     /// A call of a packed function that selects its result from its arguments.
     CallSelect {
         func: u32,
@@ -107,6 +132,9 @@ pub(crate) enum Op {
         false_target: u32,
     },
 }
+
+// An op is half a cache line: the loop reads one per dispatch.
+const _: () = assert!(std::mem::size_of::<Op>() == 32);
 
 /// What a function-table entry resolves to.
 pub(crate) enum Callee {
@@ -301,7 +329,9 @@ impl Code {
     /// Fuses each int operation followed by an `if` on its result (a loop's test) into one
     /// [`Op::IntBranch`], and each followed by a `goto` (a loop's step) into one
     /// [`Op::IntJump`]. Running a fused op is running the two in sequence, so it needs no
-    /// condition on where they are: a jump to the second finds it unchanged.
+    /// condition on where they are: a jump to the second finds it unchanged. Then gives the
+    /// commonest of these their own ops ([`Op::IntAdd`], [`Op::IntLtBranch`],
+    /// [`Op::IntAddJump`]).
     fn fuse_pairs(&mut self) {
         for pc in 0..self.ops.len().saturating_sub(1) {
             let Op::IntBinary { op, f, a, b, dst } = self.ops[pc] else { continue };
@@ -312,6 +342,16 @@ impl Code {
                 Op::Goto { target } => self.ops[pc] = Op::IntJump { op, f, a, b, dst, target },
                 _ => {}
             }
+        }
+        for op in &mut self.ops {
+            *op = match *op {
+                Op::IntBinary { op: IntOp::Add, f, a, b, dst } => Op::IntAdd { f, a, b, dst },
+                Op::IntBranch { op: IntOp::Lt, f, a, b, dst, false_target } => {
+                    Op::IntLtBranch { f, a, b, dst, false_target }
+                }
+                Op::IntJump { op: IntOp::Add, f, a, b, dst, target } => Op::IntAddJump { f, a, b, dst, target },
+                other => other,
+            };
         }
     }
 
@@ -437,7 +477,10 @@ impl Code {
             Op::CallBinary { a, b, .. }
             | Op::IntBinary { a, b, .. }
             | Op::IntBranch { a, b, .. }
-            | Op::IntJump { a, b, .. } => vec![a, b],
+            | Op::IntJump { a, b, .. }
+            | Op::IntAdd { a, b, .. }
+            | Op::IntLtBranch { a, b, .. }
+            | Op::IntAddJump { a, b, .. } => vec![a, b],
             Op::CallSelect1 { a, .. } => vec![a],
             Op::Ret { .. } | Op::Goto { .. } | Op::If { .. } => Vec::new(),
         }

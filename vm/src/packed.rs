@@ -127,9 +127,11 @@ impl PackedFunc {
     }
 
     /// This function specialised to a call whose operands are `fixed` (`None` for registers),
-    /// named and costed as this one; `None` when it has no specializer or that declined.
+    /// named and costed as this one; `None` when it has no specializer or that declined (or
+    /// panicked: the general function then serves the call, and reports what is wrong).
     pub fn specialize(&self, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
-        let special = (self.specializer.as_ref()?)(fixed)?;
+        let specializer = self.specializer.as_ref()?;
+        let special = catch_unwind(AssertUnwindSafe(|| specializer(fixed))).ok().flatten()?;
         Some(PackedFunc { name: self.name.clone(), cost: self.cost, origin: self.origin.clone(), ..special })
     }
 

@@ -100,12 +100,15 @@ impl Block {
 /// targets).
 pub(crate) const MALLOC_ALIGN: usize = 16;
 
+/// The bytes allocated beyond a storage's length, to reach a 64-byte boundary.
+pub(crate) const PADDING: usize = ALIGNMENT - MALLOC_ALIGN;
+
 /// The layout allocated for `len` bytes at a 64-byte boundary: `len` plus room to reach the
 /// boundary, at the allocator's natural alignment. Asking the allocator for 64-byte alignment
 /// itself (`posix_memalign`) splits chunks and costs several times a plain `calloc`, which
 /// mattered for the small per-call storage of compiled models.
 fn padded_layout(len: usize) -> Result<Layout> {
-    len.checked_add(ALIGNMENT - MALLOC_ALIGN)
+    len.checked_add(PADDING)
         .and_then(|size| Layout::from_size_align(size, MALLOC_ALIGN).ok())
         .ok_or_else(|| Error::alloc(len as u128, "size exceeds the address space"))
 }

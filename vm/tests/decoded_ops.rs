@@ -8,15 +8,23 @@ use relaxvm::{
     Arg, Error, ErrorKind, Executable, ExecutableParts, FuncInfo, Instruction, IntOp, PackedFunc, Value,
     VirtualMachine, POLL_INTERVAL,
 };
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 
-/// Counts calls of the int builtins' own function (the slow path the interpreter falls back to).
-static SLOW_CALLS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// Counts calls of the int builtins' own function (the slow path the interpreter falls back
+    /// to), per thread: each test runs on its own, and the VM calls builtins on the calling thread.
+    static SLOW_CALLS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn slow_calls() -> usize {
+    SLOW_CALLS.with(Cell::get)
+}
 
 fn int_fn(op: IntOp) -> fn(&Value, &Value) -> relaxvm::Result<Value> {
     fn slow(op: IntOp, x: &Value, y: &Value) -> relaxvm::Result<Value> {
-        SLOW_CALLS.fetch_add(1, Ordering::Relaxed);
+        SLOW_CALLS.with(|c| c.set(c.get() + 1));
         let int = |v: &Value| match v {
             Value::Int(i) => Ok(*i),
             Value::Bool(b) => Ok(i64::from(*b)),
@@ -27,6 +35,8 @@ fn int_fn(op: IntOp) -> fn(&Value, &Value) -> relaxvm::Result<Value> {
     match op {
         IntOp::Add => |x, y| slow(IntOp::Add, x, y),
         IntOp::Lt => |x, y| slow(IntOp::Lt, x, y),
+        IntOp::Sub => |x, y| slow(IntOp::Sub, x, y),
+        IntOp::Gt => |x, y| slow(IntOp::Gt, x, y),
         _ => unreachable!("only these are registered"),
     }
 }
@@ -34,7 +44,7 @@ fn int_fn(op: IntOp) -> fn(&Value, &Value) -> relaxvm::Result<Value> {
 fn setup() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        for (name, op) in [("d.add", IntOp::Add), ("d.lt", IntOp::Lt)] {
+        for (name, op) in [("d.add", IntOp::Add), ("d.lt", IntOp::Lt), ("d.sub", IntOp::Sub), ("d.gt", IntOp::Gt)] {
             register_global(PackedFunc::binary(name, int_fn(op)).with_int_op(op), true).unwrap();
         }
         register_global(
@@ -91,16 +101,48 @@ fn sum_vm() -> VirtualMachine {
 #[test]
 fn int_ops_run_inline_and_fall_back_to_the_builtin() {
     let mut m = sum_vm();
-    let before = SLOW_CALLS.load(Ordering::Relaxed);
+    let before = slow_calls();
     assert_eq!(m.invoke("sum", &[Value::Int(100)]).unwrap().as_int().unwrap(), 4950);
     // The final add reads the condition register (false): int + bool is the builtin's case.
-    assert_eq!(SLOW_CALLS.load(Ordering::Relaxed) - before, 1, "only int + bool leaves the inline path");
+    assert_eq!(slow_calls() - before, 1, "only int + bool leaves the inline path");
     // A bool bound: every comparison is the builtin's (bool < int), with the same answer.
     assert_eq!(m.invoke("sum", &[Value::Bool(true)]).unwrap().as_int().unwrap(), 0);
     let e = m.invoke("sum", &[Value::Float(1.0)]).unwrap_err();
     let ErrorKind::At { func, pc, source, .. } = e.kind() else { panic!("located: {e}") };
     assert_eq!((func.as_str(), *pc), ("sum", 2));
     assert!(matches!(source.kind(), ErrorKind::Type { .. }), "{e}");
+}
+
+/// The loop of `sum_vm` counting down: its test (`gt`) and step (`sub`) are fused ops of
+/// operations without ops of their own (the sum's `lt` and `add` have them), which run the same.
+#[test]
+fn fused_ops_of_every_operation_run_alike() {
+    use Arg::*;
+    let mut m = vm(
+        vec![
+            FuncInfo::bytecode("down", 0, 7, 1, 3),
+            FuncInfo::packed("d.gt"),
+            FuncInfo::packed("d.add"),
+            FuncInfo::packed("d.sub"),
+        ],
+        vec![
+            call(2, vec![Imm(0), Imm(0)], Some(1)),
+            call(1, vec![Reg(0), Imm(0)], Some(2)),
+            Instruction::If { cond: 2, false_offset: 4 },
+            call(2, vec![Reg(1), Reg(0)], Some(1)),
+            call(3, vec![Reg(0), Imm(1)], Some(0)),
+            Instruction::Goto { offset: -4 },
+            Instruction::Ret { result: 1 },
+        ],
+    );
+    let before = slow_calls();
+    assert_eq!(m.invoke("down", &[Value::Int(100)]).unwrap().as_int().unwrap(), 5050);
+    assert_eq!(slow_calls() - before, 0, "all inline");
+    // Bools go to the builtins, which agree.
+    assert_eq!(m.invoke("down", &[Value::Bool(true)]).unwrap().as_int().unwrap(), 1);
+    // The second add overflows: the builtin's error, at the add.
+    let e = m.invoke("down", &[Value::Int(i64::MAX)]).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::At { pc: 3, .. }) && e.to_string().contains("+ overflows"), "{e}");
 }
 
 /// A fused int test whose builtin returns something an `if` cannot test: the error is the
@@ -233,6 +275,56 @@ fn prepared_argument_lists_hold_every_operand_in_order() {
             inner.iter().map(show).collect::<Vec<_>>(),
             [Value::Int(1), Value::Int(9), b.clone(), Value::str("k")].iter().map(show).collect::<Vec<_>>()
         );
+    }
+}
+
+/// Argument lists longer than the interpreter keeps on its stack, and a call back into the VM
+/// that grows the register stack far enough to move it while the calling frame waits: the
+/// caller's registers, its result register and its later lists are unchanged. (A frame that
+/// kept reading the registers where they were before the move reads freed memory, which the
+/// AddressSanitizer run of these tests reports.)
+#[test]
+fn long_lists_and_reentries_that_move_the_register_stack() {
+    use Arg::*;
+    let long: Vec<Arg> = (0..20).map(|i| if i % 3 == 0 { Reg(i % 2) } else { Imm(i64::from(i)) }).collect();
+    let exe = Executable::from_parts(ExecutableParts {
+        funcs: vec![
+            FuncInfo::bytecode("f", 0, 5, 2, 5),
+            FuncInfo::packed("d.list"),
+            FuncInfo::packed("d.apply"),
+            FuncInfo::bytecode("big", 5, 7, 1, 5000),
+        ],
+        instrs: vec![
+            call(1, long.clone(), Some(2)),
+            call(2, vec![Func(3), Reg(0)], Some(3)),
+            call(1, vec![Reg(0), Reg(1), Reg(2), Reg(3)], Some(4)),
+            call(1, long, Some(2)),
+            Instruction::Ret { result: 4 },
+            call(1, vec![Reg(0), Imm(1)], Some(4999)),
+            Instruction::Ret { result: 4999 },
+        ],
+        ..Default::default()
+    })
+    .unwrap();
+    setup();
+    let mut m = VirtualMachine::new(Arc::new(exe)).unwrap();
+    let show = |v: &Value| format!("{v:?}");
+    for round in 0..3 {
+        let (a, b) = (Value::str(&format!("a{round}")), Value::Int(round));
+        let out = m.invoke("f", &[a.clone(), b.clone()]).unwrap();
+        let out = out.as_tuple().unwrap();
+        assert_eq!((show(&out[0]), show(&out[1])), (show(&a), show(&b)));
+        let list = out[2].as_tuple().unwrap();
+        let expected: Vec<String> = (0..20i64)
+            .map(|i| match (i % 3, i % 2) {
+                (0, 0) => show(&a),
+                (0, _) => show(&b),
+                _ => show(&Value::Int(i)),
+            })
+            .collect();
+        assert_eq!(list.iter().map(show).collect::<Vec<_>>(), expected);
+        let inner = out[3].as_tuple().unwrap();
+        assert_eq!((show(&inner[0]), show(&inner[1])), (show(&a), show(&Value::Int(1))));
     }
 }
 

@@ -115,3 +115,18 @@ fn specialize_keeps_the_name_and_cost_and_declines_without_a_specializer() {
     let plain = PackedFunc::from_fn("t.plain", |_| Ok(Value::Null));
     assert!(plain.specialize(&[Some(&ten)]).is_none());
 }
+
+#[test]
+fn a_panicking_specializer_declines() {
+    let f = PackedFunc::from_fn("t.p", |a| Ok(Value::Int(a.len() as i64))).with_specializer(|_| panic!("no"));
+    let one = Value::Int(1);
+    assert!(f.specialize(&[Some(&one)]).is_none());
+    let funcs = vec![FuncInfo::bytecode("f", 0, 2, 0, 1), FuncInfo::packed("t.p")];
+    let instrs =
+        vec![Instruction::Call { func: 1, args: vec![Arg::Imm(1)], dst: Some(0) }, Instruction::Ret { result: 0 }];
+    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, ..Default::default() }).unwrap();
+    let mut overrides = Registry::default();
+    overrides.register(f, true).unwrap();
+    let mut vm = VirtualMachine::with_overrides(Arc::new(exe), &overrides).expect("loads");
+    assert_eq!(vm.invoke("f", &[]).unwrap().as_int().unwrap(), 1);
+}

@@ -1,20 +1,23 @@
 //! The argument list of a packed call: bitwise copies of its operands, borrowed for the one
-//! call. Short lists live on the stack of the interpreter loop, so a call allocates nothing and
-//! takes no buffer from the VM (a call back into the VM makes its own); longer ones, rare,
-//! allocate.
+//! call. Each entry into the interpreter loop has one list on its stack, so a call allocates
+//! nothing and takes no buffer from the VM (a call back into the VM has its own); longer lists,
+//! rare, use heap room the list keeps for the rest of that entry.
 
 use crate::code::Code;
 use crate::value::Value;
 use std::mem::{ManuallyDrop, MaybeUninit};
 
 /// How many arguments a list holds on the stack: more than TVM's builtins and kernels take.
-const INLINE_ARGS: usize = 16;
+/// Debug builds hold fewer: their frames are some 10 KiB per re-entry into the VM, and the
+/// default `max_reentry` must still fit a 2 MiB thread stack (and their tests then run the
+/// longer-list path more often).
+const INLINE_ARGS: usize = if cfg!(debug_assertions) { 8 } else { 16 };
 
 /// Room for one call's arguments (see [`ArgList::fill`]).
 pub(super) struct ArgList {
     inline: [MaybeUninit<ManuallyDrop<Value>>; INLINE_ARGS],
-    /// For lists longer than `INLINE_ARGS`: capacity only, its length stays 0 (the copies in it
-    /// are never dropped).
+    /// For lists longer than `INLINE_ARGS`: capacity only, kept between calls; its length stays
+    /// 0 (the copies in it are never dropped).
     spilled: Vec<ManuallyDrop<Value>>,
 }
 
@@ -51,11 +54,11 @@ impl ArgList {
         }
     }
 
-    /// Room for `n` values on the heap.
+    /// Room for `n` values on the heap (allocated at most once per size reached).
     #[cold]
     #[inline(never)]
     fn spill(&mut self, n: usize) -> *mut ManuallyDrop<Value> {
-        self.spilled.reserve_exact(n);
+        self.spilled.reserve(n);
         self.spilled.as_mut_ptr()
     }
 }

@@ -36,6 +36,9 @@ impl VirtualMachine {
         let mut pc = start as usize;
         let mut base = top.base;
         let mut fp = self.frame_regs(base);
+        // One argument list for the packed calls of this entry into the loop (its room on the
+        // stack is taken once per re-entry, not once per arm).
+        let mut list = ArgList::new();
         loop {
             // SAFETY: every index below comes from the decoded op at `pc` of the running frame,
             // whose registers start at `base`: `pc` is one the verifier allows (see `Code::op`),
@@ -53,21 +56,23 @@ impl VirtualMachine {
                         self.int_into(code, (op, f), a, b, dst, fp, pc)?;
                         pc += 1;
                     }
+                    Op::IntAdd { f, a, b, dst } if PLAIN => {
+                        self.int_into(code, (IntOp::Add, f), a, b, dst, fp, pc)?;
+                        pc += 1;
+                    }
                     Op::IntBranch { op, f, a, b, dst, false_target } if PLAIN => {
-                        // The `if` at pc + 1 runs here, as its own op would run it.
-                        let taken = match int_inline(code, op, a, b, fp) {
-                            Some(v) => {
-                                let taken = matches!(v, Value::Bool(true)) || matches!(v, Value::Int(i) if i != 0);
-                                set_scalar(fp.get_mut(dst), v);
-                                taken
-                            }
-                            None => self.int_branch_slow(code, f, a, b, dst, fp, pc)?,
-                        };
-                        pc = if taken { pc + 2 } else { self.jump(pc + 1, false_target)? };
+                        pc = self.int_branch(code, (op, f), a, b, (dst, false_target), fp, pc)?;
+                    }
+                    Op::IntLtBranch { f, a, b, dst, false_target } if PLAIN => {
+                        pc = self.int_branch(code, (IntOp::Lt, f), a, b, (dst, false_target), fp, pc)?;
                     }
                     Op::IntJump { op, f, a, b, dst, target } if PLAIN => {
                         self.int_into(code, (op, f), a, b, dst, fp, pc)?;
                         // The `goto` at pc + 1, as its own op would run it.
+                        pc = self.jump(pc + 1, target)?;
+                    }
+                    Op::IntAddJump { f, a, b, dst, target } if PLAIN => {
+                        self.int_into(code, (IntOp::Add, f), a, b, dst, fp, pc)?;
                         pc = self.jump(pc + 1, target)?;
                     }
                     Op::CallBinary { f, a, b, dst } if PLAIN => {
@@ -81,7 +86,6 @@ impl VirtualMachine {
                         let f = code.call_fn(func);
                         // Borrowed copies of the arguments, on the stack: no allocation and no
                         // reference-count traffic per call.
-                        let mut list = ArgList::new();
                         let argv = list.fill(code, (args, nargs, patches, npatches), |r| fp.get(r));
                         let ret = f.call(&mut CallCtx::new(self), argv).map_err(|e| self.locate(pc, e))?;
                         // A call back into the VM may have grown (moved) the register stack.
@@ -109,7 +113,6 @@ impl VirtualMachine {
                     Op::CallSelect { func, args, nargs, dst, patches, npatches } if PLAIN => {
                         let p = code.packed(func);
                         let select = p.as_select().expect("decoded as select");
-                        let mut list = ArgList::new();
                         let argv = list.fill(code, (args, nargs, patches, npatches), |r| fp.get(r));
                         let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), argv)));
                         let picked = picked.unwrap_or_else(|payload| Err(panic_error(p.name(), payload))).map(|v| {
@@ -152,6 +155,9 @@ impl VirtualMachine {
                     | Op::IntBinary { .. }
                     | Op::IntBranch { .. }
                     | Op::IntJump { .. }
+                    | Op::IntAdd { .. }
+                    | Op::IntLtBranch { .. }
+                    | Op::IntAddJump { .. }
                     | Op::CallSelect { .. }
                     | Op::CallSelect1 { .. } => {
                         let ret = self.instrumented_call(code, pc, base).map_err(|e| self.locate(pc, e))?;
@@ -227,6 +233,38 @@ impl VirtualMachine {
             }
         }
         Ok(())
+    }
+
+    /// Runs an [`Op::IntBranch`] (the int operation `op`, then the `if` at `pc + 1` on its
+    /// result, as its own op would run it) and returns the next `pc`.
+    ///
+    /// # Safety
+    /// As for [`Self::int_into`].
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn int_branch(
+        &mut self,
+        code: &Code,
+        (op, f): (IntOp, BinaryFn),
+        a: Src,
+        b: Src,
+        (dst, false_target): (u32, u32),
+        fp: Regs,
+        pc: usize,
+    ) -> Result<usize> {
+        let taken = match int_inline(code, op, a, b, fp) {
+            Some(v) => {
+                let taken = matches!(v, Value::Bool(true)) || matches!(v, Value::Int(i) if i != 0);
+                set_scalar(fp.get_mut(dst), v);
+                taken
+            }
+            None => self.int_branch_slow(code, f, a, b, dst, fp, pc)?,
+        };
+        if taken {
+            Ok(pc + 2)
+        } else {
+            self.jump(pc + 1, false_target)
+        }
     }
 
     /// An [`Op::IntBranch`] that [`int_inline`] left to its builtin: calls it, writes its result
