@@ -97,6 +97,15 @@ pub(crate) enum Op {
         dst: u32,
         target: u32,
     },
+    /// [`Op::IntAddJump`] whose second operand is an int fixed at load, held in the op (a
+    /// loop's `i + 1`): no operand to look up and test.
+    IntAddJumpImm {
+        f: BinaryFn,
+        a: Src,
+        imm: i64,
+        dst: u32,
+        target: u32,
+    },
     /// A call of a packed function that selects its result from its arguments.
     CallSelect {
         func: u32,
@@ -331,7 +340,7 @@ impl Code {
     /// [`Op::IntJump`]. Running a fused op is running the two in sequence, so it needs no
     /// condition on where they are: a jump to the second finds it unchanged. Then gives the
     /// commonest of these their own ops ([`Op::IntAdd`], [`Op::IntLtBranch`],
-    /// [`Op::IntAddJump`]).
+    /// [`Op::IntAddJump`], [`Op::IntAddJumpImm`]).
     fn fuse_pairs(&mut self) {
         for pc in 0..self.ops.len().saturating_sub(1) {
             let Op::IntBinary { op, f, a, b, dst } = self.ops[pc] else { continue };
@@ -343,15 +352,26 @@ impl Code {
                 _ => {}
             }
         }
-        for op in &mut self.ops {
-            *op = match *op {
+        for pc in 0..self.ops.len() {
+            self.ops[pc] = match self.ops[pc] {
                 Op::IntBinary { op: IntOp::Add, f, a, b, dst } => Op::IntAdd { f, a, b, dst },
                 Op::IntBranch { op: IntOp::Lt, f, a, b, dst, false_target } => {
                     Op::IntLtBranch { f, a, b, dst, false_target }
                 }
-                Op::IntJump { op: IntOp::Add, f, a, b, dst, target } => Op::IntAddJump { f, a, b, dst, target },
+                Op::IntJump { op: IntOp::Add, f, a, b, dst, target } => match self.int_constant(b) {
+                    Some(imm) => Op::IntAddJumpImm { f, a, imm, dst, target },
+                    None => Op::IntAddJump { f, a, b, dst, target },
+                },
                 other => other,
             };
+        }
+    }
+
+    /// The int operand `s` is when it is one fixed at load.
+    fn int_constant(&self, s: Src) -> Option<i64> {
+        match self.consts.get((s & !CONST_BIT) as usize) {
+            Some(Value::Int(i)) if s & CONST_BIT != 0 => Some(*i),
+            _ => None,
         }
     }
 
@@ -468,21 +488,29 @@ impl Code {
         }
     }
 
-    /// The operands of the call at `op` (any call), as sources.
-    pub fn call_srcs(&self, op: &Op) -> Vec<Src> {
+    /// The arguments of the call at `op` (any call), cloned, `reg` reading registers (for
+    /// instruments: a cold path, read with bounds checks).
+    pub fn call_args(&self, op: &Op, reg: impl Fn(u32) -> Value) -> smallvec::SmallVec<[Value; 8]> {
+        let read = |s: Src| match s & CONST_BIT {
+            0 => reg(s),
+            _ => self.consts[(s & !CONST_BIT) as usize].clone(),
+        };
         match *op {
             Op::CallPacked { args, nargs, .. }
             | Op::CallSelect { args, nargs, .. }
-            | Op::CallBytecode { args, nargs, .. } => self.args[args as usize..(args + nargs) as usize].to_vec(),
+            | Op::CallBytecode { args, nargs, .. } => {
+                self.args[args as usize..(args + nargs) as usize].iter().map(|&s| read(s)).collect()
+            }
             Op::CallBinary { a, b, .. }
             | Op::IntBinary { a, b, .. }
             | Op::IntBranch { a, b, .. }
             | Op::IntJump { a, b, .. }
             | Op::IntAdd { a, b, .. }
             | Op::IntLtBranch { a, b, .. }
-            | Op::IntAddJump { a, b, .. } => vec![a, b],
-            Op::CallSelect1 { a, .. } => vec![a],
-            Op::Ret { .. } | Op::Goto { .. } | Op::If { .. } => Vec::new(),
+            | Op::IntAddJump { a, b, .. } => [read(a), read(b)].into_iter().collect(),
+            Op::IntAddJumpImm { a, imm, .. } => [read(a), Value::Int(imm)].into_iter().collect(),
+            Op::CallSelect1 { a, .. } => [read(a)].into_iter().collect(),
+            Op::Ret { .. } | Op::Goto { .. } | Op::If { .. } => smallvec::SmallVec::new(),
         }
     }
 }

@@ -145,6 +145,36 @@ fn fused_ops_of_every_operation_run_alike() {
     assert!(matches!(e.kind(), ErrorKind::At { pc: 3, .. }) && e.to_string().contains("+ overflows"), "{e}");
 }
 
+/// `x + 1` then a `goto`: the int held in the op, inline for an int, the builtin's for
+/// anything else (a bool, an overflow), and the arguments an instrument sees.
+#[test]
+fn a_step_by_an_immediate_runs_as_the_call_it_stands_for() {
+    use Arg::*;
+    let mut m = vm(
+        vec![FuncInfo::bytecode("inc", 0, 3, 1, 1), FuncInfo::packed("d.add")],
+        vec![call(1, vec![Reg(0), Imm(1)], Some(0)), Instruction::Goto { offset: 1 }, Instruction::Ret { result: 0 }],
+    );
+    let before = slow_calls();
+    assert_eq!(m.invoke("inc", &[Value::Int(41)]).unwrap().as_int().unwrap(), 42);
+    assert_eq!(slow_calls(), before, "inline");
+    assert_eq!(m.invoke("inc", &[Value::Bool(true)]).unwrap().as_int().unwrap(), 2);
+    assert_eq!(slow_calls(), before + 1, "a bool is the builtin's");
+    let e = m.invoke("inc", &[Value::Int(i64::MAX)]).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::At { pc: 0, .. }) && e.to_string().contains("+ overflows"), "{e}");
+    let e = m.invoke("inc", &[Value::str("x")]).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::At { pc: 0, .. }), "{e}");
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    m.set_instrument(Some(Box::new(move |c| {
+        if c.before {
+            log.lock().unwrap().push(c.args.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>());
+        }
+        Ok(relaxvm::InstrumentAction::Continue)
+    })));
+    assert_eq!(m.invoke("inc", &[Value::Int(7)]).unwrap().as_int().unwrap(), 8);
+    assert_eq!(*seen.lock().unwrap(), vec![vec![format!("{:?}", Value::Int(7)), format!("{:?}", Value::Int(1))]]);
+}
+
 /// A fused int test whose builtin returns something an `if` cannot test: the error is the
 /// `if`'s, at its own instruction, after the result was written.
 #[test]

@@ -8,10 +8,7 @@ use crate::value::Value;
 use std::mem::{ManuallyDrop, MaybeUninit};
 
 /// How many arguments a list holds on the stack: more than TVM's builtins and kernels take.
-/// Debug builds hold fewer: their frames are some 10 KiB per re-entry into the VM, and the
-/// default `max_reentry` must still fit a 2 MiB thread stack (and their tests then run the
-/// longer-list path more often).
-const INLINE_ARGS: usize = if cfg!(debug_assertions) { 8 } else { 16 };
+const INLINE_ARGS: usize = 16;
 
 /// Room for one call's arguments (see [`ArgList::fill`]).
 pub(super) struct ArgList {

@@ -75,6 +75,10 @@ impl VirtualMachine {
                         self.int_into(code, (IntOp::Add, f), a, b, dst, fp, pc)?;
                         pc = self.jump(pc + 1, target)?;
                     }
+                    Op::IntAddJumpImm { f, a, imm, dst, target } if PLAIN => {
+                        self.int_add_imm(code, f, a, imm, dst, fp, pc)?;
+                        pc = self.jump(pc + 1, target)?;
+                    }
                     Op::CallBinary { f, a, b, dst } if PLAIN => {
                         let ret = self.call_binary(code, f, a, b, fp, pc)?;
                         if dst != VOID {
@@ -158,6 +162,7 @@ impl VirtualMachine {
                     | Op::IntAdd { .. }
                     | Op::IntLtBranch { .. }
                     | Op::IntAddJump { .. }
+                    | Op::IntAddJumpImm { .. }
                     | Op::CallSelect { .. }
                     | Op::CallSelect1 { .. } => {
                         let ret = self.instrumented_call(code, pc, base).map_err(|e| self.locate(pc, e))?;
@@ -291,6 +296,56 @@ impl VirtualMachine {
         taken
     }
 
+    /// `a + imm` into `dst` (an [`Op::IntAddJumpImm`]'s add): inline for an int `a` without
+    /// overflow, else by the builtin `f`.
+    ///
+    /// # Safety
+    /// As for [`Self::int_into`].
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn int_add_imm(
+        &mut self,
+        code: &Code,
+        f: BinaryFn,
+        a: Src,
+        imm: i64,
+        dst: u32,
+        fp: Regs,
+        pc: usize,
+    ) -> Result<()> {
+        match src(code, a, fp) {
+            Value::Int(x) if x.checked_add(imm).is_some() => {
+                set_scalar(fp.get_mut(dst), Value::Int(x.wrapping_add(imm)));
+                Ok(())
+            }
+            _ => self.int_imm_slow(f, a, imm, dst, fp, pc, code),
+        }
+    }
+
+    /// An [`Op::IntAddJumpImm`] left to its builtin: calls it with the int `imm` as its second
+    /// argument and writes the result.
+    ///
+    /// # Safety
+    /// As for [`Self::int_into`].
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn int_imm_slow(
+        &mut self,
+        f: BinaryFn,
+        a: Src,
+        imm: i64,
+        dst: u32,
+        fp: Regs,
+        pc: usize,
+        code: &Code,
+    ) -> Result<()> {
+        let (x, y) = (src(code, a, fp), Value::Int(imm));
+        let v = catch_unwind(AssertUnwindSafe(|| f(x, &y))).unwrap_or_else(|p| Err(self.panicked(pc, p)));
+        set_reg(fp.get_mut(dst), v.map_err(|e| self.locate(pc, e))?);
+        Ok(())
+    }
+
     /// Calls the binary function of the call at `pc` with operands `a` and `b`.
     ///
     /// # Safety
@@ -306,11 +361,7 @@ impl VirtualMachine {
     /// The arguments of the call at `pc`, cloned (for instruments; read with bounds checks, as
     /// this path is cold).
     pub(super) fn load_args(&self, code: &Code, pc: usize, base: usize) -> SmallVec<[Value; 8]> {
-        let read = |s: Src| match s & CONST_BIT {
-            0 => &self.regs[base + s as usize],
-            _ => &code.consts[(s & !CONST_BIT) as usize],
-        };
-        code.call_srcs(&code.ops[pc]).into_iter().map(|s| read(s).clone()).collect()
+        code.call_args(&code.ops[pc], |r| self.regs[base + r as usize].clone())
     }
 
     /// The registers of the frame whose first register is `base` (at most the stack's length),
