@@ -106,7 +106,8 @@ pub(crate) enum Op {
         dst: u32,
         target: u32,
     },
-    /// A call of a packed function that selects its result from its arguments.
+    /// A call of a packed function that selects its result from its arguments (`func` indexes
+    /// [`Code::call_fns`], as for [`Op::CallPacked`]).
     CallSelect {
         func: u32,
         args: u32,
@@ -164,8 +165,9 @@ pub(crate) struct Code {
     /// The values operands with [`CONST_BIT`] read.
     pub consts: Vec<Value>,
     pub callees: Vec<Callee>,
-    /// The function each [`Op::CallPacked`] calls: its callee's, or that callee specialised
-    /// to the call's fixed operands ([`PackedFunc::specialize`]).
+    /// The function each packed call op calls (its `func`): its callee's, or for a
+    /// [`Op::CallPacked`] that callee specialised to the call's fixed operands
+    /// ([`PackedFunc::specialize`]).
     pub call_fns: Vec<PackedFunc>,
     /// Each function-table entry as a function value (for `f[...]` arguments and instruments).
     pub func_values: Vec<Value>,
@@ -283,15 +285,21 @@ impl Code {
                 let start = self.args.len() as u32;
                 let patches = self.patches.len() as u32;
                 let npatches = srcs.iter().filter(|s| *s & CONST_BIT == 0).count() as u32;
-                let op = match &self.callees[func as usize] {
-                    Callee::Bytecode { .. } => Op::CallBytecode { func, args: start, nargs, dst },
-                    Callee::Packed(p) => match (p.as_binary(), p.as_int_op(), p.as_select(), &srcs[..]) {
+                let packed = match &self.callees[func as usize] {
+                    Callee::Bytecode { .. } => None,
+                    Callee::Packed(p) => Some(p.clone()),
+                };
+                let op = match packed {
+                    None => Op::CallBytecode { func, args: start, nargs, dst },
+                    Some(p) => match (p.as_binary(), p.as_int_op(), p.as_select(), &srcs[..]) {
                         (Some(f), Some(op), _, &[a, b]) if dst != VOID => Op::IntBinary { op, f, a, b, dst },
                         (Some(f), _, _, &[a, b]) => Op::CallBinary { f, a, b, dst },
-                        (_, _, Some(f), &[a]) if dst != VOID => Op::CallSelect1 { f, func, a, dst },
-                        (_, _, Some(_), _) => Op::CallSelect { func, args: start, nargs, dst, patches, npatches },
+                        (_, _, Some(f), &[a]) if dst != VOID => Op::CallSelect1 { f, func: self.push_fn(p), a, dst },
+                        (_, _, Some(_), _) => {
+                            Op::CallSelect { func: self.push_fn(p), args: start, nargs, dst, patches, npatches }
+                        }
                         _ => {
-                            let func = self.push_call_fn(&p.clone(), &srcs);
+                            let func = self.push_fn(self.specialized(p, &srcs));
                             Op::CallPacked { func, args: start, nargs, dst, patches, npatches }
                         }
                     },
@@ -325,12 +333,16 @@ impl Code {
         })
     }
 
-    /// The index in [`Code::call_fns`] of the function a packed call of `p` with operands
-    /// `srcs` makes: `p` specialised to the operands fixed at load when it can be, else `p`.
-    fn push_call_fn(&mut self, p: &PackedFunc, srcs: &[Src]) -> u32 {
+    /// `p` specialised to a call with operands `srcs` (those fixed at load known), when it can
+    /// be; else `p`.
+    fn specialized(&self, p: PackedFunc, srcs: &[Src]) -> PackedFunc {
         let fixed: Vec<Option<&Value>> =
             srcs.iter().map(|&s| (s & CONST_BIT != 0).then(|| &self.consts[(s & !CONST_BIT) as usize])).collect();
-        let f = p.specialize(&fixed).unwrap_or_else(|| p.clone());
+        p.specialize(&fixed).unwrap_or(p)
+    }
+
+    /// Adds the function a packed call calls to [`Code::call_fns`]; its index there.
+    fn push_fn(&mut self, f: PackedFunc) -> u32 {
         self.call_fns.push(f);
         (self.call_fns.len() - 1) as u32
     }
@@ -384,9 +396,8 @@ impl Code {
     /// returns to, or a jump target inside the function (JumpOutside).
     #[inline(always)]
     pub unsafe fn op(&self, pc: usize) -> &Op {
-        debug_assert!(pc < self.ops.len());
         // SAFETY: the caller's contract.
-        unsafe { self.ops.get_unchecked(pc) }
+        unsafe { at(&self.ops, pc) }
     }
 
     /// Function-table entry `func`, without a bounds check.
@@ -397,37 +408,20 @@ impl Code {
     /// range: FuncOutOfRange) and of every running frame's function.
     #[inline(always)]
     pub unsafe fn callee(&self, func: u32) -> &Callee {
-        debug_assert!((func as usize) < self.callees.len());
         // SAFETY: the caller's contract.
-        unsafe { self.callees.get_unchecked(func as usize) }
+        unsafe { at(&self.callees, func as usize) }
     }
 
-    /// The packed function of function-table entry `func`, without checks.
+    /// The function of a packed call (`CallPacked`, `CallSelect`, `CallSelect1`), without a
+    /// bounds check.
     ///
     /// # Safety
-    /// `func` is the callee of a `CallSelect` or `CallSelect1` op: `decode_op`
-    /// makes those only for an entry it resolved to `Callee::Packed`, and `callees` is not
-    /// changed after decoding.
-    #[inline(always)]
-    pub unsafe fn packed(&self, func: u32) -> &PackedFunc {
-        // SAFETY: the caller's contract (an index in range, of a packed entry).
-        match unsafe { self.callee(func) } {
-            Callee::Packed(p) => p,
-            // SAFETY: as above.
-            Callee::Bytecode { .. } => unsafe { std::hint::unreachable_unchecked() },
-        }
-    }
-
-    /// The function of a `CallPacked` op, without a bounds check.
-    ///
-    /// # Safety
-    /// `func` is the `func` of a decoded `CallPacked` op: `push_call_fn` made it the index of the
-    /// function it pushed onto `call_fns`, which is not changed after decoding.
+    /// `func` is the `func` of such a decoded op: `push_fn` made it the index of the function it
+    /// pushed onto `call_fns`, which is not changed after decoding.
     #[inline(always)]
     pub unsafe fn call_fn(&self, func: u32) -> &PackedFunc {
-        debug_assert!((func as usize) < self.call_fns.len());
         // SAFETY: the caller's contract.
-        unsafe { self.call_fns.get_unchecked(func as usize) }
+        unsafe { at(&self.call_fns, func as usize) }
     }
 
     /// Value `index` of [`Code::consts`], without a bounds check.
@@ -437,9 +431,8 @@ impl Code {
     /// only from the index of the value it pushed onto `consts`, which only grows.
     #[inline(always)]
     pub unsafe fn constant(&self, index: u32) -> &Value {
-        debug_assert!((index as usize) < self.consts.len());
         // SAFETY: the caller's contract.
-        unsafe { self.consts.get_unchecked(index as usize) }
+        unsafe { at(&self.consts, index as usize) }
     }
 
     /// The operand list `args..args + nargs` of a call, without a bounds check.
@@ -513,4 +506,16 @@ impl Code {
             Op::Ret { .. } | Op::Goto { .. } | Op::If { .. } => smallvec::SmallVec::new(),
         }
     }
+}
+
+/// Item `i` of `items`, without a bounds check (asserted in debug builds): the one form of the
+/// unchecked reads above, each of which states why its index is in range.
+///
+/// # Safety
+/// `i < items.len()`.
+#[inline(always)]
+unsafe fn at<T>(items: &[T], i: usize) -> &T {
+    debug_assert!(i < items.len(), "index {i} of {}", items.len());
+    // SAFETY: the caller's contract.
+    unsafe { items.get_unchecked(i) }
 }

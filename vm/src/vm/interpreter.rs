@@ -44,7 +44,7 @@ impl VirtualMachine {
             // whose registers start at `base`: `pc` is one the verifier allows (see `Code::op`),
             // the op's operands, callees and lists are what `decode_op` made of a verified
             // instruction, and `enter_frame` sized the frame to its function's register file
-            // (the contracts of `Code::op`, `callee`, `packed`, `arg_list`, `ArgList::fill`,
+            // (the contracts of `Code::op`, `callee`, `call_fn`, `arg_list`, `ArgList::fill`,
             // `Regs`, `src` and the int helpers). Frames pushed by calls and re-entries only
             // truncate the register stack back to their own base, above this frame; `base`,
             // `fp` and `pc` change together when a frame is entered or left, and `fp` is taken
@@ -80,7 +80,7 @@ impl VirtualMachine {
                         pc = self.jump(pc + 1, target)?;
                     }
                     Op::CallBinary { f, a, b, dst } if PLAIN => {
-                        let ret = self.call_binary(code, f, a, b, fp, pc)?;
+                        let ret = self.call_binary(f, src(code, a, fp), src(code, b, fp), pc)?;
                         if dst != VOID {
                             set_reg(fp.get_mut(dst), ret);
                         }
@@ -101,7 +101,7 @@ impl VirtualMachine {
                     }
                     Op::CallSelect1 { f, func, a, dst } if PLAIN => {
                         // The one argument is passed in place: no argument list to build.
-                        let p = code.packed(func);
+                        let p = code.call_fn(func);
                         let arg = std::slice::from_ref(src(code, a, fp));
                         let picked = match catch_unwind(AssertUnwindSafe(|| f(p.name(), arg))) {
                             // `dst` is a register: a select without one is decoded as `CallSelect`.
@@ -115,7 +115,7 @@ impl VirtualMachine {
                         pc += 1;
                     }
                     Op::CallSelect { func, args, nargs, dst, patches, npatches } if PLAIN => {
-                        let p = code.packed(func);
+                        let p = code.call_fn(func);
                         let select = p.as_select().expect("decoded as select");
                         let argv = list.fill(code, (args, nargs, patches, npatches), |r| fp.get(r));
                         let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), argv)));
@@ -233,7 +233,7 @@ impl VirtualMachine {
         match int_inline(code, op, a, b, fp) {
             Some(v) => set_scalar(fp.get_mut(dst), v),
             None => {
-                let v = self.call_binary(code, f, a, b, fp, pc)?;
+                let v = self.call_binary(f, src(code, a, fp), src(code, b, fp), pc)?;
                 set_reg(fp.get_mut(dst), v);
             }
         }
@@ -290,7 +290,7 @@ impl VirtualMachine {
         fp: Regs,
         pc: usize,
     ) -> Result<bool> {
-        let v = self.call_binary(code, f, a, b, fp, pc)?;
+        let v = self.call_binary(f, src(code, a, fp), src(code, b, fp), pc)?;
         let taken = v.truthy().map_err(|e| self.locate(pc + 1, e));
         set_reg(fp.get_mut(dst), v);
         taken
@@ -313,13 +313,13 @@ impl VirtualMachine {
         fp: Regs,
         pc: usize,
     ) -> Result<()> {
-        match src(code, a, fp) {
-            Value::Int(x) if x.checked_add(imm).is_some() => {
-                set_scalar(fp.get_mut(dst), Value::Int(x.wrapping_add(imm)));
-                Ok(())
+        if let Value::Int(x) = src(code, a, fp) {
+            if let Some(v) = IntOp::Add.apply(*x, imm) {
+                set_scalar(fp.get_mut(dst), v);
+                return Ok(());
             }
-            _ => self.int_imm_slow(f, a, imm, dst, fp, pc, code),
         }
+        self.int_imm_slow(f, a, imm, dst, fp, pc, code)
     }
 
     /// An [`Op::IntAddJumpImm`] left to its builtin: calls it with the int `imm` as its second
@@ -340,20 +340,16 @@ impl VirtualMachine {
         pc: usize,
         code: &Code,
     ) -> Result<()> {
-        let (x, y) = (src(code, a, fp), Value::Int(imm));
-        let v = catch_unwind(AssertUnwindSafe(|| f(x, &y))).unwrap_or_else(|p| Err(self.panicked(pc, p)));
-        set_reg(fp.get_mut(dst), v.map_err(|e| self.locate(pc, e))?);
+        let v = self.call_binary(f, src(code, a, fp), &Value::Int(imm), pc)?;
+        set_reg(fp.get_mut(dst), v);
         Ok(())
     }
 
-    /// Calls the binary function of the call at `pc` with operands `a` and `b`.
-    ///
-    /// # Safety
-    /// As for [`Self::int_into`].
+    /// Calls `f`, the binary function of the call at `pc`, with `x` and `y`; a panic in it and
+    /// its error are located at `pc`.
     #[inline]
-    unsafe fn call_binary(&self, code: &Code, f: BinaryFn, a: Src, b: Src, fp: Regs, pc: usize) -> Result<Value> {
+    fn call_binary(&self, f: BinaryFn, x: &Value, y: &Value, pc: usize) -> Result<Value> {
         // A panic is caught here, not in `PackedFunc::call`, which this path skips.
-        let (x, y) = (src(code, a, fp), src(code, b, fp));
         let ret = catch_unwind(AssertUnwindSafe(|| f(x, y))).unwrap_or_else(|p| Err(self.panicked(pc, p)));
         ret.map_err(|e| self.locate(pc, e))
     }
