@@ -23,6 +23,11 @@ pub(crate) const CONST_BIT: u32 = 1 << 31;
 /// An operand: a register index, or [`CONST_BIT`] plus an index into [`Code::consts`].
 pub(crate) type Src = u32;
 
+/// An operand that is a register (never a constant): the specialised int ops take these, so
+/// that reading one tests no [`CONST_BIT`]; their other forms take any [`Src`].
+#[derive(Clone, Copy)]
+pub(crate) struct Reg(pub(crate) u32);
+
 /// A decoded instruction; indices were proven in range by the verifier.
 #[derive(Clone, Copy)]
 pub(crate) enum Op {
@@ -72,36 +77,37 @@ pub(crate) enum Op {
         dst: u32,
         target: u32,
     },
-    /// [`Op::IntBinary`] of [`IntOp::Add`], the most common: each of these three forms has its
-    /// operation fixed by the op itself, so running it tests no operation code (`int_inline`,
-    /// inlined with a constant operation, folds to the one case).
+    /// [`Op::IntBinary`] of [`IntOp::Add`] on two registers, the most common: each of these
+    /// four forms has its operation fixed by the op itself, so running it tests no operation
+    /// code (`int_inline`, inlined with a constant operation, folds to the one case), and its
+    /// operands are registers, so reading them tests no [`CONST_BIT`].
     IntAdd {
         f: BinaryFn,
-        a: Src,
-        b: Src,
+        a: Reg,
+        b: Reg,
         dst: u32,
     },
-    /// [`Op::IntBranch`] of [`IntOp::Lt`] (a loop's test).
+    /// [`Op::IntBranch`] of [`IntOp::Lt`] on two registers (a loop's test).
     IntLtBranch {
         f: BinaryFn,
-        a: Src,
-        b: Src,
+        a: Reg,
+        b: Reg,
         dst: u32,
         false_target: u32,
     },
-    /// [`Op::IntJump`] of [`IntOp::Add`] (a loop's step).
+    /// [`Op::IntJump`] of [`IntOp::Add`] on two registers (a loop's step).
     IntAddJump {
         f: BinaryFn,
-        a: Src,
-        b: Src,
+        a: Reg,
+        b: Reg,
         dst: u32,
         target: u32,
     },
-    /// [`Op::IntAddJump`] whose second operand is an int fixed at load, held in the op (a
-    /// loop's `i + 1`): no operand to look up and test.
+    /// [`Op::IntJump`] of [`IntOp::Add`] of a register and an int fixed at load, held in the op
+    /// (a loop's `i + 1`): no operand to look up and test.
     IntAddJumpImm {
         f: BinaryFn,
-        a: Src,
+        a: Reg,
         imm: i64,
         dst: u32,
         target: u32,
@@ -116,12 +122,12 @@ pub(crate) enum Op {
         patches: u32,
         npatches: u32,
     },
-    /// [`Op::CallSelect`] with one argument, which is passed in place (no argument list), and a
-    /// destination register.
+    /// [`Op::CallSelect`] with one argument, a register, which is passed in place (no argument
+    /// list), and a destination register.
     CallSelect1 {
         f: SelectFn,
         func: u32,
-        a: Src,
+        a: Reg,
         dst: u32,
     },
     /// A call of a bytecode function of this executable.
@@ -294,7 +300,9 @@ impl Code {
                     Some(p) => match (p.as_binary(), p.as_int_op(), p.as_select(), &srcs[..]) {
                         (Some(f), Some(op), _, &[a, b]) if dst != VOID => Op::IntBinary { op, f, a, b, dst },
                         (Some(f), _, _, &[a, b]) => Op::CallBinary { f, a, b, dst },
-                        (_, _, Some(f), &[a]) if dst != VOID => Op::CallSelect1 { f, func: self.push_fn(p), a, dst },
+                        (_, _, Some(f), &[a]) if dst != VOID && a & CONST_BIT == 0 => {
+                            Op::CallSelect1 { f, func: self.push_fn(p), a: Reg(a), dst }
+                        }
                         (_, _, Some(_), _) => {
                             Op::CallSelect { func: self.push_fn(p), args: start, nargs, dst, patches, npatches }
                         }
@@ -364,15 +372,21 @@ impl Code {
                 _ => {}
             }
         }
+        let reg = |s: Src| (s & CONST_BIT == 0).then_some(Reg(s));
         for pc in 0..self.ops.len() {
             self.ops[pc] = match self.ops[pc] {
-                Op::IntBinary { op: IntOp::Add, f, a, b, dst } => Op::IntAdd { f, a, b, dst },
-                Op::IntBranch { op: IntOp::Lt, f, a, b, dst, false_target } => {
-                    Op::IntLtBranch { f, a, b, dst, false_target }
-                }
-                Op::IntJump { op: IntOp::Add, f, a, b, dst, target } => match self.int_constant(b) {
-                    Some(imm) => Op::IntAddJumpImm { f, a, imm, dst, target },
-                    None => Op::IntAddJump { f, a, b, dst, target },
+                Op::IntBinary { op: IntOp::Add, f, a, b, dst } => match (reg(a), reg(b)) {
+                    (Some(a), Some(b)) => Op::IntAdd { f, a, b, dst },
+                    _ => self.ops[pc],
+                },
+                Op::IntBranch { op: IntOp::Lt, f, a, b, dst, false_target } => match (reg(a), reg(b)) {
+                    (Some(a), Some(b)) => Op::IntLtBranch { f, a, b, dst, false_target },
+                    _ => self.ops[pc],
+                },
+                Op::IntJump { op: IntOp::Add, f, a, b, dst, target } => match (reg(a), reg(b), self.int_constant(b)) {
+                    (Some(a), _, Some(imm)) => Op::IntAddJumpImm { f, a, imm, dst, target },
+                    (Some(a), Some(b), _) => Op::IntAddJump { f, a, b, dst, target },
+                    _ => self.ops[pc],
                 },
                 other => other,
             };
@@ -385,19 +399,6 @@ impl Code {
             Some(Value::Int(i)) if s & CONST_BIT != 0 => Some(*i),
             _ => None,
         }
-    }
-
-    /// The op at `pc`, without a bounds check.
-    ///
-    /// # Safety
-    /// `pc` is below the number of instructions. It holds for every `pc` the interpreter
-    /// reaches in a verified executable: a function's start, the op after one that falls
-    /// through (never the last of its function: RunsOffEnd), the op after a call a frame
-    /// returns to, or a jump target inside the function (JumpOutside).
-    #[inline(always)]
-    pub unsafe fn op(&self, pc: usize) -> &Op {
-        // SAFETY: the caller's contract.
-        unsafe { at(&self.ops, pc) }
     }
 
     /// Function-table entry `func`, without a bounds check.
@@ -497,12 +498,12 @@ impl Code {
             Op::CallBinary { a, b, .. }
             | Op::IntBinary { a, b, .. }
             | Op::IntBranch { a, b, .. }
-            | Op::IntJump { a, b, .. }
-            | Op::IntAdd { a, b, .. }
-            | Op::IntLtBranch { a, b, .. }
-            | Op::IntAddJump { a, b, .. } => [read(a), read(b)].into_iter().collect(),
-            Op::IntAddJumpImm { a, imm, .. } => [read(a), Value::Int(imm)].into_iter().collect(),
-            Op::CallSelect1 { a, .. } => [read(a)].into_iter().collect(),
+            | Op::IntJump { a, b, .. } => [read(a), read(b)].into_iter().collect(),
+            Op::IntAdd { a, b, .. } | Op::IntLtBranch { a, b, .. } | Op::IntAddJump { a, b, .. } => {
+                [reg(a.0), reg(b.0)].into_iter().collect()
+            }
+            Op::IntAddJumpImm { a, imm, .. } => [reg(a.0), Value::Int(imm)].into_iter().collect(),
+            Op::CallSelect1 { a, .. } => [reg(a.0)].into_iter().collect(),
             Op::Ret { .. } | Op::Goto { .. } | Op::If { .. } => smallvec::SmallVec::new(),
         }
     }

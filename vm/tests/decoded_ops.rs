@@ -145,6 +145,36 @@ fn fused_ops_of_every_operation_run_alike() {
     assert!(matches!(e.kind(), ErrorKind::At { pc: 3, .. }) && e.to_string().contains("+ overflows"), "{e}");
 }
 
+/// The ops of their own for `add` and `lt` read registers only: the same operations with a
+/// constant operand take the general fused forms, inline all the same, and fail the same.
+#[test]
+fn int_ops_with_constant_operands_run_alike() {
+    use Arg::*;
+    let mut m = vm(
+        vec![FuncInfo::bytecode("thrice", 0, 7, 1, 3), FuncInfo::packed("d.lt"), FuncInfo::packed("d.add")],
+        vec![
+            call(2, vec![Imm(0), Imm(0)], Some(1)),
+            call(1, vec![Imm(0), Reg(0)], Some(2)),
+            Instruction::If { cond: 2, false_offset: 4 },
+            call(2, vec![Imm(3), Reg(1)], Some(1)),
+            call(2, vec![Imm(-1), Reg(0)], Some(0)),
+            Instruction::Goto { offset: -4 },
+            Instruction::Ret { result: 1 },
+        ],
+    );
+    let before = slow_calls();
+    assert_eq!(m.invoke("thrice", &[Value::Int(100)]).unwrap().as_int().unwrap(), 300);
+    assert_eq!(slow_calls() - before, 0, "all inline");
+    // A bool bound: the test and the step on it are the builtins' (bool < int, int + bool).
+    let before = slow_calls();
+    assert_eq!(m.invoke("thrice", &[Value::Bool(true)]).unwrap().as_int().unwrap(), 3);
+    assert_eq!(slow_calls() - before, 2);
+    let e = m.invoke("thrice", &[Value::Float(2.0)]).unwrap_err();
+    let ErrorKind::At { pc, source, .. } = e.kind() else { panic!("located: {e}") };
+    assert_eq!(*pc, 1);
+    assert!(matches!(source.kind(), ErrorKind::Type { .. }), "{e}");
+}
+
 /// `x + 1` then a `goto`: the int held in the op, inline for an int, the builtin's for
 /// anything else (a bool, an overflow), and the arguments an instrument sees.
 #[test]
@@ -254,6 +284,12 @@ fn one_argument_selects_pass_their_operand_in_place() {
     let e = p.invoke("g", &[Value::Int(1)]).unwrap_err();
     assert!(e.to_string().contains("d.boom: select panicked"), "{e}");
     assert!(matches!(e.kind(), ErrorKind::At { pc: 0, .. }), "{e}");
+    // A constant operand with a destination takes the general select (an argument list).
+    let mut c = vm(
+        vec![FuncInfo::bytecode("k", 0, 3, 1, 2), FuncInfo::packed("d.first")],
+        vec![call(1, vec![Imm(3)], Some(1)), call(1, vec![Reg(1)], Some(0)), Instruction::Ret { result: 0 }],
+    );
+    assert_eq!(c.invoke("k", &[Value::Null]).unwrap().as_int().unwrap(), 3);
 }
 
 /// Argument lists are prepared at load (values fixed at load in place, registers patched at

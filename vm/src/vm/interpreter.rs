@@ -10,7 +10,7 @@
 use super::arg_list::ArgList;
 use super::VirtualMachine;
 use crate::bytecode::Instruction;
-use crate::code::{Callee, Code, Op, Src, CONST_BIT, VOID};
+use crate::code::{Callee, Code, Op, Reg, Src, CONST_BIT, VOID};
 use crate::error::{Error, ErrorKind, Result};
 use crate::int_op::IntOp;
 use crate::packed::{panic_error, BinaryFn, CallCtx};
@@ -33,86 +33,92 @@ impl VirtualMachine {
         let top = *self.frames.last().expect("a frame was pushed");
         // SAFETY: a frame's function is an entry of the function table.
         let Callee::Bytecode { start, .. } = *(unsafe { code.callee(top.func) }) else { unreachable!() };
-        let mut pc = start as usize;
+        // The running op is a pointer (`ip`), not an index: the next op is one add away, and
+        // its index (`pc`), which only errors, instruments and frames need, is computed from it.
+        let ops = Ops(code.ops.as_ptr());
+        // SAFETY: `start` is a function's first op, inside `code.ops`.
+        let mut ip = unsafe { ops.at(start as usize) };
         let mut base = top.base;
         let mut fp = self.frame_regs(base);
         // One argument list for the packed calls of this entry into the loop (its room on the
         // stack is taken once per re-entry, not once per arm).
         let mut list = ArgList::new();
         loop {
-            // SAFETY: every index below comes from the decoded op at `pc` of the running frame,
-            // whose registers start at `base`: `pc` is one the verifier allows (see `Code::op`),
-            // the op's operands, callees and lists are what `decode_op` made of a verified
-            // instruction, and `enter_frame` sized the frame to its function's register file
-            // (the contracts of `Code::op`, `callee`, `call_fn`, `arg_list`, `ArgList::fill`,
-            // `Regs`, `src` and the int helpers). Frames pushed by calls and re-entries only
-            // truncate the register stack back to their own base, above this frame; `base`,
-            // `fp` and `pc` change together when a frame is entered or left, and `fp` is taken
-            // afresh after every op that can grow the register stack (a packed call, which may
-            // call back into the VM).
+            // SAFETY: every index below comes from the decoded op at `ip` of the running frame,
+            // whose registers start at `base`: `ip` points to an op the verifier lets run (see
+            // `Ops::at`), the op's operands, callees and lists are what `decode_op` made of a
+            // verified instruction, and `enter_frame` sized the frame to its function's register
+            // file (the contracts of `Ops`, `callee`, `call_fn`, `arg_list`,
+            // `ArgList::fill`, `Regs`, `src` and the int helpers). Frames pushed by calls and
+            // re-entries only truncate the register stack back to their own base, above this
+            // frame; `base`, `fp` and `ip` change together when a frame is entered or left, and
+            // `fp` is taken afresh after every op that can grow the register stack (a packed
+            // call, which may call back into the VM).
             unsafe {
-                match *code.op(pc) {
+                // Where the op is, for errors: its index is computed only when one is made.
+                let at = At { ops, ip };
+                match *ip {
                     Op::IntBinary { op, f, a, b, dst } if PLAIN => {
-                        self.int_into(code, (op, f), a, b, dst, fp, pc)?;
-                        pc += 1;
+                        self.int_into(code, (op, f), a, b, dst, fp, at)?;
+                        ip = ip.add(1);
                     }
                     Op::IntAdd { f, a, b, dst } if PLAIN => {
-                        self.int_into(code, (IntOp::Add, f), a, b, dst, fp, pc)?;
-                        pc += 1;
+                        self.int_into(code, (IntOp::Add, f), a, b, dst, fp, at)?;
+                        ip = ip.add(1);
                     }
                     Op::IntBranch { op, f, a, b, dst, false_target } if PLAIN => {
-                        pc = self.int_branch(code, (op, f), a, b, (dst, false_target), fp, pc)?;
+                        ip = self.int_branch(code, (op, f), a, b, (dst, false_target), fp, at)?;
                     }
                     Op::IntLtBranch { f, a, b, dst, false_target } if PLAIN => {
-                        pc = self.int_branch(code, (IntOp::Lt, f), a, b, (dst, false_target), fp, pc)?;
+                        ip = self.int_branch(code, (IntOp::Lt, f), a, b, (dst, false_target), fp, at)?;
                     }
                     Op::IntJump { op, f, a, b, dst, target } if PLAIN => {
-                        self.int_into(code, (op, f), a, b, dst, fp, pc)?;
-                        // The `goto` at pc + 1, as its own op would run it.
-                        pc = self.jump(pc + 1, target)?;
+                        self.int_into(code, (op, f), a, b, dst, fp, at)?;
+                        // The `goto` after it, as its own op would run it.
+                        ip = self.jump(ops, ip.add(1), target)?;
                     }
                     Op::IntAddJump { f, a, b, dst, target } if PLAIN => {
-                        self.int_into(code, (IntOp::Add, f), a, b, dst, fp, pc)?;
-                        pc = self.jump(pc + 1, target)?;
+                        self.int_into(code, (IntOp::Add, f), a, b, dst, fp, at)?;
+                        ip = self.jump(ops, ip.add(1), target)?;
                     }
                     Op::IntAddJumpImm { f, a, imm, dst, target } if PLAIN => {
-                        self.int_add_imm(code, f, a, imm, dst, fp, pc)?;
-                        pc = self.jump(pc + 1, target)?;
+                        self.int_add_imm(code, f, a, imm, dst, fp, at)?;
+                        ip = self.jump(ops, ip.add(1), target)?;
                     }
                     Op::CallBinary { f, a, b, dst } if PLAIN => {
-                        let ret = self.call_binary(f, src(code, a, fp), src(code, b, fp), pc)?;
+                        let ret = self.call_binary(f, src(code, a, fp), src(code, b, fp), at)?;
                         if dst != VOID {
                             set_reg(fp.get_mut(dst), ret);
                         }
-                        pc += 1;
+                        ip = ip.add(1);
                     }
                     Op::CallPacked { func, args, nargs, dst, patches, npatches } if PLAIN => {
                         let f = code.call_fn(func);
                         // Borrowed copies of the arguments, on the stack: no allocation and no
                         // reference-count traffic per call.
                         let argv = list.fill(code, (args, nargs, patches, npatches), |r| fp.get(r));
-                        let ret = f.call(&mut CallCtx::new(self), argv).map_err(|e| self.locate(pc, e))?;
+                        let ret = f.call(&mut CallCtx::new(self), argv).map_err(|e| self.locate_at(at, e))?;
                         // A call back into the VM may have grown (moved) the register stack.
                         fp = self.frame_regs(base);
                         if dst != VOID {
                             set_reg(fp.get_mut(dst), ret);
                         }
-                        pc += 1;
+                        ip = ip.add(1);
                     }
                     Op::CallSelect1 { f, func, a, dst } if PLAIN => {
                         // The one argument is passed in place: no argument list to build.
                         let p = code.call_fn(func);
-                        let arg = std::slice::from_ref(src(code, a, fp));
+                        let arg = std::slice::from_ref(fp.get(a.0));
                         let picked = match catch_unwind(AssertUnwindSafe(|| f(p.name(), arg))) {
                             // `dst` is a register: a select without one is decoded as `CallSelect`.
                             Ok(Ok(v)) => (!v.same_object(fp.get(dst))).then(|| v.clone()),
-                            Ok(Err(e)) => return Err(self.locate(pc, e)),
-                            Err(payload) => return Err(self.locate(pc, panic_error(p.name(), payload))),
+                            Ok(Err(e)) => return Err(self.locate_at(at, e)),
+                            Err(payload) => return Err(self.locate_at(at, panic_error(p.name(), payload))),
                         };
                         if let Some(v) = picked {
                             set_reg(fp.get_mut(dst), v);
                         }
-                        pc += 1;
+                        ip = ip.add(1);
                     }
                     Op::CallSelect { func, args, nargs, dst, patches, npatches } if PLAIN => {
                         let p = code.call_fn(func);
@@ -124,13 +130,13 @@ impl VirtualMachine {
                             // reference-count traffic); anything else is cloned out of the borrow.
                             (dst != VOID && !v.same_object(fp.get(dst))).then(|| v.clone())
                         });
-                        if let Some(v) = picked.map_err(|e| self.locate(pc, e))? {
+                        if let Some(v) = picked.map_err(|e| self.locate_at(at, e))? {
                             set_reg(fp.get_mut(dst), v);
                         }
-                        pc += 1;
+                        ip = ip.add(1);
                     }
                     Op::CallBytecode { func, args, nargs, dst } if PLAIN => {
-                        self.count_step().map_err(|e| self.locate(pc, e))?;
+                        self.count_step().map_err(|e| self.locate_at(at, e))?;
                         let Callee::Bytecode { start, .. } = *code.callee(func) else {
                             unreachable!("decoded as bytecode")
                         };
@@ -144,14 +150,16 @@ impl VirtualMachine {
                             let v = src(code, s, caller).clone();
                             self.regs.push(v);
                         }
-                        self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
+                        self.enter_frame(func, at.pc(), dst, new_base).map_err(|e| self.locate_at(at, e))?;
                         base = new_base;
                         fp = self.frame_regs(base);
-                        pc = start as usize;
+                        ip = ops.at(start as usize);
                     }
                     Op::CallBytecode { .. } => {
                         // Instrumented, out of line: the loop's plain arms stay as they are.
-                        (base, pc) = self.instrumented_bytecode_call(code, pc, base)?;
+                        let next;
+                        (base, next) = self.instrumented_bytecode_call(code, at.pc(), base)?;
+                        ip = ops.at(next);
                         fp = self.frame_regs(base);
                     }
                     Op::CallPacked { .. }
@@ -165,12 +173,13 @@ impl VirtualMachine {
                     | Op::IntAddJumpImm { .. }
                     | Op::CallSelect { .. }
                     | Op::CallSelect1 { .. } => {
+                        let pc = at.pc();
                         let ret = self.instrumented_call(code, pc, base).map_err(|e| self.locate(pc, e))?;
                         fp = self.frame_regs(base);
                         if let Some(dst) = self.exe.instrs()[pc].writes() {
                             set_reg(fp.get_mut(dst), ret);
                         }
-                        pc += 1;
+                        ip = ip.add(1);
                     }
                     Op::Ret { result } => {
                         let value = std::mem::take(fp.get_mut(result));
@@ -186,112 +195,119 @@ impl VirtualMachine {
                         let caller = *self.frames.last().expect("a caller frame");
                         base = caller.base;
                         fp = self.frame_regs(base);
-                        pc = caller.pc + 1;
+                        ip = ops.at(caller.pc + 1);
                         if caller.dst != VOID {
                             set_reg(fp.get_mut(caller.dst), value);
                         }
                     }
-                    Op::Goto { target } => pc = self.jump(pc, target)?,
+                    Op::Goto { target } => ip = self.jump(ops, ip, target)?,
                     Op::If { cond, false_target } => {
-                        let taken = fp.get(cond).truthy().map_err(|e| self.locate(pc, e))?;
+                        let taken = fp.get(cond).truthy().map_err(|e| self.locate_at(at, e))?;
                         // A backward `if` closes a loop as a backward `goto` does.
-                        pc = if taken { pc + 1 } else { self.jump(pc, false_target)? };
+                        ip = if taken { ip.add(1) } else { self.jump(ops, ip, false_target)? };
                     }
                 }
             }
         }
     }
 
-    /// The `pc` after a jump from `from` to `target`: a backward (or zero) jump closes a loop
-    /// and counts a step (see `count_step`), located at `from`.
+    /// The op after a jump from the op at `from` to the one at index `target`: a backward (or
+    /// zero) jump closes a loop and counts a step (see `count_step`), located at `from`.
+    ///
+    /// # Safety
+    /// `from` is an op of `ops` and `target` the index of an op of the same function (a jump
+    /// target of a decoded op: JumpOutside).
     #[cfg_attr(not(debug_assertions), inline(always))]
-    fn jump(&mut self, from: usize, target: u32) -> Result<usize> {
-        if (target as usize) <= from {
-            self.count_step().map_err(|e| self.locate(from, e))?;
+    unsafe fn jump(&mut self, ops: Ops, from: *const Op, target: u32) -> Result<*const Op> {
+        // SAFETY: the caller's contract.
+        let to = unsafe { ops.at(target as usize) };
+        if to <= from {
+            self.count_step().map_err(|e| self.locate_at(At { ops, ip: from }, e))?;
         }
-        Ok(target as usize)
+        Ok(to)
     }
 
     /// Runs the int operation `op` (its builtin `f` for anything but two ints) of the call at
-    /// `pc` and writes its result to `dst`.
+    /// `at` and writes its result to `dst`.
     ///
     /// # Safety
     /// `a`, `b` and `dst` are operands of a decoded op of the running frame, whose registers
     /// `fp` holds (see [`src`]).
     #[cfg_attr(not(debug_assertions), inline(always))]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn int_into(
+    unsafe fn int_into<A: Operand, B: Operand>(
         &mut self,
         code: &Code,
         (op, f): (IntOp, BinaryFn),
-        a: Src,
-        b: Src,
+        a: A,
+        b: B,
         dst: u32,
         fp: Regs,
-        pc: usize,
+        at: At,
     ) -> Result<()> {
         match int_inline(code, op, a, b, fp) {
             Some(v) => set_scalar(fp.get_mut(dst), v),
             None => {
-                let v = self.call_binary(f, src(code, a, fp), src(code, b, fp), pc)?;
+                let v = self.call_binary(f, a.read(code, fp), b.read(code, fp), at)?;
                 set_reg(fp.get_mut(dst), v);
             }
         }
         Ok(())
     }
 
-    /// Runs an [`Op::IntBranch`] (the int operation `op`, then the `if` at `pc + 1` on its
-    /// result, as its own op would run it) and returns the next `pc`.
+    /// Runs an [`Op::IntBranch`] at `at` (the int operation `op`, then the `if` after it on its
+    /// result, as its own op would run it) and returns the next op.
     ///
     /// # Safety
-    /// As for [`Self::int_into`].
+    /// As for [`Self::int_into`], and the `if` after the op at `at` jumps to `false_target`
+    /// (see [`Self::jump`]).
     #[cfg_attr(not(debug_assertions), inline(always))]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn int_branch(
+    unsafe fn int_branch<A: Operand, B: Operand>(
         &mut self,
         code: &Code,
         (op, f): (IntOp, BinaryFn),
-        a: Src,
-        b: Src,
+        a: A,
+        b: B,
         (dst, false_target): (u32, u32),
         fp: Regs,
-        pc: usize,
-    ) -> Result<usize> {
+        at: At,
+    ) -> Result<*const Op> {
         let taken = match int_inline(code, op, a, b, fp) {
             Some(v) => {
                 let taken = matches!(v, Value::Bool(true)) || matches!(v, Value::Int(i) if i != 0);
                 set_scalar(fp.get_mut(dst), v);
                 taken
             }
-            None => self.int_branch_slow(code, f, a, b, dst, fp, pc)?,
+            None => self.int_branch_slow(code, f, a, b, dst, fp, at)?,
         };
         if taken {
-            Ok(pc + 2)
+            Ok(at.ip.add(2))
         } else {
-            self.jump(pc + 1, false_target)
+            self.jump(at.ops, at.ip.add(1), false_target)
         }
     }
 
     /// An [`Op::IntBranch`] that [`int_inline`] left to its builtin: calls it, writes its result
-    /// and tests it as the `if` at `pc + 1` would.
+    /// and tests it as the `if` after the op at `at` would.
     ///
     /// # Safety
     /// As for [`Self::int_into`].
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn int_branch_slow(
+    unsafe fn int_branch_slow<A: Operand, B: Operand>(
         &mut self,
         code: &Code,
         f: BinaryFn,
-        a: Src,
-        b: Src,
+        a: A,
+        b: B,
         dst: u32,
         fp: Regs,
-        pc: usize,
+        at: At,
     ) -> Result<bool> {
-        let v = self.call_binary(f, src(code, a, fp), src(code, b, fp), pc)?;
-        let taken = v.truthy().map_err(|e| self.locate(pc + 1, e));
+        let v = self.call_binary(f, a.read(code, fp), b.read(code, fp), at)?;
+        let taken = v.truthy().map_err(|e| self.locate(at.pc() + 1, e));
         set_reg(fp.get_mut(dst), v);
         taken
     }
@@ -307,19 +323,19 @@ impl VirtualMachine {
         &mut self,
         code: &Code,
         f: BinaryFn,
-        a: Src,
+        a: Reg,
         imm: i64,
         dst: u32,
         fp: Regs,
-        pc: usize,
+        at: At,
     ) -> Result<()> {
-        if let Value::Int(x) = src(code, a, fp) {
+        if let Value::Int(x) = a.read(code, fp) {
             if let Some(v) = IntOp::Add.apply(*x, imm) {
                 set_scalar(fp.get_mut(dst), v);
                 return Ok(());
             }
         }
-        self.int_imm_slow(f, a, imm, dst, fp, pc, code)
+        self.int_imm_slow(f, a, imm, dst, fp, at, code)
     }
 
     /// An [`Op::IntAddJumpImm`] left to its builtin: calls it with the int `imm` as its second
@@ -333,25 +349,25 @@ impl VirtualMachine {
     unsafe fn int_imm_slow(
         &mut self,
         f: BinaryFn,
-        a: Src,
+        a: Reg,
         imm: i64,
         dst: u32,
         fp: Regs,
-        pc: usize,
+        at: At,
         code: &Code,
     ) -> Result<()> {
-        let v = self.call_binary(f, src(code, a, fp), &Value::Int(imm), pc)?;
+        let v = self.call_binary(f, a.read(code, fp), &Value::Int(imm), at)?;
         set_reg(fp.get_mut(dst), v);
         Ok(())
     }
 
-    /// Calls `f`, the binary function of the call at `pc`, with `x` and `y`; a panic in it and
-    /// its error are located at `pc`.
+    /// Calls `f`, the binary function of the call at `at`, with `x` and `y`; a panic in it and
+    /// its error are located there.
     #[inline]
-    fn call_binary(&self, f: BinaryFn, x: &Value, y: &Value, pc: usize) -> Result<Value> {
+    fn call_binary(&self, f: BinaryFn, x: &Value, y: &Value, at: At) -> Result<Value> {
         // A panic is caught here, not in `PackedFunc::call`, which this path skips.
-        let ret = catch_unwind(AssertUnwindSafe(|| f(x, y))).unwrap_or_else(|p| Err(self.panicked(pc, p)));
-        ret.map_err(|e| self.locate(pc, e))
+        let ret = catch_unwind(AssertUnwindSafe(|| f(x, y))).unwrap_or_else(|p| Err(self.panicked(at.pc(), p)));
+        ret.map_err(|e| self.locate_at(at, e))
     }
 
     /// The arguments of the call at `pc`, cloned (for instruments; read with bounds checks, as
@@ -380,6 +396,13 @@ impl VirtualMachine {
     fn panicked(&self, pc: usize, payload: Box<dyn std::any::Any + Send>) -> Error {
         let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
         panic_error(&self.exe.funcs()[func as usize].name, payload)
+    }
+
+    /// [`Self::locate`] at the op `at` (whose index is computed here, off the hot path).
+    #[cold]
+    #[inline(never)]
+    fn locate_at(&self, at: At, e: Error) -> Error {
+        self.locate(at.pc(), e)
     }
 
     /// Adds the function, instruction and location to an error (once: the innermost wins).
@@ -443,6 +466,54 @@ impl Regs {
     }
 }
 
+/// The decoded ops of the executable, as the loop walks them: a pointer to the first, copied
+/// into the loop so that the next op is found from a register, not through `Code`.
+#[derive(Clone, Copy)]
+pub(super) struct Ops(*const Op);
+
+impl Ops {
+    /// The op at index `pc`, without a bounds check.
+    ///
+    /// # Safety
+    /// `pc` is below the number of ops. It holds for every `pc` the interpreter reaches in a
+    /// verified executable: a function's start, the op after one that falls through (never the
+    /// last of its function: RunsOffEnd), the op after a call a frame returns to, or a jump
+    /// target inside the function (JumpOutside).
+    #[inline(always)]
+    unsafe fn at(self, pc: usize) -> *const Op {
+        // SAFETY: the caller's contract: the op is inside the ops' allocation.
+        unsafe { self.0.add(pc) }
+    }
+
+    /// The index of the op `ip` points to.
+    ///
+    /// # Safety
+    /// `ip` points to an op of these ops (made by [`Ops::at`] and steps inside the ops).
+    #[inline(always)]
+    unsafe fn pc(self, ip: *const Op) -> usize {
+        // SAFETY: the caller's contract: both point into the one allocation, `ip` at or after
+        // the first op.
+        unsafe { ip.offset_from(self.0) as usize }
+    }
+}
+
+/// Where an op is: the ops and a pointer to it. Errors need the op's index; the loop passes
+/// this instead, so that the index is computed only on an error path.
+#[derive(Clone, Copy)]
+pub(super) struct At {
+    ops: Ops,
+    ip: *const Op,
+}
+
+impl At {
+    /// The op's index.
+    #[inline(always)]
+    fn pc(self) -> usize {
+        // SAFETY: `At`s are made in the loop of an op of its ops (`Ops::pc`'s contract).
+        unsafe { self.ops.pc(self.ip) }
+    }
+}
+
 /// The value operand `s` reads.
 ///
 /// # Safety
@@ -457,6 +528,31 @@ unsafe fn src(code: &Code, s: Src, fp: Regs) -> &Value {
     }
 }
 
+/// An operand of an int op: any [`Src`], or a [`Reg`] (which reads with no constant test).
+trait Operand: Copy {
+    /// The value the operand reads.
+    ///
+    /// # Safety
+    /// As for [`src`].
+    unsafe fn read(self, code: &Code, fp: Regs) -> &Value;
+}
+
+impl Operand for Src {
+    #[inline(always)]
+    unsafe fn read(self, code: &Code, fp: Regs) -> &Value {
+        // SAFETY: the caller's contract.
+        unsafe { src(code, self, fp) }
+    }
+}
+
+impl Operand for Reg {
+    #[inline(always)]
+    unsafe fn read(self, _: &Code, fp: Regs) -> &Value {
+        // SAFETY: the caller's contract (a register operand of the running frame).
+        unsafe { fp.get(self.0) }
+    }
+}
+
 /// The result of an int operation computed here, for two ints that it maps to an int or a bool;
 /// `None` for anything else (bools, other types, overflow, division by zero), which the builtin
 /// defines.
@@ -467,8 +563,8 @@ unsafe fn src(code: &Code, s: Src, fp: Regs) -> &Value {
 // debug builds, where three inlined copies would swell the loop's stack frame, which every
 // re-entry into the VM nests.
 #[cfg_attr(not(debug_assertions), inline(always))]
-unsafe fn int_inline(code: &Code, op: IntOp, a: Src, b: Src, fp: Regs) -> Option<Value> {
-    match (src(code, a, fp), src(code, b, fp)) {
+unsafe fn int_inline<A: Operand, B: Operand>(code: &Code, op: IntOp, a: A, b: B, fp: Regs) -> Option<Value> {
+    match (a.read(code, fp), b.read(code, fp)) {
         // The operations loops use most are tested first: a compare each instead of a jump
         // through a table (the arms are `apply` itself, specialised).
         (Value::Int(x), Value::Int(y)) => match op {
@@ -513,15 +609,16 @@ pub(super) fn set_reg(slot: &mut Value, v: Value) {
 }
 
 /// Writes a register with a scalar (a value that owns nothing), such as an int operation's
-/// result: the old value is dropped out of line only when it owns something.
+/// result: over an old value that owns nothing too (the common case in loops), the new one is
+/// two stores, with no read of the old value's payload; anything else is dropped out of line.
 #[inline(always)]
 fn set_scalar(slot: &mut Value, v: Value) {
     debug_assert!(!v.owns_heap());
-    let old = std::mem::replace(slot, v);
-    if old.owns_heap() {
-        drop(old);
+    if slot.owns_heap() {
+        drop(std::mem::replace(slot, v));
     } else {
-        std::mem::forget(old);
+        // SAFETY: the old value owns nothing, so overwriting it without dropping leaks nothing.
+        unsafe { std::ptr::write(slot, v) };
     }
 }
 
