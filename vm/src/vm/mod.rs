@@ -367,10 +367,13 @@ impl VirtualMachine {
         }
         // The arguments are in place (`base + num_args <= top`: arity and InputsExceedRegisters
         // are verified): only the rest of the frame is filled, and not through `resize`, whose
-        // general clone loop cost as much as the rest of a call's entry.
+        // general clone loop cost as much as the rest of a call's entry (`resize_with` writes
+        // the nulls in a plain loop; `extend` with `repeat_n` cost a third more per call).
         let len = self.regs.len();
         debug_assert!(top >= len, "a frame's arguments exceed its registers");
-        self.regs.extend(std::iter::repeat_n(Value::Null, top.saturating_sub(len)));
+        if top > len {
+            self.regs.resize_with(top, || Value::Null);
+        }
         self.frames.push(Frame { func, base, pc: 0, dst: VOID });
         Ok(())
     }
