@@ -23,8 +23,9 @@ pub(crate) const CONST_BIT: u32 = 1 << 31;
 /// An operand: a register index, or [`CONST_BIT`] plus an index into [`Code::consts`].
 pub(crate) type Src = u32;
 
-/// An operand that is a register (never a constant): the specialised int ops take these, so
-/// that reading one tests no [`CONST_BIT`]; their other forms take any [`Src`].
+/// An operand that is a register (never a constant): the specialised int ops and
+/// [`Op::CallSelect1`] take these, so that reading one tests no [`CONST_BIT`]; the general forms
+/// of the same calls take any [`Src`].
 #[derive(Clone, Copy)]
 pub(crate) struct Reg(pub(crate) u32);
 
@@ -359,7 +360,7 @@ impl Code {
     /// [`Op::IntBranch`], and each followed by a `goto` (a loop's step) into one
     /// [`Op::IntJump`]. Running a fused op is running the two in sequence, so it needs no
     /// condition on where they are: a jump to the second finds it unchanged. Then gives the
-    /// commonest of these their own ops ([`Op::IntAdd`], [`Op::IntLtBranch`],
+    /// commonest of these, on registers, their own ops ([`Op::IntAdd`], [`Op::IntLtBranch`],
     /// [`Op::IntAddJump`], [`Op::IntAddJumpImm`]).
     fn fuse_pairs(&mut self) {
         for pc in 0..self.ops.len().saturating_sub(1) {

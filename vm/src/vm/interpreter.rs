@@ -469,7 +469,7 @@ impl Regs {
 /// The decoded ops of the executable, as the loop walks them: a pointer to the first, copied
 /// into the loop so that the next op is found from a register, not through `Code`.
 #[derive(Clone, Copy)]
-pub(super) struct Ops(*const Op);
+struct Ops(*const Op);
 
 impl Ops {
     /// The op at index `pc`, without a bounds check.
@@ -500,7 +500,7 @@ impl Ops {
 /// Where an op is: the ops and a pointer to it. Errors need the op's index; the loop passes
 /// this instead, so that the index is computed only on an error path.
 #[derive(Clone, Copy)]
-pub(super) struct At {
+struct At {
     ops: Ops,
     ip: *const Op,
 }
