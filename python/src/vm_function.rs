@@ -54,7 +54,13 @@ impl PyVmFunction {
                 None => convert_arg(&self.name, params, i, &a)?,
             });
         }
-        self.run(py, &argv)
+        let ret = self.run(py, &argv);
+        // Arguments that own nothing (ints, floats, ...) in the inline buffer need no drop: the
+        // drop glue would visit each through an out-of-line call.
+        if !argv.spilled() && argv.iter().all(|v| !v.owns_heap()) {
+            std::mem::forget(argv);
+        }
+        ret
     }
 
     /// Calls it with a tuple of positional arguments and a dict of keyword arguments.
@@ -74,10 +80,15 @@ impl PyVmFunction {
     fn run<'py>(&self, py: Python<'py>, argv: &[Value]) -> PyResult<Bound<'py, PyAny>> {
         let func = &self.func;
         let ret = self.shared.run(py, self.release, |vm| vm.invoke_closure(func, argv))?;
-        match &self.sig {
+        let out = match &self.sig {
             Some(sig) => typed_to_py(py, &ret, &sig.result),
             None => to_py(py, &ret),
+        };
+        // A result that owns nothing needs no drop (see `call_positional`).
+        if !ret.owns_heap() {
+            std::mem::forget(ret);
         }
+        out
     }
 
     fn params(&self) -> Params<'_> {

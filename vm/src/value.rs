@@ -386,7 +386,7 @@ impl Value {
     /// True when dropping the value releases something (a reference count, memory); false for
     /// the plain scalars, whose drop does nothing.
     #[inline(always)]
-    pub(crate) fn owns_heap(&self) -> bool {
+    pub fn owns_heap(&self) -> bool {
         !matches!(
             self,
             Value::Null
