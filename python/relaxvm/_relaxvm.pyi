@@ -42,6 +42,7 @@ __all__ = [
     "VMValueError",
     "VirtualMachine",
     "__version__",
+    "clear_array_cache",
     "cpu",
     "device",
     "empty",
@@ -324,6 +325,11 @@ def _tensor_from_buffer(buffer: Any, shape: _ShapeLike, dtype: _DTypeLike) -> Te
 
 def empty(shape: _ShapeLike, dtype: _DTypeLike | None = None, device: _DeviceLike = None) -> Tensor:
     """A zero-filled tensor (``float32`` unless ``dtype`` is given)."""
+
+def clear_array_cache() -> None:
+    """Drops the tensors this thread keeps for the small numpy arrays it passed to VMs last
+    (up to 8 of up to 64 KiB each, kept so that an array passed again skips its conversion),
+    and with them their references to the arrays."""
 
 def from_dlpack(x: Any) -> Tensor:
     """A tensor sharing ``x``'s memory through the DLPack protocol (``x`` has ``__dlpack__``,

@@ -17,8 +17,9 @@
 use crate::device::PyDevice;
 use crate::dtype::PyDataType;
 use crate::errors::{from_pyerr, IntoPyResult};
+use crate::recent_arrays;
 use crate::shape::PyShape;
-use crate::tensor::{tensor_from_numpy, PyTensor};
+use crate::tensor::PyTensor;
 use numpy::PyUntypedArray;
 use pyo3::exceptions::{PyOverflowError, PyRecursionError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -127,7 +128,7 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
         return Ok(Value::Bool(b.is_true()));
     }
     if let Ok(a) = ob.cast::<PyUntypedArray>() {
-        return tensor_from_numpy(a).map(Value::Tensor);
+        return recent_arrays::tensor_of(a).map(Value::Tensor);
     }
     if let Ok(s) = ob.cast::<PyString>() {
         return Ok(Value::Str(relaxvm::ArcStr::from(&*s.to_cow()?)));

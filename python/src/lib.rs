@@ -13,6 +13,7 @@ mod executable;
 mod gil;
 mod link;
 mod profile;
+mod recent_arrays;
 mod registry;
 mod richcmp;
 mod shape;
@@ -73,6 +74,7 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tensor_export::_tensor_from_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(registry::_registered_python_func, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::empty, m)?)?;
+    m.add_function(wrap_pyfunction!(recent_arrays::clear_array_cache, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::from_dlpack, m)?)?;
     m.add_function(wrap_pyfunction!(executable::load_executable, m)?)?;
     m.add_function(wrap_pyfunction!(executable::load_module, m)?)?;

@@ -87,6 +87,11 @@ struct ArrayOwner(#[allow(dead_code)] Py<PyAny>);
 
 /// Converts a numpy array to a tensor: a view when the layout allows, else a copy.
 pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
+    numpy_to_tensor(a).map(|(t, _)| t)
+}
+
+/// [`tensor_from_numpy`], and whether the tensor views `a` itself (`false`: a copy).
+pub fn numpy_to_tensor(a: &Bound<'_, PyUntypedArray>) -> PyResult<(Tensor, bool)> {
     let py = a.py();
     let descr = a.dtype();
     let itemsize = descr.itemsize();
@@ -98,7 +103,7 @@ pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
     })?;
     if descr.is_native_byteorder() == Some(false) {
         let native = a.call_method1(pyo3::intern!(py, "astype"), (dtype.name(),))?;
-        return tensor_from_numpy(native.cast::<PyUntypedArray>()?);
+        return Ok((tensor_from_numpy(native.cast::<PyUntypedArray>()?)?, false));
     }
     // SAFETY: `a` is a live ndarray (type-checked by the cast that produced it); we only read
     // its header fields while holding a reference to it.
@@ -113,7 +118,7 @@ pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
         && byte_strides.iter().all(|s| *s >= 0 && (*s as usize).is_multiple_of(itemsize));
     if !viewable {
         let copy = a.call_method1(pyo3::intern!(py, "copy"), ("C",))?;
-        return tensor_from_numpy(copy.cast::<PyUntypedArray>()?);
+        return Ok((tensor_from_numpy(copy.cast::<PyUntypedArray>()?)?, false));
     }
     // No strides for a C-contiguous array: the tensor computes them only when asked.
     // Built on the stack: the shape's own storage is its one allocation.
@@ -140,6 +145,11 @@ pub fn tensor_from_numpy(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
     // Callers pass arrays of the same few shapes: a recent equal shape saves an allocation.
     Tensor::from_parts(storage, 0, relaxvm::Shape::recent(&dims), strides, dtype)
         .and_then(Tensor::with_normalized_bools)
+        .map(|t| {
+            // A bool array holding other bytes than 0 and 1 was copied, normalised.
+            let viewed = t.data_ptr() == data.cast::<u8>();
+            (t, viewed)
+        })
         .py_err(py)
 }
 

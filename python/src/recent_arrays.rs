@@ -1,0 +1,162 @@
+//! The numpy arrays passed last on this thread and the tensors that view them, so that an array
+//! passed again, unchanged, becomes the same tensor without a new conversion.
+//!
+//! Callers pass the same arrays call after call: a preallocated input refilled in place, weights
+//! or state given at every call. Viewing an array costs three allocations (storage, its owner,
+//! tensor) and their frees, and a tensor returned to Python a new `rx.Tensor` object: as much
+//! again as the rest of a short call. An entry keeps the tensor's `rx.Tensor` object (once the
+//! array has come twice), so a tensor passed through comes back as the same object, as an
+//! `rx.Tensor` passed in does.
+//!
+//! An entry holds a reference to its array (through the tensor's storage), so only small arrays
+//! are kept — at most [`SLOTS`] of at most [`MAX_BYTES`] each per thread — and
+//! [`clear_array_cache`] drops them (numpy's `resize` refuses an array referenced elsewhere). A hit
+//! needs the array's header unchanged since it was viewed: the same data pointer, dtype object,
+//! flags, shape and strides (numpy lets all of them be reassigned in place). Arrays that were
+//! copied rather than viewed are not kept, nor bool arrays, whose bytes are checked at every
+//! conversion (another view may have written a byte that is not 0 or 1).
+
+use crate::tensor::{numpy_to_tensor, PyTensor};
+use numpy::npyffi::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE};
+use numpy::{PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use relaxvm::{DataType, Tensor};
+use std::cell::RefCell;
+
+/// How many arrays are kept per thread.
+const SLOTS: usize = 8;
+
+/// The largest array kept, in bytes: conversion matters for small arrays, and the bound keeps
+/// what the cache holds alive under half a MiB per thread.
+const MAX_BYTES: usize = 64 << 10;
+
+/// The largest rank kept (its header is compared dimension by dimension).
+const MAX_RANK: usize = 6;
+
+/// The flags a view depends on.
+const FLAGS: i32 = NPY_ARRAY_WRITEABLE | NPY_ARRAY_ALIGNED | NPY_ARRAY_C_CONTIGUOUS;
+
+/// What of an array's header a view was made from.
+#[derive(PartialEq, Eq, Clone, Copy)]
+struct Header {
+    array: *mut ffi::PyObject,
+    data: *mut std::ffi::c_char,
+    descr: *mut numpy::npyffi::PyArray_Descr,
+    flags: i32,
+    rank: usize,
+    dims: [isize; MAX_RANK],
+    strides: [isize; MAX_RANK],
+}
+
+impl Header {
+    /// `a`'s header, or `None` when its rank is past [`MAX_RANK`].
+    #[inline]
+    fn of(a: &Bound<'_, PyUntypedArray>) -> Option<Header> {
+        // SAFETY: `a` is a live ndarray (its type was checked by the cast that made the
+        // `PyUntypedArray`); its header's `nd` dimensions and strides are readable while we hold
+        // it and the GIL.
+        unsafe {
+            let raw = &(*a.as_array_ptr()).fields;
+            let rank = usize::try_from(raw.nd).ok().filter(|r| *r <= MAX_RANK)?;
+            let mut h = Header {
+                array: a.as_ptr(),
+                data: raw.data,
+                descr: raw.descr,
+                flags: raw.flags & FLAGS,
+                rank,
+                dims: [0; MAX_RANK],
+                strides: [0; MAX_RANK],
+            };
+            for i in 0..rank {
+                h.dims[i] = *raw.dimensions.add(i);
+                h.strides[i] = *raw.strides.add(i);
+            }
+            Some(h)
+        }
+    }
+}
+
+/// A kept view: the header it was made from, the tensor, and its `rx.Tensor` object once the
+/// array came a second time.
+struct Entry {
+    header: Header,
+    tensor: Tensor,
+    object: Option<Py<PyTensor>>,
+}
+
+/// A thread's kept views, replaced in turn.
+struct Recent {
+    entries: [Option<Entry>; SLOTS],
+    next: usize,
+}
+
+thread_local! {
+    static RECENT: RefCell<Recent> = const { RefCell::new(Recent { entries: [const { None }; SLOTS], next: 0 }) };
+}
+
+/// The tensor viewing (or copying) the numpy array `a`: the one made for it before when `a` is
+/// unchanged since, else a new one (see the module's note).
+pub fn tensor_of(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
+    let Some(header) = Header::of(a) else { return numpy_to_tensor(a).map(|(t, _)| t) };
+    if let Some(t) = find(a.py(), &header) {
+        return Ok(t);
+    }
+    let (tensor, viewed) = numpy_to_tensor(a)?;
+    if viewed && tensor.dtype() != DataType::Bool && tensor.nbytes() <= MAX_BYTES {
+        let evicted = RECENT
+            .try_with(|r| {
+                let mut r = r.borrow_mut();
+                let slot = r.next;
+                r.next = (slot + 1) % SLOTS;
+                r.entries[slot].replace(Entry { header, tensor: tensor.clone(), object: None })
+            })
+            .ok()
+            .flatten();
+        // Dropped after the borrow ends: releasing an array may run Python code that converts
+        // arrays again.
+        drop(evicted);
+    }
+    Ok(tensor)
+}
+
+/// The kept tensor of an array with header `h`, if any.
+#[inline]
+fn find(py: Python<'_>, h: &Header) -> Option<Tensor> {
+    let (tensor, has_object) = RECENT
+        .try_with(|r| {
+            let r = r.borrow();
+            r.entries.iter().flatten().find(|e| e.header == *h).map(|e| (e.tensor.clone(), e.object.is_some()))
+        })
+        .ok()
+        .flatten()?;
+    if !has_object {
+        keep_object(py, h, &tensor);
+    }
+    Some(tensor)
+}
+
+/// Gives the entry of an array with header `h` its tensor's object, on the array's second use.
+/// The object is made outside the borrow: allocating it may start Python's garbage collector,
+/// whose finalizers may pass arrays to a VM again.
+#[cold]
+fn keep_object(py: Python<'_>, h: &Header, tensor: &Tensor) {
+    let mut object = PyTensor::wrap(py, tensor.clone()).ok().map(Bound::unbind);
+    let _ = RECENT.try_with(|r| {
+        let mut r = r.borrow_mut();
+        if let Some(e) = r.entries.iter_mut().flatten().find(|e| e.header == *h && e.object.is_none()) {
+            e.object = object.take();
+        }
+    });
+    // Not kept (the entry went meanwhile): released here, outside the borrow.
+    drop(object);
+}
+
+/// Drops the tensors this thread keeps for the numpy arrays passed last, and with them their
+/// references to the arrays (see the module's note).
+#[pyfunction]
+pub fn clear_array_cache() {
+    let kept =
+        RECENT.try_with(|r| std::mem::replace(&mut *r.borrow_mut(), Recent { entries: Default::default(), next: 0 }));
+    drop(kept);
+}
