@@ -85,8 +85,8 @@ fn type_error(ob: &Bound<'_, PyAny>) -> PyErr {
     ))
 }
 
-/// The common arguments — an exact `int` that fits, an exact `float`, a relaxvm tensor —
-/// converted inline in the caller (`None` for everything else, which [`to_value`] handles):
+/// The common arguments — an exact `int` that fits, an exact `float`, a relaxvm tensor, a numpy
+/// array passed before and unchanged since (`crate::recent_arrays`) — converted inline in the caller (`None` for everything else, which [`to_value`] handles):
 /// a call's arguments then reach the VM without a function call each.
 #[inline(always)]
 pub fn quick_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
@@ -100,7 +100,11 @@ pub fn quick_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
     if PyFloat::is_exact_type_of(ob) {
         return Some(Value::Float(ob.cast::<PyFloat>().ok()?.value()));
     }
-    ob.cast_exact::<PyTensor>().ok().map(|t| Value::Tensor(t.get().0.clone()))
+    if let Ok(t) = ob.cast_exact::<PyTensor>() {
+        return Some(Value::Tensor(t.get().0.clone()));
+    }
+    // A numpy array passed before, unchanged: its kept view (others take the general path).
+    recent_arrays::kept(ob.cast_exact::<PyUntypedArray>().ok()?).map(Value::Tensor)
 }
 
 /// Converts a Python object into a VM value. Numpy arrays are viewed without copying when

@@ -95,6 +95,12 @@ thread_local! {
     static RECENT: RefCell<Recent> = const { RefCell::new(Recent { entries: [const { None }; SLOTS], next: 0 }) };
 }
 
+/// The tensor kept for the numpy array `a`, when `a` is unchanged since it was viewed (see the
+/// module's note): the fast path of a call's arguments, which falls back to [`tensor_of`].
+pub fn kept(a: &Bound<'_, PyUntypedArray>) -> Option<Tensor> {
+    find(a.py(), &Header::of(a)?)
+}
+
 /// The tensor viewing (or copying) the numpy array `a`: the one made for it before when `a` is
 /// unchanged since, else a new one (see the module's note).
 pub fn tensor_of(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
