@@ -86,8 +86,9 @@ fn type_error(ob: &Bound<'_, PyAny>) -> PyErr {
 }
 
 /// The common arguments — an exact `int` that fits, an exact `float`, a relaxvm tensor, a numpy
-/// array passed before and unchanged since (`crate::recent_arrays`) — converted inline in the caller (`None` for everything else, which [`to_value`] handles):
-/// a call's arguments then reach the VM without a function call each.
+/// array passed before and unchanged since (`crate::recent_arrays`) — converted inline in the
+/// caller (`None` for everything else, which [`to_value`] handles): a call's arguments then
+/// reach the VM without a function call each.
 #[inline(always)]
 pub fn quick_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
     if PyInt::is_exact_type_of(ob) {

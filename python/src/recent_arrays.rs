@@ -81,6 +81,9 @@ impl Header {
 /// array came a second time.
 struct Entry {
     header: Header,
+    /// The header's dtype, held so that its address cannot be reused by another dtype while
+    /// the entry compares it (the array and the data are held by the tensor's storage).
+    _descr: Py<PyAny>,
     tensor: Tensor,
     object: Option<Py<PyTensor>>,
 }
@@ -110,12 +113,13 @@ pub fn tensor_of(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
     }
     let (tensor, viewed) = numpy_to_tensor(a)?;
     if viewed && tensor.dtype() != DataType::Bool && tensor.nbytes() <= MAX_BYTES {
+        let descr = a.dtype().into_any().unbind();
         let evicted = RECENT
             .try_with(|r| {
                 let mut r = r.borrow_mut();
                 let slot = r.next;
                 r.next = (slot + 1) % SLOTS;
-                r.entries[slot].replace(Entry { header, tensor: tensor.clone(), object: None })
+                r.entries[slot].replace(Entry { header, _descr: descr, tensor: tensor.clone(), object: None })
             })
             .ok()
             .flatten();
