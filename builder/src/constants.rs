@@ -81,11 +81,21 @@ fn content_hash(v: &Value, depth: usize) -> Option<u64> {
     Some(h.finish())
 }
 
-/// XXH3 of a tensor's bytes in C order, read in place when contiguous (a 256 MiB weight hashes in
-/// tens of milliseconds; SipHash over a copy took most of a second). `None` when a strided tensor
-/// is too large to copy (it is then not deduplicated).
+/// A digest of a tensor's bytes in C order, read in place when contiguous: XXH3 of them, or for
+/// more than one chunk ([`relaxvm::chunks`]), XXH3 of the chunks' XXH3s, computed on every core
+/// (a 256 MiB weight hashes in tens of milliseconds on one; SipHash over a copy took most of a
+/// second). `None` when a strided tensor is too large to copy (it is then not deduplicated).
 fn tensor_digest(t: &relaxvm::Tensor) -> Option<u64> {
-    t.with_contiguous_bytes(xxhash_rust::xxh3::xxh3_64).ok()
+    use relaxvm::chunks::{map_chunks, CHUNK};
+    use xxhash_rust::xxh3::xxh3_64;
+    t.with_contiguous_bytes(|b| {
+        if b.len() <= CHUNK {
+            return xxh3_64(b);
+        }
+        let digests = map_chunks(relaxvm::pool::global(), b.len(), CHUNK, |r| xxh3_64(&b[r]));
+        xxh3_64(&digests.iter().flat_map(|d| d.to_le_bytes()).collect::<Vec<u8>>())
+    })
+    .ok()
 }
 
 #[cfg(test)]
@@ -147,5 +157,26 @@ mod tests {
             r#"UnsupportedConstant("vm_state")"#
         );
         assert!(p.values().is_empty());
+    }
+
+    #[test]
+    fn large_tensors_are_deduplicated_by_chunked_digests() {
+        // Past one chunk: the digest and the comparison are split over the pool's threads.
+        let n = relaxvm::chunks::CHUNK / 4 * 3 + 5;
+        let t = |change: Option<usize>| {
+            let mut v: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+            if let Some(at) = change {
+                v[at] += 1.0;
+            }
+            Value::Tensor(Tensor::from_vec([n as i64], v).unwrap())
+        };
+        let mut p = ConstantPool::default();
+        assert_eq!(p.intern(t(None)).unwrap(), 0);
+        assert_eq!(p.intern(t(None)).unwrap(), 0, "an equal copy is shared");
+        assert_eq!(content_hash(&t(None), 0), content_hash(&t(None), 0));
+        for (k, at) in [0, n / 2, n - 1].into_iter().enumerate() {
+            assert_ne!(content_hash(&t(Some(at)), 0), content_hash(&t(None), 0), "a change at element {at}");
+            assert_eq!(p.intern(t(Some(at))).unwrap(), k as u32 + 1);
+        }
     }
 }

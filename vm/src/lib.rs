@@ -30,6 +30,7 @@
 pub mod arcstr;
 pub mod block_cache;
 pub mod bytecode;
+pub mod chunks;
 mod code;
 pub mod cost;
 pub mod device;

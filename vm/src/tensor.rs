@@ -387,7 +387,11 @@ impl Tensor {
         // equal (callers only skip sharing then).
         self.dtype() == other.dtype()
             && self.shape() == other.shape()
-            && self.with_contiguous_bytes(|a| other.with_contiguous_bytes(|b| a == b).unwrap_or(false)).unwrap_or(false)
+            && self
+                .with_contiguous_bytes(|a| {
+                    other.with_contiguous_bytes(|b| crate::chunks::bytes_eq(a, b)).unwrap_or(false)
+                })
+                .unwrap_or(false)
     }
 }
 
