@@ -176,6 +176,7 @@ def test_a_finalizer_passing_arrays_during_a_conversion_is_safe():
         def __del__(self):
             f(b)
 
+    thresholds = gc.get_threshold()
     gc.set_threshold(1)
     try:
         a = np.arange(3, dtype="int32")
@@ -185,4 +186,4 @@ def test_a_finalizer_passing_arrays_during_a_conversion_is_safe():
             del c
             assert f(a).numpy().tolist() == [0, 1, 2]
     finally:
-        gc.set_threshold(700, 10, 10)
+        gc.set_threshold(*thresholds)
