@@ -10,6 +10,7 @@ mod dlpack;
 mod dtype;
 mod errors;
 mod executable;
+mod from_numpy;
 mod gil;
 mod link;
 mod profile;

@@ -16,7 +16,8 @@
 //! copied rather than viewed are not kept, nor bool arrays, whose bytes are checked at every
 //! conversion (another view may have written a byte that is not 0 or 1).
 
-use crate::tensor::{numpy_to_tensor, PyTensor};
+use crate::from_numpy::numpy_to_tensor;
+use crate::tensor::PyTensor;
 use numpy::npyffi::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE};
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::ffi;
@@ -94,8 +95,17 @@ struct Recent {
     next: usize,
 }
 
+impl Recent {
+    const EMPTY: Recent = Recent { entries: [const { None }; SLOTS], next: 0 };
+
+    /// The entry of an array with header `h`.
+    fn entry(&mut self, h: &Header) -> Option<&mut Entry> {
+        self.entries.iter_mut().flatten().find(|e| e.header == *h)
+    }
+}
+
 thread_local! {
-    static RECENT: RefCell<Recent> = const { RefCell::new(Recent { entries: [const { None }; SLOTS], next: 0 }) };
+    static RECENT: RefCell<Recent> = const { RefCell::new(Recent::EMPTY) };
 }
 
 /// The tensor kept for the numpy array `a`, when `a` is unchanged since it was viewed (see the
@@ -133,13 +143,8 @@ pub fn tensor_of(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
 /// The kept tensor of an array with header `h`, if any.
 #[inline]
 fn find(py: Python<'_>, h: &Header) -> Option<Tensor> {
-    let (tensor, has_object) = RECENT
-        .try_with(|r| {
-            let r = r.borrow();
-            r.entries.iter().flatten().find(|e| e.header == *h).map(|e| (e.tensor.clone(), e.object.is_some()))
-        })
-        .ok()
-        .flatten()?;
+    let (tensor, has_object) =
+        RECENT.try_with(|r| r.borrow_mut().entry(h).map(|e| (e.tensor.clone(), e.object.is_some()))).ok().flatten()?;
     if !has_object {
         keep_object(py, h, &tensor);
     }
@@ -153,8 +158,7 @@ fn find(py: Python<'_>, h: &Header) -> Option<Tensor> {
 fn keep_object(py: Python<'_>, h: &Header, tensor: &Tensor) {
     let mut object = PyTensor::wrap(py, tensor.clone()).ok().map(Bound::unbind);
     let _ = RECENT.try_with(|r| {
-        let mut r = r.borrow_mut();
-        if let Some(e) = r.entries.iter_mut().flatten().find(|e| e.header == *h && e.object.is_none()) {
+        if let Some(e) = r.borrow_mut().entry(h).filter(|e| e.object.is_none()) {
             e.object = object.take();
         }
     });
@@ -166,7 +170,6 @@ fn keep_object(py: Python<'_>, h: &Header, tensor: &Tensor) {
 /// references to the arrays (see the module's note).
 #[pyfunction]
 pub fn clear_array_cache() {
-    let kept =
-        RECENT.try_with(|r| std::mem::replace(&mut *r.borrow_mut(), Recent { entries: Default::default(), next: 0 }));
+    let kept = RECENT.try_with(|r| std::mem::replace(&mut *r.borrow_mut(), Recent::EMPTY));
     drop(kept);
 }

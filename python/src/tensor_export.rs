@@ -6,8 +6,9 @@
 
 use crate::dtype::extract_dtype;
 use crate::errors::IntoPyResult;
+use crate::from_numpy::tensor_from_numpy;
 use crate::shape::extract_shape;
-use crate::tensor::{tensor_from_numpy, PyTensor};
+use crate::tensor::PyTensor;
 use numpy::PyUntypedArray;
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
