@@ -13,7 +13,8 @@ with ib.function("mm", num_inputs=2):
     ib.emit_call("vm.op.matmul", args=[ib.r(0), ib.r(1)], dst=ib.r(2))
     ib.emit_ret(ib.r(2))
 vm = rx.VirtualMachine(ib.get())
-big = np.ones((3000, 3000), "float32")
+# About 2 s on two AVX-512 cores, so the signal at 0.3 s comes in the middle of it.
+big = np.ones((6000, 6000), "float32")
 def ctrl_c_after(seconds):
     threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
 def interrupt_after(seconds):

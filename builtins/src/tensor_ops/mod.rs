@@ -35,6 +35,9 @@ pub(crate) mod num;
 pub mod promote;
 
 mod elementwise;
+// The one module with `unsafe` code: `gemm`'s entry point takes raw pointers.
+#[allow(unsafe_code)]
+mod float_gemm;
 mod matmul;
 mod parallel;
 mod reduce;
