@@ -28,6 +28,7 @@ use crate::table::{builtin, Builtin};
 use crate::tensor_ops::num::Num;
 use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, PackedFunc, Result, Shape, Storage, Tensor, Value};
 use smallvec::SmallVec;
+use std::sync::Mutex;
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
@@ -395,11 +396,13 @@ fn make_pairs(name: &str, args: &[Value]) -> Result<Pairs> {
 
 /// `make_shape(heap, ndim, (code, v)*ndim)`: a shape of immediates and heap slots.
 fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
-    build_shape(name, args, &make_pairs(name, args)?)
+    build_shape(name, args, &make_pairs(name, args)?, None)
 }
 
 /// `make_shape` specialised to a call whose `ndim` and pairs are fixed: they are parsed here,
-/// once, and a shape of immediates only is made here, once.
+/// once, and a shape of immediates only is made here, once. A shape with heap slots is most
+/// often the same as the one the call site made last (a model called again with inputs of the
+/// same shape), so the site keeps that one.
 fn specialize_make_shape(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
     let pairs = make_pairs(name, &fixed_from(fixed, 1)?).ok()?;
     if pairs.iter().all(|&(code, _)| code == 0) {
@@ -409,24 +412,62 @@ fn specialize_make_shape(name: &'static str, fixed: &[Option<&Value>]) -> Option
             Ok(shape.clone())
         }));
     }
-    Some(PackedFunc::from_fn(name, move |args| build_shape(name, args, &pairs)))
+    let last = LastShape::default();
+    Some(PackedFunc::from_fn(name, move |args| build_shape(name, args, &pairs, Some(&last))))
 }
 
-/// The work of `make_shape` once its pairs are parsed.
-fn build_shape(name: &'static str, args: &[Value], pairs: &[(i64, i64)]) -> Result<Value> {
-    let heap = Heap::arg(name, args, 0)?;
-    // One read of the heap's bytes serves every slot: the reader count is taken once per call.
-    let read = heap.tensor.map(|t| (t, t.storage().bytes()));
-    let mut dims: SmallVec<[i64; 8]> = SmallVec::new();
-    for &(code, v) in pairs {
-        dims.push(match (code, &read) {
-            (0, _) => v,
-            (1, Some((t, bytes))) => heap.load_from(t, bytes, v)?,
-            (1, None) => return Err(heap.no_heap(v)),
-            (other, _) => return Err(unknown_make_code(name, other)),
-        });
+/// The shape a `make_shape` call site made last.
+#[derive(Default)]
+struct LastShape(Mutex<Option<Shape>>);
+
+impl LastShape {
+    /// A shape of `dims`: the last one when its dimensions are the same, else a recent one
+    /// ([`Shape::recent`]), which becomes the last. One uncontended lock costs less than the
+    /// thread-local lookup of `Shape::recent`; when another thread holds the lock (two VMs
+    /// running one executable), the lookup is made instead of waiting.
+    fn get(&self, dims: &[i64]) -> Shape {
+        match self.0.try_lock() {
+            Ok(mut last) => match &*last {
+                Some(s) if s.has_dims(dims) => s.clone(),
+                _ => last.insert(Shape::recent(dims)).clone(),
+            },
+            // Busy, or poisoned (nothing panics while holding it, but a poisoned lock only
+            // loses the memo).
+            Err(_) => Shape::recent(dims),
+        }
     }
-    Ok(Value::Shape(Shape::recent(&dims)))
+}
+
+/// The most dimensions a shape is built in place for (on the stack): more than any model's.
+const INLINE_RANK: usize = 8;
+
+/// The work of `make_shape` once its pairs are parsed; `last` is the call site's last shape
+/// when it keeps one.
+fn build_shape(name: &'static str, args: &[Value], pairs: &[(i64, i64)], last: Option<&LastShape>) -> Result<Value> {
+    let heap = Heap::arg(name, args, 0)?;
+    let (mut inline, mut long) = ([0i64; INLINE_RANK], Vec::new());
+    let dims: &mut [i64] = if pairs.len() <= INLINE_RANK {
+        &mut inline[..pairs.len()]
+    } else {
+        long.resize(pairs.len(), 0);
+        &mut long
+    };
+    {
+        // One read of the heap's bytes serves every slot: the reader count is taken once.
+        let read = heap.tensor.map(|t| (t, t.storage().bytes()));
+        for (d, &(code, v)) in dims.iter_mut().zip(pairs) {
+            *d = match (code, &read) {
+                (0, _) => v,
+                (1, Some((t, bytes))) => heap.load_from(t, bytes, v)?,
+                (1, None) => return Err(heap.no_heap(v)),
+                (other, _) => return Err(unknown_make_code(name, other)),
+            };
+        }
+    }
+    Ok(Value::Shape(match last {
+        Some(last) => last.get(dims),
+        None => Shape::recent(dims),
+    }))
 }
 
 /// `match_prim_value(value, heap, code, v, err_ctx)`: `match_shape` for one integer.

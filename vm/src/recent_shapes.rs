@@ -54,7 +54,7 @@ pub(crate) fn slot_of(dims: &[i64]) -> usize {
 /// `a == b`, compared word by word: slice equality calls `memcmp`, which costs more than the
 /// comparison itself for a few dimensions.
 #[inline]
-fn same_dims(a: &[i64], b: &[i64]) -> bool {
+pub(crate) fn same_dims(a: &[i64], b: &[i64]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 

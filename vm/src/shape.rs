@@ -30,6 +30,13 @@ impl Shape {
         &self.0
     }
 
+    /// True when the dimensions are `dims` (compared word by word: cheaper than slice
+    /// equality's `memcmp` for a few dimensions).
+    #[inline]
+    pub fn has_dims(&self, dims: &[i64]) -> bool {
+        crate::recent_shapes::same_dims(&self.0, dims)
+    }
+
     /// True when both handles share one shape object.
     pub fn ptr_eq(&self, other: &Shape) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
