@@ -320,7 +320,7 @@ fn a_make_shape_site_hands_out_its_last_shape_only_for_the_same_dims() {
     let h = heap(1);
     let make = |n: i64| {
         h.as_tensor().unwrap().storage().write(0, &n.to_ne_bytes()).unwrap();
-        site.call(&mut relaxvm::CallCtx::detached(), &[h.clone()]).unwrap().as_shape().unwrap().clone()
+        site.call(&mut relaxvm::CallCtx::detached(), std::slice::from_ref(&h)).unwrap().as_shape().unwrap().clone()
     };
     let first = make(5);
     assert_eq!(first.dims(), [5, 32]);
