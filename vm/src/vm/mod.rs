@@ -259,6 +259,8 @@ impl VirtualMachine {
             .ok_or_else(|| Error::value(format!("no outputs for {name:?}: call invoke_stateful first")))
     }
 
+    // Inline: a call's entry checks this first, and the usual answer is one pointer comparison.
+    #[inline]
     fn bytecode_index(&self, c: &Closure) -> Result<Option<u32>> {
         match &c.callable {
             Callable::Packed(_) => Ok(None),
