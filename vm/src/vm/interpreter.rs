@@ -8,6 +8,7 @@
 //! "an operand of a decoded op of the running frame"; `run_loop` is where that holds.
 
 use super::arg_list::ArgList;
+use super::cursor::{prefetch_ahead, At, Ops, Regs};
 use super::VirtualMachine;
 use crate::bytecode::Instruction;
 use crate::code::{Callee, Code, Op, Reg, Src, CONST_BIT, VOID};
@@ -86,6 +87,7 @@ impl VirtualMachine {
                         ip = self.jump(ops, ip.add(1), target)?;
                     }
                     Op::CallBinary { f, a, b, dst } if PLAIN => {
+                        prefetch_ahead(ip);
                         let ret = self.call_binary(f, src(code, a, fp), src(code, b, fp), at)?;
                         if dst != VOID {
                             set_reg(fp.get_mut(dst), ret);
@@ -93,6 +95,7 @@ impl VirtualMachine {
                         ip = ip.add(1);
                     }
                     Op::CallPacked { func, args, nargs, dst, patches, npatches } if PLAIN => {
+                        prefetch_ahead(ip);
                         let f = code.call_fn(func);
                         // Borrowed copies of the arguments, on the stack: no allocation and no
                         // reference-count traffic per call.
@@ -106,6 +109,7 @@ impl VirtualMachine {
                         ip = ip.add(1);
                     }
                     Op::CallSelect1 { f, func, a, dst } if PLAIN => {
+                        prefetch_ahead(ip);
                         // The one argument is passed in place: no argument list to build.
                         let p = code.call_fn(func);
                         let arg = std::slice::from_ref(fp.get(a.0));
@@ -121,6 +125,7 @@ impl VirtualMachine {
                         ip = ip.add(1);
                     }
                     Op::CallSelect { func, args, nargs, dst, patches, npatches } if PLAIN => {
+                        prefetch_ahead(ip);
                         let p = code.call_fn(func);
                         let select = p.as_select().expect("decoded as select");
                         let argv = list.fill(code, (args, nargs, patches, npatches), |r| fp.get(r));
@@ -380,15 +385,7 @@ impl VirtualMachine {
     /// valid until the register stack next grows or shrinks.
     #[inline(always)]
     fn frame_regs(&mut self, base: usize) -> Regs {
-        debug_assert!(base <= self.regs.len());
-        // SAFETY: `base` is at most the length (frames start at or below the stack's top), so the
-        // pointer stays inside the allocation or one past its end.
-        let first = unsafe { self.regs.as_mut_ptr().add(base) };
-        Regs {
-            first,
-            #[cfg(debug_assertions)]
-            len: self.regs.len() - base,
-        }
+        Regs::of(&mut self.regs, base)
     }
 
     /// The error for a panic in the packed function that instruction `pc` calls.
@@ -420,97 +417,6 @@ impl VirtualMachine {
             source: e,
         }
         .into()
-    }
-}
-
-/// The registers of the running frame: a pointer to its first, taken by
-/// [`VirtualMachine::frame_regs`], so that reading a register is one load from a pointer the
-/// loop keeps, not a sum of the stack's start, the frame's base and the index. It is valid until
-/// the register stack grows or shrinks: the loop takes it afresh when a frame is entered or left
-/// and after every packed call (which may call back into the VM and grow the stack).
-#[derive(Clone, Copy)]
-pub(super) struct Regs {
-    first: *mut Value,
-    /// The registers from `first` to the stack's top, for the bounds assertions of debug builds.
-    #[cfg(debug_assertions)]
-    len: usize,
-}
-
-impl Regs {
-    /// Register `r`, without a bounds check.
-    ///
-    /// # Safety
-    /// `r` is a register operand of a decoded op of the frame these are the registers of
-    /// (below its register-file size: RegisterOutside; `enter_frame` made that many part of the
-    /// stack), the stack has not grown or shrunk since they were taken, and no `&mut` to that
-    /// register is alive. The reference must not outlive such a change.
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    unsafe fn get<'a>(self, r: u32) -> &'a Value {
-        #[cfg(debug_assertions)]
-        debug_assert!((r as usize) < self.len);
-        // SAFETY: the caller's contract.
-        unsafe { &*self.first.add(r as usize) }
-    }
-
-    /// Register `r`, to write, without a bounds check.
-    ///
-    /// # Safety
-    /// As for [`Regs::get`], and no other reference to that register is alive.
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn get_mut<'a>(self, r: u32) -> &'a mut Value {
-        #[cfg(debug_assertions)]
-        debug_assert!((r as usize) < self.len);
-        // SAFETY: the caller's contract.
-        unsafe { &mut *self.first.add(r as usize) }
-    }
-}
-
-/// The decoded ops of the executable, as the loop walks them: a pointer to the first, copied
-/// into the loop so that the next op is found from a register, not through `Code`.
-#[derive(Clone, Copy)]
-struct Ops(*const Op);
-
-impl Ops {
-    /// The op at index `pc`, without a bounds check.
-    ///
-    /// # Safety
-    /// `pc` is below the number of ops. It holds for every `pc` the interpreter reaches in a
-    /// verified executable: a function's start, the op after one that falls through (never the
-    /// last of its function: RunsOffEnd), the op after a call a frame returns to, or a jump
-    /// target inside the function (JumpOutside).
-    #[inline(always)]
-    unsafe fn at(self, pc: usize) -> *const Op {
-        // SAFETY: the caller's contract: the op is inside the ops' allocation.
-        unsafe { self.0.add(pc) }
-    }
-
-    /// The index of the op `ip` points to.
-    ///
-    /// # Safety
-    /// `ip` points to an op of these ops (made by [`Ops::at`] and steps inside the ops).
-    #[inline(always)]
-    unsafe fn pc(self, ip: *const Op) -> usize {
-        // SAFETY: the caller's contract: both point into the one allocation, `ip` at or after
-        // the first op.
-        unsafe { ip.offset_from(self.0) as usize }
-    }
-}
-
-/// Where an op is: the ops and a pointer to it. Errors need the op's index; the loop passes
-/// this instead, so that the index is computed only on an error path.
-#[derive(Clone, Copy)]
-struct At {
-    ops: Ops,
-    ip: *const Op,
-}
-
-impl At {
-    /// The op's index.
-    #[inline(always)]
-    fn pc(self) -> usize {
-        // SAFETY: `At`s are made in the loop of an op of its ops (`Ops::pc`'s contract).
-        unsafe { self.ops.pc(self.ip) }
     }
 }
 

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 mod arg_list;
+mod cursor;
 mod instrument;
 mod interpreter;
 mod limits;
