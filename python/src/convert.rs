@@ -270,13 +270,24 @@ fn python_origin(c: &Closure) -> Option<&Py<PyAny>> {
     }
 }
 
-/// Converts a VM value into a Python object.
+/// Converts a VM value into a Python object. Inline for the scalars, the commonest results
+/// of short calls (a call each would cost as much as the conversion); the rest is converted
+/// out of line.
+#[inline]
 pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     Ok(match v {
         Value::Null => py.None().into_bound(py),
         Value::Int(i) => i.into_pyobject(py)?.into_any(),
         Value::Float(x) => PyFloat::new(py, *x).into_any(),
         Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        other => object_to_py(py, other)?,
+    })
+}
+
+/// [`to_py`] of the values that are not scalars.
+#[inline(never)]
+fn object_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
         Value::Str(s) => PyString::new(py, s).into_any(),
         Value::Tensor(t) => PyTensor::wrap(py, t.clone())?.into_any(),
         Value::Shape(s) => Bound::new(py, PyShape(s.clone()))?.into_any(),

@@ -7,26 +7,21 @@ use numpy::npyffi::{self, NPY_ARRAY_WRITEABLE};
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use relaxvm::dtype::TypeClass;
 use relaxvm::{DataType, Device, Storage, Tensor};
 use std::ptr::NonNull;
 
-/// The data type of a numpy dtype, from its kind and size.
+/// The data type of a numpy dtype, from its kind and size (`DataType::ALL` is the one table;
+/// numpy has no bfloat16 kind).
 fn numpy_dtype(kind: u8, itemsize: usize) -> Option<DataType> {
-    Some(match (kind, itemsize) {
-        (b'b', 1) => DataType::Bool,
-        (b'i', 1) => DataType::I8,
-        (b'i', 2) => DataType::I16,
-        (b'i', 4) => DataType::I32,
-        (b'i', 8) => DataType::I64,
-        (b'u', 1) => DataType::U8,
-        (b'u', 2) => DataType::U16,
-        (b'u', 4) => DataType::U32,
-        (b'u', 8) => DataType::U64,
-        (b'f', 2) => DataType::F16,
-        (b'f', 4) => DataType::F32,
-        (b'f', 8) => DataType::F64,
+    let class = match kind {
+        b'b' => TypeClass::Bool,
+        b'i' => TypeClass::Int,
+        b'u' => TypeClass::UInt,
+        b'f' => TypeClass::Float,
         _ => return None,
-    })
+    };
+    DataType::ALL.into_iter().find(|d| d.class() == class && d.itemsize() == itemsize)
 }
 
 /// Keeps a numpy array alive for as long as a storage views its memory.

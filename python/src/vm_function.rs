@@ -80,11 +80,9 @@ impl PyVmFunction {
     fn run<'py>(&self, py: Python<'py>, argv: &[Value]) -> PyResult<Bound<'py, PyAny>> {
         let func = &self.func;
         let ret = self.shared.run(py, self.release, |vm| vm.invoke_closure(func, argv))?;
-        let out = match (&self.sig, &ret) {
-            // The commonest small result, converted in place.
-            (None, Value::Int(i)) => Ok(i.into_pyobject(py)?.into_any()),
-            (Some(sig), _) => typed_to_py(py, &ret, &sig.result),
-            (None, _) => to_py(py, &ret),
+        let out = match &self.sig {
+            Some(sig) => typed_to_py(py, &ret, &sig.result),
+            None => to_py(py, &ret),
         };
         // A result that owns nothing needs no drop (see `call_positional`).
         if !ret.owns_heap() {
