@@ -28,7 +28,6 @@ use crate::table::{builtin, Builtin};
 use crate::tensor_ops::num::Num;
 use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, PackedFunc, Result, Shape, Storage, Tensor, Value};
 use smallvec::SmallVec;
-use std::sync::Mutex;
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
@@ -43,16 +42,20 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.tensor_to_shape", tensor_to_shape),
 ];
 
-/// A shape heap argument: a 1-D `int64` tensor, or null when the program has none. Its length
-/// and stride are read once per call, not once per slot.
+/// A shape heap argument: a 1-D `int64` tensor, or null when the program has none. Where its
+/// slots lie is worked out once per call, not once per slot.
 struct Heap<'a> {
     name: &'static str,
     tensor: Option<&'a Tensor>,
     /// The number of slots.
     len: usize,
-    /// The slot stride in elements (`None` when it does not fit `usize`: every slot is then out
-    /// of range, as before).
-    stride: Option<usize>,
+    /// How many of them lie inside the storage: all of them, as tensor views are checked
+    /// against their storage when made; checked here too rather than assumed (any others
+    /// would be errors, not reads past the bytes).
+    reach: usize,
+    /// The byte offset of slot 0 and the bytes from one slot to the next.
+    base: usize,
+    step: usize,
 }
 
 impl<'a> Heap<'a> {
@@ -60,10 +63,17 @@ impl<'a> Heap<'a> {
     #[inline(always)]
     fn arg(name: &'static str, args: &'a [Value], i: usize) -> Result<Self> {
         match args.get(i) {
-            Some(Value::Null) => Ok(Heap { name, tensor: None, len: 0, stride: None }),
+            Some(Value::Null) => Ok(Heap { name, tensor: None, len: 0, reach: 0, base: 0, step: 0 }),
             Some(Value::Tensor(t)) if t.dtype() == DataType::I64 && t.ndim() == 1 => {
-                let stride = usize::try_from(t.stride(0)).ok();
-                Ok(Heap { name, tensor: Some(t), len: t.numel(), stride })
+                let (len, base) = (t.numel(), t.byte_offset());
+                let step = usize::try_from(t.stride(0)).ok().and_then(|s| s.checked_mul(8));
+                // The end of the last slot, when every slot's offset is a valid `usize`.
+                let end = step.and_then(|step| {
+                    len.checked_sub(1)
+                        .map_or(Some(base), |last| last.checked_mul(step)?.checked_add(base)?.checked_add(8))
+                });
+                let reach = if end.is_some_and(|end| end <= t.storage().len()) { len } else { 0 };
+                Ok(Heap { name, tensor: Some(t), len, reach, base, step: step.unwrap_or(0) })
             }
             _ => Err(Self::bad_arg(name, args, i)),
         }
@@ -75,12 +85,6 @@ impl<'a> Heap<'a> {
             Some(other) => type_err(name, i, "shape heap", "1-D int64 tensor or null", other),
             None => args::missing(name, i, args.len()),
         }
-    }
-
-    /// The heap tensor, or the error for a slot access without one.
-    #[inline]
-    fn tensor(&self, idx: i64) -> Result<&'a Tensor> {
-        self.tensor.ok_or_else(|| self.no_heap(idx))
     }
 
     #[cold]
@@ -95,39 +99,75 @@ impl<'a> Heap<'a> {
 
     /// The byte offset of slot `idx` in the heap's storage.
     #[inline]
-    fn slot(&self, t: &Tensor, idx: i64) -> Result<usize> {
-        usize::try_from(idx)
-            .ok()
-            .filter(|i| *i < self.len)
-            .and_then(|i| i.checked_mul(self.stride?))
-            .and_then(|e| e.checked_mul(8))
-            .and_then(|b| b.checked_add(t.byte_offset()))
-            .ok_or_else(|| self.out_of_range(idx))
+    fn slot(&self, idx: i64) -> Result<usize> {
+        match usize::try_from(idx) {
+            // In reach, the offset was shown to fit when the heap was read.
+            Ok(i) if i < self.reach => Ok(self.base + i * self.step),
+            Ok(i) if i < self.len => Err(self.outside_storage(idx)),
+            _ => Err(self.out_of_range(idx)),
+        }
     }
 
-    /// `heap[idx]`, read from `bytes`, the heap storage's bytes.
+    #[cold]
+    fn outside_storage(&self, idx: i64) -> Error {
+        Error::index(format!("shape heap storage (in {})", self.name), idx, self.len)
+    }
+
+    /// Runs `f` on the heap's slots, held once for all the reads and writes it makes (one
+    /// atomic operation per call, not one or two per slot): for writing when `write`, else
+    /// for reading. A null heap has no slots: touching one is an error.
     #[inline]
-    fn load_from(&self, t: &Tensor, bytes: &[u8], idx: i64) -> Result<i64> {
-        let offset = self.slot(t, idx)?;
-        bytes
-            .get(offset..)
-            .and_then(|b| b.first_chunk::<8>())
-            .map(|b| i64::from_ne_bytes(*b))
-            .ok_or_else(|| Error::index(format!("shape heap storage (in {})", self.name), idx, self.len))
+    fn with_slots<R>(&self, write: bool, f: impl FnOnce(&mut Slots<'_, '_>) -> Result<R>) -> Result<R> {
+        match self.tensor {
+            None => f(&mut Slots { heap: self, held: Held::Absent }),
+            Some(t) if write => t
+                .storage()
+                .write_with(|b| f(&mut Slots { heap: self, held: Held::Write(b) }))
+                .map_err(|e| in_builtin(self.name, e))?,
+            Some(t) => t.storage().read_with(|b| f(&mut Slots { heap: self, held: Held::Read(b) })),
+        }
     }
+}
 
+/// A heap's slots while [`Heap::with_slots`] holds them.
+struct Slots<'h, 'b> {
+    heap: &'h Heap<'h>,
+    held: Held<'b>,
+}
+
+/// The heap storage's bytes, as held (none for a null heap).
+enum Held<'b> {
+    Absent,
+    Read(&'b [u8]),
+    Write(&'b mut [u8]),
+}
+
+impl Slots<'_, '_> {
     /// `heap[idx]`.
+    #[inline]
     fn load(&self, idx: i64) -> Result<i64> {
-        let t = self.tensor(idx)?;
-        self.load_from(t, &t.storage().bytes(), idx)
+        let bytes: &[u8] = match &self.held {
+            Held::Absent => return Err(self.heap.no_heap(idx)),
+            Held::Read(b) => b,
+            Held::Write(b) => b,
+        };
+        let at = self.heap.slot(idx)?;
+        Ok(i64::from_ne_bytes(bytes[at..at + 8].try_into().expect("a slot is 8 bytes")))
     }
 
     /// `heap[idx] = value`.
     #[inline]
-    fn store(&self, idx: i64, value: i64) -> Result<()> {
-        let t = self.tensor(idx)?;
-        let offset = self.slot(t, idx)?;
-        t.storage().write(offset, &value.to_ne_bytes()).map_err(|e| in_builtin(self.name, e))
+    fn store(&mut self, idx: i64, value: i64) -> Result<()> {
+        match &mut self.held {
+            Held::Write(bytes) => {
+                let at = self.heap.slot(idx)?;
+                bytes[at..at + 8].copy_from_slice(&value.to_ne_bytes());
+                Ok(())
+            }
+            Held::Absent => Err(self.heap.no_heap(idx)),
+            // Callers that store take the heap for writing; this is never reached.
+            Held::Read(_) => Err(value_err(self.heap.name, format!("slot {idx} was to be written under a read hold"))),
+        }
     }
 }
 
@@ -174,10 +214,9 @@ fn store_shape(name: &'static str, args: &[Value]) -> Result<Value> {
             ),
         ));
     }
-    for (k, dim) in shape.iter().enumerate() {
-        let idx = args::int(name, args, k + 2, "heap index")?;
-        heap.store(idx, *dim)?;
-    }
+    let idxs =
+        (2..args.len()).map(|k| args::int(name, args, k, "heap index")).collect::<Result<SmallVec<[i64; 8]>>>()?;
+    heap.with_slots(true, |slots| shape.iter().zip(&idxs).try_for_each(|(dim, &idx)| slots.store(idx, *dim)))?;
     Ok(Value::Null)
 }
 
@@ -185,8 +224,9 @@ fn store_shape(name: &'static str, args: &[Value]) -> Result<Value> {
 fn load_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     args::arity_at_least(name, args, 1)?;
     let heap = Heap::arg(name, args, 0)?;
-    let dims =
-        (1..args.len()).map(|k| heap.load(args::int(name, args, k, "heap index")?)).collect::<Result<Shape>>()?;
+    let idxs =
+        (1..args.len()).map(|k| args::int(name, args, k, "heap index")).collect::<Result<SmallVec<[i64; 8]>>>()?;
+    let dims = heap.with_slots(false, |slots| idxs.iter().map(|&idx| slots.load(idx)).collect::<Result<Shape>>())?;
     Ok(Value::Shape(dims))
 }
 
@@ -242,7 +282,7 @@ impl std::fmt::Display for Subject {
 #[inline]
 fn match_one(
     name: &'static str,
-    heap: &Heap<'_>,
+    slots: &mut Slots<'_, '_>,
     code: i64,
     v: i64,
     actual: i64,
@@ -251,10 +291,10 @@ fn match_one(
 ) -> Result<()> {
     match code {
         0 if actual == v => Ok(()),
-        1 => heap.store(v, actual),
+        1 => slots.store(v, actual),
         2 => Ok(()),
         3 => {
-            let expected = heap.load(v)?;
+            let expected = slots.load(v)?;
             if expected == actual {
                 Ok(())
             } else {
@@ -358,7 +398,8 @@ fn specialize_match_shape(name: &'static str, fixed: &[Option<&Value>]) -> Optio
     let args = fixed_from(fixed, 2)?;
     let plan = MatchPlan::parse(name, &args).ok()?;
     let (pairs, err_ctx) = (plan.pairs, plan.err_ctx.map(str::to_owned));
-    Some(PackedFunc::from_fn(name, move |args| apply_match(name, args, &pairs, err_ctx.as_deref())))
+    // It reads the value and the heap; the rest are the fixed operands parsed here.
+    Some(PackedFunc::from_fn(name, move |args| apply_match(name, args, &pairs, err_ctx.as_deref())).reading_first(2))
 }
 
 /// The work of `match_shape` once its pairs are parsed.
@@ -372,17 +413,21 @@ fn apply_match(name: &'static str, args: &[Value], pairs: &[(i64, i64)], err_ctx
     if dims.len() != pairs.len() {
         return Err(ndim_mismatch(name, err_ctx, pairs.len(), dims));
     }
-    for (i, (actual, &(code, v))) in dims.iter().zip(pairs).enumerate() {
-        match_one(name, &heap, code, v, *actual, err_ctx, Subject::Dim(i))?;
-    }
-    Ok(Value::Null)
+    let write = pairs.iter().any(|&(code, _)| code == 1);
+    heap.with_slots(write, |slots| {
+        for (i, (actual, &(code, v))) in dims.iter().zip(pairs).enumerate() {
+            match_one(name, slots, code, v, *actual, err_ctx, Subject::Dim(i))?;
+        }
+        Ok(Value::Null)
+    })
 }
 
 /// Applies one make code.
-fn make_one(name: &'static str, heap: &Heap<'_>, code: i64, v: i64) -> Result<i64> {
+#[inline]
+fn make_one(name: &'static str, slots: &Slots<'_, '_>, code: i64, v: i64) -> Result<i64> {
     match code {
         0 => Ok(v),
-        1 => heap.load(v),
+        1 => slots.load(v),
         other => Err(unknown_make_code(name, other)),
     }
 }
@@ -402,48 +447,29 @@ fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
 /// `make_shape` specialised to a call whose `ndim` and pairs are fixed: they are parsed here,
 /// once, and a shape of immediates only is made here, once. A shape with heap slots is most
 /// often the same as the one the call site made last (a model called again with inputs of the
-/// same shape), so the site keeps that one.
+/// same shape), so the site keeps that one in its cache ([`CallCtx::site_cache`]).
 fn specialize_make_shape(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
     let pairs = make_pairs(name, &fixed_from(fixed, 1)?).ok()?;
     if pairs.iter().all(|&(code, _)| code == 0) {
         let shape = Value::Shape(pairs.iter().map(|&(_, v)| v).collect());
-        return Some(PackedFunc::from_fn(name, move |args| {
+        let f = PackedFunc::from_fn(name, move |args| {
             Heap::arg(name, args, 0)?;
             Ok(shape.clone())
-        }));
+        });
+        return Some(f.reading_first(1));
     }
-    let last = LastShape::default();
-    Some(PackedFunc::from_fn(name, move |args| build_shape(name, args, &pairs, Some(&last))))
-}
-
-/// The shape a `make_shape` call site made last.
-#[derive(Default)]
-struct LastShape(Mutex<Option<Shape>>);
-
-impl LastShape {
-    /// A shape of `dims`: the last one when its dimensions are the same, else a recent one
-    /// ([`Shape::recent`]), which becomes the last. One uncontended lock costs less than the
-    /// thread-local lookup of `Shape::recent`; when another thread holds the lock (two VMs
-    /// running one executable), the lookup is made instead of waiting.
-    fn get(&self, dims: &[i64]) -> Shape {
-        match self.0.try_lock() {
-            Ok(mut last) => match &*last {
-                Some(s) if s.has_dims(dims) => s.clone(),
-                _ => last.insert(Shape::recent(dims)).clone(),
-            },
-            // Busy, or poisoned (nothing panics while holding it, but a poisoned lock only
-            // loses the memo).
-            Err(_) => Shape::recent(dims),
-        }
-    }
+    // It reads the heap; the rest are the fixed operands parsed here.
+    let f = PackedFunc::new(name, move |ctx, args| build_shape(name, args, &pairs, ctx.site_cache()));
+    Some(f.reading_first(1))
 }
 
 /// The most dimensions a shape is built in place for (on the stack): more than any model's.
 const INLINE_RANK: usize = 8;
 
-/// The work of `make_shape` once its pairs are parsed; `last` is the call site's last shape
-/// when it keeps one.
-fn build_shape(name: &'static str, args: &[Value], pairs: &[(i64, i64)], last: Option<&LastShape>) -> Result<Value> {
+/// The work of `make_shape` once its pairs are parsed; `last` is the call site's cache, when it
+/// has one: the shape it holds is reused when its dimensions are the same, else the new one
+/// ([`Shape::recent`]) replaces it.
+fn build_shape(name: &'static str, args: &[Value], pairs: &[(i64, i64)], last: Option<&mut Value>) -> Result<Value> {
     let heap = Heap::arg(name, args, 0)?;
     let (mut inline, mut long) = ([0i64; INLINE_RANK], Vec::new());
     let dims: &mut [i64] = if pairs.len() <= INLINE_RANK {
@@ -452,22 +478,21 @@ fn build_shape(name: &'static str, args: &[Value], pairs: &[(i64, i64)], last: O
         long.resize(pairs.len(), 0);
         &mut long
     };
-    {
-        // One read of the heap's bytes serves every slot: the reader count is taken once.
-        let read = heap.tensor.map(|t| (t, t.storage().bytes()));
+    heap.with_slots(false, |slots| {
         for (d, &(code, v)) in dims.iter_mut().zip(pairs) {
-            *d = match (code, &read) {
-                (0, _) => v,
-                (1, Some((t, bytes))) => heap.load_from(t, bytes, v)?,
-                (1, None) => return Err(heap.no_heap(v)),
-                (other, _) => return Err(unknown_make_code(name, other)),
-            };
+            *d = make_one(name, slots, code, v)?;
         }
-    }
-    Ok(Value::Shape(match last {
-        Some(last) => last.get(dims),
-        None => Shape::recent(dims),
-    }))
+        Ok(())
+    })?;
+    Ok(match last {
+        Some(Value::Shape(s)) if s.has_dims(dims) => Value::Shape(s.clone()),
+        Some(last) => {
+            let made = Value::Shape(Shape::recent(dims));
+            *last = made.clone();
+            made
+        }
+        None => Value::Shape(Shape::recent(dims)),
+    })
 }
 
 /// `match_prim_value(value, heap, code, v, err_ctx)`: `match_shape` for one integer.
@@ -478,7 +503,7 @@ fn match_prim_value(name: &'static str, args: &[Value]) -> Result<Value> {
     let code = args::int(name, args, 2, "match code")?;
     let v = args::int(name, args, 3, "match value")?;
     let err_ctx = args::opt_str(name, args, 4, "err_ctx")?;
-    match_one(name, &heap, code, v, value, err_ctx, Subject::Value)?;
+    heap.with_slots(code == 1, |slots| match_one(name, slots, code, v, value, err_ctx, Subject::Value))?;
     Ok(Value::Null)
 }
 
@@ -487,7 +512,8 @@ fn make_prim_value(name: &'static str, args: &[Value]) -> Result<Value> {
     args::arity(name, args, 3)?;
     let heap = Heap::arg(name, args, 0)?;
     let code = args::int(name, args, 1, "make code")?;
-    Ok(Value::Int(make_one(name, &heap, code, args::int(name, args, 2, "make value")?)?))
+    let v = args::int(name, args, 2, "make value")?;
+    Ok(Value::Int(heap.with_slots(false, |slots| make_one(name, slots, code, v))?))
 }
 
 /// `tensor_to_shape(tensor)`: the dimensions held by a 1-D integer tensor.

@@ -258,6 +258,11 @@ fn with_call_site(exe: &Executable, index: u32, name: &str) -> String {
 
 /// `name` from the executable's native libraries (TVM resolves a module's imports first), then
 /// from the process-wide registry.
+/// How many of `srcs` are registers.
+fn count_regs(srcs: &[Src]) -> u32 {
+    srcs.iter().filter(|s| *s & CONST_BIT == 0).count() as u32
+}
+
 fn resolve(exe: &Executable, global: &Registry, name: &str) -> Option<PackedFunc> {
     exe.libraries()
         .iter()
@@ -297,11 +302,14 @@ impl Code {
                 let (nargs, dst, func) = (srcs.len() as u32, dst.unwrap_or(VOID), *func);
                 let start = self.args.len() as u32;
                 let patches = self.patches.len() as u32;
-                let npatches = srcs.iter().filter(|s| *s & CONST_BIT == 0).count() as u32;
+
                 let packed = match &self.callees[func as usize] {
                     Callee::Bytecode { .. } => None,
                     Callee::Packed(p) => Some(p.clone()),
                 };
+                // The operands a call's argument list holds: all, unless its specialised
+                // function reads only the first few.
+                let mut passed = srcs.len();
                 let op = match packed {
                     None => Op::CallBytecode { func, args: start, nargs, dst },
                     Some(p) => match (p.as_binary(), p.as_int_op(), p.as_select(), &srcs[..]) {
@@ -311,19 +319,24 @@ impl Code {
                             Op::CallSelect1 { f, func: self.shared_fn(func, p), a: Reg(a), dst }
                         }
                         (_, _, Some(_), _) => {
+                            let npatches = count_regs(&srcs);
                             Op::CallSelect { func: self.shared_fn(func, p), args: start, nargs, dst, patches, npatches }
                         }
                         _ => {
                             let func = match self.specialized(&p, &srcs) {
-                                Some(special) => self.push_fn(special),
+                                Some(special) => {
+                                    passed = special.reads_first().map_or(passed, |n| n.min(passed));
+                                    self.push_fn(special)
+                                }
                                 None => self.shared_fn(func, p),
                             };
-                            Op::CallPacked { func, args: start, nargs, dst, patches, npatches }
+                            let npatches = count_regs(&srcs[..passed]);
+                            Op::CallPacked { func, args: start, nargs: passed as u32, dst, patches, npatches }
                         }
                     },
                 };
                 if matches!(op, Op::CallSelect { .. } | Op::CallPacked { .. }) {
-                    for (pos, &s) in srcs.iter().enumerate() {
+                    for (pos, &s) in srcs[..passed].iter().enumerate() {
                         if s & CONST_BIT == 0 {
                             self.patches.push((pos as u32, s));
                         }
@@ -471,7 +484,8 @@ impl Code {
 
     /// Writes the argument list of a call whose operands are `args..args + nargs` and whose
     /// registers are patched by `patches..patches + npatches` to `out`: one copy of the
-    /// prepared list (the values fixed at load), then one write per register operand, `reg`
+    /// prepared list (the values fixed at load; none when all are registers), then one write
+    /// per register operand, `reg`
     /// reading the calling frame's registers. The items are bitwise copies, never dropped:
     /// borrowed for the one call.
     ///
@@ -496,7 +510,11 @@ impl Code {
         // `consts`, which outlives the call, and registers the caller keeps alive and unchanged
         // meanwhile.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.arg_values.as_ptr().add(args), out, nargs);
+            // A list of registers only is all patches (one per position): nothing to copy
+            // (a `memcpy` call for a few values costs more than the patches).
+            if npatches as usize != nargs {
+                std::ptr::copy_nonoverlapping(self.arg_values.as_ptr().add(args), out, nargs);
+            }
             for &(pos, r) in self.patches.get_unchecked(patches as usize..(patches + npatches) as usize) {
                 out.add(pos as usize).write(ManuallyDrop::new(std::ptr::read(reg(r))));
             }
@@ -504,17 +522,16 @@ impl Code {
     }
 
     /// The arguments of the call at `op` (any call), cloned, `reg` reading registers (for
-    /// instruments: a cold path, read with bounds checks).
-    pub fn call_args(&self, op: &Op, reg: impl Fn(u32) -> Value) -> smallvec::SmallVec<[Value; 8]> {
+    /// instruments: a cold path, read with bounds checks). `nargs` is the instruction's count
+    /// of operands: a call whose function reads only the first few passes only those.
+    pub fn call_args(&self, op: &Op, nargs: usize, reg: impl Fn(u32) -> Value) -> smallvec::SmallVec<[Value; 8]> {
         let read = |s: Src| match s & CONST_BIT {
             0 => reg(s),
             _ => self.consts[(s & !CONST_BIT) as usize].clone(),
         };
         match *op {
-            Op::CallPacked { args, nargs, .. }
-            | Op::CallSelect { args, nargs, .. }
-            | Op::CallBytecode { args, nargs, .. } => {
-                self.args[args as usize..(args + nargs) as usize].iter().map(|&s| read(s)).collect()
+            Op::CallPacked { args, .. } | Op::CallSelect { args, .. } | Op::CallBytecode { args, .. } => {
+                self.args[args as usize..args as usize + nargs].iter().map(|&s| read(s)).collect()
             }
             Op::CallBinary { a, b, .. }
             | Op::IntBinary { a, b, .. }
@@ -543,58 +560,4 @@ unsafe fn at<T>(items: &[T], i: usize) -> &T {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::bytecode::{Arg, Instruction};
-    use crate::executable::{ExecutableParts, FuncInfo};
-    use crate::registry::Registry;
-
-    #[test]
-    fn call_sites_share_their_callees_entry_unless_specialised() {
-        let mut overrides = Registry::new();
-        fn first<'a>(_: &str, a: &'a [Value]) -> Result<&'a Value> {
-            Ok(&a[0])
-        }
-        overrides.register(PackedFunc::select("t.sel", first), true).unwrap();
-        overrides.register(PackedFunc::from_fn("t.plain", |_| Ok(Value::Null)), true).unwrap();
-        // Specialises calls whose second operand is fixed.
-        let special = PackedFunc::from_fn("t.spec", |_| Ok(Value::Null))
-            .with_specializer(|fixed| fixed.get(1)?.map(|_| PackedFunc::from_fn("t.spec", |_| Ok(Value::Int(1)))));
-        overrides.register(special, true).unwrap();
-        let call = |func, args: Vec<Arg>| Instruction::Call { func, args, dst: Some(1) };
-        let (r0, imm) = (Arg::Reg(0), Arg::Imm(7));
-        let instrs = vec![
-            call(1, vec![r0]),
-            call(1, vec![r0]),
-            call(1, vec![r0, imm]),
-            call(2, vec![r0]),
-            call(2, vec![imm]),
-            call(3, vec![r0, r0]),
-            call(3, vec![r0, r0]),
-            call(3, vec![r0, imm]),
-            call(3, vec![r0, imm]),
-            Instruction::Ret { result: 1 },
-        ];
-        let funcs = vec![
-            FuncInfo::bytecode("main", 0, instrs.len() as u32, 1, 2),
-            FuncInfo::packed("t.sel"),
-            FuncInfo::packed("t.plain"),
-            FuncInfo::packed("t.spec"),
-        ];
-        let exe = Executable::from_parts(ExecutableParts { funcs, instrs, ..Default::default() }).unwrap();
-        let code = Code::decode(&exe, &overrides).unwrap();
-        let funcs: Vec<u32> = code
-            .ops
-            .iter()
-            .filter_map(|op| match *op {
-                Op::CallSelect1 { func, .. } | Op::CallSelect { func, .. } | Op::CallPacked { func, .. } => Some(func),
-                _ => None,
-            })
-            .collect();
-        // t.sel: one entry for its three sites; t.plain: one for two; t.spec: one shared by
-        // the two sites it declines, and one per site it specialises.
-        assert_eq!(funcs, [0, 0, 0, 1, 1, 2, 2, 3, 4]);
-        assert_eq!(code.call_fns.len(), 5);
-        assert!(code.call_fns.iter().all(|f| f.name().starts_with("t.")));
-    }
-}
+mod tests;

@@ -17,12 +17,27 @@ pub use crate::value::{BinaryFn, CallCtx, PackedFnSig, PackedFunc, SelectFn, Spe
 impl<'a> CallCtx<'a> {
     /// A context inside a VM.
     pub fn new(vm: &'a mut dyn VmHandle) -> Self {
-        CallCtx { vm: Some(vm) }
+        CallCtx { vm: Some(vm), entry: None }
+    }
+
+    /// A context inside a VM that calls its function `entry` (an index of the VM's own).
+    pub(crate) fn calling(vm: &'a mut dyn VmHandle, entry: u32) -> Self {
+        CallCtx { vm: Some(vm), entry: Some(entry) }
     }
 
     /// A context outside any VM (bytecode closures cannot be called from it).
     pub fn detached() -> CallCtx<'static> {
-        CallCtx { vm: None }
+        CallCtx { vm: None, entry: None }
+    }
+
+    /// A value the calling VM keeps for this call site between calls, null at first: an inline
+    /// cache, e.g. of the result made last, which a function may reuse when it would make
+    /// the same again. A specialised function ([`PackedFunc::with_specializer`]) has one per
+    /// call site; sites that call the general function share its one. It is the VM's own (no
+    /// other thread reaches it); `None` outside a VM and for calls made by instruments.
+    pub fn site_cache(&mut self) -> Option<&mut Value> {
+        let entry = self.entry?;
+        self.vm.as_mut()?.site_cache(entry)
     }
 
     /// The VM's default device (CPU 0 outside a VM).
@@ -66,6 +81,7 @@ impl PackedFunc {
             select: None,
             int_op: None,
             specializer: None,
+            reads: None,
             cost: Cost::Unbounded,
             origin: None,
         }
@@ -133,6 +149,20 @@ impl PackedFunc {
         let specializer = self.specializer.as_ref()?;
         let special = catch_unwind(AssertUnwindSafe(|| specializer(fixed))).ok().flatten()?;
         Some(PackedFunc { name: self.name.clone(), cost: self.cost, origin: self.origin.clone(), ..special })
+    }
+
+    /// The same function, declared to read only its first `n` arguments: a specializer that
+    /// captured the operands after them (fixed at the call site) says so, and the call site
+    /// then passes only those `n` (for the shape-heap builtins, the registers). Called with
+    /// more, it ignores the rest; with fewer, it must fail as it would for a short list.
+    pub fn reading_first(mut self, n: usize) -> Self {
+        self.reads = u32::try_from(n).ok();
+        self
+    }
+
+    /// What [`reading_first`](Self::reading_first) declared.
+    pub fn reads_first(&self) -> Option<usize> {
+        self.reads.map(|n| n as usize)
     }
 
     /// A packed function that does not need the VM.

@@ -16,6 +16,9 @@
 //!   hold the state for longer than one `memcpy`, so the wait is short and cannot deadlock.)
 //! - [`Storage::write`] copies bytes in, and fails with an error — it never waits — when a
 //!   reader is active (even on the same thread) or when the storage is frozen.
+//!   [`Storage::write_with`] holds the bytes the same way for a closure's few reads and writes,
+//!   and [`Storage::read_with`] for a closure's reads (as a writer when the block is free: one
+//!   atomic operation instead of a reader's two).
 //!
 //! A storage is frozen ([`Storage::freeze`]) when it becomes a constant of an executable: every
 //! VM and thread shares constants, so a write to one would change every program's results.
@@ -247,23 +250,59 @@ impl Storage {
         if end.is_none() {
             return Err(Error::index("storage bytes", offset.saturating_add(src.len()) as i64, self.len()));
         }
-        if self.is_frozen() {
-            return Err(Error::value(format!(
-                "cannot write to {} bytes of read-only storage (a constant of an executable, or read-only memory)",
-                src.len()
-            )));
-        }
-        if self.0.state.compare_exchange(0, WRITING, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            return Err(Error::value(
-                "cannot write to a tensor whose bytes are being read (the destination overlaps a source, or another thread reads it)",
-            ));
-        }
+        let held = self.take_for_write(src.len())?;
         // SAFETY: the range [offset, offset + src.len()) lies inside the block (checked above),
         // and holding WRITING means no `StorageRead` of this block exists, so `src` is not a
         // view of these bytes and no `&[u8]` aliases the destination while we copy.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.as_ptr().add(offset), src.len()) };
-        self.0.state.store(0, Ordering::Release);
+        drop(held);
         Ok(())
+    }
+
+    /// Runs `f` on the bytes, writable, holding them as a write does (and failing as
+    /// [`write`](Self::write) does, without waiting). For a few word-sized reads and writes
+    /// together, e.g. a shape heap's slots: the state word is then taken once for all of them,
+    /// one atomic operation in all. `f` must be as short as a `memcpy` (readers wait for it)
+    /// and must not reach this storage through another handle (a read would wait for itself).
+    pub fn write_with<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+        let held = self.take_for_write(self.len())?;
+        // SAFETY: holding WRITING means no `StorageRead` of this block exists and no other safe
+        // write runs, so this is the only reference to its `len` valid bytes until `held` drops
+        // (after `f` returns, or as `f` unwinds).
+        let r = f(unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), self.len()) });
+        drop(held);
+        Ok(r)
+    }
+
+    /// The block held for a write of `nbytes`; an error when it is frozen or read.
+    #[inline]
+    fn take_for_write(&self, nbytes: usize) -> Result<Exclusive<'_>> {
+        if self.is_frozen() {
+            return Err(Error::value(format!(
+                "cannot write to {nbytes} bytes of read-only storage (a constant of an executable, or read-only memory)"
+            )));
+        }
+        Exclusive::take(&self.0).ok_or_else(|| {
+            Error::value(
+                "cannot write to a tensor whose bytes are being read (the destination overlaps a source, or another thread reads it)",
+            )
+        })
+    }
+
+    /// Runs `f` on the bytes, read-only. When no one reads or writes them, they are held as a
+    /// write holds them (one atomic operation, where a [`StorageRead`] takes two); otherwise
+    /// as a reader. The same rules as for [`write_with`](Self::write_with) apply to `f`.
+    pub fn read_with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        match Exclusive::take(&self.0) {
+            Some(held) => {
+                // SAFETY: as in `write_with`: nothing else reads or writes the bytes while
+                // `held` lives.
+                let r = f(unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len()) });
+                drop(held);
+                r
+            }
+            None => f(&self.bytes()),
+        }
     }
 
     /// Makes the storage read-only for good: safe writes fail from now on, and foreign code
@@ -275,6 +314,25 @@ impl Storage {
     /// True once [`Storage::freeze`] was called.
     pub fn is_frozen(&self) -> bool {
         self.0.frozen.load(Ordering::Acquire)
+    }
+}
+
+/// The state word of a block held at [`WRITING`]: by a write, or by a short read that found
+/// the block free. Dropping it (also while unwinding) lets readers and writers in again.
+struct Exclusive<'a>(&'a Block);
+
+impl<'a> Exclusive<'a> {
+    /// Takes the block if no one reads or writes it, without waiting.
+    #[inline]
+    fn take(block: &'a Block) -> Option<Self> {
+        block.state.compare_exchange(0, WRITING, Ordering::Acquire, Ordering::Relaxed).ok().map(|_| Exclusive(block))
+    }
+}
+
+impl Drop for Exclusive<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.state.store(0, Ordering::Release);
     }
 }
 
@@ -381,6 +439,32 @@ mod tests {
     }
 
     #[test]
+    fn closures_hold_the_bytes_like_a_write() {
+        let s = Storage::alloc(4, Device::cpu(0)).unwrap();
+        s.write_with(|b| b[1] = b[0] + 5).unwrap();
+        assert_eq!(s.read_with(|b| b.to_vec()), [0, 5, 0, 0]);
+        // Inside a short read, a write is refused, not aliased.
+        s.read_with(|_| {
+            assert!(s.write(0, &[1]).unwrap_err().to_string().contains("being read"));
+            assert!(s.write_with(|_| ()).is_err());
+        });
+        // While a reader holds the bytes, a short read reads beside it, and a write_with fails.
+        let read = s.bytes();
+        assert_eq!(s.read_with(|b| b[1]), 5);
+        assert!(s.write_with(|_| ()).unwrap_err().to_string().contains("being read"));
+        drop(read);
+        // A closure that panics lets go of the bytes as it unwinds.
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.write_with(|_| panic!("boom"))));
+        assert!(panicked.is_err());
+        s.write(0, &[9]).unwrap();
+        assert_eq!(s.bytes()[0], 9);
+        s.freeze();
+        let e = s.write_with(|_| ()).unwrap_err();
+        assert!(e.to_string().contains("cannot write to 4 bytes of read-only storage"), "{e}");
+        assert_eq!(s.read_with(|b| b[0]), 9);
+    }
+
+    #[test]
     fn frozen_storage_refuses_writes_and_stays_readable() {
         let s = Storage::alloc(2, Device::cpu(0)).unwrap();
         let alias = s.clone();
@@ -400,16 +484,23 @@ mod tests {
                 let s = &s;
                 scope.spawn(move || {
                     for i in 0..2000u32 {
-                        let _ = s.write(0, &[t.wrapping_mul(100).wrapping_add(i as u8); 4096]);
+                        let byte = t.wrapping_mul(100).wrapping_add(i as u8);
+                        let _ = match t {
+                            0 => s.write(0, &[byte; 4096]),
+                            _ => s.write_with(|b| b.fill(byte)),
+                        };
                     }
                 });
             }
-            for _ in 0..2 {
+            for t in 0..2 {
                 let s = &s;
                 scope.spawn(move || {
+                    let whole = |b: &[u8]| assert!(b.iter().all(|x| *x == b[0]), "a reader saw a write half done");
                     for _ in 0..2000 {
-                        let b = s.bytes();
-                        assert!(b.iter().all(|x| *x == b[0]), "a reader saw a write half done");
+                        match t {
+                            0 => whole(&s.bytes()),
+                            _ => s.read_with(whole),
+                        }
                     }
                 });
             }

@@ -119,6 +119,9 @@ pub struct PackedFunc {
     /// The operation a [`BinaryFn`] computes on two ints, which the interpreter runs inline.
     pub(crate) int_op: Option<crate::int_op::IntOp>,
     pub(crate) specializer: Option<Arc<Specializer>>,
+    /// How many leading arguments it reads, when it reads only those (see
+    /// [`PackedFunc::reading_first`]).
+    pub(crate) reads: Option<u32>,
     pub(crate) cost: Cost,
     pub(crate) origin: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
@@ -131,11 +134,19 @@ pub trait VmHandle {
     fn device(&self) -> Device;
     /// Checks for an interrupt or a signal (see [`crate::VirtualMachine::poll`]).
     fn poll(&mut self) -> Result<()>;
+    /// The value kept for the called function `entry` (see [`CallCtx::site_cache`]); `None`
+    /// when the handle keeps none.
+    fn site_cache(&mut self, entry: u32) -> Option<&mut Value> {
+        let _ = entry;
+        None
+    }
 }
 
-/// The context of one packed-function call: the calling VM, if any.
+/// The context of one packed-function call: the calling VM, if any, and the entry of the
+/// function the VM called (for [`CallCtx::site_cache`]).
 pub struct CallCtx<'a> {
     pub(crate) vm: Option<&'a mut dyn VmHandle>,
+    pub(crate) entry: Option<u32>,
 }
 
 impl Value {

@@ -202,6 +202,57 @@ fn match_shape_and_make_shape() {
     assert!(e.contains("main.x expect Tensor with ndim 2 but get"), "{e}");
 }
 
+/// A `make_shape` site hands out the shape it made last (from its VM's site cache) when the
+/// heap gives the same dimensions, and a new one whenever they change; VMs (here one per
+/// thread) running one executable keep their own.
+#[test]
+fn a_make_shape_site_reuses_its_last_shape_only_for_the_same_dims() {
+    let funcs = vec![
+        func("main", (0, 4), 1, 3),
+        FuncInfo::packed("vm.builtin.alloc_shape_heap"),
+        FuncInfo::packed("vm.builtin.match_shape"),
+        FuncInfo::packed("vm.builtin.make_shape"),
+    ];
+    let instrs = vec![
+        call(1, vec![VmState, Imm(1)], Some(1)),
+        call(2, vec![Reg(0), Reg(1), Imm(1), Imm(1), Imm(0), Const(0)], None),
+        call(3, vec![Reg(1), Imm(2), Imm(1), Imm(0), Imm(0), Imm(32)], Some(2)),
+        Instruction::Ret { result: 2 },
+    ];
+    let exe = Arc::new(
+        Executable::from_parts(ExecutableParts {
+            funcs,
+            instrs,
+            constants: vec![Value::str("x")],
+            ..Default::default()
+        })
+        .unwrap(),
+    );
+    let make = |m: &mut VirtualMachine, n: usize| {
+        m.invoke("main", &[tensor(&[n as i64], vec![0.0f32; n])]).unwrap().as_shape().unwrap().clone()
+    };
+    let mut m = VirtualMachine::new(Arc::clone(&exe)).unwrap();
+    let first = make(&mut m, 5);
+    assert_eq!(first.dims(), [5, 32]);
+    assert!(make(&mut m, 5).ptr_eq(&first), "the same dimensions: the site's last shape");
+    let other = make(&mut m, 6);
+    assert_eq!(other.dims(), [6, 32], "a changed heap slot: a new shape, never the last one");
+    assert!(make(&mut m, 6).ptr_eq(&other));
+    assert_eq!(make(&mut m, 5).dims(), [5, 32]);
+    std::thread::scope(|s| {
+        for n in 1..=4 {
+            let exe = &exe;
+            s.spawn(move || {
+                let mut m = VirtualMachine::new(Arc::clone(exe)).unwrap();
+                for k in 0..500 {
+                    let n = n + k % 2;
+                    assert_eq!(make(&mut m, n).dims(), [n as i64, 32]);
+                }
+            });
+        }
+    });
+}
+
 /// A counting loop on the scalar builtins (the benchmark's shape): sum(0..n).
 #[test]
 fn counting_loop_on_scalar_builtins() {

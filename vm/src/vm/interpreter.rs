@@ -100,7 +100,7 @@ impl VirtualMachine {
                         // Borrowed copies of the arguments, on the stack: no allocation and no
                         // reference-count traffic per call.
                         let argv = list.fill(code, (args, nargs, patches, npatches), |r| fp.get(r));
-                        let ret = f.call(&mut CallCtx::new(self), argv).map_err(|e| self.locate_at(at, e))?;
+                        let ret = f.call(&mut CallCtx::calling(self, func), argv).map_err(|e| self.locate_at(at, e))?;
                         // A call back into the VM may have grown (moved) the register stack.
                         fp = self.frame_regs(base);
                         if dst != VOID {
@@ -378,7 +378,11 @@ impl VirtualMachine {
     /// The arguments of the call at `pc`, cloned (for instruments; read with bounds checks, as
     /// this path is cold).
     pub(super) fn load_args(&self, code: &Code, pc: usize, base: usize) -> SmallVec<[Value; 8]> {
-        code.call_args(&code.ops[pc], |r| self.regs[base + r as usize].clone())
+        let nargs = match &self.exe.instrs()[pc] {
+            Instruction::Call { args, .. } => args.len(),
+            _ => 0,
+        };
+        code.call_args(&code.ops[pc], nargs, |r| self.regs[base + r as usize].clone())
     }
 
     /// The registers of the frame whose first register is `base` (at most the stack's length),

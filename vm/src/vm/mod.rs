@@ -57,6 +57,9 @@ pub struct VirtualMachine {
     /// the frame at `depth` returns (they run on the frame stack, not nested natively).
     instrumented: Vec<InstrumentedFrame>,
     poll: Option<PollHook>,
+    /// Per entry of [`Code::call_fns`], what its calls keep between calls
+    /// ([`CallCtx::site_cache`]).
+    site_caches: Vec<Value>,
     saved: HashMap<String, Value>,
     inputs: HashMap<String, Vec<Value>>,
     outputs: HashMap<String, Value>,
@@ -72,6 +75,7 @@ impl VirtualMachine {
     /// registry. Every name that neither provides is reported in one error.
     pub fn with_overrides(exe: Arc<Executable>, overrides: &Registry) -> Result<Self> {
         let code = Arc::new(Code::decode(&exe, overrides)?);
+        let site_caches = vec![Value::Null; code.call_fns.len()];
         Ok(VirtualMachine {
             exe,
             code,
@@ -87,6 +91,7 @@ impl VirtualMachine {
             instrument: None,
             instrumented: Vec::new(),
             poll: None,
+            site_caches,
             saved: HashMap::new(),
             inputs: HashMap::new(),
             outputs: HashMap::new(),
@@ -404,6 +409,10 @@ impl VmHandle for VirtualMachine {
 
     fn device(&self) -> Device {
         self.device
+    }
+
+    fn site_cache(&mut self, entry: u32) -> Option<&mut Value> {
+        self.site_caches.get_mut(entry as usize)
     }
 }
 

@@ -1,0 +1,89 @@
+//! Tests of decoding: which call sites share a function entry, and what a call passes.
+
+use super::*;
+use crate::bytecode::{Arg, Instruction};
+use crate::executable::{ExecutableParts, FuncInfo};
+use crate::registry::Registry;
+
+#[test]
+fn call_sites_share_their_callees_entry_unless_specialised() {
+    let mut overrides = Registry::new();
+    fn first<'a>(_: &str, a: &'a [Value]) -> Result<&'a Value> {
+        Ok(&a[0])
+    }
+    overrides.register(PackedFunc::select("t.sel", first), true).unwrap();
+    overrides.register(PackedFunc::from_fn("t.plain", |_| Ok(Value::Null)), true).unwrap();
+    // Specialises calls whose second operand is fixed.
+    let special = PackedFunc::from_fn("t.spec", |_| Ok(Value::Null))
+        .with_specializer(|fixed| fixed.get(1)?.map(|_| PackedFunc::from_fn("t.spec", |_| Ok(Value::Int(1)))));
+    overrides.register(special, true).unwrap();
+    let call = |func, args: Vec<Arg>| Instruction::Call { func, args, dst: Some(1) };
+    let (r0, imm) = (Arg::Reg(0), Arg::Imm(7));
+    let instrs = vec![
+        call(1, vec![r0]),
+        call(1, vec![r0]),
+        call(1, vec![r0, imm]),
+        call(2, vec![r0]),
+        call(2, vec![imm]),
+        call(3, vec![r0, r0]),
+        call(3, vec![r0, r0]),
+        call(3, vec![r0, imm]),
+        call(3, vec![r0, imm]),
+        Instruction::Ret { result: 1 },
+    ];
+    let funcs = vec![
+        FuncInfo::bytecode("main", 0, instrs.len() as u32, 1, 2),
+        FuncInfo::packed("t.sel"),
+        FuncInfo::packed("t.plain"),
+        FuncInfo::packed("t.spec"),
+    ];
+    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, ..Default::default() }).unwrap();
+    let code = Code::decode(&exe, &overrides).unwrap();
+    let funcs: Vec<u32> = code
+        .ops
+        .iter()
+        .filter_map(|op| match *op {
+            Op::CallSelect1 { func, .. } | Op::CallSelect { func, .. } | Op::CallPacked { func, .. } => Some(func),
+            _ => None,
+        })
+        .collect();
+    // t.sel: one entry for its three sites; t.plain: one for two; t.spec: one shared by
+    // the two sites it declines, and one per site it specialises.
+    assert_eq!(funcs, [0, 0, 0, 1, 1, 2, 2, 3, 4]);
+    assert_eq!(code.call_fns.len(), 5);
+    assert!(code.call_fns.iter().all(|f| f.name().starts_with("t.")));
+}
+
+#[test]
+fn a_specialised_call_passes_only_the_operands_its_function_reads() {
+    let mut overrides = Registry::new();
+    // Specialised when its last operand is fixed, to a function that reads only the first.
+    let general = PackedFunc::from_fn("t.pre", |a| Ok(Value::Int(a.len() as i64))).with_specializer(|fixed| {
+        fixed.last()?.as_ref()?;
+        Some(PackedFunc::from_fn("t.pre", |a| Ok(Value::Int(100 + a.len() as i64))).reading_first(1))
+    });
+    overrides.register(general, true).unwrap();
+    let (r0, imm) = (Arg::Reg(0), Arg::Imm(7));
+    let instrs = vec![
+        Instruction::Call { func: 1, args: vec![r0, r0, imm], dst: Some(1) },
+        Instruction::Call { func: 1, args: vec![r0, imm, r0], dst: Some(1) },
+        Instruction::Ret { result: 1 },
+    ];
+    let funcs = vec![FuncInfo::bytecode("main", 0, instrs.len() as u32, 1, 2), FuncInfo::packed("t.pre")];
+    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, ..Default::default() }).unwrap();
+    let code = Code::decode(&exe, &overrides).unwrap();
+    let calls: Vec<(u32, u32)> = code
+        .ops
+        .iter()
+        .filter_map(|op| match *op {
+            Op::CallPacked { nargs, npatches, .. } => Some((nargs, npatches)),
+            _ => None,
+        })
+        .collect();
+    // The specialised site passes one operand (one register to patch in); the other keeps all.
+    assert_eq!(calls, [(1, 1), (3, 2)]);
+    // Instruments still see every operand of the specialised site.
+    let args = code.call_args(&code.ops[0], 3, |r| Value::Int(i64::from(r) + 40));
+    let ints: Vec<i64> = args.iter().map(|v| v.as_int().unwrap()).collect();
+    assert_eq!(ints, [40, 40, 7]);
+}
