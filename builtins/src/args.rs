@@ -157,6 +157,13 @@ pub(crate) fn in_ctx(name: &str, err_ctx: Option<&str>) -> String {
     }
 }
 
+/// The arguments of a call whose operands are `fixed` (`None` for registers), with null for
+/// the registers before `from`; `None` when an operand from `from` on is a register. What a
+/// specializer parses once, with the same functions as a general call parses it every time.
+pub(crate) fn fixed_from(fixed: &[Option<&Value>], from: usize) -> Option<Vec<Value>> {
+    fixed.iter().enumerate().map(|(i, v)| v.cloned().or_else(|| (i < from).then_some(Value::Null))).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,7 @@ pub mod output;
 pub mod relax_run;
 pub mod scalar;
 pub mod shape_heap;
+mod site_alloc;
 mod table;
 pub mod tensor_cache;
 pub mod tensor_ops;

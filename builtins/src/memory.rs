@@ -16,13 +16,14 @@
 //! so `device_index` is 0 or -1 (host). The only memory scope is `"global"` (or empty or null).
 
 use crate::args::{self, in_builtin, type_err, value_err};
+use crate::site_alloc;
 use crate::table::{builtin, Builtin};
-use relaxvm::{CallCtx, Device, DeviceType, Error, Result, Shape, Storage, Tensor, Value};
+use relaxvm::{CallCtx, DataType, Device, DeviceType, Error, PackedFunc, Result, Shape, Storage, Tensor, Value};
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
-    builtin!("vm.builtin.alloc_storage", ctx alloc_storage),
-    builtin!("vm.builtin.alloc_tensor", alloc_tensor),
+    builtin!("vm.builtin.alloc_storage", ctx alloc_storage).specialized(specialize_alloc_storage),
+    builtin!("vm.builtin.alloc_tensor", alloc_tensor).specialized(specialize_alloc_tensor),
     builtin!("vm.builtin.reshape", reshape),
     builtin!("vm.builtin.copy", select identity).constant_time(),
     builtin!("vm.builtin.move", select identity).constant_time(),
@@ -39,22 +40,53 @@ fn scope(name: &str, args: &[Value], i: usize) -> Result<()> {
     }
 }
 
+/// What `alloc_storage` reads of its operands after the size (the device index, the dtype
+/// hint and the scope), checked.
+fn storage_plan(name: &str, args: &[Value]) -> Result<DataType> {
+    args::arity_range(name, args, 4, 5)?;
+    let device_index = args::int(name, args, 2, "device index")?;
+    let dtype = args::dtype(name, args, 3, "dtype hint")?;
+    scope(name, args, 4)?;
+    if !(-1..=0).contains(&device_index) {
+        return Err(Error::index(format!("devices of the VM (in {name}; -1 is the host)"), device_index, 1));
+    }
+    Ok(dtype)
+}
+
 /// `alloc_storage(%vm, size, device_index, dtype, [scope])`.
 fn alloc_storage(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
     args::arity_range(name, args, 4, 5)?;
     args::vm_state(name, args, 0)?;
-    let dims: &[i64] = match &args[1] {
-        Value::Shape(s) => s,
-        Value::Int(n) => std::slice::from_ref(n),
-        other => return Err(type_err(name, 1, "size", "shape or int", other)),
-    };
-    let device_index = args::int(name, args, 2, "device index")?;
-    let dtype = args::dtype(name, args, 3, "dtype hint")?;
-    scope(name, args, 4)?;
+    let dims = storage_size(name, args)?;
     // Every argument's type is checked before any value, as TVM's typed calls do.
-    if !(-1..=0).contains(&device_index) {
-        return Err(Error::index(format!("devices of the VM (in {name}; -1 is the host)"), device_index, 1));
+    let dtype = storage_plan(name, args)?;
+    make_storage(name, ctx, dims, dtype)
+}
+
+/// `alloc_storage` specialised to a call whose device index, dtype hint and scope are fixed
+/// (as TVM emits them): they are checked here, once, and the site reuses its storage from call
+/// to call when nothing holds it any more (see [`crate::site_alloc`]).
+fn specialize_alloc_storage(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
+    let dtype = storage_plan(name, &args::fixed_from(fixed, 2)?).ok()?;
+    let f = PackedFunc::new(name, move |ctx, args| {
+        args::vm_state(name, args, 0)?;
+        make_storage(name, ctx, storage_size(name, args)?, dtype)
+    });
+    // It reads the VM state and the size.
+    Some(f.reading_first(2))
+}
+
+/// The size operand of `alloc_storage`: a shape, or one int.
+fn storage_size<'a>(name: &str, args: &'a [Value]) -> Result<&'a [i64]> {
+    match &args[1] {
+        Value::Shape(s) => Ok(s),
+        Value::Int(n) => Ok(std::slice::from_ref(n)),
+        other => Err(type_err(name, 1, "size", "shape or int", other)),
     }
+}
+
+/// Storage for `dims` elements of `dtype`, from the call site's cache when it has one.
+fn make_storage(name: &str, ctx: &mut CallCtx<'_>, dims: &[i64], dtype: DataType) -> Result<Value> {
     if let Some(d) = dims.iter().find(|d| **d < 0) {
         return Err(value_err(name, format!("storage size {} has negative dimension {d}", Shape::from(dims))));
     }
@@ -63,19 +95,15 @@ fn alloc_storage(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> R
         .iter()
         .try_fold(dtype.itemsize() as i128, |acc, d| acc.checked_mul(i128::from(*d)))
         .ok_or_else(|| Error::alloc(u128::MAX, format!("storage size {} overflows (in {name})", Shape::from(dims))))?;
-    let storage = Storage::alloc_checked(nbytes, ctx.device()).map_err(|e| in_builtin(name, e))?;
+    let device = ctx.device();
+    let storage = site_alloc::storage(ctx.site_cache(), nbytes, device).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Storage(storage))
 }
 
-/// `alloc_tensor(storage, offset, shape, dtype, [scope])`: a view of the storage.
-fn alloc_tensor(name: &'static str, args: &[Value]) -> Result<Value> {
-    args::arity_range(name, args, 4, 5)?;
-    let storage = match &args[0] {
-        Value::Storage(s) => s,
-        other => return Err(type_err(name, 0, "storage", "storage", other)),
-    };
+/// What `alloc_tensor` reads of its operands besides the storage and the shape: the byte
+/// offset and the dtype (and the scope), checked.
+fn tensor_plan(name: &str, args: &[Value]) -> Result<(usize, DataType)> {
     let offset = args::int(name, args, 1, "byte offset")?;
-    let shape = args::shape(name, args, 2, "shape")?;
     let dtype = args::dtype(name, args, 3, "dtype")?;
     scope(name, args, 4)?;
     let offset = usize::try_from(offset)
@@ -89,6 +117,45 @@ fn alloc_tensor(name: &'static str, args: &[Value]) -> Result<Value> {
             ),
         ));
     }
+    Ok((offset, dtype))
+}
+
+/// `alloc_tensor(storage, offset, shape, dtype, [scope])`: a view of the storage.
+fn alloc_tensor(name: &'static str, args: &[Value]) -> Result<Value> {
+    args::arity_range(name, args, 4, 5)?;
+    let storage = tensor_storage(name, args)?;
+    // The types first (the offset's and the dtype's are checked in the plan), then the values.
+    args::int(name, args, 1, "byte offset")?;
+    let shape = args::shape(name, args, 2, "shape")?;
+    let (offset, dtype) = tensor_plan(name, args)?;
+    make_tensor(name, storage, offset, shape, dtype)
+}
+
+/// `alloc_tensor` specialised to a call whose offset, dtype and scope are fixed (as TVM emits
+/// them): they are checked here, once.
+fn specialize_alloc_tensor(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
+    let args = args::fixed_from(fixed, 3)?;
+    args::arity_range(name, &args, 4, 5).ok()?;
+    let (offset, dtype) = tensor_plan(name, &args).ok()?;
+    let f = PackedFunc::from_fn(name, move |args| {
+        let storage = tensor_storage(name, args)?;
+        let shape = args::shape(name, args, 2, "shape")?;
+        make_tensor(name, storage, offset, shape, dtype)
+    });
+    // It reads the storage, the offset (fixed) and the shape.
+    Some(f.reading_first(3))
+}
+
+/// The storage operand of `alloc_tensor`.
+fn tensor_storage<'a>(name: &str, args: &'a [Value]) -> Result<&'a Storage> {
+    match &args[0] {
+        Value::Storage(s) => Ok(s),
+        other => Err(type_err(name, 0, "storage", "storage", other)),
+    }
+}
+
+/// A tensor viewing `storage`.
+fn make_tensor(name: &str, storage: &Storage, offset: usize, shape: &Shape, dtype: DataType) -> Result<Value> {
     let t = Tensor::from_parts(storage.clone(), offset, shape.clone(), None, dtype).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Tensor(t))
 }

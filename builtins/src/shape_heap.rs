@@ -24,14 +24,15 @@
 //! when it is loaded: the pairs are parsed once, and a shape of immediates only is made once.
 
 use crate::args::{self, in_builtin, type_err, value_err};
+use crate::site_alloc;
 use crate::table::{builtin, Builtin};
 use crate::tensor_ops::num::Num;
-use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, PackedFunc, Result, Shape, Storage, Tensor, Value};
+use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, PackedFunc, Result, Shape, Tensor, Value};
 use smallvec::SmallVec;
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
-    builtin!("vm.builtin.alloc_shape_heap", ctx alloc_shape_heap),
+    builtin!("vm.builtin.alloc_shape_heap", ctx alloc_shape_heap).specialized(specialize_alloc_shape_heap),
     builtin!("vm.builtin.shape_of", select shape_of).constant_time(),
     builtin!("vm.builtin.store_shape", store_shape).constant_time(),
     builtin!("vm.builtin.load_shape", load_shape).constant_time(),
@@ -171,8 +172,8 @@ impl Slots<'_, '_> {
     }
 }
 
-/// `alloc_shape_heap(size)` or `alloc_shape_heap(%vm, size)`: a zeroed int64 tensor.
-fn alloc_shape_heap(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+/// The size of `alloc_shape_heap(size)` or `alloc_shape_heap(%vm, size)`, checked.
+fn heap_size(name: &'static str, args: &[Value]) -> Result<i64> {
     args::arity_range(name, args, 1, 2)?;
     if args.len() == 2 {
         args::vm_state(name, args, 0)?;
@@ -186,9 +187,27 @@ fn alloc_shape_heap(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -
     if size < 0 {
         return Err(value_err(name, format!("the heap size must be non-negative, found {size}")));
     }
-    let storage = Storage::alloc_checked(i128::from(size) * 8, ctx.device()).map_err(|e| in_builtin(name, e))?;
+    Ok(size)
+}
+
+/// `alloc_shape_heap(size)` or `alloc_shape_heap(%vm, size)`: a zeroed int64 tensor.
+fn alloc_shape_heap(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    make_heap(name, ctx, heap_size(name, args)?)
+}
+
+/// `alloc_shape_heap` specialised to a call whose operands are all fixed (as TVM emits it):
+/// they are checked here, once, and the site hands out its last heap again (zeroed) when nothing
+/// holds it any more (see [`crate::site_alloc`]).
+fn specialize_alloc_shape_heap(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
+    let size = heap_size(name, &args::fixed_from(fixed, 0)?).ok()?;
+    Some(PackedFunc::new(name, move |ctx, _| make_heap(name, ctx, size)).reading_first(0))
+}
+
+/// A zeroed heap of `size` slots, from the call site's cache when it has one.
+fn make_heap(name: &str, ctx: &mut CallCtx<'_>, size: i64) -> Result<Value> {
+    let device = ctx.device();
     let heap =
-        Tensor::from_parts(storage, 0, Shape::recent(&[size]), None, DataType::I64).map_err(|e| in_builtin(name, e))?;
+        site_alloc::own_tensor(ctx.site_cache(), size, DataType::I64, device).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Tensor(heap))
 }
 
@@ -363,13 +382,6 @@ fn parse_pairs(name: &str, args: &[Value], first: usize, n: usize, what: [&str; 
         .collect()
 }
 
-/// The arguments of a call whose operands are `fixed` (`None` for registers), with null for
-/// the registers before `from`; `None` when an operand from `from` on is a register. What a
-/// specializer parses once, with the same functions as a general call parses it every time.
-fn fixed_from(fixed: &[Option<&Value>], from: usize) -> Option<Vec<Value>> {
-    fixed.iter().enumerate().map(|(i, v)| v.cloned().or_else(|| (i < from).then_some(Value::Null))).collect()
-}
-
 /// What `match_shape` reads of its operands from `ndim` on: the pairs and the error context.
 struct MatchPlan<'a> {
     pairs: Pairs,
@@ -395,7 +407,7 @@ fn match_shape(name: &'static str, args: &[Value]) -> Result<Value> {
 /// `match_shape` specialised to a call whose `ndim`, pairs and error context are fixed: they
 /// are parsed here, once.
 fn specialize_match_shape(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
-    let args = fixed_from(fixed, 2)?;
+    let args = args::fixed_from(fixed, 2)?;
     let plan = MatchPlan::parse(name, &args).ok()?;
     let (pairs, err_ctx) = (plan.pairs, plan.err_ctx.map(str::to_owned));
     // It reads the value and the heap; the rest are the fixed operands parsed here.
@@ -449,7 +461,7 @@ fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
 /// often the same as the one the call site made last (a model called again with inputs of the
 /// same shape), so the site keeps that one in its cache ([`CallCtx::site_cache`]).
 fn specialize_make_shape(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
-    let pairs = make_pairs(name, &fixed_from(fixed, 1)?).ok()?;
+    let pairs = make_pairs(name, &args::fixed_from(fixed, 1)?).ok()?;
     if pairs.iter().all(|&(code, _)| code == 0) {
         let shape = Value::Shape(pairs.iter().map(|&(_, v)| v).collect());
         let f = PackedFunc::from_fn(name, move |args| {

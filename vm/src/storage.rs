@@ -220,6 +220,13 @@ impl Storage {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
+    /// True when this is the only handle to the block (no tensor, array or other handle
+    /// shares it): a cache holding it may then hand it out again. Whatever other handles did
+    /// with the bytes before they were dropped happens before this returns true.
+    pub fn is_sole(&self) -> bool {
+        sole(&self.0)
+    }
+
     /// The bytes, read-only, for as long as the guard lives (safe writes wait for it to drop).
     pub fn bytes(&self) -> StorageRead<'_> {
         let state = &self.0.state;
@@ -315,6 +322,18 @@ impl Storage {
     pub fn is_frozen(&self) -> bool {
         self.0.frozen.load(Ordering::Acquire)
     }
+}
+
+/// True when `arc` is the only strong handle to its value. No weak handles are made of the
+/// runtime's `Arc`s, so none can become strong meanwhile; the fence orders this thread's later
+/// accesses after everything the other handles did before their release-decrement (as `Arc`'s
+/// own drop does).
+pub(crate) fn sole<T>(arc: &Arc<T>) -> bool {
+    let sole = Arc::strong_count(arc) == 1;
+    if sole {
+        std::sync::atomic::fence(Ordering::Acquire);
+    }
+    sole
 }
 
 /// The state word of a block held at [`WRITING`]: by a write, or by a short read that found

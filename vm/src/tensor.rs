@@ -216,6 +216,12 @@ impl Tensor {
         unsafe { self.0.storage.as_ptr().add(self.0.byte_offset) }
     }
 
+    /// True when this is the only handle to this tensor object (its storage may be shared by
+    /// other tensors: see [`Storage::is_sole`]); a cache holding it may then hand it out again.
+    pub fn is_sole(&self) -> bool {
+        crate::storage::sole(&self.0)
+    }
+
     /// True when both handles are the same tensor object.
     pub fn ptr_eq(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

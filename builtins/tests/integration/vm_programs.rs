@@ -1,7 +1,10 @@
 //! Small bytecode programs, built by hand, that run the builtins through the interpreter.
 
 use crate::common::{dtype, registry, shape, tensor};
-use relaxvm::{Arg, DataType, ErrorKind, Executable, ExecutableParts, FuncInfo, Instruction, Value, VirtualMachine};
+use relaxvm::{
+    Arg, DataType, ErrorKind, Executable, ExecutableParts, FuncInfo, Instruction, PackedFunc, Registry, Value,
+    VirtualMachine,
+};
 use std::sync::Arc;
 use Arg::*;
 
@@ -251,6 +254,52 @@ fn a_make_shape_site_reuses_its_last_shape_only_for_the_same_dims() {
             });
         }
     });
+}
+
+/// A model's allocation sites hand out last call's storage again once nothing holds it, and
+/// never while the caller keeps last call's result.
+#[test]
+fn allocation_sites_reuse_only_what_no_one_holds() {
+    let mut reg = Registry::new();
+    relaxvm_builtins::register_all(&mut reg).unwrap();
+    // t.fill(x, out): out[..] = x[..], as a compiled kernel writes its destination.
+    let fill = PackedFunc::from_fn("t.fill", |a| {
+        let (x, out) = (a[0].as_tensor()?, a[1].as_tensor()?);
+        out.storage().write(out.byte_offset(), &x.storage().bytes()[x.byte_offset()..x.byte_offset() + x.nbytes()])?;
+        Ok(Value::Null)
+    });
+    reg.register(fill, true).unwrap();
+    let funcs = vec![
+        func("main", (0, 4), 1, 3),
+        FuncInfo::packed("vm.builtin.alloc_storage"),
+        FuncInfo::packed("vm.builtin.alloc_tensor"),
+        FuncInfo::packed("t.fill"),
+    ];
+    let instrs = vec![
+        call(1, vec![VmState, Imm(16), Imm(0), Const(0), Const(1)], Some(1)),
+        call(2, vec![Reg(1), Imm(0), Const(2), Const(3)], Some(2)),
+        call(3, vec![Reg(0), Reg(2)], None),
+        Instruction::Ret { result: 2 },
+    ];
+    let constants = vec![dtype(DataType::U8), Value::str("global"), shape(&[4]), dtype(DataType::F32)];
+    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, constants, ..Default::default() }).unwrap();
+    let mut m = VirtualMachine::with_overrides(Arc::new(exe), &reg).unwrap();
+    let mut run = |v: f32| m.invoke("main", &[tensor(&[4], vec![v; 4])]).unwrap().as_tensor().unwrap().clone();
+    let first = run(1.0);
+    // The caller keeps the first result: the second call must not write over it.
+    let second = run(2.0);
+    assert!(!second.storage().ptr_eq(first.storage()));
+    assert_eq!(first.to_vec::<f32>().unwrap(), [1.0; 4]);
+    assert_eq!(second.to_vec::<f32>().unwrap(), [2.0; 4]);
+    // Once the caller lets go, the site's last storage comes back (zeroed, then filled).
+    let storage = second.storage().as_ptr();
+    drop((first, second));
+    // Blocks of the same sizes, kept meanwhile, take whatever memory was freed: equal addresses
+    // below mean the same objects, not new ones at a freed address.
+    let _taken: Vec<Value> = (0..8).map(|_| tensor(&[4], vec![0.0f32; 4])).collect();
+    let third = run(3.0);
+    assert_eq!(third.storage().as_ptr(), storage);
+    assert_eq!(third.to_vec::<f32>().unwrap(), [3.0; 4]);
 }
 
 /// A counting loop on the scalar builtins (the benchmark's shape): sum(0..n).
