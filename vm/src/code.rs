@@ -256,13 +256,13 @@ fn with_call_site(exe: &Executable, index: u32, name: &str) -> String {
     }
 }
 
-/// `name` from the executable's native libraries (TVM resolves a module's imports first), then
-/// from the process-wide registry.
 /// How many of `srcs` are registers.
 fn count_regs(srcs: &[Src]) -> u32 {
     srcs.iter().filter(|s| *s & CONST_BIT == 0).count() as u32
 }
 
+/// `name` from the executable's native libraries (TVM resolves a module's imports first), then
+/// from the process-wide registry.
 fn resolve(exe: &Executable, global: &Registry, name: &str) -> Option<PackedFunc> {
     exe.libraries()
         .iter()
@@ -302,7 +302,6 @@ impl Code {
                 let (nargs, dst, func) = (srcs.len() as u32, dst.unwrap_or(VOID), *func);
                 let start = self.args.len() as u32;
                 let patches = self.patches.len() as u32;
-
                 let packed = match &self.callees[func as usize] {
                     Callee::Bytecode { .. } => None,
                     Callee::Packed(p) => Some(p.clone()),
@@ -485,9 +484,8 @@ impl Code {
     /// Writes the argument list of a call whose operands are `args..args + nargs` and whose
     /// registers are patched by `patches..patches + npatches` to `out`: one copy of the
     /// prepared list (the values fixed at load; none when all are registers), then one write
-    /// per register operand, `reg`
-    /// reading the calling frame's registers. The items are bitwise copies, never dropped:
-    /// borrowed for the one call.
+    /// per register operand, `reg` reading the calling frame's registers. The items are bitwise
+    /// copies, never dropped: borrowed for the one call.
     ///
     /// # Safety
     /// The four numbers are those of a decoded `CallPacked` or `CallSelect` op, `out` is valid
