@@ -41,9 +41,8 @@ fn scope(name: &str, args: &[Value], i: usize) -> Result<()> {
 }
 
 /// What `alloc_storage` reads of its operands after the size (the device index, the dtype
-/// hint and the scope), checked.
+/// hint and the scope), checked; `args` has 4 or 5 items.
 fn storage_plan(name: &str, args: &[Value]) -> Result<DataType> {
-    args::arity_range(name, args, 4, 5)?;
     let device_index = args::int(name, args, 2, "device index")?;
     let dtype = args::dtype(name, args, 3, "dtype hint")?;
     scope(name, args, 4)?;
@@ -67,7 +66,9 @@ fn alloc_storage(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> R
 /// (as TVM emits them): they are checked here, once, and the site reuses its storage from call
 /// to call when nothing holds it any more (see [`crate::site_alloc`]).
 fn specialize_alloc_storage(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
-    let dtype = storage_plan(name, &args::fixed_from(fixed, 2)?).ok()?;
+    let args = args::fixed_from(fixed, 2)?;
+    args::arity_range(name, &args, 4, 5).ok()?;
+    let dtype = storage_plan(name, &args).ok()?;
     let f = PackedFunc::new(name, move |ctx, args| {
         args::vm_state(name, args, 0)?;
         make_storage(name, ctx, storage_size(name, args)?, dtype)
@@ -101,9 +102,8 @@ fn make_storage(name: &str, ctx: &mut CallCtx<'_>, dims: &[i64], dtype: DataType
 }
 
 /// What `alloc_tensor` reads of its operands besides the storage and the shape: the byte
-/// offset and the dtype (and the scope), checked.
-fn tensor_plan(name: &str, args: &[Value]) -> Result<(usize, DataType)> {
-    let offset = args::int(name, args, 1, "byte offset")?;
+/// offset (`offset`, read from operand 1) and the dtype (and the scope), checked.
+fn tensor_plan(name: &str, offset: i64, args: &[Value]) -> Result<(usize, DataType)> {
     let dtype = args::dtype(name, args, 3, "dtype")?;
     scope(name, args, 4)?;
     let offset = usize::try_from(offset)
@@ -124,10 +124,10 @@ fn tensor_plan(name: &str, args: &[Value]) -> Result<(usize, DataType)> {
 fn alloc_tensor(name: &'static str, args: &[Value]) -> Result<Value> {
     args::arity_range(name, args, 4, 5)?;
     let storage = tensor_storage(name, args)?;
-    // The types first (the offset's and the dtype's are checked in the plan), then the values.
-    args::int(name, args, 1, "byte offset")?;
+    // The types first (the dtype's is checked in the plan), then the values.
+    let offset = args::int(name, args, 1, "byte offset")?;
     let shape = args::shape(name, args, 2, "shape")?;
-    let (offset, dtype) = tensor_plan(name, args)?;
+    let (offset, dtype) = tensor_plan(name, offset, args)?;
     make_tensor(name, storage, offset, shape, dtype)
 }
 
@@ -136,7 +136,8 @@ fn alloc_tensor(name: &'static str, args: &[Value]) -> Result<Value> {
 fn specialize_alloc_tensor(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
     let args = args::fixed_from(fixed, 3)?;
     args::arity_range(name, &args, 4, 5).ok()?;
-    let (offset, dtype) = tensor_plan(name, &args).ok()?;
+    let offset = args::int(name, &args, 1, "byte offset").ok()?;
+    let (offset, dtype) = tensor_plan(name, offset, &args).ok()?;
     let f = PackedFunc::from_fn(name, move |args| {
         let storage = tensor_storage(name, args)?;
         let shape = args::shape(name, args, 2, "shape")?;
@@ -276,6 +277,57 @@ mod tests {
         .unwrap();
         let Value::Storage(st) = &with_dtype else { panic!("storage expected") };
         assert_eq!(st.len(), 32, "the size counts elements of the dtype hint, as in TVM");
+    }
+
+    /// The outcome of `args` through the general builtin and through the version specialised
+    /// to every operand but `regs` (`None` when the specializer declines), as text.
+    fn general_and_special(name: &str, args: &[Value], regs: &[usize]) -> (String, Option<String>) {
+        let describe = |r: Result<Value>| format!("{:?}", r.map(|v| v.describe()));
+        let special = crate::table::specialised(BUILTINS, name, args, regs).map(|s| describe(s(args)));
+        (describe(call(name, args)), special)
+    }
+
+    #[test]
+    fn specialised_allocations_match_the_general_ones() {
+        let (u8, f32) = (Value::str("uint8"), Value::str("float32"));
+        let storage_calls = [
+            vec![Value::VmState, Value::Shape([64].into()), 0.into(), u8.clone(), Value::str("global")],
+            vec![Value::Null, 16.into(), (-1).into(), f32.clone()],
+            vec![Value::VmState, Value::Shape([-1].into()), 0.into(), u8.clone()],
+            vec![Value::VmState, Value::Shape([1 << 50].into()), 0.into(), u8.clone()],
+            vec![Value::VmState, Value::str("size"), 0.into(), u8.clone()],
+            vec![1.into(), 16.into(), 0.into(), u8.clone()],
+        ];
+        for args in &storage_calls {
+            let (general, special) = general_and_special("vm.builtin.alloc_storage", args, &[0, 1]);
+            assert_eq!(Some(general), special, "{args:?}");
+        }
+        let s = storage(64);
+        let shape = Value::Shape([2, 3].into());
+        let tensor_calls = [
+            vec![s.clone(), 16.into(), shape.clone(), f32.clone()],
+            vec![s.clone(), 0.into(), shape.clone(), f32.clone(), Value::str("global")],
+            vec![s.clone(), 48.into(), shape.clone(), f32.clone()],
+            vec![s.clone(), 0.into(), Value::str("shape"), f32.clone()],
+            vec![Value::Null, 0.into(), shape.clone(), f32.clone()],
+        ];
+        for args in &tensor_calls {
+            let (general, special) = general_and_special("vm.builtin.alloc_tensor", args, &[0, 2]);
+            assert_eq!(Some(general), special, "{args:?}");
+        }
+        // Fixed operands the general function refuses, or registers where they are: left to it.
+        let declined = [
+            ("vm.builtin.alloc_storage", vec![Value::VmState, 16.into(), 3.into(), u8.clone()], &[0, 1][..]),
+            ("vm.builtin.alloc_storage", vec![Value::VmState, 16.into(), 0.into(), 7.into()], &[0, 1]),
+            ("vm.builtin.alloc_storage", vec![Value::VmState, 16.into(), 0.into(), u8.clone()], &[0, 1, 3]),
+            ("vm.builtin.alloc_tensor", vec![s.clone(), 2.into(), shape.clone(), f32.clone()], &[0, 2]),
+            ("vm.builtin.alloc_tensor", vec![s.clone(), (-4).into(), shape.clone(), f32.clone()], &[0, 2]),
+            ("vm.builtin.alloc_tensor", vec![s.clone(), 0.into(), shape.clone(), f32.clone()], &[0, 1, 2]),
+            ("vm.builtin.alloc_tensor", vec![s, 0.into(), shape, Value::str("global")], &[0, 2]),
+        ];
+        for (name, args, regs) in &declined {
+            assert_eq!(general_and_special(name, args, regs).1, None, "{name} {args:?}");
+        }
     }
 
     #[test]

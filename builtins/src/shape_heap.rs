@@ -166,8 +166,12 @@ impl Slots<'_, '_> {
                 Ok(())
             }
             Held::Absent => Err(self.heap.no_heap(idx)),
-            // Callers that store take the heap for writing; this is never reached.
-            Held::Read(_) => Err(value_err(self.heap.name, format!("slot {idx} was to be written under a read hold"))),
+            // Callers that store take the heap for writing (`with_slots(true, ..)`); this is
+            // never reached, and would be an error of ours, not of the program.
+            Held::Read(_) => Err(value_err(
+                self.heap.name,
+                format!("internal error: slot {idx} was to be written, but the heap was taken for reading only"),
+            )),
         }
     }
 }

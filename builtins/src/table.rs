@@ -28,6 +28,26 @@ pub(crate) fn call(table: &[Builtin], name: &str, args: &[relaxvm::Value]) -> re
     b.packed().call(&mut relaxvm::CallCtx::detached(), args)
 }
 
+/// Builtin `name` of `table` as a call site whose operands other than `regs` (those of
+/// `fixed_args`) are fixed calls it: specialised (`None` when its specializer declines), called
+/// outside any VM with the operands the specialised function reads.
+#[cfg(test)]
+pub(crate) fn specialised(
+    table: &[Builtin],
+    name: &str,
+    fixed_args: &[relaxvm::Value],
+    regs: &[usize],
+) -> Option<impl Fn(&[relaxvm::Value]) -> relaxvm::Result<relaxvm::Value>> {
+    let b = table.iter().find(|b| b.name == name).unwrap_or_else(|| panic!("{name} is not in this table"));
+    let fixed: Vec<Option<&Value>> =
+        fixed_args.iter().enumerate().map(|(i, a)| (!regs.contains(&i)).then_some(a)).collect();
+    let special = b.packed().specialize(&fixed)?;
+    Some(move |args: &[relaxvm::Value]| {
+        let passed = special.reads_first().map_or(args.len(), |n| n.min(args.len()));
+        special.call(&mut relaxvm::CallCtx::detached(), &args[..passed])
+    })
+}
+
 impl Builtin {
     /// The packed function of this builtin, carrying its cost class.
     pub(crate) fn packed(&self) -> PackedFunc {

@@ -244,8 +244,9 @@ fn tensor_to_shape_converts_integer_tensors() {
 }
 
 /// Runs `args` through the general builtin and through the version specialised to every
-/// operand but `regs` (when the specializer accepts), each on its own fresh heap (`args` names
-/// it as `Value::Str("HEAP")`), and returns both outcomes and the heaps after, as text.
+/// operand but `regs` (when the specializer accepts; called with the operands it reads), each on
+/// its own fresh heap (`args` names it as `Value::Str("HEAP")`), and returns both outcomes and
+/// the heaps after, as text.
 fn general_and_special(name: &str, args: &[Value], regs: &[usize]) -> (String, Option<String>) {
     let run = |f: &dyn Fn(&[Value]) -> Result<Value>| {
         let h = heap(3);
@@ -257,10 +258,8 @@ fn general_and_special(name: &str, args: &[Value], regs: &[usize]) -> (String, O
         let out = f(&args);
         format!("{:?} heap {:?}", out.map(|v| v.to_string()), h.to_string())
     };
-    let b = BUILTINS.iter().find(|b| b.name == name).unwrap();
-    let general = run(&|a| b.packed().call(&mut relaxvm::CallCtx::detached(), a));
-    let fixed: Vec<Option<&Value>> = args.iter().enumerate().map(|(i, a)| (!regs.contains(&i)).then_some(a)).collect();
-    let special = b.packed().specialize(&fixed).map(|s| run(&|a| s.call(&mut relaxvm::CallCtx::detached(), a)));
+    let general = run(&|a| call(name, a));
+    let special = crate::table::specialised(BUILTINS, name, args, regs).map(|s| run(&s));
     (general, special)
 }
 
@@ -313,4 +312,21 @@ fn specialised_shape_builtins_match_the_general_ones() {
     assert!(general_and_special("vm.builtin.match_shape", &bad, &[0, 1]).1.is_none());
     let bad = [h(), i(1), Value::str("x"), i(0)];
     assert!(general_and_special("vm.builtin.make_shape", &bad, &[0]).1.is_none());
+}
+
+#[test]
+fn a_specialised_alloc_shape_heap_matches_the_general_one() {
+    let describe = |r: Result<Value>| format!("{:?}", r.map(|v| v.to_string()));
+    for args in [vec![Value::VmState, Value::Int(3)], vec![Value::Int(0)], vec![Value::Shape([2].into())]] {
+        let special = crate::table::specialised(BUILTINS, "vm.builtin.alloc_shape_heap", &args, &[]).unwrap();
+        assert_eq!(describe(call("vm.builtin.alloc_shape_heap", &args)), describe(special(&args)), "{args:?}");
+    }
+    // Operands the general function refuses, or a size in a register: left to it.
+    for (args, regs) in [
+        (vec![Value::Int(-1)], &[][..]),
+        (vec![Value::Int(1), Value::Int(1)], &[]),
+        (vec![Value::VmState, Value::Int(3)], &[1]),
+    ] {
+        assert!(crate::table::specialised(BUILTINS, "vm.builtin.alloc_shape_heap", &args, regs).is_none(), "{args:?}");
+    }
 }

@@ -16,10 +16,14 @@ fn call(func: u32, args: Vec<Arg>, dst: Option<u32>) -> Instruction {
     Instruction::Call { func, args, dst }
 }
 
+/// The executable of these parts.
+fn exe(funcs: Vec<FuncInfo>, instrs: Vec<Instruction>, constants: Vec<Value>) -> Arc<Executable> {
+    Arc::new(Executable::from_parts(ExecutableParts { funcs, instrs, constants, ..Default::default() }).unwrap())
+}
+
 /// A VM over the executable, with the builtins from a registry value (not the global one).
 fn vm(funcs: Vec<FuncInfo>, instrs: Vec<Instruction>, constants: Vec<Value>) -> VirtualMachine {
-    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, constants, ..Default::default() }).unwrap();
-    VirtualMachine::with_overrides(Arc::new(exe), registry()).unwrap()
+    VirtualMachine::with_overrides(exe(funcs, instrs, constants), registry()).unwrap()
 }
 
 /// The design document's shape-heap example: store the shape of a (32, 16) tensor in the heap
@@ -222,19 +226,11 @@ fn a_make_shape_site_reuses_its_last_shape_only_for_the_same_dims() {
         call(3, vec![Reg(1), Imm(2), Imm(1), Imm(0), Imm(0), Imm(32)], Some(2)),
         Instruction::Ret { result: 2 },
     ];
-    let exe = Arc::new(
-        Executable::from_parts(ExecutableParts {
-            funcs,
-            instrs,
-            constants: vec![Value::str("x")],
-            ..Default::default()
-        })
-        .unwrap(),
-    );
+    let exe = exe(funcs, instrs, vec![Value::str("x")]);
     let make = |m: &mut VirtualMachine, n: usize| {
         m.invoke("main", &[tensor(&[n as i64], vec![0.0f32; n])]).unwrap().as_shape().unwrap().clone()
     };
-    let mut m = VirtualMachine::new(Arc::clone(&exe)).unwrap();
+    let mut m = VirtualMachine::with_overrides(Arc::clone(&exe), registry()).unwrap();
     let first = make(&mut m, 5);
     assert_eq!(first.dims(), [5, 32]);
     assert!(make(&mut m, 5).ptr_eq(&first), "the same dimensions: the site's last shape");
@@ -246,7 +242,7 @@ fn a_make_shape_site_reuses_its_last_shape_only_for_the_same_dims() {
         for n in 1..=4 {
             let exe = &exe;
             s.spawn(move || {
-                let mut m = VirtualMachine::new(Arc::clone(exe)).unwrap();
+                let mut m = VirtualMachine::with_overrides(Arc::clone(exe), registry()).unwrap();
                 for k in 0..500 {
                     let n = n + k % 2;
                     assert_eq!(make(&mut m, n).dims(), [n as i64, 32]);
@@ -282,8 +278,7 @@ fn allocation_sites_reuse_only_what_no_one_holds() {
         Instruction::Ret { result: 2 },
     ];
     let constants = vec![dtype(DataType::U8), Value::str("global"), shape(&[4]), dtype(DataType::F32)];
-    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, constants, ..Default::default() }).unwrap();
-    let mut m = VirtualMachine::with_overrides(Arc::new(exe), &reg).unwrap();
+    let mut m = VirtualMachine::with_overrides(exe(funcs, instrs, constants), &reg).unwrap();
     let mut run = |v: f32| m.invoke("main", &[tensor(&[4], vec![v; 4])]).unwrap().as_tensor().unwrap().clone();
     let first = run(1.0);
     // The caller keeps the first result: the second call must not write over it.
