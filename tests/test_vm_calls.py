@@ -132,3 +132,50 @@ def test_a_busy_vm_is_waited_for_and_a_reentrant_call_is_refused():
     with pytest.raises(RuntimeError, match="already running on this thread"):
         vm["back"](3)
     assert spin(5) == 5  # released after the error
+
+
+def test_short_calls_that_keep_the_gil_wait_for_long_ones_that_release_it():
+    # Short calls take the VM with the GIL held and keep it; long ones take it, then release
+    # the GIL while they run. Threads mixing both on one VM each get their own answers, and a
+    # short call that finds the VM busy waits (with the GIL released) rather than failing.
+    ib = rx.ExecBuilder()
+    with ib.function("spin", num_inputs=1):
+        ib.emit_call("vm.builtin.int.add", args=[ib.imm(0), ib.imm(0)], dst=ib.r(1))
+        ib.emit_call("vm.builtin.int.lt", args=[ib.r(1), ib.r(0)], dst=ib.r(2))
+        ib.emit_if(ib.r(2), 3)
+        ib.emit_call("vm.builtin.int.add", args=[ib.r(1), ib.imm(1)], dst=ib.r(1))
+        ib.emit_goto(-3)
+        ib.emit_ret(ib.r(1))
+    with ib.function("inc", num_inputs=1):
+        ib.emit_call("vm.builtin.int.add", args=[ib.r(0), ib.imm(1)], dst=ib.r(1))
+        ib.emit_ret(ib.r(1))
+    vm = rx.VirtualMachine(ib.get(), rx.cpu())
+    spin, inc = vm["spin"], vm["inc"]
+    assert spin.releases_gil and not inc.releases_gil
+    errors: list[BaseException] = []
+    done: list[str] = []
+
+    def long_calls():
+        try:
+            for _ in range(30):
+                assert spin(30_000) == 30_000
+                done.append("spin")
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    def short_calls(k: int):
+        try:
+            for i in range(3000):
+                assert inc(k * 10_000 + i) == k * 10_000 + i + 1
+            done.append("inc")
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=long_calls) for _ in range(2)]
+    threads += [threading.Thread(target=short_calls, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sorted(done) == ["inc"] * 3 + ["spin"] * 60

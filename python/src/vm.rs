@@ -97,9 +97,11 @@ impl PyVirtualMachine {
             Some(s) => s.param_names().map(str::to_string).collect(),
             None => exe.func(name).map(|f| f.param_names.clone()).unwrap_or_default(),
         };
+        let entry = self.shared.with(py, |vm| vm.entry(&func))?;
         Ok(PyVmFunction {
             shared: Arc::clone(&self.shared),
             func,
+            entry,
             release,
             name: name.to_string(),
             params,

@@ -8,7 +8,7 @@ use crate::vm_lock::Shared;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::Borrowed;
-use relaxvm::{Signature, Value};
+use relaxvm::{Entry, Signature, Value};
 use std::sync::Arc;
 
 /// A bytecode (or saved) function of a VM, resolved once; call it like a Python function.
@@ -17,6 +17,8 @@ use std::sync::Arc;
 pub struct PyVmFunction {
     pub(crate) shared: Arc<Shared>,
     pub(crate) func: Value,
+    /// `func` resolved once, when it can be (see [`relaxvm::Entry`]).
+    pub(crate) entry: Option<Entry>,
     /// Whether calls release the GIL (see [`crate::gil`]).
     pub(crate) release: bool,
     pub(crate) name: String,
@@ -78,8 +80,10 @@ impl PyVmFunction {
     /// Runs it on bound arguments and converts the result.
     #[inline]
     fn run<'py>(&self, py: Python<'py>, argv: &[Value]) -> PyResult<Bound<'py, PyAny>> {
-        let func = &self.func;
-        let ret = self.shared.run(py, self.release, |vm| vm.invoke_closure(func, argv))?;
+        let ret = match &self.entry {
+            Some(e) => self.shared.run(py, self.release, |vm| vm.call_entry(e, argv))?,
+            None => self.shared.run(py, self.release, |vm| vm.invoke_closure(&self.func, argv))?,
+        };
         let out = match &self.sig {
             Some(sig) => typed_to_py(py, &ret, &sig.result),
             None => to_py(py, &ret),

@@ -1,9 +1,9 @@
-//! A VM behind a mutex, shared by the Python objects that use it.
+//! A VM behind a lock, shared by the Python objects that use it.
 //!
-//! One VM shared by several Python threads serialises their calls. The lock is taken after the
-//! GIL is released (a thread waiting for the VM never blocks one that needs the GIL to finish a
-//! callback). A callback that re-enters the VM it was called from gets a clear error instead of
-//! a deadlock.
+//! One VM shared by several Python threads serialises their calls. A thread takes the VM only
+//! while it is attached to the interpreter, and waits for a busy one detached (a thread waiting
+//! for the VM never blocks one that needs the GIL to finish a callback). A callback that
+//! re-enters the VM it was called from gets a clear error instead of a deadlock.
 
 use crate::errors::IntoPyResult;
 use pyo3::exceptions::PyRuntimeError;
@@ -27,14 +27,19 @@ const RECHECK: Duration = Duration::from_millis(1);
 
 /// A VM and the thread that holds it.
 ///
-/// The lock is the `holder` word itself: 0 when free, else the holder's thread id, taken with
-/// one compare-and-swap and given back with one store. (A `Mutex` beside a holder word cost a
-/// second atomic exchange per call, a tenth of a short call's time.) It also tells a re-entrant
-/// call (the holder is this thread) from a busy VM. Threads that must wait sleep on a condvar.
+/// The lock is the `holder` word itself: 0 when free, else the holder's thread id, given back
+/// with one store. It also tells a re-entrant call (the holder is this thread) from a busy VM.
+/// Threads that must wait sleep on a condvar, detached, and try again once attached.
+///
+/// Taking it is one load and one store where the interpreter has a GIL: every taker is
+/// attached, and the GIL lets one attached thread run at a time, so no two takers race and no
+/// read-modify-write is needed (a compare-and-swap was the most expensive instruction of a
+/// short call, a twentieth of its time). Where it has none (a free-threaded build), attached
+/// threads run in parallel and the word is taken with a compare-and-swap.
 pub struct Shared {
     vm: UnsafeCell<VirtualMachine>,
     holder: AtomicUsize,
-    /// Threads sleeping in `hold_blocking`; a release wakes them only when there are some.
+    /// Threads sleeping in `wait_free`; a release wakes them only when there are some.
     waiting: AtomicUsize,
     sleep: Mutex<()>,
     wake: Condvar,
@@ -43,9 +48,10 @@ pub struct Shared {
 }
 
 // SAFETY: the VM inside is reached only through `Held`, which exists only for the one thread
-// whose compare-and-swap set `holder` from 0, until it stores 0 again (Acquire/Release order
-// the accesses of successive holders). `VirtualMachine` is `Send`, so moving access between
-// threads this way is sound.
+// that set `holder` from 0 (`Shared::take`: with the GIL serialising the takers, or with a
+// compare-and-swap where there is none), until it stores 0 again; Acquire/Release order the
+// accesses of successive holders. `VirtualMachine` is `Send`, so moving access between threads
+// this way is sound.
 unsafe impl Sync for Shared {}
 
 struct Held<'a> {
@@ -90,32 +96,68 @@ impl Shared {
         }
     }
 
-    /// Takes the VM if it is free, without blocking.
+    /// Takes the VM if it is free, without blocking. Only attached threads take it (`_py`).
     #[inline]
-    fn try_hold(&self, me: usize) -> TryHold<'_> {
-        match self.holder.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => TryHold::Held(Held { shared: self }),
+    fn try_hold(&self, _py: Python<'_>, me: usize) -> TryHold<'_> {
+        match self.take(me) {
+            Ok(()) => TryHold::Held(Held { shared: self }),
             Err(holder) if holder == me => TryHold::Reentrant,
             Err(_) => TryHold::Busy,
         }
     }
 
-    /// Waits for the VM. Only ever called with the GIL released: the holder may need the GIL
-    /// for a callback before it can let go.
-    fn hold_blocking(&self, me: usize) -> Held<'_> {
-        self.waiting.fetch_add(1, Ordering::SeqCst);
-        let mut g = self.sleep.lock().unwrap_or_else(|p| p.into_inner());
-        while self.holder.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            g = self.wake.wait_timeout(g, RECHECK).unwrap_or_else(|p| p.into_inner()).0;
+    /// Sets `holder` from 0 to `me`, or says who holds it.
+    #[cfg(not(Py_GIL_DISABLED))]
+    #[inline(always)]
+    fn take(&self, me: usize) -> Result<(), usize> {
+        // Every caller is attached and holds the GIL, so no other taker runs between the load
+        // and the store; a holder's release (a store of 0, possibly from a detached thread)
+        // only ever turns a "busy" into a "free" that the next attempt sees. Acquire pairs
+        // with that release: the last holder's use of the VM happens before ours.
+        match self.holder.load(Ordering::Acquire) {
+            0 => {
+                self.holder.store(me, Ordering::Relaxed);
+                Ok(())
+            }
+            holder => Err(holder),
         }
-        drop(g);
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
-        Held { shared: self }
+    }
+
+    /// Sets `holder` from 0 to `me`, or says who holds it.
+    #[cfg(Py_GIL_DISABLED)]
+    #[inline(always)]
+    fn take(&self, me: usize) -> Result<(), usize> {
+        self.holder.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).map(|_| ())
+    }
+
+    /// Sleeps, detached, until the VM looks free (another attached thread may still take it
+    /// first: the caller tries again).
+    fn wait_free(&self, py: Python<'_>) {
+        py.detach(|| {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            let mut g = self.sleep.lock().unwrap_or_else(|p| p.into_inner());
+            while self.holder.load(Ordering::Acquire) != 0 {
+                g = self.wake.wait_timeout(g, RECHECK).unwrap_or_else(|p| p.into_inner()).0;
+            }
+            drop(g);
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+
+    /// Takes the VM, waiting (detached) while another thread holds it.
+    fn hold(&self, py: Python<'_>, me: usize) -> PyResult<Held<'_>> {
+        loop {
+            match self.try_hold(py, me) {
+                TryHold::Held(held) => return Ok(held),
+                TryHold::Reentrant => return Err(reentrant_error()),
+                TryHold::Busy => self.wait_free(py),
+            }
+        }
     }
 
     /// Runs `f` on the VM. With `release`, the GIL is released while it runs; without, it is
-    /// kept (worthwhile when `f` is short or only calls back into Python), unless the VM is busy
-    /// in another thread, in which case we release it while we wait.
+    /// kept (worthwhile when `f` is short or only calls back into Python). A thread that finds
+    /// the VM busy in another thread releases the GIL while it waits.
     #[inline]
     pub fn run<R: Send>(
         &self,
@@ -124,22 +166,16 @@ impl Shared {
         f: impl FnOnce(&mut VirtualMachine) -> relaxvm::Result<R> + Send,
     ) -> PyResult<R> {
         let me = thread_id(py);
+        let mut held = match self.try_hold(py, me) {
+            TryHold::Held(held) => held,
+            TryHold::Reentrant => return Err(reentrant_error()),
+            TryHold::Busy => self.hold(py, me)?,
+        };
         if !release {
-            match self.try_hold(me) {
-                TryHold::Held(mut held) => return f(held.vm()).py_err(py),
-                TryHold::Reentrant => return Err(reentrant_error()),
-                TryHold::Busy => {}
-            }
+            return f(held.vm()).py_err(py);
         }
-        let r = py.detach(|| match self.try_hold(me) {
-            TryHold::Held(mut held) => Ok(f(held.vm())),
-            TryHold::Busy => Ok(f(self.hold_blocking(me).vm())),
-            TryHold::Reentrant => Err(()),
-        });
-        match r {
-            Ok(res) => res.py_err(py),
-            Err(()) => Err(reentrant_error()),
-        }
+        // The VM is released (`held` dropped) before the GIL is taken back.
+        py.detach(move || f(held.vm())).py_err(py)
     }
 
     /// Runs `f` on the VM's tables (no bytecode runs, so no callbacks).

@@ -84,4 +84,6 @@ pub use tensor::{Element, Tensor, TensorView};
 pub use types::{Dim, Signature, Type};
 pub use value::{Callable, Closure, Value};
 pub use value_conv::{FromValue, IntoValue};
-pub use vm::{InstrumentAction, InstrumentCall, InterruptHandle, PollHook, VirtualMachine, VmConfig, POLL_INTERVAL};
+pub use vm::{
+    Entry, InstrumentAction, InstrumentCall, InterruptHandle, PollHook, VirtualMachine, VmConfig, POLL_INTERVAL,
+};

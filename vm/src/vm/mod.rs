@@ -18,10 +18,12 @@ use std::sync::Arc;
 
 mod arg_list;
 mod cursor;
+mod entry;
 mod instrument;
 mod interpreter;
 mod limits;
 mod recording;
+pub use entry::Entry;
 use instrument::InstrumentedFrame;
 pub use instrument::{Instrument, InstrumentAction, InstrumentCall};
 use interpreter::set_reg;
@@ -312,13 +314,8 @@ impl VirtualMachine {
             return Err(ErrorKind::StackOverflow(self.config.max_reentry).into());
         }
         // Every entry into the interpreter — the first, and each call back from a packed
-        // function — measures the native stack left: a thread with a small stack (a Python
-        // thread made with threading.stack_size) would otherwise overflow it, a SIGSEGV.
-        if let Some(remaining) = stacker::remaining_stack() {
-            if remaining < MIN_NATIVE_STACK {
-                return Err(ErrorKind::NativeStack { remaining, needed: MIN_NATIVE_STACK }.into());
-            }
-        }
+        // function — measures the native stack left.
+        entry::check_native_stack()?;
         if self.reentry > 0 {
             // A call back into the VM from a packed function is a bytecode call, and counts as one.
             self.count_step()?;

@@ -1,0 +1,125 @@
+//! Entry points: a bytecode function resolved once for repeated calls from outside the VM
+//! (what `vm["main"]` keeps), so that each call skips what [`VirtualMachine::invoke_closure`]
+//! works out again every time — that the value is a function, which table entry it is, whether
+//! it has a signature, its arity and its frame size.
+
+use super::{Frame, VirtualMachine, MIN_NATIVE_STACK};
+use crate::code::{Callee, Code, VOID};
+use crate::error::{Error, ErrorKind, Result};
+use crate::value::Value;
+use std::sync::Arc;
+
+/// A bytecode function of one VM that takes its arguments as they are (no signature to check
+/// them against, no captured values), resolved by [`VirtualMachine::entry`] for
+/// [`VirtualMachine::call_entry`].
+#[derive(Clone)]
+pub struct Entry {
+    /// The decoded code of the VM that resolved it: a call through another VM is refused. Held
+    /// (not only compared by address) so that no other VM's code can ever have its address.
+    code: Arc<Code>,
+    index: u32,
+    num_args: u32,
+    /// The function's register-file size.
+    regs: u32,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("index", &self.index)
+            .field("num_args", &self.num_args)
+            .field("regs", &self.regs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VirtualMachine {
+    /// `f` resolved for [`call_entry`](Self::call_entry): `None` when calls of it need what
+    /// [`invoke_closure`](Self::invoke_closure) does — it has a signature, captured values, or
+    /// is a packed or saved function — or when it is not a function of this VM.
+    pub fn entry(&self, f: &Value) -> Option<Entry> {
+        let Value::Func(closure) = f else { return None };
+        if !closure.captured.is_empty() {
+            return None;
+        }
+        let index = self.bytecode_index(closure).ok()??;
+        let info = &self.exe.funcs()[index as usize];
+        let Callee::Bytecode { regs, .. } = self.code.callees[index as usize] else { return None };
+        info.signature.is_none().then(|| Entry { code: Arc::clone(&self.code), index, num_args: info.num_args, regs })
+    }
+
+    /// Calls the function `e` resolved with `args`: what
+    /// [`invoke_closure`](Self::invoke_closure) does for it, with the checks that depend only
+    /// on the function done once by [`entry`](Self::entry). An entry of another VM is an
+    /// [`ErrorKind::Value`] error.
+    #[inline]
+    pub fn call_entry(&mut self, e: &Entry, args: &[Value]) -> Result<Value> {
+        if !Arc::ptr_eq(&e.code, &self.code) {
+            return Err(Error::value(format!(
+                "this entry of {:?} was resolved by another VirtualMachine",
+                self.exe.funcs().get(e.index as usize).map_or("?", |f| f.name.as_str())
+            )));
+        }
+        if args.len() != e.num_args as usize {
+            let info = &self.exe.funcs()[e.index as usize];
+            return Err(Error::arity(&info.name, info.num_args.to_string(), args.len()));
+        }
+        let mark = self.regs.len();
+        let top = mark + e.regs as usize;
+        if self.reentry != 0 || !self.frames.is_empty() || !self.fits_top_level(top) {
+            // Not a plain call from outside (or one a limit refuses): the general entry, which
+            // counts, checks and reports as usual.
+            if self.reentry == 0 {
+                self.start_counting();
+            }
+            return self.run(e.index, args, &[]);
+        }
+        self.start_counting();
+        check_native_stack()?;
+        // What `run` and `enter_frame` do for the first frame, with the limits checked above.
+        self.reentry = 1;
+        self.regs.reserve(e.regs as usize);
+        for v in args {
+            self.regs.push(v.clone());
+        }
+        // A plain loop: `resize_with` is an out-of-line call here.
+        for _ in args.len()..e.regs as usize {
+            self.regs.push(Value::Null);
+        }
+        self.frames.push(Frame { func: e.index, base: mark, pc: 0, dst: VOID });
+        let result = match self.instrument {
+            None => self.run_loop::<true>(0),
+            Some(_) => self.run_loop::<false>(0),
+        };
+        self.reentry = 0;
+        if result.is_err() {
+            if !self.instrumented.is_empty() {
+                self.instrument_unwind(0);
+            }
+            self.frames.clear();
+            self.regs.truncate(mark);
+        }
+        result
+    }
+
+    /// Whether a first frame reaching register `top` is within the limits (the rare cases —
+    /// limits of zero, a frame larger than the register stack allows — take the general entry,
+    /// which reports them).
+    #[inline]
+    fn fits_top_level(&self, top: usize) -> bool {
+        top <= self.config.max_stack_registers && self.config.max_call_depth > 0 && self.config.max_reentry > 0
+    }
+}
+
+/// Refuses to enter the interpreter with less than [`MIN_NATIVE_STACK`] bytes of native stack
+/// left: a thread with a small stack (a Python thread made with `threading.stack_size`) would
+/// otherwise overflow it, a SIGSEGV.
+#[inline]
+pub(super) fn check_native_stack() -> Result<()> {
+    match stacker::remaining_stack() {
+        Some(remaining) if remaining < MIN_NATIVE_STACK => {
+            Err(ErrorKind::NativeStack { remaining, needed: MIN_NATIVE_STACK }.into())
+        }
+        _ => Ok(()),
+    }
+}

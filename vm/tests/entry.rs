@@ -1,0 +1,204 @@
+//! Entry points (`VirtualMachine::entry` / `call_entry`): a function resolved once is called as
+//! `invoke` calls it — the same results, errors, limits, budget and recovery — and an entry
+//! that cannot be one (signature, captured values, packed, another VM's) is refused.
+
+use relaxvm::registry::register_global;
+use relaxvm::{
+    Arg, Closure, ErrorKind, Executable, ExecutableParts, FuncInfo, Instruction, InstrumentAction, PackedFunc,
+    Signature, Value, VirtualMachine,
+};
+use std::sync::{Arc, Once};
+
+fn setup() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let reg = |f| register_global(f, true).unwrap();
+        reg(PackedFunc::typed("entry.lt", |a: i64, b: i64| a < b));
+        reg(PackedFunc::typed("entry.sub", |a: i64, b: i64| a - b));
+        reg(PackedFunc::typed("entry.add", |a: i64, b: i64| a + b));
+        reg(PackedFunc::from_fn("entry.fail", |_| Err(relaxvm::Error::value("boom"))));
+    });
+}
+
+fn call(func: u32, args: Vec<Arg>, dst: Option<u32>) -> Instruction {
+    Instruction::Call { func, args, dst }
+}
+
+/// `fib(n)` (recursive), `fail(x)` (an error from a packed call), `spin()` (an endless loop),
+/// `id(x)`, and `typed(x)` with a signature.
+fn exe() -> Arc<Executable> {
+    use Arg::*;
+    setup();
+    let sig: Signature = "(x: i64) -> i64".parse().unwrap();
+    Arc::new(
+        Executable::from_parts(ExecutableParts {
+            funcs: vec![
+                FuncInfo::bytecode("fib", 0, 9, 1, 5),
+                FuncInfo::packed("entry.lt"),
+                FuncInfo::packed("entry.sub"),
+                FuncInfo::packed("entry.add"),
+                FuncInfo::bytecode("fail", 9, 11, 1, 2),
+                FuncInfo::packed("entry.fail"),
+                FuncInfo::bytecode("spin", 11, 12, 0, 0),
+                FuncInfo::bytecode("id", 12, 13, 1, 1),
+                FuncInfo::bytecode("typed", 13, 14, 1, 1).with_signature(sig),
+            ],
+            instrs: vec![
+                call(1, vec![Reg(0), Imm(2)], Some(1)),
+                Instruction::If { cond: 1, false_offset: 2 },
+                Instruction::Ret { result: 0 },
+                call(2, vec![Reg(0), Imm(1)], Some(2)),
+                call(0, vec![Reg(2)], Some(3)),
+                call(2, vec![Reg(0), Imm(2)], Some(2)),
+                call(0, vec![Reg(2)], Some(4)),
+                call(3, vec![Reg(3), Reg(4)], Some(1)),
+                Instruction::Ret { result: 1 },
+                call(5, vec![Reg(0)], Some(1)),
+                Instruction::Ret { result: 1 },
+                Instruction::Goto { offset: 0 },
+                Instruction::Ret { result: 0 },
+                Instruction::Ret { result: 0 },
+            ],
+            ..Default::default()
+        })
+        .unwrap(),
+    )
+}
+
+fn vm() -> VirtualMachine {
+    VirtualMachine::new(exe()).unwrap()
+}
+
+fn entry(vm: &VirtualMachine, name: &str) -> relaxvm::Entry {
+    vm.entry(&vm.get_function(name).unwrap()).unwrap_or_else(|| panic!("{name} has an entry"))
+}
+
+#[test]
+fn an_entry_call_is_an_invoke() {
+    let mut m = vm();
+    let fib = entry(&m, "fib");
+    for n in 0..15 {
+        let want = m.invoke("fib", &[Value::Int(n)]).unwrap().as_int().unwrap();
+        assert_eq!(m.call_entry(&fib, &[Value::Int(n)]).unwrap().as_int().unwrap(), want);
+    }
+    let id = entry(&m, "id");
+    let t = Value::tuple(vec![Value::Int(1)]);
+    assert!(m.call_entry(&id, std::slice::from_ref(&t)).unwrap().same_object(&t));
+}
+
+#[test]
+fn errors_are_those_of_invoke_and_the_vm_recovers() {
+    let mut m = vm();
+    let fail = entry(&m, "fail");
+    let want = format!("{:?}", m.invoke("fail", &[Value::Int(1)]).unwrap_err());
+    assert!(want.contains("boom") && want.contains("\"fail\""), "{want}");
+    assert_eq!(format!("{:?}", m.call_entry(&fail, &[Value::Int(1)]).unwrap_err()), want);
+    // Arity: the same error as invoke's, checked before anything runs.
+    let fib = entry(&m, "fib");
+    let want = m.invoke("fib", &[]).unwrap_err().to_string();
+    let e = m.call_entry(&fib, &[]).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Arity { .. }), "{e}");
+    assert_eq!(e.to_string(), want);
+    // A call stack that overflows part-way unwinds, and the next call starts clean.
+    m.config_mut().max_call_depth = 5;
+    let want = format!("{:?}", m.invoke("fib", &[Value::Int(10)]).unwrap_err());
+    assert_eq!(format!("{:?}", m.call_entry(&fib, &[Value::Int(10)]).unwrap_err()), want);
+    assert_eq!(m.call_entry(&fib, &[Value::Int(4)]).unwrap().as_int().unwrap(), 3);
+}
+
+#[test]
+fn limits_that_refuse_the_first_frame_are_reported_as_by_invoke() {
+    let mut m = vm();
+    let fib = entry(&m, "fib");
+    m.config_mut().max_stack_registers = 3; // fib's frame has 5
+    let want = m.invoke("fib", &[Value::Int(3)]).unwrap_err().to_string();
+    let e = m.call_entry(&fib, &[Value::Int(3)]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Alloc { .. }), "{e}");
+    assert_eq!(e.to_string(), want);
+    m.config_mut().max_stack_registers = 1 << 20;
+    m.config_mut().max_call_depth = 0;
+    let e = m.call_entry(&fib, &[Value::Int(3)]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::StackOverflow(0)), "{e}");
+    m.config_mut().max_call_depth = 1000;
+    m.config_mut().max_reentry = 0;
+    let e = m.call_entry(&fib, &[Value::Int(3)]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::StackOverflow(0)), "{e}");
+    m.config_mut().max_reentry = 10;
+    assert_eq!(m.call_entry(&fib, &[Value::Int(6)]).unwrap().as_int().unwrap(), 8);
+}
+
+#[test]
+fn each_call_has_the_whole_step_budget_and_an_instrument_sees_it() {
+    let mut m = vm();
+    let spin = entry(&m, "spin");
+    m.config_mut().step_budget = Some(1000);
+    for _ in 0..2 {
+        let e = m.call_entry(&spin, &[]).unwrap_err();
+        assert!(matches!(e.root().kind(), ErrorKind::StepBudget(1000)), "{e}");
+    }
+    // An interrupt raised between calls is dropped at the next call's start, as by invoke.
+    m.interrupt_handle().interrupt();
+    let fib = entry(&m, "fib");
+    assert_eq!(m.call_entry(&fib, &[Value::Int(5)]).unwrap().as_int().unwrap(), 5);
+    let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = seen.clone();
+    m.set_instrument(Some(Box::new(move |c| {
+        if c.before {
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(InstrumentAction::Continue)
+    })));
+    assert_eq!(m.call_entry(&fib, &[Value::Int(5)]).unwrap().as_int().unwrap(), 5);
+    assert!(seen.load(std::sync::atomic::Ordering::Relaxed) > 0, "the instrumented loop ran");
+}
+
+#[test]
+fn what_has_no_entry() {
+    let m = vm();
+    assert!(m.entry(&m.get_function("typed").unwrap()).is_none(), "a signature is checked by invoke");
+    assert!(m.entry(&Value::Int(3)).is_none());
+    let packed = Value::Func(Arc::new(Closure {
+        callable: relaxvm::Callable::Packed(PackedFunc::typed("p", |a: i64| a)),
+        captured: vec![],
+    }));
+    assert!(m.entry(&packed).is_none());
+    let Value::Func(ref id) = m.get_function("id").unwrap() else { panic!("a function") };
+    let bound = Value::Func(Arc::new(Closure { callable: id.callable.clone(), captured: vec![Value::Int(1)] }));
+    assert!(m.entry(&bound).is_none(), "captured values are appended by invoke_closure");
+}
+
+#[test]
+fn an_entry_of_another_vm_is_refused() {
+    let a = vm();
+    let mut b = vm();
+    let e = b.call_entry(&entry(&a, "fib"), &[Value::Int(3)]).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Value(_)) && e.to_string().contains("another VirtualMachine"), "{e}");
+    // Its own entry of the same function works.
+    assert_eq!(b.call_entry(&entry(&b, "fib"), &[Value::Int(3)]).unwrap().as_int().unwrap(), 2);
+}
+
+#[test]
+fn an_entry_measures_the_native_stack_left() {
+    let outcome = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(|| {
+            // Use up the thread's stack until less than the minimum is left, then call in.
+            fn deep(m: &mut VirtualMachine, e: &relaxvm::Entry) -> relaxvm::Result<Value> {
+                let pad = [0u8; 1024];
+                std::hint::black_box(&pad);
+                if stacker::remaining_stack().expect("known") < relaxvm::vm::MIN_NATIVE_STACK - (8 << 10) {
+                    m.call_entry(e, &[Value::Int(3)])
+                } else {
+                    deep(m, e)
+                }
+            }
+            let mut m = vm();
+            let fib = entry(&m, "fib");
+            deep(&mut m, &fib)
+        })
+        .unwrap()
+        .join()
+        .expect("the thread ended by itself");
+    let e = outcome.unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::NativeStack { .. }), "{e}");
+}
