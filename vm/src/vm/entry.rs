@@ -87,10 +87,7 @@ impl VirtualMachine {
             self.regs.push(Value::Null);
         }
         self.frames.push(Frame { func: e.index, base: mark, pc: 0, dst: VOID });
-        let result = match self.instrument {
-            None => self.run_loop::<true>(0),
-            Some(_) => self.run_loop::<false>(0),
-        };
+        let result = self.run_frames(0);
         self.reentry = 0;
         if result.is_err() {
             if !self.instrumented.is_empty() {
