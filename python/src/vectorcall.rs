@@ -7,7 +7,7 @@
 //! caller's own argument array — what CPython's functions, Cython's and nanobind's do. `tp_call`
 //! (pyo3's `__call__`) stays for callers that hold a tuple and a dict already.
 
-use crate::vm_function::PyVmFunction;
+use crate::vm_function::{raise, PyVmFunction};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -70,7 +70,7 @@ pub unsafe extern "C" fn call(
 ) -> *mut ffi::PyObject {
     // SAFETY: CPython calls vectorcall entries on a thread attached to the interpreter.
     let py = unsafe { Python::assume_attached() };
-    let run = || -> PyResult<Bound<'_, PyAny>> {
+    let run = || -> *mut ffi::PyObject {
         // SAFETY: `callable` is a live VMFunction for the duration of the call (see above).
         let f = unsafe { Borrowed::from_ptr(py, callable).cast_unchecked::<PyVmFunction>() };
         let f = f.get();
@@ -93,24 +93,20 @@ pub unsafe extern "C" fn call(
             None => f.call_positional(py, positional.iter().map(borrow)),
             Some(names) => {
                 // Keywords are rare on the hot path: bind them as `tp_call` would.
-                let tuple = PyTuple::new(py, positional.iter().map(borrow))?;
-                let dict = PyDict::new(py);
-                for (name, value) in names.iter().zip(keywords.iter().map(borrow)) {
-                    dict.set_item(name, value)?;
-                }
-                f.call_bound(py, &tuple, Some(&dict))
+                let call = || -> PyResult<Bound<'_, PyAny>> {
+                    let tuple = PyTuple::new(py, positional.iter().map(borrow))?;
+                    let dict = PyDict::new(py);
+                    for (name, value) in names.iter().zip(keywords.iter().map(borrow)) {
+                        dict.set_item(name, value)?;
+                    }
+                    f.call_bound(py, &tuple, Some(&dict))
+                };
+                call().map_or_else(|e| raise(py, e), Bound::into_ptr)
             }
         }
     };
     match catch_unwind(AssertUnwindSafe(run)) {
-        Ok(Ok(ret)) => ret.into_ptr(),
-        Ok(Err(e)) => {
-            e.restore(py);
-            std::ptr::null_mut()
-        }
-        Err(payload) => {
-            pyo3::panic::PanicException::new_err(relaxvm::packed::panic_message(&*payload)).restore(py);
-            std::ptr::null_mut()
-        }
+        Ok(ret) => ret,
+        Err(payload) => raise(py, pyo3::panic::PanicException::new_err(relaxvm::packed::panic_message(&*payload))),
     }
 }

@@ -5,6 +5,7 @@ use crate::convert::{quick_value, to_py, Args};
 use crate::signature::{inspect_signature, inspect_untyped, typed_to_py};
 use crate::vectorcall;
 use crate::vm_lock::Shared;
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::Borrowed;
@@ -28,6 +29,14 @@ pub struct PyVmFunction {
     pub(crate) vectorcall: vectorcall::Entry,
 }
 
+/// Sets `e` as the current Python error and returns null, as a C entry point reports it.
+#[cold]
+#[inline(never)]
+pub fn raise(py: Python<'_>, e: PyErr) -> *mut ffi::PyObject {
+    e.restore(py);
+    std::ptr::null_mut()
+}
+
 impl PyVmFunction {
     /// Binds a call's arguments (see [`crate::binding::bind`]).
     #[inline]
@@ -40,23 +49,32 @@ impl PyVmFunction {
         bind(&self.name, self.params(), args, kwargs, argv)
     }
 
-    /// Calls it with positional arguments only (the vectorcall path: no tuple is built).
+    /// Calls it with positional arguments only (the vectorcall path: no tuple is built): a new
+    /// reference to the result, or null with the Python error set. The outcome travels as one
+    /// pointer: a `PyResult` is 72 bytes, and moving it out of here stalled every call (its
+    /// halves were stored apart and read back as one, a store-forwarding stall).
     #[inline]
     pub fn call_positional<'a, 'py: 'a>(
         &self,
         py: Python<'py>,
         args: impl Iterator<Item = Borrowed<'a, 'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> *mut ffi::PyObject {
         let mut argv = Args::new();
         let params = self.params();
         for (i, a) in args.enumerate() {
             let quick = if self.sig.is_none() { quick_value(&a) } else { None };
             argv.push(match quick {
                 Some(v) => v,
-                None => convert_arg(&self.name, params, i, &a)?,
+                None => match convert_arg(&self.name, params, i, &a) {
+                    Ok(v) => v,
+                    Err(e) => return raise(py, e),
+                },
             });
         }
-        let ret = self.run(py, &argv);
+        let ret = match self.run(py, &argv) {
+            Ok(out) => out.into_ptr(),
+            Err(e) => raise(py, e),
+        };
         // Arguments that own nothing (ints, floats, ...) in the inline buffer need no drop: the
         // drop glue would visit each through an out-of-line call.
         if !argv.spilled() && argv.iter().all(|v| !v.owns_heap()) {
