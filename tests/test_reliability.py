@@ -186,3 +186,39 @@ def test_one_executable_many_threads_each_with_its_own_vm():
     for t in threads:
         t.join()
     assert results == {k: [55, 89, 144, 233, 377, 610] for k in range(8)}
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+def test_ctrl_c_stops_a_wait_for_a_vm_another_thread_runs():
+    # The other thread's endless loop holds the VM; the main thread's call waits for it, and
+    # Ctrl-C ends the wait. The holder is interrupted after, and the VM works again.
+    vm = spin_vm(step_budget=1 << 36)
+    spin, one = vm["spin"], vm["one"]
+    assert spin.releases_gil and not one.releases_gil
+    outcome: list[BaseException] = []
+
+    def hold_it():
+        try:
+            spin()
+        except rx.VMError as e:
+            outcome.append(e)
+
+    holder = threading.Thread(target=hold_it)
+    holder.start()
+    time.sleep(0.3)  # the holder has the VM by now
+
+    def press_ctrl_c():
+        time.sleep(0.2)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    presser = threading.Thread(target=press_ctrl_c)
+    presser.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            one()
+    finally:
+        presser.join()
+        vm.interrupt()
+        holder.join()
+    assert len(outcome) == 1 and "interrupt" in str(outcome[0]).lower(), outcome
+    assert one() == 1

@@ -130,27 +130,30 @@ impl Shared {
         self.holder.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).map(|_| ())
     }
 
-    /// Sleeps, detached, until the VM looks free (another attached thread may still take it
-    /// first: the caller tries again).
+    /// Sleeps, detached, until the VM looks free or [`RECHECK`] has passed (another attached
+    /// thread may still take it first: the caller tries again).
     fn wait_free(&self, py: Python<'_>) {
         py.detach(|| {
             self.waiting.fetch_add(1, Ordering::SeqCst);
-            let mut g = self.sleep.lock().unwrap_or_else(|p| p.into_inner());
-            while self.holder.load(Ordering::Acquire) != 0 {
-                g = self.wake.wait_timeout(g, RECHECK).unwrap_or_else(|p| p.into_inner()).0;
+            let g = self.sleep.lock().unwrap_or_else(|p| p.into_inner());
+            if self.holder.load(Ordering::Acquire) != 0 {
+                drop(self.wake.wait_timeout(g, RECHECK).unwrap_or_else(|p| p.into_inner()));
             }
-            drop(g);
             self.waiting.fetch_sub(1, Ordering::SeqCst);
         });
     }
 
-    /// Takes the VM, waiting (detached) while another thread holds it.
+    /// Takes the VM, waiting (detached) while another thread holds it. Ctrl-C ends the wait
+    /// (`KeyboardInterrupt`): the holder may run for as long as it likes.
     fn hold(&self, py: Python<'_>, me: usize) -> PyResult<Held<'_>> {
         loop {
             match self.try_hold(py, me) {
                 TryHold::Held(held) => return Ok(held),
                 TryHold::Reentrant => return Err(reentrant_error()),
-                TryHold::Busy => self.wait_free(py),
+                TryHold::Busy => {
+                    self.wait_free(py);
+                    py.check_signals()?;
+                }
             }
         }
     }
