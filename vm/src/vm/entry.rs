@@ -3,9 +3,10 @@
 //! works out again every time — that the value is a function, which table entry it is, whether
 //! it has a signature, its arity and its frame size.
 
-use super::{Frame, VirtualMachine, MIN_NATIVE_STACK};
+use super::limits::check_native_stack;
+use super::{Frame, VirtualMachine};
 use crate::code::{Callee, Code, VOID};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::value::Value;
 use std::sync::Arc;
 
@@ -105,18 +106,5 @@ impl VirtualMachine {
     #[inline]
     fn fits_top_level(&self, top: usize) -> bool {
         top <= self.config.max_stack_registers && self.config.max_call_depth > 0 && self.config.max_reentry > 0
-    }
-}
-
-/// Refuses to enter the interpreter with less than [`MIN_NATIVE_STACK`] bytes of native stack
-/// left: a thread with a small stack (a Python thread made with `threading.stack_size`) would
-/// otherwise overflow it, a SIGSEGV.
-#[inline]
-pub(super) fn check_native_stack() -> Result<()> {
-    match stacker::remaining_stack() {
-        Some(remaining) if remaining < MIN_NATIVE_STACK => {
-            Err(ErrorKind::NativeStack { remaining, needed: MIN_NATIVE_STACK }.into())
-        }
-        _ => Ok(()),
     }
 }

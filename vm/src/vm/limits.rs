@@ -47,6 +47,19 @@ pub type PollHook = Arc<dyn Fn() -> Result<()> + Send + Sync>;
 /// a packed function and the host code (e.g. Python's) between it and the next entry.
 pub const MIN_NATIVE_STACK: usize = 64 << 10;
 
+/// Refuses to enter the interpreter with less than [`MIN_NATIVE_STACK`] bytes of native stack
+/// left: a thread with a small stack (a Python thread made with `threading.stack_size`) would
+/// otherwise overflow it, a SIGSEGV.
+#[inline]
+pub(super) fn check_native_stack() -> Result<()> {
+    match stacker::remaining_stack() {
+        Some(remaining) if remaining < MIN_NATIVE_STACK => {
+            Err(ErrorKind::NativeStack { remaining, needed: MIN_NATIVE_STACK }.into())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// How many steps (bytecode calls and backward jumps) pass between calls of the poll hook.
 pub const POLL_INTERVAL: u32 = 1024;
 

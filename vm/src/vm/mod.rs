@@ -315,7 +315,7 @@ impl VirtualMachine {
         }
         // Every entry into the interpreter — the first, and each call back from a packed
         // function — measures the native stack left.
-        entry::check_native_stack()?;
+        limits::check_native_stack()?;
         if self.reentry > 0 {
             // A call back into the VM from a packed function is a bytecode call, and counts as one.
             self.count_step()?;
@@ -348,9 +348,9 @@ impl VirtualMachine {
     ///
     /// Two copies of the loop: the plain one has no instrumentation code at all, so what the
     /// instrumented one does cannot cost the plain one registers or layout. Never inlined, so
-    /// that each copy is made once, here: an entry point inlined into another crate would
-    /// otherwise make that crate compile a copy of its own, laid out and optimised apart (one
-    /// such copy ran straight-line calls 15% slower).
+    /// that each copy is compiled once, here: an entry point inlined into another crate
+    /// (`call_entry` into the Python glue) would otherwise make that crate compile a copy of
+    /// its own, with a code layout of its own (the loop's speed depends on its layout).
     #[inline(never)]
     fn run_frames(&mut self, depth: usize) -> Result<Value> {
         match self.instrument {
