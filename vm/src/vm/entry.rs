@@ -52,7 +52,7 @@ impl VirtualMachine {
     /// Calls the function `e` resolved with `args`: what
     /// [`invoke_closure`](Self::invoke_closure) does for it, with the checks that depend only
     /// on the function done once by [`entry`](Self::entry). An entry of another VM is an
-    /// [`ErrorKind::Value`] error.
+    /// [`ErrorKind::Value`](crate::ErrorKind::Value) error.
     #[inline]
     pub fn call_entry(&mut self, e: &Entry, args: &[Value]) -> Result<Value> {
         if !Arc::ptr_eq(&e.code, &self.code) {
