@@ -389,6 +389,8 @@ fn parse_pairs(name: &str, args: &[Value], first: usize, n: usize, what: [&str; 
 /// What `match_shape` reads of its operands from `ndim` on: the pairs and the error context.
 struct MatchPlan<'a> {
     pairs: Pairs,
+    /// Whether a pair stores into the heap (code 1): the heap is then taken for writing.
+    stores: bool,
     err_ctx: Option<&'a str>,
 }
 
@@ -397,7 +399,9 @@ impl<'a> MatchPlan<'a> {
         args::arity_at_least(name, args, 3)?;
         let n = pair_count(name, args, 2, 1)?;
         let err_ctx = args::opt_str(name, args, 3 + 2 * n, "err_ctx")?;
-        Ok(MatchPlan { pairs: parse_pairs(name, args, 3, n, ["match code", "match value"])?, err_ctx })
+        let pairs = parse_pairs(name, args, 3, n, ["match code", "match value"])?;
+        let stores = pairs.iter().any(|&(code, _)| code == 1);
+        Ok(MatchPlan { pairs, stores, err_ctx })
     }
 }
 
@@ -405,7 +409,7 @@ impl<'a> MatchPlan<'a> {
 /// of a tensor or shape.
 fn match_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     let plan = MatchPlan::parse(name, args)?;
-    apply_match(name, args, &plan.pairs, plan.err_ctx)
+    apply_match(name, args, &plan.pairs, plan.stores, plan.err_ctx)
 }
 
 /// `match_shape` specialised to a call whose `ndim`, pairs and error context are fixed: they
@@ -413,13 +417,20 @@ fn match_shape(name: &'static str, args: &[Value]) -> Result<Value> {
 fn specialize_match_shape(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
     let args = args::fixed_from(fixed, 2)?;
     let plan = MatchPlan::parse(name, &args).ok()?;
-    let (pairs, err_ctx) = (plan.pairs, plan.err_ctx.map(str::to_owned));
+    let (pairs, stores, err_ctx) = (plan.pairs, plan.stores, plan.err_ctx.map(str::to_owned));
+    let f = PackedFunc::from_fn(name, move |args| apply_match(name, args, &pairs, stores, err_ctx.as_deref()));
     // It reads the value and the heap; the rest are the fixed operands parsed here.
-    Some(PackedFunc::from_fn(name, move |args| apply_match(name, args, &pairs, err_ctx.as_deref())).reading_first(2))
+    Some(f.reading_first(2))
 }
 
-/// The work of `match_shape` once its pairs are parsed.
-fn apply_match(name: &'static str, args: &[Value], pairs: &[(i64, i64)], err_ctx: Option<&str>) -> Result<Value> {
+/// The work of `match_shape` once its pairs are parsed (`stores`: whether one stores).
+fn apply_match(
+    name: &'static str,
+    args: &[Value],
+    pairs: &[(i64, i64)],
+    stores: bool,
+    err_ctx: Option<&str>,
+) -> Result<Value> {
     let dims: &[i64] = match &args[0] {
         Value::Tensor(t) => t.shape(),
         Value::Shape(s) => s,
@@ -429,8 +440,7 @@ fn apply_match(name: &'static str, args: &[Value], pairs: &[(i64, i64)], err_ctx
     if dims.len() != pairs.len() {
         return Err(ndim_mismatch(name, err_ctx, pairs.len(), dims));
     }
-    let write = pairs.iter().any(|&(code, _)| code == 1);
-    heap.with_slots(write, |slots| {
+    heap.with_slots(stores, |slots| {
         for (i, (actual, &(code, v))) in dims.iter().zip(pairs).enumerate() {
             match_one(name, slots, code, v, *actual, err_ctx, Subject::Dim(i))?;
         }

@@ -57,7 +57,7 @@ impl VirtualMachine {
     pub fn call_entry(&mut self, e: &Entry, args: &[Value]) -> Result<Value> {
         if !Arc::ptr_eq(&e.code, &self.code) {
             return Err(Error::value(format!(
-                "this entry of {:?} was resolved by another VirtualMachine",
+                "call_entry: the entry of {:?} was resolved by another VirtualMachine (an entry is called through the VM that resolved it)",
                 self.exe.funcs().get(e.index as usize).map_or("?", |f| f.name.as_str())
             )));
         }
@@ -91,11 +91,7 @@ impl VirtualMachine {
         let result = self.run_frames(0);
         self.reentry = 0;
         if result.is_err() {
-            if !self.instrumented.is_empty() {
-                self.instrument_unwind(0);
-            }
-            self.frames.clear();
-            self.regs.truncate(mark);
+            self.unwind(0, mark);
         }
         result
     }

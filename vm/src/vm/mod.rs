@@ -334,13 +334,19 @@ impl VirtualMachine {
         let result = self.enter_frame(func, usize::MAX, VOID, mark).and_then(|()| self.run_frames(depth));
         self.reentry -= 1;
         if result.is_err() {
-            if !self.instrumented.is_empty() {
-                self.instrument_unwind(depth);
-            }
-            self.frames.truncate(depth);
-            self.regs.truncate(mark);
+            self.unwind(depth, mark);
         }
         result
+    }
+
+    /// Drops what a run that failed left above frame `depth` and register `mark`, telling the
+    /// instrument of the calls it saw start.
+    fn unwind(&mut self, depth: usize, mark: usize) {
+        if !self.instrumented.is_empty() {
+            self.instrument_unwind(depth);
+        }
+        self.frames.truncate(depth);
+        self.regs.truncate(mark);
     }
 
     /// Runs frames until the one at `depth` returns: the loop without instrumentation code or,
