@@ -178,3 +178,25 @@ def test_short_calls_that_keep_the_gil_wait_for_long_ones_that_release_it():
         t.join()
     assert not errors, errors
     assert sorted(done) == ["inc"] * 3 + ["spin"] * 60
+
+
+def test_a_call_with_arguments_for_the_general_path_after_plain_ones():
+    # The common arguments (int, float, rx.Tensor, a numpy array passed before) go straight
+    # into the VM's registers; any other (a new numpy array, an object, a huge int) sends the
+    # whole call down the general path, and the values already made are released.
+    f = _vm()["pair"]
+    t = rx.tensor(np.arange(3, dtype="float32"))
+    a = np.arange(4, dtype="float32")
+    before = sys.getrefcount(t)
+    for i in range(50):
+        x, y = f(t, a)
+        assert x is t and np.array_equal(np.asarray(y), a)
+        x, y = f(t, np.full(2, i))
+        assert np.array_equal(np.asarray(y), [i, i])
+        with pytest.raises(TypeError, match="cannot pass a object"):
+            f(t, object())
+        with pytest.raises(OverflowError):
+            f(t, 1 << 70)
+    del x, y
+    assert sys.getrefcount(t) == before
+    assert f(2, 0.5) == (2, 0.5)

@@ -91,6 +91,28 @@ fn type_error(ob: &Bound<'_, PyAny>) -> PyErr {
 /// reach the VM without a function call each.
 #[inline(always)]
 pub fn quick_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
+    if let Some(v) = quick_plain_value(ob) {
+        return Some(v);
+    }
+    // A numpy array passed before, unchanged: its kept view (others take the general path).
+    recent_arrays::kept(ob.cast_exact::<PyUntypedArray>().ok()?).map(Value::Tensor)
+}
+
+/// [`quick_value`] for the arguments whose conversion runs no Python code and makes no Python
+/// object, so that it may run while the VM is held: an exact `int` that fits, an exact `float`,
+/// a relaxvm tensor, and a numpy array whose kept view has its Python object already (the
+/// second and later calls with it).
+#[inline(always)]
+pub fn held_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
+    if let Some(v) = quick_plain_value(ob) {
+        return Some(v);
+    }
+    recent_arrays::kept_made(ob.cast_exact::<PyUntypedArray>().ok()?).map(Value::Tensor)
+}
+
+/// An exact `int` that fits, an exact `float` or a relaxvm tensor, converted.
+#[inline(always)]
+fn quick_plain_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
     if PyInt::is_exact_type_of(ob) {
         let mut overflow = 0;
         // SAFETY: `ob` is a live int; the call only reads it and reports overflow in `overflow`.
@@ -101,11 +123,7 @@ pub fn quick_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
     if PyFloat::is_exact_type_of(ob) {
         return Some(Value::Float(ob.cast::<PyFloat>().ok()?.value()));
     }
-    if let Ok(t) = ob.cast_exact::<PyTensor>() {
-        return Some(Value::Tensor(t.get().0.clone()));
-    }
-    // A numpy array passed before, unchanged: its kept view (others take the general path).
-    recent_arrays::kept(ob.cast_exact::<PyUntypedArray>().ok()?).map(Value::Tensor)
+    ob.cast_exact::<PyTensor>().ok().map(|t| Value::Tensor(t.get().0.clone()))
 }
 
 /// Converts a Python object into a VM value. Numpy arrays are viewed without copying when

@@ -114,6 +114,13 @@ pub fn kept(a: &Bound<'_, PyUntypedArray>) -> Option<Tensor> {
     find(a.py(), &Header::of(a)?)
 }
 
+/// [`kept`], when the kept tensor's Python object is made already (else `None`): this runs no
+/// Python code and makes no Python object, so it may run while the VM is held.
+pub fn kept_made(a: &Bound<'_, PyUntypedArray>) -> Option<Tensor> {
+    let h = Header::of(a)?;
+    RECENT.try_with(|r| r.borrow_mut().entry(&h).filter(|e| e.object.is_some()).map(|e| e.tensor.clone())).ok()?
+}
+
 /// The tensor viewing (or copying) the numpy array `a`: the one made for it before when `a` is
 /// unchanged since, else a new one (see the module's note).
 pub fn tensor_of(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {

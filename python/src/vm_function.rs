@@ -1,7 +1,7 @@
 //! `vm["name"]`: a VM function resolved once, called like a Python function.
 
 use crate::binding::{bind, convert_arg, Params};
-use crate::convert::{quick_value, to_py, Args};
+use crate::convert::{held_value, quick_value, to_py, Args};
 use crate::signature::{inspect_signature, inspect_untyped, typed_to_py};
 use crate::vectorcall;
 use crate::vm_lock::Shared;
@@ -9,7 +9,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::Borrowed;
-use relaxvm::{Entry, Signature, Value};
+use relaxvm::{Entry, Signature, Value, VirtualMachine};
 use std::sync::Arc;
 
 /// A bytecode (or saved) function of a VM, resolved once; call it like a Python function.
@@ -57,8 +57,19 @@ impl PyVmFunction {
     pub fn call_positional<'a, 'py: 'a>(
         &self,
         py: Python<'py>,
-        args: impl Iterator<Item = Borrowed<'a, 'py, PyAny>>,
+        args: impl ExactSizeIterator<Item = Borrowed<'a, 'py, PyAny>> + Clone,
     ) -> *mut ffi::PyObject {
+        if let (Some(e), None, false) = (&self.entry, &self.sig, self.release) {
+            // The common arguments go straight into the VM's registers, with no list of them in
+            // between; any other declines the call, before anything ran, for the general path.
+            let (n, mut each) = (args.len(), args.clone());
+            let call = |vm: &mut VirtualMachine| vm.call_entry_with(e, n, |_| each.next().and_then(|a| held_value(&a)));
+            match self.shared.run_attached(py, call) {
+                Ok(Some(ret)) => return self.result_to_py(py, ret).map_or_else(|e| raise(py, e), Bound::into_ptr),
+                Ok(None) => {}
+                Err(e) => return raise(py, e),
+            }
+        }
         let mut argv = Args::new();
         let params = self.params();
         for (i, a) in args.enumerate() {
@@ -102,6 +113,12 @@ impl PyVmFunction {
             Some(e) => self.shared.run(py, self.release, |vm| vm.call_entry(e, argv))?,
             None => self.shared.run(py, self.release, |vm| vm.invoke_closure(&self.func, argv))?,
         };
+        self.result_to_py(py, ret)
+    }
+
+    /// The Python object for a call's result.
+    #[inline]
+    fn result_to_py<'py>(&self, py: Python<'py>, ret: Value) -> PyResult<Bound<'py, PyAny>> {
         let out = match &self.sig {
             Some(sig) => typed_to_py(py, &ret, &sig.result),
             None => to_py(py, &ret),

@@ -168,17 +168,35 @@ impl Shared {
         release: bool,
         f: impl FnOnce(&mut VirtualMachine) -> relaxvm::Result<R> + Send,
     ) -> PyResult<R> {
-        let me = thread_id(py);
-        let mut held = match self.try_hold(py, me) {
-            TryHold::Held(held) => held,
-            TryHold::Reentrant => return Err(reentrant_error()),
-            TryHold::Busy => self.hold(py, me)?,
-        };
         if !release {
-            return f(held.vm()).py_err(py);
+            return self.run_attached(py, f);
         }
+        let mut held = self.take_vm(py)?;
         // The VM is released (`held` dropped) before the GIL is taken back.
         py.detach(move || f(held.vm())).py_err(py)
+    }
+
+    /// Runs `f` on the VM, keeping the GIL, so `f` may read Python objects. It should run no
+    /// Python code: code that called this VM would get the re-entrant error, as it is held.
+    #[inline]
+    pub fn run_attached<R>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut VirtualMachine) -> relaxvm::Result<R>,
+    ) -> PyResult<R> {
+        let mut held = self.take_vm(py)?;
+        f(held.vm()).py_err(py)
+    }
+
+    /// Takes the VM for this thread, waiting while another thread holds it.
+    #[inline]
+    fn take_vm(&self, py: Python<'_>) -> PyResult<Held<'_>> {
+        let me = thread_id(py);
+        match self.try_hold(py, me) {
+            TryHold::Held(held) => Ok(held),
+            TryHold::Reentrant => Err(reentrant_error()),
+            TryHold::Busy => self.hold(py, me),
+        }
     }
 
     /// Runs `f` on the VM's tables (no bytecode runs, so no callbacks).

@@ -1,4 +1,4 @@
-//! Entry points (`VirtualMachine::entry` / `call_entry`): a function resolved once is called as
+//! Entry points (`VirtualMachine::entry` / `call_entry` / `call_entry_with`): a function resolved once is called as
 //! `invoke` calls it — the same results, errors, limits, budget and recovery — and an entry
 //! that cannot be one (signature, captured values, packed, another VM's) is refused.
 
@@ -25,7 +25,7 @@ fn call(func: u32, args: Vec<Arg>, dst: Option<u32>) -> Instruction {
 }
 
 /// `fib(n)` (recursive), `fail(x)` (an error from a packed call), `spin()` (an endless loop),
-/// `id(x)`, and `typed(x)` with a signature.
+/// `id(x)`, `typed(x)` with a signature, and `first(x, y)`.
 fn exe() -> Arc<Executable> {
     use Arg::*;
     setup();
@@ -42,6 +42,7 @@ fn exe() -> Arc<Executable> {
                 FuncInfo::bytecode("spin", 11, 12, 0, 0),
                 FuncInfo::bytecode("id", 12, 13, 1, 1),
                 FuncInfo::bytecode("typed", 13, 14, 1, 1).with_signature(sig),
+                FuncInfo::bytecode("first", 14, 15, 2, 2),
             ],
             instrs: vec![
                 call(1, vec![Reg(0), Imm(2)], Some(1)),
@@ -56,6 +57,7 @@ fn exe() -> Arc<Executable> {
                 call(5, vec![Reg(0)], Some(1)),
                 Instruction::Ret { result: 1 },
                 Instruction::Goto { offset: 0 },
+                Instruction::Ret { result: 0 },
                 Instruction::Ret { result: 0 },
                 Instruction::Ret { result: 0 },
             ],
@@ -150,6 +152,40 @@ fn each_call_has_the_whole_step_budget_and_an_instrument_sees_it() {
     })));
     assert_eq!(m.call_entry(&fib, &[Value::Int(5)]).unwrap().as_int().unwrap(), 5);
     assert!(seen.load(std::sync::atomic::Ordering::Relaxed) > 0, "the instrumented loop ran");
+}
+
+#[test]
+fn arguments_made_in_place_and_a_declined_call_leaves_the_vm_as_it_was() {
+    let mut m = vm();
+    let (fib, first, fail) = (entry(&m, "fib"), entry(&m, "first"), entry(&m, "fail"));
+    // The arguments are asked for in order, once each.
+    let mut asked = vec![];
+    let r = m.call_entry_with(&first, 2, |i| {
+        asked.push(i);
+        Some(Value::Int(7 + i as i64))
+    });
+    assert_eq!((r.unwrap().unwrap().as_int().unwrap(), asked), (7, vec![0, 1]));
+    // The maker declines the second: nothing ran, and the first value made is dropped.
+    let f = m.get_function("id").unwrap();
+    let Value::Func(ref arc) = f else { panic!("a function") };
+    let before = Arc::strong_count(arc);
+    assert!(m.call_entry_with(&first, 2, |i| (i == 0).then(|| f.clone())).unwrap().is_none());
+    assert_eq!(Arc::strong_count(arc), before, "the value made was dropped");
+    assert_eq!(m.call_entry_with(&fib, 1, |_| Some(Value::Int(10))).unwrap().unwrap().as_int().unwrap(), 55);
+    // Arity and another VM's entry are errors before anything is asked for.
+    let e = m.call_entry_with(&first, 1, |_| unreachable!("not asked")).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Arity { .. }), "{e}");
+    let other = vm();
+    let e = m.call_entry_with(&entry(&other, "fib"), 1, |_| unreachable!("not asked")).unwrap_err();
+    assert!(e.to_string().contains("another VirtualMachine"), "{e}");
+    // A call a limit refuses is declined, unasked (`call_entry` then reports it as invoke does).
+    m.config_mut().max_call_depth = 0;
+    assert!(m.call_entry_with(&fib, 1, |_| unreachable!("not asked")).unwrap().is_none());
+    m.config_mut().max_call_depth = 1000;
+    // An error while running unwinds as `call_entry`'s does.
+    let want = format!("{:?}", m.invoke("fail", &[Value::Int(1)]).unwrap_err());
+    assert_eq!(format!("{:?}", m.call_entry_with(&fail, 1, |_| Some(Value::Int(1))).unwrap_err()), want);
+    assert_eq!(m.call_entry_with(&fib, 1, |_| Some(Value::Int(6))).unwrap().unwrap().as_int().unwrap(), 8);
 }
 
 #[test]

@@ -55,36 +55,64 @@ impl VirtualMachine {
     /// [`ErrorKind::Value`](crate::ErrorKind::Value) error.
     #[inline]
     pub fn call_entry(&mut self, e: &Entry, args: &[Value]) -> Result<Value> {
+        match self.call_entry_with(e, args.len(), |i| Some(args[i].clone()))? {
+            Some(result) => Ok(result),
+            // Not a plain call from outside (or one a limit refuses): the general entry, which
+            // counts, checks and reports as usual.
+            None => {
+                if self.reentry == 0 {
+                    self.start_counting();
+                }
+                self.run(e.index, args, &[])
+            }
+        }
+    }
+
+    /// [`call_entry`](Self::call_entry) with its `nargs` arguments made by `arg(0)`,
+    /// `arg(1)`, ... in turn, straight into the new frame's registers (a caller converting
+    /// them from another representation needs no list of them in between). `Ok(None)` when
+    /// the call is declined before anything ran, the VM as it was: when `arg` gave `None`, or
+    /// when the call is not a plain one from outside (a callback's, or one a limit would
+    /// refuse), which needs the arguments as a list: the caller then makes them so and calls
+    /// [`call_entry`](Self::call_entry). The values `arg` made are dropped then.
+    #[inline]
+    pub fn call_entry_with(
+        &mut self,
+        e: &Entry,
+        nargs: usize,
+        mut arg: impl FnMut(usize) -> Option<Value>,
+    ) -> Result<Option<Value>> {
         if !Arc::ptr_eq(&e.code, &self.code) {
             return Err(Error::value(format!(
                 "call_entry: the entry of {:?} was resolved by another VirtualMachine (an entry is called through the VM that resolved it)",
                 self.exe.funcs().get(e.index as usize).map_or("?", |f| f.name.as_str())
             )));
         }
-        if args.len() != e.num_args as usize {
+        if nargs != e.num_args as usize {
             let info = &self.exe.funcs()[e.index as usize];
-            return Err(Error::arity(&info.name, info.num_args.to_string(), args.len()));
+            return Err(Error::arity(&info.name, info.num_args.to_string(), nargs));
         }
         let mark = self.regs.len();
         let top = mark + e.regs as usize;
         if self.reentry != 0 || !self.frames.is_empty() || !self.fits_top_level(top) {
-            // Not a plain call from outside (or one a limit refuses): the general entry, which
-            // counts, checks and reports as usual.
-            if self.reentry == 0 {
-                self.start_counting();
-            }
-            return self.run(e.index, args, &[]);
+            return Ok(None);
         }
-        self.start_counting();
         check_native_stack()?;
         // What `run` and `enter_frame` do for the first frame, with the limits checked above.
-        self.reentry = 1;
         self.regs.reserve(e.regs as usize);
-        for v in args {
-            self.regs.push(v.clone());
+        for i in 0..nargs {
+            match arg(i) {
+                Some(v) => self.regs.push(v),
+                None => {
+                    self.regs.truncate(mark);
+                    return Ok(None);
+                }
+            }
         }
+        self.start_counting();
+        self.reentry = 1;
         // A plain loop: `resize_with` is an out-of-line call here.
-        for _ in args.len()..e.regs as usize {
+        for _ in nargs..e.regs as usize {
             self.regs.push(Value::Null);
         }
         self.frames.push(Frame { func: e.index, base: mark, pc: 0, dst: VOID });
@@ -93,7 +121,7 @@ impl VirtualMachine {
         if result.is_err() {
             self.unwind(0, mark);
         }
-        result
+        result.map(Some)
     }
 
     /// Whether a first frame reaching register `top` is within the limits (the rare cases —
