@@ -5,8 +5,6 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 logs="$(mktemp -d)"
-# Each build here runs once per clone: an incremental cache would only take disk (over 1 GiB).
-export CARGO_INCREMENTAL=0
 trap 'rm -rf "$logs"' EXIT
 
 echo "== cargo fmt --check"

@@ -181,22 +181,32 @@ def test_short_calls_that_keep_the_gil_wait_for_long_ones_that_release_it():
 
 
 def test_a_call_with_arguments_for_the_general_path_after_plain_ones():
-    # The common arguments (int, float, rx.Tensor, a numpy array passed before) go straight
-    # into the VM's registers; any other (a new numpy array, an object, a huge int) sends the
-    # whole call down the general path, and the values already made are released.
-    f = _vm()["pair"]
+    # The common arguments (int, float, rx.Tensor, None, bool, a numpy array passed before) go
+    # straight into the VM's registers; any other (a new numpy array, an object, a huge int)
+    # sends the whole call down the general path, and the values already made are released.
+    # The register stack holds exactly one frame of `pair` (3 registers): a value left behind
+    # by a declined call would make every later call fail.
+    ib = rx.ExecBuilder()
+    with ib.function("pair", num_inputs=2):
+        ib.emit_call("vm.builtin.make_tuple", args=[ib.r(0), ib.r(1)], dst=ib.r(2))
+        ib.emit_ret(ib.r(2))
+    f = rx.VirtualMachine(ib.get(), rx.cpu(), max_stack_registers=3)["pair"]
     t = rx.tensor(np.arange(3, dtype="float32"))
     a = np.arange(4, dtype="float32")
-    before = sys.getrefcount(t)
-    for i in range(50):
+    for _ in range(5):
         x, y = f(t, a)
         assert x is t and np.array_equal(np.asarray(y), a)
+    assert f(None, True) == (None, True) and f(2, 0.5) == (2, 0.5)
+    for i in range(20):
         x, y = f(t, np.full(2, i))
-        assert np.array_equal(np.asarray(y), [i, i])
+        assert x is t and np.array_equal(np.asarray(y), [i, i])
         with pytest.raises(TypeError, match="cannot pass a object"):
             f(t, object())
         with pytest.raises(OverflowError):
             f(t, 1 << 70)
-    del x, y
-    assert sys.getrefcount(t) == before
-    assert f(2, 0.5) == (2, 0.5)
+        assert f(t, "s")[1] == "s"
+    # A wrong count is reported after the arguments are converted, as by every other path.
+    with pytest.raises(TypeError, match="cannot pass a object"):
+        f(object())
+    with pytest.raises(rx.VMError, match="expected 2 arguments, got 3"):
+        f(1, 2, 3)

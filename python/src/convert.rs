@@ -85,10 +85,10 @@ fn type_error(ob: &Bound<'_, PyAny>) -> PyErr {
     ))
 }
 
-/// The common arguments — an exact `int` that fits, an exact `float`, a relaxvm tensor, a numpy
-/// array passed before and unchanged since (`crate::recent_arrays`) — converted inline in the
-/// caller (`None` for everything else, which [`to_value`] handles): a call's arguments then
-/// reach the VM without a function call each.
+/// The common arguments — an exact `int` that fits, an exact `float`, a relaxvm tensor, `None`,
+/// a `bool`, a numpy array passed before and unchanged since (`crate::recent_arrays`) —
+/// converted inline in the caller (`None` for everything else, which [`to_value`] handles):
+/// the general path's arguments then reach the VM without a function call each.
 #[inline(always)]
 pub fn quick_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
     if let Some(v) = quick_plain_value(ob) {
@@ -99,18 +99,18 @@ pub fn quick_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
 }
 
 /// [`quick_value`] for the arguments whose conversion runs no Python code and makes no Python
-/// object, so that it may run while the VM is held: an exact `int` that fits, an exact `float`,
-/// a relaxvm tensor, and a numpy array whose kept view has its Python object already (the
-/// second and later calls with it).
+/// object, so that it may run while the VM is held: the plain ones, and a numpy array whose
+/// kept view has its Python object made already (from the third call with it on: the second
+/// makes the object).
 #[inline(always)]
 pub fn held_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
     if let Some(v) = quick_plain_value(ob) {
         return Some(v);
     }
-    recent_arrays::kept_made(ob.cast_exact::<PyUntypedArray>().ok()?).map(Value::Tensor)
+    recent_arrays::kept_made(ob).map(Value::Tensor)
 }
 
-/// An exact `int` that fits, an exact `float` or a relaxvm tensor, converted.
+/// An exact `int` that fits, an exact `float`, a relaxvm tensor, `None` or a `bool`, converted.
 #[inline(always)]
 fn quick_plain_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
     if PyInt::is_exact_type_of(ob) {
@@ -123,7 +123,13 @@ fn quick_plain_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
     if PyFloat::is_exact_type_of(ob) {
         return Some(Value::Float(ob.cast::<PyFloat>().ok()?.value()));
     }
-    ob.cast_exact::<PyTensor>().ok().map(|t| Value::Tensor(t.get().0.clone()))
+    if let Ok(t) = ob.cast_exact::<PyTensor>() {
+        return Some(Value::Tensor(t.get().0.clone()));
+    }
+    if ob.is_none() {
+        return Some(Value::Null);
+    }
+    ob.cast_exact::<PyBool>().ok().map(|b| Value::Bool(b.is_true()))
 }
 
 /// Converts a Python object into a VM value. Numpy arrays are viewed without copying when

@@ -114,11 +114,22 @@ pub fn kept(a: &Bound<'_, PyUntypedArray>) -> Option<Tensor> {
     find(a.py(), &Header::of(a)?)
 }
 
-/// [`kept`], when the kept tensor's Python object is made already (else `None`): this runs no
-/// Python code and makes no Python object, so it may run while the VM is held.
-pub fn kept_made(a: &Bound<'_, PyUntypedArray>) -> Option<Tensor> {
-    let h = Header::of(a)?;
-    RECENT.try_with(|r| r.borrow_mut().entry(&h).filter(|e| e.object.is_some()).map(|e| e.tensor.clone())).ok()?
+/// The kept tensor of `ob` when it is a numpy array whose kept tensor has its Python object
+/// made already (else `None`): this runs no Python code and makes no Python object, so it may
+/// run while the VM is held. With nothing kept on this thread it looks no further: telling an
+/// array from other objects needs numpy's C API, whose first use imports numpy (Python code);
+/// anything kept was converted through that API, so it is set up then.
+pub fn kept_made(ob: &Bound<'_, PyAny>) -> Option<Tensor> {
+    RECENT
+        .try_with(|r| {
+            let mut r = r.try_borrow_mut().ok()?;
+            if r.entries.iter().all(Option::is_none) {
+                return None;
+            }
+            let h = Header::of(ob.cast_exact::<PyUntypedArray>().ok()?)?;
+            r.entry(&h).filter(|e| e.object.is_some()).map(|e| e.tensor.clone())
+        })
+        .ok()?
 }
 
 /// The tensor viewing (or copying) the numpy array `a`: the one made for it before when `a` is

@@ -59,10 +59,12 @@ impl PyVmFunction {
         py: Python<'py>,
         args: impl ExactSizeIterator<Item = Borrowed<'a, 'py, PyAny>> + Clone,
     ) -> *mut ffi::PyObject {
-        if let (Some(e), None, false) = (&self.entry, &self.sig, self.release) {
-            // The common arguments go straight into the VM's registers, with no list of them in
-            // between; any other declines the call, before anything ran, for the general path.
-            let (n, mut each) = (args.len(), args.clone());
+        let n = args.len();
+        // With the right count (a wrong one is reported as the general path reports it, after
+        // converting the arguments), the common arguments go straight into the VM's registers,
+        // with no list of them in between; any other declines the call to the general path.
+        if let (Some(e), None, false) = (self.entry.as_ref().filter(|e| e.num_args() == n), &self.sig, self.release) {
+            let mut each = args.clone();
             let call = |vm: &mut VirtualMachine| vm.call_entry_with(e, n, |_| each.next().and_then(|a| held_value(&a)));
             match self.shared.run_attached(py, call) {
                 Ok(Some(ret)) => return self.result_to_py(py, ret).map_or_else(|e| raise(py, e), Bound::into_ptr),

@@ -176,8 +176,10 @@ impl Shared {
         py.detach(move || f(held.vm())).py_err(py)
     }
 
-    /// Runs `f` on the VM, keeping the GIL, so `f` may read Python objects. It should run no
-    /// Python code: code that called this VM would get the re-entrant error, as it is held.
+    /// Runs `f` on the VM, keeping the GIL, so `f` may read Python objects (a call's arguments,
+    /// converted as it runs). Python code that `f` runs before any bytecode, such as a
+    /// conversion calling a method, would find the VM held: a call of it from there gets the
+    /// re-entrant error, so such conversions belong before `run_attached`.
     #[inline]
     pub fn run_attached<R>(
         &self,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 /// A bytecode function of one VM that takes its arguments as they are (no signature to check
 /// them against, no captured values), resolved by [`VirtualMachine::entry`] for
-/// [`VirtualMachine::call_entry`].
+/// [`VirtualMachine::call_entry`] and [`VirtualMachine::call_entry_with`].
 #[derive(Clone)]
 pub struct Entry {
     /// The decoded code of the VM that resolved it: a call through another VM is refused. Held
@@ -22,6 +22,25 @@ pub struct Entry {
     num_args: u32,
     /// The function's register-file size.
     regs: u32,
+}
+
+impl Entry {
+    /// How many arguments the function takes.
+    pub fn num_args(&self) -> usize {
+        self.num_args as usize
+    }
+}
+
+/// Truncates `regs` to `mark` when dropped.
+struct Truncate<'a> {
+    regs: &'a mut Vec<Value>,
+    mark: usize,
+}
+
+impl Drop for Truncate<'_> {
+    fn drop(&mut self) {
+        self.regs.truncate(self.mark);
+    }
 }
 
 impl std::fmt::Debug for Entry {
@@ -70,11 +89,14 @@ impl VirtualMachine {
 
     /// [`call_entry`](Self::call_entry) with its `nargs` arguments made by `arg(0)`,
     /// `arg(1)`, ... in turn, straight into the new frame's registers (a caller converting
-    /// them from another representation needs no list of them in between). `Ok(None)` when
-    /// the call is declined before anything ran, the VM as it was: when `arg` gave `None`, or
-    /// when the call is not a plain one from outside (a callback's, or one a limit would
-    /// refuse), which needs the arguments as a list: the caller then makes them so and calls
-    /// [`call_entry`](Self::call_entry). The values `arg` made are dropped then.
+    /// them from another representation needs no list of them in between). Another VM's entry,
+    /// a wrong `nargs` and too little native stack are errors before `arg` is asked.
+    ///
+    /// `Ok(None)` when the call is declined before any bytecode ran, the VM as it was: when
+    /// `arg` gave `None` (the values it made before are dropped), or when the call is not a
+    /// plain one from outside (a callback's, or one a limit would refuse), which needs the
+    /// arguments as a list: the caller then makes them so and calls
+    /// [`call_entry`](Self::call_entry).
     #[inline]
     pub fn call_entry_with(
         &mut self,
@@ -100,15 +122,16 @@ impl VirtualMachine {
         check_native_stack()?;
         // What `run` and `enter_frame` do for the first frame, with the limits checked above.
         self.regs.reserve(e.regs as usize);
+        // Until every argument is made, the registers go back to `mark` on the way out, also
+        // when `arg` panics (the next call would otherwise start above values no frame owns).
+        let made = Truncate { regs: &mut self.regs, mark };
         for i in 0..nargs {
             match arg(i) {
-                Some(v) => self.regs.push(v),
-                None => {
-                    self.regs.truncate(mark);
-                    return Ok(None);
-                }
+                Some(v) => made.regs.push(v),
+                None => return Ok(None),
             }
         }
+        std::mem::forget(made);
         self.start_counting();
         self.reentry = 1;
         // A plain loop: `resize_with` is an out-of-line call here.
