@@ -120,16 +120,12 @@ pub fn kept(a: &Bound<'_, PyUntypedArray>) -> Option<Tensor> {
 /// array from other objects needs numpy's C API, whose first use imports numpy (Python code);
 /// anything kept was converted through that API, so it is set up then.
 pub fn kept_made(ob: &Bound<'_, PyAny>) -> Option<Tensor> {
-    RECENT
-        .try_with(|r| {
-            let mut r = r.try_borrow_mut().ok()?;
-            if r.entries.iter().all(Option::is_none) {
-                return None;
-            }
-            let h = Header::of(ob.cast_exact::<PyUntypedArray>().ok()?)?;
-            r.entry(&h).filter(|e| e.object.is_some()).map(|e| e.tensor.clone())
-        })
-        .ok()?
+    let none_kept = RECENT.try_with(|r| r.try_borrow().map_or(true, |r| r.entries.iter().all(Option::is_none)));
+    if none_kept.unwrap_or(true) {
+        return None;
+    }
+    let (tensor, has_object) = lookup(&Header::of(ob.cast_exact::<PyUntypedArray>().ok()?)?)?;
+    has_object.then_some(tensor)
 }
 
 /// The tensor viewing (or copying) the numpy array `a`: the one made for it before when `a` is
@@ -158,11 +154,16 @@ pub fn tensor_of(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
     Ok(tensor)
 }
 
-/// The kept tensor of an array with header `h`, if any.
+/// The kept tensor of an array with header `h`, if any, and whether its Python object is made.
+#[inline]
+fn lookup(h: &Header) -> Option<(Tensor, bool)> {
+    RECENT.try_with(|r| r.try_borrow_mut().ok()?.entry(h).map(|e| (e.tensor.clone(), e.object.is_some()))).ok()?
+}
+
+/// The kept tensor of an array with header `h`, if any, with its Python object made.
 #[inline]
 fn find(py: Python<'_>, h: &Header) -> Option<Tensor> {
-    let (tensor, has_object) =
-        RECENT.try_with(|r| r.borrow_mut().entry(h).map(|e| (e.tensor.clone(), e.object.is_some()))).ok().flatten()?;
+    let (tensor, has_object) = lookup(h)?;
     if !has_object {
         keep_object(py, h, &tensor);
     }

@@ -354,9 +354,10 @@ impl VirtualMachine {
     ///
     /// Two copies of the loop: the plain one has no instrumentation code at all, so what the
     /// instrumented one does cannot cost the plain one registers or layout. Never inlined, so
-    /// that each copy is compiled once, here: an entry point inlined into another crate
-    /// (`call_entry_with`, generic, built in the Python glue) would otherwise make that crate compile a copy of
-    /// its own, with a code layout of its own (the loop's speed depends on its layout).
+    /// that each copy is compiled once, here: an entry point built in another crate
+    /// (`call_entry_with`, generic, instantiated in the Python glue) would otherwise make that
+    /// crate compile a copy of its own, with a code layout of its own (the loop's speed depends
+    /// on its layout).
     #[inline(never)]
     fn run_frames(&mut self, depth: usize) -> Result<Value> {
         match self.instrument {
