@@ -36,8 +36,8 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.shape_of", select shape_of).constant_time(),
     builtin!("vm.builtin.store_shape", store_shape).constant_time(),
     builtin!("vm.builtin.load_shape", load_shape).constant_time(),
-    builtin!("vm.builtin.match_shape", match_shape).constant_time().specialized(specialize_match_shape),
-    builtin!("vm.builtin.make_shape", make_shape).constant_time().specialized(specialize_make_shape),
+    builtin!("vm.builtin.match_shape", match_shape).constant_time().specialized(site::specialize_match_shape),
+    builtin!("vm.builtin.make_shape", make_shape).constant_time().specialized(site::specialize_make_shape),
     builtin!("vm.builtin.match_prim_value", match_prim_value).constant_time(),
     builtin!("vm.builtin.make_prim_value", make_prim_value).constant_time(),
     builtin!("vm.builtin.tensor_to_shape", tensor_to_shape),
@@ -412,17 +412,6 @@ fn match_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     apply_match(name, args, &plan.pairs, plan.stores, plan.err_ctx)
 }
 
-/// `match_shape` specialised to a call whose `ndim`, pairs and error context are fixed: they
-/// are parsed here, once.
-fn specialize_match_shape(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
-    let args = args::fixed_from(fixed, 2)?;
-    let plan = MatchPlan::parse(name, &args).ok()?;
-    let (pairs, stores, err_ctx) = (plan.pairs, plan.stores, plan.err_ctx.map(str::to_owned));
-    let f = PackedFunc::from_fn(name, move |args| apply_match(name, args, &pairs, stores, err_ctx.as_deref()));
-    // It reads the value and the heap; the rest are the fixed operands parsed here.
-    Some(f.reading_first(2))
-}
-
 /// The work of `match_shape` once its pairs are parsed (`stores`: whether one stores).
 fn apply_match(
     name: &'static str,
@@ -470,25 +459,6 @@ fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
     build_shape(name, args, &make_pairs(name, args)?, None)
 }
 
-/// `make_shape` specialised to a call whose `ndim` and pairs are fixed: they are parsed here,
-/// once, and a shape of immediates only is made here, once. A shape with heap slots is most
-/// often the same as the one the call site made last (a model called again with inputs of the
-/// same shape), so the site keeps that one in its cache ([`CallCtx::site_cache`]).
-fn specialize_make_shape(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
-    let pairs = make_pairs(name, &args::fixed_from(fixed, 1)?).ok()?;
-    if pairs.iter().all(|&(code, _)| code == 0) {
-        let shape = Value::Shape(pairs.iter().map(|&(_, v)| v).collect());
-        let f = PackedFunc::from_fn(name, move |args| {
-            Heap::arg(name, args, 0)?;
-            Ok(shape.clone())
-        });
-        return Some(f.reading_first(1));
-    }
-    // It reads the heap; the rest are the fixed operands parsed here.
-    let f = PackedFunc::new(name, move |ctx, args| build_shape(name, args, &pairs, ctx.site_cache()));
-    Some(f.reading_first(1))
-}
-
 /// The most dimensions a shape is built in place for (on the stack): more than any model's.
 const INLINE_RANK: usize = 8;
 
@@ -510,15 +480,7 @@ fn build_shape(name: &'static str, args: &[Value], pairs: &[(i64, i64)], last: O
         }
         Ok(())
     })?;
-    Ok(match last {
-        Some(Value::Shape(s)) if s.has_dims(dims) => Value::Shape(s.clone()),
-        Some(last) => {
-            let made = Value::Shape(Shape::recent(dims));
-            *last = made.clone();
-            made
-        }
-        None => Value::Shape(Shape::recent(dims)),
-    })
+    Ok(site::recent_or_last(dims, last))
 }
 
 /// `match_prim_value(value, heap, code, v, err_ctx)`: `match_shape` for one integer.
@@ -565,5 +527,6 @@ fn to_i64s<T: Num>(name: &str, t: &Tensor) -> Result<Vec<i64>> {
         .collect()
 }
 
+mod site;
 #[cfg(test)]
 mod tests;

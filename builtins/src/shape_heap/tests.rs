@@ -243,19 +243,40 @@ fn tensor_to_shape_converts_integer_tensors() {
     );
 }
 
+/// The heaps the specialised builtins are compared on: a fresh heap of 3 slots, the same as a
+/// strided view (slots 8 bytes apart at byte 8 of a larger storage), and a fresh heap whose
+/// bytes another reader holds during the call (stores then fail). Slot 1 holds 4 in each.
+#[derive(Clone, Copy, Debug)]
+enum HeapKind {
+    Fresh,
+    Strided,
+    BeingRead,
+}
+
 /// Runs `args` through the general builtin and through the version specialised to every
 /// operand but `regs` (when the specializer accepts; called with the operands it reads), each on
-/// its own fresh heap (`args` names it as `Value::Str("HEAP")`), and returns both outcomes and
-/// the heaps after, as text.
-fn general_and_special(name: &str, args: &[Value], regs: &[usize]) -> (String, Option<String>) {
+/// its own new heap of `kind` (`args` names it as `Value::Str("HEAP")`), and returns both
+/// outcomes and the heaps after, as text.
+fn general_and_special(name: &str, args: &[Value], regs: &[usize], kind: HeapKind) -> (String, Option<String>) {
     let run = |f: &dyn Fn(&[Value]) -> Result<Value>| {
-        let h = heap(3);
-        h.as_tensor().unwrap().storage().write(8, &4i64.to_ne_bytes()).unwrap();
+        let h = match kind {
+            HeapKind::Fresh | HeapKind::BeingRead => heap(3),
+            HeapKind::Strided => {
+                let base = Tensor::zeros([8], DataType::I64, Default::default()).unwrap();
+                let view = Tensor::from_parts(base.storage().clone(), 8, [3].into(), Some(vec![2]), DataType::I64);
+                Value::Tensor(view.unwrap())
+            }
+        };
+        let t = h.as_tensor().unwrap();
+        let step = if matches!(kind, HeapKind::Strided) { 16 } else { 8 };
+        t.storage().write(t.byte_offset() + step, &4i64.to_ne_bytes()).unwrap();
         let args: Vec<Value> = args
             .iter()
             .map(|a| if matches!(a, Value::Str(s) if &**s == "HEAP") { h.clone() } else { a.clone() })
             .collect();
+        let reader = matches!(kind, HeapKind::BeingRead).then(|| t.storage().bytes());
         let out = f(&args);
+        drop(reader);
         format!("{:?} heap {:?}", out.map(|v| v.to_string()), h.to_string())
     };
     let general = run(&|a| call(name, a));
@@ -281,6 +302,14 @@ fn specialised_shape_builtins_match_the_general_ones() {
         vec![Value::Shape(Shape::new(vec![3, 4])), Value::Null, i(2), i(1), i(0), i(0), i(4)],
         vec![i(1), h(), i(1), i(1), i(0)],
         vec![t(), i(1), i(2), i(1), i(0), i(1), i(1)],
+        // A store, then a check of the slot it stored; a check of a slot stored before.
+        vec![t(), h(), i(2), i(1), i(2), i(3), i(2), ctx()],
+        vec![t(), h(), i(2), i(3), i(1), i(1), i(2)],
+        vec![t(), h(), i(2), i(0), i(3), i(3), i(1)],
+        // A negative slot, a slot in a heap that is not one, a tensor of another rank.
+        vec![t(), h(), i(2), i(1), i(-1), i(2), i(0)],
+        vec![t(), Value::Null, i(2), i(2), i(0), i(3), i(1)],
+        vec![t(), h(), i(1), i(2), i(0)],
     ];
     let makes: Vec<Vec<Value>> = vec![
         vec![h(), i(2), i(1), i(1), i(0), i(7)],
@@ -291,27 +320,34 @@ fn specialised_shape_builtins_match_the_general_ones() {
         vec![h(), i(1), i(4), i(0)],
         vec![i(3), i(1), i(0), i(1)],
         vec![h(), i(0)],
+        vec![h(), i(2), i(1), i(-1), i(0), i(1)],
+        vec![Value::Null, i(1), i(1), i(1)],
+        vec![h(), i(2), i(0), i(2), i(3), i(1)],
+        // More dimensions than are built in place.
+        std::iter::once(h()).chain(std::iter::once(i(9))).chain((0..9).flat_map(|k| [i(k % 2), i(k % 3)])).collect(),
     ];
     let cases = matches.iter().map(|a| ("vm.builtin.match_shape", a, &[0, 1][..]));
     let cases = cases.chain(makes.iter().map(|a| ("vm.builtin.make_shape", a, &[0][..])));
     let mut specialised = 0;
     for (name, args, regs) in cases {
-        let (general, special) = general_and_special(name, args, regs);
-        if let Some(special) = special {
-            assert_eq!(general, special, "{name} {args:?}");
-            specialised += 1;
+        for kind in [HeapKind::Fresh, HeapKind::Strided, HeapKind::BeingRead] {
+            let (general, special) = general_and_special(name, args, regs, kind);
+            if let Some(special) = special {
+                assert_eq!(general, special, "{name} {args:?} {kind:?}");
+                specialised += 1;
+            }
         }
     }
-    assert_eq!(specialised, matches.len() + makes.len(), "every case has fixed codes");
+    assert_eq!(specialised, 3 * (matches.len() + makes.len()), "every case has fixed codes");
     // Registers where the codes, ndim or err_ctx are: the general function, every time.
     let regs = [0, 1, 7];
-    assert!(general_and_special("vm.builtin.match_shape", &matches[0], &regs).1.is_none());
-    assert!(general_and_special("vm.builtin.make_shape", &makes[0], &[0, 3]).1.is_none());
+    assert!(general_and_special("vm.builtin.match_shape", &matches[0], &regs, HeapKind::Fresh).1.is_none());
+    assert!(general_and_special("vm.builtin.make_shape", &makes[0], &[0, 3], HeapKind::Fresh).1.is_none());
     // Fixed operands the general function would refuse: left to it, to report at run time.
     let bad = [t(), h(), i(3), i(1), i(0)];
-    assert!(general_and_special("vm.builtin.match_shape", &bad, &[0, 1]).1.is_none());
+    assert!(general_and_special("vm.builtin.match_shape", &bad, &[0, 1], HeapKind::Fresh).1.is_none());
     let bad = [h(), i(1), Value::str("x"), i(0)];
-    assert!(general_and_special("vm.builtin.make_shape", &bad, &[0]).1.is_none());
+    assert!(general_and_special("vm.builtin.make_shape", &bad, &[0], HeapKind::Fresh).1.is_none());
 }
 
 #[test]

@@ -1,0 +1,261 @@
+//! `match_shape` and `make_shape` specialised to a call site whose `ndim`, codes and error
+//! context are fixed operands (as TVM emits them): the codes are decided when the program is
+//! loaded, so a call runs a list of plain steps with its slots checked once, not each slot's
+//! code and bounds one by one.
+//!
+//! A step list serves the calls that succeed; anything else (a value that is not a tensor or
+//! shape, a missing or short heap, a mismatch) goes to the general function, which reports it.
+//! That is safe to do after some slots were stored: the general function stores the same values
+//! in the same order before it reaches the same failure, so the heap ends the same either way.
+
+use super::{apply_match, build_shape, make_pairs, Heap, MatchPlan, INLINE_RANK};
+use crate::args;
+use relaxvm::{PackedFunc, Shape, Value};
+use smallvec::SmallVec;
+
+/// What a specialised `match_shape` does with one dimension.
+#[derive(Clone, Copy)]
+enum Check {
+    /// Code 0: the dimension must equal this.
+    Equal(i64),
+    /// Code 1: the dimension goes into this slot.
+    Store(usize),
+    /// Code 2: nothing.
+    Skip,
+    /// Code 3: the dimension must equal this slot.
+    EqualSlot(usize),
+}
+
+/// What a specialised `make_shape` puts in one dimension.
+#[derive(Clone, Copy)]
+enum Make {
+    /// Code 0: this.
+    Imm(i64),
+    /// Code 1: this slot.
+    Slot(usize),
+}
+
+/// The number of slots the steps name: one past the highest.
+fn reach<T>(steps: &[T], slot: impl Fn(&T) -> Option<usize>) -> usize {
+    steps.iter().filter_map(slot).map(|s| s + 1).max().unwrap_or(0)
+}
+
+/// The steps of a match's pairs; `None` when a code is unknown or a slot negative (the general
+/// function then serves every call, and reports it).
+fn checks(pairs: &[(i64, i64)]) -> Option<SmallVec<[Check; 4]>> {
+    let slot = |v: i64| usize::try_from(v).ok();
+    pairs
+        .iter()
+        .map(|&(code, v)| match code {
+            0 => Some(Check::Equal(v)),
+            1 => slot(v).map(Check::Store),
+            2 => Some(Check::Skip),
+            3 => slot(v).map(Check::EqualSlot),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `match_shape` for a call whose `ndim`, pairs and error context are fixed.
+pub(super) fn specialize_match_shape(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
+    let args = args::fixed_from(fixed, 2)?;
+    let plan = MatchPlan::parse(name, &args).ok()?;
+    let steps = checks(&plan.pairs);
+    let (pairs, stores, err_ctx) = (plan.pairs, plan.stores, plan.err_ctx.map(str::to_owned));
+    let general = move |args: &[Value]| apply_match(name, args, &pairs, stores, err_ctx.as_deref());
+    let f = match steps {
+        Some(steps) => {
+            let slots = reach(&steps, |c| match c {
+                Check::Store(s) | Check::EqualSlot(s) => Some(*s),
+                Check::Equal(_) | Check::Skip => None,
+            });
+            PackedFunc::from_fn(name, move |args| {
+                if run_checks(name, args, &steps, slots, stores) {
+                    Ok(Value::Null)
+                } else {
+                    general(args)
+                }
+            })
+        }
+        None => PackedFunc::from_fn(name, general),
+    };
+    // It reads the value and the heap; the rest are the fixed operands parsed here.
+    Some(f.reading_first(2))
+}
+
+/// Runs a match's steps: true when every dimension matched (and the slots were stored), false
+/// when the general function must run instead (to report what failed).
+#[inline]
+fn run_checks(name: &'static str, args: &[Value], steps: &[Check], slots: usize, stores: bool) -> bool {
+    let dims: &[i64] = match args.first() {
+        Some(Value::Tensor(t)) => t.shape(),
+        Some(Value::Shape(s)) => s,
+        _ => return false,
+    };
+    let Ok(heap) = Heap::arg(name, args, 1) else { return false };
+    if dims.len() != steps.len() || slots > heap.reach {
+        return false;
+    }
+    match heap.tensor {
+        // No step names a slot (`slots` is 0, as a null heap's `reach` is).
+        None => check_all(dims, steps, &heap, &mut &[][..]),
+        Some(t) if stores => t.storage().write_with(|mut b| check_all(dims, steps, &heap, &mut b)).unwrap_or(false),
+        Some(t) => t.storage().read_with(|mut b| check_all(dims, steps, &heap, &mut b)),
+    }
+}
+
+/// Applies the steps to `dims` in order, with the heap's bytes; false at the first mismatch.
+#[inline(always)]
+fn check_all(dims: &[i64], steps: &[Check], heap: &Heap<'_>, bytes: &mut impl HeapBytes) -> bool {
+    dims.iter().zip(steps).all(|(&actual, step)| match *step {
+        Check::Equal(v) => actual == v,
+        Check::Store(s) => bytes.store(heap.base + s * heap.step, actual),
+        Check::Skip => true,
+        Check::EqualSlot(s) => bytes.load(heap.base + s * heap.step) == actual,
+    })
+}
+
+/// A heap's bytes as held for a call, read by slot offset (offsets of slots below the heap's
+/// `reach`, so inside the bytes).
+trait HeapBytes {
+    /// The slot at byte offset `at`.
+    fn load(&self, at: usize) -> i64;
+    /// Stores `v` in the slot at `at`; false when the bytes are held for reading only (never
+    /// asked: a match with a store holds them for writing).
+    fn store(&mut self, at: usize, v: i64) -> bool;
+}
+
+impl HeapBytes for &[u8] {
+    #[inline(always)]
+    fn load(&self, at: usize) -> i64 {
+        i64::from_ne_bytes(self[at..at + 8].try_into().expect("a slot is 8 bytes"))
+    }
+
+    fn store(&mut self, _: usize, _: i64) -> bool {
+        false
+    }
+}
+
+impl HeapBytes for &mut [u8] {
+    #[inline(always)]
+    fn load(&self, at: usize) -> i64 {
+        i64::from_ne_bytes(self[at..at + 8].try_into().expect("a slot is 8 bytes"))
+    }
+
+    #[inline(always)]
+    fn store(&mut self, at: usize, v: i64) -> bool {
+        self[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+        true
+    }
+}
+
+/// `make_shape` for a call whose `ndim` and pairs are fixed. A shape of immediates only is made
+/// here, once. A shape with heap slots is most often the same as the one the call site made
+/// last (a model called again with inputs of the same shape), so the site keeps that one in its
+/// cache ([`relaxvm::CallCtx::site_cache`]).
+pub(super) fn specialize_make_shape(name: &'static str, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
+    let pairs = make_pairs(name, &args::fixed_from(fixed, 1)?).ok()?;
+    if pairs.iter().all(|&(code, _)| code == 0) {
+        let shape = Value::Shape(pairs.iter().map(|&(_, v)| v).collect());
+        let f = PackedFunc::from_fn(name, move |args| {
+            Heap::arg(name, args, 0)?;
+            Ok(shape.clone())
+        });
+        return Some(f.reading_first(1));
+    }
+    let steps: Option<SmallVec<[Make; 4]>> = pairs
+        .iter()
+        .map(|&(code, v)| match code {
+            0 => Some(Make::Imm(v)),
+            1 => usize::try_from(v).ok().map(Make::Slot),
+            _ => None,
+        })
+        .collect();
+    let steps = steps.filter(|s| s.len() <= INLINE_RANK);
+    let slots = steps.as_ref().map_or(0, |s| {
+        reach(s, |m| match m {
+            Make::Slot(s) => Some(*s),
+            Make::Imm(_) => None,
+        })
+    });
+    // It reads the heap; the rest are the fixed operands parsed here.
+    let f = PackedFunc::new(name, move |ctx, args| {
+        let last = ctx.site_cache();
+        match steps.as_deref().and_then(|steps| make_dims(name, args, steps, slots)) {
+            Some((dims, n)) => Ok(recent_or_last(&dims[..n], last)),
+            None => build_shape(name, args, &pairs, last),
+        }
+    });
+    Some(f.reading_first(1))
+}
+
+/// The dimensions a make's steps give (at most [`INLINE_RANK`] of them), or `None` when the
+/// heap is not one that reaches their slots (the general function reports it).
+#[inline]
+fn make_dims(name: &'static str, args: &[Value], steps: &[Make], slots: usize) -> Option<([i64; INLINE_RANK], usize)> {
+    let heap = Heap::arg(name, args, 0).ok()?;
+    let t = heap.tensor?;
+    if slots > heap.reach {
+        return None;
+    }
+    let mut dims = [0i64; INLINE_RANK];
+    t.storage().read_with(|b| {
+        for (d, step) in dims.iter_mut().zip(steps) {
+            *d = match *step {
+                Make::Imm(v) => v,
+                Make::Slot(s) => b.load(heap.base + s * heap.step),
+            };
+        }
+    });
+    Some((dims, steps.len()))
+}
+
+/// A shape of `dims`: the one `last` (the call site's cache) holds when it has these
+/// dimensions, else a new one ([`Shape::recent`]), which `last` then keeps.
+#[inline]
+pub(super) fn recent_or_last(dims: &[i64], last: Option<&mut Value>) -> Value {
+    match last {
+        Some(Value::Shape(s)) if s.has_dims(dims) => Value::Shape(s.clone()),
+        Some(last) => {
+            let made = Value::Shape(Shape::recent(dims));
+            *last = made.clone();
+            made
+        }
+        None => Value::Shape(Shape::recent(dims)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use relaxvm::{DataType, Tensor};
+
+    // That the steps compute what the general functions do is tested against them, for every
+    // kind of heap, in `shape_heap::tests`; these show that the steps serve the calls that
+    // succeed, and only those.
+
+    #[test]
+    fn steps_serve_matches_that_succeed() {
+        let heap = Value::Tensor(Tensor::zeros([3], DataType::I64, Default::default()).unwrap());
+        let value = Value::Shape([5, 7].into());
+        let steps = checks(&[(1, 2), (3, 2)]).unwrap();
+        let args = [value.clone(), heap.clone()];
+        // Stores 5 in slot 2, then finds 7 is not slot 2: left to the general function.
+        assert!(!run_checks("m", &args, &steps, 3, true));
+        let steps = checks(&[(1, 2), (1, 0)]).unwrap();
+        assert!(run_checks("m", &args, &steps, 3, true));
+        assert_eq!(heap.as_tensor().unwrap().to_vec::<i64>().unwrap(), [7, 0, 5]);
+        let steps = checks(&[(3, 2), (0, 7)]).unwrap();
+        assert!(run_checks("m", &args, &steps, 3, false));
+        // A heap too short for the slots, or a value of another rank: the general function.
+        assert!(!run_checks("m", &args, &steps, 4, false));
+        assert!(!run_checks("m", &[Value::Shape([5].into()), heap.clone()], &steps, 3, false));
+        assert!(checks(&[(1, -1)]).is_none() && checks(&[(4, 0)]).is_none());
+
+        let made =
+            make_dims("m", std::slice::from_ref(&heap), &[Make::Slot(2), Make::Imm(3), Make::Slot(0)], 3).unwrap();
+        assert_eq!(&made.0[..made.1], [5, 3, 7]);
+        assert!(make_dims("m", &[heap], &[Make::Slot(2)], 4).is_none());
+        assert!(make_dims("m", &[Value::Null], &[Make::Imm(2)], 0).is_none());
+    }
+}
