@@ -7,7 +7,7 @@ use super::num::{dispatch_float, Float, Num};
 use super::promote::float_for;
 use super::{
     broadcast_shapes, numel, operand_array, operands_type, parallel, promoted_type, shaped, tensor_value, try_vec,
-    Operand,
+    try_zeros, Operand,
 };
 use crate::args::{self, value_err};
 use ndarray::{ArrayD, ArrayViewD, IxDyn, Zip};
@@ -178,9 +178,7 @@ pub(crate) fn zip_map<T: Copy + Sync, U: Num>(
     };
     let xb = x.broadcast(IxDyn(shape)).ok_or_else(bad)?;
     let yb = y.broadcast(IxDyn(shape)).ok_or_else(bad)?;
-    let mut data = try_vec(name, n)?;
-    data.resize(n, U::ZERO);
-    let mut out = shaped(name, shape, data)?;
+    let mut out = shaped(name, shape, try_zeros(name, n)?)?;
     Zip::from(&mut out).and(&xb).and(&yb).for_each(|o, p, q| *o = f(*p, *q));
     Ok(out)
 }

@@ -14,7 +14,7 @@
 use super::float_gemm::{self, GemmFloat};
 use super::num::Num;
 use super::promote::promote_types;
-use super::{broadcast_shapes, cast_tensor, fmt_shape, numel, parallel, shaped, tensor_value, try_vec};
+use super::{broadcast_shapes, cast_tensor, fmt_shape, numel, parallel, shaped, tensor_value, try_zeros};
 use crate::args::{self, value_err};
 use ndarray::{ArrayD, ArrayView2, ArrayViewD, ArrayViewMut2, Axis, Ix2, IxDyn};
 use relaxvm::{CallCtx, DataType, Error, Result, Tensor, Value};
@@ -184,8 +184,7 @@ fn batched<T: Num>(
     kernel: impl Fn(ArrayView2<'_, T>, ArrayView2<'_, T>, ArrayViewMut2<'_, T>) + Sync,
 ) -> Result<ArrayD<T>> {
     let total = numel(name, &plan.out_shape, std::mem::size_of::<T>())?;
-    let mut data = try_vec(name, total)?;
-    data.resize(total, T::ZERO);
+    let mut data = try_zeros(name, total)?;
     // With no elements there is nothing to compute (and n * m may not even fit then).
     let block = if total == 0 { 0 } else { plan.n * plan.m };
     if block > 0 {

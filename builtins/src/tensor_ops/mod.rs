@@ -229,11 +229,21 @@ pub(crate) fn shaped<T>(name: &str, shape: &[usize], data: Vec<T>) -> Result<Arr
 /// An empty vector with room for `n` elements, or an allocation error (never an abort).
 pub(crate) fn try_vec<T>(name: &str, n: usize) -> Result<Vec<T>> {
     let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| {
-        let bytes = (n as u128).saturating_mul(std::mem::size_of::<T>() as u128);
-        Error::alloc(bytes, format!("out of memory for a result of {n} elements (in {name})"))
-    })?;
+    v.try_reserve_exact(n).map_err(|_| out_of_memory::<T>(name, n))?;
     Ok(v)
+}
+
+/// A vector of `n` zeros, or an allocation error (never an abort). Large ones come zeroed from
+/// the allocator (fresh pages from the system), not from a pass over them on this thread: a
+/// result the pool's threads then fill is first touched there.
+pub(crate) fn try_zeros<T: bytemuck::Zeroable>(name: &str, n: usize) -> Result<Vec<T>> {
+    bytemuck::allocation::try_zeroed_vec(n).map_err(|()| out_of_memory::<T>(name, n))
+}
+
+#[cold]
+fn out_of_memory<T>(name: &str, n: usize) -> Error {
+    let bytes = (n as u128).saturating_mul(std::mem::size_of::<T>() as u128);
+    Error::alloc(bytes, format!("out of memory for a result of {n} elements (in {name})"))
 }
 
 /// The number of elements of a result of `shape` with `itemsize`-byte elements, or an error
@@ -336,6 +346,15 @@ mod tests {
             format!("{:?}", try_vec::<f64>("f", usize::MAX / 4).expect_err("an error")),
             r#"Alloc { bytes: 36893488147419103224, reason: "out of memory for a result of 4611686018427387903 elements (in f)" }"#
         );
+        assert_eq!(
+            format!("{:?}", try_zeros::<f32>("f", usize::MAX / 2).expect_err("an error")),
+            r#"Alloc { bytes: 36893488147419103228, reason: "out of memory for a result of 9223372036854775807 elements (in f)" }"#
+        );
+        // Past the allocator's limit though the layout is valid (an error, not an abort).
+        assert!(try_zeros::<u8>("f", 1 << 60).is_err());
+        let zeros = try_zeros::<half::f16>("f", 3).unwrap();
+        assert_eq!(zeros, [half::f16::ZERO; 3]);
+        assert_eq!(try_zeros::<bool>("f", 2).unwrap(), [false, false]);
     }
 }
 

@@ -6,7 +6,7 @@ use half::{bf16, f16};
 use relaxvm::Element;
 
 /// An element type the elementwise, reduction and matmul kernels run on.
-pub(crate) trait Num: Element {
+pub(crate) trait Num: Element + bytemuck::Zeroable {
     /// Zero (`false`).
     const ZERO: Self;
     /// `a + b` (wrapping for integers, `or` for booleans).
