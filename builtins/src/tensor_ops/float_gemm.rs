@@ -3,9 +3,15 @@
 //! have them) as well as AVX2, NEON and portable ones, chosen at run time.
 //!
 //! `gemm` takes raw pointers and element strides, so this is the one module of the crate
-//! with `unsafe` code; it exposes a safe function on ndarray views whose shapes it checks.
+//! with `unsafe` code; it exposes safe functions on ndarray views whose shapes it checks, and
+//! [`product`], which has `gemm` write a new result without zeroing it first.
 
-use ndarray::{ArrayView2, ArrayViewMut2};
+use super::num::Num;
+use super::tiled::{batched, Plan};
+use super::{numel, try_vec};
+use ndarray::{ArrayD, ArrayView2, ArrayViewD, ArrayViewMut2};
+use relaxvm::Result;
+use std::mem::MaybeUninit;
 
 /// The element types `gemm` multiplies (its entry point panics for any other type).
 pub(crate) trait GemmFloat: Copy + Send + Sync + 'static {
@@ -13,53 +19,136 @@ pub(crate) trait GemmFloat: Copy + Send + Sync + 'static {
     const ZERO: Self;
     /// One.
     const ONE: Self;
+    /// Not a number: what test builds put in a result's room before a product, so that an
+    /// element a product failed to write shows.
+    const NAN: Self;
 }
 
 impl GemmFloat for f32 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
+    const NAN: Self = f32::NAN;
 }
 
 impl GemmFloat for f64 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
+    const NAN: Self = f64::NAN;
 }
 
-/// Overwrites `c` with `a @ b` on the calling thread.
+/// `a @ b` for `plan` (`vm.op.matmul`'s broadcasting and tiling: [`batched`]), in pieces of
+/// about `work_per_piece` multiply-adds, in a new array. Its room is not zeroed first (a pass
+/// over all of it, some 3% of a 1024x1024 product): `gemm` writes every element.
+pub(crate) fn product<T: Num + GemmFloat>(
+    name: &str,
+    a: ArrayViewD<'_, T>,
+    b: ArrayViewD<'_, T>,
+    plan: &Plan,
+    poll: &mut dyn FnMut() -> Result<()>,
+    work_per_piece: usize,
+) -> Result<ArrayD<T>> {
+    let total = numel(name, &plan.out_shape, std::mem::size_of::<T>())?;
+    let mut room = try_vec(name, total)?;
+    if cfg!(debug_assertions) {
+        room.resize(total, MaybeUninit::new(T::NAN));
+    } else {
+        room.resize_with(total, MaybeUninit::uninit);
+    }
+    let out = batched(name, a, b, plan, poll, work_per_piece, room, mat_mul_uninit)?;
+    // SAFETY: `batched` returns `Ok` only once it has given every element of the room to the
+    // kernel, in pieces that cover the result (whole products, or the tiles `tiles` cuts), and
+    // the kernel returned for each; `mat_mul_uninit` writes every element of the `c` it is
+    // given. So every element is initialised.
+    Ok(unsafe { out.assume_init() })
+}
+
+/// Overwrites `c` with `a @ b` on the calling thread (what [`product`] does per piece, for
+/// the tests' views of any strides).
+///
+/// # Panics
+/// If the shapes do not chain: `a` is `n x k`, `b` is `k x m` and `c` is `n x m`.
+#[cfg(test)]
+fn mat_mul<T: GemmFloat>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>, mut c: ArrayViewMut2<'_, T>) {
+    match chain(&a, &b, c.dim()) {
+        Work::None => {}
+        Work::Zeros => c.fill(T::ZERO),
+        Work::Product => {
+            let strides = (c.strides()[0], c.strides()[1]);
+            // SAFETY: `c` is a live view of `n x m` elements with these strides, borrowed
+            // mutably here, so it aliases neither operand.
+            unsafe { gemm_into(a, b, c.as_mut_ptr(), strides) }
+        }
+    }
+}
+
+/// Writes `a @ b` into `c` on the calling thread, whose elements need not be initialised: it
+/// writes every one.
 ///
 /// The sum over the inner dimension is blocked the same way for the same shapes and strides,
 /// so the same call gives the same bits on any thread.
 ///
 /// # Panics
 /// If the shapes do not chain: `a` is `n x k`, `b` is `k x m` and `c` is `n x m`.
-pub(crate) fn mat_mul<T: GemmFloat>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>, mut c: ArrayViewMut2<'_, T>) {
+fn mat_mul_uninit<T: GemmFloat>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>, mut c: ArrayViewMut2<'_, MaybeUninit<T>>) {
+    match chain(&a, &b, c.dim()) {
+        Work::None => {}
+        Work::Zeros => c.fill(MaybeUninit::new(T::ZERO)),
+        Work::Product => {
+            let strides = (c.strides()[0], c.strides()[1]);
+            // SAFETY: as in `mat_mul`; `MaybeUninit<T>` has `T`'s layout, and `gemm` only
+            // writes `c`'s elements (`read_dst = false`).
+            unsafe { gemm_into(a, b, c.as_mut_ptr().cast::<T>(), strides) }
+        }
+    }
+}
+
+/// What a product of these shapes takes.
+enum Work {
+    /// No element to write.
+    None,
+    /// An empty sum (no inner dimension): zeros, where `gemm` would write nothing.
+    Zeros,
+    /// A product for `gemm`.
+    Product,
+}
+
+/// What `a @ b` into a result of `dim` takes, after checking that the shapes chain.
+fn chain<T>(a: &ArrayView2<'_, T>, b: &ArrayView2<'_, T>, dim: (usize, usize)) -> Work {
     let ((n, k), (k2, m)) = (a.dim(), b.dim());
-    assert!(k == k2 && c.dim() == (n, m), "mat_mul: {:?} @ {:?} into {:?}", a.dim(), b.dim(), c.dim());
-    if n == 0 || m == 0 {
-        return;
+    assert!(k == k2 && dim == (n, m), "mat_mul: {:?} @ {:?} into {:?}", a.dim(), b.dim(), dim);
+    match (n == 0 || m == 0, k == 0) {
+        (true, _) => Work::None,
+        (false, true) => Work::Zeros,
+        (false, false) => Work::Product,
     }
-    if k == 0 {
-        // An empty sum; `gemm` would leave `c` as it is when told not to read it.
-        c.fill(T::ZERO);
-        return;
-    }
+}
+
+/// `gemm` writing `a @ b` into the `n x m` elements at `c` (`n`, `m` from `a` and `b`, all
+/// three non-zero and the shapes chained: [`chain`] said [`Work::Product`]).
+///
+/// # Safety
+/// `c` and `strides` (row, column, in elements) are those of a live view of `n x m` elements
+/// of `T`'s layout that the caller borrows mutably for the call.
+unsafe fn gemm_into<T: GemmFloat>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>, c: *mut T, strides: (isize, isize)) {
+    let ((n, k), m) = (a.dim(), b.dim().1);
     let (sa, sb) = (a.strides(), b.strides());
-    let (c_rs, c_cs) = (c.strides()[0], c.strides()[1]);
-    // SAFETY: the pointers come from live ndarray views, whose every element
-    // `ptr + i * stride[0] + j * stride[1]` for `i`, `j` within the shape is in bounds: `a`'s
-    // for i < n, j < k, `b`'s for i < k, j < m and `c`'s for i < n, j < m, which are the
-    // elements `gemm` reads and writes given these dimensions (checked above to chain).
+    let (c_rs, c_cs) = strides;
+    // SAFETY: the pointers come from live ndarray views (`c` by the contract), whose every
+    // element `ptr + i * stride[0] + j * stride[1]` for `i`, `j` within the shape is in
+    // bounds: `a`'s for i < n, j < k, `b`'s for i < k, j < m and `c`'s for i < n, j < m, which
+    // are the elements `gemm` reads and writes given these dimensions (chained: `chain`).
     // `gemm` accepts any strides, negative and zero ones included (it reads `a` and `b` only,
     // so elements shared by a zero-stride view are fine). `c` is borrowed mutably, so it
     // aliases neither operand. `read_dst = false` means `c`'s old contents, maybe never
-    // written, are not read. `T` is `f32` or `f64` (the `GemmFloat` impls), the types `gemm`
-    // supports. `Parallelism::None` runs it on this thread, with no pool of its own.
+    // written, are not read, and every element of `c` is written. `T` is `f32` or `f64` (the
+    // `GemmFloat` impls), the types `gemm` supports. `Parallelism::None` runs it on this
+    // thread, with no pool of its own.
     unsafe {
         gemm::gemm(
             n,
             m,
             k,
-            c.as_mut_ptr(),
+            c,
             c_cs,
             c_rs,
             false,

@@ -41,6 +41,7 @@ mod float_gemm;
 mod matmul;
 mod parallel;
 mod reduce;
+mod tiled;
 
 use crate::args::{self, type_err, value_err};
 use crate::table::{builtin, Builtin};

@@ -1,0 +1,169 @@
+//! The tiling of a matrix product (`vm.op.matmul`): the result cut into pieces fixed by the
+//! shapes alone, run on the shared thread pool, each by a kernel that computes one tile or
+//! whole products of a batch the same way on any thread.
+
+use super::num::Num;
+use super::{fmt_shape, parallel, shaped};
+use crate::args::value_err;
+use ndarray::{ArrayD, ArrayView2, ArrayViewD, ArrayViewMut2, Axis, Ix2, IxDyn};
+use relaxvm::{Error, Result};
+
+/// The geometry of one `a @ b`.
+pub(crate) struct Plan {
+    /// The broadcast batch shape.
+    pub(crate) batch: Vec<usize>,
+    pub(crate) n: usize,
+    pub(crate) k: usize,
+    pub(crate) m: usize,
+    /// The result's shape (without the dimensions of 1-D operands).
+    pub(crate) out_shape: Vec<usize>,
+}
+
+/// Products below this many multiply-adds (some tens of microseconds) stay on the calling
+/// thread: waking the pool would cost more than it saves.
+const MIN_PARALLEL_WORK: usize = 1 << 21;
+
+/// Tiles of the result are multiples of this many rows and columns (whole microkernel
+/// blocks), unless the result is smaller.
+const TILE_ALIGN: usize = 64;
+
+/// The operand with two matrix axes (a 1-D operand gains one), ready to broadcast.
+fn with_matrix_axes<T>(v: ArrayViewD<'_, T>, left: bool) -> ArrayViewD<'_, T> {
+    if v.ndim() == 1 {
+        v.insert_axis(Axis(if left { 0 } else { 1 }))
+    } else {
+        v
+    }
+}
+
+/// The shape `batch + (rows, cols)` an operand broadcasts to.
+fn full_shape(plan: &Plan, left: bool) -> Vec<usize> {
+    let (r, c) = if left { (plan.n, plan.k) } else { (plan.k, plan.m) };
+    plan.batch.iter().copied().chain([r, c]).collect()
+}
+
+/// A piece of the result, computed by one task.
+enum Piece<'a, T> {
+    /// Whole results of the batch elements from `first` on (`data` holds them).
+    Whole { first: usize, data: &'a mut [T] },
+    /// The tile at `row`, `col` of batch element `bi`'s result.
+    Tile { bi: usize, row: usize, col: usize, c: ArrayViewMut2<'a, T> },
+}
+
+/// The rows and columns of a tile of an `n x m` result with inner dimension `k` that holds
+/// about `work` multiply-adds: near-square (so both operands' blocks are packed once per
+/// much work) and aligned. It depends on the shapes alone, never on the thread count.
+pub(crate) fn tile_shape(n: usize, k: usize, m: usize, work: usize) -> (usize, usize) {
+    let cells = (work / k.max(1)).max(TILE_ALIGN * TILE_ALIGN);
+    let side = ((cells as f64).sqrt() as usize / TILE_ALIGN * TILE_ALIGN).max(TILE_ALIGN);
+    let rows = side.min(n).max(1);
+    let cols = (cells / rows / TILE_ALIGN * TILE_ALIGN).max(TILE_ALIGN).min(m);
+    (rows, cols)
+}
+
+/// `c` cut into tiles of `rows x cols` (smaller at the edges), with their positions.
+pub(crate) fn tiles<T>(c: ArrayViewMut2<'_, T>, rows: usize, cols: usize) -> Vec<(usize, usize, ArrayViewMut2<'_, T>)> {
+    let mut out = Vec::new();
+    let (mut rest, mut row) = (c, 0);
+    while rest.nrows() > 0 {
+        let take = rows.min(rest.nrows());
+        let (mut band, tail) = rest.split_at(Axis(0), take);
+        rest = tail;
+        let (height, mut col) = (band.nrows(), 0);
+        while band.ncols() > 0 {
+            let take = cols.min(band.ncols());
+            let (tile, tail) = band.split_at(Axis(1), take);
+            band = tail;
+            let width = tile.ncols();
+            out.push((row, col, tile));
+            col += width;
+        }
+        row += height;
+    }
+    out
+}
+
+/// Runs `kernel` for every batch element, over pieces of the result spread across the
+/// thread pool, with `poll` on the calling thread between its pieces. Which pieces there are
+/// depends on the shapes alone and each is computed the same way on any thread, so the result
+/// does not depend on the number of threads. `data` is the result's room (`plan.out_shape`'s
+/// elements), which the kernel is given piece by piece: it returns `Ok` only once every piece
+/// was given to the kernel, and the kernel returned.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn batched<T: Num, O: Send>(
+    name: &str,
+    a: ArrayViewD<'_, T>,
+    b: ArrayViewD<'_, T>,
+    plan: &Plan,
+    poll: &mut dyn FnMut() -> Result<()>,
+    work_per_piece: usize,
+    mut data: Vec<O>,
+    kernel: impl Fn(ArrayView2<'_, T>, ArrayView2<'_, T>, ArrayViewMut2<'_, O>) + Sync,
+) -> Result<ArrayD<O>> {
+    let total = data.len();
+    // With no elements there is nothing to compute (and n * m may not even fit then).
+    let block = if total == 0 { 0 } else { plan.n * plan.m };
+    if block > 0 {
+        let (a, b) = (with_matrix_axes(a, true), with_matrix_axes(b, false));
+        let (fa, fb) = (full_shape(plan, true), full_shape(plan, false));
+        let bad = |s: &[usize]| value_err(name, format!("cannot broadcast an operand to {}", fmt_shape(s)));
+        let a = a.broadcast(IxDyn(&fa)).ok_or_else(|| bad(&fa))?;
+        let b = b.broadcast(IxDyn(&fb)).ok_or_else(|| bad(&fb))?;
+        let internal = |e: ndarray::ShapeError| Error::value(format!("{name}: internal error: {e}"));
+        // The operands of batch element `bi`.
+        let operands = |bi: usize| -> Result<(ArrayView2<'_, T>, ArrayView2<'_, T>)> {
+            let (mut av, mut bv) = (a.view(), b.view());
+            let mut rest = bi;
+            for (axis, d) in plan.batch.iter().enumerate().rev() {
+                let ix = rest % d;
+                rest /= d;
+                av = av.index_axis_move(Axis(axis), ix);
+                bv = bv.index_axis_move(Axis(axis), ix);
+            }
+            Ok((av.into_dimensionality::<Ix2>().map_err(internal)?, bv.into_dimensionality::<Ix2>().map_err(internal)?))
+        };
+        let (n, k, m) = (plan.n, plan.k, plan.m);
+        // Multiply-adds of one product (a product with k = 0 still writes its zeros).
+        let each = n.saturating_mul(k).saturating_mul(m).max(block);
+        let batches = total / block;
+        let tasks = parallel::tasks_for(each.saturating_mul(batches), MIN_PARALLEL_WORK);
+        let work = |piece: Result<Piece<'_, O>>| -> Result<()> {
+            match piece? {
+                Piece::Whole { first, data } => {
+                    for (i, chunk) in data.chunks_exact_mut(block).enumerate() {
+                        let (av, bv) = operands(first + i)?;
+                        kernel(av, bv, ArrayViewMut2::from_shape((n, m), chunk).map_err(internal)?);
+                    }
+                }
+                Piece::Tile { bi, row, col, c } => {
+                    let (av, bv) = operands(bi)?;
+                    let rows = ndarray::Slice::from(row..row + c.nrows());
+                    let cols = ndarray::Slice::from(col..col + c.ncols());
+                    kernel(av.slice_axis(Axis(0), rows), bv.slice_axis(Axis(1), cols), c);
+                }
+            }
+            Ok(())
+        };
+        if each <= work_per_piece {
+            // Small products: whole ones, several to a piece.
+            let group = (work_per_piece / each).max(1);
+            let pieces = data
+                .chunks_mut(group.saturating_mul(block))
+                .enumerate()
+                .map(|(i, data)| Ok(Piece::Whole { first: i * group, data }));
+            parallel::for_each_piece(name, pieces, tasks, &work, poll)?;
+        } else {
+            let (rows, cols) = tile_shape(n, k, m, work_per_piece);
+            let pieces = data.chunks_exact_mut(block).enumerate().flat_map(|(bi, chunk)| {
+                let tiled = ArrayViewMut2::from_shape((n, m), chunk).map(|c| tiles(c, rows, cols));
+                let tiled: Vec<Result<Piece<'_, O>>> = match tiled {
+                    Ok(t) => t.into_iter().map(|(row, col, c)| Ok(Piece::Tile { bi, row, col, c })).collect(),
+                    Err(e) => vec![Err(internal(e))],
+                };
+                tiled
+            });
+            parallel::for_each_piece(name, pieces, tasks, &work, poll)?;
+        }
+    }
+    shaped(name, &plan.out_shape, data)
+}
