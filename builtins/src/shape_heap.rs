@@ -21,7 +21,8 @@
 //! `match_shape` and `make_shape` read all their pairs before they apply any (a pair that is
 //! not two ints is reported before the mismatch of an earlier one, and nothing is stored). A
 //! call whose `ndim`, pairs and `err_ctx` are fixed operands (as TVM emits them) is specialised
-//! when it is loaded: the pairs are parsed once, and a shape of immediates only is made once.
+//! when it is loaded: the pairs become steps once, and a shape of immediates only is made once
+//! (see `site.rs`).
 
 use crate::args::{self, in_builtin, type_err, value_err};
 use crate::site_alloc;

@@ -3,14 +3,18 @@
 //! loaded, so a call runs a list of plain steps with its slots checked once, not each slot's
 //! code and bounds one by one.
 //!
-//! A step list serves the calls that succeed; anything else (a value that is not a tensor or
-//! shape, a missing or short heap, a mismatch) goes to the general function, which reports it.
-//! That is safe to do after some slots were stored: the general function stores the same values
-//! in the same order before it reaches the same failure, so the heap ends the same either way.
+//! A step list runs when the value is a tensor or shape of the right rank and the heap reaches
+//! every slot the steps name; it then applies them in order, as the general function does, and
+//! reports the first mismatch as the general function would. Anything else (a value of another
+//! kind, a missing or short heap, a heap another reader holds) goes to the general function,
+//! which reports it, before any slot is stored: re-running steps after a store would be wrong
+//! when a check of a slot comes before a store to it (it would then see the new value).
 
-use super::{apply_match, build_shape, make_pairs, Heap, MatchPlan, INLINE_RANK};
+use super::{
+    apply_match, build_shape, constant_mismatch, heap_mismatch, make_pairs, Heap, MatchPlan, Subject, INLINE_RANK,
+};
 use crate::args;
-use relaxvm::{PackedFunc, Shape, Value};
+use relaxvm::{Error, PackedFunc, Result, Shape, Value};
 use smallvec::SmallVec;
 
 /// What a specialised `match_shape` does with one dimension.
@@ -62,7 +66,6 @@ pub(super) fn specialize_match_shape(name: &'static str, fixed: &[Option<&Value>
     let plan = MatchPlan::parse(name, &args).ok()?;
     let steps = checks(&plan.pairs);
     let (pairs, stores, err_ctx) = (plan.pairs, plan.stores, plan.err_ctx.map(str::to_owned));
-    let general = move |args: &[Value]| apply_match(name, args, &pairs, stores, err_ctx.as_deref());
     let f = match steps {
         Some(steps) => {
             let slots = reach(&steps, |c| match c {
@@ -70,49 +73,89 @@ pub(super) fn specialize_match_shape(name: &'static str, fixed: &[Option<&Value>
                 Check::Equal(_) | Check::Skip => None,
             });
             PackedFunc::from_fn(name, move |args| {
-                if run_checks(name, args, &steps, slots, stores) {
-                    Ok(Value::Null)
-                } else {
-                    general(args)
+                let site = Site { name, steps: &steps, slots, stores, err_ctx: err_ctx.as_deref() };
+                match run_checks(&site, args) {
+                    Some(done) => done.map(|()| Value::Null),
+                    None => apply_match(name, args, &pairs, stores, err_ctx.as_deref()),
                 }
             })
         }
-        None => PackedFunc::from_fn(name, general),
+        None => PackedFunc::from_fn(name, move |args| apply_match(name, args, &pairs, stores, err_ctx.as_deref())),
     };
     // It reads the value and the heap; the rest are the fixed operands parsed here.
     Some(f.reading_first(2))
 }
 
-/// Runs a match's steps: true when every dimension matched (and the slots were stored), false
-/// when the general function must run instead (to report what failed).
+/// A specialised `match_shape` call site: its steps, the number of slots they name, whether
+/// one stores, and its error context.
+struct Site<'a> {
+    name: &'static str,
+    steps: &'a [Check],
+    slots: usize,
+    stores: bool,
+    err_ctx: Option<&'a str>,
+}
+
+/// Runs a match's steps: `None`, with nothing stored, when the general function must run
+/// instead (to report what it finds wrong); else the outcome, the first mismatch reported as
+/// the general function reports it.
 #[inline]
-fn run_checks(name: &'static str, args: &[Value], steps: &[Check], slots: usize, stores: bool) -> bool {
+fn run_checks(site: &Site<'_>, args: &[Value]) -> Option<Result<()>> {
     let dims: &[i64] = match args.first() {
         Some(Value::Tensor(t)) => t.shape(),
         Some(Value::Shape(s)) => s,
-        _ => return false,
+        _ => return None,
     };
-    let Ok(heap) = Heap::arg(name, args, 1) else { return false };
-    if dims.len() != steps.len() || slots > heap.reach {
-        return false;
+    let heap = Heap::arg(site.name, args, 1).ok()?;
+    if dims.len() != site.steps.len() || site.slots > heap.reach {
+        return None;
     }
-    match heap.tensor {
+    let checked = match heap.tensor {
         // No step names a slot (`slots` is 0, as a null heap's `reach` is).
-        None => check_all(dims, steps, &heap, &mut &[][..]),
-        Some(t) if stores => t.storage().write_with(|mut b| check_all(dims, steps, &heap, &mut b)).unwrap_or(false),
-        Some(t) => t.storage().read_with(|mut b| check_all(dims, steps, &heap, &mut b)),
+        None => check_all(dims, site.steps, &heap, &mut &[][..]),
+        Some(t) if site.stores => t.storage().write_with(|mut b| check_all(dims, site.steps, &heap, &mut b)).ok()?,
+        Some(t) => t.storage().read_with(|mut b| check_all(dims, site.steps, &heap, &mut b)),
+    };
+    Some(checked.map_err(|m| m.error(site, dims)))
+}
+
+/// The first step that failed: its dimension, and the value it was compared with (the
+/// immediate, or the slot's value).
+struct Mismatch {
+    dim: usize,
+    expected: i64,
+}
+
+impl Mismatch {
+    /// The error the general function reports for it.
+    #[cold]
+    fn error(&self, site: &Site<'_>, dims: &[i64]) -> Error {
+        let (actual, what) = (dims[self.dim], Subject::Dim(self.dim));
+        match site.steps[self.dim] {
+            Check::EqualSlot(s) => heap_mismatch(site.name, site.err_ctx, what, actual, self.expected, s as i64),
+            _ => constant_mismatch(site.name, site.err_ctx, what, actual, self.expected),
+        }
     }
 }
 
-/// Applies the steps to `dims` in order, with the heap's bytes; false at the first mismatch.
+/// Applies the steps to `dims` in order, with the heap's bytes, up to the first mismatch.
 #[inline(always)]
-fn check_all(dims: &[i64], steps: &[Check], heap: &Heap<'_>, bytes: &mut impl HeapBytes) -> bool {
-    dims.iter().zip(steps).all(|(&actual, step)| match *step {
-        Check::Equal(v) => actual == v,
-        Check::Store(s) => bytes.store(heap.base + s * heap.step, actual),
-        Check::Skip => true,
-        Check::EqualSlot(s) => bytes.load(heap.base + s * heap.step) == actual,
-    })
+fn check_all(dims: &[i64], steps: &[Check], heap: &Heap<'_>, bytes: &mut impl HeapBytes) -> Result<(), Mismatch> {
+    let at = |s: usize| heap.base + s * heap.step;
+    for (dim, (&actual, step)) in dims.iter().zip(steps).enumerate() {
+        match *step {
+            Check::Equal(v) if actual != v => return Err(Mismatch { dim, expected: v }),
+            Check::Store(s) => bytes.store(at(s), actual),
+            Check::EqualSlot(s) => {
+                let expected = bytes.load(at(s));
+                if expected != actual {
+                    return Err(Mismatch { dim, expected });
+                }
+            }
+            Check::Equal(_) | Check::Skip => {}
+        }
+    }
+    Ok(())
 }
 
 /// A heap's bytes as held for a call, read by slot offset (offsets of slots below the heap's
@@ -120,9 +163,9 @@ fn check_all(dims: &[i64], steps: &[Check], heap: &Heap<'_>, bytes: &mut impl He
 trait HeapBytes {
     /// The slot at byte offset `at`.
     fn load(&self, at: usize) -> i64;
-    /// Stores `v` in the slot at `at`; false when the bytes are held for reading only (never
-    /// asked: a match with a store holds them for writing).
-    fn store(&mut self, at: usize, v: i64) -> bool;
+    /// Stores `v` in the slot at `at` (a match with a store holds the bytes for writing, so
+    /// read-only bytes are never asked).
+    fn store(&mut self, at: usize, v: i64);
 }
 
 impl HeapBytes for &[u8] {
@@ -131,8 +174,8 @@ impl HeapBytes for &[u8] {
         i64::from_ne_bytes(self[at..at + 8].try_into().expect("a slot is 8 bytes"))
     }
 
-    fn store(&mut self, _: usize, _: i64) -> bool {
-        false
+    fn store(&mut self, _: usize, _: i64) {
+        unreachable!("a match with a store holds the heap for writing")
     }
 }
 
@@ -143,9 +186,8 @@ impl HeapBytes for &mut [u8] {
     }
 
     #[inline(always)]
-    fn store(&mut self, at: usize, v: i64) -> bool {
+    fn store(&mut self, at: usize, v: i64) {
         self[at..at + 8].copy_from_slice(&v.to_ne_bytes());
-        true
     }
 }
 
@@ -235,21 +277,28 @@ mod tests {
     // succeed, and only those.
 
     #[test]
-    fn steps_serve_matches_that_succeed() {
+    fn steps_serve_every_match_they_can_report() {
         let heap = Value::Tensor(Tensor::zeros([3], DataType::I64, Default::default()).unwrap());
         let value = Value::Shape([5, 7].into());
-        let steps = checks(&[(1, 2), (3, 2)]).unwrap();
         let args = [value.clone(), heap.clone()];
-        // Stores 5 in slot 2, then finds 7 is not slot 2: left to the general function.
-        assert!(!run_checks("m", &args, &steps, 3, true));
-        let steps = checks(&[(1, 2), (1, 0)]).unwrap();
-        assert!(run_checks("m", &args, &steps, 3, true));
+        let run = |pairs: &[(i64, i64)], slots: usize| {
+            let steps = checks(pairs).unwrap();
+            let stores = pairs.iter().any(|p| p.0 == 1);
+            run_checks(&Site { name: "m", steps: &steps, slots, stores, err_ctx: Some("c") }, &args)
+        };
+        // Stores 5 in slot 2, then finds 7 is not slot 2: reported here, as the general
+        // function words it.
+        let e = run(&[(1, 2), (3, 2)], 3).unwrap().unwrap_err().to_string();
+        assert!(e.contains("c match_cast error,  shape[1] mismatch to a previous populated value. (7 vs. 5"), "{e}");
+        assert!(run(&[(1, 2), (1, 0)], 3).unwrap().is_ok());
         assert_eq!(heap.as_tensor().unwrap().to_vec::<i64>().unwrap(), [7, 0, 5]);
-        let steps = checks(&[(3, 2), (0, 7)]).unwrap();
-        assert!(run_checks("m", &args, &steps, 3, false));
+        let e = run(&[(3, 2), (0, 8)], 3).unwrap().unwrap_err().to_string();
+        assert!(e.contains("shape[1] mismatch to specified constant. (7 vs. 8)"), "{e}");
         // A heap too short for the slots, or a value of another rank: the general function.
-        assert!(!run_checks("m", &args, &steps, 4, false));
-        assert!(!run_checks("m", &[Value::Shape([5].into()), heap.clone()], &steps, 3, false));
+        assert!(run(&[(3, 2), (0, 7)], 4).is_none());
+        let steps = checks(&[(2, 0)]).unwrap();
+        let site = Site { name: "m", steps: &steps, slots: 0, stores: false, err_ctx: None };
+        assert!(run_checks(&site, &[Value::Shape([5, 1].into()), heap.clone()]).is_none());
         assert!(checks(&[(1, -1)]).is_none() && checks(&[(4, 0)]).is_none());
 
         let made =

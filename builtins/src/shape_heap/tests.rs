@@ -244,13 +244,15 @@ fn tensor_to_shape_converts_integer_tensors() {
 }
 
 /// The heaps the specialised builtins are compared on: a fresh heap of 3 slots, the same as a
-/// strided view (slots 8 bytes apart at byte 8 of a larger storage), and a fresh heap whose
-/// bytes another reader holds during the call (stores then fail). Slot 1 holds 4 in each.
+/// strided view (slots 8 bytes apart at byte 8 of a larger storage), a fresh heap whose bytes
+/// another reader holds during the call (stores then fail), and a view whose 3 slots are one
+/// (stride 0). Slot 1 holds 4 in each.
 #[derive(Clone, Copy, Debug)]
 enum HeapKind {
     Fresh,
     Strided,
     BeingRead,
+    OneSlot,
 }
 
 /// Runs `args` through the general builtin and through the version specialised to every
@@ -261,14 +263,19 @@ fn general_and_special(name: &str, args: &[Value], regs: &[usize], kind: HeapKin
     let run = |f: &dyn Fn(&[Value]) -> Result<Value>| {
         let h = match kind {
             HeapKind::Fresh | HeapKind::BeingRead => heap(3),
-            HeapKind::Strided => {
+            HeapKind::Strided | HeapKind::OneSlot => {
                 let base = Tensor::zeros([8], DataType::I64, Default::default()).unwrap();
-                let view = Tensor::from_parts(base.storage().clone(), 8, [3].into(), Some(vec![2]), DataType::I64);
+                let stride = if matches!(kind, HeapKind::Strided) { 2 } else { 0 };
+                let view = Tensor::from_parts(base.storage().clone(), 8, [3].into(), Some(vec![stride]), DataType::I64);
                 Value::Tensor(view.unwrap())
             }
         };
         let t = h.as_tensor().unwrap();
-        let step = if matches!(kind, HeapKind::Strided) { 16 } else { 8 };
+        let step = match kind {
+            HeapKind::Strided => 16,
+            HeapKind::OneSlot => 0,
+            HeapKind::Fresh | HeapKind::BeingRead => 8,
+        };
         t.storage().write(t.byte_offset() + step, &4i64.to_ne_bytes()).unwrap();
         let args: Vec<Value> = args
             .iter()
@@ -306,6 +313,9 @@ fn specialised_shape_builtins_match_the_general_ones() {
         vec![t(), h(), i(2), i(1), i(2), i(3), i(2), ctx()],
         vec![t(), h(), i(2), i(3), i(1), i(1), i(2)],
         vec![t(), h(), i(2), i(0), i(3), i(3), i(1)],
+        // A check of a slot before a store to it, then a mismatch (of a shape of 3, 1).
+        vec![Value::Shape(Shape::new(vec![4, 3, 1])), h(), i(3), i(3), i(1), i(1), i(1), i(0), i(2), ctx()],
+        vec![Value::Shape(Shape::new(vec![4, 3, 1])), h(), i(3), i(3), i(1), i(1), i(0), i(3), i(0), ctx()],
         // A negative slot, a slot in a heap that is not one, a tensor of another rank.
         vec![t(), h(), i(2), i(1), i(-1), i(2), i(0)],
         vec![t(), Value::Null, i(2), i(2), i(0), i(3), i(1)],
@@ -330,7 +340,7 @@ fn specialised_shape_builtins_match_the_general_ones() {
     let cases = cases.chain(makes.iter().map(|a| ("vm.builtin.make_shape", a, &[0][..])));
     let mut specialised = 0;
     for (name, args, regs) in cases {
-        for kind in [HeapKind::Fresh, HeapKind::Strided, HeapKind::BeingRead] {
+        for kind in [HeapKind::Fresh, HeapKind::Strided, HeapKind::BeingRead, HeapKind::OneSlot] {
             let (general, special) = general_and_special(name, args, regs, kind);
             if let Some(special) = special {
                 assert_eq!(general, special, "{name} {args:?} {kind:?}");
@@ -338,7 +348,7 @@ fn specialised_shape_builtins_match_the_general_ones() {
             }
         }
     }
-    assert_eq!(specialised, 3 * (matches.len() + makes.len()), "every case has fixed codes");
+    assert_eq!(specialised, 4 * (matches.len() + makes.len()), "every case has fixed codes");
     // Registers where the codes, ndim or err_ctx are: the general function, every time.
     let regs = [0, 1, 7];
     assert!(general_and_special("vm.builtin.match_shape", &matches[0], &regs, HeapKind::Fresh).1.is_none());

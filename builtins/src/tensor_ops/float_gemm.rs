@@ -3,8 +3,8 @@
 //! have them) as well as AVX2, NEON and portable ones, chosen at run time.
 //!
 //! `gemm` takes raw pointers and element strides, so this is the one module of the crate
-//! with `unsafe` code; it exposes safe functions on ndarray views whose shapes it checks, and
-//! [`product`], which has `gemm` write a new result without zeroing it first.
+//! with `unsafe` code. It exposes [`product`], safe, which has `gemm` write a new result
+//! without zeroing it first (and then takes it as initialised).
 
 use super::num::Num;
 use super::tiled::{batched, Plan};
@@ -19,8 +19,8 @@ pub(crate) trait GemmFloat: Copy + Send + Sync + 'static {
     const ZERO: Self;
     /// One.
     const ONE: Self;
-    /// Not a number: what test builds put in a result's room before a product, so that an
-    /// element a product failed to write shows.
+    /// Not a number: what builds with debug assertions (the tests') put in a result's room
+    /// before a product, so that an element a product failed to write shows.
     const NAN: Self;
 }
 
@@ -62,23 +62,21 @@ pub(crate) fn product<T: Num + GemmFloat>(
     Ok(unsafe { out.assume_init() })
 }
 
-/// Overwrites `c` with `a @ b` on the calling thread (what [`product`] does per piece, for
-/// the tests' views of any strides).
-///
-/// # Panics
-/// If the shapes do not chain: `a` is `n x k`, `b` is `k x m` and `c` is `n x m`.
+/// Overwrites `c` with `a @ b` through [`mat_mul_uninit`] (what [`product`] runs per piece),
+/// for the tests' destinations of any strides.
 #[cfg(test)]
 fn mat_mul<T: GemmFloat>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>, mut c: ArrayViewMut2<'_, T>) {
-    match chain(&a, &b, c.dim()) {
-        Work::None => {}
-        Work::Zeros => c.fill(T::ZERO),
-        Work::Product => {
-            let strides = (c.strides()[0], c.strides()[1]);
-            // SAFETY: `c` is a live view of `n x m` elements with these strides, borrowed
-            // mutably here, so it aliases neither operand.
-            unsafe { gemm_into(a, b, c.as_mut_ptr(), strides) }
-        }
+    use ndarray::ShapeBuilder;
+    if c.is_empty() {
+        // No element, and strides ndarray may not accept for a view made anew.
+        return mat_mul_uninit(a, b, ndarray::Array2::uninit(c.raw_dim()).view_mut());
     }
+    let strides = ndarray::Ix2(c.strides()[0] as usize, c.strides()[1] as usize);
+    // SAFETY: a view of `c`'s own elements, with its shape and strides, as `MaybeUninit<T>`
+    // (`T`'s layout), used while `c` is borrowed mutably here; what is written through it is
+    // initialised `T`s, so `c` stays initialised.
+    let room = unsafe { ArrayViewMut2::from_shape_ptr(c.raw_dim().strides(strides), c.as_mut_ptr().cast()) };
+    mat_mul_uninit(a, b, room);
 }
 
 /// Writes `a @ b` into `c` on the calling thread, whose elements need not be initialised: it
@@ -94,6 +92,13 @@ fn mat_mul_uninit<T: GemmFloat>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>, mut 
         Work::None => {}
         Work::Zeros => c.fill(MaybeUninit::new(T::ZERO)),
         Work::Product => {
+            // `gemm` hands a product with one row or column or an inner dimension of at most 2
+            // to its vector kernels, which take `c` as a slice: it is initialised for them
+            // (such a piece writes few elements for its work, so zeroing them costs nothing).
+            let (n, k, m) = (a.nrows(), a.ncols(), b.ncols());
+            if n <= 1 || m <= 1 || k <= 2 {
+                c.fill(MaybeUninit::new(T::ZERO));
+            }
             let strides = (c.strides()[0], c.strides()[1]);
             // SAFETY: as in `mat_mul`; `MaybeUninit<T>` has `T`'s layout, and `gemm` only
             // writes `c`'s elements (`read_dst = false`).
@@ -106,7 +111,8 @@ fn mat_mul_uninit<T: GemmFloat>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>, mut 
 enum Work {
     /// No element to write.
     None,
-    /// An empty sum (no inner dimension): zeros, where `gemm` would write nothing.
+    /// An empty sum (no inner dimension): zeros, written here rather than by `gemm`'s
+    /// special case for it.
     Zeros,
     /// A product for `gemm`.
     Product,

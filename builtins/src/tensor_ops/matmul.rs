@@ -288,6 +288,28 @@ mod tests {
     }
 
     #[test]
+    fn every_element_of_a_float_product_is_written() {
+        // Builds with debug assertions fill a product's room with NaN first, so an element left
+        // unwritten would show. Whole products several to a piece with a shorter last piece, a
+        // tiled product with no inner dimension, a vector times a batch, thin tiles.
+        let cases: [(&[i64], &[i64], usize, f32); 4] = [
+            (&[5, 3, 4], &[4, 6], 48, 12.0),
+            (&[300, 0], &[0, 500], 1 << 10, 0.0),
+            (&[7], &[5, 7, 3], 16, 21.0),
+            (&[129, 3], &[3, 65], 1 << 12, 9.0),
+        ];
+        for (sa, sb, work, each) in cases {
+            let (a, b) = (ramp(sa, |_| 3.0f32), ramp(sb, |_| 1.0f32));
+            let (a, b) = (a.as_tensor().unwrap(), b.as_tensor().unwrap());
+            let p = plan(N, a, b).unwrap();
+            let (x, y) = (cast_tensor::<f32>(N, a).unwrap(), cast_tensor::<f32>(N, b).unwrap());
+            let r = float_gemm::product(N, x.view(), y.view(), &p, &mut || Ok(()), work).unwrap();
+            assert_eq!(r.shape(), p.out_shape, "{sa:?} @ {sb:?}");
+            assert!(r.iter().all(|v| *v == each), "{sa:?} @ {sb:?}: {r:?}");
+        }
+    }
+
+    #[test]
     fn tiles_cover_the_result_and_depend_on_shapes_only() {
         assert_eq!(tile_shape(1024, 1024, 1024, WORK_PER_PIECE), (512, 512));
         assert_eq!(tile_shape(1024, 1024, 1024, 1 << 26), (256, 256));

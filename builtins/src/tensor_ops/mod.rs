@@ -35,7 +35,8 @@ pub(crate) mod num;
 pub mod promote;
 
 mod elementwise;
-// The one module with `unsafe` code: `gemm`'s entry point takes raw pointers.
+// The one module with `unsafe` code: `gemm`'s entry point takes raw pointers, and the
+// products it writes into uninitialised room are then taken as initialised.
 #[allow(unsafe_code)]
 mod float_gemm;
 mod matmul;
@@ -235,8 +236,7 @@ pub(crate) fn try_vec<T>(name: &str, n: usize) -> Result<Vec<T>> {
 }
 
 /// A vector of `n` zeros, or an allocation error (never an abort). Large ones come zeroed from
-/// the allocator (fresh pages from the system), not from a pass over them on this thread: a
-/// result the pool's threads then fill is first touched there.
+/// the allocator (`calloc`: fresh pages from the system need no pass over them).
 pub(crate) fn try_zeros<T: bytemuck::Zeroable>(name: &str, n: usize) -> Result<Vec<T>> {
     bytemuck::allocation::try_zeroed_vec(n).map_err(|()| out_of_memory::<T>(name, n))
 }

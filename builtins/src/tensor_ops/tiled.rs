@@ -12,8 +12,11 @@ use relaxvm::{Error, Result};
 pub(crate) struct Plan {
     /// The broadcast batch shape.
     pub(crate) batch: Vec<usize>,
+    /// Rows of the left operand and of the result.
     pub(crate) n: usize,
+    /// The inner dimension.
     pub(crate) k: usize,
+    /// Columns of the right operand and of the result.
     pub(crate) m: usize,
     /// The result's shape (without the dimensions of 1-D operands).
     pub(crate) out_shape: Vec<usize>,
@@ -103,6 +106,14 @@ pub(crate) fn batched<T: Num, O: Send>(
     let total = data.len();
     // With no elements there is nothing to compute (and n * m may not even fit then).
     let block = if total == 0 { 0 } else { plan.n * plan.m };
+    // Every element is given to the kernel (`float_gemm::product` relies on it): the room is
+    // whole results, never a part of one.
+    if block > 0 && !total.is_multiple_of(block) {
+        return Err(Error::value(format!(
+            "{name}: internal error: room for {total} elements is not a whole number of {}x{} results",
+            plan.n, plan.m
+        )));
+    }
     if block > 0 {
         let (a, b) = (with_matrix_axes(a, true), with_matrix_axes(b, false));
         let (fa, fb) = (full_shape(plan, true), full_shape(plan, false));
