@@ -182,7 +182,7 @@ impl HeapBytes for &[u8] {
 impl HeapBytes for &mut [u8] {
     #[inline(always)]
     fn load(&self, at: usize) -> i64 {
-        i64::from_ne_bytes(self[at..at + 8].try_into().expect("a slot is 8 bytes"))
+        (&**self).load(at)
     }
 
     #[inline(always)]

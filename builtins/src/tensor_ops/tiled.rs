@@ -193,3 +193,18 @@ pub(crate) fn batched<T: Num, O: Send>(
     }
     shaped(name, &plan.out_shape, data)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_that_is_not_whole_results_is_refused() {
+        let (a, b) = (ArrayD::<f32>::zeros(IxDyn(&[2, 3])), ArrayD::<f32>::zeros(IxDyn(&[3, 2])));
+        let plan = Plan { batch: vec![], n: 2, k: 3, m: 2, out_shape: vec![2, 2] };
+        let kernel = |_: ArrayView2<'_, f32>, _: ArrayView2<'_, f32>, _: ArrayViewMut2<'_, f32>| {};
+        let e = batched("f", a.view(), b.view(), &plan, &mut || Ok(()), 1 << 20, vec![0f32; 5], kernel);
+        let e = e.expect_err("an error").to_string();
+        assert!(e.contains("f: internal error: room for 5 elements is not a whole number of 2x2 results"), "{e}");
+    }
+}
