@@ -39,6 +39,7 @@ pub mod element;
 pub mod error;
 pub mod executable;
 pub mod format;
+pub mod input_file;
 mod instr_text;
 pub mod int_op;
 pub mod location;

@@ -100,17 +100,31 @@ pub fn to_bytes(t: &Tensor) -> Result<Vec<u8>, NpyError> {
     Ok(out)
 }
 
-/// Reads a `.npy` file.
+/// Reads a `.npy` file: a regular file within the default input size limit
+/// ([`crate::input_file`]).
 pub fn load(path: impl AsRef<Path>) -> Result<Tensor, NpyError> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|source| NpyError::Io { path: path.display().to_string(), source })?;
+    let shown = path.display().to_string();
+    let bytes = crate::input_file::read(path, &Default::default()).map_err(|e| {
+        let source = match e.into_kind() {
+            crate::ErrorKind::Io(io) => io,
+            other => std::io::Error::new(std::io::ErrorKind::InvalidInput, other.to_string()),
+        };
+        // The reader's messages start with the path, which `NpyError::Io` prints itself.
+        let msg = source.to_string();
+        let msg = msg.strip_prefix(&format!("{shown}: ")).unwrap_or(&msg).to_string();
+        NpyError::Io { path: shown.clone(), source: std::io::Error::new(source.kind(), msg) }
+    })?;
     from_bytes(&bytes)
 }
 
-/// Writes `t` to a `.npy` file.
+/// Writes `t` to a `.npy` file, replacing it atomically
+/// ([`write_atomically`](crate::format::write_atomically): special files are refused).
 pub fn save(t: &Tensor, path: impl AsRef<Path>) -> Result<(), NpyError> {
     let path = path.as_ref();
-    std::fs::write(path, to_bytes(t)?).map_err(|source| NpyError::Io { path: path.display().to_string(), source })
+    let bytes = to_bytes(t)?;
+    crate::format::write_atomically(path, |out| out.write_all(&bytes))
+        .map_err(|source| NpyError::Io { path: path.display().to_string(), source })
 }
 
 /// numpy's type string for `dtype`, in this machine's byte order.

@@ -1,12 +1,22 @@
-//! Atomic file replacement, shared by `save_file` and the CLI's outputs.
+//! Atomic file replacement, shared by `save_file`, `Trace::save` and the CLI's outputs.
+//!
+//! What may be replaced: a missing file or a regular file. Anything else already at the path
+//! (a fifo, a device such as `/dev/null`, a directory, a socket) is refused with an error
+//! rather than replaced by a regular file, which as root would replace `/dev/null` itself. A
+//! symbolic link is followed, as a shell's `>` follows it: the file it points to (which must
+//! be a regular file, or missing in an existing folder) is replaced, next to its real path,
+//! and the link stays a link. To write to standard output, the CLI takes `-o -`.
 
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Writes a file at `path` through `fill`, replacing it atomically: the bytes go to a
 /// temporary file in the same folder (`tempfile`), flushed to disk and renamed over `path`
 /// once complete, so a failure (a full disk, Ctrl-C, an error from `fill`) never leaves half
 /// a file, and readers that hold the old file open keep seeing the old bytes.
+///
+/// `path` must not name anything but a regular file ([`output_target`]); `fill` is not called
+/// otherwise.
 ///
 /// The file gets the permissions `File::create` would give (0o666 less the umask), not
 /// `tempfile`'s private 0o600: an executable written here is an ordinary output file.
@@ -14,7 +24,8 @@ pub fn write_atomically<E: From<std::io::Error>>(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> Result<(), E>,
 ) -> Result<(), E> {
-    let dir = match path.parent() {
+    let target = output_target(path)?;
+    let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
@@ -28,8 +39,83 @@ pub fn write_atomically<E: From<std::io::Error>>(
     fill(&mut out)?;
     let tmp = out.into_inner().map_err(|e| e.into_error())?;
     tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
+    tmp.persist(&target).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// The path [`write_atomically`] replaces for `path`: `path` itself when nothing or a regular
+/// file is there, the real path of the file a symbolic link points to (a regular file, or a
+/// missing one), and an `InvalidInput` error naming what is there otherwise.
+pub fn output_target(path: &Path) -> std::io::Result<PathBuf> {
+    let refuse = |what: String| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{}: {what}, not a regular file; an output only replaces regular files (remove it, or write \
+                 elsewhere; the command-line tool writes to standard output with -o -)",
+                path.display()
+            ),
+        )
+    };
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(path.to_path_buf()),
+        Err(e) => return Err(e),
+    };
+    if meta.file_type().is_file() {
+        return Ok(path.to_path_buf());
+    }
+    if !meta.file_type().is_symlink() {
+        return Err(refuse(format!("there is {}", kind(&meta))));
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => std::fs::canonicalize(path),
+        Ok(m) => Err(refuse(format!("a symbolic link to {}", kind(&m)))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A dangling link: its target is created, if its folder exists.
+            let link = std::fs::read_link(path)?;
+            let target = match path.parent() {
+                Some(dir) if link.is_relative() => dir.join(&link),
+                _ => link,
+            };
+            match std::fs::symlink_metadata(&target) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                    let name = target.file_name().ok_or_else(|| refuse("a symbolic link to no file".into()))?;
+                    Ok(std::fs::canonicalize(dir)?.join(name))
+                }
+                // A chain that ends nowhere, or a loop.
+                _ => Err(refuse("a symbolic link that does not end at a file".into())),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What `meta` describes, for messages.
+fn kind(meta: &std::fs::Metadata) -> &'static str {
+    let t = meta.file_type();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a fifo";
+        }
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if t.is_dir() {
+        "a directory"
+    } else {
+        "a special file"
+    }
 }
 
 #[cfg(test)]
@@ -64,5 +150,65 @@ mod tests {
         write_atomically::<std::io::Error>(&ours, |w| w.write_all(b"x")).unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&ours), mode(&made));
+    }
+
+    fn write(path: &Path) -> std::io::Result<()> {
+        write_atomically::<std::io::Error>(path, |w| w.write_all(b"new"))
+    }
+
+    #[test]
+    fn directories_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let e = write(&sub).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("sub: there is a directory, not a regular file"), "{e}");
+        assert!(sub.is_dir());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn fifos_and_links_to_special_files_are_refused_and_left_alone() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o600)).unwrap();
+        let e = write(&fifo).unwrap_err().to_string();
+        assert!(e.contains("fifo: there is a fifo, not a regular file"), "{e}");
+        assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+        let link = dir.path().join("null");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        let e = write(&link).unwrap_err().to_string();
+        assert!(e.contains("null: a symbolic link to a character device, not a regular file"), "{e}");
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+        // Nothing was left behind.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_to_a_regular_file_replaces_the_target_and_stays_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("models");
+        std::fs::create_dir(&sub).unwrap();
+        let target = sub.join("v3.rvx");
+        std::fs::write(&target, b"old").unwrap();
+        let link = dir.path().join("current.rvx");
+        std::os::unix::fs::symlink("models/v3.rvx", &link).unwrap();
+        write(&link).unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        // A dangling link creates its target.
+        let dangling = dir.path().join("next.rvx");
+        std::os::unix::fs::symlink("models/v4.rvx", &dangling).unwrap();
+        write(&dangling).unwrap();
+        assert_eq!(std::fs::read(sub.join("v4.rvx")).unwrap(), b"new");
+        // A loop is refused.
+        let a = dir.path().join("a");
+        std::os::unix::fs::symlink("b", &a).unwrap();
+        std::os::unix::fs::symlink("a", dir.path().join("b")).unwrap();
+        assert!(write(&a).is_err());
     }
 }

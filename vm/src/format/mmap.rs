@@ -5,9 +5,9 @@ use super::{located, reader, LoadOptions};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::executable::Executable;
+use crate::input_file;
 use crate::storage::Storage;
 use memmap2::MmapOptions;
-use std::fs::File;
 use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -15,11 +15,13 @@ use std::sync::Arc;
 /// Maps `path` and decodes it; see [`super::load_file`].
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Executable> {
     let with_path = |e: Error| located(path, e);
-    let file = File::open(path).map_err(|e| with_path(e.into()))?;
-    let len = file.metadata().map_err(|e| with_path(e.into()))?.len();
-    if len == 0 {
+    // A regular file within the size limit: a device or a procfs file is never mapped.
+    let mut opened = input_file::open(path, opts.read.max_bytes)?;
+    if opened.is_empty() {
+        opened.read_exact_into(&mut [], None)?; // a procfs file reports 0 bytes too
         return Err(with_path(Error::format("header at byte 0: the file is empty")));
     }
+    let file = opened.into_file();
     // SAFETY: `map_copy` makes a private copy-on-write mapping: writes through it (tensors are
     // mutable storage) never reach the file, and pages are copied only when written. The
     // mapping stays valid until the `MmapMut` is dropped, which the `Arc` below delays until

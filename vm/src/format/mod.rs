@@ -42,11 +42,13 @@ mod strings;
 mod varint;
 mod writer;
 
-pub use atomic::write_atomically;
+pub use atomic::{output_target, write_atomically};
 pub use constants::MAX_TUPLE_DEPTH;
+pub use libraries::NativeLibraries;
 
 use crate::error::Result;
 use crate::executable::Executable;
+use crate::input_file::ReadOptions;
 use std::io::Write;
 use std::ops::Range;
 use std::path::Path;
@@ -90,7 +92,7 @@ impl Default for SaveOptions {
 }
 
 /// How to read a file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoadOptions {
     /// Check the metadata checksum (everything but tensor data).
     pub verify_checksum: bool,
@@ -103,12 +105,26 @@ pub struct LoadOptions {
     /// a constant a SIGBUS, and rewriting it in place changes constants under the program.
     /// Ignored when loading bytes.
     pub mmap: bool,
+    /// How files are read: the size limit (checked before reading) and the poll hook called
+    /// between chunks (see [`crate::input_file`]). Applies to the executable's file and, in
+    /// the loader that opens native libraries, to each library file.
+    pub read: ReadOptions,
+    /// Which native libraries the executable's references may open (run the code of). This
+    /// module never opens a library (it only records references); the loader that does
+    /// (`relaxvm_tvm::import`) obeys this. Refused by default.
+    pub native_libraries: NativeLibraries,
 }
 
 impl Default for LoadOptions {
-    /// Check everything; read files into memory of our own.
+    /// Check everything; read files into memory of our own; open no native library.
     fn default() -> Self {
-        LoadOptions { verify_checksum: true, verify_data_checksum: true, mmap: false }
+        LoadOptions {
+            verify_checksum: true,
+            verify_data_checksum: true,
+            mmap: false,
+            read: ReadOptions::default(),
+            native_libraries: NativeLibraries::Refuse,
+        }
     }
 }
 
@@ -116,7 +132,12 @@ impl LoadOptions {
     /// For trusted files: memory-mapped, with the metadata checksum checked and the tensor data
     /// left unread until used.
     pub fn trusted_mmap() -> Self {
-        LoadOptions { verify_checksum: true, verify_data_checksum: false, mmap: true }
+        LoadOptions { verify_checksum: true, verify_data_checksum: false, mmap: true, ..Default::default() }
+    }
+
+    /// No checksum checked (for tools that look at damaged files, and fuzzing).
+    pub fn unchecked() -> Self {
+        LoadOptions { verify_checksum: false, verify_data_checksum: false, ..Default::default() }
     }
 }
 

@@ -6,32 +6,23 @@ use super::{located, reader, LoadOptions};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::executable::Executable;
+use crate::input_file;
 use crate::storage::Storage;
-use std::fs::File;
-use std::io::Read;
 use std::path::Path;
 use std::ptr::NonNull;
 
 /// Reads `path` whole and decodes it; see [`super::load_file`].
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Executable> {
     let at = |e: Error| located(path, e);
-    let mut file = File::open(path).map_err(|e| at(e.into()))?;
-    let meta = file.metadata().map_err(|e| at(e.into()))?;
-    if !meta.is_file() {
-        // A fifo or a device would block or never end.
-        return Err(at(Error::format("expected a regular file")));
-    }
-    if meta.len() == 0 {
+    // A regular file within the size limit (fifos, devices and procfs files are refused).
+    let mut file = input_file::open(path, opts.read.max_bytes)?;
+    if file.is_empty() {
+        // A procfs file reports 0 bytes too: reading proves which it is.
+        file.read_exact_into(&mut [], None)?;
         return Err(at(Error::format("header at byte 0: the file is empty")));
     }
-    let len = usize::try_from(meta.len()).map_err(|_| at(Error::alloc(u128::from(meta.len()), "file too large")))?;
-    let whole = Storage::alloc_filled(len, Device::cpu(0), |buf| {
-        file.read_exact(buf).map_err(|e| match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => Error::format("the file shrank while it was read"),
-            _ => e.into(),
-        })
-    })
-    .map_err(at)?;
+    let len = usize::try_from(file.len()).map_err(|_| at(Error::alloc(u128::from(file.len()), "file too large")))?;
+    let whole = Storage::alloc_filled(len, Device::cpu(0), |buf| file.read_exact_into(buf, opts.read.poll.as_ref()))?;
     let base = NonNull::new(whole.as_ptr()).expect("storage pointers are non-null");
     let bytes = whole.bytes();
     reader::read(&bytes, opts, |range| {

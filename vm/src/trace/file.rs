@@ -141,7 +141,8 @@ impl Trace {
     pub fn load(path: impl AsRef<Path>) -> Result<Trace> {
         let path = path.as_ref();
         let fail = |e: &dyn std::fmt::Display| Error::value(format!("cannot read trace {}: {e}", path.display()));
-        let file = std::fs::File::open(path).map_err(|e| fail(&e))?;
+        // A regular file within the default input size limit (never a fifo or a device).
+        let file = crate::input_file::open(path, crate::input_file::DEFAULT_MAX_INPUT)?.into_file();
         let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| fail(&e))?;
         let mut read = |name: &str| -> Result<Tensor> {
             let mut member = zip.by_name(&format!("{name}.npy")).map_err(|e| fail(&format!("array {name:?}: {e}")))?;

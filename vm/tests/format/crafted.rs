@@ -68,7 +68,7 @@ fn load_file_checks_every_byte_and_trusted_mmap_only_the_metadata() {
     assert!(e.contains("tensor data section at byte") && e.contains("corrupt"), "{e}");
     std::fs::remove_file(&path).unwrap();
     // Without checksums, corrupt metadata is still decoded safely.
-    let unchecked = LoadOptions { verify_checksum: false, verify_data_checksum: false, mmap: false };
+    let unchecked = LoadOptions::unchecked();
     assert!(load_bytes_with(&bad, &unchecked).is_ok());
 }
 

@@ -91,9 +91,7 @@ fn fuzz_corpus_replays_without_panics() {
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let data = std::fs::read(entry.unwrap().path()).unwrap();
-        for opts in
-            [LoadOptions::default(), LoadOptions { verify_checksum: false, verify_data_checksum: false, mmap: false }]
-        {
+        for opts in [LoadOptions::default(), LoadOptions::unchecked()] {
             if let Ok(exe) = load_bytes_with(&data, &opts) {
                 let bytes = exe.save_to_bytes();
                 let again = load_bytes(&bytes).expect("a saved executable loads");
