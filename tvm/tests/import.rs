@@ -2,7 +2,10 @@
 //! make_fixtures.py): program decoding, end-to-end runs, and malformed files.
 
 use relaxvm::{Executable, Tensor, Value, VirtualMachine};
-use relaxvm_tvm::import::{inspect_module, load_executable, load_module};
+use relaxvm::format::{LoadOptions, NativeLibraries};
+use relaxvm_tvm::import::{
+    check_libraries, inspect_module, load_executable, load_executable_with, load_module, LibraryState,
+};
 use relaxvm_tvm::vmexec;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -69,7 +72,7 @@ fn an_rvx_references_the_library_and_runs() {
     let exe = load_module(data("mlp.so")).unwrap();
     let rvx = dir.path().join("mlp.rvx");
     exe.save(&rvx, &Default::default()).unwrap();
-    assert_eq!(run_mlp(load_executable(&rvx).unwrap()), f32s("mlp_y.bin"));
+    assert_eq!(run_mlp(load_executable_with(&rvx, &any()).unwrap()), f32s("mlp_y.bin"));
     // The core loader reads it but opens no library: the VM names what is missing and why.
     relaxvm_builtins::ensure_registered();
     let plain = relaxvm::format::load_file(&rvx).unwrap();
@@ -88,17 +91,83 @@ fn an_rvx_finds_its_library_beside_it_and_refuses_a_changed_one() {
     let moved = tempfile::tempdir().unwrap();
     std::fs::rename(&so, moved.path().join("model.so")).unwrap();
     std::fs::rename(&rvx, moved.path().join("model.rvx")).unwrap();
-    assert_eq!(run_mlp(load_executable(moved.path().join("model.rvx")).unwrap()), f32s("mlp_y.bin"));
+    assert_eq!(run_mlp(load_executable_with(moved.path().join("model.rvx"), &any()).unwrap()), f32s("mlp_y.bin"));
     // A different library under the same name is refused by its hash.
     let mut bytes = std::fs::read(moved.path().join("model.so")).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0xFF;
     std::fs::write(moved.path().join("model.so"), &bytes).unwrap();
-    let e = load_executable(moved.path().join("model.rvx")).err().unwrap().to_string();
+    let e = load_executable_with(moved.path().join("model.rvx"), &any()).err().unwrap().to_string();
     assert!(e.contains("hash"), "{e}");
     std::fs::remove_file(moved.path().join("model.so")).unwrap();
-    let e = load_executable(moved.path().join("model.rvx")).err().unwrap().to_string();
+    let e = load_executable_with(moved.path().join("model.rvx"), &any()).err().unwrap().to_string();
     assert!(e.contains("not found") && e.contains("model.so"), "{e}");
+}
+
+/// Consent to open any library the file references.
+fn any() -> LoadOptions {
+    LoadOptions { native_libraries: NativeLibraries::AnyReferenced, ..Default::default() }
+}
+
+fn allow(paths: &[&Path]) -> LoadOptions {
+    LoadOptions {
+        native_libraries: NativeLibraries::Allow(paths.iter().map(|p| p.to_path_buf()).collect()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn an_rvx_opens_its_libraries_only_with_consent() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join("model.so");
+    std::fs::copy(data("mlp.so"), &so).unwrap();
+    let rvx = dir.path().join("model.rvx");
+    load_module(&so).unwrap().save(&rvx, &Default::default()).unwrap();
+    let hash = format!("{:#018x}", relaxvm_tvm::import::content_hash(&std::fs::read(&so).unwrap()));
+    // Refused by default, naming the library, its hash and how to allow it.
+    for e in [load_executable(&rvx).err().unwrap(), load_module(&rvx).err().unwrap()] {
+        let e = e.to_string();
+        assert!(e.contains("references 1 native library") && e.contains("model.so") && e.contains(&hash), "{e}");
+        assert!(e.contains("native_libraries=") && e.contains("--allow-native"), "{e}");
+    }
+    // An allowed folder or file admits it; another folder or file does not.
+    assert_eq!(run_mlp(load_executable_with(&rvx, &allow(&[dir.path()])).unwrap()), f32s("mlp_y.bin"));
+    assert_eq!(run_mlp(load_executable_with(&rvx, &allow(&[&so])).unwrap()), f32s("mlp_y.bin"));
+    let other = tempfile::tempdir().unwrap();
+    let e = load_executable_with(&rvx, &allow(&[other.path()])).err().unwrap().to_string();
+    assert!(e.contains("is not among the allowed native libraries") && e.contains(&hash), "{e}");
+    let e = load_executable_with(&rvx, &allow(&[&rvx])).err().unwrap().to_string();
+    assert!(e.contains("is not among the allowed"), "{e}");
+    // An allowed subfolder's parent does not admit it: folders are not recursive.
+    let nested = dir.path().join("nested");
+    std::fs::create_dir(&nested).unwrap();
+    let e = load_executable_with(&rvx, &allow(&[&nested])).err().unwrap().to_string();
+    assert!(e.contains("is not among the allowed"), "{e}");
+    // The core loader never opens one.
+    let plain = relaxvm::format::load_file_with(&rvx, &any()).unwrap();
+    assert!(plain.libraries()[0].loaded.is_none());
+}
+
+#[test]
+fn checking_libraries_reads_them_as_data_and_reports_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join("model.so");
+    std::fs::copy(data("mlp.so"), &so).unwrap();
+    let exe = inspect_module(&so).unwrap();
+    let checks = check_libraries(&exe, Some(dir.path()), &Default::default());
+    assert!(checks[0].is_ok(), "{}", checks[0]);
+    assert!(matches!(&checks[0].state, LibraryState::Matches { kernels, .. } if kernels.iter().any(|k| k == "matmul")));
+    assert!(checks[0].to_string().contains("hash matches"), "{}", checks[0]);
+    let mut bytes = std::fs::read(&so).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&so, &bytes).unwrap();
+    let checks = check_libraries(&exe, Some(dir.path()), &Default::default());
+    assert!(matches!(checks[0].state, LibraryState::HashDiffers { .. }), "{}", checks[0]);
+    std::fs::remove_file(&so).unwrap();
+    std::fs::create_dir(&so).unwrap();
+    let checks = check_libraries(&exe, Some(dir.path()), &Default::default());
+    assert!(matches!(checks[0].state, LibraryState::NotFound { .. }), "{}", checks[0]);
 }
 
 #[test]

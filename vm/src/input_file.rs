@@ -89,7 +89,8 @@ pub fn open(path: &Path, max_bytes: u64) -> Result<InputFile> {
     }
     if meta.len() > max_bytes {
         return Err(Error::value(format!(
-            "{}: the file is {} bytes, more than the input size limit of {max_bytes} bytes",
+            "{}: the file is {} bytes, more than the input size limit of {max_bytes} bytes (raise it with \
+             max_input_size= in Python, --max-input-size on the command line)",
             path.display(),
             meta.len()
         )));
@@ -116,6 +117,12 @@ impl InputFile {
     /// The path it was opened as.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The open file, e.g. to peek at its first bytes (the reads of
+    /// [`read_exact_into`](Self::read_exact_into) continue from where those end).
+    pub fn file_mut(&mut self) -> &mut File {
+        &mut self.file
     }
 
     /// The open file (a regular file; blocking reads), e.g. to memory-map or to seek in.

@@ -5,15 +5,16 @@
 
 use super::error::CliError;
 use crate::{assemble, AsmError};
-use relaxvm::format::{self, LoadOptions, SaveOptions};
+use relaxvm::format::{self, LoadOptions, NativeLibraries, SaveOptions};
+use relaxvm::input_file::{self, ReadOptions};
 use relaxvm::Executable;
 use std::io::{Read, Write};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The default of `--max-input-size`: the largest input file a command reads, in bytes.
-pub const DEFAULT_MAX_INPUT: u64 = 16 << 30;
+pub const DEFAULT_MAX_INPUT: u64 = relaxvm::input_file::DEFAULT_MAX_INPUT;
 
 static MAX_INPUT: AtomicU64 = AtomicU64::new(DEFAULT_MAX_INPUT);
 static MMAP: AtomicBool = AtomicBool::new(false);
@@ -28,41 +29,31 @@ pub fn set_max_input(bytes: u64) {
     MAX_INPUT.store(bytes, Ordering::Relaxed);
 }
 
-/// Checks, before opening it, that `path` is a regular file within the input size limit: a
-/// fifo would block the open, and `/dev/zero` or a directory is no program. Returns its size.
-pub fn check_input(path: &Path) -> Result<u64, CliError> {
-    let meta = std::fs::metadata(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
-    let t = meta.file_type();
-    let kind = if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a fifo"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        ""
-    };
-    if !kind.is_empty() {
-        return Err(CliError::new(format!("{}: expected a regular file, found {kind}", path.display())));
-    }
-    let max = MAX_INPUT.load(Ordering::Relaxed);
-    if meta.len() > max {
-        return Err(CliError::new(format!(
-            "{}: {} bytes is more than the input size limit of {max} bytes (raise it with --max-input-size)",
-            path.display(),
-            meta.len()
-        )));
-    }
-    Ok(meta.len())
+/// How every input is read: within the size limit (the CLI ends on Ctrl-C, so no poll hook).
+pub fn read_options() -> ReadOptions {
+    ReadOptions { max_bytes: MAX_INPUT.load(Ordering::Relaxed), poll: None }
+}
+
+/// Opens `path` as every input is opened ([`relaxvm::input_file::open`]: without blocking on
+/// a fifo, a regular file within the input size limit, as its descriptor says).
+pub fn open_input(path: &Path) -> Result<input_file::InputFile, CliError> {
+    // The reader's messages name the file.
+    input_file::open(path, MAX_INPUT.load(Ordering::Relaxed)).map_err(|e| CliError::new(e.to_string()))
+}
+
+/// The path that means standard output for `-o`.
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
 }
 
 /// Refuses to write `output` when it is one of the `inputs` (say `asm x.txt -o x.txt`): the
 /// command would destroy what it reads. Checked before anything is written.
 pub fn check_output(output: &Path, inputs: &[&Path]) -> Result<(), CliError> {
+    if is_stdout(output) {
+        return Ok(());
+    }
+    // A fifo, a device or a directory is refused before the command runs.
+    relaxvm::format::output_target(output).map_err(|e| CliError::new(e.to_string()))?;
     let Ok(out) = std::fs::metadata(output) else { return Ok(()) };
     for input in inputs {
         if std::fs::metadata(input).is_ok_and(|m| m.dev() == out.dev() && m.ino() == out.ino()) {
@@ -82,12 +73,14 @@ pub fn warn(msg: impl std::fmt::Display) {
 }
 
 /// How far to open an executable's native libraries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Native {
     /// Read the program only: no library is opened, so no native code runs (dis, stats, verify).
     Inspect,
-    /// Open the libraries the program calls into (run).
-    Open,
+    /// Open the libraries the program calls into, as far as the consent allows (run, profile,
+    /// trace): a `.so` named on the command line is consent for itself; the libraries a `.rvx`
+    /// references need `--allow-native`.
+    Open(NativeLibraries),
 }
 
 /// Reads an executable from a binary file (read whole and every byte checked; with `--mmap`
@@ -95,27 +88,31 @@ pub enum Native {
 /// TVM-compiled model, or a text file.
 pub fn read_executable(path: &Path, verify_data: bool, native: Native) -> Result<Executable, CliError> {
     let located = |e: relaxvm::Error| CliError::new(format!("{}: {e}", path.display()));
-    check_input(path)?;
+    let mut file = open_input(path)?;
     let _spinner = super::progress::loading(path); // cleared when it drops, however this returns
-    let head = head(path)?;
+    let head = head(&mut file)?;
+    let mut opts = match MMAP.load(Ordering::Relaxed) {
+        // Mapped, data checked for verify.
+        true => LoadOptions { verify_data_checksum: verify_data, ..LoadOptions::trusted_mmap() },
+        false => LoadOptions::default(),
+    };
+    opts.read = read_options();
+    if let Native::Open(consent) = &native {
+        opts.native_libraries = consent.clone();
+    }
     if head.starts_with(&format::MAGIC) {
-        // Read into memory, every byte checked; or, with --mmap, mapped (data checked for verify).
-        let opts = match MMAP.load(Ordering::Relaxed) {
-            true => LoadOptions { verify_data_checksum: verify_data, ..LoadOptions::trusted_mmap() },
-            false => LoadOptions::default(),
-        };
         // The loader's errors already name the file.
         let exe = format::load_file_with(path, &opts).map_err(|e| CliError::new(e.to_string()))?;
         return match native {
             Native::Inspect => Ok(exe),
-            Native::Open => relaxvm_tvm::import::open_libraries(exe, path.parent()).map_err(located),
+            Native::Open(_) => relaxvm_tvm::import::open_libraries(exe, path.parent(), &opts).map_err(located),
         };
     }
     if relaxvm_tvm::import::FileKind::sniff(&head, path).is_ok() {
         // The TVM reader names the file in its errors.
         let exe = match native {
-            Native::Inspect => relaxvm_tvm::import::inspect_module(path),
-            Native::Open => relaxvm_tvm::import::load_module(path),
+            Native::Inspect => relaxvm_tvm::import::inspect_module_with(path, &opts),
+            Native::Open(_) => relaxvm_tvm::import::load_module_with(path, &opts),
         };
         return exe.map_err(|e| CliError::new(e.to_string()));
     }
@@ -132,17 +129,17 @@ pub fn read_executable(path: &Path, verify_data: bool, native: Native) -> Result
 }
 
 /// The first eight bytes of the file (fewer when it is shorter): enough for every magic number.
-fn head(path: &Path) -> Result<Vec<u8>, CliError> {
+fn head(file: &mut input_file::InputFile) -> Result<Vec<u8>, CliError> {
     let mut head = Vec::with_capacity(8);
-    std::fs::File::open(path)
-        .and_then(|f| f.take(8).read_to_end(&mut head))
-        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+    let path = file.path().to_path_buf();
+    let opened = file.file_mut();
+    opened.take(8).read_to_end(&mut head).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
     Ok(head)
 }
 
 /// True when the file starts with the binary format's magic number.
 fn is_binary(path: &Path) -> Result<bool, CliError> {
-    Ok(head(path)?.starts_with(&format::MAGIC))
+    Ok(head(&mut open_input(path)?)?.starts_with(&format::MAGIC))
 }
 
 /// An assembler error prefixed with the file: `prog.txt:3:5: expected ...`.
@@ -198,6 +195,10 @@ pub fn write_executable(
             path.display()
         ));
     }
+    if is_stdout(path) {
+        let bytes = format::try_save_to_bytes(exe, &opts)?;
+        return write_stdout(&bytes);
+    }
     format::save_file(exe, path, &opts).map_err(|e| CliError::new(format!("{}: {e}", path.display())))
 }
 
@@ -207,27 +208,51 @@ pub fn write_executable(
 pub fn write_output(path: Option<&Path>, data: &str) -> Result<(), CliError> {
     match path {
         Some(p) => write(p, data.as_bytes()),
-        None => {
-            let mut out = std::io::stdout().lock();
-            match out.write_all(data.as_bytes()).and_then(|()| out.flush()) {
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                    Err(CliError::new(format!("standard output: {e}")))
-                }
-                _ => Ok(()),
-            }
-        }
+        None => write_stdout(data.as_bytes()),
     }
 }
 
-/// Reads an input file whole, after [`check_input`].
+/// Writes `data` to standard output; a closed one ends the output quietly.
+fn write_stdout(data: &[u8]) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(data).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(format!("standard output: {e}"))),
+        _ => Ok(()),
+    }
+}
+
+/// Reads an input file whole ([`relaxvm::input_file::read`]: a regular file within the input
+/// size limit).
 pub fn read(path: &Path) -> Result<Vec<u8>, CliError> {
-    check_input(path)?;
-    std::fs::read(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))
+    input_file::read(path, &read_options()).map_err(|e| CliError::new(e.to_string()))
 }
 
 /// Writes `data` to `path` atomically ([`relaxvm::format::write_atomically`]), so a failure
-/// (a full disk, Ctrl-C) never leaves half a file.
+/// (a full disk, Ctrl-C) never leaves half a file and a fifo, a device or a directory at
+/// `path` is refused; `-` is standard output, written as a stream.
 pub fn write(path: &Path, data: &[u8]) -> Result<(), CliError> {
-    relaxvm::format::write_atomically(path, |out| out.write_all(data))
-        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))
+    if is_stdout(path) {
+        return write_stdout(data);
+    }
+    // The writer's refusals name the path already.
+    relaxvm::format::write_atomically(path, |out| out.write_all(data)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => CliError::new(e.to_string()),
+        _ => CliError::new(format!("{}: {e}", path.display())),
+    })
+}
+
+/// The libraries an executable references, one line each (path and hash), for `stats`.
+pub fn library_lines(exe: &Executable) -> String {
+    let libs = exe.libraries();
+    if libs.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "Native libraries (#{}; opened only by run, profile and trace with --allow-native):\n",
+        libs.len()
+    );
+    for lib in libs {
+        out += &format!("  {:?} (XXH3-64 {:#018x})\n", lib.reference.path, lib.reference.content_hash);
+    }
+    out
 }

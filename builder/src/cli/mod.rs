@@ -27,7 +27,8 @@ use std::sync::Arc;
 /// PROG is an executable: a binary file (.rvx), its text form, or a model compiled by Apache
 /// TVM 0.27 (a .so written by export_library, or a relax.VMExecutable from write_to_file).
 /// Only run, profile and trace open a .so (run its code); dis, stats and verify read it as
-/// data.
+/// data. A .rvx that references native libraries has them opened only with --allow-native
+/// PATH or --allow-native-any (see docs/tvm.md, "Trust model").
 #[derive(Debug, Parser)]
 #[command(name = "relaxvm", version, propagate_version = true)]
 pub struct Cli {
@@ -52,18 +53,22 @@ enum Command {
     Asm(AsmArgs),
     /// Print an executable in the text form (or as Python that rebuilds it).
     Dis(DisArgs),
-    /// Print a summary: constants, functions, packed functions, instruction count and, for a
-    /// binary file, its format version and sections.
+    /// Print a summary: constants, functions, packed functions, instruction count, the native
+    /// libraries it references (path and hash) and, for a binary file, its format version and
+    /// sections.
     Stats(StatsArgs),
     /// Check an executable: its checksums and structure, that every register is written before
-    /// it is read on every path, and which packed functions the builtins do not provide.
+    /// it is read on every path, which packed functions the builtins do not provide, and the
+    /// native libraries it references (each listed with its path and hash; read as data, never
+    /// opened; one missing or hashing differently fails the check).
     ///
     /// Prints "PROG: ok" and any warnings; exits with status 1 when the check fails.
     Verify(VerifyArgs),
     /// Run a function of an executable with the builtins and print its result.
     ///
     /// PROG may be a model compiled by Apache TVM (a .so written by export_library): its
-    /// kernels are loaded from it (this runs the library's native code).
+    /// kernels are loaded from it (this runs the library's native code). The libraries a
+    /// .rvx references are opened only with --allow-native or --allow-native-any.
     ///
     /// Without FUNC, runs the entry function (set by .entry or link --entry; main by default).
     /// Arguments: integers (5, -3), floats (2.5), .npy files (tensors) and strings; a prefix
@@ -101,7 +106,8 @@ enum Command {
 struct AsmArgs {
     /// The text form to assemble.
     input: PathBuf,
-    /// Where to write the binary executable [default: INPUT with the extension .rvx].
+    /// Where to write the binary executable [default: INPUT with the extension .rvx]; `-` is
+    /// standard output.
     #[arg(short, long, value_name = "PROG")]
     output: Option<PathBuf>,
     /// Also run the check (registers written before read, unused inputs) and fail on errors.
@@ -155,7 +161,8 @@ struct RunArgs {
     #[arg(long = "input", value_name = "FILE")]
     inputs: Vec<PathBuf>,
     /// Save the result: as .npy (a tensor, shape or scalar) or, for a path ending in .json, as
-    /// JSON (any result).
+    /// JSON (any result). `-o -` writes the .npy to standard output instead of the printed
+    /// result. An existing file is replaced; a fifo, device or directory is refused.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Print the result as JSON (tensors as {"dtype", "shape", "data"}) instead of as text.
@@ -166,6 +173,8 @@ struct RunArgs {
     /// counted).
     #[arg(long, value_name = "N")]
     max_steps: Option<u64>,
+    #[command(flatten)]
+    native: run::NativeArgs,
 }
 
 #[derive(Debug, Args)]
@@ -240,8 +249,9 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             io::write_output(a.output.as_deref(), &text)
         }
         Command::Stats(a) => {
-            let stats = io::read_executable(&a.input, false, io::Native::Inspect)?.stats();
-            io::write_output(None, &(stats + &io::file_info(&a.input)?.unwrap_or_default()))
+            let exe = io::read_executable(&a.input, false, io::Native::Inspect)?;
+            let text = exe.stats() + &io::library_lines(&exe) + &io::file_info(&a.input)?.unwrap_or_default();
+            io::write_output(None, &text)
         }
         Command::Verify(a) => verify(a),
         Command::Run(a) => run_function(a),
@@ -286,13 +296,27 @@ fn verify(a: VerifyArgs) -> Result<(), CliError> {
     let mut warnings = crate::check_executable(&exe)?;
     let mut builtins = relaxvm::Registry::new();
     relaxvm_builtins::register_all(&mut builtins)?;
-    // Kernels of the native libraries the program calls into, read from the files (not run).
-    let kernels = relaxvm_tvm::import::library_kernels(&exe, a.input.parent())
-        .map_err(|e| CliError::new(format!("{}: {e}", a.input.display())))?;
+    // The native libraries the program calls into, read from the files as data (not run):
+    // each is listed, and one that is missing or hashes differently fails the check.
+    let checks = relaxvm_tvm::import::check_libraries(&exe, a.input.parent(), &io::read_options());
+    let mut kernels = Vec::new();
+    for check in &checks {
+        if let relaxvm_tvm::import::LibraryState::Matches { kernels: k, .. } = &check.state {
+            kernels.extend(k.iter().cloned());
+        }
+    }
     let known = |name: &str| builtins.contains(name) || kernels.iter().any(|k| k == name);
     for f in exe.funcs().iter().filter(|f| f.kind == FuncKind::Packed && !known(&f.name)) {
         let provider = if exe.libraries().is_empty() { "a builtin" } else { "a builtin or a kernel of the library" };
         warnings.push(format!("packed function {:?} is not {provider}: the host must register it", f.name));
+    }
+    let mut report = String::new();
+    for check in &checks {
+        report += &format!("{}: {check}\n", a.input.display());
+    }
+    io::write_output(None, &report)?;
+    if let Some(bad) = checks.iter().find(|c| !c.is_ok()) {
+        return Err(CliError::new(format!("{}: {bad}", a.input.display())));
     }
     for w in &warnings {
         io::warn(w);
@@ -304,8 +328,15 @@ fn verify(a: VerifyArgs) -> Result<(), CliError> {
             counted(warnings.len(), "warning")
         )));
     }
+    let native = match checks.len() {
+        0 => String::new(),
+        n => format!(
+            ", calls into {} (run, profile and trace open them only with --allow-native)",
+            counted(n, "native library")
+        ),
+    };
     let summary = format!(
-        "{}: ok ({}, {}, {}, {})\n",
+        "{}: ok ({}, {}, {}, {}{native})\n",
         a.input.display(),
         counted(exe.bytecode_function_names().len(), "function"),
         counted(exe.packed_function_names().len(), "packed function"),
@@ -316,13 +347,17 @@ fn verify(a: VerifyArgs) -> Result<(), CliError> {
 }
 
 fn run_function(a: RunArgs) -> Result<(), CliError> {
-    let (exe, func, args) = run::prepare_call(&a.input, a.func.as_deref(), &a.args, &a.inputs, &[a.output.as_deref()])?;
+    let (exe, func, args) =
+        run::prepare_call(&a.input, a.func.as_deref(), &a.args, &a.inputs, &[a.output.as_deref()], &a.native)?;
     relaxvm_builtins::ensure_registered();
     let mut vm = VirtualMachine::new(Arc::new(exe))?;
     vm.config_mut().step_budget = a.max_steps;
     let result = vm.invoke(&func, &args)?;
-    let shown = if a.json { show::json(&result)?.to_string() } else { show::text(&result) };
-    io::write_output(None, &(shown + "\n"))?;
+    // With -o -, standard output carries the saved result alone.
+    if !a.output.as_deref().is_some_and(io::is_stdout) {
+        let shown = if a.json { show::json(&result)?.to_string() } else { show::text(&result) };
+        io::write_output(None, &(shown + "\n"))?;
+    }
     match &a.output {
         Some(out) if out.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) => {
             io::write(out, (show::json(&result)?.to_string() + "\n").as_bytes())

@@ -3,6 +3,7 @@
 use super::error::CliError;
 use super::io;
 use crate::npy;
+use relaxvm::format::NativeLibraries;
 use relaxvm::{DataType, Shape, Tensor, Type, Value};
 use std::path::{Path, PathBuf};
 
@@ -94,16 +95,44 @@ pub fn prepare_call(
     args: &[String],
     inputs: &[PathBuf],
     outputs: &[Option<&Path>],
+    native: &NativeArgs,
 ) -> Result<(relaxvm::Executable, String, Vec<Value>), CliError> {
     for out in outputs.iter().flatten() {
         let mut all = vec![input];
         all.extend(inputs.iter().map(PathBuf::as_path));
         io::check_output(out, &all)?;
     }
-    let exe = io::read_executable(input, false, io::Native::Open)?;
+    let exe = io::read_executable(input, false, io::Native::Open(native.consent()))?;
     let func = function_to_call(&exe, named, input)?;
     let args = call_args(&exe, &func, args, inputs)?;
     Ok((exe, func, args))
+}
+
+/// Which native libraries `run`, `profile` and `trace` may open (run the code of).
+#[derive(Debug, Default, clap::Args)]
+pub struct NativeArgs {
+    /// Allow opening the native libraries a .rvx references when they are this file, or lie
+    /// directly in this folder (repeatable). Opening a library runs its code; without this, a
+    /// .rvx that references libraries is refused. A .so given as PROG is allowed by itself.
+    #[arg(long = "allow-native", value_name = "PATH")]
+    allow: Vec<PathBuf>,
+    /// Allow opening any native library the .rvx references (for files you trust as much as
+    /// the libraries).
+    #[arg(long = "allow-native-any", conflicts_with = "allow")]
+    any: bool,
+}
+
+impl NativeArgs {
+    /// The consent these flags give.
+    pub fn consent(&self) -> NativeLibraries {
+        if self.any {
+            NativeLibraries::AnyReferenced
+        } else if self.allow.is_empty() {
+            NativeLibraries::Refuse
+        } else {
+            NativeLibraries::Allow(self.allow.clone())
+        }
+    }
 }
 
 /// How `profile` and `trace` name the call they make.
@@ -120,12 +149,14 @@ pub struct CallArgs {
     /// A .npy file passed as the next argument after the --arg ones (repeatable, in order).
     #[arg(long = "input", value_name = "FILE")]
     inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    native: NativeArgs,
 }
 
 impl CallArgs {
     /// The executable, function and arguments ([`prepare_call`]).
     pub fn prepare(&self, outputs: &[Option<&Path>]) -> Result<(relaxvm::Executable, String, Vec<Value>), CliError> {
-        prepare_call(&self.input, self.func.as_deref(), &self.args, &self.inputs, outputs)
+        prepare_call(&self.input, self.func.as_deref(), &self.args, &self.inputs, outputs, &self.native)
     }
 }
 

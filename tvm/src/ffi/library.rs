@@ -66,16 +66,21 @@ impl std::fmt::Debug for Library {
 
 impl Library {
     /// Validates and opens the library at `path`, fills its runtime-service slots and finds its
-    /// kernels. Opening runs the library's initializers: open only libraries you trust.
+    /// kernels. Opening runs the library's initializers: open only libraries you trust. The
+    /// file is read as every input is ([`relaxvm::input_file`]: a regular file within the
+    /// default size limit).
     pub fn open(path: &Path) -> Result<Arc<Library>> {
+        let bytes = relaxvm::input_file::read(path, &Default::default())?;
+        Library::open_bytes(path, &bytes)
+    }
+
+    /// [`open`](Self::open) of a library whose bytes the caller has read (and checked, e.g.
+    /// against a recorded hash, before any of its code runs): `bytes` are what gets loaded,
+    /// whatever the file at `path` holds by now; `path` names it in messages.
+    pub fn open_bytes(path: &Path, bytes: &[u8]) -> Result<Arc<Library>> {
         let at = |e: Error| Error::value(format!("{}: {e}", path.display()));
         pool::configured_threads().map_err(at)?;
-        let file =
-            std::fs::File::open(path).map_err(|e| Error::value(format!("cannot open {}: {e}", path.display())))?;
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut &file, &mut bytes)
-            .map_err(|e| Error::value(format!("cannot read {}: {e}", path.display())))?;
-        let elf::ElfInfo { functions: exported, data: slots, .. } = elf::validate(&bytes).map_err(at)?;
+        let elf::ElfInfo { functions: exported, data: slots, .. } = elf::validate(bytes).map_err(at)?;
         if let Some(unknown) =
             slots.iter().find(|s| !DATA_SYMBOLS.contains(&s.as_str()) && slot_value(s).is_none() && is_runtime_name(s))
         {
@@ -85,8 +90,8 @@ impl Library {
         }
         visibility::ensure_runtime_symbols().map_err(at)?;
         // The loader maps a private copy of the validated bytes (see private_copy.rs).
-        let hole = elf::exported_symbol_range(&bytes, "__tvm_ffi__library_bin").map_err(at)?;
-        let copy = private_copy::create(&bytes, hole)
+        let hole = elf::exported_symbol_range(bytes, "__tvm_ffi__library_bin").map_err(at)?;
+        let copy = private_copy::create(bytes, hole)
             .map_err(|e| at(Error::value(format!("cannot make a private copy to load: {e}"))))?;
         let target = private_copy::proc_path(&copy);
         if already_loaded(&target) {
@@ -131,7 +136,7 @@ impl Library {
                 unsafe { lib.get(&cname) }.map_err(|e| at(Error::value(format!("cannot resolve {sym}: {e}"))))?;
             kernels.insert(kernel.to_string(), *f);
         }
-        let hash = crate::import::content_hash(&bytes);
+        let hash = crate::import::content_hash(bytes);
         log::debug!("opened {} ({} kernels, content hash {hash:#018x})", path.display(), kernels.len());
         let inner = Inner { path: path.to_path_buf(), hash, kernels, _lib: lib, _file: copy };
         Ok(Arc::new(Library { inner: Arc::new(inner) }))
