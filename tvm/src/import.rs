@@ -292,7 +292,7 @@ pub fn check_libraries(exe: &Executable, dir: Option<&Path>, opts: &ReadOptions)
         .map(|lib| {
             let reference = lib.reference.clone();
             let tried = candidates(&reference, dir);
-            let state = match tried.iter().find(|p| p.is_file()) {
+            let state = match tried.iter().find(|p| p.exists()) {
                 None => LibraryState::NotFound { tried },
                 Some(path) => match read(path, opts) {
                     Err(e) => LibraryState::Unusable { path: path.clone(), error: e.to_string() },
@@ -343,7 +343,7 @@ fn candidates(reference: &LibraryRef, dir: Option<&Path>) -> Vec<PathBuf> {
 
 fn locate(reference: &LibraryRef, dir: Option<&Path>) -> Result<PathBuf> {
     let tried = candidates(reference, dir);
-    tried.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+    tried.iter().find(|p| p.exists()).cloned().ok_or_else(|| {
         Error::value(format!(
             "the executable calls into native library {:?}, which was not found (looked at {})",
             reference.path,

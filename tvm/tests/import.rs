@@ -1,8 +1,8 @@
 //! The TVM model reader and loader, on a model TVM 0.27 compiled (tests/data, made by
 //! make_fixtures.py): program decoding, end-to-end runs, and malformed files.
 
-use relaxvm::{Executable, Tensor, Value, VirtualMachine};
 use relaxvm::format::{LoadOptions, NativeLibraries};
+use relaxvm::{Executable, Tensor, Value, VirtualMachine};
 use relaxvm_tvm::import::{
     check_libraries, inspect_module, load_executable, load_executable_with, load_module, LibraryState,
 };
@@ -167,6 +167,10 @@ fn checking_libraries_reads_them_as_data_and_reports_each() {
     std::fs::remove_file(&so).unwrap();
     std::fs::create_dir(&so).unwrap();
     let checks = check_libraries(&exe, Some(dir.path()), &Default::default());
+    assert!(matches!(checks[0].state, LibraryState::Unusable { .. }), "{}", checks[0]);
+    assert!(checks[0].to_string().contains("expected a regular file, found a directory"), "{}", checks[0]);
+    std::fs::remove_dir(&so).unwrap();
+    let checks = check_libraries(&exe, Some(dir.path()), &Default::default());
     assert!(matches!(checks[0].state, LibraryState::NotFound { .. }), "{}", checks[0]);
 }
 
@@ -248,4 +252,30 @@ fn a_missing_kernel_is_named_when_the_vm_is_built() {
     assert!(e.contains("matmul") && e.contains("relu") && !e.contains("vm.builtin.match_shape"), "{e}");
     // Each is named with where the program first calls it.
     assert!(e.contains("relu (called by \"main\" at instruction "), "{e}");
+}
+
+#[test]
+fn library_references_to_special_files_are_refused_before_reading_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = inspect_module(data("mlp.so")).unwrap();
+    for (path, why) in [
+        ("/proc/self/pagemap", "holds more than the 0 bytes it reports"),
+        ("/dev/zero", "expected a regular file, found a character device"),
+    ] {
+        let reference = relaxvm::LibraryRef { path: path.into(), content_hash: 0 };
+        let crafted = exe.clone().with_libraries(vec![relaxvm::executable::Library { reference, loaded: None }]);
+        let rvx = dir.path().join("crafted.rvx");
+        crafted.save(&rvx, &Default::default()).unwrap();
+        // Even with consent to open anything, the reference is read as every input is.
+        if std::path::Path::new(path).exists() {
+            let e = load_executable_with(&rvx, &any()).err().unwrap().to_string();
+            assert!(e.contains(path.rsplit('/').next().unwrap()) && e.contains(why), "{e}");
+            let checks = check_libraries(&crafted, Some(dir.path()), &Default::default());
+            assert!(
+                matches!(&checks[0].state, LibraryState::Unusable { error, .. } if error.contains(why)),
+                "{}",
+                checks[0]
+            );
+        }
+    }
 }

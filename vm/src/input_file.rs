@@ -14,8 +14,8 @@
 //!
 //! [`InputFile::read_exact_into`] then reads exactly the reported size, in chunks, calling the
 //! caller's poll hook between chunks (the Python package turns Ctrl-C into `KeyboardInterrupt`
-//! there), and reads one byte more to prove the end: a file longer than it said (procfs) is
-//! refused after at most `size + 1` bytes, and one that shrank is an error, never a short read.
+//! there), and reads a few bytes more to prove the end: a file longer than it said (procfs) is
+//! refused after at most `size + 8` bytes, and one that shrank is an error, never a short read.
 
 use crate::error::{Error, Result};
 use crate::vm::PollHook;
@@ -131,7 +131,7 @@ impl InputFile {
     }
 
     /// Reads the whole file into `buf`, whose length must be [`len`](Self::len): in chunks of
-    /// [`CHUNK`] bytes with `poll` called between them and once at the end, then one byte more,
+    /// [`CHUNK`] bytes with `poll` called between them and once at the end, then up to eight bytes more,
     /// which must not exist.
     pub fn read_exact_into(&mut self, buf: &mut [u8], poll: Option<&PollHook>) -> Result<()> {
         if buf.len() as u64 != self.len {
@@ -153,7 +153,8 @@ impl InputFile {
                 _ => io_at(&self.path, e),
             })?;
         }
-        let mut more = [0u8; 1];
+        // Eight bytes: some procfs files (pagemap) refuse reads of fewer.
+        let mut more = [0u8; 8];
         loop {
             match self.file.read(&mut more) {
                 Ok(0) => break,

@@ -247,12 +247,9 @@ pub fn library_lines(exe: &Executable) -> String {
     if libs.is_empty() {
         return String::new();
     }
-    let mut out = format!(
-        "Native libraries (#{}; opened only by run, profile and trace with --allow-native):\n",
-        libs.len()
-    );
+    let mut out = "  Library references (opened only by run, profile and trace, with --allow-native):\n".to_string();
     for lib in libs {
-        out += &format!("  {:?} (XXH3-64 {:#018x})\n", lib.reference.path, lib.reference.content_hash);
+        out += &format!("    {:?} XXH3-64 {:#018x}\n", lib.reference.path, lib.reference.content_hash);
     }
     out
 }

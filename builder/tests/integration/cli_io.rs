@@ -106,7 +106,7 @@ fn inputs_over_the_size_limit_are_refused_and_the_limit_can_be_raised() {
     let mut cmd = relaxvm();
     cmd.args(["dis", "--max-input-size", "10"]).arg(&prog);
     let (code, _, err) = finish(cmd);
-    one_line_error(code, &err, "is more than the input size limit of 10 bytes (raise it with --max-input-size)");
+    one_line_error(code, &err, "more than the input size limit of 10 bytes (raise it with max_input_size= in Python, --max-input-size on the command line)");
     let mut cmd = relaxvm();
     cmd.args(["dis", "--max-input-size", "1000"]).arg(&prog);
     assert_eq!(finish(cmd).0, Some(0));
@@ -208,4 +208,58 @@ fn a_flipped_bit_in_a_binary_is_refused_before_running() {
     let mut cmd = relaxvm();
     cmd.args(["--mmap", "run"]).arg(&out);
     assert_eq!(finish(cmd).0, Some(0));
+}
+
+#[test]
+fn outputs_onto_fifos_links_to_devices_and_directories_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = text(dir.path());
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let null = dir.path().join("null");
+    std::os::unix::fs::symlink("/dev/null", &null).unwrap();
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    for (out, kind) in
+        [(&fifo, "there is a fifo"), (&null, "a symbolic link to a character device"), (&sub, "there is a directory")]
+    {
+        for args in [vec!["asm", "-o"], vec!["dis", "-o"], vec!["run", "-o"]] {
+            let mut cmd = relaxvm();
+            cmd.arg(args[0]).arg(&prog).arg(args[1]).arg(out);
+            let (code, _, err) = finish(cmd);
+            one_line_error(code, &err, &format!("{kind}, not a regular file"));
+        }
+    }
+    // Left as they were.
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(std::fs::symlink_metadata(&null).unwrap().file_type().is_symlink());
+    assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+    // A link to a regular file: the file is replaced, the link stays.
+    let target = dir.path().join("real.rvx");
+    std::fs::write(&target, b"old").unwrap();
+    let link = dir.path().join("link.rvx");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let mut cmd = relaxvm();
+    cmd.arg("asm").arg(&prog).arg("-o").arg(&link);
+    assert_eq!(finish(cmd).0, Some(0));
+    assert!(std::fs::read(&target).unwrap().starts_with(&relaxvm::format::MAGIC));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+}
+
+#[test]
+fn dash_writes_to_standard_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = text(dir.path());
+    let mut cmd = relaxvm();
+    cmd.arg("asm").arg(&prog).args(["-o", "-"]);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success());
+    assert!(out.stdout.starts_with(&relaxvm::format::MAGIC));
+    let mut cmd = relaxvm();
+    cmd.arg("run").arg(&prog).args(["main", "-o", "-"]);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.starts_with(b"\x93NUMPY"), "{:?}", String::from_utf8_lossy(&out.stdout));
+    assert!(!dir.path().join("-").exists());
 }
