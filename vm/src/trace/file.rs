@@ -142,7 +142,12 @@ impl Trace {
         let path = path.as_ref();
         let fail = |e: &dyn std::fmt::Display| Error::value(format!("cannot read trace {}: {e}", path.display()));
         // A regular file within the default input size limit (never a fifo or a device).
-        let file = crate::input_file::open(path, crate::input_file::DEFAULT_MAX_INPUT)?.into_file();
+        // The reader's message starts with the path, as this one's does.
+        let file = crate::input_file::open(path, crate::input_file::DEFAULT_MAX_INPUT)
+            .map_err(|e| {
+                Error::value(format!("cannot read trace {}", e.to_string().trim_start_matches("I/O error: ")))
+            })?
+            .into_file();
         let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| fail(&e))?;
         let mut read = |name: &str| -> Result<Tensor> {
             let mut member = zip.by_name(&format!("{name}.npy")).map_err(|e| fail(&format!("array {name:?}: {e}")))?;
