@@ -103,7 +103,11 @@ def test_saved_rvx_references_the_library(tmp_path) -> None:
     executable("mlp").save(str(rvx))
     entry = model("mlp")["cases"][0]
     args, want = corpus.load_case(SUITE, entry)
-    vm = rx.VirtualMachine(rx.load_executable(str(rvx)))
+    # Its library is opened only with consent: the folder it lies in.
+    with pytest.raises(rx.VMValueError, match="native_libraries="):
+        rx.load_executable(str(rvx))
+    library = os.path.dirname(os.path.join(SUITE, model("mlp")["library"]))
+    vm = rx.VirtualMachine(rx.load_executable(str(rvx), native_libraries=[library]))
     assert_same(vm["main"](*[to_rx(a) for a in args]), want, "mlp from .rvx")
     # Pickling keeps the reference too.
     again = pickle.loads(pickle.dumps(executable("mlp")))

@@ -45,7 +45,9 @@ def function_refs(names: list[str]) -> list[tuple[str, str, str]]:
 def load(data: bytes, refs: list[tuple[str, str, str]]) -> _relaxvm.Executable:
     """Unpickles an executable: registers each function of ``refs`` whose name is not yet
     registered here by importing it (one that fails to import stays unregistered: the VM then
-    names it as missing), then loads ``data``."""
+    names it as missing), then loads ``data``, opening the native libraries it references
+    (``native_libraries=True``): unpickling is trust, as Python's pickle documents (a pickle
+    can run any code anyway), so a pickled model with TVM kernels loads whole in a worker."""
     for name, module, qualname in refs:
         if _relaxvm.get_global_func(name, allow_missing=True) is not None:
             continue
@@ -58,4 +60,4 @@ def load(data: bytes, refs: list[tuple[str, str, str]]) -> _relaxvm.Executable:
         # Importing the module may have registered it already (a register_func decorator).
         if _relaxvm.get_global_func(name, allow_missing=True) is None:
             _relaxvm.register_func(name, obj)
-    return _relaxvm.load_executable(data)
+    return _relaxvm.load_executable(data, native_libraries=True)

@@ -557,17 +557,30 @@ def link(
     (and ``keep``) cannot reach."""
 
 def load_executable(
-    path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview, *, mmap: bool = False
+    path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview,
+    *,
+    mmap: bool = False,
+    native_libraries: bool | str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    max_input_size: int | None = None,
 ) -> Executable:
-    """Loads an executable from a ``.rvx`` file or from bytes, and opens the native libraries it
-    references (an imported TVM model keeps its ``.so`` by path and hash). A file is read into
-    memory with every byte checked; ``mmap=True`` maps a trusted file instead (fast, but the file
-    must not change while the executable lives)."""
+    """Loads an executable from a ``.rvx`` file or from bytes. The native libraries it references
+    (an imported TVM model keeps its ``.so`` by path and hash) are opened, which runs their code,
+    only as ``native_libraries`` allows: ``None`` (none: such a file is an error naming them), a
+    path or list of paths (library files, or folders whose files are allowed), or ``True`` (any
+    library the file references). A file is read into memory with every byte checked;
+    ``mmap=True`` maps a trusted file instead (fast, but the file must not change while the
+    executable lives). Files over ``max_input_size`` bytes (16 GiB by default) are refused."""
 
-def load_module(path: str | os.PathLike[str]) -> Executable:
+def load_module(
+    path: str | os.PathLike[str],
+    *,
+    native_libraries: bool | str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    max_input_size: int | None = None,
+) -> Executable:
     """Loads a model compiled by Apache TVM 0.27: a ``.so`` written by ``export_library``
     (program and kernels) or a ``relax.VMExecutable`` written by ``write_to_file`` (program
-    only). Opening a ``.so`` runs its native code, as TVM's ``load_module`` does."""
+    only). Opening a ``.so`` runs its native code, as TVM's ``load_module`` does: naming it is
+    consent for that file. A ``.rvx`` loads as ``load_executable`` loads it."""
 
 # --------------------------------------------------------------------------------------------
 # Running

@@ -168,41 +168,128 @@ impl PyExecutable {
     }
 }
 
-/// Loads an executable from a `.rvx` file or from bytes (any buffer), and opens the native
-/// libraries it references (a model imported from TVM keeps its kernels' `.so` by path and
-/// hash). A file is read into memory and every byte checked against its checksums, so nothing
-/// done to the file later reaches the executable; `mmap=True` maps a trusted file instead
-/// (loading skips the tensor data, but the file must not change while the executable lives).
+/// Loads an executable from a `.rvx` file or from bytes (any buffer), and, only when
+/// `native_libraries` allows it, opens the native libraries it references (a model imported
+/// from TVM keeps its kernels' `.so` by path and hash; opening one runs its code).
+/// `native_libraries` is `None` (open none: an executable that references libraries is an
+/// error naming them), a path or a list of paths (library files, or folders whose files are
+/// allowed, not recursively), or `True` (any library the file references). Relative references
+/// are looked for beside the file, or, for bytes, in the current directory. A file is read
+/// into memory and every byte checked against its checksums, so nothing done to the file later
+/// reaches the executable; `mmap=True` maps a trusted file instead (loading skips the tensor
+/// data, but the file must not change while the executable lives). Files larger than
+/// `max_input_size` bytes (16 GiB by default) are refused before reading; Ctrl-C stops a long
+/// read with `KeyboardInterrupt`.
 #[pyfunction]
-#[pyo3(signature = (path_or_bytes, *, mmap = false))]
-pub fn load_executable(py: Python<'_>, path_or_bytes: &Bound<'_, PyAny>, mmap: bool) -> PyResult<PyExecutable> {
-    if let Ok(path) = path_or_bytes.extract::<PathBuf>() {
-        if !path_or_bytes.is_instance_of::<PyBytes>() {
-            let opts = if mmap { format::LoadOptions::trusted_mmap() } else { format::LoadOptions::default() };
-            let exe = py.detach(|| relaxvm_tvm::import::load_executable_with(&path, &opts)).py_err(py)?;
-            return Ok(PyExecutable(Arc::new(exe)));
-        }
+#[pyo3(signature = (path_or_bytes, *, mmap = false, native_libraries = None, max_input_size = None))]
+pub fn load_executable(
+    py: Python<'_>,
+    path_or_bytes: &Bound<'_, PyAny>,
+    mmap: bool,
+    native_libraries: Option<&Bound<'_, PyAny>>,
+    max_input_size: Option<u64>,
+) -> PyResult<PyExecutable> {
+    let mut opts = if mmap { format::LoadOptions::trusted_mmap() } else { format::LoadOptions::default() };
+    opts.read = read_options(max_input_size);
+    opts.native_libraries = consent(native_libraries)?;
+    if let Some(path) = as_path(path_or_bytes)? {
+        let exe = py.detach(|| relaxvm_tvm::import::load_executable_with(&path, &opts)).py_err(py)?;
+        return Ok(PyExecutable(Arc::new(exe)));
     }
     if mmap {
         return Err(pyo3::exceptions::PyValueError::new_err("mmap=True needs a path, not bytes"));
     }
+    let load = |bytes: &[u8]| {
+        format::load_bytes_with(bytes, &opts).and_then(|e| relaxvm_tvm::import::open_libraries(e, None, &opts))
+    };
     if let Ok(b) = path_or_bytes.cast::<PyBytes>() {
-        let bytes = b.as_bytes();
-        let exe = format::load_bytes(bytes).and_then(|e| relaxvm_tvm::import::open_libraries(e, None)).py_err(py)?;
+        let exe = load(b.as_bytes()).py_err(py)?;
         return Ok(PyExecutable(Arc::new(exe)));
     }
-    // Any other buffer (bytearray, memoryview...): copy it into bytes.
-    let bytes = py.get_type::<PyBytes>().call1((path_or_bytes,)).map_err(|_| {
-        pyo3::exceptions::PyTypeError::new_err("load_executable expects a path (str or os.PathLike) or bytes")
+    // Any other buffer (bytearray, memoryview, a numpy array of bytes...): its bytes. Not
+    // `bytes(x)`, which turns an int into that many zero bytes.
+    let view = py.get_type::<pyo3::types::PyMemoryView>().call1((path_or_bytes,)).map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "load_executable expects a path (str or os.PathLike) or a bytes-like object, not {}",
+            type_name(path_or_bytes)
+        ))
     })?;
-    load_executable(py, &bytes, false)
+    let bytes = view.call_method0("tobytes")?;
+    let exe = load(bytes.cast::<PyBytes>()?.as_bytes()).py_err(py)?;
+    Ok(PyExecutable(Arc::new(exe)))
 }
 
 /// Loads a model compiled by Apache TVM 0.27: a shared library written by `export_library`
 /// (program and kernels), or a `relax.VMExecutable` written by `write_to_file` (program only).
-/// Opening a `.so` runs its native code, as TVM's `load_module` does.
+/// Opening a `.so` runs its native code, as TVM's `load_module` does: naming it here is the
+/// consent to open that file (and only it). A `.rvx` loads as `load_executable` loads it,
+/// opening the libraries it references only as `native_libraries` allows.
 #[pyfunction]
-pub fn load_module(py: Python<'_>, path: PathBuf) -> PyResult<PyExecutable> {
-    let exe = py.detach(|| relaxvm_tvm::import::load_module(&path)).py_err(py)?;
+#[pyo3(signature = (path, *, native_libraries = None, max_input_size = None))]
+pub fn load_module(
+    py: Python<'_>,
+    path: &Bound<'_, PyAny>,
+    native_libraries: Option<&Bound<'_, PyAny>>,
+    max_input_size: Option<u64>,
+) -> PyResult<PyExecutable> {
+    let path = as_path(path)?.ok_or_else(|| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "load_module expects a path (str or os.PathLike), not {}",
+            type_name(path)
+        ))
+    })?;
+    let opts = format::LoadOptions {
+        read: read_options(max_input_size),
+        native_libraries: consent(native_libraries)?,
+        ..Default::default()
+    };
+    let exe = py.detach(|| relaxvm_tvm::import::load_module_with(&path, &opts)).py_err(py)?;
     Ok(PyExecutable(Arc::new(exe)))
+}
+
+/// A path from a `str` or an `os.PathLike` (not bytes: bytes are data here).
+fn as_path(obj: &Bound<'_, PyAny>) -> PyResult<Option<PathBuf>> {
+    if obj.is_instance_of::<pyo3::types::PyString>() || obj.hasattr("__fspath__")? {
+        return Ok(Some(obj.extract::<PathBuf>()?));
+    }
+    Ok(None)
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "this object".into())
+}
+
+/// How the Python API reads files: the size limit, and Ctrl-C delivered between chunks.
+fn read_options(max_input_size: Option<u64>) -> relaxvm::input_file::ReadOptions {
+    relaxvm::input_file::ReadOptions {
+        max_bytes: max_input_size.unwrap_or(relaxvm::input_file::DEFAULT_MAX_INPUT),
+        poll: Some(Arc::new(crate::signals::deliver_signals)),
+    }
+}
+
+/// The `native_libraries` keyword as the loader's consent: `None` (or `False`) refuses, `True`
+/// allows any referenced library, a path or a list of paths allows those files and folders.
+fn consent(arg: Option<&Bound<'_, PyAny>>) -> PyResult<format::NativeLibraries> {
+    use format::NativeLibraries;
+    let Some(arg) = arg.filter(|a| !a.is_none()) else { return Ok(NativeLibraries::Refuse) };
+    if let Ok(b) = arg.cast::<pyo3::types::PyBool>() {
+        return Ok(if b.is_true() { NativeLibraries::AnyReferenced } else { NativeLibraries::Refuse });
+    }
+    let bad = || {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "native_libraries must be None, True, a path, or a list of paths (library files or folders), not {}",
+            type_name(arg)
+        ))
+    };
+    if let Some(p) = as_path(arg)? {
+        return Ok(NativeLibraries::Allow(vec![p]));
+    }
+    if arg.is_instance_of::<pyo3::types::PyList>() || arg.is_instance_of::<pyo3::types::PyTuple>() {
+        let mut paths = Vec::new();
+        for item in arg.try_iter()? {
+            paths.push(as_path(&item?)?.ok_or_else(bad)?);
+        }
+        return Ok(NativeLibraries::Allow(paths));
+    }
+    Err(bad())
 }
