@@ -137,7 +137,8 @@ pub fn load_executable_with(path: impl AsRef<Path>, opts: &LoadOptions) -> Resul
 /// the current directory), or, when that file does not exist, by its file name in `dir` (so a
 /// model and its `.so` can move together). Every library is located, admitted by the consent,
 /// read (`opts.read`) and checked against its recorded hash before any is opened: a refused,
-/// missing or changed library leaves no library's code run. Without consent, an executable
+/// missing or changed library leaves no library's code run. An opened library's reference then
+/// records the real path it was opened from. Without consent, an executable
 /// that references libraries is an error naming each (path and hash) and how to allow it.
 pub fn open_libraries(exe: Executable, dir: Option<&Path>, opts: &LoadOptions) -> Result<Executable> {
     let pending: Vec<&LibraryRef> =
@@ -193,7 +194,12 @@ pub fn open_libraries(exe: Executable, dir: Option<&Path>, opts: &LoadOptions) -
             Some(_) => Ok(lib.clone()),
             None => {
                 let native = opened.next().expect("one checked file per pending library")?;
-                Ok(Library { reference: lib.reference.clone(), loaded: Some(native as Arc<dyn NativeLibrary>) })
+                // Saved again (or pickled), the executable names the file it was opened from.
+                let reference = LibraryRef {
+                    path: native.path().to_string_lossy().into_owned(),
+                    content_hash: lib.reference.content_hash,
+                };
+                Ok(Library { reference, loaded: Some(native as Arc<dyn NativeLibrary>) })
             }
         })
         .collect::<Result<Vec<_>>>()?;
