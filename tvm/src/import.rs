@@ -386,11 +386,7 @@ fn in_file(path: &Path, e: Error) -> Error {
 /// The first eight bytes of a file (fewer when it is shorter), enough for every magic number,
 /// from a file opened as every input is.
 fn head(path: &Path, opts: &ReadOptions) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let file = relaxvm::input_file::open(path, opts.max_bytes)?.into_file();
-    let mut head = Vec::with_capacity(8);
-    file.take(8).read_to_end(&mut head).map_err(|e| Error::value(format!("cannot read {}: {e}", path.display())))?;
-    Ok(head)
+    relaxvm::input_file::open(path, opts.max_bytes)?.head(8)
 }
 
 /// Reads an input file as every input is read ([`relaxvm::input_file`]: a regular file within

@@ -10,7 +10,8 @@
 //! 2. `fstat`s the opened descriptor — not the path, which another process could swap between
 //!    a check and the open — and refuses anything but a regular file;
 //! 3. checks the size it reports against a limit ([`ReadOptions::max_bytes`]) before reading
-//!    a byte.
+//!    a byte, and probes a file that reports 0 bytes (procfs files do, whatever they hold): one
+//!    that yields bytes is refused.
 //!
 //! [`InputFile::read_exact_into`] then reads exactly the reported size, in chunks, calling the
 //! caller's poll hook between chunks (the Python package turns Ctrl-C into `KeyboardInterrupt`
@@ -95,7 +96,13 @@ pub fn open(path: &Path, max_bytes: u64) -> Result<InputFile> {
             meta.len()
         )));
     }
-    Ok(InputFile { file, len: meta.len(), path: path.to_path_buf() })
+    let mut opened = InputFile { file, len: meta.len(), path: path.to_path_buf() };
+    if opened.len == 0 {
+        // procfs and sysfs files report 0 bytes whatever they hold: whoever reads this file
+        // (a memory map, a zip reader) must not meet gigabytes behind a size of 0.
+        opened.read_exact_into(&mut [], None)?;
+    }
+    Ok(opened)
 }
 
 /// Reads the regular file `path` whole ([`open`], then [`InputFile::read_to_vec`]).
@@ -119,10 +126,12 @@ impl InputFile {
         &self.path
     }
 
-    /// The open file, e.g. to peek at its first bytes (the reads of
-    /// [`read_exact_into`](Self::read_exact_into) continue from where those end).
-    pub fn file_mut(&mut self) -> &mut File {
-        &mut self.file
+    /// The first bytes of the file, at most `n` and at most its reported size (enough to tell
+    /// its kind by a magic number). Consumes the file: open it again to read it whole.
+    pub fn head(mut self, n: usize) -> Result<Vec<u8>> {
+        let mut head = Vec::with_capacity(n);
+        (&mut self.file).take(self.len.min(n as u64)).read_to_end(&mut head).map_err(|e| io_at(&self.path, e))?;
+        Ok(head)
     }
 
     /// The open file (a regular file; blocking reads), e.g. to memory-map or to seek in.

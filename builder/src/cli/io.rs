@@ -8,7 +8,7 @@ use crate::{assemble, AsmError};
 use relaxvm::format::{self, LoadOptions, NativeLibraries, SaveOptions};
 use relaxvm::input_file::{self, ReadOptions};
 use relaxvm::Executable;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -88,9 +88,9 @@ pub enum Native {
 /// TVM-compiled model, or a text file.
 pub fn read_executable(path: &Path, verify_data: bool, native: Native) -> Result<Executable, CliError> {
     let located = |e: relaxvm::Error| CliError::new(format!("{}: {e}", path.display()));
-    let mut file = open_input(path)?;
+    let file = open_input(path)?;
     let _spinner = super::progress::loading(path); // cleared when it drops, however this returns
-    let head = head(&mut file)?;
+    let head = head(file)?;
     let mut opts = match MMAP.load(Ordering::Relaxed) {
         // Mapped, data checked for verify.
         true => LoadOptions { verify_data_checksum: verify_data, ..LoadOptions::trusted_mmap() },
@@ -129,17 +129,13 @@ pub fn read_executable(path: &Path, verify_data: bool, native: Native) -> Result
 }
 
 /// The first eight bytes of the file (fewer when it is shorter): enough for every magic number.
-fn head(file: &mut input_file::InputFile) -> Result<Vec<u8>, CliError> {
-    let mut head = Vec::with_capacity(8);
-    let path = file.path().to_path_buf();
-    let opened = file.file_mut();
-    opened.take(8).read_to_end(&mut head).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
-    Ok(head)
+fn head(file: input_file::InputFile) -> Result<Vec<u8>, CliError> {
+    file.head(8).map_err(|e| CliError::new(e.to_string()))
 }
 
 /// True when the file starts with the binary format's magic number.
 fn is_binary(path: &Path) -> Result<bool, CliError> {
-    Ok(head(&mut open_input(path)?)?.starts_with(&format::MAGIC))
+    Ok(head(open_input(path)?)?.starts_with(&format::MAGIC))
 }
 
 /// An assembler error prefixed with the file: `prog.txt:3:5: expected ...`.

@@ -16,9 +16,8 @@ use std::sync::Arc;
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Executable> {
     let with_path = |e: Error| located(path, e);
     // A regular file within the size limit: a device or a procfs file is never mapped.
-    let mut opened = input_file::open(path, opts.read.max_bytes)?;
+    let opened = input_file::open(path, opts.read.max_bytes)?;
     if opened.is_empty() {
-        opened.read_exact_into(&mut [], None)?; // a procfs file reports 0 bytes too
         return Err(with_path(Error::format("header at byte 0: the file is empty")));
     }
     let file = opened.into_file();

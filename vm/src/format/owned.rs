@@ -17,8 +17,6 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Executable> {
     // A regular file within the size limit (fifos, devices and procfs files are refused).
     let mut file = input_file::open(path, opts.read.max_bytes)?;
     if file.is_empty() {
-        // A procfs file reports 0 bytes too: reading proves which it is.
-        file.read_exact_into(&mut [], None)?;
         return Err(at(Error::format("header at byte 0: the file is empty")));
     }
     let len = usize::try_from(file.len()).map_err(|_| at(Error::alloc(u128::from(file.len()), "file too large")))?;
