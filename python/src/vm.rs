@@ -486,9 +486,9 @@ impl PyVirtualMachine {
     }
 
     /// Stops the running call (from another thread) with a `VMError` at its next backward jump
-    /// or call.
+    /// or call; calls waiting for the VM, busy in another thread, raise `VMError` at once.
     fn interrupt(&self) {
-        self.shared.interrupt.interrupt();
+        self.shared.interrupt();
     }
 
     fn __repr__(&self) -> String {

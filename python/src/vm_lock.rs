@@ -3,22 +3,25 @@
 //! One VM shared by several Python threads serialises their calls. A thread takes the VM only
 //! while it is attached to the interpreter, and waits for a busy one detached (a thread waiting
 //! for the VM never blocks one that needs the GIL to finish a callback). A callback that
-//! re-enters the VM it was called from gets a clear error instead of a deadlock.
+//! re-enters the VM it was called from gets a clear error instead of a deadlock — also from a
+//! pool worker running a parallel kernel's task for the thread that holds the VM (that thread
+//! waits for the task: `relaxvm::pool::is_me_or_my_launcher`). A wait ends with Ctrl-C (on the
+//! main thread, where Python delivers signals) and with `vm.interrupt()`, which stops the
+//! running call and every call waiting for the VM.
 
 use crate::errors::IntoPyResult;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use relaxvm::{InterruptHandle, VirtualMachine};
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-/// A number unique to the calling (attached) thread while it lives: its Python thread state.
+/// A number naming the calling thread (never 0, never reused): what `holder` holds.
 #[inline]
-fn thread_id(_py: Python<'_>) -> usize {
-    // SAFETY: the thread is attached (we hold a `Python` token), so it has a thread state.
-    unsafe { pyo3::ffi::PyThreadState_Get() as usize }
+fn thread_id(_py: Python<'_>) -> u64 {
+    relaxvm::pool::thread_key()
 }
 
 /// How long a waiting thread sleeps at most before it looks at the VM again: a release that
@@ -28,7 +31,8 @@ const RECHECK: Duration = Duration::from_millis(1);
 /// A VM and the thread that holds it.
 ///
 /// The lock is the `holder` word itself: 0 when free, else the holder's thread id, given back
-/// with one store. It also tells a re-entrant call (the holder is this thread) from a busy VM.
+/// with one store. It also tells a re-entrant call (the holder is this thread, or the thread
+/// whose parallel launch this worker runs a task of) from a busy VM.
 /// Threads that must wait sleep on a condvar, detached, and try again once attached.
 ///
 /// Taking it is one load and one store where the interpreter has a GIL: every taker is
@@ -38,13 +42,15 @@ const RECHECK: Duration = Duration::from_millis(1);
 /// threads run in parallel and the word is taken with a compare-and-swap.
 pub struct Shared {
     vm: UnsafeCell<VirtualMachine>,
-    holder: AtomicUsize,
+    holder: AtomicU64,
     /// Threads sleeping in `wait_free`; a release wakes them only when there are some.
     waiting: AtomicUsize,
     sleep: Mutex<()>,
     wake: Condvar,
     /// Stops the running call from any thread.
-    pub interrupt: InterruptHandle,
+    interrupt: InterruptHandle,
+    /// Bumped by each [`Shared::interrupt`]: a waiting call that sees it move gives up.
+    interrupts: AtomicU64,
 }
 
 // SAFETY: the VM inside is reached only through `Held`, which exists only for the one thread
@@ -88,20 +94,32 @@ impl Shared {
         let interrupt = vm.interrupt_handle();
         Shared {
             vm: UnsafeCell::new(vm),
-            holder: AtomicUsize::new(0),
+            holder: AtomicU64::new(0),
             waiting: AtomicUsize::new(0),
             sleep: Mutex::new(()),
             wake: Condvar::new(),
             interrupt,
+            interrupts: AtomicU64::new(0),
         }
+    }
+
+    /// `vm.interrupt()`: stops the running call at its next check, and every call waiting for
+    /// the VM now (they raise without running). Ending the waits is what breaks a cycle of
+    /// threads waiting for each other's VMs (thread 1 holds this VM and, in a callback, waits
+    /// for VM B, which thread 2 holds while its callback waits for this VM).
+    pub fn interrupt(&self) {
+        self.interrupt.interrupt();
+        self.interrupts.fetch_add(1, Ordering::SeqCst);
+        let _g = self.sleep.lock().unwrap_or_else(|p| p.into_inner());
+        self.wake.notify_all();
     }
 
     /// Takes the VM if it is free, without blocking. Only attached threads take it (`_py`).
     #[inline]
-    fn try_hold(&self, _py: Python<'_>, me: usize) -> TryHold<'_> {
+    fn try_hold(&self, _py: Python<'_>, me: u64) -> TryHold<'_> {
         match self.take(me) {
             Ok(()) => TryHold::Held(Held { shared: self }),
-            Err(holder) if holder == me => TryHold::Reentrant,
+            Err(holder) if holder == me || holder == relaxvm::pool::launcher() => TryHold::Reentrant,
             Err(_) => TryHold::Busy,
         }
     }
@@ -109,7 +127,7 @@ impl Shared {
     /// Sets `holder` from 0 to `me`, or says who holds it.
     #[cfg(not(Py_GIL_DISABLED))]
     #[inline(always)]
-    fn take(&self, me: usize) -> Result<(), usize> {
+    fn take(&self, me: u64) -> Result<(), u64> {
         // Every caller is attached and holds the GIL, so no other taker runs between the load
         // and the store; a holder's release (a store of 0, possibly from a detached thread)
         // only ever turns a "busy" into a "free" that the next attempt sees. Acquire pairs
@@ -126,17 +144,20 @@ impl Shared {
     /// Sets `holder` from 0 to `me`, or says who holds it.
     #[cfg(Py_GIL_DISABLED)]
     #[inline(always)]
-    fn take(&self, me: usize) -> Result<(), usize> {
+    fn take(&self, me: u64) -> Result<(), u64> {
         self.holder.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).map(|_| ())
     }
 
-    /// Sleeps, detached, until the VM looks free or [`RECHECK`] has passed (another attached
-    /// thread may still take it first: the caller tries again).
-    fn wait_free(&self, py: Python<'_>) {
+    /// Sleeps, detached, until the VM looks free, an interrupt moves `interrupts` on from
+    /// `seen`, or [`RECHECK`] has passed (another attached thread may still take it first: the
+    /// caller tries again).
+    fn wait_free(&self, py: Python<'_>, seen: u64) {
         py.detach(|| {
             self.waiting.fetch_add(1, Ordering::SeqCst);
             let g = self.sleep.lock().unwrap_or_else(|p| p.into_inner());
-            if self.holder.load(Ordering::Acquire) != 0 {
+            // `interrupt` bumps the count before it takes `sleep` to notify: read under the
+            // lock, a bump is either seen here or notified to this wait.
+            if self.holder.load(Ordering::Acquire) != 0 && self.interrupts.load(Ordering::SeqCst) == seen {
                 drop(self.wake.wait_timeout(g, RECHECK).unwrap_or_else(|p| p.into_inner()));
             }
             self.waiting.fetch_sub(1, Ordering::SeqCst);
@@ -144,15 +165,20 @@ impl Shared {
     }
 
     /// Takes the VM, waiting (detached) while another thread holds it. Ctrl-C ends the wait
-    /// (`KeyboardInterrupt`): the holder may run for as long as it likes.
-    fn hold(&self, py: Python<'_>, me: usize) -> PyResult<Held<'_>> {
+    /// (`KeyboardInterrupt`) and so does `vm.interrupt()` (`VMError`): the holder may run for
+    /// as long as it likes, or wait for this thread in a cycle of VMs.
+    fn hold(&self, py: Python<'_>, me: u64) -> PyResult<Held<'_>> {
+        let seen = self.interrupts.load(Ordering::SeqCst);
         loop {
             match self.try_hold(py, me) {
                 TryHold::Held(held) => return Ok(held),
                 TryHold::Reentrant => return Err(reentrant_error()),
                 TryHold::Busy => {
-                    self.wait_free(py);
+                    self.wait_free(py, seen);
                     py.check_signals()?;
+                    if self.interrupts.load(Ordering::SeqCst) != seen {
+                        return Err(interrupted_while_waiting(py));
+                    }
                 }
             }
         }
@@ -209,6 +235,14 @@ impl Shared {
 
 fn reentrant_error() -> PyErr {
     PyRuntimeError::new_err(
-        "this VirtualMachine is already running on this thread (a callback re-entered it); use another VirtualMachine for nested calls",
+        "this VirtualMachine is already running on this thread (a callback re-entered it, or a callback on a thread-pool worker running a parallel kernel for it); use another VirtualMachine for nested calls",
+    )
+}
+
+/// The error of a call that waited for a busy VM until `vm.interrupt()`.
+fn interrupted_while_waiting(py: Python<'_>) -> PyErr {
+    crate::errors::vm_error(
+        py,
+        "interrupted while waiting for this VirtualMachine, busy in another thread (vm.interrupt() ends the calls waiting for it too)".into(),
     )
 }

@@ -20,14 +20,19 @@
 //! - A task that returns an error or panics is reported to the launcher as a [`TaskFailure`]
 //!   (a panic never crosses threads or aborts); it also breaks the barrier so that tasks
 //!   waiting for it do not wait forever.
+//! - A task on a worker runs on the launcher's behalf ([`is_me_or_my_launcher`]): a lock that
+//!   refuses re-entry by its holder's thread refuses it from the holder's workers too, where
+//!   waiting would deadlock (the holder waits for the worker).
 
 mod barrier;
 mod fill;
+mod lineage;
 #[cfg(test)]
 mod tests;
 
 pub use barrier::{Barrier, Broken};
 pub use fill::Sink;
+pub use lineage::{is_me_or_my_launcher, launcher, thread_key};
 
 use crate::packed::panic_message;
 use crate::{Error, Result};
@@ -277,7 +282,15 @@ impl Pool {
             run_task(&Task { id: 0, count: 1, barrier: &barrier }, &failures, caller);
             return finish(failures);
         }
-        let body = |id: usize| run_task(&Task { id, count, barrier: &barrier }, &failures, &mut |t| task(t));
+        // Workers run their tasks on this thread's behalf (it waits for them): see `lineage`.
+        let on_behalf_of = match lineage::launcher() {
+            0 => lineage::thread_key(),
+            root => root,
+        };
+        let body = |id: usize| {
+            let _working_for = lineage::WorkingFor::enter(on_behalf_of);
+            run_task(&Task { id, count, barrier: &barrier }, &failures, &mut |t| task(t))
+        };
         let body: &(dyn Fn(usize) + Sync + '_) = &body;
         // SAFETY: only the lifetime changes. Workers reach `body` only through `job` and this
         // function does not return — `run_task` catches the caller's panics — before `job` is

@@ -58,7 +58,8 @@ pub(crate) fn product<T: Num + GemmFloat>(
     // SAFETY: `batched` returns `Ok` only once it has given every element of the room to the
     // kernel, in pieces that cover the result (whole products, or the tiles `tiles` cuts), and
     // the kernel returned for each; `mat_mul_uninit` writes every element of the `c` it is
-    // given. So every element is initialised.
+    // given (a tile's later steps along k, which add, come after its first, which writes).
+    // So every element is initialised.
     Ok(unsafe { out.assume_init() })
 }
 
@@ -69,40 +70,48 @@ fn mat_mul<T: GemmFloat>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>, mut c: Arra
     use ndarray::ShapeBuilder;
     if c.is_empty() {
         // No element, and strides ndarray may not accept for a view made anew.
-        return mat_mul_uninit(a, b, ndarray::Array2::uninit(c.raw_dim()).view_mut());
+        return mat_mul_uninit(a, b, ndarray::Array2::uninit(c.raw_dim()).view_mut(), false);
     }
     let strides = ndarray::Ix2(c.strides()[0] as usize, c.strides()[1] as usize);
     // SAFETY: a view of `c`'s own elements, with its shape and strides, as `MaybeUninit<T>`
     // (`T`'s layout), used while `c` is borrowed mutably here; what is written through it is
     // initialised `T`s, so `c` stays initialised.
     let room = unsafe { ArrayViewMut2::from_shape_ptr(c.raw_dim().strides(strides), c.as_mut_ptr().cast()) };
-    mat_mul_uninit(a, b, room);
+    mat_mul_uninit(a, b, room, false);
 }
 
 /// Writes `a @ b` into `c` on the calling thread, whose elements need not be initialised: it
-/// writes every one.
+/// writes every one. With `accumulate`, adds `a @ b` to `c`, whose elements must then all be
+/// initialised (a step along the inner dimension after the first, see `tiled::batched`).
 ///
 /// The sum over the inner dimension is blocked the same way for the same shapes and strides,
 /// so the same call gives the same bits on any thread.
 ///
 /// # Panics
 /// If the shapes do not chain: `a` is `n x k`, `b` is `k x m` and `c` is `n x m`.
-fn mat_mul_uninit<T: GemmFloat>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>, mut c: ArrayViewMut2<'_, MaybeUninit<T>>) {
+fn mat_mul_uninit<T: GemmFloat>(
+    a: ArrayView2<'_, T>,
+    b: ArrayView2<'_, T>,
+    mut c: ArrayViewMut2<'_, MaybeUninit<T>>,
+    accumulate: bool,
+) {
     match chain(&a, &b, c.dim()) {
         Work::None => {}
+        Work::Zeros if accumulate => {}
         Work::Zeros => c.fill(MaybeUninit::new(T::ZERO)),
         Work::Product => {
             // `gemm` hands a product with one row or column or an inner dimension of at most 2
             // to its vector kernels, which take `c` as a slice: it is initialised for them
             // (such a piece writes few elements for its work, so zeroing them costs nothing).
             let (n, k, m) = (a.nrows(), a.ncols(), b.ncols());
-            if n <= 1 || m <= 1 || k <= 2 {
+            if !accumulate && (n <= 1 || m <= 1 || k <= 2) {
                 c.fill(MaybeUninit::new(T::ZERO));
             }
             let strides = (c.strides()[0], c.strides()[1]);
             // SAFETY: as in `mat_mul`; `MaybeUninit<T>` has `T`'s layout, and `gemm` only
-            // writes `c`'s elements (`read_dst = false`).
-            unsafe { gemm_into(a, b, c.as_mut_ptr().cast::<T>(), strides) }
+            // writes `c`'s elements (`read_dst = false`), or reads and writes them when
+            // `accumulate` says they are all initialised (`read_dst = true`).
+            unsafe { gemm_into(a, b, c.as_mut_ptr().cast::<T>(), strides, accumulate) }
         }
     }
 }
@@ -130,12 +139,20 @@ fn chain<T>(a: &ArrayView2<'_, T>, b: &ArrayView2<'_, T>, dim: (usize, usize)) -
 }
 
 /// `gemm` writing `a @ b` into the `n x m` elements at `c` (`n`, `m` from `a` and `b`, all
-/// three non-zero and the shapes chained: [`chain`] said [`Work::Product`]).
+/// three non-zero and the shapes chained: [`chain`] said [`Work::Product`]), or adding it to
+/// them with `read_dst`.
 ///
 /// # Safety
 /// `c` and `strides` (row, column, in elements) are those of a live view of `n x m` elements
-/// of `T`'s layout that the caller borrows mutably for the call.
-unsafe fn gemm_into<T: GemmFloat>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>, c: *mut T, strides: (isize, isize)) {
+/// of `T`'s layout that the caller borrows mutably for the call; with `read_dst`, all of them
+/// initialised.
+unsafe fn gemm_into<T: GemmFloat>(
+    a: ArrayView2<'_, T>,
+    b: ArrayView2<'_, T>,
+    c: *mut T,
+    strides: (isize, isize),
+    read_dst: bool,
+) {
     let ((n, k), m) = (a.dim(), b.dim().1);
     let (sa, sb) = (a.strides(), b.strides());
     let (c_rs, c_cs) = strides;
@@ -146,7 +163,8 @@ unsafe fn gemm_into<T: GemmFloat>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>, c:
     // `gemm` accepts any strides, negative and zero ones included (it reads `a` and `b` only,
     // so elements shared by a zero-stride view are fine). `c` is borrowed mutably, so it
     // aliases neither operand. `read_dst = false` means `c`'s old contents, maybe never
-    // written, are not read, and every element of `c` is written. `T` is `f32` or `f64` (the
+    // written, are not read, and every element of `c` is written; `read_dst = true` (alpha 1)
+    // reads them, initialised by the contract, and adds the product. `T` is `f32` or `f64` (the
     // `GemmFloat` impls), the types `gemm` supports. `Parallelism::None` runs it on this
     // thread, with no pool of its own.
     unsafe {
@@ -157,7 +175,7 @@ unsafe fn gemm_into<T: GemmFloat>(a: ArrayView2<'_, T>, b: ArrayView2<'_, T>, c:
             c,
             c_cs,
             c_rs,
-            false,
+            read_dst,
             a.as_ptr(),
             sa[1],
             sa[0],

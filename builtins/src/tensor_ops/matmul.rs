@@ -121,7 +121,8 @@ fn naive<T: Num>(
 ) -> Result<ArrayD<T>> {
     let (x, y) = (cast_tensor::<T>(name, a)?, cast_tensor::<T>(name, b)?);
     let zeros = try_zeros(name, numel(name, &plan.out_shape, std::mem::size_of::<T>())?)?;
-    batched(name, x.view(), y.view(), plan, poll, NAIVE_WORK_PER_PIECE, zeros, |p, q, mut c| {
+    // The room starts at zero and the kernel adds: a step along k accumulates as it is.
+    batched(name, x.view(), y.view(), plan, poll, NAIVE_WORK_PER_PIECE, zeros, |p, q, mut c, _accumulate| {
         for (p_row, mut c_row) in p.rows().into_iter().zip(c.rows_mut()) {
             for (p_ik, q_row) in p_row.iter().zip(q.rows()) {
                 for (c_ij, q_kj) in c_row.iter_mut().zip(q_row) {
@@ -134,7 +135,7 @@ fn naive<T: Num>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tiled::{tile_shape, tiles};
+    use super::super::tiled::{batched, tile_shape, tiles};
     use super::*;
     use crate::tensor_ops::test_util::{on_one_thread, out, t};
     use ndarray::ArrayViewMut2;
@@ -341,5 +342,100 @@ mod tests {
         let e = gemm::<f32>(N, a, b, &plan, &mut poll).unwrap_err();
         assert_eq!(e.to_string(), "interrupted");
         assert_eq!(polls, 2);
+    }
+
+    /// A tensor of `shape` whose elements all share one: every stride 0 (numpy's
+    /// `broadcast_to` of a scalar), so a huge product needs no memory.
+    fn broadcast<T: relaxvm::Element>(v: T, shape: &[i64]) -> Tensor {
+        let one = Tensor::from_vec([1], vec![v]).unwrap();
+        let strides = vec![0; shape.len()];
+        Tensor::from_parts(one.storage().clone(), 0, Shape::new(shape.to_vec()), Some(strides), one.dtype()).unwrap()
+    }
+
+    #[test]
+    fn a_thin_product_polls_between_steps_of_its_inner_dimension() {
+        // 1 x k @ k x 1: one output element, one tile; with pieces of 2^10 multiply-adds, the
+        // inner dimension runs in 2^6 steps, polled between.
+        let k = 1 << 16;
+        let (a, b) = (broadcast(1.0f32, &[1, k]), broadcast(1.0f32, &[k, 1]));
+        let plan = plan(N, &a, &b).unwrap();
+        let (x, y) = (cast_tensor::<f32>(N, &a).unwrap(), cast_tensor::<f32>(N, &b).unwrap());
+        let mut polls = 0;
+        let r = float_gemm::product(
+            N,
+            x.view(),
+            y.view(),
+            &plan,
+            &mut || {
+                polls += 1;
+                Ok(())
+            },
+            1 << 10,
+        )
+        .unwrap();
+        // The sum is exact (integers below 2^24) whatever the steps.
+        assert_eq!(r.into_raw_vec_and_offset().0, vec![k as f32]);
+        // One poll before the piece, one between each two steps, one before looking for
+        // another piece.
+        assert_eq!(polls, 1 + (((k as usize) >> 10) - 1) + 1);
+        // An interrupt stops it at the next step.
+        let mut polls = 0;
+        let mut poll = || {
+            polls += 1;
+            if polls > 3 {
+                Err(Error::value("interrupted"))
+            } else {
+                Ok(())
+            }
+        };
+        let e = float_gemm::product(N, x.view(), y.view(), &plan, &mut poll, 1 << 10).unwrap_err();
+        assert_eq!((e.to_string(), polls), ("interrupted".to_string(), 4));
+        // The integer product steps the same way (and adds exactly).
+        let (a, b) = (broadcast(3i64, &[1, k]), broadcast(2i64, &[k, 1]));
+        let (x, y) = (cast_tensor::<i64>(N, &a).unwrap(), cast_tensor::<i64>(N, &b).unwrap());
+        let zeros = vec![0i64; 1];
+        let mut polls = 0;
+        let kernel =
+            |p: ndarray::ArrayView2<'_, i64>, q: ndarray::ArrayView2<'_, i64>, mut c: ArrayViewMut2<'_, i64>, _| {
+                c[[0, 0]] += p.row(0).dot(&q.column(0));
+            };
+        let r = batched(
+            N,
+            x.view(),
+            y.view(),
+            &plan,
+            &mut || {
+                polls += 1;
+                Ok(())
+            },
+            1 << 12,
+            zeros,
+            kernel,
+        )
+        .unwrap();
+        assert_eq!((r.into_raw_vec_and_offset().0, polls), (vec![6 * k], 1 + 15 + 1));
+    }
+
+    #[test]
+    fn a_huge_thin_product_is_interrupted() {
+        // numpy's `broadcast_to(1, (1, 2**36)) @ broadcast_to(1, (2**36, 1))`: minutes of work
+        // in one output element, stopped at the first poll after the first step (of 2^16
+        // multiply-adds here: steps of the real size take long in a debug build; the Python
+        // tests interrupt the real one).
+        let k = 1i64 << 36;
+        let (a, b) = (broadcast(1.0f32, &[1, k]), broadcast(1.0f32, &[k, 1]));
+        let (x, y) = (cast_tensor::<f32>(N, &a).unwrap(), cast_tensor::<f32>(N, &b).unwrap());
+        let mut polls = 0;
+        let plan = plan(N, &a, &b).unwrap();
+        let mut poll = || {
+            polls += 1;
+            if polls > 1 {
+                Err(Error::value("interrupted"))
+            } else {
+                Ok(())
+            }
+        };
+        let e = float_gemm::product(N, x.view(), y.view(), &plan, &mut poll, 1 << 16).unwrap_err();
+        assert_eq!((e.to_string(), polls), ("interrupted".to_string(), 2));
     }
 }

@@ -11,7 +11,7 @@ use relaxvm::pool::{self, Failures, Sink};
 use relaxvm::{Error, Result};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 
 /// Elementwise work below this many elements stays on the calling thread: waking a worker
 /// costs about as much as touching this many elements (measured: 1M-element `add`).
@@ -52,42 +52,89 @@ pub(crate) fn fill_pieces<T: Copy + Send>(
     pool::global().fill(out, len, piece, tasks, fill).map_err(|e| Error::value(format!("{name}: internal error: {e}")))
 }
 
+/// A check between the steps of a long piece (see [`for_each_piece`]).
+pub(crate) type Check<'a> = &'a mut dyn FnMut() -> Result<()>;
+
+/// How long the calling thread, out of pieces, waits for the workers' pieces before it polls
+/// again: a worker's piece may be long, and the caller is the thread that notices an interrupt.
+const POLL_WHILE_WAITING: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// Runs `work` on every piece `pieces` yields, with up to `tasks` tasks of the pool taking
-/// pieces in turn. The calling thread calls `poll` before each piece it takes (only it may:
-/// `poll` may use its call context); when `poll` or a piece fails, no further piece starts and
-/// that error is returned.
+/// pieces in turn. The calling thread calls `poll` before each piece it takes, and every few
+/// milliseconds while it waits for the pieces workers run (only it may: `poll` may use its
+/// call context). `work` gets a `check` to call between the steps of a long piece: on the
+/// calling thread it polls, on a worker it fails once the run is stopping. When `poll` or a
+/// piece fails, no further piece or step starts and that error is returned.
 pub(crate) fn for_each_piece<P, I: Iterator<Item = P> + Send>(
     name: &str,
     pieces: I,
     tasks: usize,
-    work: &(dyn Fn(P) -> Result<()> + Sync),
+    work: &(dyn Fn(P, Check<'_>) -> Result<()> + Sync),
     poll: &mut dyn FnMut() -> Result<()>,
 ) -> Result<()> {
-    let queue = Mutex::new(pieces);
-    let next = || queue.lock().unwrap_or_else(|p| p.into_inner()).next();
+    // The pieces not yet taken, and how many taken pieces are still running.
+    let queue = Mutex::new((pieces, 0usize));
+    let finished = Condvar::new();
+    let next = || {
+        let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+        let piece = q.0.next();
+        q.1 += usize::from(piece.is_some());
+        piece
+    };
+    let done = || {
+        queue.lock().unwrap_or_else(|p| p.into_inner()).1 -= 1;
+        finished.notify_all();
+    };
     let stop = AtomicBool::new(false);
     let failed = Mutex::new(None);
     let fail = |e: Error| {
-        stop.store(true, Ordering::Relaxed);
+        // The error first: a worker that sees `stop` fails with a note that the first one has.
         failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+        stop.store(true, Ordering::Release);
     };
+    let stopped = || Error::value(format!("{name}: stopped, another piece failed"));
     // Tasks report errors through `fail` (the first one stops the others), never to the pool.
     let worker = |_: &pool::Task<'_>| -> std::result::Result<(), Infallible> {
-        while !stop.load(Ordering::Relaxed) {
+        while !stop.load(Ordering::Acquire) {
             let Some(piece) = next() else { break };
-            if let Err(e) = work(piece) {
-                fail(e);
+            let check = &mut || if stop.load(Ordering::Acquire) { Err(stopped()) } else { Ok(()) };
+            // A panic is caught here, not by the pool, so that the piece is counted done (the
+            // caller waits for the count) and reported like an error.
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(piece, check))) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => fail(e),
+                Err(p) => fail(Error::value(format!(
+                    "{name}: internal error: a piece panicked: {}",
+                    relaxvm::packed::panic_message(p.as_ref())
+                ))),
             }
+            done();
         }
         Ok(())
     };
     let caller = &mut |_: &pool::Task<'_>| -> std::result::Result<(), Infallible> {
-        while !stop.load(Ordering::Relaxed) {
-            let polled = poll().and_then(|()| next().map_or(Ok(false), |piece| work(piece).map(|()| true)));
-            match polled {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(e) => fail(e),
+        while !stop.load(Ordering::Acquire) {
+            if let Err(e) = poll() {
+                fail(e);
+                break;
+            }
+            let Some(piece) = next() else { break };
+            if let Err(e) = work(piece, &mut *poll) {
+                fail(e);
+            }
+            done();
+        }
+        // Out of pieces (or stopping): wait for the workers' pieces, polling meanwhile, so
+        // that an interrupt stops them (they check `stop` between their steps).
+        let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+        while q.1 > 0 {
+            q = finished.wait_timeout(q, POLL_WHILE_WAITING).unwrap_or_else(|p| p.into_inner()).0;
+            if q.1 > 0 && !stop.load(Ordering::Acquire) {
+                drop(q);
+                if let Err(e) = poll() {
+                    fail(e);
+                }
+                q = queue.lock().unwrap_or_else(|p| p.into_inner());
             }
         }
         Ok(())
@@ -104,4 +151,45 @@ pub(crate) fn for_each_piece<P, I: Iterator<Item = P> + Send>(
 /// A failure of an operator's task: a panic, a bug (its tasks return no errors).
 fn internal(name: &str, failures: Failures<Infallible>) -> Error {
     Error::value(format!("{name}: internal error: {}", pool::describe(&failures)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_poll_stops_the_steps_of_pieces_on_any_thread() {
+        // Each piece checks forever once started; the poll fails once one has started. On
+        // one thread the caller runs the piece and `check` is the poll; on more, a worker may
+        // run it, and the caller, waiting for it, polls and stops it.
+        let started = AtomicBool::new(false);
+        let work = |_: usize, check: &mut dyn FnMut() -> Result<()>| -> Result<()> {
+            started.store(true, Ordering::SeqCst);
+            loop {
+                check()?;
+                std::thread::yield_now();
+            }
+        };
+        let mut poll = || {
+            if started.load(Ordering::SeqCst) {
+                Err(Error::value("interrupted"))
+            } else {
+                Ok(())
+            }
+        };
+        let e = for_each_piece("op", 0..2usize, 2, &work, &mut poll).unwrap_err();
+        assert_eq!(e.to_string(), "interrupted");
+    }
+
+    #[test]
+    fn a_panicking_piece_is_an_error_and_the_caller_does_not_wait_for_it_forever() {
+        let work = |i: usize, _: &mut dyn FnMut() -> Result<()>| -> Result<()> {
+            if i == 1 {
+                panic!("piece {i}");
+            }
+            Ok(())
+        };
+        let e = for_each_piece("op", 0..4usize, 2, &work, &mut || Ok(())).unwrap_err().to_string();
+        assert!(e.contains("op: internal error") && e.contains("piece 1"), "{e}");
+    }
 }

@@ -57,6 +57,13 @@ enum Piece<'a, T> {
     Tile { bi: usize, row: usize, col: usize, c: ArrayViewMut2<'a, T> },
 }
 
+/// How much of the inner dimension one step of a tile of `cells` elements takes: about
+/// `work` multiply-adds, at least one. It depends on the shapes alone, so the steps — and the
+/// order of a float sum — are the same on any number of threads.
+pub(crate) fn inner_step(cells: usize, work: usize) -> usize {
+    (work / cells.max(1)).max(1)
+}
+
 /// The rows and columns of a tile of an `n x m` result with inner dimension `k` that holds
 /// about `work` multiply-adds, aligned. It depends on the shapes alone, never on the thread
 /// count.
@@ -102,7 +109,9 @@ pub(crate) fn tiles<T>(c: ArrayViewMut2<'_, T>, rows: usize, cols: usize) -> Vec
 }
 
 /// Runs `kernel` for every batch element, over pieces of the result spread across the
-/// thread pool, with `poll` on the calling thread between its pieces. Which pieces there are
+/// thread pool, with `poll` on the calling thread between its pieces and between the steps of
+/// a long one (`kernel(a, b, c, accumulate)` writes `a @ b` into `c`, or adds it to `c` when
+/// `accumulate`: the steps along the inner dimension after a tile's first). Which pieces there are
 /// depends on the shapes alone and each is computed the same way on any thread, so the result
 /// does not depend on the number of threads. `data` is the result's room (`plan.out_shape`'s
 /// elements), which the kernel is given piece by piece: it returns `Ok` only once every piece
@@ -116,7 +125,7 @@ pub(crate) fn batched<T: Num, O: Send>(
     poll: &mut dyn FnMut() -> Result<()>,
     work_per_piece: usize,
     mut data: Vec<O>,
-    kernel: impl Fn(ArrayView2<'_, T>, ArrayView2<'_, T>, ArrayViewMut2<'_, O>) + Sync,
+    kernel: impl Fn(ArrayView2<'_, T>, ArrayView2<'_, T>, ArrayViewMut2<'_, O>, bool) + Sync,
 ) -> Result<ArrayD<O>> {
     let total = data.len();
     // With no elements there is nothing to compute (and n * m may not even fit then).
@@ -153,19 +162,33 @@ pub(crate) fn batched<T: Num, O: Send>(
         let each = n.saturating_mul(k).saturating_mul(m).max(block);
         let batches = total / block;
         let tasks = parallel::tasks_for(each.saturating_mul(batches), MIN_PARALLEL_WORK);
-        let work = |piece: Result<Piece<'_, O>>| -> Result<()> {
+        let work = |piece: Result<Piece<'_, O>>, check: &mut dyn FnMut() -> Result<()>| -> Result<()> {
             match piece? {
                 Piece::Whole { first, data } => {
                     for (i, chunk) in data.chunks_exact_mut(block).enumerate() {
                         let (av, bv) = operands(first + i)?;
-                        kernel(av, bv, ArrayViewMut2::from_shape((n, m), chunk).map_err(internal)?);
+                        kernel(av, bv, ArrayViewMut2::from_shape((n, m), chunk).map_err(internal)?, false);
                     }
                 }
-                Piece::Tile { bi, row, col, c } => {
+                Piece::Tile { bi, row, col, mut c } => {
                     let (av, bv) = operands(bi)?;
                     let rows = ndarray::Slice::from(row..row + c.nrows());
                     let cols = ndarray::Slice::from(col..col + c.ncols());
-                    kernel(av.slice_axis(Axis(0), rows), bv.slice_axis(Axis(1), cols), c);
+                    let (av, bv) = (av.slice_axis(Axis(0), rows), bv.slice_axis(Axis(1), cols));
+                    // A tile of more work than a piece (a long inner dimension: a thin product
+                    // is one tile) runs in steps along k, accumulated, with a check between.
+                    let step = inner_step(c.nrows() * c.ncols(), work_per_piece);
+                    let mut k0 = 0;
+                    loop {
+                        let k1 = k.min(k0 + step);
+                        let (ak, bk) = (ndarray::Slice::from(k0..k1), ndarray::Slice::from(k0..k1));
+                        kernel(av.slice_axis(Axis(1), ak), bv.slice_axis(Axis(0), bk), c.view_mut(), k0 > 0);
+                        if k1 >= k {
+                            break;
+                        }
+                        k0 = k1;
+                        check()?;
+                    }
                 }
             }
             Ok(())
@@ -202,7 +225,7 @@ mod tests {
     fn room_that_is_not_whole_results_is_refused() {
         let (a, b) = (ArrayD::<f32>::zeros(IxDyn(&[2, 3])), ArrayD::<f32>::zeros(IxDyn(&[3, 2])));
         let plan = Plan { batch: vec![], n: 2, k: 3, m: 2, out_shape: vec![2, 2] };
-        let kernel = |_: ArrayView2<'_, f32>, _: ArrayView2<'_, f32>, _: ArrayViewMut2<'_, f32>| {};
+        let kernel = |_: ArrayView2<'_, f32>, _: ArrayView2<'_, f32>, _: ArrayViewMut2<'_, f32>, _: bool| {};
         let e = batched("f", a.view(), b.view(), &plan, &mut || Ok(()), 1 << 20, vec![0f32; 5], kernel);
         let e = e.expect_err("an error").to_string();
         assert!(e.contains("f: internal error: room for 5 elements is not a whole number of 2x2 results"), "{e}");

@@ -120,8 +120,10 @@ pub unsafe extern "C" fn lookup_from_imports(_ctx: *mut c_void, name: *const c_c
 }
 
 /// `TVMFFIFunctionCall(handle, args, num_args, result)`: calls a handle from
-/// [`lookup_from_imports`] with arguments converted from tvm-ffi values (tensors are views of
-/// the kernel's memory, valid for the call only).
+/// [`lookup_from_imports`] with arguments converted from tvm-ffi values. Tensors are owned
+/// copies of the kernel's memory, whose changes are written back when the function returns
+/// ([`convert::CallbackArgs`]): a function that keeps one never reaches memory the kernel
+/// frees.
 ///
 /// # Safety
 /// `handle` came from `lookup_from_imports` of a live library; `args` holds `num_args` values;
@@ -148,8 +150,10 @@ pub unsafe extern "C" fn function_call(
     let n = usize::try_from(num_args).unwrap_or(0);
     // SAFETY: `args` holds `num_args` values (checked non-null when n > 0).
     let args = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(args, n) } };
-    // SAFETY: every DLTensor pointer among `args` is live for this call (the kernel's own).
-    let values = match args.iter().map(|a| unsafe { convert::from_ffi(a) }).collect::<relaxvm::Result<Vec<Value>>>() {
+    let mut copies = convert::CallbackArgs::default();
+    // SAFETY: every DLTensor and string pointer among `args` is live for this call (the
+    // kernel's own), and its elements stay writable until the kernel's call returns.
+    let values = match args.iter().map(|a| unsafe { copies.value(a) }).collect::<relaxvm::Result<Vec<Value>>>() {
         Ok(v) => v,
         Err(e) => {
             raised::set("TypeError".into(), format!("{}: {e}", func.name()));
@@ -157,6 +161,10 @@ pub unsafe extern "C" fn function_call(
         }
     };
     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| func.call(&mut CallCtx::detached(), &values)));
+    drop(values);
+    // SAFETY: the kernel is still inside this call, so the memory of its DLTensors is live.
+    // What the function wrote goes back even when it failed, as it would have in place.
+    unsafe { copies.write_back() };
     match out {
         Ok(Ok(v)) => match convert::result_to_ffi(&v) {
             Ok(any) => {
@@ -208,3 +216,7 @@ pub unsafe extern "C" fn handle_init_once(
         rc
     }
 }
+
+#[cfg(test)]
+#[path = "services_tests.rs"]
+mod tests;

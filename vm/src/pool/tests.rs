@@ -285,3 +285,44 @@ fn the_environment_sets_the_pool_size() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).to_string();
     assert_eq!(child(None), (cores.clone(), cores));
 }
+
+#[test]
+fn workers_run_tasks_on_the_launcher_s_behalf() {
+    let pool = Pool::new(3);
+    let me = thread_key();
+    assert_ne!(me, 0);
+    assert_eq!(launcher(), 0);
+    assert!(is_me_or_my_launcher(me) && !is_me_or_my_launcher(0));
+    let seen = Mutex::new(Vec::new());
+    // The barrier makes the three tasks run at once, on three threads.
+    let r: Outcome = pool.run(0, &|t| {
+        seen.lock().unwrap().push((t.id(), thread_key(), launcher(), is_me_or_my_launcher(me)));
+        t.barrier().wait().map_err(|e| e.to_string())
+    });
+    assert_eq!(r, Ok(()));
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.len(), 3);
+    for (id, key, launcher, for_me) in seen {
+        // Every task, on the caller or a worker, counts the launcher as itself.
+        assert!(for_me, "task {id}");
+        if id == 0 {
+            assert_eq!((key, launcher), (me, 0));
+        } else {
+            assert_ne!(key, me);
+            assert_eq!(launcher, me);
+        }
+    }
+    // A worker is back to working for no one once the task has finished; another thread's
+    // key is neither this thread nor its launcher.
+    let r: Outcome = pool.run(0, &|t| {
+        if t.id() != 0 && !is_me_or_my_launcher(me) {
+            return Err("a worker forgot its launcher".into());
+        }
+        Ok(())
+    });
+    assert_eq!(r, Ok(()));
+    let other = std::thread::spawn(thread_key).join().unwrap();
+    assert!(other != me && !is_me_or_my_launcher(other));
+    let r: Outcome = pool.run(0, &|_| if is_me_or_my_launcher(other) { Err("a stranger".into()) } else { Ok(()) });
+    assert_eq!(r, Ok(()));
+}
