@@ -70,10 +70,8 @@ fn pinned_builtins_match_the_registry() {
     unique.sort_unstable();
     unique.dedup();
     assert_eq!(unique.len(), pinned.len(), "the pinned fuzz table names a builtin twice");
-    let missing: Vec<_> = registered
-        .iter()
-        .filter(|n| !pinned.contains(n) && !gen_program::UNPINNED_BUILTINS.contains(n))
-        .collect();
+    let missing: Vec<_> =
+        registered.iter().filter(|n| !pinned.contains(n) && !gen_program::UNPINNED_BUILTINS.contains(n)).collect();
     assert!(
         missing.is_empty(),
         "builtins the interp fuzz target never calls: {missing:?}; append them at the end of \
