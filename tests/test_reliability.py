@@ -3,10 +3,10 @@
 import os
 import signal
 import threading
-import time
 
 import numpy as np
 import pytest
+from native_call import call_native, wait_until_inside, watch
 
 import relaxvm as rx
 
@@ -23,19 +23,17 @@ def spin_vm(**limits) -> rx.VirtualMachine:
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
 def test_ctrl_c_stops_an_endless_loop_and_the_vm_works_after():
-    # A budget far beyond the 0.2 s wait: a Ctrl-C that is not delivered fails the test with a
-    # VMError instead of hanging it. How fast Ctrl-C acts is a benchmark row (scripts/bench.py).
+    # Ctrl-C comes once the loop runs (native_call: ordered by the caller's frame, not by a
+    # sleep); the budget only turns a Ctrl-C that is never noticed into a VMError instead of a
+    # hang. How fast Ctrl-C acts is a benchmark row (scripts/bench.py).
     vm = spin_vm(step_budget=1 << 36)
-
-    def press_ctrl_c():
-        time.sleep(0.2)
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-
-    t = threading.Thread(target=press_ctrl_c)
-    t.start()
-    with pytest.raises(KeyboardInterrupt):
-        vm["spin"]()
-    t.join()
+    main = threading.main_thread().ident
+    finish = watch(main, lambda: signal.pthread_kill(main, signal.SIGINT))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call_native(vm["spin"])
+    finally:
+        assert finish(), "the watcher never saw the loop run"
     assert vm["one"]() == 1
 
 
@@ -199,25 +197,22 @@ def test_ctrl_c_stops_a_wait_for_a_vm_another_thread_runs():
 
     def hold_it():
         try:
-            spin()
+            call_native(spin)
         except rx.VMError as e:
             outcome.append(e)
 
     holder = threading.Thread(target=hold_it)
     holder.start()
-    time.sleep(0.3)  # the holder has the VM by now
-
-    def press_ctrl_c():
-        time.sleep(0.2)
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-
-    presser = threading.Thread(target=press_ctrl_c)
-    presser.start()
+    # The holder is inside its call (its loop runs) before the main thread asks for the VM, and
+    # Ctrl-C comes once the main thread waits in its call: both ordered by frames, not sleeps.
+    assert wait_until_inside(holder.ident)
+    main = threading.main_thread().ident
+    finish = watch(main, lambda: signal.pthread_kill(main, signal.SIGINT))
     try:
         with pytest.raises(KeyboardInterrupt):
-            one()
+            call_native(one)
     finally:
-        presser.join()
+        assert finish(), "the watcher never saw the main thread wait"
         vm.interrupt()
         holder.join()
     assert len(outcome) == 1 and "interrupt" in str(outcome[0]).lower(), outcome

@@ -77,7 +77,7 @@ mod tests {
         });
         assert_eq!(outer, "a\nc\n");
         let r = std::panic::catch_unwind(|| capture(|| panic!("boom")));
-        assert!(r.is_err());
+        assert_eq!(r.expect_err("the panic unwinds through capture").downcast_ref::<&str>(), Some(&"boom"));
         let ((), after) = capture(|| write_line("d").unwrap());
         assert_eq!(after, "d\n");
     }

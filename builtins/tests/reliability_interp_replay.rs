@@ -53,3 +53,28 @@ fn generated_programs_pass_the_verifier_and_run() {
     }
     assert!(passed * 100 >= total as usize * 95, "only {passed} of {total} generated programs pass the verifier");
 }
+
+/// Saved inputs keep their meaning: the generator's builtin table is pinned, append-only, and
+/// covers every registered builtin (but those it skips on purpose).
+#[test]
+fn pinned_builtins_match_the_registry() {
+    let registered = relaxvm_builtins::builtin_names();
+    let pinned = gen_program::PINNED_BUILTINS;
+    let not_registered: Vec<_> = pinned.iter().filter(|n| !registered.contains(n)).collect();
+    assert!(
+        not_registered.is_empty(),
+        "the pinned fuzz table names builtins that are not registered: {not_registered:?}; saved fuzz inputs \
+         that call them change meaning, so regenerate fuzz/corpus/interp when removing one"
+    );
+    let mut unique = pinned.to_vec();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), pinned.len(), "the pinned fuzz table names a builtin twice");
+    let missing: Vec<_> =
+        registered.iter().filter(|n| !pinned.contains(n) && !gen_program::UNPINNED_BUILTINS.contains(n)).collect();
+    assert!(
+        missing.is_empty(),
+        "builtins the interp fuzz target never calls: {missing:?}; append them at the end of \
+         PINNED_BUILTINS in builtins/tests/support/gen_program.rs (never reorder it)"
+    );
+}

@@ -291,6 +291,25 @@ def _call(rng: random.Random, name: str, regs: dict[int, str], body: list, swap:
     dst = len(regs)
     regs[dst] = RESULT_KIND.get(name, "other")
     body.append({"func": name, "args": args, "dst": dst})
+    if name == "vm.builtin.alloc_shape_heap":
+        _zero_heap(args, dst, regs, body)
+
+
+def _zero_heap(args: list[dict], heap: int, regs: dict[int, str], body: list) -> None:
+    """After a well-formed ``alloc_shape_heap(vm_state, n)``, stores 0 in each of its ``n`` slots
+    (a ``match_shape`` of a shape of zeros, every code "store"), so that the heap holds defined
+    values on both VMs: TVM's heap starts uninitialized, relaxvm's zeroed, and a program that reads
+    a slot before storing to it must still give TVM's result. The call is marked ``init``."""
+    if len(args) != 2 or "vm_state" not in args[0] or "imm" not in args[1] or args[1]["imm"] <= 0:
+        return
+    n = args[1]["imm"]
+    codes: list[dict] = []
+    for slot in range(n):
+        codes += [{"imm": 1}, {"imm": slot}]  # kStoreToHeap
+    init = [_const(Shape([0] * n)), {"reg": heap}, {"imm": n}, *codes, _const("")]
+    dst = len(regs)
+    regs[dst] = "other"
+    body.append({"func": "vm.builtin.match_shape", "args": init, "dst": dst, "init": True})
 
 
 def emit(ib: Any, program: dict, constant: Any) -> None:
@@ -381,9 +400,14 @@ def run_on_tvm(program: dict) -> dict:
     inputs = [_tvm_value(from_structure(s)) for s in program["inputs"]]
     try:
         out = invoke(relax.VirtualMachine(ex, tvm.cpu()), program, inputs)
-        return {"result": to_structure(_from_tvm(out))}
+        outcome: dict[str, Any] = {"result": to_structure(_from_tvm(out))}
     except Exception as e:  # noqa: BLE001
-        return {"error": [error_class(e), str(e)[:300]], "stage": "run"}
+        outcome = {"error": [error_class(e), str(e)[:300]], "stage": "run"}
+    if program["via"] == "set_input" and any(isinstance(v, Shape) for v in map(from_structure, program["inputs"])):
+        # TVM's set_input turns a shape into a tuple of int32 tensors; its direct call is the
+        # reference relaxvm's set_input (which passes the shape) must agree with.
+        outcome["direct"] = run_on_tvm({**program, "via": "call"})
+    return outcome
 
 
 def _worker(start: int, stop: int) -> None:

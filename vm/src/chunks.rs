@@ -77,7 +77,9 @@ mod tests {
     fn a_panicking_chunk_panics_on_the_caller() {
         let pool = Pool::new(2);
         let r = std::panic::catch_unwind(|| map_chunks(&pool, 40, 4, |r| assert!(r.start != 20, "chunk at 20")));
-        assert!(r.is_err());
+        let payload = r.expect_err("the chunk's panic reaches the caller");
+        let message = payload.downcast_ref::<String>().map(String::as_str).or(payload.downcast_ref::<&str>().copied());
+        assert_eq!(message, Some("chunk at 20"), "the chunk's own panic, not another");
         // The pool is usable afterwards.
         assert_eq!(map_chunks(&pool, 8, 4, |r| r.len()), [4, 4]);
     }

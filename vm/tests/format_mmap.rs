@@ -1,5 +1,7 @@
-//! Loading a file with a 256 MiB constant with `LoadOptions::trusted_mmap` maps it: milliseconds, and no resident memory until
-//! the data is read. A test binary of its own, so that no other test disturbs the RSS figures.
+//! Loading a file with a 256 MiB constant with `LoadOptions::trusted_mmap` maps it: no resident
+//! memory until the data is read (which is what makes it fast; the time is printed, not asserted:
+//! a test does not time, a loaded machine may be slow). A test binary of its own, so that no other
+//! test disturbs the RSS figures.
 
 use relaxvm::format::{self, SaveOptions};
 use relaxvm::{DataType, Device, Executable, ExecutableParts, FuncInfo, Instruction, Tensor, Value};
@@ -14,7 +16,7 @@ fn rss() -> u64 {
 
 #[test]
 #[cfg(target_os = "linux")]
-fn a_256_mib_constant_loads_in_milliseconds_without_resident_memory() {
+fn a_256_mib_constant_loads_mapped_without_resident_memory() {
     const SIZE: usize = 256 << 20;
     let path = std::env::temp_dir().join(format!("relaxvm-format-mmap-{}.rvx", std::process::id()));
     {
@@ -37,7 +39,6 @@ fn a_256_mib_constant_loads_in_milliseconds_without_resident_memory() {
     let elapsed = start.elapsed();
     let grown = rss().saturating_sub(before);
     println!("load_file of a 256 MiB constant: {elapsed:?}, resident memory grew by {} KiB", grown >> 10);
-    assert!(elapsed.as_millis() < 1000, "loading took {elapsed:?}");
     assert!(grown < 16 << 20, "loading made {grown} bytes resident");
 
     // Reading the data pages it in (which shows the measurement above is meaningful).

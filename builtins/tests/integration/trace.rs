@@ -218,7 +218,8 @@ fn a_failing_run_returns_its_trace_and_the_vm_works() {
     assert_eq!(e.trace.steps[1].values.as_ref().unwrap().args[0].as_str().unwrap(), "x");
     assert!(seen.lock().unwrap().is_empty(), "the user's hook was set aside during the run");
     // The user's hook now hears of failures too: a failing call ends with no result.
-    assert!(vm.invoke("main", &[Value::str("x"), Value::Int(1)]).is_err());
+    let e = vm.invoke("main", &[Value::str("x"), Value::Int(1)]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Type { .. }), "{e}");
     assert_eq!(
         *seen.lock().unwrap(),
         vec![
