@@ -39,8 +39,10 @@ pub fn modules(symbol: &[u8]) -> Result<Vec<Module<'_>>> {
     let mut b = Bytes::new(b.take(body, "module tree")?, "module tree of __tvm_ffi__library_bin");
     let indptr = b.vec_i64("import_tree_indptr")?;
     let children = b.vec_i64("import_tree_child_indices")?;
-    let mut out = Vec::new();
+    let mut out: Vec<Module<'_>> = Vec::new();
     while b.remaining() > 0 {
+        // Each module takes at least its 8-byte kind length: the list grows with the bytes read.
+        out.try_reserve(1).map_err(|_| b.err("module list: out of memory"))?;
         let kind = b.string("module kind")?;
         let payload = if kind == LIB_KIND {
             None
