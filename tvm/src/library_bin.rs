@@ -33,8 +33,11 @@ pub struct Module<'a> {
 pub fn modules(symbol: &[u8]) -> Result<Vec<Module<'_>>> {
     let mut b = Bytes::new(symbol, "__tvm_ffi__library_bin");
     let nbytes = b.u64("size")?;
-    let body = usize::try_from(nbytes).ok().filter(|n| *n <= b.remaining()).ok_or_else(|| {
-        b.err(format!("the blob declares {nbytes} bytes, but the symbol holds only {}", b.remaining()))
+    // Exactly: the symbol's size is also the hole the loaded copy of the library leaves
+    // (ffi/private_copy.rs), so no byte outside what is decoded here may be in it.
+    let body = usize::try_from(nbytes).ok().filter(|n| *n == b.remaining()).ok_or_else(|| {
+        let how = if nbytes > b.remaining() as u64 { "only " } else { "" };
+        b.err(format!("the blob declares {nbytes} bytes, but the symbol holds {how}{} after the size", b.remaining()))
     })?;
     let mut b = Bytes::new(b.take(body, "module tree")?, "module tree of __tvm_ffi__library_bin");
     let indptr = b.vec_i64("import_tree_indptr")?;
