@@ -76,6 +76,8 @@ impl Lib<'_> {
 /// A parsed, validated library.
 struct Parsed<'a> {
     file: ElfFile64<'a, Endianness>,
+    /// The file ranges the loader reads, by what they hold.
+    reads: Vec<(&'static str, usize, usize)>,
 }
 
 /// The data symbol whose bytes the loaded copy leaves out (see `ffi/private_copy.rs`).
@@ -133,7 +135,21 @@ fn parse(bytes: &[u8]) -> Result<Parsed<'_>> {
             )));
         }
     }
-    Ok(Parsed { file })
+    let mut reads = lib.reads.into_inner();
+    let phoff = file.elf_header().e_phoff(endian) as usize;
+    reads.push(("the ELF header", 0, 64));
+    reads.push(("the program headers", phoff, 56 * file.elf_program_headers().len()));
+    Ok(Parsed { file, reads })
+}
+
+/// The file ranges of a valid library that the dynamic loader reads (the ELF and program
+/// headers, the dynamic section, string, symbol, hash and version tables, relocation tables,
+/// init and fini arrays), each with what it holds: what a corruption campaign or a fuzzer
+/// should damage.
+pub fn loader_regions(bytes: &[u8]) -> Result<Vec<(&'static str, std::ops::Range<usize>)>> {
+    let mut reads = parse(bytes)?.reads;
+    reads.sort_by_key(|r| r.1);
+    Ok(reads.into_iter().map(|(what, off, size)| (what, off..off + size)).collect())
 }
 
 /// What [`validate`] learned about a library.
