@@ -115,6 +115,12 @@ def run_one(path: str, x) -> tuple[str, str]:
         code = 99
         try:
             code = child(path, x)
+            # C's exit, not os._exit: the loader then runs the library's finalizers (fini
+            # arrays, DT_FINI), which a corrupted file can break too. Python's own exit
+            # handlers (the parent's) do not run.
+            import ctypes
+
+            ctypes.CDLL(None).exit(code)
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
@@ -141,12 +147,14 @@ def flips(data: bytes) -> list[tuple[str, int, int]]:
 
 
 def campaign(model: str, x, sample: int | None, seed: int, workdir: str, log=None) -> dict:
-    data = open(model, "rb").read()
+    with open(model, "rb") as f:
+        data = f.read()
     todo = flips(data)
     if sample is not None and sample < len(todo):
         todo = random.Random(seed).sample(todo, sample)
     counts = {"refused": 0, "ran": 0, "run_error": 0, "death": 0}
     deaths = []
+    os.makedirs(workdir, exist_ok=True)
     path = os.path.join(workdir, "mutant.so")
     start = time.monotonic()
     for n, (name, at, bit) in enumerate(todo):

@@ -143,7 +143,8 @@ def _dynsym(b: bytes, name: str) -> int:
 
 def _mutants() -> dict[str, tuple[bytes, str]]:
     """Damaged copies of the model, each with what the error must say."""
-    good = open(MLP, "rb").read()
+    with open(MLP, "rb") as f:
+        good = f.read()
     s = _sections(good)
 
     def patch(*edits: tuple[int, str, int]) -> bytes:

@@ -159,7 +159,7 @@ fn check_gnu(lib: &Lib<'_>, addr: u64) -> Result<()> {
             let word = u64::from_le_bytes(
                 bytes[g.bloom + 8 * ((h as usize / 64) % g.bloom_words)..][..8].try_into().expect("8 bytes"),
             );
-            let bits = (1u64 << (h % 64)) | (1u64 << ((h >> g.shift) % 64));
+            let bits = (1u64 << (h % 64)) | (1u64 << ((u64::from(h) >> g.shift) % 64));
             if word & bits != bits {
                 return Err(bad(format!("DT_GNU_HASH: the Bloom filter lacks symbol {i} ({shown})")));
             }

@@ -29,6 +29,8 @@ pub struct FullTable {
     pub globals: HashMap<Vec<u8>, (u64, u64, u8)>,
     /// The addresses of every defined function, local ones included.
     pub functions: Vec<u64>,
+    /// The undefined global and weak symbols: name (without an `@VERSION` suffix) to st_info.
+    pub undefined: HashMap<Vec<u8>, u8>,
 }
 
 /// The section headers (empty when the file has none).
@@ -91,21 +93,26 @@ impl Sections {
         let (Some(syms), Some(strs)) = (range(symtab), range(strtab)) else {
             return Err(bad("the symbol table (.symtab) or its strings lie outside the file"));
         };
-        let mut out = FullTable { globals: HashMap::new(), functions: Vec::new() };
+        let mut out = FullTable { globals: HashMap::new(), functions: Vec::new(), undefined: HashMap::new() };
         for entry in syms.chunks_exact(24) {
             let name = u32::from_le_bytes(entry[..4].try_into().expect("4 bytes")) as usize;
             let (info, shndx) = (entry[4], u16::from_le_bytes([entry[6], entry[7]]));
             let value = u64::from_le_bytes(entry[8..16].try_into().expect("8 bytes"));
             let size = u64::from_le_bytes(entry[16..24].try_into().expect("8 bytes"));
+            let name_of = || strs.get(name..).and_then(|r| r.split(|b| *b == 0).next()).unwrap_or_default();
             if shndx == elf::SHN_UNDEF {
+                if info >> 4 != elf::STB_LOCAL {
+                    let name = name_of();
+                    let plain = name.split(|b| *b == b'@').next().unwrap_or_default();
+                    out.undefined.insert(plain.to_vec(), info);
+                }
                 continue;
             }
             if info & 0xf == elf::STT_FUNC {
                 out.functions.push(value);
             }
             if info >> 4 != elf::STB_LOCAL {
-                let name = strs.get(name..).and_then(|r| r.split(|b| *b == 0).next()).unwrap_or_default();
-                out.globals.insert(name.to_vec(), (value, size, info));
+                out.globals.insert(name_of().to_vec(), (value, size, info));
             }
         }
         Ok(Some(out))

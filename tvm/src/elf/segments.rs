@@ -10,6 +10,9 @@ use super::bad;
 use object::elf;
 use relaxvm::Result;
 
+/// Stack-trace data (binutils 2.41+), which glibc does not read.
+const PT_GNU_SFRAME: u32 = 0x6474_e554;
+
 /// The smallest alignment of a loadable segment (a page).
 const PAGE: u64 = 4096;
 
@@ -83,6 +86,7 @@ pub fn check<P: object::read::elf::ProgramHeader<Endian = object::Endianness, Wo
     let mut dynamic = None;
     let mut relro = None;
     let mut tls = None;
+    let mut notes = Vec::new();
     let mut reads = Vec::new(); // (what, vaddr, memsz) the loader reads from memory
     for (i, ph) in phdrs.iter().enumerate() {
         let (p_type, flags) = (ph.p_type(endian), ph.p_flags(endian));
@@ -178,15 +182,19 @@ pub fn check<P: object::read::elf::ProgramHeader<Endian = object::Endianness, Wo
             }
             elf::PT_NOTE | elf::PT_GNU_PROPERTY => {
                 check_notes(bytes, offset, filesz, align).map_err(&at)?;
-                reads.push(("note", vaddr, memsz));
+                // The loader parses the notes in memory, at the address: the checked bytes must
+                // be the ones mapped there.
+                notes.push((vaddr, offset, filesz));
             }
             elf::PT_GNU_EH_FRAME => reads.push(("PT_GNU_EH_FRAME", vaddr, memsz)),
             elf::PT_NULL => {}
             elf::PT_INTERP => return Err(at("a shared library with an interpreter (PT_INTERP): refused".into())),
-            other if other == elf::PT_SHLIB || (elf::PT_LOOS..=elf::PT_HIPROC).contains(&other) => {
-                // Types glibc ignores; x86-64 and AArch64 define none it acts on besides the above.
+            PT_GNU_SFRAME => {} // stack-trace data, which the loader does not read
+            other => {
+                return Err(at(format!(
+                    "program header type {other:#x} is not one relaxvm knows (a corrupted type may be one the loader acts on)"
+                )))
             }
-            other => return Err(at(format!("unknown program header type {other:#x}"))),
         }
     }
     if loads.is_empty() {
@@ -209,10 +217,26 @@ pub fn check<P: object::read::elf::ProgramHeader<Endian = object::Endianness, Wo
             return Err(bad(format!("{what} (address {vaddr:#x}, {size} bytes) lies outside the loaded segments")));
         }
     }
-    if let Some((vaddr, size)) = segments.relro {
-        if !segments.segment(vaddr, size).is_some_and(Load::writable) {
+    for (vaddr, offset, size) in notes {
+        if segments.file_offset(vaddr, size) != Some(offset as usize) {
             return Err(bad(format!(
+                "a note segment at address {vaddr:#x} ({size} bytes) is not mapped from its file offset {offset:#x}"
+            )));
+        }
+    }
+    if let Some((vaddr, size)) = segments.relro {
+        // The loader makes the pages from the start's page to the end (rounded down) read-only:
+        // the end must be a page boundary or the segment's end, or it would protect data
+        // written later.
+        let seg = segments.segment(vaddr, size).filter(|s| s.writable()).ok_or_else(|| {
+            bad(format!(
                 "PT_GNU_RELRO (address {vaddr:#x}, {size} bytes) does not lie inside one writable loadable segment"
+            ))
+        })?;
+        let end = vaddr + size;
+        if end % PAGE != 0 && end != seg.vaddr + seg.memsz {
+            return Err(bad(format!(
+                "PT_GNU_RELRO ends at {end:#x}, neither a page boundary nor the end of its segment"
             )));
         }
     }

@@ -93,8 +93,27 @@ pub fn check(lib: &Lib<'_>, sections: &Sections) -> Result<BTreeSet<u64>> {
             }
         }
         if !s.defined() {
-            if s.kind() == elf::STT_SECTION || s.bind() == elf::STB_LOCAL {
-                return Err(at("an undefined local or section symbol".into()));
+            if s.kind() == elf::STT_SECTION || s.bind() == elf::STB_LOCAL || s.value != 0 {
+                return Err(at(format!(
+                    "an undefined symbol with binding {}, type {}, value {:#x}: expected global or weak, not a section, value 0",
+                    s.bind(),
+                    s.kind(),
+                    s.value
+                )));
+            }
+            // The name of an import decides what the loader binds it to: the full symbol table
+            // must import the same name the same way.
+            if let Some(full) = &full {
+                match full.undefined.get(name) {
+                    Some(info) if *info == s.info => {}
+                    Some(info) => {
+                        return Err(at(format!(
+                            "imported with st_info {:#x}, but the symbol table says {info:#x}",
+                            s.info
+                        )))
+                    }
+                    None => return Err(at("imported, but the symbol table imports no such name".into())),
+                }
             }
             continue;
         }

@@ -206,3 +206,33 @@ fn symbols_and_hash() {
         &["DT_GNU_HASH: symbol 6 (__tvm_ffi_matmul) is in the chain of bucket", "hashes to"],
     );
 }
+
+/// Every single-bit flip of what the loader reads is refused or leaves a library that still
+/// validates; this lists the survivors (the bit-flip campaign loads them in child processes).
+#[test]
+fn every_flip_of_the_loader_structures_is_checked_without_panic() {
+    let good = mlp();
+    let mut accepted = Vec::new();
+    let mut total = 0;
+    for (what, range) in loader_regions(&good).unwrap() {
+        for at in range {
+            for bit in 0..8 {
+                let mut m = good.clone();
+                m[at] ^= 1 << bit;
+                total += 1;
+                if validate(&m).is_ok() {
+                    accepted.push((what, at, bit));
+                }
+            }
+        }
+    }
+    let mut by_byte: std::collections::BTreeMap<(&str, usize), Vec<i32>> = Default::default();
+    for (what, at, bit) in &accepted {
+        by_byte.entry((what, *at)).or_default().push(*bit);
+    }
+    println!("{} of {total} flips validate", accepted.len());
+    for ((what, at), bits) in by_byte {
+        println!("{what} {at:#x} {bits:?}");
+    }
+    assert!(accepted.len() < total / 4, "{} of {total}", accepted.len());
+}
