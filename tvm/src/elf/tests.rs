@@ -236,3 +236,68 @@ fn every_flip_of_the_loader_structures_is_checked_without_panic() {
     }
     assert!(accepted.len() < total / 4, "{} of {total}", accepted.len());
 }
+
+/// A library built here with the C compiler, with both hash tables, version requirements (on
+/// libc) and, with `versioned`, version definitions.
+fn built(versioned: bool) -> Vec<u8> {
+    let dir = std::env::temp_dir().join(format!("relaxvm-elf-test-{}-{versioned}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = dir.join("lib.c");
+    std::fs::write(&c, "#include <string.h>\nint f(const char *s) { return (int)strlen(s); }\n").unwrap();
+    let so = dir.join("lib.so");
+    let mut cmd = std::process::Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cmd.args(["-shared", "-fPIC", "-O1", "-Wl,--hash-style=both", "-o"]).arg(&so).arg(&c);
+    if versioned {
+        let script = dir.join("vers.map");
+        std::fs::write(&script, "VERS_1 { global: f; local: *; };\n").unwrap();
+        cmd.arg(format!("-Wl,--version-script={}", script.display()));
+    }
+    let out = cmd.output().expect("the C compiler is needed for this test");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(&so).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    bytes
+}
+
+fn edited(b: &[u8], at: usize, bytes: &[u8]) -> String {
+    let mut m = b.to_vec();
+    m[at..at + bytes.len()].copy_from_slice(bytes);
+    err(&m)
+}
+
+#[test]
+fn sysv_hash_and_version_requirements() {
+    let b = built(false);
+    validate(&b).unwrap();
+    let (hash, _) = section(&b, ".hash");
+    let nchain = u32_at(&b, hash + 4);
+    has(&edited(&b, hash + 4, &(nchain + 1).to_le_bytes()), &["DT_HASH", &format!("{} chains", nchain + 1)]);
+    // A chain that loops back to itself: glibc would walk it forever.
+    let nbucket = u32_at(&b, hash) as usize;
+    let chains = hash + 8 + 4 * nbucket;
+    let first = (0..nbucket).map(|i| u32_at(&b, hash + 8 + 4 * i)).find(|s| *s != 0).unwrap();
+    has(
+        &edited(&b, chains + 4 * first as usize, &first.to_le_bytes()),
+        &["DT_HASH: the chain of bucket", "already reached"],
+    );
+    // Version requirements: the count, the library named, a symbol's version index.
+    let count = dyn_entry(&b, elf::DT_VERNEEDNUM) + 8;
+    has(&edited(&b, count, &9u64.to_le_bytes()), &["DT_VERNEED entry 0 of 9 has next offset 0"]);
+    let (verneed, _) = section(&b, ".gnu.version_r");
+    has(&edited(&b, verneed + 4, &0u32.to_le_bytes()), &["of a library named by DT_NEEDED"]);
+    let (versym, _) = section(&b, ".gnu.version");
+    has(&edited(&b, versym + 2, &0x7fffu16.to_le_bytes()), &["DT_VERSYM: symbol 1 has version index 32767"]);
+    let hash_field = verneed + u32_at(&b, verneed + 8) as usize;
+    has(&edited(&b, hash_field, &1u32.to_le_bytes()), &["DT_VERNEED version at", "hash 0x1"]);
+}
+
+#[test]
+fn version_definitions() {
+    let b = built(true);
+    validate(&b).unwrap();
+    let count = dyn_entry(&b, elf::DT_VERDEFNUM) + 8;
+    has(&edited(&b, count, &1u64.to_le_bytes()), &["DT_VERDEF entry 0 of 1 has next offset", "must end (0) exactly"]);
+    let (verdef, _) = section(&b, ".gnu.version_d");
+    has(&edited(&b, verdef, &2u16.to_le_bytes()), &["DT_VERDEF entry at", "version 2"]);
+    has(&edited(&b, verdef + 8, &7u32.to_le_bytes()), &["DT_VERDEF entry at", "hash 0x7"]);
+}
