@@ -118,10 +118,10 @@ fn parse(bytes: &[u8]) -> Result<Parsed<'_>> {
     for (tag, offset) in lib.dynamic.strings() {
         symbols::string(&lib, offset, tag)?;
     }
-    let starts = symbols::check(&lib, &sections)?;
+    let functions = symbols::check(&lib, &sections)?;
     hash::check(&lib)?;
     versions::check(&lib)?;
-    relocations::check(&lib, &sections, &starts)?;
+    relocations::check(&lib, &sections, &functions)?;
     // The loaded copy has zeros where the program blob was: nothing the loader reads may be there.
     if let Some(hole) = symbol_range(&file, &lib.seg, HOLE_SYMBOL)? {
         if let Some((what, off, size)) =

@@ -45,8 +45,8 @@ struct Reloc {
     addend: i64,
 }
 
-/// Checks every relocation and initializer; `starts` are the addresses of known functions.
-pub fn check(lib: &Lib<'_>, sections: &Sections, starts: &BTreeSet<u64>) -> Result<()> {
+/// Checks every relocation and initializer; `functions` are the addresses of known functions.
+pub fn check(lib: &Lib<'_>, sections: &Sections, functions: &symbols::Functions) -> Result<()> {
     let d = &lib.dynamic;
     let mut targets: BTreeMap<u64, (&'static str, usize, Option<u64>)> = BTreeMap::new(); // target -> (table, index, value)
     let mut used = vec![false; lib.nsyms];
@@ -187,7 +187,7 @@ pub fn check(lib: &Lib<'_>, sections: &Sections, starts: &BTreeSet<u64>) -> Resu
             )));
         }
     }
-    initializers(lib, &targets, starts)
+    initializers(lib, sections, &targets, functions)
 }
 
 fn rel(lib: &Lib<'_>, off: usize, i: usize) -> Reloc {
@@ -268,20 +268,36 @@ fn relr(lib: &Lib<'_>, targets: &mut BTreeMap<u64, (&'static str, usize, Option<
 
 fn initializers(
     lib: &Lib<'_>,
+    sections: &Sections,
     targets: &BTreeMap<u64, (&'static str, usize, Option<u64>)>,
-    starts: &BTreeSet<u64>,
+    functions: &symbols::Functions,
 ) -> Result<()> {
     let d = &lib.dynamic;
-    let function = |what: String, addr: u64| {
-        if starts.contains(&addr) && lib.seg.segment(addr, 1).is_some_and(|s| s.executable()) {
+    // With the full symbol table, an initializer must be a function it names. A stripped
+    // library keeps only its section headers: DT_INIT and DT_FINI must then start `.init` and
+    // `.fini`, and array entries lie in an executable section (their relocations' addends are
+    // still checked against what the linker wrote at the slots).
+    let function = |what: String, addr: u64, section: Option<&str>| {
+        let executable = lib.seg.segment(addr, 1).is_some_and(|s| s.executable());
+        let named = functions.starts.contains(&addr)
+            || (!functions.full
+                && match section {
+                    Some(name) => sections.named(name).is_some_and(|s| s.addr == addr),
+                    None => sections.executable_contains(addr),
+                });
+        if executable && named {
             Ok(())
         } else {
-            Err(bad(format!("{what} is {addr:#x}, which is not the address of a function the symbol tables name")))
+            Err(bad(format!(
+                "{what} is {addr:#x}, which is not the address of a function the symbol tables name{}",
+                if functions.full { "" } else { " (nor, the library being stripped, the start of its section)" }
+            )))
         }
     };
     for tag in [elf::DT_INIT, elf::DT_FINI] {
         if let Some(addr) = d.get(tag) {
-            function(super::dynamic::name(tag).to_string(), addr)?;
+            let section = if tag == elf::DT_INIT { ".init" } else { ".fini" };
+            function(super::dynamic::name(tag).to_string(), addr, Some(section))?;
         }
     }
     for (tag, size_tag) in [(elf::DT_INIT_ARRAY, elf::DT_INIT_ARRAYSZ), (elf::DT_FINI_ARRAY, elf::DT_FINI_ARRAYSZ)] {
@@ -295,7 +311,7 @@ fn initializers(
         for k in 0..size / 8 {
             let slot = addr + 8 * k;
             match targets.get(&slot) {
-                Some((_, _, Some(value))) => function(format!("{name} entry {k}"), *value)?,
+                Some((_, _, Some(value))) => function(format!("{name} entry {k}"), *value, None)?,
                 _ => {
                     return Err(bad(format!(
                         "{name} entry {k} (at {slot:#x}) is set by no relocation to a defined address: the loader would call its unrelocated value"

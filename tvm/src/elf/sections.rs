@@ -79,6 +79,16 @@ impl Sections {
         self.list.iter().find(|s| s.name == name)
     }
 
+    /// Whether `addr` lies inside a section of executable code.
+    pub fn executable_contains(&self, addr: u64) -> bool {
+        self.list.iter().any(|s| {
+            s.flags & u64::from(elf::SHF_EXECINSTR) != 0
+                && s.kind == elf::SHT_PROGBITS
+                && addr >= s.addr
+                && addr < s.addr + s.size
+        })
+    }
+
     /// The full symbol table, when the file has one (a stripped library has not).
     pub fn full_symbols(&self, bytes: &[u8]) -> Result<Option<FullTable>> {
         let Some(symtab) = self.of_kind(elf::SHT_SYMTAB) else { return Ok(None) };

@@ -61,10 +61,15 @@ pub fn sym(lib: &Lib<'_>, i: usize) -> Sym {
     }
 }
 
-/// Checks every dynamic symbol: its name, type, binding, section and address. Returns the
-/// addresses that start a function (the defined functions of the dynamic symbol table, and of
-/// the full symbol table when the file has one).
-pub fn check(lib: &Lib<'_>, sections: &Sections) -> Result<BTreeSet<u64>> {
+/// The addresses known to start a function: the defined functions of the dynamic symbol table,
+/// and of the full symbol table when the file has one (`full`; a stripped library has not).
+pub struct Functions {
+    pub starts: BTreeSet<u64>,
+    pub full: bool,
+}
+
+/// Checks every dynamic symbol: its name, type, binding, section and address.
+pub fn check(lib: &Lib<'_>, sections: &Sections) -> Result<Functions> {
     let first = sym(lib, 0);
     if first.name != 0 || first.info != 0 || first.shndx != 0 || first.value != 0 || first.size != 0 {
         return Err(bad("dynamic symbol 0 is not the null symbol"));
@@ -159,11 +164,12 @@ pub fn check(lib: &Lib<'_>, sections: &Sections) -> Result<BTreeSet<u64>> {
             starts.insert(s.value);
         }
     }
+    let has_full = full.is_some();
     if let Some(full) = full {
         // Local functions (frame_dummy, _init) are in the full table only.
         starts.extend(full.functions);
     }
-    Ok(starts)
+    Ok(Functions { starts, full: has_full })
 }
 
 /// A defined dynamic symbol must agree with the full symbol table (which the linker wrote from

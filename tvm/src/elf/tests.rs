@@ -301,3 +301,36 @@ fn version_definitions() {
     has(&edited(&b, verdef, &2u16.to_le_bytes()), &["DT_VERDEF entry at", "version 2"]);
     has(&edited(&b, verdef + 8, &7u32.to_le_bytes()), &["DT_VERDEF entry at", "hash 0x7"]);
 }
+
+/// The model without its full symbol table (`strip`), as a user may ship it.
+fn stripped() -> Vec<u8> {
+    let dir = std::env::temp_dir().join(format!("relaxvm-elf-strip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (src, out) = (dir.join("mlp.so"), dir.join("stripped.so"));
+    std::fs::write(&src, mlp()).unwrap();
+    let done = std::process::Command::new("strip").arg("-o").arg(&out).arg(&src).output();
+    let done = done.expect("binutils' strip is needed for this test");
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let bytes = std::fs::read(&out).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    bytes
+}
+
+#[test]
+fn a_stripped_model_validates_with_weaker_initializer_checks() {
+    let b = stripped();
+    assert!(sections::Sections::read(&headers::parse(&b).unwrap()).unwrap().full_symbols(&b).unwrap().is_none());
+    validate(&b).unwrap();
+    // DT_INIT must still start .init.
+    has(
+        &edited(&b, dyn_entry(&b, elf::DT_INIT) + 8, &[0x08]),
+        &["DT_INIT is 0x1008", "nor, the library being stripped"],
+    );
+    // An init_array entry outside the code.
+    let rela = section(&b, ".rela.dyn").0;
+    let init = section(&b, ".init_array").0;
+    let mut m = b.clone();
+    m[rela + 16..rela + 24].copy_from_slice(&0x5000u64.to_le_bytes());
+    m[init..init + 8].copy_from_slice(&0x5000u64.to_le_bytes());
+    has(&err(&m), &["DT_INIT_ARRAY entry 0 is 0x5000"]);
+}
