@@ -98,11 +98,14 @@ pub fn check(lib: &Lib<'_>, sections: &Sections) -> Result<Functions> {
             }
         }
         if !s.defined() {
-            if s.kind() == elf::STT_SECTION || s.bind() == elf::STB_LOCAL || s.value != 0 {
+            // A non-default visibility makes the loader bind the import to this library itself
+            // (at its load address plus the value 0): a call through it jumps to the ELF header.
+            if s.kind() == elf::STT_SECTION || s.bind() == elf::STB_LOCAL || s.value != 0 || other & 3 != 0 {
                 return Err(at(format!(
-                    "an undefined symbol with binding {}, type {}, value {:#x}: expected global or weak, not a section, value 0",
+                    "an undefined symbol with binding {}, type {}, visibility {}, value {:#x}: expected global or weak, not a section, default visibility, value 0",
                     s.bind(),
                     s.kind(),
+                    other & 3,
                     s.value
                 )));
             }

@@ -187,6 +187,12 @@ fn symbols_and_hash() {
         &mutant(|b| b[dynsym(&mlp(), "__tvm_ffi_add") + 8] ^= 4),
         &["__tvm_ffi_add", "but 0x1110, 2837, 0x12 in the symbol table"],
     );
+    // An import made hidden: the loader would bind it to the library's own load address (a
+    // death the bit-flip campaign found: __cxa_finalize called at exit jumped to the header).
+    has(
+        &mutant(|b| b[dynsym(&mlp(), "__cxa_finalize") + 5] = 2),
+        &["(__cxa_finalize): an undefined symbol", "visibility 2"],
+    );
     // An undefined symbol made defined in section 1 (where its value 0 is not).
     has(
         &mutant(|b| b[dynsym(&mlp(), "__gmon_start__") + 6] = 1),
