@@ -101,7 +101,8 @@ pub fn check(lib: &Lib<'_>, sections: &Sections, functions: &symbols::Functions)
                 return Err(at(format!("symbol index {} is past the {} dynamic symbols", r.sym, lib.nsyms)));
             }
             place(lib, r.offset, table, i)?;
-            let within = |sec: Option<(u64, u64)>| sec.is_none_or(|(a, n)| r.offset >= a && r.offset + 8 <= a + n);
+            let within =
+                |sec: Option<(u64, u64)>| sec.is_none_or(|(a, n)| r.offset >= a && r.offset + 8 <= a.saturating_add(n));
             let value = match r.kind {
                 DTPMOD | DTPOFF => {
                     // Thread-local data of the library itself (symbol 0): the module id, and an
@@ -152,8 +153,6 @@ pub fn check(lib: &Lib<'_>, sections: &Sections, functions: &symbols::Functions)
                     if r.kind != ABS64 && !refs.insert(r.sym) {
                         return Err(at(format!("a second GOT or PLT entry for symbol {}", r.sym)));
                     }
-                    let within =
-                        |sec: Option<(u64, u64)>| sec.is_none_or(|(a, n)| r.offset >= a && r.offset + 8 <= a + n);
                     if (r.kind == GLOB_DAT && !within(got)) || (r.kind == JUMP_SLOT && !within(got_plt)) {
                         return Err(at("the target is outside the GOT (.got or .got.plt) its type writes".into()));
                     }

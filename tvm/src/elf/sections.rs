@@ -85,7 +85,7 @@ impl Sections {
             s.flags & u64::from(elf::SHF_EXECINSTR) != 0
                 && s.kind == elf::SHT_PROGBITS
                 && addr >= s.addr
-                && addr < s.addr + s.size
+                && addr < s.addr.saturating_add(s.size)
         })
     }
 

@@ -143,13 +143,16 @@ pub fn check(lib: &Lib<'_>, sections: &Sections) -> Result<Functions> {
             return Err(at(format!("a function at {:#x}, outside the executable segments", s.value)));
         }
         if let Some(sec) = sections.get(s.shndx) {
-            if sec.flags & u64::from(elf::SHF_ALLOC) == 0 || s.value < sec.addr || end > sec.addr + sec.size {
+            if sec.flags & u64::from(elf::SHF_ALLOC) == 0
+                || s.value < sec.addr
+                || end > sec.addr.saturating_add(sec.size)
+            {
                 return Err(at(format!(
                     "address {:#x}..{end:#x} is not inside its section {} ({:#x}..{:#x})",
                     s.value,
                     sec.name,
                     sec.addr,
-                    sec.addr + sec.size
+                    sec.addr.saturating_add(sec.size)
                 )));
             }
             if s.kind() == elf::STT_FUNC && sec.flags & u64::from(elf::SHF_EXECINSTR) == 0 {
