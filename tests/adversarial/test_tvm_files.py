@@ -164,6 +164,11 @@ def _mutants() -> dict[str, tuple[bytes, str]]:
             patch((init, "<Q", _u("<Q", good, init) + 1), (rela + 16, "<Q", _u("<Q", good, rela + 16) + 1)),
             "DT_INIT_ARRAY entry 0 is 0x1101, which is not the address of a function",
         ),
+        # Deaths of the full campaign before their checks: DT_RELAENT's tag flipped to DT_NEEDED
+        # (glibc read the missing entry size through NULL), an import made hidden (bound to the
+        # library's own base, called at exit).
+        "relaent tag": (patch((_dynamic_entry(good, 9), "<Q", 1)), "DT_RELA without DT_RELAENT"),
+        "hidden import": (patch((_dynsym(good, "__cxa_finalize") + 5, "<B", 2)), "visibility 2"),
         "dynsym value": (patch((add + 8, "<Q", _u("<Q", good, add + 8) + 16)), "in the symbol table"),
         "gnu.hash bloom": (patch((gnu + 8, "<I", 3)), "power-of-two Bloom size"),
     }

@@ -175,8 +175,17 @@ fn check_values(d: &Dynamic) -> Result<()> {
             return Err(bad(format!("{} without {} (or the reverse)", name(table), name(size))));
         }
     }
-    if d.get(elf::DT_JMPREL).is_some() && d.get(elf::DT_PLTREL).is_none() {
-        return Err(bad("DT_JMPREL without DT_PLTREL"));
+    // glibc reads the entry size of each table it has without checking it is there: a missing
+    // one is a NULL dereference in the loader (a campaign death: DT_RELAENT's tag flipped).
+    for (table, entry) in [
+        (elf::DT_JMPREL, elf::DT_PLTREL),
+        (elf::DT_RELA, elf::DT_RELAENT),
+        (DT_RELR, DT_RELRENT),
+        (elf::DT_SYMTAB, elf::DT_SYMENT),
+    ] {
+        if d.get(table).is_some() && d.get(entry).is_none() {
+            return Err(bad(format!("{} without {}", name(table), name(entry))));
+        }
     }
     for tag in [elf::DT_STRTAB, elf::DT_SYMTAB] {
         if d.get(tag).is_none() {

@@ -107,6 +107,9 @@ fn dynamic_entry_sizes_and_tags() {
         &["a second DT_DEBUG"],
     );
     has(&mutant(|b| u64_at_mut(b, dyn_entry(&mlp(), elf::DT_RELACOUNT) + 8, 4)), &["DT_RELACOUNT is 4", "first 3"]);
+    // DT_RELAENT's tag turned into DT_NEEDED: glibc would read the missing entry size through a
+    // null pointer (a death the bit-flip campaign found).
+    has(&mutant(|b| b[dyn_entry(&mlp(), elf::DT_RELAENT)] = 1), &["DT_RELA without DT_RELAENT"]);
     has(
         &mutant(|b| u64_at_mut(b, dyn_entry(&mlp(), elf::DT_STRSZ) + 8, 20)),
         &["DT_STRTAB is 0x3d8 with DT_STRSZ 20, but the .dynstr section is at 0x3d8 with 236 bytes"],
