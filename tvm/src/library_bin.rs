@@ -33,14 +33,19 @@ pub struct Module<'a> {
 pub fn modules(symbol: &[u8]) -> Result<Vec<Module<'_>>> {
     let mut b = Bytes::new(symbol, "__tvm_ffi__library_bin");
     let nbytes = b.u64("size")?;
-    let body = usize::try_from(nbytes).ok().filter(|n| *n <= b.remaining()).ok_or_else(|| {
-        b.err(format!("the blob declares {nbytes} bytes, but the symbol holds only {}", b.remaining()))
+    // Exactly: the symbol's size is also the hole the loaded copy of the library leaves
+    // (ffi/private_copy.rs), so no byte outside what is decoded here may be in it.
+    let body = usize::try_from(nbytes).ok().filter(|n| *n == b.remaining()).ok_or_else(|| {
+        let how = if nbytes > b.remaining() as u64 { "only " } else { "" };
+        b.err(format!("the blob declares {nbytes} bytes, but the symbol holds {how}{} after the size", b.remaining()))
     })?;
     let mut b = Bytes::new(b.take(body, "module tree")?, "module tree of __tvm_ffi__library_bin");
     let indptr = b.vec_i64("import_tree_indptr")?;
     let children = b.vec_i64("import_tree_child_indices")?;
-    let mut out = Vec::new();
+    let mut out: Vec<Module<'_>> = Vec::new();
     while b.remaining() > 0 {
+        // Each module takes at least its 8-byte kind length: the list grows with the bytes read.
+        out.try_reserve(1).map_err(|_| b.err("module list: out of memory"))?;
         let kind = b.string("module kind")?;
         let payload = if kind == LIB_KIND {
             None

@@ -98,20 +98,40 @@ impl<'a> Bytes<'a> {
         let n = self.count(field, 1)?;
         let at = self.pos;
         let b = self.take(n, field)?;
-        String::from_utf8(b.to_vec())
-            .map_err(|_| Error::format(format!("{} at byte {at}: {field} is not valid UTF-8", self.what)))
+        let s = std::str::from_utf8(b)
+            .map_err(|_| Error::format(format!("{} at byte {at}: {field} is not valid UTF-8", self.what)))?;
+        let mut out = String::new();
+        out.try_reserve_exact(n).map_err(|_| self.err(format!("{field}: no memory for {n} bytes")))?;
+        out.push_str(s);
+        Ok(out)
+    }
+
+    /// An empty vector with room for `n` items, or an error naming `field` when memory runs out.
+    /// Callers take `n` from [`Bytes::count`], so the room is bounded by the bytes left.
+    pub fn vec_with_capacity<T>(&self, n: usize, field: &str) -> Result<Vec<T>> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(n).map_err(|_| self.err(format!("{field}: no memory for {n} items")))?;
+        Ok(v)
     }
 
     /// A `u64`-counted vector of `i64`.
     pub fn vec_i64(&mut self, field: &str) -> Result<Vec<i64>> {
         let n = self.count(field, 8)?;
-        (0..n).map(|_| self.i64(field)).collect()
+        let mut v = self.vec_with_capacity(n, field)?;
+        for _ in 0..n {
+            v.push(self.i64(field)?);
+        }
+        Ok(v)
     }
 
     /// A `u64`-counted vector of strings.
     pub fn vec_string(&mut self, field: &str) -> Result<Vec<String>> {
         let n = self.count(field, 8)?;
-        (0..n).map(|_| self.string(field)).collect()
+        let mut v = self.vec_with_capacity(n, field)?;
+        for _ in 0..n {
+            v.push(self.string(field)?);
+        }
+        Ok(v)
     }
 
     /// Fails unless every byte was read.

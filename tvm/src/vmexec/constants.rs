@@ -25,7 +25,7 @@ const TENSOR_MAGIC: u64 = 0xDD5E_40F0_96B4_A13F;
 /// The constants, in pool order.
 pub fn read(b: &mut Bytes<'_>) -> Result<Vec<Value>> {
     let n = b.count("constant pool", 4)?;
-    let mut out = Vec::with_capacity(n);
+    let mut out = b.vec_with_capacity(n, "constant pool")?;
     for i in 0..n {
         let at = b.pos();
         let type_index = b.i32("constant type index")?;
@@ -94,7 +94,10 @@ fn read_tensor(b: &mut Bytes<'_>) -> Result<Tensor> {
         .filter(|n| *n <= 64)
         .ok_or_else(|| b.err(format!("tensor ndim {ndim} (expected 0..=64)")))?;
     let dtype = read_dtype(b)?;
-    let dims = (0..ndim).map(|_| b.i64("tensor shape")).collect::<Result<Vec<i64>>>()?;
+    let mut dims = Vec::with_capacity(ndim); // at most 64
+    for _ in 0..ndim {
+        dims.push(b.i64("tensor shape")?);
+    }
     let nbytes = b.i64("tensor nbytes")?;
     let expected = relaxvm::shape::numel(&dims)
         .and_then(|n| n.checked_mul(dtype.itemsize()))

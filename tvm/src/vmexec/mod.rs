@@ -67,7 +67,7 @@ pub fn read_parts(bytes: &[u8]) -> Result<ExecutableParts> {
 fn read_functions(b: &mut Bytes<'_>) -> Result<Vec<FuncInfo>> {
     // A function entry takes at least 4 + 8 + 5 * 8 bytes.
     let n = b.count("function table", 52)?;
-    let mut funcs = Vec::with_capacity(n);
+    let mut funcs = b.vec_with_capacity(n, "function table")?;
     for i in 0..n {
         let at = b.pos();
         let kind = b.i32("function kind")?;

@@ -1,0 +1,53 @@
+//! The ELF identification and file header: a 64-bit little-endian shared library for this
+//! machine.
+
+use super::bad;
+use object::elf;
+use object::read::elf::{ElfFile64, FileHeader};
+use object::Endianness;
+use relaxvm::Result;
+
+/// The machine this build runs on, as ELF names it.
+#[cfg(target_arch = "x86_64")]
+pub const HOST_MACHINE: (u16, &str) = (elf::EM_X86_64, "x86-64");
+#[cfg(target_arch = "aarch64")]
+pub const HOST_MACHINE: (u16, &str) = (elf::EM_AARCH64, "AArch64");
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub const HOST_MACHINE: (u16, &str) = (elf::EM_NONE, "this machine");
+
+/// Parses the headers (the `object` crate checks the tables it reads lie inside the file).
+pub fn parse(bytes: &[u8]) -> Result<ElfFile64<'_, Endianness>> {
+    if !bytes.starts_with(b"\x7fELF") {
+        let head: Vec<String> = bytes.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        return Err(bad(format!("not an ELF file: it starts with bytes [{}], expected 7f 45 4c 46", head.join(" "))));
+    }
+    match bytes.get(4) {
+        Some(&elf::ELFCLASS64) => {}
+        Some(c) => return Err(bad(format!("ELF class {c}, expected {} (64-bit)", elf::ELFCLASS64))),
+        None => return Err(bad("the file ends inside the ELF identification")),
+    }
+    match bytes.get(5) {
+        Some(&elf::ELFDATA2LSB) => {}
+        Some(d) => return Err(bad(format!("ELF data encoding {d}, expected {} (little-endian)", elf::ELFDATA2LSB))),
+        None => return Err(bad("the file ends inside the ELF identification")),
+    }
+    let file = ElfFile64::<Endianness>::parse(bytes).map_err(|e| bad(format!("{e} (truncated or corrupt?)")))?;
+    let header = file.elf_header();
+    let endian = file.endian();
+    let machine = header.e_machine(endian);
+    if machine != HOST_MACHINE.0 {
+        return Err(bad(format!(
+            "built for ELF machine {machine}, but this is {} (machine {})",
+            HOST_MACHINE.1, HOST_MACHINE.0
+        )));
+    }
+    let kind = header.e_type(endian);
+    if kind != elf::ET_DYN {
+        return Err(bad(format!("ELF type {kind}, expected {} (a shared library)", elf::ET_DYN)));
+    }
+    let phentsize = header.e_phentsize(endian);
+    if phentsize != 56 {
+        return Err(bad(format!("program header size {phentsize}, expected 56")));
+    }
+    Ok(file)
+}
