@@ -152,9 +152,17 @@ unsafe fn borrow_dl_tensor(t: &DLTensor) -> Result<Tensor> {
     let len = span.checked_mul(dtype.itemsize()).ok_or_else(|| Error::value("tensor too large"))?;
     let base = (t.data as *mut u8).wrapping_add(t.byte_offset as usize);
     let storage = match NonNull::new(base) {
-        // SAFETY: the caller's contract: `len` bytes from `base` stay valid while the tensor
-        // (and so the storage) is used; the owner is a unit, so dropping frees nothing.
-        Some(p) => unsafe { Storage::from_external(p, len, Device::cpu(0), Box::new(())) },
+        Some(p) => {
+            // SAFETY: the caller's contract: `len` bytes from `base` stay valid while the tensor
+            // (and so the storage) is used; the owner is a unit, so dropping frees nothing.
+            let s = unsafe { Storage::from_external(p, len, Device::cpu(0), Box::new(())) };
+            // A constant the kernel was given and passes on (e.g. as a sort's output): the
+            // callee's writes are refused, not faults in Rust code.
+            if len > 0 && relaxvm::storage::read_only::overlaps(p.as_ptr() as usize, len) {
+                s.freeze();
+            }
+            s
+        }
         None if len == 0 => Storage::alloc(0, Device::cpu(0))?,
         None => return Err(Error::value("a DLTensor with null data")),
     };
