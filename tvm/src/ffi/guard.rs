@@ -206,6 +206,21 @@ mod tests {
     }
 
     #[test]
+    fn a_launch_whose_tasks_fault_fails_with_the_faults_error() {
+        let pages = ReadOnlyPages::filled(64, |_| Ok(())).unwrap();
+        let at = pages.as_ptr().as_ptr().cast::<c_void>();
+        for num_task in [0, 1, 2] {
+            crate::ffi::raised::clear();
+            let rc = crate::ffi::pool::launch(crate::ffi::pool::global(), relaxvm_guard_test_store_task, at, num_task);
+            assert_eq!(rc, -1);
+            let e = crate::ffi::raised::take("kernel \"k\"");
+            assert!(e.to_string().contains("of a parallel kernel wrote to read-only memory at 0x"), "{e}");
+        }
+        // SAFETY: the page is readable.
+        assert_eq!(unsafe { *at.cast::<u8>() }, 0);
+    }
+
+    #[test]
     fn an_unguarded_stretch_leaves_the_guard_and_restores_it() {
         // Inside `Unguarded`, the thread has no guard; afterwards the same one again (checked
         // through a guarded call that faults: it returns to its own guard).
