@@ -235,3 +235,4 @@ mod tests {
         assert!(store_at(pages.as_ptr().as_ptr()).unwrap().is_err());
     }
 }
+
