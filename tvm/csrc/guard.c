@@ -33,9 +33,18 @@ struct guard {
     void *fault_addr;
 };
 
-/* The innermost guard of this thread, or NULL outside guarded calls. Initial-exec TLS: reading
- * it from the signal handler allocates nothing. */
-static __thread struct guard *top __attribute__((tls_model("initial-exec")));
+/* The innermost guard of this thread, or NULL outside guarded calls. In a library loaded with
+ * dlopen (the Python extension) a thread's first access to a __thread variable may allocate its
+ * block, which a signal handler must not do; the handler reads it only for a fault on registered
+ * read-only pages, which no code but a guarded kernel writes to (relaxvm refuses every write
+ * of its own, and numpy's views of constants are read-only), and a thread that ran a guarded
+ * call has its block already. (Initial-exec TLS would need no block, but does not fit the static
+ * TLS space a dlopened library may use; a pthread key costs twice as much per call.) */
+static __thread struct guard *top;
+
+static struct guard *top_get(void) { return top; }
+
+static void top_set(struct guard *g) { top = g; }
 
 static is_read_only_t is_read_only;
 static struct sigaction previous_segv, previous_bus;
@@ -60,11 +69,14 @@ static void chain(int sig, siginfo_t *info, void *context) {
 }
 
 static void handler(int sig, siginfo_t *info, void *context) {
-    struct guard *g = top;
-    if (g != NULL && is_read_only != NULL && is_read_only((uintptr_t)info->si_addr)) {
-        g->fault_addr = info->si_addr;
-        top = g->prev;
-        siglongjmp(g->buf, 1);
+    /* The address first: see `top` for why the thread-local is read only then. */
+    if (is_read_only != NULL && info->si_code > 0 && is_read_only((uintptr_t)info->si_addr)) {
+        struct guard *g = top_get();
+        if (g != NULL) {
+            g->fault_addr = info->si_addr;
+            top_set(g->prev);
+            siglongjmp(g->buf, 1);
+        }
     }
     chain(sig, info, context);
 }
@@ -87,44 +99,46 @@ int relaxvm_guard_install(is_read_only_t check) {
 int relaxvm_guard_safe_call(safe_call_t f, void *self, const TVMFFIAny *args, int32_t num_args,
                             TVMFFIAny *result, void **fault) {
     struct guard g;
-    g.prev = top;
+    g.prev = top_get();
     g.fault_addr = NULL;
     *fault = NULL;
     if (sigsetjmp(g.buf, 0) != 0) {
         *fault = g.fault_addr;
         return -1;
     }
-    top = &g;
+    top_set(&g);
     int rc = f(self, args, num_args, result);
-    top = g.prev;
+    top_set(g.prev);
     return rc;
 }
 
 /* Calls one task of a parallel launch; as relaxvm_guard_safe_call. */
 int relaxvm_guard_lambda(lambda_t f, int task_id, void *env, void *cdata, void **fault) {
     struct guard g;
-    g.prev = top;
+    g.prev = top_get();
     g.fault_addr = NULL;
     *fault = NULL;
     if (sigsetjmp(g.buf, 0) != 0) {
         *fault = g.fault_addr;
         return -1;
     }
-    top = &g;
+    top_set(&g);
     int rc = f(task_id, env, cdata);
-    top = g.prev;
+    top_set(g.prev);
     return rc;
 }
 
 /* Marks the thread as outside guarded calls (Rust code called back from a kernel): returns the
  * guard to restore with relaxvm_guard_resume. */
 void *relaxvm_guard_suspend(void) {
-    struct guard *g = top;
-    top = NULL;
+    struct guard *g = top_get();
+    if (g != NULL) top_set(NULL);
     return g;
 }
 
-void relaxvm_guard_resume(void *g) { top = (struct guard *)g; }
+void relaxvm_guard_resume(void *g) {
+    if (g != NULL) top_set((struct guard *)g);
+}
 
 /* Test support: a "kernel" that stores `value` at the address its one argument carries. */
 int relaxvm_guard_test_store(void *self, const TVMFFIAny *args, int32_t num_args, TVMFFIAny *result) {

@@ -19,8 +19,8 @@
 //! faulting write itself did not happen. What a faulting kernel leaves behind: its outputs are
 //! partly written, and workspace it allocated and had not freed yet is leaked.
 //!
-//! The cost is one `sigsetjmp` without a signal mask (no system call) and two thread-local
-//! stores per call; see the measurement in `docs/memory.md`.
+//! The cost is one `sigsetjmp` without a signal mask (no system call) and three accesses to a
+//! thread-local per call; see the measurement in `docs/memory.md`.
 
 use super::abi::{ParallelLambda, SafeCall, TVMFFIAny, TVMParallelGroupEnv};
 use std::ffi::{c_int, c_void};
@@ -235,4 +235,3 @@ mod tests {
         assert!(store_at(pages.as_ptr().as_ptr()).unwrap().is_err());
     }
 }
-
