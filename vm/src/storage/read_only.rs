@@ -33,6 +33,7 @@ struct Chunk {
 
 impl Chunk {
     const fn new() -> Self {
+        #[allow(clippy::declare_interior_mutable_const)] // each use is a fresh slot: the point
         const FREE: Slot =
             Slot { claimed: AtomicBool::new(false), start: AtomicUsize::new(0), end: AtomicUsize::new(0) };
         Chunk { slots: [FREE; SLOTS], next: AtomicPtr::new(std::ptr::null_mut()) }

@@ -123,7 +123,7 @@ mod tests {
         assert!(sa.storage().is_sealed() && sa.storage().is_frozen());
         assert_eq!(f32s(sa), [1.0, 2.0, 3.0]);
         assert!(crate::storage::read_only::contains(sa.data_ptr() as usize));
-        assert!(sa.data_ptr() as usize % ALIGNMENT == 0);
+        assert!((sa.data_ptr() as usize).is_multiple_of(ALIGNMENT));
         // The tuple shared with `outside` was copied; its tensor shares the sealed storage.
         let Value::Tuple(items) = &constants[1] else { panic!() };
         assert!(!Arc::ptr_eq(items, &outside) && !outside[0].as_tensor().unwrap().storage().is_frozen());
