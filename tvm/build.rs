@@ -3,8 +3,14 @@
 //! program of another crate that opens TVM libraries needs the same link arguments in its own
 //! build script (as builder/build.rs has for the CLI). Cargo refuses the `-examples` and
 //! `-benches` forms for a package without such targets; add them here with the first one.
+//!
+//! It also compiles the C side of the kernel-call guard (`csrc/guard.c`, see
+//! `src/ffi/guard.rs`): `sigsetjmp` cannot be called from Rust, and the jump out of a faulting
+//! kernel must skip kernel frames only.
 
 fn main() {
+    println!("cargo:rerun-if-changed=csrc/guard.c");
+    cc::Build::new().file("csrc/guard.c").compile("relaxvm_guard");
     for symbol in ["TVMFFIErrorSetRaisedFromCStrParts", "TVMFFIErrorSetRaisedFromCStr"] {
         println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol={symbol}");
     }

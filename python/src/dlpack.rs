@@ -7,7 +7,13 @@
 //!
 //! Import (`rx.from_dlpack(x)`): we call `x.__dlpack__()`, take ownership of the managed
 //! tensor (renaming the capsule), and wrap its memory in a storage whose owner calls the
-//! producer's deleter when the last tensor viewing it is dropped.
+//! producer's deleter when the last tensor viewing it is dropped. A tensor the producer flags
+//! read-only (`DLPACK_FLAG_BITMASK_READ_ONLY`: numpy's read-only arrays, our constants) is
+//! imported frozen: every write through relaxvm is refused, numpy views of it are not writeable,
+//! and native kernels get a private copy (docs/memory.md).
+//!
+//! Export of a read-only tensor: the versioned capsule carries the read-only flag; a DLPack 0.x
+//! consumer cannot be told, so it gets a copy (see `Tensor.__dlpack__`).
 
 use crate::errors::IntoPyResult;
 use pyo3::exceptions::{PyBufferError, PyTypeError};
@@ -199,11 +205,12 @@ impl Drop for Imported {
     }
 }
 
-/// Wraps the tensor described by `dl` (owned through `owner`) without copying.
+/// Wraps the tensor described by `dl` (owned through `owner`) without copying; frozen (every
+/// write refused) when the producer said the memory is `read_only`.
 ///
 /// # Safety
 /// `dl` must be a valid DLTensor whose memory lives as long as `owner`.
-unsafe fn import_tensor(py: Python<'_>, dl: &DLTensor, owner: Imported) -> PyResult<Tensor> {
+unsafe fn import_tensor(py: Python<'_>, dl: &DLTensor, owner: Imported, read_only: bool) -> PyResult<Tensor> {
     let device = Device {
         device_type: DeviceType::from_code(dl.device.device_type).py_err(py)?,
         device_id: dl.device.device_id,
@@ -241,11 +248,21 @@ unsafe fn import_tensor(py: Python<'_>, dl: &DLTensor, owner: Imported) -> PyRes
     // SAFETY: the producer keeps `extent` bytes from `start` alive until its deleter runs,
     // which `owner` calls only when the storage (and every tensor viewing it) is dropped.
     let storage = unsafe { Storage::from_external(ptr, extent, device, Box::new(owner)) };
-    Tensor::from_parts(storage, 0, shape.into(), strides, dtype).and_then(Tensor::with_normalized_bools).py_err(py)
+    if read_only {
+        storage.freeze();
+    }
+    let t = Tensor::from_parts(storage, 0, shape.into(), strides, dtype).and_then(Tensor::with_normalized_bools);
+    let t = t.py_err(py)?;
+    if read_only {
+        // A bool tensor with bytes other than 0 and 1 was copied: the copy is read-only too.
+        t.storage().freeze();
+    }
+    Ok(t)
 }
 
-/// Takes the tensor out of a DLPack capsule, renaming the capsule as consumed.
-pub fn from_capsule(py: Python<'_>, cap: &Bound<'_, PyCapsule>) -> PyResult<(Tensor, bool)> {
+/// Takes the tensor out of a DLPack capsule, renaming the capsule as consumed; frozen when the
+/// capsule flags it read-only.
+pub fn from_capsule(py: Python<'_>, cap: &Bound<'_, PyCapsule>) -> PyResult<Tensor> {
     // SAFETY: the capsule's name tells which structure its pointer holds; after renaming it to
     // "used_*" the producer no longer frees it and `Imported` owns it.
     unsafe {
@@ -260,7 +277,7 @@ pub fn from_capsule(py: Python<'_>, cap: &Bound<'_, PyCapsule>) -> PyResult<(Ten
                 return Err(PyErr::fetch(py));
             }
             let dl = &(*m).dl_tensor;
-            return import_tensor(py, dl, Imported::Versioned(m)).map(|t| (t, read_only));
+            return import_tensor(py, dl, Imported::Versioned(m), read_only);
         }
         if ffi::PyCapsule_IsValid(cap.as_ptr(), DLTENSOR.as_ptr()) == 1 {
             let m = ffi::PyCapsule_GetPointer(cap.as_ptr(), DLTENSOR.as_ptr()).cast::<DLManagedTensor>();
@@ -268,7 +285,9 @@ pub fn from_capsule(py: Python<'_>, cap: &Bound<'_, PyCapsule>) -> PyResult<(Ten
                 return Err(PyErr::fetch(py));
             }
             let dl = &(*m).dl_tensor;
-            return import_tensor(py, dl, Imported::Legacy(m)).map(|t| (t, false));
+            // DLPack 0.x has no read-only flag: producers export only writable memory this way
+            // (numpy refuses a read-only array with BufferError).
+            return import_tensor(py, dl, Imported::Legacy(m), false);
         }
     }
     Err(PyTypeError::new_err(

@@ -85,6 +85,11 @@ fn tensor_from_raw(
     Ok(t)
 }
 
+/// What writing a read-only tensor says (Python's writes: `t[...] = `, `copyfrom`, writable
+/// buffers); the VM's builtins say the same through `relaxvm::Storage::write`.
+pub(crate) const READ_ONLY: &str =
+    "this tensor is read-only (a constant of an executable, or memory imported read-only through DLPack)";
+
 /// A copy of `t` in fresh runtime-owned contiguous storage (one pass over the bytes).
 pub fn copy_tensor(py: Python<'_>, t: &Tensor) -> PyResult<Tensor> {
     let storage = relaxvm::Storage::alloc_filled(t.nbytes(), t.device(), |dst| {
@@ -121,7 +126,7 @@ fn numpy_view<'py>(py: Python<'py>, t: &Tensor, owner: Bound<'py, PyAny>) -> PyR
             dims.as_mut_ptr(),
             strides.as_mut_ptr(),
             t.data_ptr().cast(),
-            // A constant's memory is read-only (docs/memory.md); numpy refuses writes to it.
+            // Read-only memory (constants, read-only imports: docs/memory.md): numpy refuses writes.
             if t.storage().is_frozen() { 0 } else { NPY_ARRAY_WRITEABLE },
             std::ptr::null_mut(),
         );
@@ -229,6 +234,9 @@ impl PyTensor {
     /// Copies `source` (a tensor or array-like of the same shape) into this tensor in place.
     fn copyfrom<'py>(slf: &Bound<'py, Self>, source: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Self>> {
         let py = slf.py();
+        if slf.get().0.storage().is_frozen() {
+            return Err(PyValueError::new_err(READ_ONLY));
+        }
         let dst = numpy_view(py, &slf.get().0, slf.clone().into_any())?;
         let np = py.import(pyo3::intern!(py, "numpy"))?;
         let kwargs = PyDict::new(py);
@@ -259,11 +267,14 @@ impl PyTensor {
             }
         }
         let versioned = max_version.is_some_and(|v| v.0 >= 1);
-        // A constant is read-only; a DLPack 0.x consumer cannot be told so, so it gets a copy.
+        // A read-only tensor (a constant, a read-only import) is exported with the read-only flag
+        // to a DLPack 1.x consumer; a 0.x consumer cannot be told, so it gets a copy (numpy
+        // refuses with BufferError instead; a copy keeps old consumers working and the memory
+        // unchanged).
         let read_only_for_legacy = slf.get().0.storage().is_frozen() && !versioned;
         if read_only_for_legacy && copy == Some(false) {
             return Err(PyBufferError::new_err(
-                "this tensor is a read-only constant and a DLPack 0.x consumer cannot be told so: allow a copy",
+                "this tensor is read-only (a constant of an executable, or memory imported read-only through DLPack) and a DLPack 0.x consumer cannot be told so: allow a copy",
             ));
         }
         let t = if copy == Some(true) || read_only_for_legacy {
@@ -340,7 +351,7 @@ impl PyTensor {
     fn __setitem__<'py>(slf: &Bound<'py, Self>, index: &Bound<'py, PyAny>, value: &Bound<'py, PyAny>) -> PyResult<()> {
         let py = slf.py();
         if slf.get().0.storage().is_frozen() {
-            return Err(PyValueError::new_err("this tensor is a read-only constant"));
+            return Err(PyValueError::new_err(READ_ONLY));
         }
         let view = numpy_view(py, &slf.get().0, slf.clone().into_any())?;
         view.set_item(index, value)
@@ -479,12 +490,12 @@ pub fn empty<'py>(
     PyTensor::wrap(py, Tensor::zeros(shape, dtype, extract_device(device)?).py_err(py)?)
 }
 
-/// Imports any object with `__dlpack__` (or a raw capsule) as a tensor, without copying when
-/// the producer's memory is writeable.
+/// Imports any object with `__dlpack__` (or a raw capsule) as a tensor, without copying; a
+/// tensor the producer flags read-only is imported read-only (frozen).
 pub fn from_dlpack_object(ob: &Bound<'_, PyAny>) -> PyResult<Tensor> {
     let py = ob.py();
     if let Ok(cap) = ob.cast::<PyCapsule>() {
-        return crate::dlpack::from_capsule(py, cap).map(|(t, _)| t);
+        return crate::dlpack::from_capsule(py, cap);
     }
     if let Ok(t) = ob.cast::<PyTensor>() {
         return Ok(t.get().0.clone());
@@ -504,15 +515,10 @@ pub fn from_dlpack_object(ob: &Bound<'_, PyAny>) -> PyResult<Tensor> {
         Err(e) if e.is_instance_of::<PyTypeError>(py) => ob.call_method0(pyo3::intern!(py, "__dlpack__"))?,
         Err(e) => return Err(e),
     };
-    let (t, read_only) = crate::dlpack::from_capsule(
+    crate::dlpack::from_capsule(
         py,
         cap.cast::<PyCapsule>().map_err(|_| PyTypeError::new_err("__dlpack__ did not return a capsule"))?,
-    )?;
-    if read_only {
-        // Builtins may write into their arguments: never hand them read-only memory.
-        return copy_tensor(py, &t);
-    }
-    Ok(t)
+    )
 }
 
 /// `rx.from_dlpack(x)`: a tensor sharing `x`'s memory through the DLPack protocol.

@@ -73,7 +73,7 @@ pub unsafe fn get_buffer(obj: &Bound<'_, PyTensor>, view: *mut ffi::Py_buffer, f
     })?;
     let read_only = t.storage().is_frozen();
     if read_only && flags & ffi::PyBUF_WRITABLE != 0 {
-        return Err(PyBufferError::new_err("this tensor is a read-only constant"));
+        return Err(PyBufferError::new_err(crate::tensor::READ_ONLY));
     }
     let strided = !t.is_contiguous();
     if strided && flags & ffi::PyBUF_STRIDES != ffi::PyBUF_STRIDES {

@@ -50,9 +50,11 @@ fn freeze_constants(constants: &[Value]) -> Result<()> {
 
 impl Executable {
     /// Builds an executable from its parts after verifying them (see [`crate::verify`]).
-    pub fn from_parts(parts: ExecutableParts) -> Result<Self> {
+    pub fn from_parts(mut parts: ExecutableParts) -> Result<Self> {
         crate::verify::verify(&parts)?;
         freeze_constants(&parts.constants)?;
+        // Frozen storage refuses safe writes; read-only pages refuse native code's too.
+        crate::tensor::seal::seal_constants(&mut parts.constants)?;
         let func_map = parts.funcs.iter().enumerate().map(|(i, f)| (f.name.clone(), i as u32)).collect();
         let mut locations = parts.locations;
         if locations.iter().all(Option::is_none) {

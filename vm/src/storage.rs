@@ -22,6 +22,10 @@
 //!
 //! A storage is frozen ([`Storage::freeze`]) when it becomes a constant of an executable: every
 //! VM and thread shares constants, so a write to one would change every program's results.
+//! A constant's bytes also live in pages the hardware refuses to write ([`read_only`]; such a
+//! storage is *sealed*), so that native code, which writes through raw pointers, cannot change
+//! them either. Read-only foreign memory (a DLPack import flagged read-only) is frozen but not
+//! sealed: foreign code gets a private copy of it.
 //!
 //! Raw pointers ([`Storage::as_ptr`]) are for foreign code — native kernels, numpy, DLPack
 //! consumers — whose writes run under `unsafe` contracts of their own: such code may write
@@ -34,6 +38,8 @@ use std::any::Any;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+pub mod read_only;
 
 /// The alignment of memory the runtime allocates (a cache line; what DLPack consumers expect).
 pub const ALIGNMENT: usize = 64;
@@ -54,6 +60,8 @@ struct Block {
     state: AtomicUsize,
     /// Set once, never cleared: the bytes are a constant and refuse writes.
     frozen: AtomicBool,
+    /// The bytes lie in [`read_only::ReadOnlyPages`] (always frozen too).
+    sealed: bool,
 }
 
 enum Owner {
@@ -95,7 +103,7 @@ impl Drop for Block {
 
 impl Block {
     fn new(ptr: NonNull<u8>, len: usize, device: Device, owner: Owner) -> Self {
-        Block { ptr, len, device, owner, state: AtomicUsize::new(0), frozen: AtomicBool::new(false) }
+        Block { ptr, len, device, owner, state: AtomicUsize::new(0), frozen: AtomicBool::new(false), sealed: false }
     }
 }
 
@@ -193,6 +201,21 @@ impl Storage {
         owner: Box<dyn Any + Send + Sync>,
     ) -> Self {
         Storage(Arc::new(Block::new(ptr, len, device, Owner::External(owner))))
+    }
+
+    /// A frozen, sealed storage of the `len` bytes at `offset` in read-only `pages` (which it
+    /// keeps mapped); an error when the range does not lie inside them.
+    pub fn from_read_only_pages(pages: Arc<read_only::ReadOnlyPages>, offset: usize, len: usize) -> Result<Self> {
+        if offset.checked_add(len).is_none_or(|end| end > pages.len()) {
+            return Err(Error::index("read-only pages", offset.saturating_add(len) as i64, pages.len()));
+        }
+        // SAFETY: `offset` <= the pages' length (checked above), so the pointer stays inside
+        // the mapping or one past its end (when `len` is 0).
+        let ptr = unsafe { pages.as_ptr().add(offset) };
+        let mut block = Block::new(ptr, len, Device::cpu(0), Owner::External(Box::new(pages)));
+        block.sealed = true;
+        *block.frozen.get_mut() = true;
+        Ok(Storage(Arc::new(block)))
     }
 
     /// The size in bytes.
@@ -318,9 +341,17 @@ impl Storage {
         self.0.frozen.store(true, Ordering::Release);
     }
 
-    /// True once [`Storage::freeze`] was called.
+    /// True once [`Storage::freeze`] was called (always for a sealed storage).
     pub fn is_frozen(&self) -> bool {
         self.0.frozen.load(Ordering::Acquire)
+    }
+
+    /// True when the bytes lie in pages mapped read-only ([`Storage::from_read_only_pages`]):
+    /// a write by any code, native code included, faults instead of changing them. Frozen
+    /// storage that is not sealed (read-only foreign memory) must be copied before native code
+    /// that may write it gets it.
+    pub fn is_sealed(&self) -> bool {
+        self.0.sealed
     }
 }
 
@@ -492,6 +523,37 @@ mod tests {
         let e = alias.write(0, &[9]).unwrap_err();
         assert!(e.to_string().contains("read-only"), "{e}");
         assert_eq!(&*s.bytes(), &[0, 0]);
+    }
+
+    #[test]
+    fn sealed_storage_is_frozen_read_only_pages() {
+        let pages = Arc::new(
+            read_only::ReadOnlyPages::filled(100, |b| {
+                b[10] = 42;
+                Ok(())
+            })
+            .unwrap(),
+        );
+        let s = Storage::from_read_only_pages(pages.clone(), 8, 4).unwrap();
+        assert!(s.is_sealed() && s.is_frozen());
+        assert_eq!(&*s.bytes(), &[0, 0, 42, 0]);
+        assert!(read_only::contains(s.as_ptr() as usize));
+        let e = s.write(0, &[1]).unwrap_err();
+        assert!(e.to_string().contains("read-only"), "{e}");
+        assert!(s.write_with(|_| ()).is_err());
+        assert_eq!(
+            format!("{:?}", Storage::from_read_only_pages(pages.clone(), 98, 4).expect_err("an error")),
+            r#"Index { what: "read-only pages", index: 102, len: 100 }"#
+        );
+        // The storage keeps the pages mapped (and registered) after the caller's handle goes.
+        let at = s.as_ptr() as usize;
+        drop(pages);
+        assert!(read_only::contains(at) && s.bytes()[2] == 42);
+        assert!(!read_only::tests::listed_after_drop(s, at));
+        // Storage that is only frozen is not sealed.
+        let plain = Storage::alloc(4, Device::cpu(0)).unwrap();
+        plain.freeze();
+        assert!(plain.is_frozen() && !plain.is_sealed());
     }
 
     #[test]

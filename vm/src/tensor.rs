@@ -453,5 +453,7 @@ impl fmt::Debug for Tensor {
     }
 }
 
+pub mod seal;
+
 #[cfg(test)]
 mod tests;

@@ -104,6 +104,8 @@ struct Copied {
 #[derive(PartialEq)]
 struct Layout {
     base: usize,
+    /// The bytes from the first element to one past the last.
+    len: usize,
     dtype: DataType,
     dims: Vec<i64>,
     /// In elements; `None` when compact.
@@ -209,6 +211,12 @@ impl CallbackArgs {
             Ok(())
         })?;
         let copy = Tensor::from_parts(storage, 0, Shape::new(layout.dims.clone()), None, layout.dtype)?;
+        // A constant the kernel was given and passes on (e.g. as a sort's output): the copy is
+        // frozen, so the callee's writes are refused and nothing is written back into the
+        // constant's read-only pages.
+        if layout.len > 0 && relaxvm::storage::read_only::overlaps(layout.base, layout.len) {
+            copy.storage().freeze();
+        }
         self.copies.push(Copied { layout, copy: copy.clone() });
         Ok(copy)
     }
@@ -305,5 +313,5 @@ fn layout_of(t: &DLTensor) -> Result<Layout> {
     if base == 0 && len > 0 {
         return Err(Error::value("a DLTensor with null data"));
     }
-    Ok(Layout { base, dtype, dims, strides })
+    Ok(Layout { base, len, dtype, dims, strides })
 }

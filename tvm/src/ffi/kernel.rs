@@ -2,7 +2,7 @@
 //! kernel's error out.
 
 use super::abi::{type_index, DLTensor, SafeCall, TVMFFIAny};
-use super::{convert, raised};
+use super::{convert, guard, raised};
 use relaxvm::{Result, Tensor, Value};
 use smallvec::SmallVec;
 use std::mem::MaybeUninit;
@@ -108,9 +108,15 @@ fn call_direct(name: &str, f: SafeCall, args: &[Value]) -> Option<Result<Value>>
     Some(invoke(name, f, &anys[..args.len()]).and_then(|r| convert::result_from_ffi(&r)))
 }
 
-/// Whether a kernel can view `t` in place: contiguous, and aligned as TVM's kernels assume.
+/// Whether a kernel can view `t` in place: contiguous, aligned as TVM's kernels assume, and
+/// not read-only foreign memory (frozen but not in read-only pages: a DLPack import flagged
+/// read-only, whose memory the hardware may let a kernel write). Such memory reaches the kernel
+/// as a private copy, which is not written back; constants are viewed in place, since their
+/// pages fault on a write.
 fn viewable(t: &Tensor) -> bool {
-    t.is_contiguous() && (t.data_ptr() as usize).is_multiple_of(KERNEL_ALIGNMENT)
+    t.is_contiguous()
+        && (t.data_ptr() as usize).is_multiple_of(KERNEL_ALIGNMENT)
+        && (t.storage().is_sealed() || !t.storage().is_frozen())
 }
 
 /// Calls `f` with `anys`; the kernel's result, or the error it raised.
@@ -128,13 +134,22 @@ fn invoke(name: &str, f: SafeCall, anys: &[TVMFFIAny]) -> Result<TVMFFIAny> {
         // SAFETY: `f` is a kernel exported by a library that stays loaded while this function
         // exists (the caller holds it); `anys` holds `num_args` values whose DLTensors view
         // the arguments (borrowed for the whole call) or the caller's aligned copies, with
-        // shapes owned by those tensors; `result` is writable. The kernel writes only its
-        // outputs, which TVM programs allocate per call: never a constant (frozen storage,
-        // shared across threads), never memory a Rust reader holds (readers are scoped to one
-        // builtin call, and this thread is in this call).
-        unsafe { f(std::ptr::null_mut(), anys.as_ptr(), num_args, &mut result) }
+        // shapes owned by those tensors; `result` is writable. The kernel writes the tensors
+        // it is given in place: never a constant (its pages are read-only, and the guard turns
+        // the fault into an error), never read-only foreign memory (passed as a private copy,
+        // see `viewable`), never memory a Rust reader holds (readers are scoped to one builtin
+        // call, and this thread is in this call).
+        unsafe { guard::safe_call(f, anys.as_ptr(), num_args, &mut result) }
     }));
-    let rc = called.unwrap_or(-1);
+    let rc = match called {
+        Ok(Ok(Ok(rc))) => rc,
+        Ok(Ok(Err(fault))) => {
+            raised::clear();
+            return Err(fault.error(&format!("kernel {name:?}")));
+        }
+        Ok(Err(e)) => return Err(e),
+        Err(_) => -1,
+    };
     if rc != 0 {
         return Err(raised::take(&format!("kernel {name:?}")));
     }
@@ -164,7 +179,13 @@ fn call_staged(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
                         log::debug!(
                             "kernel {name:?}: argument {i} ({}) is {}; passed through an aligned copy (said once per kernel)",
                             t.shape(),
-                            if t.is_contiguous() { "not 64-byte aligned" } else { "strided" }
+                            if !t.is_contiguous() {
+                                "strided"
+                            } else if t.storage().is_frozen() {
+                                "read-only memory"
+                            } else {
+                                "not 64-byte aligned"
+                            }
                         );
                     }
                     let copy = Tensor::from_bytes(t.dtype(), t.shape().clone(), &t.contiguous_bytes()?)?;
@@ -193,7 +214,8 @@ fn call_staged(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
     }
     let result = invoke(name, f, &anys)?;
     // Kernels do not say which arguments they write, so every staged copy goes back — except
-    // into constants: they are read-only inputs (a write to one is refused everywhere else).
+    // into read-only memory (constants, read-only imports): a write to one is refused
+    // everywhere else, and what the kernel wrote into the copy is dropped.
     for s in staged.iter().filter(|s| !tensor_arg(args, s.arg).storage().is_frozen()) {
         write_back(tensor_arg(args, s.arg), &s.copy)?;
     }

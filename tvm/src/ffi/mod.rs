@@ -26,6 +26,7 @@
 //! |---|---|
 //! | `abi.rs` | the C types: `TVMFFIAny`, `DLTensor`, the safe-call and parallel-lambda signatures |
 //! | `convert.rs` | relaxvm values to and from `TVMFFIAny` |
+//! | `guard.rs` | every call into kernel code: a write to a constant becomes an error |
 //! | `kernel.rs` | one kernel call |
 //! | `library.rs` | `Library::open`: validate, dlopen, fill the service slots, find kernels |
 //! | `private_copy.rs` | the copy of a library's bytes the loader maps (one mapping per runtime) |
@@ -36,6 +37,7 @@
 
 pub mod abi;
 pub mod convert;
+pub mod guard;
 mod kernel;
 mod library;
 pub mod pool;

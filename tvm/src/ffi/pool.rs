@@ -40,8 +40,15 @@ impl Launch {
             num_task: task.count() as i32,
         };
         // SAFETY: `lambda` and `cdata` come from the kernel's launch call, which promises a
-        // function callable with any task id below `num_task`; `env` outlives the call.
-        unsafe { (self.lambda)(task.id() as i32, &mut env, self.cdata) == 0 }
+        // function callable with any task id below `num_task`; `env` outlives the call. The
+        // task runs under the kernel-call guard (a write to a constant is an error).
+        match unsafe { super::guard::lambda(self.lambda, task.id() as i32, &mut env, self.cdata) } {
+            Ok(rc) => rc == 0,
+            Err(fault) => {
+                super::raised::set_error(&fault.error(&format!("task {} of a parallel kernel", task.id())));
+                false
+            }
+        }
     }
 }
 

@@ -1,11 +1,12 @@
 //! Loading from a memory-mapped file: tensor constants view the mapping in place, so a large
-//! constant costs neither a copy nor resident memory until its pages are read.
+//! constant costs neither a copy nor resident memory until its pages are read. The mapping is
+//! read-only, so the constants are sealed as they are (no copy into other read-only pages).
 
 use super::{located, reader, LoadOptions};
-use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::executable::Executable;
 use crate::input_file;
+use crate::storage::read_only::ReadOnlyPages;
 use crate::storage::Storage;
 use memmap2::MmapOptions;
 use std::path::Path;
@@ -21,29 +22,27 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Executable> {
         return Err(with_path(Error::format("header at byte 0: the file is empty")));
     }
     let file = opened.into_file();
-    // SAFETY: `map_copy` makes a private copy-on-write mapping: writes through it (tensors are
-    // mutable storage) never reach the file, and pages are copied only when written. The
-    // mapping stays valid until the `MmapMut` is dropped, which the `Arc` below delays until
-    // the last tensor viewing it is gone. What no code can rule out is another process
-    // truncating or rewriting the file while it is mapped (reads would fault or change); the
-    // format documentation requires files to be replaced, not modified in place, and
-    // `Executable::save` replaces them atomically by renaming.
-    let mut map = unsafe { MmapOptions::new().map_copy(&file) }.map_err(|e| with_path(e.into()))?;
-    let base = NonNull::new(map.as_mut_ptr()).ok_or_else(|| with_path(Error::format("empty mapping")))?;
+    // SAFETY: `map_copy_read_only` maps the file privately without write access: tensor
+    // constants view it in place, and a write to them (by native code: safe writes to constants
+    // are refused) faults instead of changing them (see `storage::read_only`). The mapping stays
+    // valid until the `Mmap` is dropped, which `pages` below delays until the last tensor
+    // viewing it is gone. What no code can rule out is another process truncating or rewriting
+    // the file while it is mapped (reads would fault or change); the format documentation
+    // requires files to be replaced, not modified in place, and `Executable::save` replaces
+    // them atomically by renaming.
+    let map = unsafe { MmapOptions::new().map_copy_read_only(&file) }.map_err(|e| with_path(e.into()))?;
+    let base = NonNull::new(map.as_ptr().cast_mut()).ok_or_else(|| with_path(Error::format("empty mapping")))?;
     let map_len = map.len();
-    let owner = Arc::new(map);
-    // SAFETY: `base` points to `map_len` readable bytes kept alive by `owner` for this whole
-    // function. Nothing writes to them while `bytes` is in use: the only writable aliases are
-    // the tensor storages made below, which nobody can reach before `read` returns.
+    // SAFETY: `base` points to the `map_len` bytes of the mapping, mapped without write
+    // permission and kept mapped by the owner `map`.
+    let pages = Arc::new(unsafe { ReadOnlyPages::from_mapping(Box::new(map), base, map_len) });
+    // SAFETY: `base` points to `map_len` readable bytes kept alive by `pages` for this whole
+    // function, and nothing can write them (read-only pages).
     let bytes: &[u8] = unsafe { std::slice::from_raw_parts(base.as_ptr(), map_len) };
     reader::read(bytes, opts, |range| {
-        // `range` lies inside the file (checked by the section scan), hence inside the mapping.
-        let ptr = base.as_ptr().wrapping_add(range.start);
-        let ptr = NonNull::new(ptr).expect("an offset into a non-null mapping is non-null");
-        // SAFETY: `ptr .. ptr + range.len()` lies inside the mapping, which is readable and
-        // (privately) writable; `owner` keeps the mapping alive as long as the storage lives,
-        // and the mapping is unmapped only when the last clone of `owner` is dropped.
-        Ok(unsafe { Storage::from_external(ptr, range.len(), Device::cpu(0), Box::new(owner.clone())) })
+        // `range` lies inside the file (checked by the section scan), hence inside the mapping;
+        // the storage keeps the pages mapped for as long as it lives.
+        Storage::from_read_only_pages(pages.clone(), range.start, range.len())
     })
     .map_err(with_path)
 }

@@ -1,0 +1,237 @@
+//! The guard around every call from Rust into kernel machine code: a kernel that writes to a
+//! constant of the executable (which lives in pages mapped read-only, see
+//! `relaxvm::storage::read_only`) faults, and the fault becomes an error of the call instead
+//! of the end of the process — as wasmtime turns a guard-page fault into a trap.
+//!
+//! The mechanism is in `csrc/guard.c`: each guarded call `sigsetjmp`s and pushes its jump
+//! buffer on a thread-local stack; a SIGSEGV/SIGBUS handler that finds the thread inside a
+//! guarded call and the faulting address in registered read-only pages `siglongjmp`s back to
+//! the innermost guard, which returns the address. Any other fault goes on to the handler
+//! installed before ours (or the default action): a kernel's wild write still ends the process,
+//! as it would without the guard.
+//!
+//! Why the jump is sound: the frames it skips are those between the innermost guard and the
+//! faulting instruction. Every call from Rust into kernel code goes through a guard — a kernel
+//! call ([`safe_call`]) and each task of a parallel launch ([`lambda`], from `pool.rs`) — and
+//! Rust code that a kernel calls back (`services.rs`) runs [`Unguarded`], so a fault in it is
+//! never jumped over. The skipped frames are therefore kernel frames and the C library
+//! functions kernels call (`memset`, `expf`), which own nothing that must be released; the
+//! faulting write itself did not happen. What a faulting kernel leaves behind: its outputs are
+//! partly written, and workspace it allocated and had not freed yet is leaked.
+//!
+//! The cost is one `sigsetjmp` without a signal mask (no system call) and three accesses to a
+//! thread-local per call; see the measurement in `docs/memory.md`.
+
+use super::abi::{ParallelLambda, SafeCall, TVMFFIAny, TVMParallelGroupEnv};
+use std::ffi::{c_int, c_void};
+use std::sync::OnceLock;
+
+extern "C" {
+    fn relaxvm_guard_install(check: extern "C" fn(usize) -> c_int) -> c_int;
+    fn relaxvm_guard_safe_call(
+        f: SafeCall,
+        this: *mut c_void,
+        args: *const TVMFFIAny,
+        num_args: i32,
+        result: *mut TVMFFIAny,
+        fault: *mut *mut c_void,
+    ) -> c_int;
+    fn relaxvm_guard_lambda(
+        f: ParallelLambda,
+        task_id: c_int,
+        env: *mut TVMParallelGroupEnv,
+        cdata: *mut c_void,
+        fault: *mut *mut c_void,
+    ) -> c_int;
+    fn relaxvm_guard_suspend() -> *mut c_void;
+    fn relaxvm_guard_resume(guard: *mut c_void);
+}
+
+/// A guarded call that ended with a write to read-only memory, at this address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault(pub usize);
+
+impl Fault {
+    /// The error of kernel (or task of a kernel) `what`, which wrote to read-only memory.
+    pub fn error(self, what: &str) -> relaxvm::Error {
+        relaxvm::Error::value(format!(
+            "{what} wrote to read-only memory at {:#x} (a constant of the executable, which every VM \
+             and thread shares): the call was stopped and the constant is unchanged; a program must \
+             not pass a constant where a kernel writes",
+            self.0
+        ))
+    }
+}
+
+/// The signal handler's question: is `addr` in registered read-only pages? Lock-free.
+extern "C" fn is_read_only(addr: usize) -> c_int {
+    c_int::from(relaxvm::storage::read_only::contains(addr))
+}
+
+/// Installs the handler once per process; an error if the system refused it (kernels are then
+/// not called: a write to a constant would end the process).
+fn installed() -> relaxvm::Result<()> {
+    static INSTALLED: OnceLock<bool> = OnceLock::new();
+    // SAFETY: installs a handler for SIGSEGV and SIGBUS that only reads atomics and thread-local
+    // data, jumps to a live guard of the faulting thread, or hands the signal on (guard.c).
+    let ok = *INSTALLED.get_or_init(|| unsafe { relaxvm_guard_install(is_read_only) } == 0);
+    if ok {
+        Ok(())
+    } else {
+        Err(relaxvm::Error::value("cannot install the SIGSEGV handler that guards kernel calls"))
+    }
+}
+
+/// Calls kernel `f`: its return code, or the [`Fault`] that stopped it.
+///
+/// # Safety
+/// As for calling `f` directly: `f` is a live kernel with the safe-call signature, `args` holds
+/// `num_args` valid values, `result` is writable.
+pub unsafe fn safe_call(
+    f: SafeCall,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> relaxvm::Result<Result<i32, Fault>> {
+    installed()?;
+    let mut fault: *mut c_void = std::ptr::null_mut();
+    // SAFETY: the caller's contract for `f` and its arguments; `fault` is writable. The guard
+    // calls `f` directly, so only kernel frames lie between it and a fault in the kernel.
+    let rc = unsafe { relaxvm_guard_safe_call(f, std::ptr::null_mut(), args, num_args, result, &mut fault) };
+    Ok(if fault.is_null() { Ok(rc) } else { Err(Fault(fault as usize)) })
+}
+
+/// Calls task `task_id` of a parallel launch: the lambda's return code, or its [`Fault`].
+///
+/// # Safety
+/// `f` and `cdata` come from a kernel's `TVMBackendParallelLaunch` call, `env` is the task's
+/// live environment.
+pub unsafe fn lambda(
+    f: ParallelLambda,
+    task_id: i32,
+    env: *mut TVMParallelGroupEnv,
+    cdata: *mut c_void,
+) -> Result<i32, Fault> {
+    if installed().is_err() {
+        // A launch comes from a kernel, which was called through `safe_call`, which installed
+        // the handler; unreachable unless a library calls the slot on its own.
+        return Err(Fault(0));
+    }
+    let mut fault: *mut c_void = std::ptr::null_mut();
+    // SAFETY: the caller's contract; `fault` is writable; the guard calls `f` directly.
+    let rc = unsafe { relaxvm_guard_lambda(f, task_id, env, cdata, &mut fault) };
+    if fault.is_null() {
+        Ok(rc)
+    } else {
+        Err(Fault(fault as usize))
+    }
+}
+
+/// Rust code called back from a kernel: while it lives, the thread counts as outside guarded
+/// calls, so a fault in Rust code is never jumped over (it goes to the previous handler).
+pub struct Unguarded(*mut c_void);
+
+impl Unguarded {
+    /// Leaves the innermost guard until the result drops.
+    pub fn enter() -> Self {
+        // SAFETY: reads and clears this thread's guard pointer; `drop` restores it.
+        Unguarded(unsafe { relaxvm_guard_suspend() })
+    }
+}
+
+impl Drop for Unguarded {
+    fn drop(&mut self) {
+        // SAFETY: the pointer `enter` took from this thread (values are !Send), whose guard frame
+        // is still live: the Rust code returns to the kernel before the guard returns.
+        unsafe { relaxvm_guard_resume(self.0) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use relaxvm::storage::read_only::ReadOnlyPages;
+
+    extern "C" {
+        fn relaxvm_guard_test_store(this: *mut c_void, args: *const TVMFFIAny, n: i32, r: *mut TVMFFIAny) -> c_int;
+        fn relaxvm_guard_test_store_task(task_id: c_int, env: *mut TVMParallelGroupEnv, cdata: *mut c_void) -> c_int;
+    }
+
+    fn store_at(addr: *mut u8) -> relaxvm::Result<Result<i32, Fault>> {
+        let args = [TVMFFIAny { type_index: 4, small_str_len: 0, payload: addr as u64 }];
+        let mut result = TVMFFIAny::NONE;
+        // SAFETY: the test kernel stores one byte at the address it is given: writable memory,
+        // or read-only pages whose fault the guard turns into `Fault`.
+        unsafe { safe_call(relaxvm_guard_test_store, args.as_ptr(), 1, &mut result) }
+    }
+
+    #[test]
+    fn a_write_to_read_only_pages_is_a_fault_and_the_bytes_stay() {
+        let pages = ReadOnlyPages::filled(8192, |b| {
+            b.fill(3);
+            Ok(())
+        })
+        .unwrap();
+        let at = pages.as_ptr().as_ptr().wrapping_add(5000);
+        assert_eq!(store_at(at).unwrap(), Err(Fault(at as usize)));
+        // SAFETY: `pages` holds 8192 readable bytes.
+        assert!(unsafe { std::slice::from_raw_parts(pages.as_ptr().as_ptr(), 8192) }.iter().all(|b| *b == 3));
+        // The thread is back outside any guard, and calls work again, many times.
+        let mut plain = [0u8; 4];
+        for _ in 0..1000 {
+            assert_eq!(store_at(at).unwrap(), Err(Fault(at as usize)));
+            assert_eq!(store_at(plain.as_mut_ptr()).unwrap(), Ok(0));
+        }
+        assert_eq!(plain[0], 7);
+        let e = Fault(at as usize).error("kernel \"add\"");
+        assert!(e.to_string().starts_with("kernel \"add\" wrote to read-only memory at 0x"), "{e}");
+    }
+
+    #[test]
+    fn a_task_of_a_parallel_launch_is_guarded_too_and_on_any_thread() {
+        let pages = ReadOnlyPages::filled(64, |_| Ok(())).unwrap();
+        let at = pages.as_ptr().as_ptr() as usize;
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    // SAFETY: the test task stores one byte at `cdata`: guarded read-only pages.
+                    let r =
+                        unsafe { lambda(relaxvm_guard_test_store_task, 0, std::ptr::null_mut(), at as *mut c_void) };
+                    assert_eq!(r, Err(Fault(at)));
+                });
+            }
+        });
+        // SAFETY: the page is readable.
+        assert_eq!(unsafe { *(at as *const u8) }, 0);
+    }
+
+    #[test]
+    fn a_launch_whose_tasks_fault_fails_with_the_faults_error() {
+        let pages = ReadOnlyPages::filled(64, |_| Ok(())).unwrap();
+        let at = pages.as_ptr().as_ptr().cast::<c_void>();
+        for num_task in [0, 1, 2] {
+            crate::ffi::raised::clear();
+            let rc = crate::ffi::pool::launch(crate::ffi::pool::global(), relaxvm_guard_test_store_task, at, num_task);
+            assert_eq!(rc, -1);
+            let e = crate::ffi::raised::take("kernel \"k\"");
+            assert!(e.to_string().contains("of a parallel kernel wrote to read-only memory at 0x"), "{e}");
+        }
+        // SAFETY: the page is readable.
+        assert_eq!(unsafe { *at.cast::<u8>() }, 0);
+    }
+
+    #[test]
+    fn an_unguarded_stretch_leaves_the_guard_and_restores_it() {
+        // Inside `Unguarded`, the thread has no guard; afterwards the same one again (checked
+        // through a guarded call that faults: it returns to its own guard).
+        // SAFETY: reads this thread's guard pointer without changing it.
+        let outside = unsafe { relaxvm_guard_suspend() };
+        // SAFETY: restores what was read.
+        unsafe { relaxvm_guard_resume(outside) };
+        assert!(outside.is_null());
+        let u = Unguarded::enter();
+        drop(u);
+        let pages = ReadOnlyPages::filled(1, |_| Ok(())).unwrap();
+        assert!(store_at(pages.as_ptr().as_ptr()).unwrap().is_err());
+    }
+}
