@@ -311,6 +311,26 @@ def shapes_and_prim_values():
     return M, [("main", [rand(3, 5)])], {}
 
 
+def parallel_callback():
+    """A ``T.parallel`` loop whose every iteration calls a packed function back, on whichever
+    pool thread runs it: what tests/adversarial/test_callbacks.py registers there re-enters
+    VMs from pool workers. No cases: the function is the test's to register."""
+
+    @I.ir_module
+    class M:
+        @T.prim_func
+        def each(a: T.Buffer((64,), "float32"), out: T.Buffer((64,), "float32")):
+            for i in T.parallel(64):
+                out[i] = T.Cast("float32", T.call_packed("relaxvm.test.parallel_callback", a[i]))
+
+        @R.function
+        def main(x: R.Tensor((64,), "float32")):
+            cls = M
+            return R.call_tir(cls.each, (x,), out_ty=R.Tensor((64,), "float32"))
+
+    return M, [], {"uses_parallel": True, "uses_callbacks": True}
+
+
 MODELS: dict[str, Callable[[], Any]] = {
     f.__name__: f
     for f in (
@@ -330,6 +350,7 @@ MODELS: dict[str, Callable[[], Any]] = {
         sort_topk,
         kernel_assert,
         shapes_and_prim_values,
+        parallel_callback,
     )
 }
 

@@ -57,11 +57,16 @@ enum Piece<'a, T> {
     Tile { bi: usize, row: usize, col: usize, c: ArrayViewMut2<'a, T> },
 }
 
+/// The longest step along the inner dimension: a tile of one row or column goes to `gemm`'s
+/// vector kernels, which on stride-0 operands (numpy's `broadcast_to`) measured some 15 times
+/// slower per multiply-add than its matrix kernels (a 1x2^28 @ 2^28x1 step took 4 s).
+const MAX_INNER_STEP: usize = 1 << 20;
+
 /// How much of the inner dimension one step of a tile of `cells` elements takes: about
-/// `work` multiply-adds, at least one. It depends on the shapes alone, so the steps — and the
-/// order of a float sum — are the same on any number of threads.
+/// `work` multiply-adds, at least one, at most [`MAX_INNER_STEP`]. It depends on the shapes
+/// alone, so the steps — and the order of a float sum — are the same on any number of threads.
 pub(crate) fn inner_step(cells: usize, work: usize) -> usize {
-    (work / cells.max(1)).max(1)
+    (work / cells.max(1)).clamp(1, MAX_INNER_STEP)
 }
 
 /// The rows and columns of a tile of an `n x m` result with inner dimension `k` that holds
