@@ -66,6 +66,9 @@ pub struct TraceDifference {
 
 impl fmt::Display for TraceDifference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.what == "skipped" {
+            return write!(f, "step {}: not compared: {}", self.index, self.detail);
+        }
         let step = self.a.as_ref().or(self.b.as_ref());
         match step {
             Some(s) => write!(f, "{}: {} differs: {}", s.label(), self.what, self.detail),
