@@ -276,7 +276,9 @@ impl PyTrace {
 
     /// The first step at which traces `a` and `b` differ — the first step whose result or
     /// written arguments differ (in the order calls returned), or where the calls themselves
-    /// differ — or None. Floats agree when `|a - b| <= atol + rtol * |b|` or both are NaN.
+    /// differ, or steps one trace kept and the other dropped (`what == "skipped"`) — or None
+    /// when every step was compared and agrees. Floats agree when `|a - b| <= atol + rtol * |b|`
+    /// or both are NaN.
     #[staticmethod]
     #[pyo3(signature = (a, b, rtol = 1e-5, atol = 1e-8))]
     fn first_difference(
