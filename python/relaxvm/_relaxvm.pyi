@@ -725,7 +725,8 @@ class TraceDifference:
         """The second trace's step."""
     @property
     def what(self) -> str:
-        """``"step"`` (the calls differ), ``"result"``, ``"outputs"`` or ``"outputs[i]"``."""
+        """``"step"`` (the calls differ), ``"result"``, ``"outputs"``, ``"outputs[i]"`` or
+        ``"skipped"`` (steps one trace kept and the other dropped, not compared)."""
     @property
     def detail(self) -> str:
         """How they differ, e.g. the number of differing elements and the largest difference."""
@@ -765,12 +766,14 @@ class Trace:
         """Writes a numpy ``.npz`` file: one array per copied tensor (``step3.result``,
         ``step3.args.0``, ``step3.outputs.1``) and the steps as JSON in ``__trace__``."""
     @staticmethod
-    def load(path: str | os.PathLike[str]) -> Trace:
-        """Reads a trace written by ``save``."""
+    def load(path: str | os.PathLike[str], limit: int | None = None) -> Trace:
+        """Reads a trace written by ``save``, decompressing and parsing at most ``limit``
+        bytes (``None``: 256 MiB plus 16 bytes per byte of the file)."""
     @staticmethod
     def first_difference(a: Trace, b: Trace, rtol: float = 1e-05, atol: float = 1e-08) -> TraceDifference | None:
         """The first step whose result or written arguments differ (in the order calls
-        returned), or where the calls themselves differ; ``None`` when the traces agree."""
+        returned), or where the calls themselves differ, or steps only one trace kept
+        (``what == "skipped"``); ``None`` when every step was compared and agrees."""
 
 @final
 class BenchmarkResult:

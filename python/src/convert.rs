@@ -214,7 +214,11 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
 
 /// A tuple or list, converted with a heap stack of the sequences being filled: nesting never
 /// recurses natively, a sequence that contains itself is an error (not a hang), and nesting
-/// deeper than [`MAX_NESTING`] is a `RecursionError`.
+/// deeper than [`MAX_NESTING`] is a `RecursionError`. A sequence met again (the same object,
+/// e.g. `v = (v, v)` nested 40 deep) becomes the same shared VM tuple, converted once: the work
+/// and the memory are linear in the distinct sequences, not in the unfolded value (2^40 items
+/// there), the mirror of [`tuple_to_py`]. A list changed while it is converted (by Python code
+/// a `__dlpack__` method runs) is the same tuple wherever it appears.
 fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
     struct Frame<'py> {
         seq: Bound<'py, PyAny>,
@@ -228,6 +232,9 @@ fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
     // Sequences on the path from the root: one seen again is a cycle.
     let mut on_path: HashSet<usize> = HashSet::from([root.as_ptr() as usize]);
     let mut stack = vec![frame(root.clone())?];
+    // The sequences converted so far, by identity, holding the object so that its address is
+    // not reused by another object during the conversion.
+    let mut done: HashMap<usize, (Bound<'_, PyAny>, Value)> = HashMap::new();
     let mut converted = 0usize;
     loop {
         let top = stack.last_mut().expect("the root frame stays until the end");
@@ -241,6 +248,10 @@ fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
                 py.check_signals()?;
             }
             if item.cast::<PyTuple>().is_ok() || item.cast::<PyList>().is_ok() {
+                if let Some((_, value)) = done.get(&(item.as_ptr() as usize)) {
+                    top.items.push(value.clone());
+                    continue;
+                }
                 if !on_path.insert(item.as_ptr() as usize) {
                     return Err(PyValueError::new_err(format!(
                         "cannot pass a self-referential {} to the VM: it contains itself (at nesting depth {})",
@@ -259,9 +270,10 @@ fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
             }
             continue;
         }
-        let done = stack.pop().expect("checked above");
-        on_path.remove(&(done.seq.as_ptr() as usize));
-        let value = Value::Tuple(done.items.into());
+        let frame = stack.pop().expect("checked above");
+        on_path.remove(&(frame.seq.as_ptr() as usize));
+        let value = Value::Tuple(frame.items.into());
+        done.insert(frame.seq.as_ptr() as usize, (frame.seq, value.clone()));
         match stack.last_mut() {
             Some(parent) => parent.items.push(value),
             None => return Ok(value),

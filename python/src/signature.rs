@@ -18,6 +18,8 @@ use numpy::PyUntypedArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use relaxvm::{DataType, Error, Signature, Type, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Parses `signature=`: the text form, or anything whose `str()` is (e.g. `rx.types.Signature`).
 pub fn parse_signature(ob: &Bound<'_, PyAny>) -> PyResult<Signature> {
@@ -104,6 +106,31 @@ fn list_to_tensor(ob: &Bound<'_, PyAny>, dtype: Option<DataType>, path: &str) ->
 
 /// Converts argument `ob` for a parameter of type `t`; `path` names it in errors.
 pub fn typed_to_value(ob: &Bound<'_, PyAny>, t: &Type, path: &str) -> PyResult<Value> {
+    typed_value(ob, t, path, &mut HashMap::new())
+}
+
+/// The dicts, tuples and lists converted so far for one argument, by (object identity, slot
+/// type), each holding its object so that the address is not reused meanwhile: an object met
+/// again for the same type becomes the same shared VM tuple, so `v = [v, v]` nested 40 deep for
+/// a `list<list<...>>` parameter costs 41 conversions, not 2^40. (The type bounds the
+/// recursion: types nest at most `MAX_TYPE_DEPTH` deep.)
+type Converted<'py> = HashMap<(usize, *const Type), (Bound<'py, PyAny>, Value)>;
+
+fn typed_value<'py>(ob: &Bound<'py, PyAny>, t: &Type, path: &str, memo: &mut Converted<'py>) -> PyResult<Value> {
+    if !matches!(t, Type::Dict(_) | Type::Tuple(_) | Type::List(_)) {
+        return scalar_typed_value(ob, t, path);
+    }
+    let key = (ob.as_ptr() as usize, t as *const Type);
+    if let Some((_, v)) = memo.get(&key) {
+        return Ok(v.clone());
+    }
+    let v = structured_value(ob, t, path, memo)?;
+    memo.insert(key, (ob.clone(), v.clone()));
+    Ok(v)
+}
+
+/// [`typed_value`] for the types that are not dicts, tuples or lists.
+fn scalar_typed_value(ob: &Bound<'_, PyAny>, t: &Type, path: &str) -> PyResult<Value> {
     match t {
         Type::Tensor { dtype, .. } => {
             if is_array_like(ob) {
@@ -120,13 +147,20 @@ pub fn typed_to_value(ob: &Bound<'_, PyAny>, t: &Type, path: &str) -> PyResult<V
                 to_value(ob)
             }
         }
+        _ => to_value(ob),
+    }
+}
+
+/// [`typed_value`] for dicts, tuples and lists.
+fn structured_value<'py>(ob: &Bound<'py, PyAny>, t: &Type, path: &str, memo: &mut Converted<'py>) -> PyResult<Value> {
+    match t {
         Type::Dict(slots) => {
             let Ok(d) = ob.cast::<PyDict>() else { return to_value(ob) };
             let mut missing = Vec::new();
             let mut items = Vec::with_capacity(slots.len());
             for (k, st) in slots {
                 match d.get_item(k)? {
-                    Some(v) => items.push(typed_to_value(&v, st, &format!("{path}[{k:?}]"))?),
+                    Some(v) => items.push(typed_value(&v, st, &format!("{path}[{k:?}]"), memo)?),
                     None => missing.push(format!("{k:?}")),
                 }
             }
@@ -161,7 +195,7 @@ pub fn typed_to_value(ob: &Bound<'_, PyAny>, t: &Type, path: &str) -> PyResult<V
                 .try_iter()?
                 .zip(slots)
                 .enumerate()
-                .map(|(i, (v, st))| typed_to_value(&v?, st, &format!("{path}[{i}]")))
+                .map(|(i, (v, st))| typed_value(&v?, st, &format!("{path}[{i}]"), memo))
                 .collect::<PyResult<Vec<_>>>()?;
             Ok(Value::tuple(items))
         }
@@ -172,7 +206,7 @@ pub fn typed_to_value(ob: &Bound<'_, PyAny>, t: &Type, path: &str) -> PyResult<V
             let items = ob
                 .try_iter()?
                 .enumerate()
-                .map(|(i, v)| typed_to_value(&v?, item, &format!("{path}[{i}]")))
+                .map(|(i, v)| typed_value(&v?, item, &format!("{path}[{i}]"), memo))
                 .collect::<PyResult<Vec<_>>>()?;
             Ok(Value::tuple(items))
         }
@@ -186,29 +220,47 @@ pub fn param_path(func: &str, name: &str) -> String {
 }
 
 /// Converts a result of type `t` back to Python: dicts for `dict<{...}>`, lists for `list<...>`.
+/// A VM tuple shared in several places becomes one Python object shared the same way (for the
+/// same slot type), so a result whose sharing makes it exponentially large when unfolded
+/// converts in time linear in its distinct tuples, as [`to_py`] does for untyped results.
 pub fn typed_to_py<'py>(py: Python<'py>, v: &Value, t: &Type) -> PyResult<Bound<'py, PyAny>> {
-    match (t, v) {
-        (Type::Dict(slots), Value::Tuple(items)) if slots.len() == items.len() => {
+    typed_py(py, v, t, &mut HashMap::new())
+}
+
+/// The results converted so far, by (address of the tuple's items, slot type); the value being
+/// converted keeps every tuple alive, so no address is reused meanwhile.
+type ConvertedBack<'py> = HashMap<(*const Vec<Value>, *const Type), Bound<'py, PyAny>>;
+
+fn typed_py<'py>(py: Python<'py>, v: &Value, t: &Type, memo: &mut ConvertedBack<'py>) -> PyResult<Bound<'py, PyAny>> {
+    let Value::Tuple(items) = v else { return to_py(py, v) };
+    let key = (Arc::as_ptr(items), t as *const Type);
+    if let Some(obj) = memo.get(&key) {
+        return Ok(obj.clone());
+    }
+    let obj = match t {
+        Type::Dict(slots) if slots.len() == items.len() => {
             let d = PyDict::new(py);
             for ((k, st), item) in slots.iter().zip(items.iter()) {
-                d.set_item(k, typed_to_py(py, item, st)?)?;
+                d.set_item(k, typed_py(py, item, st, memo)?)?;
             }
-            Ok(d.into_any())
+            d.into_any()
         }
-        (Type::Tuple(slots), Value::Tuple(items)) if slots.len() == items.len() => {
+        Type::Tuple(slots) if slots.len() == items.len() => {
             let objs = slots
                 .iter()
                 .zip(items.iter())
-                .map(|(st, item)| typed_to_py(py, item, st))
+                .map(|(st, item)| typed_py(py, item, st, memo))
                 .collect::<PyResult<Vec<_>>>()?;
-            Ok(PyTuple::new(py, objs)?.into_any())
+            PyTuple::new(py, objs)?.into_any()
         }
-        (Type::List(item_t), Value::Tuple(items)) => {
-            let objs = items.iter().map(|item| typed_to_py(py, item, item_t)).collect::<PyResult<Vec<_>>>()?;
-            Ok(PyList::new(py, objs)?.into_any())
+        Type::List(item_t) => {
+            let objs = items.iter().map(|item| typed_py(py, item, item_t, memo)).collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, objs)?.into_any()
         }
-        _ => to_py(py, v),
-    }
+        _ => to_py(py, v)?,
+    };
+    memo.insert(key, obj.clone());
+    Ok(obj)
 }
 
 /// The text form of a name in a signature: as it is when plain, else quoted with the escapes

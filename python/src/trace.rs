@@ -145,8 +145,8 @@ pub struct PyTraceDifference {
 }
 
 fn step_of(trace: &Arc<Trace>, step: &Option<TraceStep>) -> Option<PyTraceStep> {
-    let index = step.as_ref()?.index;
-    Some(PyTraceStep { trace: Arc::clone(trace), pos: index - trace.skipped })
+    let pos = step.as_ref()?.index.checked_sub(trace.skipped)?;
+    (pos < trace.steps.len()).then(|| PyTraceStep { trace: Arc::clone(trace), pos })
 }
 
 #[pymethods]
@@ -169,7 +169,8 @@ impl PyTraceDifference {
         step_of(&self.b, &self.diff.b)
     }
 
-    /// What differs: `"step"` (the call itself), `"result"`, `"outputs"` or `"outputs[i]"`.
+    /// What differs: `"step"` (the call itself), `"result"`, `"outputs"`, `"outputs[i]"`, or
+    /// `"skipped"` (steps one trace kept and the other dropped, which were not compared).
     #[getter]
     fn what(&self) -> &str {
         &self.diff.what
@@ -264,15 +265,20 @@ impl PyTrace {
         py.detach(move || trace.save(path)).py_err(py)
     }
 
-    /// Reads a trace written by `save`.
+    /// Reads a trace written by `save`. Loading decompresses and parses at most `limit` bytes
+    /// (None: 256 MiB plus 16 bytes per byte of the file); a file needing more, or whose counts
+    /// and indices are inconsistent, raises VMValueError naming the member and the field.
     #[staticmethod]
-    fn load(py: Python<'_>, path: PathBuf) -> PyResult<PyTrace> {
-        py.detach(move || Trace::load(path)).py_err(py).map(PyTrace::new)
+    #[pyo3(signature = (path, limit = None))]
+    fn load(py: Python<'_>, path: PathBuf, limit: Option<u64>) -> PyResult<PyTrace> {
+        py.detach(move || Trace::load_within(path, limit)).py_err(py).map(PyTrace::new)
     }
 
     /// The first step at which traces `a` and `b` differ — the first step whose result or
     /// written arguments differ (in the order calls returned), or where the calls themselves
-    /// differ — or None. Floats agree when `|a - b| <= atol + rtol * |b|` or both are NaN.
+    /// differ, or steps one trace kept and the other dropped (`what == "skipped"`) — or None
+    /// when every step was compared and agrees. Floats agree when `|a - b| <= atol + rtol * |b|`
+    /// or both are NaN.
     #[staticmethod]
     #[pyo3(signature = (a, b, rtol = 1e-5, atol = 1e-8))]
     fn first_difference(

@@ -16,7 +16,9 @@ use crate::dispatch_dtype;
 use crate::element::Element;
 use crate::tensor::Tensor;
 use crate::value::Value;
+use std::collections::HashSet;
 use std::fmt;
+use std::sync::Arc;
 
 /// How close two floats must be to agree.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -64,6 +66,9 @@ pub struct TraceDifference {
 
 impl fmt::Display for TraceDifference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.what == "skipped" {
+            return write!(f, "step {}: not compared: {}", self.index, self.detail);
+        }
         let step = self.a.as_ref().or(self.b.as_ref());
         match step {
             Some(s) => write!(f, "{}: {} differs: {}", s.label(), self.what, self.detail),
@@ -73,6 +78,8 @@ impl fmt::Display for TraceDifference {
 }
 
 pub(super) fn first_difference(a: &Trace, b: &Trace, tol: Tolerance) -> Option<TraceDifference> {
+    // Steps numbered below `from` are missing from at least one trace. The loop runs once per
+    // kept step (`to - from` is at most the longer `steps`), whatever the counts claim.
     let from = a.skipped.max(b.skipped);
     let to = a.total_steps().max(b.total_steps());
     let diverged = (from..to).find_map(|i| place_difference(i, a.step(i), b.step(i)));
@@ -87,7 +94,30 @@ pub(super) fn first_difference(a: &Trace, b: &Trace, tol: Tolerance) -> Option<T
             return Some(TraceDifference { index: sa.index, a: Some(sa.clone()), b: Some(sb.clone()), what, detail });
         }
     }
-    diverged
+    diverged.or_else(|| skipped_difference(a, b))
+}
+
+/// When the traces dropped different numbers of their first steps, the steps one of them kept
+/// and the other dropped were compared with nothing: that is reported rather than "no
+/// difference", which would claim agreement about steps never compared.
+fn skipped_difference(a: &Trace, b: &Trace) -> Option<TraceDifference> {
+    if a.skipped == b.skipped {
+        return None;
+    }
+    let index = a.skipped.min(b.skipped);
+    let (which, other) = if a.skipped > b.skipped { ("first", "second") } else { ("second", "first") };
+    Some(TraceDifference {
+        index,
+        a: a.step(index).cloned(),
+        b: b.step(index).cloned(),
+        what: "skipped".into(),
+        detail: format!(
+            "the {which} trace dropped steps {index} to {} (skipped = {}), which the {other} kept: they were not \
+             compared (record both within the same max_bytes)",
+            a.skipped.max(b.skipped) - 1,
+            a.skipped.max(b.skipped)
+        ),
+    })
 }
 
 /// The difference in place (the call itself) between the steps numbered `index`.
@@ -114,7 +144,8 @@ fn values_difference(a: &TraceStep, b: &TraceStep, tol: Tolerance) -> Option<(St
         let which = if a.failed { "first" } else { "second" };
         return Some(("result".into(), format!("the call raised in the {which} trace only")));
     }
-    if let Some(d) = value_difference(&va.result, &vb.result, tol, 0) {
+    let mut equal = Equal::new();
+    if let Some(d) = value_difference(&va.result, &vb.result, tol, 0, &mut equal) {
         return Some(("result".into(), d));
     }
     let indices = |v: &super::StepValues| v.outputs.iter().map(|(i, _)| *i).collect::<Vec<_>>();
@@ -127,11 +158,15 @@ fn values_difference(a: &TraceStep, b: &TraceStep, tol: Tolerance) -> Option<(St
     va.outputs
         .iter()
         .zip(&vb.outputs)
-        .find_map(|((i, x), (_, y))| value_difference(x, y, tol, 0).map(|d| (format!("outputs[{i}]"), d)))
+        .find_map(|((i, x), (_, y))| value_difference(x, y, tol, 0, &mut equal).map(|d| (format!("outputs[{i}]"), d)))
 }
 
+/// Pairs of tuples (by the addresses of their items) already found to agree: a tuple shared in
+/// several places is compared once, so comparing costs time linear in distinct tuples.
+type Equal = HashSet<(*const Vec<Value>, *const Vec<Value>)>;
+
 /// How `a` and `b` differ, or `None` when they agree.
-fn value_difference(a: &Value, b: &Value, tol: Tolerance, depth: usize) -> Option<String> {
+fn value_difference(a: &Value, b: &Value, tol: Tolerance, depth: usize, equal: &mut Equal) -> Option<String> {
     match (a, b) {
         (Value::Tensor(x), Value::Tensor(y)) => tensor_difference(x, y, tol),
         (Value::Float(x), Value::Float(y)) => (!close(*x, *y, tol)).then(|| format!("{x} vs {y}")),
@@ -139,10 +174,23 @@ fn value_difference(a: &Value, b: &Value, tol: Tolerance, depth: usize) -> Optio
             if x.len() != y.len() {
                 return Some(format!("a tuple of {} vs a tuple of {}", x.len(), y.len()));
             }
-            x.iter()
-                .zip(y.iter())
-                .enumerate()
-                .find_map(|(i, (p, q))| value_difference(p, q, tol, depth + 1).map(|d| format!("[{i}]: {d}")))
+            let pair = (Arc::as_ptr(x), Arc::as_ptr(y));
+            if equal.contains(&pair) {
+                return None;
+            }
+            let d =
+                x.iter().zip(y.iter()).enumerate().find_map(|(i, (p, q))| {
+                    value_difference(p, q, tol, depth + 1, equal).map(|d| format!("[{i}]: {d}"))
+                });
+            if d.is_none() {
+                equal.insert(pair);
+            }
+            d
+        }
+        (Value::Tuple(_), Value::Tuple(_)) => deep_difference(a, b, tol, equal),
+        // A file stores tuples nested deeper than that as descriptions: their kinds must agree.
+        (Value::Tuple(_), Value::Object(_)) | (Value::Object(_), Value::Tuple(_)) if depth >= MAX_COPY_DEPTH => {
+            (opaque_kind(a) != opaque_kind(b)).then(|| format!("{} vs {}", a.describe(), b.describe()))
         }
         // Functions, storage and other objects cannot be compared across runs: their kind
         // must agree (a loaded trace holds descriptions of them).
@@ -151,6 +199,37 @@ fn value_difference(a: &Value, b: &Value, tol: Tolerance, depth: usize) -> Optio
         }
         _ => (!a.same_as(b)).then(|| format!("{} vs {}", a.describe(), b.describe())),
     }
+}
+
+/// How tuples nested deeper than [`MAX_COPY_DEPTH`] (kept by reference, not copied) differ:
+/// with a heap stack instead of recursion, each pair of tuples once.
+fn deep_difference(a: &Value, b: &Value, tol: Tolerance, equal: &mut Equal) -> Option<String> {
+    let mut pending = vec![(a, b)];
+    let mut seen: Equal = HashSet::new();
+    while let Some((x, y)) = pending.pop() {
+        match (x, y) {
+            (Value::Tuple(p), Value::Tuple(q)) => {
+                if p.len() != q.len() {
+                    return Some(format!(
+                        "a tuple of {} vs a tuple of {} (nested deeper than {MAX_COPY_DEPTH})",
+                        p.len(),
+                        q.len()
+                    ));
+                }
+                // A pair seen before is compared already or waiting on the stack.
+                if !Arc::ptr_eq(p, q) && seen.insert((Arc::as_ptr(p), Arc::as_ptr(q))) {
+                    pending.extend(p.iter().zip(q.iter()).rev());
+                }
+            }
+            // Not two tuples: `value_difference` does not recurse.
+            _ => {
+                if let Some(d) = value_difference(x, y, tol, 0, equal) {
+                    return Some(format!("{d} (nested deeper than {MAX_COPY_DEPTH})"));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// The kind of an opaque value, also for the descriptions a loaded trace holds.

@@ -4,6 +4,7 @@ use crate::error::Result;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 use crate::value::Value;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Tuples nested deeper than this are kept by reference rather than copied (tuples themselves
@@ -16,16 +17,29 @@ const VALUE_OVERHEAD: usize = std::mem::size_of::<Value>();
 
 /// A copy of `v` that later writes to `v`'s tensors do not reach. Tensors get storage of their
 /// own; tuples are copied element by element; everything else is immutable or opaque
-/// (functions, storage, objects) and is kept by reference.
+/// (functions, storage, objects) and is kept by reference. A tuple shared in several places is
+/// copied once and its copy shared the same way, so a value whose sharing makes it
+/// exponentially large when unfolded costs time and memory linear in its distinct tuples.
 pub(super) fn copy_value(v: &Value) -> Result<Value> {
-    copy_at(v, 0)
+    // An empty map does not allocate: values without tuples cost nothing extra.
+    copy_at(v, 0, &mut HashMap::new())
 }
 
-fn copy_at(v: &Value, depth: usize) -> Result<Value> {
+/// The tuples copied so far, by the address of the original's items (alive while `v` is
+/// borrowed, so no address is reused during one copy).
+type Copied = HashMap<*const Vec<Value>, Value>;
+
+fn copy_at(v: &Value, depth: usize, copied: &mut Copied) -> Result<Value> {
     Ok(match v {
         Value::Tensor(t) => Value::Tensor(copy_tensor(t)?),
         Value::Tuple(items) if depth < MAX_COPY_DEPTH => {
-            Value::Tuple(Arc::new(items.iter().map(|x| copy_at(x, depth + 1)).collect::<Result<_>>()?))
+            if let Some(done) = copied.get(&Arc::as_ptr(items)) {
+                return Ok(done.clone());
+            }
+            let copy =
+                Value::Tuple(Arc::new(items.iter().map(|x| copy_at(x, depth + 1, copied)).collect::<Result<_>>()?));
+            copied.insert(Arc::as_ptr(items), copy.clone());
+            copy
         }
         other => other.clone(),
     })
@@ -46,16 +60,21 @@ fn copy_tensor(t: &Tensor) -> Result<Tensor> {
     Tensor::from_parts(storage, 0, t.shape().clone(), None, t.dtype())
 }
 
-/// The bytes copying `v` costs (tensor data plus a fixed amount per value), saturating.
+/// The bytes copying `v` costs (tensor data plus a fixed amount per value), saturating. A
+/// shared tuple counts once, as [`copy_value`] copies it once.
 pub(super) fn value_bytes(v: &Value) -> usize {
-    bytes_at(v, 0)
+    // An empty set does not allocate: values without tuples cost nothing extra.
+    bytes_at(v, 0, &mut HashSet::new())
 }
 
-fn bytes_at(v: &Value, depth: usize) -> usize {
+fn bytes_at(v: &Value, depth: usize, seen: &mut HashSet<*const Vec<Value>>) -> usize {
     match v {
         Value::Tensor(t) => t.nbytes().saturating_add(VALUE_OVERHEAD),
         Value::Tuple(items) if depth < MAX_COPY_DEPTH => {
-            items.iter().fold(VALUE_OVERHEAD, |sum, x| sum.saturating_add(bytes_at(x, depth + 1)))
+            if !seen.insert(Arc::as_ptr(items)) {
+                return VALUE_OVERHEAD;
+            }
+            items.iter().fold(VALUE_OVERHEAD, |sum, x| sum.saturating_add(bytes_at(x, depth + 1, seen)))
         }
         Value::Str(s) => s.len().saturating_add(VALUE_OVERHEAD),
         _ => VALUE_OVERHEAD,
@@ -77,7 +96,7 @@ pub(super) fn same_contents(before: &Tensor, after: &Tensor) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -103,6 +122,29 @@ mod tests {
         let c = copy_value(&v).unwrap();
         assert!(c.same_as(&v) && !c.same_object(&v));
         assert!(value_bytes(&v) >= 8);
+    }
+
+    /// `(v, v)` nested `n` deep: `2^n` leaves from `n + 1` tuples.
+    pub(in crate::trace) fn doubled(n: usize) -> Value {
+        let mut v = Value::Tensor(Tensor::from_vec([1], vec![1i64]).unwrap());
+        for _ in 0..n {
+            v = Value::tuple(vec![v.clone(), v]);
+        }
+        v
+    }
+
+    #[test]
+    fn shared_tuples_are_copied_and_counted_once() {
+        // 2^30 leaves unfolded: only linear work finishes.
+        let v = doubled(30);
+        let c = copy_value(&v).unwrap();
+        let Value::Tuple(items) = &c else { panic!("a tuple") };
+        let (Value::Tuple(x), Value::Tuple(y)) = (&items[0], &items[1]) else { panic!("two tuples") };
+        assert!(Arc::ptr_eq(x, y));
+        assert!(!c.same_object(&v));
+        // Each level above the first: the tuple, and its second item (counted already) as one
+        // value; the first level: the tuple and its two (unshared) tensors.
+        assert_eq!(value_bytes(&v), 29 * 2 * VALUE_OVERHEAD + VALUE_OVERHEAD + 2 * (8 + VALUE_OVERHEAD));
     }
 
     #[test]

@@ -17,13 +17,18 @@
 //! a saved reference) and names the first step whose result differs; [`Trace::save`] and
 //! [`Trace::load`] keep a trace in a numpy `.npz` file.
 
+mod check;
 mod compare;
 mod copy;
 mod file;
+mod load;
 mod recorder;
+#[cfg(test)]
+mod tests;
 
 pub use compare::{Tolerance, TraceDifference};
 pub use file::Opaque;
+pub use load::{LOAD_LIMIT_BASE, LOAD_LIMIT_PER_FILE_BYTE, MAX_JSON_DEPTH};
 pub(crate) use recorder::TraceRecorder;
 
 use crate::arcstr::ArcStr;
@@ -109,7 +114,9 @@ pub struct Trace {
 impl Trace {
     /// The number of steps the run made, including skipped ones.
     pub fn total_steps(&self) -> usize {
-        self.skipped + self.steps.len()
+        // Saturating: the fields are public, and a trace built with a wild `skipped` must not
+        // wrap around (a loaded trace is checked, see `check`).
+        self.skipped.saturating_add(self.steps.len())
     }
 
     /// The step numbered `index`, unless it was skipped or the run made fewer steps.
@@ -134,6 +141,10 @@ impl Trace {
     }
 }
 
+/// The deepest nesting the listing shows by indentation; deeper steps are indented this far
+/// and labelled with their depth.
+const MAX_INDENT: usize = 32;
+
 /// One line per step: its number, its place (indented by depth), the call with its argument
 /// types and shapes, what it returned and which arguments it wrote.
 impl fmt::Display for Trace {
@@ -147,16 +158,17 @@ impl fmt::Display for Trace {
             write!(f, ", values of {dropped} dropped")?;
         }
         for s in &self.steps {
-            write!(
-                f,
-                "\n{:>6}  {:indent$}{} pc {}: {}",
-                s.index,
-                "",
-                s.function,
-                s.pc,
-                s.callee,
-                indent = 2 * s.depth
-            )?;
+            write!(f, "\n{:>6}  ", s.index)?;
+            // Deep recursion is indented to a bounded width and says its depth: an indent as
+            // wide as a 40,000-deep call would make the listing quadratic in size (and format
+            // widths past 65,535 panic).
+            for _ in 0..s.depth.min(MAX_INDENT) {
+                f.write_str("  ")?;
+            }
+            if s.depth > MAX_INDENT {
+                write!(f, "[depth {}] ", s.depth)?;
+            }
+            write!(f, "{} pc {}: {}", s.function, s.pc, s.callee)?;
             match &s.values {
                 Some(v) => {
                     let args: Vec<String> = v.args.iter().map(brief).collect();

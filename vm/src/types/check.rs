@@ -5,13 +5,35 @@ use super::{Dim, Signature, Type};
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::value::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 impl Type {
     /// Checks `v` against this type, binding symbolic dimensions in `dims`; `path` names the
     /// parameter (and slot) in errors. Type and dtype mismatches are type errors; rank and
     /// dimension mismatches are value errors.
     pub fn check(&self, v: &Value, path: &str, dims: &mut HashMap<String, (i64, String)>) -> Result<()> {
+        self.check_in(v, path, dims, &mut HashSet::new())
+    }
+
+    /// [`check`](Self::check), skipping a tuple already checked against the same type: a tuple
+    /// shared in several places (`v = (v, v)` nested 40 deep: 2^40 leaves unfolded) is checked
+    /// once per type, in time linear in the distinct tuples. Checking it again would bind the
+    /// same dimensions to the same values and pass again.
+    fn check_in(&self, v: &Value, path: &str, dims: &mut Dims, passed: &mut Passed) -> Result<()> {
+        if let Value::Tuple(items) = v {
+            let key = (Arc::as_ptr(items), self as *const Type);
+            if passed.contains(&key) {
+                return Ok(());
+            }
+            self.check_one(v, path, dims, passed)?;
+            passed.insert(key);
+            return Ok(());
+        }
+        self.check_one(v, path, dims, passed)
+    }
+
+    fn check_one(&self, v: &Value, path: &str, dims: &mut Dims, passed: &mut Passed) -> Result<()> {
         let wrong = |expected: &str| Err(Error::type_mismatch(format!("{expected} for {path}"), v.describe()));
         match (self, v) {
             (Type::Any, _) | (Type::Object, _) => Ok(()),
@@ -55,10 +77,10 @@ impl Type {
                     .iter()
                     .zip(items.iter())
                     .enumerate()
-                    .try_for_each(|(i, (t, v))| t.check(v, &format!("{path}[{i}]"), dims))
+                    .try_for_each(|(i, (t, v))| t.check_in(v, &format!("{path}[{i}]"), dims, passed))
             }
             (Type::List(item), Value::Tuple(items)) => {
-                items.iter().enumerate().try_for_each(|(i, v)| item.check(v, &format!("{path}[{i}]"), dims))
+                items.iter().enumerate().try_for_each(|(i, v)| item.check_in(v, &format!("{path}[{i}]"), dims, passed))
             }
             (Type::Dict(slots), Value::Tuple(items)) => {
                 if slots.len() != items.len() {
@@ -68,7 +90,10 @@ impl Type {
                         items.len()
                     )));
                 }
-                slots.iter().zip(items.iter()).try_for_each(|((k, t), v)| t.check(v, &format!("{path}[{k:?}]"), dims))
+                slots
+                    .iter()
+                    .zip(items.iter())
+                    .try_for_each(|((k, t), v)| t.check_in(v, &format!("{path}[{k:?}]"), dims, passed))
             }
             (Type::Tuple(_), _) => wrong("tuple"),
             (Type::List(_), _) => wrong("list"),
@@ -78,24 +103,57 @@ impl Type {
 
     /// Converts `v` to what the callee expects once it has passed [`Type::check`]: ints become
     /// floats for float scalars, strided tensors become contiguous where that is declared (an
-    /// allocation error when the copy does not fit in memory).
+    /// allocation error when the copy does not fit in memory). A tuple shared in several places
+    /// is converted once per type and its conversion shared the same way.
     pub fn coerce(&self, v: Value) -> Result<Value> {
+        self.coerce_in(v, &mut HashMap::new())
+    }
+
+    fn coerce_in(&self, v: Value, done: &mut Coerced) -> Result<Value> {
+        let Value::Tuple(items) = &v else { return self.coerce_one(v, done) };
+        let key = (Arc::as_ptr(items), self as *const Type);
+        if let Some(c) = done.get(&key) {
+            return Ok(c.clone());
+        }
+        // `v` holds the tuple until the end of this call and the caller holds its parent, so
+        // no address in `done` is reused while it is in use.
+        let c = self.coerce_one(v.clone(), done)?;
+        done.insert(key, c.clone());
+        Ok(c)
+    }
+
+    fn coerce_one(&self, v: Value, done: &mut Coerced) -> Result<Value> {
         Ok(match (self, &v) {
             (Type::Scalar(d), Value::Int(i)) if d.is_float() => Value::Float(*i as f64),
             (Type::Tensor { contiguous: true, .. }, Value::Tensor(t)) => Value::Tensor(t.contiguous()?),
             (Type::Tuple(slots), Value::Tuple(items)) => Value::tuple(
-                slots.iter().zip(items.iter()).map(|(t, v)| t.coerce(v.clone())).collect::<Result<Vec<_>>>()?,
+                slots
+                    .iter()
+                    .zip(items.iter())
+                    .map(|(t, v)| t.coerce_in(v.clone(), done))
+                    .collect::<Result<Vec<_>>>()?,
             ),
             (Type::Dict(slots), Value::Tuple(items)) => Value::tuple(
-                slots.iter().zip(items.iter()).map(|((_, t), v)| t.coerce(v.clone())).collect::<Result<Vec<_>>>()?,
+                slots
+                    .iter()
+                    .zip(items.iter())
+                    .map(|((_, t), v)| t.coerce_in(v.clone(), done))
+                    .collect::<Result<Vec<_>>>()?,
             ),
             (Type::List(item), Value::Tuple(items)) => {
-                Value::tuple(items.iter().map(|v| item.coerce(v.clone())).collect::<Result<Vec<_>>>()?)
+                Value::tuple(items.iter().map(|v| item.coerce_in(v.clone(), done)).collect::<Result<Vec<_>>>()?)
             }
             _ => v,
         })
     }
 }
+
+/// Symbolic dimensions bound so far: name -> (value, where it was bound).
+type Dims = HashMap<String, (i64, String)>;
+/// Tuples (by the address of their items) that passed a check against a type.
+type Passed = HashSet<(*const Vec<Value>, *const Type)>;
+/// Tuples (by the address of their items) converted for a type, and their conversions.
+type Coerced = HashMap<(*const Vec<Value>, *const Type), Value>;
 
 fn check_int_range(d: DataType, i: i64, path: &str) -> Result<()> {
     let bits = u32::from(d.bits());

@@ -135,3 +135,29 @@ fn reflection_escapes_as_it_always_has() {
     let sig: Signature = "() -> object".parse().unwrap();
     assert_eq!(sig.reflection(), "{\"a\": [], \"r\": [\"object\"]}");
 }
+
+#[test]
+fn shared_tuples_are_checked_and_coerced_once() {
+    // `v = (v, v)` nested 40 deep: 2^40 leaves unfolded, 41 tuples.
+    let t: Type = format!("{}f64{}", "list<".repeat(40), ">".repeat(40)).parse().unwrap();
+    let mut v = Value::Int(1);
+    for _ in 0..40 {
+        v = Value::tuple(vec![v.clone(), v]);
+    }
+    t.check(&v, "x", &mut Default::default()).unwrap();
+    let c = t.coerce(v).unwrap();
+    let mut at = &c;
+    for _ in 0..40 {
+        at = &at.as_tuple().unwrap()[0];
+    }
+    assert!(matches!(at, Value::Float(x) if *x == 1.0), "ints became floats: {at:?}");
+    let Value::Tuple(items) = &c else { panic!("a tuple") };
+    assert!(items[0].same_object(&items[1]), "the conversion is shared as the argument was");
+    // A failure inside a shared tuple is still found, naming its first place.
+    let mut bad = Value::str("s");
+    for _ in 0..40 {
+        bad = Value::tuple(vec![bad.clone(), bad]);
+    }
+    let e = t.check(&bad, "x", &mut Default::default()).unwrap_err().to_string();
+    assert!(e.contains(&format!("x{}", "[0]".repeat(40))), "{e}");
+}
