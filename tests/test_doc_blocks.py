@@ -1,7 +1,11 @@
 """Every code block of README.md and docs/*.md is run or checked by the tests, so none can rot.
 
 - Python blocks run as written, in a scratch folder, each document's blocks in order in one
-  namespace (later blocks use what earlier ones defined). Files they name that only a TVM build
+  namespace (later blocks use what earlier ones defined). A block that prints shows what it
+  prints in the next fenced block, a ```` ```text ```` block (only prose between), and its output
+  must match it (``output_matches``): line by line, spaces collapsed, a line ``...`` standing for
+  any lines; in a ```` ```text timings ```` block any number matches any number and the lines
+  may come in any order (a profile's rows are sorted by times). Files they name that only a TVM build
   makes (``mlp.so``, ``transformer_block/model.so``) are copied from the corpus; a block that
   imports ``tvm`` runs in ``.venv-tvm``, and what it exports is then loaded by relaxvm.
 - Rust blocks are doctests of ``relaxvm-builder`` (README.md, docs/format.md, docs/profiling.md).
@@ -37,6 +41,76 @@ def blocks(doc: Path, lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", doc.read_text(), flags=re.S)
 
 
+def shown_outputs(doc: Path) -> dict[int, tuple[str, str]]:
+    """For each Python block (by index) followed by a ``text`` block: its info string and text."""
+    fenced = re.findall(r"```([^\n]*)\n(.*?)```", doc.read_text(), flags=re.S)
+    out, k = {}, -1
+    for (info, _), (next_info, text) in zip(fenced, fenced[1:] + [("", "")]):
+        if info == "python":
+            k += 1
+            if next_info.split()[:1] == ["text"]:
+                out[k] = (next_info, text)
+    return out
+
+
+NUMBER = r"-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?"
+
+
+def _line_pattern(line: str, timings: bool) -> re.Pattern:
+    """A shown line (spaces collapsed, as printed lines are) as a pattern; in timings, each
+    number stands for any number."""
+    line = " ".join(line.split())
+    parts = re.split(f"({NUMBER})", line) if timings else [line]
+    return re.compile("".join(NUMBER if i % 2 else re.escape(p) for i, p in enumerate(parts)) + "$")
+
+
+def output_matches(info: str, shown: str, printed: str) -> str | None:
+    """Why ``printed`` does not match the ``shown`` output (None when it does)."""
+    timings = "timings" in info.split()
+    want = [line for line in shown.strip().splitlines()]
+    got = [" ".join(line.split()) for line in printed.strip().splitlines()]
+    if timings:
+        # Any order: each shown line matches its own printed line.
+        left = list(got)
+        for line in want:
+            if line.strip() == "...":
+                continue
+            pattern = _line_pattern(line, True)
+            hit = next((g for g in left if pattern.match(g)), None)
+            if hit is None:
+                return f"no printed line matches {line.strip()!r}"
+            left.remove(hit)
+        if left and not any(line.strip() == "..." for line in want):
+            return f"printed lines the document does not show: {left[:3]}"
+        return None
+    # In order; "..." skips any lines up to the next shown line.
+    i, skipping = 0, False
+    for line in want:
+        if line.strip() == "...":
+            skipping = True
+            continue
+        pattern = _line_pattern(line, False)
+        while i < len(got) and not pattern.match(got[i]):
+            if not skipping:
+                return f"printed {got[i]!r} where the document shows {line.strip()!r}"
+            i += 1
+        if i == len(got):
+            return f"no printed line matches {line.strip()!r}"
+        i, skipping = i + 1, False
+    if i < len(got) and not skipping:
+        return f"printed lines the document does not show: {got[i : i + 3]}"
+    return None
+
+
+def test_output_matching_follows_the_convention():
+    assert output_matches("text", "a  b\n...\nz", "a b\nc\nd\nz") is None
+    assert output_matches("text", "a b\nz", "a b\nc\nz") is not None
+    assert output_matches("text", "[1. 2.]", "[1. 3.]") is not None
+    assert output_matches("text timings", "x 1.5 us\ny 2 us", "y 7 us\nx 0.25 us") is None
+    assert output_matches("text timings", "x 1.5 us", "x 0.25 us\ny 2 us") is not None
+    assert output_matches("text timings", "x 1.5 us", "z 0.25 us") is not None
+
+
 PY_DOCS = [d for d in DOCS if blocks(d, "python")]
 SH_DOCS = [d for d in DOCS if blocks(d, "sh")]
 
@@ -52,6 +126,7 @@ def test_python_blocks_run(doc, tmp_path, monkeypatch, capsys):
     import relaxvm as rx
 
     namespace: dict = {"__name__": f"doc_{doc.stem}"}
+    shown = shown_outputs(doc)
     for k, code in enumerate(blocks(doc, "python")):
         if re.search(r"^import tvm|^from tvm", code, flags=re.M):
             run_with_tvm(code, tmp_path)
@@ -66,9 +141,13 @@ def test_python_blocks_run(doc, tmp_path, monkeypatch, capsys):
         for name in re.findall(r'register_func\("([^"]+)"\)', code):
             if rx.get_global_func(name, allow_missing=True) is not None:
                 rx.remove_global_func(name)
+        capsys.readouterr()
         exec(compile(code, f"{doc.name} python block {k}", "exec"), namespace)
+        printed = capsys.readouterr().out
         if "print(" in code:
-            assert capsys.readouterr().out, f"block {k} prints something"
+            assert k in shown, f"{doc.name} python block {k} prints: show its output in a text block after it"
+            why = output_matches(*shown[k], printed)
+            assert why is None, f"{doc.name} python block {k}: {why}\nprinted:\n{printed}"
 
 
 def run_with_tvm(code: str, tmp_path: Path) -> None:
