@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 use relaxvm::format::{self, LoadOptions, SaveOptions, VERSION_1};
 
 fuzz_target!(|data: &[u8]| {
-    let unchecked = LoadOptions { verify_checksum: false, verify_data_checksum: false, mmap: false };
+    let unchecked = LoadOptions::unchecked();
     for opts in [LoadOptions::default(), unchecked] {
         if let Ok(exe) = format::load_bytes_with(data, &opts) {
             let bytes = exe.save_to_bytes();

@@ -29,6 +29,9 @@ pub struct ProfileArgs {
 
 /// Profiles the function and prints the report.
 pub fn profile(a: ProfileArgs) -> Result<(), CliError> {
+    if a.trace.as_deref().is_some_and(io::is_stdout) {
+        return Err(CliError::new("--trace writes a file beside the report: give it a path (- is not one here)"));
+    }
     let (exe, func, args) = a.call.prepare(&[a.trace.as_deref()])?;
     relaxvm_builtins::ensure_registered();
     let mut vm = VirtualMachine::new(Arc::new(exe))?;

@@ -37,6 +37,9 @@ pub struct TraceArgs {
 /// Traces the function, prints its steps, and saves or compares the trace.
 pub fn trace(a: TraceArgs) -> Result<(), CliError> {
     let tolerance = Tolerance::new(a.rtol, a.atol)?;
+    if a.save.as_deref().is_some_and(io::is_stdout) {
+        return Err(CliError::new("--save writes a .npz file: give it a path (- is not one here)"));
+    }
     let (exe, func, args) = a.call.prepare(&[a.save.as_deref()])?;
     // Read the reference first: a bad file is reported before the run.
     let reference = a.compare.as_deref().map(Trace::load).transpose()?;

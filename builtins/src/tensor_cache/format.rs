@@ -18,7 +18,6 @@
 
 use relaxvm::{DataType, Error, Result, Shape, Tensor};
 use serde::Deserialize;
-use std::io::Read;
 use std::path::Path;
 
 /// The whole `tensor-cache.json`.
@@ -63,9 +62,15 @@ pub(crate) struct ParamRecord {
 /// Reads and parses `<dir>/tensor-cache.json`.
 pub(crate) fn read_metadata(dir: &Path) -> Result<Metadata> {
     let path = dir.join("tensor-cache.json");
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| Error::value(format!("cannot read {}: {e}", path.display())))?;
+    // Read as every input is (relaxvm::input_file: a regular file, never a fifo or a device).
+    let bytes = relaxvm::input_file::read(&path, &Default::default()).map_err(cannot_read)?;
+    let text = String::from_utf8(bytes).map_err(|e| Error::value(format!("malformed {}: {e}", path.display())))?;
     serde_json::from_str(&text).map_err(|e| Error::value(format!("malformed {}: {e}", path.display())))
+}
+
+/// The reader's error (which names the file first) as "cannot read PATH: why".
+fn cannot_read(e: Error) -> Error {
+    Error::value(format!("cannot read {}", e.to_string().trim_start_matches("I/O error: ")))
 }
 
 /// Loads one shard's tensors, in record order.
@@ -74,9 +79,9 @@ pub(crate) fn load_shard(dir: &Path, shard: &ShardRecord) -> Result<Vec<(String,
         return Err(Error::value(format!("Only `raw-shard` format is supported, found {:?}", shard.format)));
     }
     let path = dir.join(&shard.data_path);
-    let mut file =
-        std::fs::File::open(&path).map_err(|e| Error::value(format!("cannot open {}: {e}", path.display())))?;
-    let len = file.metadata().map_err(|e| Error::value(format!("cannot stat {}: {e}", path.display())))?.len();
+    // Opened as every input is (a regular file, never a fifo or a device).
+    let file = relaxvm::input_file::open(&path, relaxvm::input_file::DEFAULT_MAX_INPUT).map_err(cannot_read)?;
+    let len = file.len();
     // Checked before reading, so a wrong size never makes us read (or allocate) a huge file.
     if u64::try_from(shard.nbytes).ok() != Some(len) {
         return Err(Error::value(format!(
@@ -84,12 +89,8 @@ pub(crate) fn load_shard(dir: &Path, shard: &ShardRecord) -> Result<Vec<(String,
             shard.nbytes
         )));
     }
-    let mut raw = Vec::new();
-    raw.try_reserve_exact(len as usize).map_err(|_| Error::alloc(u128::from(len), "cannot hold the shard"))?;
-    file.read_to_end(&mut raw).map_err(|e| Error::value(format!("cannot read {}: {e}", path.display())))?;
-    if raw.len() as u64 != len {
-        return Err(Error::value(format!("{} changed size while being read", path.display())));
-    }
+    // Exactly `len` bytes, or an error naming the file (one that changes size is refused).
+    let raw = file.read_to_vec(None).map_err(cannot_read)?;
     shard.records.iter().map(|r| Ok((r.name.clone(), load_record(r, &raw)?))).collect()
 }
 

@@ -6,6 +6,11 @@
 //! symbolic link is followed, as a shell's `>` follows it: the file it points to (which must
 //! be a regular file, or missing in an existing folder) is replaced, next to its real path,
 //! and the link stays a link. To write to standard output, the CLI takes `-o -`.
+//!
+//! The check runs before the temporary file is made, so a special file that someone who can
+//! write the output folder puts at the path between the check and the rename is still
+//! replaced: it guards against paths that name special files, not against a concurrent writer
+//! of the folder (which could replace the file itself anyway).
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
