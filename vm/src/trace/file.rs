@@ -6,7 +6,9 @@
 //! numpy has no bfloat16: such tensors are stored as their `uint16` bits, with the dtype in the
 //! JSON. Functions, storage and other objects cannot be stored; the file keeps their kind and
 //! description, and a loaded trace holds them as [`Opaque`] objects. Tuples nested deeper than
-//! 32 are stored as such descriptions too.
+//! 32 are stored as such descriptions too. A tuple shared in several places is stored once and
+//! referred to by the name of its first place elsewhere (`{"same": "step3.result"}`), so a file
+//! is as small as the trace in memory. Reading (in `load.rs`) treats the file as untrusted.
 
 use super::copy::MAX_COPY_DEPTH;
 use super::{Trace, TraceStep};
