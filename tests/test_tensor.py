@@ -241,12 +241,15 @@ def test_dlpack_versioned_and_copy():
         t.__dlpack__(stream=3)
 
 
-def test_from_dlpack_of_read_only_array_copies():
+def test_from_dlpack_of_read_only_array_is_a_read_only_view():
     a = np.arange(3.0)
     a.flags.writeable = False
     t = rx.from_dlpack(a)
     np.testing.assert_array_equal(t.numpy(), a)
-    assert not np.shares_memory(t.numpy(), a)
+    assert np.shares_memory(t.numpy(), a) and not t.numpy().flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        t[0] = 5.0
+    assert a[0] == 0.0
 
 
 def test_from_dlpack_rejects_non_dlpack():

@@ -134,7 +134,7 @@ def test_a_writable_buffer_of_a_constant_is_refused():
         ib.emit_ret(ib.r(0))
     const = rx.VirtualMachine(ib.get())["main"]()
     assert get_buffer(const, 0) and not get_buffer(const, WRITABLE)
-    with pytest.raises(BufferError, match="read-only constant"):
+    with pytest.raises(BufferError, match="read-only .a constant of an executable"):
         ctypes.pythonapi.PyObject_GetBuffer(ctypes.py_object(const), ctypes.byref(PyBuffer()), WRITABLE)
 
 

@@ -13,8 +13,10 @@
 //! Why the jump is sound: the frames it skips are those between the innermost guard and the
 //! faulting instruction. Every call from Rust into kernel code goes through a guard — a kernel
 //! call ([`safe_call`]) and each task of a parallel launch ([`lambda`], from `pool.rs`) — and
-//! Rust code that a kernel calls back (`services.rs`) runs [`Unguarded`], so a fault in it is
-//! never jumped over. The skipped frames are therefore kernel frames and the C library
+//! the runtime services a kernel calls that run more Rust code or hold a lock (a packed
+//! function by name, a first-use initializer, a parallel launch) run [`Unguarded`], so a fault
+//! in them is never jumped over. (The other services only copy a value into memory the
+//! kernel owns, never a constant.) The skipped frames are therefore kernel frames and the C library
 //! functions kernels call (`memset`, `expf`), which own nothing that must be released; the
 //! faulting write itself did not happen. What a faulting kernel leaves behind: its outputs are
 //! partly written, and workspace it allocated and had not freed yet is leaked.

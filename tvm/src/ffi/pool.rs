@@ -105,5 +105,7 @@ pub unsafe extern "C" fn parallel_barrier(_task_id: i32, env: *mut TVMParallelGr
 /// # Safety
 /// `lambda` must be callable with any task id below the number of tasks and `cdata`.
 pub unsafe extern "C" fn parallel_launch(lambda: ParallelLambda, cdata: *mut c_void, num_task: i32) -> i32 {
+    // The pool's Rust frames are never jumped over: each task has a guard of its own.
+    let _unguarded = super::guard::Unguarded::enter();
     launch(global(), lambda, cdata, num_task)
 }

@@ -200,6 +200,8 @@ pub unsafe extern "C" fn handle_init_once(
     init: Option<unsafe extern "C" fn(*mut *mut c_void) -> i32>,
 ) -> i32 {
     static LOCK: Mutex<()> = Mutex::new(());
+    // Rust code holding a lock around `init`: a fault is never jumped over by the guard.
+    let _unguarded = super::guard::Unguarded::enter();
     let Some(init) = init else { return -1 };
     if handle_addr.is_null() {
         return -1;

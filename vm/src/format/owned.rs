@@ -3,13 +3,13 @@
 //! every byte is checked against the file's checksums before any of it is used.
 
 use super::{located, reader, LoadOptions};
-use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::executable::Executable;
 use crate::input_file;
+use crate::storage::read_only::ReadOnlyPages;
 use crate::storage::Storage;
 use std::path::Path;
-use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// Reads `path` whole and decodes it; see [`super::load_file`].
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Executable> {
@@ -20,17 +20,18 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Executable> {
         return Err(at(Error::format("header at byte 0: the file is empty")));
     }
     let len = usize::try_from(file.len()).map_err(|_| at(Error::alloc(u128::from(file.len()), "file too large")))?;
-    let whole = Storage::alloc_filled(len, Device::cpu(0), |buf| file.read_exact_into(buf, opts.read.poll.as_ref()))?;
-    let base = NonNull::new(whole.as_ptr()).expect("storage pointers are non-null");
-    let bytes = whole.bytes();
-    reader::read(&bytes, opts, |range| {
-        // `range` lies inside the file (checked by the section scan), hence inside `whole`.
-        let ptr = NonNull::new(base.as_ptr().wrapping_add(range.start)).expect("inside a non-null block");
-        // SAFETY: `ptr .. ptr + range.len()` lies inside `whole`'s block, which the owner (a
-        // clone of `whole`) keeps alive as long as the new storage. No safe code writes the
-        // block: `whole` is private to this function, and the new storage only holds the
-        // constants' bytes, which `Executable::from_parts` freezes before anyone can write.
-        Ok(unsafe { Storage::from_external(ptr, range.len(), Device::cpu(0), Box::new(whole.clone())) })
+    // Read straight into pages that become read-only once filled: the tensor constants view
+    // them in place, already sealed (see `storage::read_only`), with no second copy.
+    let whole = ReadOnlyPages::filled(len, |buf| file.read_exact_into(buf, opts.read.poll.as_ref())).map_err(at)?;
+    let base = whole.as_ptr();
+    let whole = Arc::new(whole);
+    // SAFETY: `base` points to the `len` bytes of `whole`, which lives for this whole function,
+    // and nothing can write them (read-only pages).
+    let bytes: &[u8] = unsafe { std::slice::from_raw_parts(base.as_ptr(), len) };
+    reader::read(bytes, opts, |range| {
+        // `range` lies inside the file (checked by the section scan), hence inside `whole`; the
+        // storage keeps the pages mapped for as long as it lives.
+        Storage::from_read_only_pages(whole.clone(), range.start, range.len())
     })
     .map_err(at)
 }
