@@ -19,12 +19,19 @@ def one_function_vm() -> rx.VirtualMachine:
     return rx.VirtualMachine(ib.get())
 
 
-def test_time_evaluator_refuses_a_device_other_than_the_cpu():
+def test_time_evaluator_takes_cpu_devices_only():
+    # python/src/vm.rs's "cannot time on DEVICE: this VM runs on the CPU" cannot be reached:
+    # relaxvm's Device holds the CPU only, so another device is refused where it is made.
     vm = one_function_vm()
-    with pytest.raises(ValueError, match=r"^cannot time on cuda:0: this VM runs on the CPU$"):
+    with pytest.raises(ValueError, match=r'^unknown device type "cuda": only "cpu" is available$'):
         vm.time_evaluator("one", rx.device("cuda", 0))
+    with pytest.raises(ValueError, match=r"^unsupported device type code 2: only cpu \(1\) is available$"):
+        rx.Device(2, 0)
+    # Not a device at all: a TypeError naming the class expected.
+    with pytest.raises(TypeError, match="Device"):
+        vm.time_evaluator("one", "cuda:0")
     # The CPU (any id) and no device are fine.
-    assert len(vm.time_evaluator("one", rx.cpu(), number=1)().results) == 1
+    assert len(vm.time_evaluator("one", rx.cpu(1), number=1)().results) == 1
     assert len(vm.time_evaluator("one", None, number=1)().results) == 1
 
 

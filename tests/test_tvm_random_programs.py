@@ -10,8 +10,9 @@ computed from a tensor in uninitialized storage is compared by kinds, dtypes and
 purpose, each listed in DIFFERENCES with its reason and in docs/tvm-compat.md: almost all are
 inputs on which TVM reads uninitialized or out-of-bounds memory, or crashes, and relaxvm raises
 instead. A program called through set_input with a shape input is compared with TVM's direct
-call of it (TVM's set_input turns a shape into a tuple of tensors). The programs run in a child process, so a crash of relaxvm on one
-fails the test naming the program instead of taking the test run down.
+call of it (TVM's set_input turns a shape into a tuple of tensors). The programs run in a
+child process, so a crash of relaxvm on one fails the test naming the program instead of
+taking the test run down.
 """
 
 from __future__ import annotations
@@ -139,8 +140,7 @@ DIFFERENCES: list[tuple[str, str, Callable[[dict, dict, dict], bool]]] = [
     ),
     (
         "TVM crashes",
-        "TVM's process dies (a type confusion inside a builtin); relaxvm raises an error of a "
-        "built-in class",
+        "TVM's process dies (a type confusion inside a builtin); relaxvm raises an error of a built-in class",
         lambda p, t, o: "crash" in t and "error" in o and o["error"][0] != "Exception",
     ),
     (
@@ -217,7 +217,7 @@ def run_on_relaxvm(program: dict) -> dict:
 
 
 def verdict(p: dict, t: dict, o: dict) -> str | None:
-    """"same result", "same error class", a DIFFERENCES name, or None (unexplained)."""
+    """ "same result", "same error class", a DIFFERENCES name, or None (unexplained)."""
     if "direct" in t:
         # set_input of a shape: TVM's set_input turns the shape into a tuple of int32 tensors,
         # relaxvm's passes the shape, so TVM's direct call of the program is the reference.
