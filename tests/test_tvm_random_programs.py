@@ -10,7 +10,8 @@ computed from a tensor in uninitialized storage is compared by kinds, dtypes and
 purpose, each listed in DIFFERENCES with its reason and in docs/tvm-compat.md: almost all are
 inputs on which TVM reads uninitialized or out-of-bounds memory, or crashes, and relaxvm raises
 instead. A program called through set_input with a shape input is compared with TVM's direct
-call of it (TVM's set_input turns a shape into a tuple of tensors). The programs run in a
+call of it with set_input's conversions but the shape (TVM's set_input turns a shape into a
+tuple of tensors). The programs run in a
 child process, so a crash of relaxvm on one fails the test naming the program instead of
 taking the test run down.
 """
@@ -220,7 +221,8 @@ def verdict(p: dict, t: dict, o: dict) -> str | None:
     """ "same result", "same error class", a DIFFERENCES name, or None (unexplained)."""
     if "direct" in t:
         # set_input of a shape: TVM's set_input turns the shape into a tuple of int32 tensors,
-        # relaxvm's passes the shape, so TVM's direct call of the program is the reference.
+        # relaxvm's passes the shape, so the reference is TVM's direct call with the inputs
+        # converted as its set_input converts them, but the shapes passed as shapes.
         return verdict({**p, "via": "call"}, t["direct"], o)
     if "result" in t and "result" in o and t["result"] == o["result"]:
         return "same result"
