@@ -39,7 +39,9 @@ timed "${asan[@]}" cargo build --quiet --manifest-path "$root/fuzz/Cargo.toml" -
   --target-dir "$root/target/asan" --bins
 for target in load asm interp tvm_import; do
   echo "replaying fuzz/corpus/$target"
-  timed "${asan[@]}" "$root/target/asan/$host/debug/$target" -runs=0 "$root/fuzz/corpus/$target" 2>"$logs/fuzz" \
+  # -artifact_prefix: libFuzzer writes slow or crashing inputs there, not into the checkout.
+  timed "${asan[@]}" "$root/target/asan/$host/debug/$target" -runs=0 -artifact_prefix="$logs/" \
+    "$root/fuzz/corpus/$target" 2>"$logs/fuzz" \
     || { tail -n 40 "$logs/fuzz"; exit 1; }
   grep -E '^Done [0-9]+ runs' "$logs/fuzz"
 done
