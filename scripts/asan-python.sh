@@ -19,7 +19,12 @@ fi
 runtime="$venv/libasan-rustc.so"
 archive="$(rustc --print sysroot)/lib/rustlib/$host/lib/librustc-stable_rt.asan.a"
 if [ ! -f "$runtime" ] || [ "$archive" -nt "$runtime" ]; then
-  cc -shared -o "$runtime" -Wl,--whole-archive "$archive" -Wl,--no-whole-archive -lpthread -ldl -lm -lrt -lstdc++
+  # Every object but the pre-init hook (.preinit_array is for executables only; preloading runs
+  # the runtime's initialisation first anyway).
+  objects="$(mktemp -d)"
+  (cd "$objects" && ar x "$archive" && rm -f asan_preinit.cpp.o)
+  cc -shared -o "$runtime" "$objects"/*.o -lpthread -ldl -lm -lrt -lstdc++
+  rm -rf "$objects"
 fi
 # Debug build: ASan reports name the line; --target keeps build scripts uninstrumented.
 (cd "$root/python" && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" RUSTC_BOOTSTRAP=1 \

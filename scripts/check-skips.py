@@ -7,7 +7,8 @@ Reads the JUnit XML report of a pytest run (``pytest --junitxml=...``) and the a
 (default: tests/expected-skips.txt): one skip per line, ``NODE_ID_PATTERN | REASON`` where the
 pattern is an fnmatch pattern of the test's id relative to tests/ (``test_x.py::test_y[param]``,
 ``adversarial/test_z.py::test_w``) and the
-reason says why CI may skip it; ``#`` starts a comment. A skipped test no line allows fails the
+reason says why CI may skip it (an expected failure, ``xfail``, counts as a skip and is listed
+too); ``#`` starts a comment. A skipped test no line allows fails the
 check, naming the test and pytest's skip reason — so a missing TVM corpus, wheel or tool makes
 CI fail instead of staying green with fewer tests. Prints what was skipped and allowed.
 """
@@ -48,7 +49,9 @@ def skipped(junit: str) -> list[tuple[str, str]]:
         path = module.replace(".", "/") + ".py"
         name = case.get("name", "")
         node = f"{path}::Test{cls}::{name}" if cls else f"{path}::{name}"
-        out.append((node, skip.get("message", "")))
+        # An expected failure (xfail) is reported as skipped too: it must be listed as well.
+        kind = "xfailed" if skip.get("type") == "pytest.xfail" else "skipped"
+        out.append((node, f"{kind}: {skip.get('message', '')}"))
     return out
 
 

@@ -21,7 +21,7 @@ def call_native(f: Callable[..., Any], *args: Any) -> Any:
 
 
 #: The offset of call_native's call instruction (f_lasti of its frame while ``f`` runs).
-_CALL = max(i.offset for i in dis.get_instructions(call_native) if i.opname == "CALL")
+_CALL = max(i.offset for i in dis.get_instructions(call_native) if i.opname.startswith("CALL"))
 
 
 def inside(thread_id: int) -> bool:

@@ -159,10 +159,40 @@ ACCEPTED = [
 ]
 
 
+def assert_same_value(out, value):
+    """``out`` (what ``main`` returned of ``value``) holds ``value``'s value: arrays as tensors
+    of the same dtype, shape and elements, sequences item by item, scalars equal and of the
+    declared kind (an int given for a float comes back a float of its value)."""
+    if isinstance(value, (np.ndarray, rx.Tensor)):
+        want = value.numpy() if isinstance(value, rx.Tensor) else value
+        assert isinstance(out, rx.Tensor), type(out)
+        assert out.numpy().dtype == want.dtype and out.numpy().shape == want.shape
+        np.testing.assert_array_equal(out.numpy(), want)
+    elif isinstance(value, rx.Shape):
+        assert isinstance(out, rx.Shape) and tuple(out) == tuple(value)
+    elif isinstance(value, (tuple, list)):
+        assert isinstance(out, (tuple, list)) and len(out) == len(value), out
+        for o, v in zip(out, value):
+            assert_same_value(o, v)
+    else:
+        assert out == value, (out, value)
+        if isinstance(value, (bool, str, rx.Device)) or value is None:
+            assert type(out) is type(value), (type(out), type(value))
+
+
 @pytest.mark.parametrize("t, value", ACCEPTED, ids=[f"{t}-{i}" for i, (t, _) in enumerate(ACCEPTED)])
 def test_accepted(t, value):
     vm = one(t)
-    vm["main"](value)
+    out = vm["main"](value)
+    assert_same_value(out, value)
+    if t in ("f32", "f64"):
+        assert isinstance(out, float), type(out)
+    if t.startswith(("i", "u")) and "<" not in t:
+        assert type(out) is int, type(out)
+    if t.startswith("tuple"):
+        assert isinstance(out, tuple), type(out)
+    if t.startswith("list"):
+        assert isinstance(out, list), type(out)
 
 
 REJECTED = [

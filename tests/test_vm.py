@@ -7,10 +7,10 @@ import time
 
 import numpy as np
 import pytest
+from native_call import call_native, watch
 
 import relaxvm as rx
 from conftest import build, call_packed_vm
-from native_call import call_native, watch
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,8 @@ def test_vm_multiple_func():
 
 def test_vm_checker():
     ib = ExecBuilder()
-    with pytest.raises(RuntimeError):
+    # TVM raises RuntimeError; relaxvm's CheckError is one, and names the register and where.
+    with pytest.raises(rx.CheckError, match=r'function "func0", instruction 0 .*reads %2, which is not written'):
         with ib.function("func0", num_inputs=2):
             ib.emit_call("test.vm.add", args=[ib.r(0), ib.r(2)], dst=ib.r(2))
             ib.emit_ret(ib.r(2))

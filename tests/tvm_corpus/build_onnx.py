@@ -462,6 +462,17 @@ def build_one(task: dict, suite_dir: str, report: Any) -> dict:
             if dtype:
                 raise Outcome("skipped", f"result dtype {dtype} cannot be stored in a case")
             cases.append(corpus.save_case(suite_dir, f"{name}/case{k}.npz", "main", ins, got))
+        # An error case: the first input with one more axis, which main's signature refuses;
+        # recorded with the part of TVM's message relaxvm must give too (when TVM gives it).
+        first = data_sets[0][0][0] if data_sets[0][0] else None
+        if isinstance(first, np.ndarray):
+            bad = [first[np.newaxis], *data_sets[0][0][1:]]
+            fragment = f"expect Tensor with ndim {first.ndim} but get {first.ndim + 1}"
+            try:
+                vm["main"](*_to_tvm(bad))
+            except Exception as e:  # noqa: BLE001 - TVM's refusal is the outcome recorded
+                if fragment in str(e):
+                    cases.append(corpus.save_case(suite_dir, f"{name}/error.npz", "main", bad, error=fragment))
         out["category"], out["reason"] = "passed", ""
         out["entry"] = {
             "name": name,

@@ -96,11 +96,17 @@ fn an_rvx_finds_its_library_beside_it_and_refuses_a_changed_one() {
     assert_eq!(run_mlp(load_executable_with(moved.path().join("model.rvx"), &any()).unwrap()), f32s("mlp_y.bin"));
     // A different library under the same name is refused by its hash.
     let mut bytes = std::fs::read(moved.path().join("model.so")).unwrap();
+    let recorded = relaxvm_tvm::import::content_hash(&bytes);
     let last = bytes.len() - 1;
     bytes[last] ^= 0xFF;
     std::fs::write(moved.path().join("model.so"), &bytes).unwrap();
-    let e = load_executable_with(moved.path().join("model.rvx"), &any()).err().unwrap().to_string();
-    assert!(e.contains("hash"), "{e}");
+    let e = load_executable_with(moved.path().join("model.rvx"), &any()).err().unwrap();
+    assert!(matches!(e.root().kind(), relaxvm::ErrorKind::Value(_)), "{e:?}");
+    let (e, found) = (e.to_string(), relaxvm_tvm::import::content_hash(&bytes));
+    let hashes = format!(
+        "its contents hash to {found:#018x}, but the executable was saved with a library hashing to {recorded:#018x}"
+    );
+    assert!(e.contains(&hashes) && e.contains("model.so"), "{e}");
     std::fs::remove_file(moved.path().join("model.so")).unwrap();
     let e = load_executable_with(moved.path().join("model.rvx"), &any()).err().unwrap().to_string();
     assert!(e.contains("not found") && e.contains("model.so"), "{e}");

@@ -150,6 +150,38 @@ fn first_difference_finds_the_planted_divergence() {
 }
 
 #[test]
+fn first_difference_compares_nans_integers_and_positions_as_documented() {
+    let a = trace_loop(&[1.0, 2.0], 3);
+    // `a` with step 1's result replaced (step 1 is the first to return).
+    let with = |v: Value| {
+        let mut t = a.clone();
+        t.steps[1].values.as_mut().unwrap().result = v;
+        t
+    };
+    let tol = Tolerance::default();
+    // NaN agrees with NaN, and with nothing else.
+    let nan = with(f32s(&[f32::NAN, 4.0]));
+    assert!(nan.first_difference(&with(f32s(&[f32::NAN, 4.0])), tol).is_none());
+    let d = nan.first_difference(&with(f32s(&[2.0, 4.0])), tol).expect("NaN and a number differ");
+    assert_eq!((d.index, d.what.as_str()), (1, "result"));
+    assert!(d.detail.starts_with("1 of 2 elements differ; the largest difference is inf at (0)"), "{}", d.detail);
+    // Integers compare exactly, even where the float tolerance would call them close.
+    let int = |v: i64| Value::Tensor(Tensor::from_vec([1], vec![v]).unwrap());
+    let d = with(int(1_000_000)).first_difference(&with(int(1_000_001)), tol).expect("the integers differ");
+    assert_eq!(d.detail, "1 of 1 elements differ; the largest difference is 1 at (0) (1000000 vs 1000001)");
+    // A position names every axis, the last varying fastest.
+    let grid = |at: Option<usize>| {
+        let mut v = vec![0f32; 6];
+        if let Some(i) = at {
+            v[i] = 1.0;
+        }
+        Value::Tensor(Tensor::from_vec([2, 3], v).unwrap())
+    };
+    let d = with(grid(None)).first_difference(&with(grid(Some(2))), tol).expect("one element differs");
+    assert_eq!(d.detail, "1 of 6 elements differ; the largest difference is 1 at (0, 2) (0 vs 1)");
+}
+
+#[test]
 fn save_and_load_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.npz");

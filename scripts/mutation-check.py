@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Mutation check of recently changed code: applies each mutant below in turn (one source edit),
+runs the tests meant to catch it, restores the file, and prints one JSON line per mutant with the
+tests that failed (a mutant no test kills has "rc": 0). Usage: mutation-check.py [INDEX ...].
+
+It edits the working tree while it runs (each file is restored in a `finally`): run it in a
+copy of the repository (e.g. `git worktree add`) if you keep working meanwhile. The mutants:
+the specialised shape steps (builtins/src/shape_heap/site.rs), the batched and tiled matmul
+(builtins/src/tensor_ops/tiled.rs) and the trace comparison (vm/src/trace/compare.rs).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MUTANTS = [
+    (
+        "builtins/src/shape_heap/site.rs",
+        "steps.iter().filter_map(slot).map(|s| s + 1).max()",
+        "steps.iter().filter_map(slot).map(|s| s).max()",
+        "reach: one past the highest slot -> the highest slot",
+        ["-p", "relaxvm-builtins", "--lib", "shape_heap"],
+    ),
+    (
+        "builtins/src/shape_heap/site.rs",
+        "3 => slot(v).map(Check::EqualSlot),",
+        "3 => slot(v).map(Check::Store),",
+        "checks: code 3 (assert equal to slot) becomes a store",
+        ["-p", "relaxvm-builtins", "--lib", "shape_heap"],
+    ),
+    (
+        "builtins/src/shape_heap/site.rs",
+        "                if expected != actual {\n                    return Err(Mismatch { dim, expected });",
+        "                if expected != actual {\n                    return Err(Mismatch { dim, expected: actual });",
+        "check_all: a slot mismatch reports the actual dimension as expected",
+        ["-p", "relaxvm-builtins", "--lib", "shape_heap"],
+    ),
+    (
+        "builtins/src/shape_heap/site.rs",
+        "Some(Value::Shape(s)) if s.has_dims(dims) => Value::Shape(s.clone()),",
+        "Some(Value::Shape(s)) => Value::Shape(s.clone()),",
+        "recent_or_last: the cached shape is returned without comparing its dimensions",
+        ["-p", "relaxvm-builtins", "--test", "integration", "make_shape"],
+    ),
+    (
+        "builtins/src/tensor_ops/tiled.rs",
+        "let rows = ndarray::Slice::from(row..row + c.nrows());",
+        "let rows = ndarray::Slice::from(0..c.nrows());",
+        "batched: a tile's rows of the left operand ignore the tile's row offset",
+        ["-p", "relaxvm-builtins", "--lib", "tensor_ops"],
+    ),
+    (
+        "builtins/src/tensor_ops/tiled.rs",
+        ".map(|(i, data)| Ok(Piece::Whole { first: i * group, data }));",
+        ".map(|(i, data)| Ok(Piece::Whole { first: i, data }));",
+        "batched: a group of whole results starts at batch i, not i * group",
+        ["-p", "relaxvm-builtins", "--lib", "tensor_ops"],
+    ),
+    (
+        "builtins/src/tensor_ops/tiled.rs",
+        "for (axis, d) in plan.batch.iter().enumerate().rev() {",
+        "for (axis, d) in plan.batch.iter().enumerate() {",
+        "batched: batch index decoded from the first axis instead of the last",
+        ["-p", "relaxvm-builtins", "--lib", "tensor_ops"],
+    ),
+    (
+        "vm/src/trace/compare.rs",
+        "a == b || (a.is_nan() && b.is_nan()) ||",
+        "a == b || (a.is_nan() || b.is_nan()) ||",
+        "close: NaN agrees with any number",
+        ["-p", "relaxvm-builtins", "--test", "integration", "trace::"],
+    ),
+    (
+        "vm/src/trace/compare.rs",
+        "let agree = if exact { p == q } else { close(pf, qf, tol) };",
+        "let agree = close(pf, qf, tol);",
+        "tensor_difference: integers compared with the float tolerance",
+        ["-p", "relaxvm-builtins", "--test", "integration", "trace::"],
+    ),
+    (
+        "vm/src/trace/compare.rs",
+        "for (slot, d) in at.iter_mut().zip(dims).rev() {",
+        "for (slot, d) in at.iter_mut().zip(dims) {",
+        "position: the flat index decoded from the first axis",
+        ["-p", "relaxvm-builtins", "--test", "integration", "trace::"],
+    ),
+    (
+        "vm/src/trace/compare.rs",
+        "returned.sort_by_key(|s| (s.end, std::cmp::Reverse(s.depth)));",
+        "returned.sort_by_key(|s| s.index);",
+        "first_difference: steps compared in start order instead of return order",
+        ["-p", "relaxvm-builtins", "--test", "integration", "trace::"],
+    ),
+]
+only = [int(a) for a in sys.argv[1:]] or range(len(MUTANTS))
+for i in only:
+    path, old, new, what, args = MUTANTS[i]
+    src = open(path).read()
+    assert src.count(old) == 1, (i, path, old)
+    open(path, "w").write(src.replace(old, new))
+    t = time.time()
+    try:
+        r = subprocess.run(["nice", "-n", "10", "cargo", "test", "--quiet", *args], capture_output=True, text=True)
+    finally:
+        open(path, "w").write(src)
+    out = r.stdout + r.stderr
+    failed = [
+        line.split()[1] for line in out.splitlines() if line.startswith("test ") and line.rstrip().endswith("FAILED")
+    ]
+    if not failed:
+        failed = [line.strip() for line in out.splitlines() if line.startswith("    ") and "::" in line][:8]
+    rec = {
+        "i": i,
+        "place": path,
+        "mutation": what,
+        "rc": r.returncode,
+        "failing": failed,
+        "secs": round(time.time() - t),
+    }
+    if r.returncode == 0 or (r.returncode != 0 and not failed):
+        rec["tail"] = out[-1500:]
+    print(json.dumps(rec), flush=True)
