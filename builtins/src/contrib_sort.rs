@@ -197,7 +197,7 @@ fn top_of_line<T: Copy>(
     ticker.tick(heap.len())?;
     stl::make_heap(heap, less);
     for cur in line {
-        if cur.0 as usize % stl::BLOCK == 0 {
+        if (cur.0 as usize).is_multiple_of(stl::BLOCK) {
             ticker.tick(stl::BLOCK)?;
         }
         if less(&cur, &heap[0]) {
@@ -346,13 +346,13 @@ mod tests {
 
     #[test]
     fn long_sorts_stop_when_a_poll_fails_and_polling_changes_nothing() {
-        let n = 4 << 20;
+        let n: i32 = 4 << 20;
         // A line in reverse order (every merge moves every element), then many short lines.
-        let x = t(&[n as i64], (0..n as i32).rev().collect());
+        let x = t(&[n as i64], (0..n).rev().collect());
         let out = zeros(&[n as i64], DataType::I32);
         let args = [x.clone().into(), out.clone().into(), 0.into(), true.into()];
         assert_eq!(stopped(|p| sort_like("tvm.contrib.sort.sort", &args, false, p)), ("polled out".into(), 2));
-        let lines = t(&[(n / 8) as i64, 8], (0..n as i32).rev().collect());
+        let lines = t(&[(n / 8) as i64, 8], (0..n).rev().collect());
         let line_out = zeros(&[(n / 8) as i64, 8], DataType::I64);
         let args = [lines.into(), line_out.into(), 1.into(), true.into()];
         assert_eq!(stopped(|p| sort_like("tvm.contrib.sort.argsort", &args, true, p)).0, "polled out");
@@ -368,7 +368,7 @@ mod tests {
         })
         .unwrap();
         assert!(polls > 1, "{polls}");
-        assert_eq!(out.to_vec::<i32>().unwrap(), (0..n as i32).collect::<Vec<_>>());
+        assert_eq!(out.to_vec::<i32>().unwrap(), (0..n).collect::<Vec<_>>());
     }
 
     #[test]
