@@ -29,7 +29,8 @@
 //! ops and `sum` above 128K elements (see `parallel.rs`). Their results do not depend on the
 //! number of threads: the work is cut into pieces fixed by the shapes alone, each computed the
 //! same way on any thread, and a sum's pieces combine in numpy's pairwise tree on the calling
-//! thread. A long `matmul` checks for an interrupt between its pieces (every few milliseconds).
+//! thread. A long `matmul` checks for an interrupt between its pieces (every few milliseconds);
+//! the other ops every `relaxvm::pool::POLL_EVERY` elements of work, on every path.
 
 pub(crate) mod num;
 pub mod promote;
