@@ -17,15 +17,16 @@
 
 use crate::args::{self, type_err, value_err};
 use crate::table::{builtin, Builtin};
-use relaxvm::{dispatch_dtype, DataType, Error, Result, Tensor, Value};
+use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, Result, Tensor, Value};
+use stl::Ticker;
 
 mod stl;
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
-    builtin!("tvm.contrib.sort.sort", sort),
-    builtin!("tvm.contrib.sort.argsort", argsort),
-    builtin!("tvm.contrib.sort.topk", topk),
+    builtin!("tvm.contrib.sort.sort", ctx sort),
+    builtin!("tvm.contrib.sort.argsort", ctx argsort),
+    builtin!("tvm.contrib.sort.topk", ctx topk),
 ];
 
 /// The input dtypes each function accepts (TVM's dispatch tables).
@@ -127,7 +128,8 @@ fn index_bytes(name: &str, dtype: DataType, indices: &[i64]) -> Result<Vec<u8>> 
     Ok(out)
 }
 
-fn sort_like(name: &'static str, args: &[Value], indices: bool) -> Result<Value> {
+/// `sort` or `argsort`, polling with `poll` every few MiB of work.
+fn sort_like(name: &'static str, args: &[Value], indices: bool, poll: &mut dyn FnMut() -> Result<()>) -> Result<Value> {
     args::arity(name, args, 4)?;
     let input = tensor(name, args, 0, "input")?;
     let output = tensor(name, args, 1, "output")?;
@@ -150,12 +152,13 @@ fn sort_like(name: &'static str, args: &[Value], indices: bool) -> Result<Value>
         let mut vals = data.clone();
         let less = comparator::<T>(ascend, false);
         let mut sorter: Vec<(i64, T)> = Vec::with_capacity(n);
+        let ticker = &mut Ticker::new(&mut *poll);
         for i in 0..before {
             for j in 0..after {
                 let base = i * n * after + j;
                 sorter.clear();
                 sorter.extend((0..n).map(|k| (k as i64, data[base + k * after])));
-                stl::stable_sort(&mut sorter, &less);
+                stl::stable_sort(&mut sorter, &less, ticker)?;
                 for (k, (index, value)) in sorter.iter().enumerate() {
                     pos[base + k * after] = *index;
                     vals[base + k * after] = *value;
@@ -171,12 +174,12 @@ fn sort_like(name: &'static str, args: &[Value], indices: bool) -> Result<Value>
     Ok(Value::Null)
 }
 
-fn sort(name: &'static str, args: &[Value]) -> Result<Value> {
-    sort_like(name, args, false)
+fn sort(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    sort_like(name, args, false, &mut || ctx.check_interrupt())
 }
 
-fn argsort(name: &'static str, args: &[Value]) -> Result<Value> {
-    sort_like(name, args, true)
+fn argsort(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    sort_like(name, args, true, &mut || ctx.check_interrupt())
 }
 
 /// The top `k` of one line, in order, as TVM computes them: a heap of the first `k` elements,
@@ -186,12 +189,17 @@ fn top_of_line<T: Copy>(
     k: usize,
     heap: &mut Vec<(i64, T)>,
     less: &impl Fn(&(i64, T), &(i64, T)) -> bool,
-) {
+    ticker: &mut Ticker<'_>,
+) -> Result<()> {
     heap.clear();
     let mut line = line.enumerate().map(|(i, v)| (i as i64, v));
     heap.extend(line.by_ref().take(k));
+    ticker.tick(heap.len())?;
     stl::make_heap(heap, less);
     for cur in line {
+        if (cur.0 as usize).is_multiple_of(stl::BLOCK) {
+            ticker.tick(stl::BLOCK)?;
+        }
         if less(&cur, &heap[0]) {
             heap.push(cur);
             stl::push_heap(heap, less);
@@ -199,11 +207,16 @@ fn top_of_line<T: Copy>(
             heap.pop();
         }
     }
-    stl::stable_sort(heap, less);
+    stl::stable_sort(heap, less, ticker)
 }
 
 /// `topk(input, [values_out,] [indices_out,] k, axis, ret_type, is_ascend)`.
-fn topk(name: &'static str, args: &[Value]) -> Result<Value> {
+fn topk(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    topk_polled(name, args, &mut || ctx.check_interrupt())
+}
+
+/// [`topk`], polling with `poll` every few MiB of work.
+fn topk_polled(name: &'static str, args: &[Value], poll: &mut dyn FnMut() -> Result<()>) -> Result<Value> {
     args::arity_range(name, args, 6, 7)?;
     let n_args = args.len();
     let ret_type = match &args[n_args - 2] {
@@ -267,10 +280,11 @@ fn topk(name: &'static str, args: &[Value]) -> Result<Value> {
         let index_item = indices_out.map_or(0, |t| t.dtype().itemsize());
         let less = comparator::<T>(ascend, true);
         let mut heap: Vec<(i64, T)> = Vec::with_capacity(k.min(n) + 1);
+        let ticker = &mut Ticker::new(&mut *poll);
         for i in 0..before {
             for j in 0..after {
                 let src = i * n * after + j;
-                top_of_line((0..n).map(|kk| data[src + kk * after]), k, &mut heap, &less);
+                top_of_line((0..n).map(|kk| data[src + kk * after]), k, &mut heap, &less, ticker)?;
                 let dst = i * k * after + j;
                 for (kk, (index, value)) in heap.iter().enumerate() {
                     let at = dst + kk * after;
@@ -313,6 +327,48 @@ mod tests {
 
     fn zeros(shape: &[i64], d: DataType) -> Tensor {
         Tensor::zeros(shape.to_vec(), d, Device::cpu(0)).unwrap()
+    }
+
+    /// Runs `op` with a poll that fails on its second call: its error, and how many calls.
+    fn stopped(op: impl FnOnce(&mut dyn FnMut() -> Result<()>) -> Result<Value>) -> (String, usize) {
+        let mut calls = 0;
+        let e = op(&mut || {
+            calls += 1;
+            if calls == 2 {
+                Err(Error::value("polled out"))
+            } else {
+                Ok(())
+            }
+        })
+        .expect_err("the sort was not stopped");
+        (e.to_string(), calls)
+    }
+
+    #[test]
+    fn long_sorts_stop_when_a_poll_fails_and_polling_changes_nothing() {
+        let n: i32 = 4 << 20;
+        // A line in reverse order (every merge moves every element), then many short lines.
+        let x = t(&[n as i64], (0..n).rev().collect());
+        let out = zeros(&[n as i64], DataType::I32);
+        let args = [x.clone().into(), out.clone().into(), 0.into(), true.into()];
+        assert_eq!(stopped(|p| sort_like("tvm.contrib.sort.sort", &args, false, p)), ("polled out".into(), 2));
+        let lines = t(&[(n / 8) as i64, 8], (0..n).rev().collect());
+        let line_out = zeros(&[(n / 8) as i64, 8], DataType::I64);
+        let args = [lines.into(), line_out.into(), 1.into(), true.into()];
+        assert_eq!(stopped(|p| sort_like("tvm.contrib.sort.argsort", &args, true, p)).0, "polled out");
+        let top = zeros(&[3], DataType::I32);
+        let args = [x.clone().into(), top.clone().into(), 3.into(), 0.into(), Value::str("values"), false.into()];
+        assert_eq!(stopped(|p| topk_polled("tvm.contrib.sort.topk", &args, p)).0, "polled out");
+        // With a poll that never fails, the same result as without (polls only observe).
+        let mut polls = 0;
+        let args = [x.into(), out.clone().into(), 0.into(), true.into()];
+        sort_like("tvm.contrib.sort.sort", &args, false, &mut || {
+            polls += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert!(polls > 1, "{polls}");
+        assert_eq!(out.to_vec::<i32>().unwrap(), (0..n).collect::<Vec<_>>());
     }
 
     #[test]

@@ -23,13 +23,13 @@ mod unique;
 
 use crate::args::{self, in_builtin, type_err, value_err};
 use crate::table::{builtin, Builtin};
-use elements::{elements, Raw};
-use relaxvm::{dispatch_dtype, DataType, Error, ErrorKind, Result, Tensor, Value};
+use elements::{elements, elements_polled, Raw};
+use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, ErrorKind, Result, Tensor, Value};
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
-    builtin!("relax.run.nonzero", nonzero),
-    builtin!("relax.run.unique", unique::unique),
+    builtin!("relax.run.nonzero", ctx nonzero),
+    builtin!("relax.run.unique", ctx unique::unique),
     builtin!("relax.run.shape_to_tensor", shape_to_tensor),
     builtin!("relax.run.print", print),
     builtin!("relax.run.assert_op", assert_op),
@@ -37,10 +37,11 @@ pub(crate) const BUILTINS: &[Builtin] = &[
 
 /// `nonzero(x)`: the coordinates of the non-zero elements (NaN counts as non-zero), one row per
 /// dimension; a 0-d input is treated as 1-D (`np.atleast_1d`).
-fn nonzero(name: &'static str, args: &[Value]) -> Result<Value> {
+fn nonzero(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
     args::arity(name, args, 1)?;
     let x = args::tensor(name, args, 0, "x")?;
-    let flags = dispatch_dtype!(x.dtype(), T => nonzero_flags::<T>(name, x)?);
+    let poll = &mut || ctx.check_interrupt();
+    let flags = dispatch_dtype!(x.dtype(), T => nonzero_flags::<T>(name, x, &mut *poll)?);
     let dims: Vec<usize> = if x.ndim() == 0 { vec![1] } else { x.shape().iter().map(|d| *d as usize).collect() };
     let hits: Vec<usize> = flags.iter().enumerate().filter(|(_, f)| **f).map(|(i, _)| i).collect();
     let count = hits.len();
@@ -58,8 +59,8 @@ fn nonzero(name: &'static str, args: &[Value]) -> Result<Value> {
 
 /// Whether each element (row-major) is non-zero: `x != 0` in `f64`, exact for every type
 /// (no non-zero integer converts to 0.0, and NaN != 0).
-fn nonzero_flags<T: Raw>(name: &str, x: &Tensor) -> Result<Vec<bool>> {
-    Ok(elements::<T>(name, x)?.into_iter().map(|v| v.to_f64() != 0.0).collect())
+fn nonzero_flags<T: Raw>(name: &str, x: &Tensor, poll: &mut dyn FnMut() -> Result<()>) -> Result<Vec<bool>> {
+    Ok(elements_polled::<T>(name, x, poll)?.into_iter().map(|v| v.to_f64() != 0.0).collect())
 }
 
 /// `shape_to_tensor(shape)`: TVM's `tvm.runtime.tensor([int(v) for v in shape])`, which numpy

@@ -31,7 +31,7 @@ mod lineage;
 mod tests;
 
 pub use barrier::{Barrier, Broken};
-pub use fill::Sink;
+pub use fill::{Sink, POLL_EVERY};
 pub use lineage::{is_me_or_my_launcher, launcher, thread_key};
 
 use crate::packed::panic_message;

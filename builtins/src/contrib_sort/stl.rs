@@ -8,31 +8,75 @@
 //! (chunks of 7 sorted by insertion, merged in rounds, the halves merged last), and binary heaps
 //! with the hole-moving sift-down then sift-up of `__adjust_heap`.
 
+//!
+//! Long sorts poll: every loop reports its work to a [`Ticker`] every [`BLOCK`] elements or so,
+//! which polls for interrupts every [`POLL_EVERY`] elements of work. Polling changes no
+//! comparison or move; a failed poll abandons the sort (its caller then writes nothing).
+
+use relaxvm::pool::POLL_EVERY;
+use relaxvm::Result;
+
 /// Chunk length of the insertion-sorted runs (`_S_chunk_size`).
 const CHUNK: usize = 7;
 
+/// How many elements a loop handles between two reports to its [`Ticker`].
+pub(crate) const BLOCK: usize = 1 << 14;
+
+/// Counts the work of a sort's loops and polls every [`POLL_EVERY`] elements of it.
+pub(crate) struct Ticker<'a> {
+    since: usize,
+    poll: &'a mut dyn FnMut() -> Result<()>,
+}
+
+impl<'a> Ticker<'a> {
+    /// A ticker that calls `poll`.
+    pub(crate) fn new(poll: &'a mut dyn FnMut() -> Result<()>) -> Self {
+        Ticker { since: 0, poll }
+    }
+
+    /// Records `work` elements handled; polls when enough accumulated.
+    pub(crate) fn tick(&mut self, work: usize) -> Result<()> {
+        self.since = self.since.saturating_add(work);
+        if self.since >= POLL_EVERY {
+            self.since = 0;
+            (self.poll)()?;
+        }
+        Ok(())
+    }
+}
+
 /// `std::stable_sort(v.begin(), v.end(), less)`.
-pub(crate) fn stable_sort<T: Copy>(v: &mut [T], less: &impl Fn(&T, &T) -> bool) {
+pub(crate) fn stable_sort<T: Copy>(v: &mut [T], less: &impl Fn(&T, &T) -> bool, t: &mut Ticker<'_>) -> Result<()> {
     let len = v.len();
+    t.tick(len)?;
     if len == 0 {
-        return;
+        return Ok(());
     }
     // `_Temporary_buffer` of (len + 1) / 2 elements; its initial contents are overwritten.
     let half = len.div_ceil(2);
     let mut buffer: Vec<T> = v[..half].to_vec();
-    merge_sort_with_buffer(&mut v[..half], &mut buffer, less);
-    merge_sort_with_buffer(&mut v[half..], &mut buffer, less);
-    merge_adaptive(v, half, &mut buffer, less);
+    merge_sort_with_buffer(&mut v[..half], &mut buffer, less, t)?;
+    merge_sort_with_buffer(&mut v[half..], &mut buffer, less, t)?;
+    merge_adaptive(v, half, &mut buffer, less, t)
 }
 
 /// `__merge_adaptive` with a buffer that holds the shorter run.
-fn merge_adaptive<T: Copy>(v: &mut [T], middle: usize, buffer: &mut [T], less: &impl Fn(&T, &T) -> bool) {
+fn merge_adaptive<T: Copy>(
+    v: &mut [T],
+    middle: usize,
+    buffer: &mut [T],
+    less: &impl Fn(&T, &T) -> bool,
+    t: &mut Ticker<'_>,
+) -> Result<()> {
     let (len1, len2) = (middle, v.len() - middle);
     if len1 <= len2 {
         buffer[..len1].copy_from_slice(&v[..middle]);
         // __move_merge_adaptive(buffer, buffer + len1, middle, last, first).
         let (mut i1, mut i2, mut out) = (0, middle, 0);
         while i1 < len1 && i2 < v.len() {
+            if out % BLOCK == 0 {
+                t.tick(BLOCK)?;
+            }
             if less(&v[i2], &buffer[i1]) {
                 v[out] = v[i2];
                 i2 += 1;
@@ -43,28 +87,32 @@ fn merge_adaptive<T: Copy>(v: &mut [T], middle: usize, buffer: &mut [T], less: &
             out += 1;
         }
         v[out..out + (len1 - i1)].copy_from_slice(&buffer[i1..len1]);
+        Ok(())
     } else {
         buffer[..len2].copy_from_slice(&v[middle..]);
         // __move_merge_adaptive_backward(first, middle, buffer, buffer + len2, last).
         if len2 == 0 {
-            return;
+            return Ok(());
         }
         // len1 > len2 >= 1 here, so both runs are non-empty.
         let (mut last1, mut last2, mut out) = (middle - 1, len2 - 1, v.len());
         loop {
+            if out % BLOCK == 0 {
+                t.tick(BLOCK)?;
+            }
             if less(&buffer[last2], &v[last1]) {
                 out -= 1;
                 v[out] = v[last1];
                 if last1 == 0 {
                     v[out - (last2 + 1)..out].copy_from_slice(&buffer[..=last2]);
-                    return;
+                    return Ok(());
                 }
                 last1 -= 1;
             } else {
                 out -= 1;
                 v[out] = buffer[last2];
                 if last2 == 0 {
-                    return;
+                    return Ok(());
                 }
                 last2 -= 1;
             }
@@ -74,36 +122,61 @@ fn merge_adaptive<T: Copy>(v: &mut [T], middle: usize, buffer: &mut [T], less: &
 
 /// `__merge_sort_with_buffer`: insertion-sorted chunks, then merge rounds alternating between
 /// the range and the buffer (two rounds per iteration, so the result ends in the range).
-fn merge_sort_with_buffer<T: Copy>(v: &mut [T], buffer: &mut [T], less: &impl Fn(&T, &T) -> bool) {
+fn merge_sort_with_buffer<T: Copy>(
+    v: &mut [T],
+    buffer: &mut [T],
+    less: &impl Fn(&T, &T) -> bool,
+    t: &mut Ticker<'_>,
+) -> Result<()> {
     let len = v.len();
-    for chunk in v.chunks_mut(CHUNK) {
+    for (i, chunk) in v.chunks_mut(CHUNK).enumerate() {
+        if i % BLOCK == 0 {
+            t.tick(BLOCK * CHUNK)?;
+        }
         insertion_sort(chunk, less);
     }
     let mut step = CHUNK;
     while step < len {
-        merge_sort_loop(v, &mut buffer[..len], step, less);
+        merge_sort_loop(v, &mut buffer[..len], step, less, t)?;
         step *= 2;
-        merge_sort_loop(&buffer[..len], v, step, less);
+        merge_sort_loop(&buffer[..len], v, step, less, t)?;
         step *= 2;
     }
+    Ok(())
 }
 
 /// `__merge_sort_loop`: merges adjacent runs of `step` from `from` into `to`.
-fn merge_sort_loop<T: Copy>(from: &[T], to: &mut [T], step: usize, less: &impl Fn(&T, &T) -> bool) {
+fn merge_sort_loop<T: Copy>(
+    from: &[T],
+    to: &mut [T],
+    step: usize,
+    less: &impl Fn(&T, &T) -> bool,
+    t: &mut Ticker<'_>,
+) -> Result<()> {
     let len = from.len();
     let mut first = 0;
     while len - first >= 2 * step {
-        move_merge(&from[first..first + step], &from[first + step..first + 2 * step], &mut to[first..], less);
+        move_merge(&from[first..first + step], &from[first + step..first + 2 * step], &mut to[first..], less, t)?;
         first += 2 * step;
     }
     let step = step.min(len - first);
-    move_merge(&from[first..first + step], &from[first + step..], &mut to[first..], less);
+    move_merge(&from[first..first + step], &from[first + step..], &mut to[first..], less, t)
 }
 
 /// `__move_merge`: merges `a` and `b` into `out`, taking from `b` only when strictly less.
-fn move_merge<T: Copy>(a: &[T], b: &[T], out: &mut [T], less: &impl Fn(&T, &T) -> bool) {
+fn move_merge<T: Copy>(
+    a: &[T],
+    b: &[T],
+    out: &mut [T],
+    less: &impl Fn(&T, &T) -> bool,
+    t: &mut Ticker<'_>,
+) -> Result<()> {
     let (mut i, mut j, mut k) = (0, 0, 0);
+    t.tick(a.len().min(BLOCK))?;
     while i < a.len() && j < b.len() {
+        if k % BLOCK == BLOCK - 1 {
+            t.tick(BLOCK)?;
+        }
         if less(&b[j], &a[i]) {
             out[k] = b[j];
             j += 1;
@@ -116,6 +189,7 @@ fn move_merge<T: Copy>(a: &[T], b: &[T], out: &mut [T], less: &impl Fn(&T, &T) -
     let rest_a = a.len() - i;
     out[k..k + rest_a].copy_from_slice(&a[i..]);
     out[k + rest_a..k + rest_a + (b.len() - j)].copy_from_slice(&b[j..]);
+    Ok(())
 }
 
 /// `__insertion_sort`, with `__unguarded_linear_insert`.
@@ -220,7 +294,8 @@ mod tests {
         for len in 0..200 {
             let v: Vec<(u32, usize)> = (0..len).map(|i| ((lcg(&mut seed) % 10) as u32, i)).collect();
             let mut ours = v.clone();
-            stable_sort(&mut ours, &|a: &(u32, usize), b: &(u32, usize)| a.0 < b.0);
+            stable_sort(&mut ours, &|a: &(u32, usize), b: &(u32, usize)| a.0 < b.0, &mut Ticker::new(&mut || Ok(())))
+                .unwrap();
             let mut expected = v;
             expected.sort_by_key(|p| p.0);
             assert_eq!(ours, expected, "length {len}");
@@ -258,7 +333,7 @@ mod tests {
         // (checked against TVM's tvm.contrib.sort.argsort), not NaN-last.
         let mut v: Vec<(i64, f32)> =
             [3.0, f32::NAN, 1.0, 2.0, f32::NAN, 0.0].iter().enumerate().map(|(i, x)| (i as i64, *x)).collect();
-        stable_sort(&mut v, &|a: &(i64, f32), b: &(i64, f32)| a.1 < b.1);
+        stable_sort(&mut v, &|a: &(i64, f32), b: &(i64, f32)| a.1 < b.1, &mut Ticker::new(&mut || Ok(()))).unwrap();
         let order: Vec<i64> = v.iter().map(|p| p.0).collect();
         assert_eq!(order, [5, 2, 3, 0, 1, 4]);
     }

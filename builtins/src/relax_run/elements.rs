@@ -3,6 +3,7 @@
 
 use crate::args::{in_builtin, value_err};
 use half::{bf16, f16};
+use relaxvm::pool::POLL_EVERY;
 use relaxvm::{Element, Error, Result, Tensor};
 
 /// An element type decodable from its native-endian bytes.
@@ -47,6 +48,11 @@ impl Raw for bf16 {
 /// type or the element count cannot be allocated (zero strides can make a huge logical view of a
 /// small storage).
 pub(crate) fn elements<T: Raw>(name: &str, t: &Tensor) -> Result<Vec<T>> {
+    elements_polled(name, t, &mut || Ok(()))
+}
+
+/// [`elements`], calling `poll` every [`POLL_EVERY`] elements (a view may be huge).
+pub(crate) fn elements_polled<T: Raw>(name: &str, t: &Tensor, poll: &mut dyn FnMut() -> Result<()>) -> Result<Vec<T>> {
     if t.dtype() != T::DTYPE {
         return Err(value_err(name, format!("internal: reading {} elements as {}", t.dtype(), T::DTYPE)));
     }
@@ -69,6 +75,9 @@ pub(crate) fn elements<T: Raw>(name: &str, t: &Tensor) -> Result<Vec<T>> {
     }
     if t.is_contiguous() {
         for i in 0..n {
+            if i % POLL_EVERY == POLL_EVERY - 1 {
+                poll()?;
+            }
             out.push(read(i)?);
         }
         return Ok(out);
@@ -78,7 +87,10 @@ pub(crate) fn elements<T: Raw>(name: &str, t: &Tensor) -> Result<Vec<T>> {
     let strides: Vec<usize> = t.strides().iter().map(|s| usize::try_from(*s).unwrap_or(0)).collect();
     let mut idx = vec![0i64; dims.len()];
     let mut off = 0usize;
-    for _ in 0..n {
+    for i in 0..n {
+        if i % POLL_EVERY == POLL_EVERY - 1 {
+            poll()?;
+        }
         out.push(read(off)?);
         for d in (0..dims.len()).rev() {
             idx[d] += 1;
@@ -91,4 +103,39 @@ pub(crate) fn elements<T: Raw>(name: &str, t: &Tensor) -> Result<Vec<T>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use relaxvm::DataType;
+
+    #[test]
+    fn reading_a_huge_view_polls_and_stops_when_a_poll_fails() {
+        // 2^28 copies of one float (stride 0): reserved, never all written.
+        let one = Tensor::scalar(1.0f32);
+        let view =
+            Tensor::from_parts(one.storage().clone(), 0, [1i64 << 28].into(), Some(vec![0]), DataType::F32).unwrap();
+        let mut calls = 0;
+        let e = elements_polled::<f32>("relax.run.nonzero", &view, &mut || {
+            calls += 1;
+            if calls == 2 {
+                Err(Error::value("polled out"))
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap_err();
+        assert_eq!((e.to_string(), calls), ("polled out".to_string(), 2));
+        // A contiguous tensor polls too, and a poll that never fails changes nothing.
+        let n = 3 * POLL_EVERY;
+        let t = Tensor::from_vec([n as i64], vec![2.0f32; n]).unwrap();
+        let mut polls = 0;
+        let v = elements_polled::<f32>("x", &t, &mut || {
+            polls += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((polls, v.len()), (3, n));
+    }
 }

@@ -19,10 +19,10 @@
 //! while sorting, so numpy's result for bfloat16 input containing NaN depends on its sort's
 //! internals; here such NaNs stay distinct and sort last.
 
-use super::elements::{elements, Raw};
+use super::elements::{elements_polled, Raw};
 use crate::args::{self, in_builtin, type_err, value_err};
 use half::{bf16, f16};
-use relaxvm::{dispatch_dtype, Element, Error, Result, Tensor, Value};
+use relaxvm::{dispatch_dtype, CallCtx, Element, Error, Result, Tensor, Value};
 use std::cmp::Ordering;
 
 /// numpy's ordering and equality for one element type.
@@ -68,7 +68,7 @@ macro_rules! float_key {
 float_key!(f16 => true, f32 => true, f64 => true, bf16 => false);
 
 /// `relax.run.unique(x, sorted, return_index, return_inverse, return_counts, [axis])`.
-pub(crate) fn unique(name: &'static str, args: &[Value]) -> Result<Value> {
+pub(crate) fn unique(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
     args::arity_range(name, args, 5, 6)?;
     let x = args::tensor(name, args, 0, "x")?;
     let flag = |i: usize, what: &str| args::int(name, args, i, what).map(|v| v != 0);
@@ -83,7 +83,8 @@ pub(crate) fn unique(name: &'static str, args: &[Value]) -> Result<Value> {
         Some(Value::Int(a)) => Some(*a),
         Some(other) => return Err(type_err(name, 5, "axis", "int or null", other)),
     };
-    dispatch_dtype!(x.dtype(), T => run::<T>(name, x, opts, axis))
+    let poll = &mut || ctx.check_interrupt();
+    dispatch_dtype!(x.dtype(), T => run::<T>(name, x, opts, axis, &mut *poll))
 }
 
 /// Which outputs are asked for, and the order of the unique values.
@@ -95,8 +96,14 @@ struct Opts {
     counts: bool,
 }
 
-fn run<T: Key>(name: &'static str, x: &Tensor, opts: Opts, axis: Option<i64>) -> Result<Value> {
-    let data = elements::<T>(name, x)?;
+fn run<T: Key>(
+    name: &'static str,
+    x: &Tensor,
+    opts: Opts,
+    axis: Option<i64>,
+    poll: &mut dyn FnMut() -> Result<()>,
+) -> Result<Value> {
+    let data = elements_polled::<T>(name, x, poll)?;
     let dims: Vec<usize> = x.shape().iter().map(|d| *d as usize).collect();
     // The input as `outer x n x inner`: `n` rows (slices along the axis) of `outer * inner`
     // elements; the flattened case is `1 x numel x 1`.

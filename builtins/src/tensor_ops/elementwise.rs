@@ -1,20 +1,21 @@
 //! Elementwise operators: binary with broadcasting, and unary.
 //!
 //! The same-shape contiguous case (and tensor-with-scalar) is a tight loop over slices that
-//! the compiler vectorises; other shapes go through ndarray's broadcasting `Zip`.
+//! the compiler vectorises; other shapes go through ndarray's broadcasting iterators, on the
+//! calling thread, polling for interrupts every few MiB (a broadcast view may be huge).
 
 use super::num::{dispatch_float, Float, Num};
 use super::promote::float_for;
 use super::{
     broadcast_shapes, numel, operand_array, operands_type, parallel, promoted_type, shaped, tensor_value, try_vec,
-    try_zeros, Operand,
+    Operand, Poll,
 };
 use crate::args::{self, value_err};
-use ndarray::{ArrayD, ArrayViewD, IxDyn, Zip};
-use relaxvm::{dispatch_dtype, DataType, Error, Result, Value};
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
+use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, Result, Value};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Binary {
+pub(super) enum Binary {
     Add,
     Sub,
     Mul,
@@ -24,7 +25,7 @@ enum Binary {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Unary {
+pub(super) enum Unary {
     Neg,
     Exp,
     Sqrt,
@@ -32,63 +33,64 @@ enum Unary {
 }
 
 /// `vm.op.add(a, b)`.
-pub(crate) fn add(name: &'static str, args: &[Value]) -> Result<Value> {
-    binary(name, args, Binary::Add)
+pub(crate) fn add(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    binary(name, args, &mut || ctx.check_interrupt(), Binary::Add)
 }
 
 /// `vm.op.sub(a, b)`.
-pub(crate) fn sub(name: &'static str, args: &[Value]) -> Result<Value> {
-    binary(name, args, Binary::Sub)
+pub(crate) fn sub(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    binary(name, args, &mut || ctx.check_interrupt(), Binary::Sub)
 }
 
 /// `vm.op.mul(a, b)`.
-pub(crate) fn mul(name: &'static str, args: &[Value]) -> Result<Value> {
-    binary(name, args, Binary::Mul)
+pub(crate) fn mul(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    binary(name, args, &mut || ctx.check_interrupt(), Binary::Mul)
 }
 
 /// `vm.op.div(a, b)`: true division.
-pub(crate) fn div(name: &'static str, args: &[Value]) -> Result<Value> {
-    binary(name, args, Binary::Div)
+pub(crate) fn div(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    binary(name, args, &mut || ctx.check_interrupt(), Binary::Div)
 }
 
 /// `vm.op.maximum(a, b)`.
-pub(crate) fn maximum(name: &'static str, args: &[Value]) -> Result<Value> {
-    binary(name, args, Binary::Maximum)
+pub(crate) fn maximum(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    binary(name, args, &mut || ctx.check_interrupt(), Binary::Maximum)
 }
 
 /// `vm.op.minimum(a, b)`.
-pub(crate) fn minimum(name: &'static str, args: &[Value]) -> Result<Value> {
-    binary(name, args, Binary::Minimum)
+pub(crate) fn minimum(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    binary(name, args, &mut || ctx.check_interrupt(), Binary::Minimum)
 }
 
 /// `vm.op.neg(a)`.
-pub(crate) fn neg(name: &'static str, args: &[Value]) -> Result<Value> {
-    unary(name, args, Unary::Neg)
+pub(crate) fn neg(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    unary(name, args, &mut || ctx.check_interrupt(), Unary::Neg)
 }
 
 /// `vm.op.exp(a)`.
-pub(crate) fn exp(name: &'static str, args: &[Value]) -> Result<Value> {
-    unary(name, args, Unary::Exp)
+pub(crate) fn exp(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    unary(name, args, &mut || ctx.check_interrupt(), Unary::Exp)
 }
 
 /// `vm.op.sqrt(a)`.
-pub(crate) fn sqrt(name: &'static str, args: &[Value]) -> Result<Value> {
-    unary(name, args, Unary::Sqrt)
+pub(crate) fn sqrt(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    unary(name, args, &mut || ctx.check_interrupt(), Unary::Sqrt)
 }
 
 /// `vm.op.relu(a)`.
-pub(crate) fn relu(name: &'static str, args: &[Value]) -> Result<Value> {
-    unary(name, args, Unary::Relu)
+pub(crate) fn relu(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    unary(name, args, &mut || ctx.check_interrupt(), Unary::Relu)
 }
 
-fn binary(name: &'static str, args: &[Value], op: Binary) -> Result<Value> {
+/// A binary operator's builtin, polling with `poll`.
+pub(super) fn binary(name: &'static str, args: &[Value], poll: Poll<'_>, op: Binary) -> Result<Value> {
     args::arity(name, args, 2)?;
     let ops = [Operand::arg(name, args, 0, "lhs")?, Operand::arg(name, args, 1, "rhs")?];
     let shape = broadcast_shapes(name, &ops[0].shape(), &ops[1].shape())?;
     if op == Binary::Div {
         // numpy goes straight to a float loop for `int_array / python_int`: no bounds check.
         let fd = float_for_division(promoted_type(&ops));
-        return dispatch_float!(fd, T => float_binary::<T>(name, &ops, &shape),
+        return dispatch_float!(fd, T => float_binary::<T>(name, &ops, &shape, poll),
             _ => Err(Error::value(format!("{name}: internal error: {fd} is not a float type"))));
     }
     let dtype = operands_type(name, &ops)?;
@@ -98,7 +100,7 @@ fn binary(name: &'static str, args: &[Value], op: Binary) -> Result<Value> {
             "expected numeric operands, found booleans only (numpy does not subtract booleans; use logical xor)",
         ));
     }
-    dispatch_dtype!(dtype, T => num_binary::<T>(name, op, &ops, &shape))
+    dispatch_dtype!(dtype, T => num_binary::<T>(name, op, &ops, &shape, poll))
 }
 
 /// True division computes integers and bools in `float64`, as numpy does.
@@ -110,16 +112,22 @@ fn float_for_division(d: DataType) -> DataType {
     }
 }
 
-fn num_binary<T: Num>(name: &str, op: Binary, ops: &[Operand<'_>; 2], shape: &[usize]) -> Result<Value> {
-    let x = operand_array::<T>(name, &ops[0])?;
-    let y = operand_array::<T>(name, &ops[1])?;
+fn num_binary<T: Num>(
+    name: &str,
+    op: Binary,
+    ops: &[Operand<'_>; 2],
+    shape: &[usize],
+    poll: Poll<'_>,
+) -> Result<Value> {
+    let x = operand_array::<T>(name, &ops[0], &mut *poll)?;
+    let y = operand_array::<T>(name, &ops[1], &mut *poll)?;
     let (x, y) = (x.view(), y.view());
     let out = match op {
-        Binary::Add => zip_map(name, &x, &y, shape, T::plus)?,
-        Binary::Sub => zip_map(name, &x, &y, shape, T::minus)?,
-        Binary::Mul => zip_map(name, &x, &y, shape, T::times)?,
-        Binary::Maximum => zip_map(name, &x, &y, shape, T::maximum)?,
-        Binary::Minimum => zip_map(name, &x, &y, shape, T::minimum)?,
+        Binary::Add => zip_map(name, &x, &y, shape, poll, T::plus)?,
+        Binary::Sub => zip_map(name, &x, &y, shape, poll, T::minus)?,
+        Binary::Mul => zip_map(name, &x, &y, shape, poll, T::times)?,
+        Binary::Maximum => zip_map(name, &x, &y, shape, poll, T::maximum)?,
+        Binary::Minimum => zip_map(name, &x, &y, shape, poll, T::minimum)?,
         Binary::Div => {
             return Err(Error::value(format!("{name}: internal error: division reached the integer kernel")))
         }
@@ -127,10 +135,10 @@ fn num_binary<T: Num>(name: &str, op: Binary, ops: &[Operand<'_>; 2], shape: &[u
     Ok(tensor_value(out))
 }
 
-fn float_binary<T: Float>(name: &str, ops: &[Operand<'_>; 2], shape: &[usize]) -> Result<Value> {
-    let x = operand_array::<T>(name, &ops[0])?;
-    let y = operand_array::<T>(name, &ops[1])?;
-    Ok(tensor_value(zip_map(name, &x.view(), &y.view(), shape, T::quotient)?))
+fn float_binary<T: Float>(name: &str, ops: &[Operand<'_>; 2], shape: &[usize], poll: Poll<'_>) -> Result<Value> {
+    let x = operand_array::<T>(name, &ops[0], &mut *poll)?;
+    let y = operand_array::<T>(name, &ops[1], &mut *poll)?;
+    Ok(tensor_value(zip_map(name, &x.view(), &y.view(), shape, poll, T::quotient)?))
 }
 
 /// `f(x, y)` for every element of the broadcast shape `shape`.
@@ -139,6 +147,7 @@ pub(crate) fn zip_map<T: Copy + Sync, U: Num>(
     x: &ArrayViewD<'_, T>,
     y: &ArrayViewD<'_, T>,
     shape: &[usize],
+    poll: Poll<'_>,
     f: impl Fn(T, T) -> U + Sync,
 ) -> Result<ArrayD<U>> {
     let n = numel(name, shape, std::mem::size_of::<U>())?;
@@ -146,7 +155,7 @@ pub(crate) fn zip_map<T: Copy + Sync, U: Num>(
     // elements out exactly as the result does.
     if let (Some(xs), Some(ys)) = (x.as_slice(), y.as_slice()) {
         if n >= parallel::MIN_PARALLEL_ELEMENTS {
-            if let Some(out) = zip_in_pieces(name, [xs, ys], [x.shape(), y.shape()], shape, &f)? {
+            if let Some(out) = zip_in_pieces(name, [xs, ys], [x.shape(), y.shape()], shape, &mut *poll, &f)? {
                 return shaped(name, shape, out);
             }
         }
@@ -178,9 +187,10 @@ pub(crate) fn zip_map<T: Copy + Sync, U: Num>(
     };
     let xb = x.broadcast(IxDyn(shape)).ok_or_else(bad)?;
     let yb = y.broadcast(IxDyn(shape)).ok_or_else(bad)?;
-    let mut out = shaped(name, shape, try_zeros(name, n)?)?;
-    Zip::from(&mut out).and(&xb).and(&yb).for_each(|o, p, q| *o = f(*p, *q));
-    Ok(out)
+    // Any size (broadcast views need no memory): written on this thread, polling as it goes.
+    let mut out = try_vec(name, n)?;
+    parallel::extend_polled(&mut out, xb.iter().zip(yb.iter()).map(|(p, q)| f(*p, *q)), poll)?;
+    shaped(name, shape, out)
 }
 
 /// One operand of a large elementwise op, as the result's pieces read it.
@@ -225,6 +235,7 @@ fn zip_in_pieces<T: Copy + Sync, U: Num>(
     [xs, ys]: [&[T]; 2],
     [x_shape, y_shape]: [&[usize]; 2],
     shape: &[usize],
+    poll: Poll<'_>,
     f: &(impl Fn(T, T) -> U + Sync),
 ) -> Result<Option<Vec<U>>> {
     let n = numel(name, shape, std::mem::size_of::<U>())?;
@@ -235,7 +246,7 @@ fn zip_in_pieces<T: Copy + Sync, U: Num>(
         return Ok(None);
     }
     let mut out = try_vec(name, n)?;
-    parallel::fill(name, &mut out, n, &|start, sink| {
+    parallel::fill(name, &mut out, n, poll, &|start, sink| {
         let end = start + sink.capacity();
         match (&xsrc, &ysrc) {
             (Source::Full(a), Source::Full(b)) => {
@@ -266,7 +277,8 @@ fn is_suffix(part: &[usize], whole: &[usize]) -> bool {
     !part.is_empty() && part.iter().all(|d| *d > 0) && whole.ends_with(part)
 }
 
-fn unary(name: &'static str, args: &[Value], op: Unary) -> Result<Value> {
+/// A unary operator's builtin, polling with `poll`.
+pub(super) fn unary(name: &'static str, args: &[Value], poll: Poll<'_>, op: Unary) -> Result<Value> {
     args::arity(name, args, 1)?;
     let x = Operand::arg(name, args, 0, "operand")?;
     let dtype = operands_type(name, &[x])?;
@@ -275,19 +287,19 @@ fn unary(name: &'static str, args: &[Value], op: Unary) -> Result<Value> {
             name,
             "expected a numeric operand, found a boolean one (numpy does not negate booleans; use logical not)",
         )),
-        Unary::Neg => dispatch_dtype!(dtype, T => num_unary::<T>(name, &x, T::negate)),
-        Unary::Relu => dispatch_dtype!(dtype, T => num_unary::<T>(name, &x, T::relu)),
+        Unary::Neg => dispatch_dtype!(dtype, T => num_unary::<T>(name, &x, poll, T::negate)),
+        Unary::Relu => dispatch_dtype!(dtype, T => num_unary::<T>(name, &x, poll, T::relu)),
         Unary::Exp | Unary::Sqrt => {
             let fd = float_for(dtype);
-            dispatch_float!(fd, T => num_unary::<T>(name, &x, if op == Unary::Exp { T::exponential } else { T::square_root }),
+            dispatch_float!(fd, T => num_unary::<T>(name, &x, poll, if op == Unary::Exp { T::exponential } else { T::square_root }),
                 _ => Err(Error::value(format!("{name}: internal error: {fd} is not a float type"))))
         }
     }
 }
 
-fn num_unary<T: Num>(name: &str, x: &Operand<'_>, f: fn(T) -> T) -> Result<Value> {
-    let a = operand_array::<T>(name, x)?;
-    Ok(tensor_value(super::map_array(name, &a.view(), f)?))
+fn num_unary<T: Num>(name: &str, x: &Operand<'_>, poll: Poll<'_>, f: fn(T) -> T) -> Result<Value> {
+    let a = operand_array::<T>(name, x, &mut *poll)?;
+    Ok(tensor_value(super::map_array(name, &a.view(), poll, f)?))
 }
 
 #[cfg(test)]
@@ -296,6 +308,16 @@ mod tests {
     use crate::tensor_ops::test_util::{out, t};
     use half::f16;
     use relaxvm::Tensor;
+
+    // The builtins as called outside a VM (nothing to poll).
+    macro_rules! detached {
+        ($($f:ident),*) => {
+            $(fn $f(name: &'static str, args: &[Value]) -> Result<Value> {
+                super::$f(name, &mut CallCtx::detached(), args)
+            })*
+        };
+    }
+    detached!(add, sub, mul, div, maximum, minimum, neg, exp, sqrt, relu);
 
     #[test]
     fn same_shape_and_broadcast() {

@@ -106,7 +106,7 @@ fn gemm<T: Num + GemmFloat>(
     plan: &Plan,
     poll: &mut dyn FnMut() -> Result<()>,
 ) -> Result<ArrayD<T>> {
-    let (x, y) = (cast_tensor::<T>(name, a)?, cast_tensor::<T>(name, b)?);
+    let (x, y) = (cast_tensor::<T>(name, a, &mut *poll)?, cast_tensor::<T>(name, b, &mut *poll)?);
     let work_per_piece = WORK_PER_PIECE / (std::mem::size_of::<T>() / 4).max(1);
     float_gemm::product(name, x.view(), y.view(), plan, poll, work_per_piece)
 }
@@ -119,7 +119,7 @@ fn naive<T: Num>(
     plan: &Plan,
     poll: &mut dyn FnMut() -> Result<()>,
 ) -> Result<ArrayD<T>> {
-    let (x, y) = (cast_tensor::<T>(name, a)?, cast_tensor::<T>(name, b)?);
+    let (x, y) = (cast_tensor::<T>(name, a, &mut *poll)?, cast_tensor::<T>(name, b, &mut *poll)?);
     let zeros = try_zeros(name, numel(name, &plan.out_shape, std::mem::size_of::<T>())?)?;
     // The room starts at zero and the kernel adds: a step along k accumulates as it is.
     batched(name, x.view(), y.view(), plan, poll, NAIVE_WORK_PER_PIECE, zeros, |p, q, mut c, _accumulate| {
@@ -275,7 +275,8 @@ mod tests {
         let p = plan(N, a, b).unwrap();
         assert_eq!(tile_shape(300, 700, 500, 1 << 22), (64, 64));
         let run = || {
-            let (x, y) = (cast_tensor::<f32>(N, a).unwrap(), cast_tensor::<f32>(N, b).unwrap());
+            let (x, y) =
+                (cast_tensor::<f32>(N, a, &mut || Ok(())).unwrap(), cast_tensor::<f32>(N, b, &mut || Ok(())).unwrap());
             let r = float_gemm::product(N, x.view(), y.view(), &p, &mut || Ok(()), 1 << 22);
             r.unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         };
@@ -304,7 +305,8 @@ mod tests {
             let (a, b) = (ramp(sa, |_| 3.0f32), ramp(sb, |_| 1.0f32));
             let (a, b) = (a.as_tensor().unwrap(), b.as_tensor().unwrap());
             let p = plan(N, a, b).unwrap();
-            let (x, y) = (cast_tensor::<f32>(N, a).unwrap(), cast_tensor::<f32>(N, b).unwrap());
+            let (x, y) =
+                (cast_tensor::<f32>(N, a, &mut || Ok(())).unwrap(), cast_tensor::<f32>(N, b, &mut || Ok(())).unwrap());
             let r = float_gemm::product(N, x.view(), y.view(), &p, &mut || Ok(()), work).unwrap();
             assert_eq!(r.shape(), p.out_shape, "{sa:?} @ {sb:?}");
             assert!(r.iter().all(|v| *v == each), "{sa:?} @ {sb:?}: {r:?}");
@@ -359,7 +361,8 @@ mod tests {
         let k = 1 << 16;
         let (a, b) = (broadcast(1.0f32, &[1, k]), broadcast(1.0f32, &[k, 1]));
         let plan = plan(N, &a, &b).unwrap();
-        let (x, y) = (cast_tensor::<f32>(N, &a).unwrap(), cast_tensor::<f32>(N, &b).unwrap());
+        let (x, y) =
+            (cast_tensor::<f32>(N, &a, &mut || Ok(())).unwrap(), cast_tensor::<f32>(N, &b, &mut || Ok(())).unwrap());
         let mut polls = 0;
         let r = float_gemm::product(
             N,
@@ -392,7 +395,8 @@ mod tests {
         assert_eq!((e.to_string(), polls), ("interrupted".to_string(), 4));
         // The integer product steps the same way (and adds exactly).
         let (a, b) = (broadcast(3i64, &[1, k]), broadcast(2i64, &[k, 1]));
-        let (x, y) = (cast_tensor::<i64>(N, &a).unwrap(), cast_tensor::<i64>(N, &b).unwrap());
+        let (x, y) =
+            (cast_tensor::<i64>(N, &a, &mut || Ok(())).unwrap(), cast_tensor::<i64>(N, &b, &mut || Ok(())).unwrap());
         let zeros = vec![0i64; 1];
         let mut polls = 0;
         let kernel =
@@ -424,7 +428,8 @@ mod tests {
         // tests interrupt the real one).
         let k = 1i64 << 36;
         let (a, b) = (broadcast(1.0f32, &[1, k]), broadcast(1.0f32, &[k, 1]));
-        let (x, y) = (cast_tensor::<f32>(N, &a).unwrap(), cast_tensor::<f32>(N, &b).unwrap());
+        let (x, y) =
+            (cast_tensor::<f32>(N, &a, &mut || Ok(())).unwrap(), cast_tensor::<f32>(N, &b, &mut || Ok(())).unwrap());
         let mut polls = 0;
         let plan = plan(N, &a, &b).unwrap();
         let mut poll = || {

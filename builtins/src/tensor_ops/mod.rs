@@ -29,7 +29,8 @@
 //! ops and `sum` above 128K elements (see `parallel.rs`). Their results do not depend on the
 //! number of threads: the work is cut into pieces fixed by the shapes alone, each computed the
 //! same way on any thread, and a sum's pieces combine in numpy's pairwise tree on the calling
-//! thread. A long `matmul` checks for an interrupt between its pieces (every few milliseconds).
+//! thread. A long `matmul` checks for an interrupt between its pieces (every few milliseconds);
+//! the other ops every `relaxvm::pool::POLL_EVERY` elements of work, on every path.
 
 pub(crate) mod num;
 pub mod promote;
@@ -41,6 +42,8 @@ mod elementwise;
 mod float_gemm;
 mod matmul;
 mod parallel;
+#[cfg(test)]
+mod poll_tests;
 mod reduce;
 mod tiled;
 
@@ -48,22 +51,23 @@ use crate::args::{self, type_err, value_err};
 use crate::table::{builtin, Builtin};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 use num::Num;
+use parallel::Poll;
 use promote::WeakKind;
 use relaxvm::{dispatch_dtype, DataType, Element, Error, Result, Tensor, TensorView, Value};
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
-    builtin!("vm.op.add", elementwise::add),
-    builtin!("vm.op.sub", elementwise::sub),
-    builtin!("vm.op.mul", elementwise::mul),
-    builtin!("vm.op.div", elementwise::div),
-    builtin!("vm.op.maximum", elementwise::maximum),
-    builtin!("vm.op.minimum", elementwise::minimum),
-    builtin!("vm.op.neg", elementwise::neg),
-    builtin!("vm.op.exp", elementwise::exp),
-    builtin!("vm.op.sqrt", elementwise::sqrt),
-    builtin!("vm.op.relu", elementwise::relu),
-    builtin!("vm.op.sum", reduce::sum),
+    builtin!("vm.op.add", ctx elementwise::add),
+    builtin!("vm.op.sub", ctx elementwise::sub),
+    builtin!("vm.op.mul", ctx elementwise::mul),
+    builtin!("vm.op.div", ctx elementwise::div),
+    builtin!("vm.op.maximum", ctx elementwise::maximum),
+    builtin!("vm.op.minimum", ctx elementwise::minimum),
+    builtin!("vm.op.neg", ctx elementwise::neg),
+    builtin!("vm.op.exp", ctx elementwise::exp),
+    builtin!("vm.op.sqrt", ctx elementwise::sqrt),
+    builtin!("vm.op.relu", ctx elementwise::relu),
+    builtin!("vm.op.sum", ctx reduce::sum),
     builtin!("vm.op.matmul", ctx matmul::matmul),
 ];
 
@@ -152,9 +156,9 @@ pub(crate) fn check_weak_ints(name: &str, ops: &[Operand<'_>], dtype: DataType) 
 /// The operand's elements as type `T`: a view when the tensor already has type `T`, else a
 /// converted copy. Conversions follow safe promotions (exact) or go to float (rounding, as
 /// numpy). Scalars become zero-dimensional arrays.
-pub(crate) fn operand_array<'a, T: Num>(name: &str, op: &Operand<'a>) -> Result<Elements<'a, T>> {
+pub(crate) fn operand_array<'a, T: Num>(name: &str, op: &Operand<'a>, poll: Poll<'_>) -> Result<Elements<'a, T>> {
     let scalar = match *op {
-        Operand::Tensor(t) => return cast_tensor(name, t),
+        Operand::Tensor(t) => return cast_tensor(name, t, poll),
         Operand::Int(i) => T::from_int(i)
             .ok_or_else(|| value_err(name, format!("Python integer {i} is out of bounds for {}", T::DTYPE)))?,
         Operand::Float(x) => T::from_f64(x),
@@ -191,33 +195,36 @@ impl<T> Elements<'_, T> {
 }
 
 /// A tensor's elements as type `T` (a view when no conversion is needed).
-pub(crate) fn cast_tensor<'a, T: Num>(name: &str, t: &'a Tensor) -> Result<Elements<'a, T>> {
+pub(crate) fn cast_tensor<'a, T: Num>(name: &str, t: &'a Tensor, poll: Poll<'_>) -> Result<Elements<'a, T>> {
     if t.dtype() == T::DTYPE {
         return Ok(Elements::View(args::view::<T>(name, t)?));
     }
     dispatch_dtype!(t.dtype(), S => {
         let v = args::view::<S>(name, t)?;
-        Ok(Elements::Owned(map_array(name, &v, |x| T::from_f64(x.to_f64()))?))
+        Ok(Elements::Owned(map_array(name, &v, poll, |x| T::from_f64(x.to_f64()))?))
     })
 }
 
-/// `f` applied to every element, in a new standard-layout array.
+/// `f` applied to every element, in a new standard-layout array (polling as it goes).
 pub(crate) fn map_array<S: Copy + Sync, T: Copy + Send>(
     name: &str,
     v: &ArrayViewD<'_, S>,
+    poll: Poll<'_>,
     f: impl Fn(S) -> T + Sync,
 ) -> Result<ArrayD<T>> {
     let mut out = try_vec(name, v.len())?;
     match v.as_slice() {
         // Large: pieces written across the thread pool.
         Some(s) if s.len() >= parallel::MIN_PARALLEL_ELEMENTS => {
-            parallel::fill(name, &mut out, s.len(), &|start, sink| {
+            parallel::fill(name, &mut out, s.len(), poll, &|start, sink| {
                 let end = start + sink.capacity();
                 sink.extend(s[start..end].iter().map(|x| f(*x)))
             })?
         }
+        // Small (below the parallel threshold): no poll needed.
         Some(s) => out.extend(s.iter().map(|x| f(*x))),
-        None => out.extend(v.iter().map(|x| f(*x))),
+        // A strided view, of any size (a broadcast has no memory behind its elements).
+        None => parallel::extend_polled(&mut out, v.iter().map(|x| f(*x)), poll)?,
     }
     shaped(name, v.shape(), out)
 }

@@ -26,16 +26,21 @@ pub(crate) fn tasks_for(work: usize, min_per_task: usize) -> usize {
     (work / min_per_task.max(1)).clamp(1, pool::global().threads())
 }
 
+/// A check for interrupts (`CallCtx::check_interrupt`), which only the calling thread may
+/// call; long loops call it every [`pool::POLL_EVERY`] elements of work.
+pub(crate) type Poll<'a> = &'a mut dyn FnMut() -> Result<()>;
+
 /// Appends `len` elements to `out` (which has room for them): `fill(start, sink)` writes the
 /// elements from `start` on, a piece of [`ELEMENTS_PER_PIECE`] at a time, across the pool
-/// when `len` is large.
+/// when `len` is large, polling as [`relaxvm::pool::Pool::fill`] does.
 pub(crate) fn fill<T: Copy + Send>(
     name: &str,
     out: &mut Vec<T>,
     len: usize,
+    poll: Poll<'_>,
     fill: &(dyn Fn(usize, &mut Sink<'_, T>) + Sync),
 ) -> Result<()> {
-    fill_pieces(name, out, len, ELEMENTS_PER_PIECE, len, fill)
+    fill_pieces(name, out, len, ELEMENTS_PER_PIECE, len, poll, fill)
 }
 
 /// Like [`fill`], with pieces of `piece` elements that together cost `work` element visits
@@ -46,10 +51,36 @@ pub(crate) fn fill_pieces<T: Copy + Send>(
     len: usize,
     piece: usize,
     work: usize,
+    poll: Poll<'_>,
     fill: &(dyn Fn(usize, &mut Sink<'_, T>) + Sync),
 ) -> Result<()> {
     let tasks = tasks_for(work, MIN_PARALLEL_ELEMENTS);
-    pool::global().fill(out, len, piece, tasks, fill).map_err(|e| Error::value(format!("{name}: internal error: {e}")))
+    // The poll's own error (an interrupt) is returned as it is; the pool's are internal.
+    let mut polled = None;
+    let mut keep = || {
+        poll().map_err(|e| {
+            polled = Some(e);
+            Error::value("interrupted")
+        })
+    };
+    match pool::global().fill(out, len, piece, tasks, &mut keep, fill) {
+        Ok(()) => Ok(()),
+        Err(e) => Err(polled.unwrap_or_else(|| Error::value(format!("{name}: internal error: {e}")))),
+    }
+}
+
+/// Appends `items` to `out` on this thread, polling after every [`pool::POLL_EVERY`] of them:
+/// the sequential loops over inputs of any size (strided views, copies).
+pub(crate) fn extend_polled<T>(out: &mut Vec<T>, items: impl Iterator<Item = T>, poll: Poll<'_>) -> Result<()> {
+    let mut items = items;
+    loop {
+        let before = out.len();
+        out.extend(items.by_ref().take(pool::POLL_EVERY));
+        if out.len() - before < pool::POLL_EVERY {
+            return Ok(());
+        }
+        poll()?;
+    }
 }
 
 /// A check between the steps of a long piece (see [`for_each_piece`]).

@@ -7,14 +7,19 @@
 //! with `float16`/`bfloat16` accumulated in `float32`.
 
 use super::num::Num;
-use super::{numel, operand_array, operands_type, parallel, shaped, tensor_value, try_vec, Operand};
+use super::{numel, operand_array, operands_type, parallel, shaped, tensor_value, try_vec, Operand, Poll};
 use crate::args::{self, type_err, value_err};
 use ndarray::{ArrayD, ArrayViewD};
 use relaxvm::dtype::TypeClass;
-use relaxvm::{DataType, Error, Result, Value};
+use relaxvm::{pool, CallCtx, DataType, Error, Result, Value};
 
 /// `vm.op.sum(x, [axis, [keepdims]])`.
-pub(crate) fn sum(name: &'static str, args: &[Value]) -> Result<Value> {
+pub(crate) fn sum(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    sum_polled(name, args, &mut || ctx.check_interrupt())
+}
+
+/// [`sum`] with `poll` called every few MiB of work.
+pub(super) fn sum_polled(name: &'static str, args: &[Value], poll: Poll<'_>) -> Result<Value> {
     args::arity_range(name, args, 1, 3)?;
     let x = Operand::arg(name, args, 0, "operand")?;
     let dtype = operands_type(name, &[x])?;
@@ -27,19 +32,19 @@ pub(crate) fn sum(name: &'static str, args: &[Value]) -> Result<Value> {
         Some(other) => return Err(type_err(name, 2, "keepdims", "bool", other)),
     };
     match dtype.class() {
-        TypeClass::Bool | TypeClass::Int => sum_as::<i64>(name, &x, &axes, keepdims).map(tensor_value),
-        TypeClass::UInt => sum_as::<u64>(name, &x, &axes, keepdims).map(tensor_value),
-        TypeClass::Float | TypeClass::BFloat => match dtype {
-            DataType::F64 => sum_as::<f64>(name, &x, &axes, keepdims).map(tensor_value),
-            DataType::F32 => sum_as::<f32>(name, &x, &axes, keepdims).map(tensor_value),
-            DataType::F16 => {
-                sum_as::<f32>(name, &x, &axes, keepdims).map(|a| tensor_value(a.mapv(half::f16::from_f32)))
+        TypeClass::Bool | TypeClass::Int => sum_as::<i64>(name, &x, &axes, keepdims, &mut *poll).map(tensor_value),
+        TypeClass::UInt => sum_as::<u64>(name, &x, &axes, keepdims, &mut *poll).map(tensor_value),
+        TypeClass::Float | TypeClass::BFloat => {
+            match dtype {
+                DataType::F64 => sum_as::<f64>(name, &x, &axes, keepdims, &mut *poll).map(tensor_value),
+                DataType::F32 => sum_as::<f32>(name, &x, &axes, keepdims, &mut *poll).map(tensor_value),
+                DataType::F16 => sum_as::<f32>(name, &x, &axes, keepdims, &mut *poll)
+                    .map(|a| tensor_value(a.mapv(half::f16::from_f32))),
+                DataType::BF16 => sum_as::<f32>(name, &x, &axes, keepdims, &mut *poll)
+                    .map(|a| tensor_value(a.mapv(half::bf16::from_f32))),
+                other => Err(Error::value(format!("{name}: internal error: {other} is not a float type"))),
             }
-            DataType::BF16 => {
-                sum_as::<f32>(name, &x, &axes, keepdims).map(|a| tensor_value(a.mapv(half::bf16::from_f32)))
-            }
-            other => Err(Error::value(format!("{name}: internal error: {other} is not a float type"))),
-        },
+        }
     }
 }
 
@@ -76,9 +81,9 @@ fn parse_axes(name: &str, v: Option<&Value>, ndim: usize) -> Result<Vec<usize>> 
 }
 
 /// The sum over `axes`, accumulated in `A`.
-fn sum_as<A: Num>(name: &str, x: &Operand<'_>, axes: &[usize], keepdims: bool) -> Result<ArrayD<A>> {
-    let a = operand_array::<A>(name, x)?;
-    let out = reduce(name, a.view(), axes)?;
+fn sum_as<A: Num>(name: &str, x: &Operand<'_>, axes: &[usize], keepdims: bool, poll: Poll<'_>) -> Result<ArrayD<A>> {
+    let a = operand_array::<A>(name, x, &mut *poll)?;
+    let out = reduce(name, a.view(), axes, poll)?;
     if !keepdims {
         return Ok(out);
     }
@@ -88,8 +93,10 @@ fn sum_as<A: Num>(name: &str, x: &Operand<'_>, axes: &[usize], keepdims: bool) -
 }
 
 /// Sums the axes `axes` (sorted) away: the kept axes are moved first and the reduced ones
-/// last, so each output element sums one contiguous run.
-fn reduce<A: Num>(name: &str, a: ArrayViewD<'_, A>, axes: &[usize]) -> Result<ArrayD<A>> {
+/// last, so each output element sums one contiguous run. Every loop polls every few MiB of
+/// elements read (the input may be a huge view); the pieces and the order in which each sum
+/// adds do not depend on polling.
+fn reduce<A: Num>(name: &str, a: ArrayViewD<'_, A>, axes: &[usize], poll: Poll<'_>) -> Result<ArrayD<A>> {
     let kept: Vec<usize> = (0..a.ndim()).filter(|i| !axes.contains(i)).collect();
     let out_shape: Vec<usize> = kept.iter().map(|k| a.shape()[*k]).collect();
     // The product of the reduced dimensions can only overflow when a kept dimension is 0 (the
@@ -104,10 +111,14 @@ fn reduce<A: Num>(name: &str, a: ArrayViewD<'_, A>, axes: &[usize]) -> Result<Ar
             // Pieces of columns across the pool, each column summed row by row as below.
             // Each column is summed in the same order whatever the piece: any size will do.
             let piece = (outer / 16).clamp(64, parallel::ELEMENTS_PER_PIECE / 8);
-            parallel::fill_pieces(name, &mut out, outer, piece, data.len(), &|start, sink| {
+            parallel::fill_pieces(name, &mut out, outer, piece, data.len(), poll, &|start, sink| {
                 let end = start + sink.capacity();
                 let mut acc = data[start..end].to_vec();
                 for row in data.chunks_exact(outer).skip(1) {
+                    // A piece reads every row: long when there are many.
+                    if !sink.progress(end - start) {
+                        return;
+                    }
                     for (o, x) in acc.iter_mut().zip(&row[start..end]) {
                         *o = o.plus(*x);
                     }
@@ -118,7 +129,12 @@ fn reduce<A: Num>(name: &str, a: ArrayViewD<'_, A>, axes: &[usize]) -> Result<Ar
         }
         let mut rows = data.chunks_exact(outer.max(1));
         out.extend_from_slice(rows.next().unwrap_or(&[]));
-        for row in rows {
+        // Few columns (one, say) may have many rows: poll every few MiB of rows.
+        let rows_per_poll = (pool::POLL_EVERY / outer.max(1)).max(1);
+        for (i, row) in rows.enumerate() {
+            if i % rows_per_poll == rows_per_poll - 1 {
+                poll()?;
+            }
             for (o, x) in out.iter_mut().zip(row) {
                 *o = o.plus(*x);
             }
@@ -134,7 +150,7 @@ fn reduce<A: Num>(name: &str, a: ArrayViewD<'_, A>, axes: &[usize]) -> Result<Ar
         Some(d) => d,
         None => {
             let mut v = try_vec(name, permuted.len())?;
-            v.extend(permuted.iter().copied());
+            parallel::extend_polled(&mut v, permuted.iter().copied(), &mut *poll)?;
             copied = v;
             &copied[..]
         }
@@ -144,12 +160,15 @@ fn reduce<A: Num>(name: &str, a: ArrayViewD<'_, A>, axes: &[usize]) -> Result<Ar
         out.resize(outer, A::ZERO);
     } else if data.len() < parallel::MIN_PARALLEL_ELEMENTS {
         out.extend(data.chunks_exact(inner).map(pairwise));
-    } else if outer == 1 {
-        out.push(pairwise_in_pieces(name, data)?);
+    } else if outer == 1 || inner > parallel::ELEMENTS_PER_PIECE {
+        // Long runs: each in leaves across the pool (the same sums as `pairwise`).
+        for run in data.chunks_exact(inner) {
+            out.push(pairwise_in_pieces(name, run, &mut *poll)?);
+        }
     } else {
         // Whole runs, several to a piece, across the pool.
         let piece = (parallel::ELEMENTS_PER_PIECE / inner).max(1);
-        parallel::fill_pieces(name, &mut out, outer, piece, data.len(), &|start, sink| {
+        parallel::fill_pieces(name, &mut out, outer, piece, data.len(), poll, &|start, sink| {
             let end = start + sink.capacity();
             sink.extend(data[start * inner..end * inner].chunks_exact(inner).map(pairwise))
         })?;
@@ -166,7 +185,7 @@ fn pairwise_split(len: usize) -> usize {
 /// [`pairwise`] of a large slice with its leaves — the subtrees of at most
 /// [`parallel::ELEMENTS_PER_PIECE`] elements — summed across the thread pool and combined in
 /// the same tree on this thread: the same result as `pairwise(s)`, whatever the thread count.
-fn pairwise_in_pieces<A: Num>(name: &str, s: &[A]) -> Result<A> {
+fn pairwise_in_pieces<A: Num>(name: &str, s: &[A], poll: Poll<'_>) -> Result<A> {
     fn leaves(start: usize, len: usize, out: &mut Vec<(usize, usize)>) {
         if len <= parallel::ELEMENTS_PER_PIECE {
             out.push((start, len));
@@ -189,9 +208,12 @@ fn pairwise_in_pieces<A: Num>(name: &str, s: &[A]) -> Result<A> {
     let mut ranges = Vec::new();
     leaves(0, s.len(), &mut ranges);
     let mut sums = try_vec(name, ranges.len())?;
-    parallel::fill_pieces(name, &mut sums, ranges.len(), 1, s.len(), &|i, sink| {
+    parallel::fill_pieces(name, &mut sums, ranges.len(), 1, s.len(), poll, &|i, sink| {
         let (start, len) = ranges[i];
-        sink.push(pairwise(&s[start..start + len]));
+        // A piece writes one sum of up to a piece's elements: count what it reads.
+        if sink.progress(len) {
+            sink.push(pairwise(&s[start..start + len]));
+        }
     })?;
     Ok(combine(s.len(), &mut sums.into_iter()))
 }
@@ -227,6 +249,11 @@ mod tests {
     use super::*;
     use crate::tensor_ops::test_util::{out, t};
     use relaxvm::Tensor;
+
+    /// `vm.op.sum` outside a VM (nothing to poll).
+    fn sum(name: &'static str, args: &[Value]) -> Result<Value> {
+        super::sum(name, &mut CallCtx::detached(), args)
+    }
 
     const N: &str = "vm.op.sum";
 

@@ -5,17 +5,30 @@
 //! [`Pool::fill`] hands each task a [`Sink`] over one piece of the vector's spare capacity and
 //! counts what it writes: the vector grows only when every piece was written in full, so the
 //! interface stays safe whatever the pieces' code does.
+//!
+//! A fill of a huge vector must stop when its caller is interrupted: the calling thread polls
+//! every [`POLL_EVERY`] elements of work (only it may poll: the poll may use state that cannot
+//! leave it), and when a poll fails, every task stops at its next piece or progress report.
 
 use super::Pool;
 use crate::{Error, Result};
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
+
+/// How many elements of work (pieces taken, plus what pieces report with [`Sink::progress`])
+/// the calling thread does between two polls: a few MiB of data, a millisecond or so — often
+/// enough for Ctrl-C, and rare enough that a poll (which may take Python's lock) costs nothing
+/// measurable.
+pub const POLL_EVERY: usize = 1 << 20;
 
 /// Where a piece's elements go, in order; it must receive exactly [`Sink::capacity`] of them.
 pub struct Sink<'a, T> {
     slots: &'a mut [MaybeUninit<T>],
     written: usize,
     overflowed: bool,
+    /// Records work done and says whether to go on (see [`Sink::progress`]).
+    progress: &'a mut dyn FnMut(usize) -> bool,
 }
 
 impl<T: Copy> Sink<'_, T> {
@@ -27,6 +40,14 @@ impl<T: Copy> Sink<'_, T> {
     /// How many elements were written so far.
     pub fn written(&self) -> usize {
         self.written
+    }
+
+    /// Records `work` more elements of work done by a long piece (one that reads far more than
+    /// it writes, such as a column of a sum), and says whether to go on: false once the fill
+    /// is stopping (a poll failed), and the piece should then return at once — what it left
+    /// unwritten is never seen. On the calling thread this is where the fill polls.
+    pub fn progress(&mut self, work: usize) -> bool {
+        (self.progress)(work)
     }
 
     /// Appends one element.
@@ -61,14 +82,21 @@ impl Pool {
     /// piece starting at element `start` into `sink`. At most `max_tasks` tasks take pieces
     /// in turn. Each element is written once, by whichever task takes its piece.
     ///
-    /// An error, leaving `out` as it was, when the spare capacity is too small, a piece was
-    /// not written in full (or overflowed), or a piece's code panicked.
+    /// The calling thread calls `poll` every [`POLL_EVERY`] elements of work done by all tasks
+    /// (each piece taken counts its length, and pieces add what they report with
+    /// [`Sink::progress`]), as it takes pieces and reports progress; when it
+    /// fails, no task starts another piece, long pieces stop at their next progress report,
+    /// and its error is returned as it is.
+    ///
+    /// An error, leaving `out` as it was, when the spare capacity is too small, a poll failed,
+    /// a piece was not written in full (or overflowed), or a piece's code panicked.
     pub fn fill<T: Copy + Send>(
         &self,
         out: &mut Vec<T>,
         len: usize,
         piece: usize,
         max_tasks: usize,
+        poll: &mut dyn FnMut() -> Result<()>,
         fill: &(dyn Fn(usize, &mut Sink<'_, T>) + Sync),
     ) -> Result<()> {
         let spare = out.capacity() - out.len();
@@ -83,11 +111,21 @@ impl Pool {
         let piece = piece.max(1);
         let pieces = Mutex::new(out.spare_capacity_mut()[..len].chunks_mut(piece).enumerate());
         let task_count = len.div_ceil(piece).min(max_tasks.max(1));
-        let take_pieces = |_: &super::Task<'_>| loop {
+        // Set when a poll failed: every task stops at its next piece or progress report.
+        let stop = AtomicBool::new(false);
+        let mut poll_error = None;
+        let take_pieces = |progress: &mut dyn FnMut(usize) -> bool| loop {
             let next = pieces.lock().unwrap_or_else(|p| p.into_inner()).next();
             let Some((i, slots)) = next else { return Ok(()) };
-            let mut sink = Sink { slots, written: 0, overflowed: false };
+            if !progress(slots.len()) {
+                return Ok(());
+            }
+            let mut sink = Sink { slots, written: 0, overflowed: false, progress: &mut *progress };
             fill(i * piece, &mut sink);
+            if stop.load(Ordering::Acquire) {
+                // Stopping: the piece may have returned early; nothing written is kept.
+                return Ok(());
+            }
             if sink.overflowed || sink.written != sink.capacity() {
                 let more = if sink.overflowed { " and more" } else { "" };
                 return Err(format!(
@@ -98,18 +136,46 @@ impl Pool {
                 ));
             }
         };
+        // The work done by all tasks: the caller polls as it grows, whoever does it.
+        let done = AtomicUsize::new(0);
+        let worker = |_: &super::Task<'_>| {
+            take_pieces(&mut |work| {
+                done.fetch_add(work, Ordering::Relaxed);
+                !stop.load(Ordering::Acquire)
+            })
+        };
+        let mut polled_at = 0usize;
+        let mut caller_progress = |work: usize| {
+            if stop.load(Ordering::Acquire) {
+                return false;
+            }
+            let now = done.fetch_add(work, Ordering::Relaxed).saturating_add(work);
+            if now.saturating_sub(polled_at) >= POLL_EVERY {
+                polled_at = now;
+                if let Err(e) = poll() {
+                    poll_error = Some(e);
+                    stop.store(true, Ordering::Release);
+                    return false;
+                }
+            }
+            true
+        };
         // Taking pieces from a queue: the caller can finish alone, helpers are optional.
-        let result = self.help_caller(task_count, &take_pieces, &mut |t| take_pieces(t));
+        let result = self.help_caller(task_count, &worker, &mut |_| take_pieces(&mut caller_progress));
+        if let Some(e) = poll_error {
+            return Err(e);
+        }
         if let Err(failures) = result {
             return Err(Error::value(format!("pool fill: {}", super::describe(&failures))));
         }
-        // The caller's task stops only when no piece is left, and none failed: each piece
-        // was written in full.
+        // The caller's task stops only when no piece is left, and none failed and no poll
+        // did: each piece was written in full.
         let new_len = out.len() + len;
         // SAFETY: the first `len` spare slots were cut into pieces, every piece was taken
-        // (the caller's task ran until the iterator was exhausted, and `help_caller` returns
-        // only after every task that took a piece is done) and its sink wrote each of its
-        // slots in order (`written == capacity`); `T: Copy`, so no element needs a drop.
+        // (the caller's task ran until the iterator was exhausted — it stops early only when a
+        // poll failed, returned above — and `help_caller` returns only after every task that
+        // took a piece is done) and its sink wrote each of its slots in order (`written ==
+        // capacity`); `T: Copy`, so no element needs a drop.
         unsafe { out.set_len(new_len) };
         Ok(())
     }

@@ -182,7 +182,7 @@ fn fill_writes_every_piece_once() {
     for (len, piece, tasks) in [(10_000usize, 1000usize, 2usize), (10_001, 999, 8), (5, 100, 2), (7, 1, 1), (0, 4, 2)] {
         let mut out = vec![-1i64];
         out.reserve_exact(len);
-        pool.fill(&mut out, len, piece, tasks, &|start, sink| {
+        pool.fill(&mut out, len, piece, tasks, &mut || Ok(()), &|start, sink| {
             let n = sink.capacity();
             sink.extend((start..start + n).map(|i| i as i64 * 2));
         })
@@ -196,26 +196,108 @@ fn fill_writes_every_piece_once() {
 fn fill_refuses_short_or_long_pieces_panics_and_missing_room() {
     let pool = Pool::new(2);
     let mut out: Vec<u8> = Vec::with_capacity(100);
-    let e = pool.fill(&mut out, 100, 10, 2, &|start, sink| {
+    let e = pool.fill(&mut out, 100, 10, 2, &mut || Ok(()), &|start, sink| {
         let n = if start == 50 { 3 } else { sink.capacity() };
         sink.extend(std::iter::repeat_n(1, n));
     });
     assert!(e.unwrap_err().to_string().contains("the piece at element 50 expected 10 elements, found 3"));
     assert!(out.is_empty());
-    let e = pool.fill(&mut out, 100, 10, 2, &|_, sink| {
+    let e = pool.fill(&mut out, 100, 10, 2, &mut || Ok(()), &|_, sink| {
         sink.extend(std::iter::repeat_n(1, 10));
         sink.push(2);
     });
     assert!(e.unwrap_err().to_string().contains("expected 10 elements, found 10 and more"));
-    let e = pool.fill(&mut out, 100, 10, 2, &|start, sink| {
+    let e = pool.fill(&mut out, 100, 10, 2, &mut || Ok(()), &|start, sink| {
         sink.extend(std::iter::repeat_n(1, 20));
         assert!(start < 90, "piece {start} fails");
     });
     let e = e.unwrap_err().to_string();
     assert!(e.contains("expected 10 elements, found 10 and more") || e.contains("piece 90 fails"), "{e}");
-    let e = pool.fill(&mut out, 101, 10, 2, &|_, _| {}).unwrap_err().to_string();
+    let e = pool.fill(&mut out, 101, 10, 2, &mut || Ok(()), &|_, _| {}).unwrap_err().to_string();
     assert_eq!(e, "pool fill: expected room for 101 more elements, found room for 100");
     assert!(out.is_empty());
+}
+
+#[test]
+fn a_fill_polls_every_few_mib_of_work_and_a_failing_poll_stops_it() {
+    // Pieces of 1000 elements; the caller polls once per POLL_EVERY elements of its work.
+    for threads in [1, 2, 4] {
+        let pool = Pool::new(threads);
+        let len = 16 * fill::POLL_EVERY;
+        let mut out: Vec<u8> = Vec::with_capacity(len);
+        let mut polls = 0usize;
+        let ok = pool.fill(
+            &mut out,
+            len,
+            1000,
+            threads,
+            &mut || {
+                polls += 1;
+                Ok(())
+            },
+            &|_, sink| sink.extend(std::iter::repeat_n(1, sink.capacity())),
+        );
+        assert!(ok.is_ok() && out.len() == len);
+        assert!((1..=16).contains(&polls), "{threads} threads: {polls} polls");
+        // A poll that fails on its second call: its error, unchanged, and nothing appended.
+        let mut out: Vec<u8> = Vec::with_capacity(len);
+        let mut calls = 0;
+        let written = AtomicUsize::new(0);
+        let e = pool.fill(
+            &mut out,
+            len,
+            1000,
+            threads,
+            &mut || {
+                calls += 1;
+                if calls == 2 {
+                    Err(Error::value("stop here"))
+                } else {
+                    Ok(())
+                }
+            },
+            &|_, sink| {
+                written.fetch_add(sink.capacity(), Ordering::Relaxed);
+                sink.extend(std::iter::repeat_n(1, sink.capacity()))
+            },
+        );
+        assert_eq!(e.unwrap_err().to_string(), "stop here");
+        assert!(out.is_empty());
+        assert_eq!(calls, 2, "no poll after the failing one");
+        assert!(written.load(Ordering::Relaxed) < len, "{threads} threads: every piece ran");
+    }
+}
+
+#[test]
+fn a_long_piece_reports_progress_and_stops_when_a_poll_fails() {
+    // One piece per task, each "reading" without end until told to stop: only polling (on the
+    // caller) and the stop flag (on workers) can end it. The poll fails on its second call.
+    for threads in [1, 2, 3] {
+        let pool = Pool::new(threads);
+        let mut out: Vec<u32> = Vec::with_capacity(threads);
+        let mut calls = 0;
+        let e = pool.fill(
+            &mut out,
+            threads,
+            1,
+            threads,
+            &mut || {
+                calls += 1;
+                if calls == 2 {
+                    Err(Error::value("interrupted"))
+                } else {
+                    Ok(())
+                }
+            },
+            &|_, sink| {
+                while sink.progress(4096) {
+                    std::thread::yield_now();
+                }
+            },
+        );
+        assert_eq!(e.unwrap_err().to_string(), "interrupted");
+        assert!(out.is_empty());
+    }
 }
 
 #[test]

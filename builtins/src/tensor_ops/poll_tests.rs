@@ -1,0 +1,89 @@
+//! Every loop of the operators polls: a poll that fails stops the op with its error, on the
+//! parallel paths (pieces), the sequential ones (strided views, copies) and long pieces
+//! (columns, long runs). Strided inputs are stride-0 views of one element, which need no memory
+//! however large; results are reserved, not written, beyond what runs before the stop.
+
+use super::elementwise::{binary, unary, Binary, Unary};
+use super::reduce::sum_polled;
+use super::test_util::t;
+use relaxvm::pool::POLL_EVERY;
+use relaxvm::{DataType, Error, Result, Tensor, Value};
+
+/// A view of `n` copies of one float (stride 0).
+fn broadcast(v: f32, n: usize) -> Value {
+    let one = Tensor::scalar(v);
+    Value::Tensor(
+        Tensor::from_parts(one.storage().clone(), 0, [n as i64].into(), Some(vec![0]), DataType::F32).unwrap(),
+    )
+}
+
+/// Runs `op` with a poll that fails on its `fail_at`-th call; returns the error and the calls.
+fn stopped(fail_at: usize, op: impl FnOnce(&mut dyn FnMut() -> Result<()>) -> Result<Value>) -> (String, usize) {
+    let mut calls = 0;
+    let e = op(&mut || {
+        calls += 1;
+        if calls == fail_at {
+            Err(Error::value("polled out"))
+        } else {
+            Ok(())
+        }
+    })
+    .expect_err("the op was not stopped");
+    (e.to_string(), calls)
+}
+
+/// A huge view's element count: ~1 GiB of f32 results reserved, a few MiB written.
+const HUGE: usize = 1 << 28;
+
+#[test]
+fn elementwise_ops_of_huge_views_stop_when_a_poll_fails() {
+    let args = [broadcast(1.0, HUGE), Value::Float(2.0)];
+    assert_eq!(stopped(3, |p| binary("vm.op.add", &args, p, Binary::Add)), ("polled out".into(), 3));
+    let args = [broadcast(1.0, HUGE), broadcast(2.0, HUGE)];
+    assert_eq!(stopped(2, |p| binary("vm.op.div", &args, p, Binary::Div)), ("polled out".into(), 2));
+    // Unary ops, and the conversion of an operand to another dtype (float64 here).
+    assert_eq!(stopped(2, |p| unary("vm.op.exp", &[broadcast(1.0, HUGE)], p, Unary::Exp)), ("polled out".into(), 2));
+    let f64_args = [broadcast(1.0, HUGE), Value::Tensor(Tensor::scalar(1.0f64))];
+    assert_eq!(stopped(2, |p| binary("vm.op.mul", &f64_args, p, Binary::Mul)), ("polled out".into(), 2));
+}
+
+#[test]
+fn elementwise_ops_in_pieces_stop_when_a_poll_fails() {
+    let n = 8 * POLL_EVERY;
+    let x = t(&[n as i64], vec![1.0f32; n]);
+    assert_eq!(stopped(2, |p| binary("vm.op.add", &[x.clone(), x.clone()], p, Binary::Add)).0, "polled out");
+    assert_eq!(stopped(2, |p| unary("vm.op.relu", std::slice::from_ref(&x), p, Unary::Relu)).0, "polled out");
+    // A poll that never fails changes nothing.
+    let mut polls = 0;
+    let r = binary(
+        "vm.op.add",
+        &[x.clone(), x],
+        &mut || {
+            polls += 1;
+            Ok(())
+        },
+        Binary::Add,
+    )
+    .unwrap();
+    assert!(polls >= 1, "a large op never polled");
+    assert!(r.as_tensor().unwrap().to_vec::<f32>().unwrap().iter().all(|v| *v == 2.0));
+}
+
+#[test]
+fn sums_stop_when_a_poll_fails_on_every_path() {
+    // A huge view: the copy in reduction order polls.
+    assert_eq!(stopped(2, |p| sum_polled("vm.op.sum", &[broadcast(1.0, HUGE)], p)).0, "polled out");
+    let n = 8 * POLL_EVERY;
+    let flat = t(&[n as i64], vec![1.0f32; n]);
+    // One long run: leaves across the pool.
+    assert_eq!(stopped(2, |p| sum_polled("vm.op.sum", std::slice::from_ref(&flat), p)).0, "polled out");
+    // Few long runs (each longer than a piece).
+    let runs = t(&[2, (n / 2) as i64], vec![1.0f32; n]);
+    assert_eq!(stopped(2, |p| sum_polled("vm.op.sum", &[runs, Value::Int(1)], p)).0, "polled out");
+    // Columns across the pool: each piece reads every row.
+    let cols = t(&[(n / 512) as i64, 512], vec![1.0f32; n]);
+    assert_eq!(stopped(2, |p| sum_polled("vm.op.sum", &[cols, Value::Int(0)], p)).0, "polled out");
+    // One column of many rows, on this thread.
+    let col = t(&[n as i64, 1], vec![1.0f32; n]);
+    assert_eq!(stopped(2, |p| sum_polled("vm.op.sum", &[col, Value::Int(0)], p)).0, "polled out");
+}
