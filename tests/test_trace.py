@@ -95,7 +95,9 @@ def test_the_budget_drops_old_values_with_a_marker():
     tiny = run(x, n=10, max_bytes=2000)
     assert tiny.skipped > 0 and tiny.total_steps == full.total_steps
     assert tiny[0].index == tiny.skipped
-    assert rx.Trace.first_difference(full, tiny) is None
+    # The steps only the full trace kept were not compared: that is reported, never "no difference".
+    d = rx.Trace.first_difference(full, tiny)
+    assert d is not None and d.what == "skipped" and d.index == 0, d
 
 
 def test_first_difference_finds_a_planted_divergence():
@@ -184,11 +186,6 @@ def test_truncated_and_changed_files_give_errors(tmp_path):
             rx.Trace.load(bad)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Trace.load reads each member with take(size) and never reaches the end that makes the zip "
-    "crate check its CRC, so a flipped bit in the metadata loads (e.g. a callee renamed); reported",
-)
 def test_flipped_bits_are_refused_or_change_nothing(tmp_path):
     path = tmp_path / "run.npz"
     run([1.0, 2.0]).save(path)
@@ -320,7 +317,7 @@ def test_save_and_load_errors_name_the_file_and_what_was_expected(tmp_path):
         return tmp_path / "bad.npz"
 
     with pytest.raises(
-        rx.VMValueError, match='expected format "relaxvm-trace" version 1, found "relaxvm-trace" version 9'
+        rx.VMValueError, match='expected format "relaxvm-trace" version 1 to 2, found "relaxvm-trace" version 9'
     ):
         rx.Trace.load(rewrite({**meta, "version": 9}))
     with pytest.raises(
@@ -329,7 +326,7 @@ def test_save_and_load_errors_name_the_file_and_what_was_expected(tmp_path):
         rx.Trace.load(rewrite(meta, **{"step2.result": arrays["step2.result"].astype("float64")}))
     steps = [dict(s) for s in meta["steps"]]
     steps[1]["index"] = 7
-    with pytest.raises(rx.VMValueError, match="step 1 of the file is numbered 7, not 1"):
+    with pytest.raises(rx.VMValueError, match="step at position 1 \\(index 7\\), field index: expected 1"):
         rx.Trace.load(rewrite({**meta, "steps": steps}))
     with pytest.raises(rx.VMValueError, match='array "step2.result": '):
         rx.Trace.load(rewrite(meta, **{"step2.result": None}))

@@ -75,7 +75,10 @@ fn content_hash(v: &Value, depth: usize) -> Option<u64> {
         Value::Shape(s) => (5u8, s.dims()).hash(&mut h),
         Value::DType(d) => (6u8, d).hash(&mut h),
         Value::Device(d) => (7u8, d).hash(&mut h),
-        Value::Tensor(t) => (8u8, t.dtype(), t.shape().dims(), tensor_digest(t)?).hash(&mut h),
+        // Without a digest (a strided view too large to copy) the tensor is still a constant,
+        // hashed by dtype and shape only: it is then not deduplicated against contiguous equals,
+        // and keeping it (a copy) reports the allocation that fails.
+        Value::Tensor(t) => (8u8, t.dtype(), t.shape().dims(), tensor_digest(t)).hash(&mut h),
         _ => return None,
     }
     Some(h.finish())
