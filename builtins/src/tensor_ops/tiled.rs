@@ -243,8 +243,13 @@ mod tests {
         let a = ArrayD::from_shape_fn(IxDyn(&[10, 2, 2]), |ix| (ix[0] * 4 + ix[1] * 2 + ix[2]) as f32);
         let b = ArrayD::from_shape_fn(IxDyn(&[2, 2]), |ix| if ix[0] == ix[1] { 2.0f32 } else { 0.0 });
         let plan = Plan { batch: vec![10], n: 2, k: 2, m: 2, out_shape: vec![10, 2, 2] };
-        let kernel =
-            |p: ArrayView2<'_, f32>, q: ArrayView2<'_, f32>, mut c: ArrayViewMut2<'_, f32>| c.assign(&p.dot(&q));
+        let kernel = |p: ArrayView2<'_, f32>, q: ArrayView2<'_, f32>, mut c: ArrayViewMut2<'_, f32>, acc: bool| {
+            if acc {
+                c += &p.dot(&q);
+            } else {
+                c.assign(&p.dot(&q));
+            }
+        };
         let out = batched("f", a.view(), b.view(), &plan, &mut || Ok(()), 3 * 8, vec![0f32; 40], kernel).unwrap();
         assert_eq!(out, a.mapv(|v| v * 2.0));
     }
