@@ -6,7 +6,10 @@
   its output;
 - a callback from a ``T.parallel`` kernel, on a pool worker, re-entering the VM its launcher
   holds gets the re-entry error on any number of threads (no deadlock), another VM works from
-  there, and ``vm.interrupt()`` / Ctrl-C end a wait for a busy VM;
+  there, and ``vm.interrupt()`` / Ctrl-C end a wait for a busy VM; Ctrl-C ends a launch whose
+  worker's callback waits (through another thread) for the VM the launcher holds;
+- ``KeyboardInterrupt`` and ``SystemExit`` raised in a kernel's callback, on the launcher or a
+  pool worker, reach the caller as themselves;
 - one ``1 x 2^36 @ 2^36 x 1`` product on stride-0 views (a single output element) stops at
   Ctrl-C and ``vm.interrupt()``.
 

@@ -2,7 +2,9 @@
 read-only memory map, an immutable bytes object, a constant's own capsule) refuses every write,
 and a TVM kernel given a constant where it writes its result (a program built with
 rx.ExecBuilder; after rx.link, another model's weight) fails with a clear error while the
-constant keeps its bytes and the process runs the model normally afterwards."""
+constant keeps its bytes and the process runs the model normally afterwards; one given
+read-only foreign memory where it writes fails naming the kernel and argument (it wrote into a
+private copy, so the foreign pages stay unwritten)."""
 
 import os
 
