@@ -219,31 +219,28 @@ unsafe fn import_tensor(py: Python<'_>, dl: &DLTensor, owner: Imported, read_onl
         return Err(PyTypeError::new_err(format!("DLPack tensors with {} lanes are not supported", dl.dtype.lanes)));
     }
     let dtype = DataType::from_dlpack(dl.dtype.code, dl.dtype.bits).py_err(py)?;
-    let ndim = usize::try_from(dl.ndim).map_err(|_| PyBufferError::new_err("negative ndim"))?;
-    // SAFETY: the producer guarantees `shape` (and `strides`, when non-null) hold `ndim` entries.
+    let ndim =
+        usize::try_from(dl.ndim).map_err(|_| PyBufferError::new_err(format!("DLPack ndim {} is negative", dl.ndim)))?;
+    if ndim > 0 && dl.shape.is_null() {
+        return Err(PyBufferError::new_err(format!("DLPack tensor of ndim {ndim} has a NULL shape pointer")));
+    }
+    // SAFETY: the producer guarantees `shape` (and `strides`, when non-null) hold `ndim` entries;
+    // `shape` was checked non-null above.
     let shape: Vec<i64> =
         if ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(dl.shape, ndim) }.to_vec() };
     let strides: Option<Vec<i64>> = if dl.strides.is_null() || ndim == 0 {
         None
     } else {
+        // SAFETY: as above, `strides` is non-null here.
         Some(unsafe { std::slice::from_raw_parts(dl.strides, ndim) }.to_vec())
     };
-    let itemsize = dtype.itemsize();
-    let numel: usize = shape.iter().map(|d| *d as usize).product();
-    let extent = if numel == 0 {
-        0
-    } else {
-        let st = strides.clone().unwrap_or_else(|| relaxvm::tensor::contiguous_strides(&shape));
-        if st.iter().any(|s| *s < 0) {
-            return Err(PyBufferError::new_err("DLPack tensors with negative strides are not supported"));
-        }
-        (shape.iter().zip(&st).map(|(d, s)| (*d as usize - 1) * (*s as usize)).sum::<usize>() + 1) * itemsize
-    };
-    // SAFETY: data + byte_offset is the first element (DLPack's definition).
-    let start = unsafe { dl.data.cast::<u8>().add(dl.byte_offset as usize) };
-    if !(start as usize).is_multiple_of(itemsize) {
+    let start = checked_start(dl, &shape, strides.as_deref(), dtype.itemsize())?;
+    let (start, extent) = (start.0, start.1);
+    if !start.is_multiple_of(dtype.itemsize()) {
         return Err(PyBufferError::new_err("DLPack tensor data is not aligned to its element size"));
     }
+    // `wrapping_add` keeps the producer's provenance; `checked_start` proved the sum does not wrap.
+    let start = dl.data.cast::<u8>().wrapping_add(dl.byte_offset as usize);
     let ptr = NonNull::new(start).unwrap_or(NonNull::<u64>::dangling().cast());
     // SAFETY: the producer keeps `extent` bytes from `start` alive until its deleter runs,
     // which `owner` calls only when the storage (and every tensor viewing it) is dropped.
@@ -258,6 +255,48 @@ unsafe fn import_tensor(py: Python<'_>, dl: &DLTensor, owner: Imported, read_onl
         t.storage().freeze();
     }
     Ok(t)
+}
+
+/// Checks that the memory a DLTensor describes is addressable: non-negative dims and strides, an
+/// extent that fits `isize`, a non-NULL `data` when there is an element to read, and
+/// `data + byte_offset + extent` without overflow. Returns the first element's address and the
+/// extent in bytes.
+fn checked_start(dl: &DLTensor, shape: &[i64], strides: Option<&[i64]>, itemsize: usize) -> PyResult<(usize, usize)> {
+    let mut numel: usize = 1;
+    for (i, d) in shape.iter().enumerate() {
+        let d = usize::try_from(*d)
+            .map_err(|_| PyBufferError::new_err(format!("DLPack shape[{i}] is {d}; dimensions must be >= 0")))?;
+        numel = numel.saturating_mul(d);
+    }
+    let too_large = || PyBufferError::new_err(format!("DLPack tensor of shape {shape:?} overflows the address space"));
+    let extent = if numel == 0 {
+        0
+    } else {
+        let st = strides.map(<[i64]>::to_vec).unwrap_or_else(|| relaxvm::tensor::contiguous_strides(shape));
+        if st.iter().any(|s| *s < 0) {
+            return Err(PyBufferError::new_err("DLPack tensors with negative strides are not supported"));
+        }
+        // The span from the first element to one past the last, in elements.
+        let span = shape
+            .iter()
+            .zip(&st)
+            .try_fold(1usize, |acc, (d, s)| (*d as usize - 1).checked_mul(*s as usize)?.checked_add(acc));
+        span.and_then(|n| n.checked_mul(itemsize)).filter(|b| *b <= isize::MAX as usize).ok_or_else(too_large)?
+    };
+    if numel > 0 && dl.data.is_null() {
+        return Err(PyBufferError::new_err(format!("DLPack tensor of {numel} elements has a NULL data pointer")));
+    }
+    let start = (dl.data as usize).checked_add(dl.byte_offset as usize).filter(|_| dl.byte_offset <= isize::MAX as u64);
+    let start = start.ok_or_else(|| {
+        PyBufferError::new_err(format!("DLPack byte_offset {} overflows the address space", dl.byte_offset))
+    })?;
+    if start.checked_add(extent).is_none() {
+        return Err(PyBufferError::new_err(format!(
+            "DLPack data + byte_offset {} + extent {extent} overflows the address space",
+            dl.byte_offset
+        )));
+    }
+    Ok((start, extent))
 }
 
 /// Takes the tensor out of a DLPack capsule, renaming the capsule as consumed; frozen when the

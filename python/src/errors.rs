@@ -250,6 +250,16 @@ fn annotate(py: Python<'_>, err: &PyErr, note: &str) {
     }
 }
 
+/// Whether `e`, a callback's error, must pass through the kernel that called back unchanged:
+/// a Python exception that is no `Exception` (`KeyboardInterrupt`, `SystemExit`), which the
+/// interpreter must see as itself. Takes the GIL (called on the error path only).
+pub fn passes_through_kernels(e: &relaxvm_tvm::ffi::raised::Foreign) -> bool {
+    let inner: &(dyn std::error::Error + 'static) = &**e;
+    inner
+        .downcast_ref::<PyErr>()
+        .is_some_and(|err| Python::attach(|py| !err.is_instance_of::<pyo3::exceptions::PyException>(py)))
+}
+
 /// Wraps a Python exception so that it can travel through the VM.
 pub fn from_pyerr(err: PyErr) -> Error {
     Error::external(err)

@@ -39,6 +39,11 @@ use pyo3::prelude::*;
 fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     relaxvm_builtins::ensure_registered();
     signals::note_main_thread();
+    // KeyboardInterrupt and SystemExit raised in a callback from a kernel reach the caller as
+    // themselves, as from callbacks the VM calls directly.
+    relaxvm_tvm::ffi::raised::pass_through(errors::passes_through_kernels);
+    // Ctrl-C during a parallel kernel's launch ends the waits for the VMs the main thread holds.
+    relaxvm_tvm::ffi::pool::on_interrupted_launch(vm_lock::interrupted_launch);
     stdout::install();
     // The Rust crates' diagnostics (the log crate) go to Python's logging, under loggers named
     // after the Rust modules ("relaxvm_tvm.ffi.kernel", ...). Levels are asked of Python each

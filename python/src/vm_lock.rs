@@ -179,6 +179,12 @@ impl Shared {
                     if self.interrupts.load(Ordering::SeqCst) != seen {
                         return Err(interrupted_while_waiting(py));
                     }
+                    if holder_abandoned(self.holder.load(Ordering::Acquire)) {
+                        return Err(crate::errors::vm_error(
+                            py,
+                            "interrupted while waiting for this VirtualMachine: Ctrl-C stopped the thread holding it, which waits for a parallel kernel's workers".into(),
+                        ));
+                    }
                 }
             }
         }
@@ -231,6 +237,34 @@ impl Shared {
     pub fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut VirtualMachine) -> R + Send) -> PyResult<R> {
         self.run(py, false, |vm| Ok(f(vm)))
     }
+}
+
+/// Threads whose wait for a parallel launch's workers Ctrl-C ended while they held VMs: a
+/// call waiting for a VM one of them holds gives up, since the workers may be waiting for it
+/// (a callback on a worker joining a thread that calls the VM). Rarely non-empty.
+static ABANDONED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+/// `ABANDONED.len()`, read without the lock by every wait.
+static ANY_ABANDONED: AtomicUsize = AtomicUsize::new(0);
+
+/// The launch hook (`relaxvm_tvm::ffi::pool::on_interrupted_launch`): with `true`, the waits
+/// for the VMs the calling thread holds end; with `false` (its launch is over), they no longer
+/// do.
+pub fn interrupted_launch(begin: bool) {
+    let me = relaxvm::pool::thread_key();
+    let mut abandoned = ABANDONED.lock().unwrap_or_else(|p| p.into_inner());
+    if begin {
+        abandoned.push(me);
+    } else if let Some(i) = abandoned.iter().position(|k| *k == me) {
+        abandoned.swap_remove(i);
+    }
+    ANY_ABANDONED.store(abandoned.len(), Ordering::SeqCst);
+}
+
+/// Whether `holder` (0: none) is a thread whose launch Ctrl-C ended.
+fn holder_abandoned(holder: u64) -> bool {
+    holder != 0
+        && ANY_ABANDONED.load(Ordering::SeqCst) > 0
+        && ABANDONED.lock().unwrap_or_else(|p| p.into_inner()).contains(&holder)
 }
 
 fn reentrant_error() -> PyErr {

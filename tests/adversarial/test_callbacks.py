@@ -6,7 +6,10 @@
   its output;
 - a callback from a ``T.parallel`` kernel, on a pool worker, re-entering the VM its launcher
   holds gets the re-entry error on any number of threads (no deadlock), another VM works from
-  there, and ``vm.interrupt()`` / Ctrl-C end a wait for a busy VM;
+  there, and ``vm.interrupt()`` / Ctrl-C end a wait for a busy VM; Ctrl-C ends a launch whose
+  worker's callback waits (through another thread) for the VM the launcher holds;
+- ``KeyboardInterrupt`` and ``SystemExit`` raised in a kernel's callback, on the launcher or a
+  pool worker, reach the caller as themselves;
 - one ``1 x 2^36 @ 2^36 x 1`` product on stride-0 views (a single output element) stops at
   Ctrl-C and ``vm.interrupt()``.
 
@@ -170,6 +173,88 @@ print(len(threads) > 1)
 """,
         env={"RELAXVM_NUM_THREADS": "2"},
     ).assert_ok("True")
+
+
+@needs("parallel_callback")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_keyboard_interrupt_and_system_exit_from_a_kernel_s_callback_pass_through(threads: int) -> None:
+    # As from callbacks the VM calls directly: the kernel is told an error happened, and the
+    # original exception is raised when it returns, from the launcher's task or a worker's.
+    run_attack(
+        model_prelude("parallel_callback")
+        + PARALLEL
+        + """
+raised = [KeyboardInterrupt(), SystemExit(3), ValueError("ordinary")]
+@rx.register_func("relaxvm.test.parallel_callback", override=True)
+def cb(v):
+    raise raised[0]
+for exc in list(raised):
+    raised[0] = exc
+    try:
+        vm["main"](x)
+    except BaseException as e:
+        print(type(e).__name__, e.args == exc.args if type(e) is type(exc) else str(e).split(":")[0])
+@rx.register_func("relaxvm.test.parallel_callback", override=True)
+def ok(v):
+    return 0
+print(vm["main"](x).numpy().sum())
+""",
+        env={"RELAXVM_NUM_THREADS": str(threads)},
+    ).assert_ok('KeyboardInterrupt True\nSystemExit True\nVMError kernel "each" raised RuntimeError\n0.0')
+
+
+@needs("parallel_callback")
+def test_ctrl_c_ends_a_launch_whose_worker_waits_for_the_vm_the_launcher_holds() -> None:
+    # The main thread holds the VM and waits for the launch; a worker's callback joins a thread
+    # that waits for the VM. Ctrl-C, polled by the launch's wait, ends that thread's wait, the
+    # launch once its worker is done, and the call with KeyboardInterrupt; the VM works after.
+    run_attack(
+        model_prelude("parallel_callback")
+        + PARALLEL
+        + """
+import os, signal
+first, done = threading.Event(), threading.Event()
+armed = True
+def on_sigint(signum, frame):
+    if armed:
+        raise KeyboardInterrupt
+signal.signal(signal.SIGINT, on_sigint)
+@rx.register_func("relaxvm.test.parallel_callback", override=True)
+def cb(v):
+    if threading.get_ident() == main or first.is_set():
+        return 0
+    first.set()
+    def other():
+        try:
+            vm["main"](x)
+        except rx.VMError as e:
+            errors.append(str(e))
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    return 1
+def press():
+    first.wait()
+    # Pressed until the call ends: a press may land in the launcher's own callback first.
+    while not done.wait(0.01):
+        os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=press, daemon=True).start()
+try:
+    vm["main"](x)
+    print("returned")
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+finally:
+    armed = False
+    done.set()
+print([e.split(":")[0] for e in errors])
+@rx.register_func("relaxvm.test.parallel_callback", override=True)
+def ok(v):
+    return 0
+print(vm["main"](x).numpy().sum())
+""",
+        env={"RELAXVM_NUM_THREADS": "2"},
+    ).assert_ok("KeyboardInterrupt\n['interrupted while waiting for this VirtualMachine']\n0.0")
 
 
 # A VM `busy` that another thread holds inside a Python callback until released.

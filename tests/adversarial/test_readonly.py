@@ -2,7 +2,9 @@
 read-only memory map, an immutable bytes object, a constant's own capsule) refuses every write,
 and a TVM kernel given a constant where it writes its result (a program built with
 rx.ExecBuilder; after rx.link, another model's weight) fails with a clear error while the
-constant keeps its bytes and the process runs the model normally afterwards."""
+constant keeps its bytes and the process runs the model normally afterwards; one given
+read-only foreign memory where it writes fails naming the kernel and argument (it wrote into a
+private copy, so the foreign pages stay unwritten)."""
 
 import os
 
@@ -185,7 +187,9 @@ print(np.array_equal(rx.VirtualMachine(mlp)["main"](x).numpy(), want))
     ).assert_ok("400 True 200 True\nTrue\nTrue")
 
 
-def test_a_kernel_given_read_only_foreign_memory_gets_a_private_copy():
+def test_a_kernel_writing_into_read_only_foreign_memory_is_an_error_naming_it():
+    # The kernel gets a private copy (the foreign pages are never written); what it writes
+    # there cannot be delivered, so the call fails instead of returning the unchanged tensor.
     run_attack(
         MLP_SETUP
         + """
@@ -196,7 +200,15 @@ with ib.function("relu_into", num_inputs=2):
     ib.emit_call("relu", args=[ib.r(0), ib.r(1)], dst=ib.void_arg())
     ib.emit_ret(ib.r(1))
 relu_into = rx.VirtualMachine(rx.link([mlp, ib.get()]))["relu_into"]
-r = relu_into(np.full((8, 4), -5, "float32"), out)
-print(b == np.full((8, 4), 3, "float32").tobytes(), r.numpy().min(), r.numpy().max())
+try:
+    relu_into(np.full((8, 4), -5, "float32"), out)
+    print("no error")
+except rx.VMError as e:
+    print(str(e).split(", which")[0])
+print(b == np.full((8, 4), 3, "float32").tobytes())
+# Writing the values already there changes nothing: no error. As an input it is read.
+print(relu_into(np.full((8, 4), 3, "float32"), out).numpy().max())
+r = relu_into(out, np.zeros((8, 4), "float32"))
+print(r.numpy().min(), r.numpy().max())
 """
-    ).assert_ok("True 3.0 3.0")
+    ).assert_ok('kernel "relu" wrote to argument 1 (a float32 tensor of shape (8, 4))\nTrue\n3.0\n3.0 3.0')

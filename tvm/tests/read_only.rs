@@ -1,7 +1,8 @@
 //! Kernels and read-only memory: a constant (in read-only pages) at a kernel's output position
 //! is an error of the call and stays unchanged — written by the kernel, by a parallel task on
 //! any thread, or by a packed function the kernel calls back; read-only foreign memory reaches
-//! kernels as a private copy; faults that are not writes to constants still end the process.
+//! kernels as a private copy, and a kernel that changes the copy gets an error; faults that are
+//! not writes to constants still end the process.
 
 mod common;
 
@@ -89,13 +90,22 @@ fn a_constant_a_kernel_hands_to_a_packed_function_is_read_only_there() {
 }
 
 #[test]
-fn read_only_foreign_memory_reaches_kernels_as_a_private_copy() {
+fn read_only_foreign_memory_reaches_kernels_as_a_private_copy_and_a_write_to_it_is_an_error() {
     // Frozen but not in read-only pages: what a read-only DLPack import is.
     let foreign = f32s(&[5.0, 6.0, 7.0]);
     foreign.storage().freeze();
     assert!(!foreign.storage().is_sealed());
     let a = f32s(&[1.0, 2.0, 3.0]);
-    call("add", &[Value::Tensor(a.clone()), Value::Tensor(a.clone()), Value::Tensor(foreign.clone())]).unwrap();
+    let e = call("add", &[Value::Tensor(a.clone()), Value::Tensor(a.clone()), Value::Tensor(foreign.clone())]);
+    let e = e.unwrap_err().to_string();
+    assert!(
+        e.starts_with("kernel \"add\" wrote to argument 2 (a float32 tensor of shape (3,)), which is read-only memory"),
+        "{e}"
+    );
+    assert_eq!(foreign.to_vec::<f32>().unwrap(), [5.0, 6.0, 7.0]);
+    // A kernel that writes the values already there changed nothing: no error.
+    let half = f32s(&[2.5, 3.0, 3.5]);
+    call("add", &[Value::Tensor(half.clone()), Value::Tensor(half), Value::Tensor(foreign.clone())]).unwrap();
     assert_eq!(foreign.to_vec::<f32>().unwrap(), [5.0, 6.0, 7.0]);
     // As an input its values are read.
     let out = Tensor::zeros([3], DataType::F32, Device::cpu(0)).unwrap();

@@ -136,6 +136,9 @@ pub fn describe<E: std::fmt::Display>(failures: &[TaskFailure<E>]) -> String {
     failures.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
+/// How often [`Pool::run_with_caller_polling`] polls while its caller waits for workers.
+pub const POLL_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// A launch's worker-side body, its lifetime erased: it is only called while the launcher
 /// waits for it (see `Pool::launch`).
 #[derive(Clone, Copy)]
@@ -238,7 +241,21 @@ impl Pool {
         task: &(dyn Fn(&Task<'_>) -> std::result::Result<(), E> + Sync),
         caller: &mut dyn FnMut(&Task<'_>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), Failures<E>> {
-        self.launch(num_tasks, task, caller, Mode::Together)
+        self.launch(num_tasks, task, caller, Mode::Together, None)
+    }
+
+    /// Like [`Pool::run_with_caller`], calling `poll` on the calling thread every
+    /// [`POLL_WAIT`] while it waits for the workers after its own task: an embedder's chance to
+    /// notice Ctrl-C and end what the workers wait for (the launch still returns only once
+    /// every worker has finished: they use the launch's closures).
+    pub fn run_with_caller_polling<E: Send>(
+        &self,
+        num_tasks: usize,
+        task: &(dyn Fn(&Task<'_>) -> std::result::Result<(), E> + Sync),
+        caller: &mut dyn FnMut(&Task<'_>) -> std::result::Result<(), E>,
+        poll: &mut dyn FnMut(),
+    ) -> std::result::Result<(), Failures<E>> {
+        self.launch(num_tasks, task, caller, Mode::Together, Some(poll))
     }
 
     /// Like [`Pool::run_with_caller`], for work that `caller` can finish alone (tasks taking
@@ -252,7 +269,7 @@ impl Pool {
         task: &(dyn Fn(&Task<'_>) -> std::result::Result<(), E> + Sync),
         caller: &mut dyn FnMut(&Task<'_>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), Failures<E>> {
-        self.launch(num_tasks, task, caller, Mode::Helpers)
+        self.launch(num_tasks, task, caller, Mode::Helpers, None)
     }
 
     fn launch<E: Send>(
@@ -261,6 +278,7 @@ impl Pool {
         task: &(dyn Fn(&Task<'_>) -> std::result::Result<(), E> + Sync),
         caller: &mut dyn FnMut(&Task<'_>) -> std::result::Result<(), E>,
         mode: Mode,
+        mut poll: Option<&mut dyn FnMut()>,
     ) -> std::result::Result<(), Failures<E>> {
         let want = if num_tasks == 0 { self.threads } else { num_tasks.min(self.threads) };
         let guard = if want > 1 && !Pool::in_task() {
@@ -310,7 +328,19 @@ impl Pool {
             s.job = None;
         }
         while s.running > 0 || (mode == Mode::Together && s.started < count - 1) {
-            s = self.shared.done.wait(s).unwrap_or_else(|p| p.into_inner());
+            match poll.as_mut() {
+                None => s = self.shared.done.wait(s).unwrap_or_else(|p| p.into_inner()),
+                Some(poll) => {
+                    let (g, waited) = self.shared.done.wait_timeout(s, POLL_WAIT).unwrap_or_else(|p| p.into_inner());
+                    s = g;
+                    if waited.timed_out() {
+                        // Outside the lock: the hook may take the GIL or end other threads' waits.
+                        drop(s);
+                        poll();
+                        s = lock(&self.shared.state);
+                    }
+                }
+            }
         }
         s.job = None;
         drop(s);

@@ -308,8 +308,12 @@ fn layout_of(t: &DLTensor) -> Result<Layout> {
     };
     let len = span.checked_mul(dtype.itemsize()).filter(|l| *l <= isize::MAX as usize);
     let len = len.ok_or_else(|| Error::value(format!("a tensor of shape {shape} and dtype {dtype} too large")))?;
-    let base = (t.data as usize).checked_add(t.byte_offset as usize).filter(|b| b.checked_add(len).is_some());
-    let base = base.ok_or_else(|| Error::value("a DLTensor whose data pointer and byte offset overflow"))?;
+    // An offset past isize::MAX is no offset into one allocation (Rust's and C's pointer rules).
+    let offset = usize::try_from(t.byte_offset).ok().filter(|o| *o <= isize::MAX as usize);
+    let base = offset.and_then(|o| (t.data as usize).checked_add(o)).filter(|b| b.checked_add(len).is_some());
+    let base = base.ok_or_else(|| {
+        Error::value(format!("a DLTensor whose data pointer, byte_offset {} and extent {len} overflow", t.byte_offset))
+    })?;
     if base == 0 && len > 0 {
         return Err(Error::value("a DLTensor with null data"));
     }

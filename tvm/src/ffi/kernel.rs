@@ -59,6 +59,12 @@ fn write_back(original: &Tensor, copy: &Tensor) -> Result<()> {
     Ok(())
 }
 
+/// Whether the kernel changed `copy`, the compact copy made of read-only `original`.
+fn changed(original: &Tensor, copy: &Tensor) -> Result<bool> {
+    let len = original.numel() * original.dtype().itemsize();
+    Ok(copy.storage().bytes()[..len] != original.contiguous_bytes()?[..])
+}
+
 /// True the first time a call of kernel `name` at `address` (each opened library has its own)
 /// has to copy an argument.
 fn first_copy_for(name: &str, address: usize) -> bool {
@@ -111,7 +117,8 @@ fn call_direct(name: &str, f: SafeCall, args: &[Value]) -> Option<Result<Value>>
 /// Whether a kernel can view `t` in place: contiguous, aligned as TVM's kernels assume, and
 /// not read-only foreign memory (frozen but not in read-only pages: a DLPack import flagged
 /// read-only, whose memory the hardware may let a kernel write). Such memory reaches the kernel
-/// as a private copy, which is not written back; constants are viewed in place, since their
+/// as a private copy, which is not written back (a kernel that changes it gets an error);
+/// constants are viewed in place, since their
 /// pages fault on a write.
 fn viewable(t: &Tensor) -> bool {
     t.is_contiguous()
@@ -214,10 +221,23 @@ fn call_staged(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
     }
     let result = invoke(name, f, &anys)?;
     // Kernels do not say which arguments they write, so every staged copy goes back — except
-    // into read-only memory (constants, read-only imports): a write to one is refused
-    // everywhere else, and what the kernel wrote into the copy is dropped.
-    for s in staged.iter().filter(|s| !tensor_arg(args, s.arg).storage().is_frozen()) {
-        write_back(tensor_arg(args, s.arg), &s.copy)?;
+    // into read-only memory (constants, read-only imports), where a write is refused as it is
+    // everywhere else: a kernel that changed such a copy asked for an output that cannot be
+    // delivered, an error rather than a result silently dropped. Only read-only arguments that
+    // could not be viewed in place are compared, each once, at the cost of its copy.
+    for s in &staged {
+        let original = tensor_arg(args, s.arg);
+        if !original.storage().is_frozen() {
+            write_back(original, &s.copy)?;
+        } else if changed(original, &s.copy)? {
+            return Err(relaxvm::Error::value(format!(
+                "kernel {name:?} wrote to argument {} (a {} tensor of shape {}), which is read-only memory \
+                 (a constant or a read-only import); pass a writable tensor for its outputs",
+                s.arg,
+                original.dtype(),
+                original.shape()
+            )));
+        }
     }
     convert::result_from_ffi(&result)
 }

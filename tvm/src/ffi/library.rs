@@ -181,8 +181,10 @@ impl NativeLibrary for Library {
         let f = *self.inner.kernels.get(name)?;
         let inner = Arc::clone(&self.inner);
         let owned: Arc<str> = name.into();
-        Some(PackedFunc::from_fn(name, move |args| {
+        Some(PackedFunc::new(name, move |ctx, args| {
             let _loaded = &inner;
+            // The kernel's parallel launches poll the calling VM through `ctx` (Ctrl-C).
+            let _scope = super::pool::PollScope::enter(ctx);
             kernel::call(&owned, f, args)
         }))
     }

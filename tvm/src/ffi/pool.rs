@@ -17,7 +17,11 @@
 
 use super::abi::{ParallelLambda, TVMParallelGroupEnv};
 use relaxvm::pool::{Barrier, Failure, Pool, Task};
+use relaxvm::CallCtx;
+use std::cell::Cell;
 use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::OnceLock;
 
 pub use relaxvm::pool::{configured_threads, global, NUM_THREADS_VAR};
 
@@ -53,10 +57,63 @@ impl Launch {
 }
 
 /// A failed task's raised error, when it was taken from a worker's thread.
-type Raised = Option<(String, String)>;
+type Raised = Option<super::raised::Pending>;
+
+thread_local! {
+    /// The call context of the kernel this thread is running (lifetime erased), while it runs:
+    /// how a launch's wait polls the VM that called the kernel (see [`PollScope`]).
+    static KERNEL_CTX: Cell<Option<NonNull<CallCtx<'static>>>> = const { Cell::new(None) };
+}
+
+/// What the embedder does when Ctrl-C (a failed poll) ends a launch's wait: `true` on the
+/// launching thread once the poll failed — end the waits for the VMs this thread holds, which
+/// the launch's workers may be waiting for — and `false` once the launch is over.
+static ON_INTERRUPTED_LAUNCH: OnceLock<fn(bool)> = OnceLock::new();
+
+/// Sets what ends the waits for the launching thread's VMs when a poll fails during a
+/// launch (Python: the waits of other threads for the VM the main thread holds). The first
+/// call wins.
+pub fn on_interrupted_launch(hook: fn(bool)) {
+    let _ = ON_INTERRUPTED_LAUNCH.set(hook);
+}
+
+/// Makes a kernel call's context reachable by the parallel launches the kernel makes on
+/// this thread, for as long as the scope lives (nested kernel calls stack).
+pub struct PollScope {
+    previous: Option<NonNull<CallCtx<'static>>>,
+}
+
+impl PollScope {
+    /// Enters the scope of a kernel called with `ctx`. The caller must not use `ctx` while the
+    /// scope lives (the kernel's launches poll through it) and must drop the scope before
+    /// `ctx` goes.
+    pub fn enter(ctx: &mut CallCtx<'_>) -> Self {
+        let ptr = NonNull::from(ctx).cast::<CallCtx<'static>>();
+        PollScope { previous: KERNEL_CTX.with(|c| c.replace(Some(ptr))) }
+    }
+}
+
+impl Drop for PollScope {
+    fn drop(&mut self) {
+        KERNEL_CTX.with(|c| c.set(self.previous));
+    }
+}
+
+/// Polls the VM running the kernel on this thread (Ctrl-C, `vm.interrupt()`), if any.
+fn poll_caller() -> relaxvm::Result<()> {
+    let Some(mut ctx) = KERNEL_CTX.with(Cell::get) else { return Ok(()) };
+    // SAFETY: `PollScope` set the pointer from a live `&mut CallCtx` that its owner does not
+    // use while the scope lives (the kernel runs, and this launch is part of it, on this
+    // thread); the scope restores the previous value before that borrow ends, so the pointer
+    // is valid and unaliased here.
+    unsafe { ctx.as_mut() }.check_interrupt()
+}
 
 /// Runs a launch of `num_task` tasks (0: all) of `lambda` on `pool`; 0 when every task
-/// returned 0, else -1 with the error raised on this thread.
+/// returned 0, else -1 with the error raised on this thread. While it waits for its workers
+/// the launching thread polls the VM that called the kernel: when that fails (Ctrl-C), it
+/// ends the waits for the VMs it holds — which its workers' callbacks may be stuck in — and,
+/// once every worker has finished, fails with the poll's error.
 pub fn launch(pool: &Pool, lambda: ParallelLambda, cdata: *mut c_void, num_task: i32) -> i32 {
     let job = Launch { lambda, cdata };
     let requested = usize::try_from(num_task).unwrap_or(0);
@@ -65,19 +122,41 @@ pub fn launch(pool: &Pool, lambda: ParallelLambda, cdata: *mut c_void, num_task:
         if job.run(task) {
             Ok(())
         } else {
-            Err(super::raised::take_raw())
+            Err(super::raised::take_pending())
         }
     };
     // Task 0's error, if any, stays on this thread, where the kernel's caller looks for it.
     let caller = &mut |task: &Task<'_>| if job.run(task) { Ok(()) } else { Err(None) };
-    let Err(failures) = pool.run_with_caller(requested, &worker, caller) else { return 0 };
-    let own = super::raised::take_raw();
+    let mut interrupted: Option<relaxvm::Error> = None;
+    let mut poll = || {
+        if interrupted.is_none() {
+            if let Err(e) = poll_caller() {
+                interrupted = Some(e);
+                if let Some(hook) = ON_INTERRUPTED_LAUNCH.get() {
+                    hook(true);
+                }
+            }
+        }
+    };
+    let outcome = pool.run_with_caller_polling(requested, &worker, caller, &mut poll);
+    if let Some(e) = interrupted {
+        if let Some(hook) = ON_INTERRUPTED_LAUNCH.get() {
+            hook(false);
+        }
+        super::raised::set_error(&e);
+        return -1;
+    }
+    let Err(failures) = outcome else { return 0 };
+    let own = super::raised::take_pending();
     let handed = failures.into_iter().find_map(|f| match f.failure {
         Failure::Error(raised) => raised,
-        Failure::Panic(message) => Some(("RuntimeError".to_string(), format!("a parallel task panicked: {message}"))),
+        Failure::Panic(message) => Some(super::raised::Pending::new(
+            "RuntimeError".to_string(),
+            format!("a parallel task panicked: {message}"),
+        )),
     });
-    if let Some((kind, message)) = own.or(handed) {
-        super::raised::set(kind, message);
+    if let Some(p) = own.or(handed) {
+        super::raised::restore(p);
     }
     -1
 }

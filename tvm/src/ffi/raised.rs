@@ -14,10 +14,55 @@ use super::abi::{type_index, TVMFFIByteArray, TVMFFIErrorCell, TVMFFIObject};
 use relaxvm::{Error, ErrorKind};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 thread_local! {
     static RAISED: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
+    /// The embedder's own error behind the one in `RAISED`, when it must pass through kernels
+    /// unchanged (see [`pass_through`]); cleared whenever `RAISED` changes otherwise.
+    static CARRIED: RefCell<Option<Foreign>> = const { RefCell::new(None) };
+}
+
+/// An embedder's error value (e.g. a Python exception), as [`ErrorKind::External`] holds it.
+pub type Foreign = Arc<dyn std::error::Error + Send + Sync>;
+
+/// Which embedder errors pass through a kernel unchanged: see [`pass_through`].
+static PASSES_THROUGH: OnceLock<fn(&Foreign) -> bool> = OnceLock::new();
+
+/// Makes embedder errors that `passes` accepts pass through kernels unchanged: when a
+/// function a kernel calls back fails with one, the kernel is told an error happened (as with
+/// any error) and, when it returns, the caller gets that very error back instead of a
+/// [`ErrorKind::Raised`] describing it. Python uses it for `KeyboardInterrupt` and
+/// `SystemExit`, which must reach the interpreter as themselves. The first call wins.
+pub fn pass_through(passes: fn(&Foreign) -> bool) {
+    let _ = PASSES_THROUGH.set(passes);
+}
+
+/// A failed task's error, taken on the thread that ran it to be raised on another.
+#[derive(Debug)]
+pub struct Pending {
+    kind: String,
+    message: String,
+    carried: Option<Foreign>,
+}
+
+/// Takes this thread's error with the embedder's error behind it, if any.
+pub fn take_pending() -> Option<Pending> {
+    let carried = CARRIED.with(|c| c.borrow_mut().take());
+    take_raw().map(|(kind, message)| Pending { kind, message, carried })
+}
+
+/// Raises `p` on this thread (taken on another by [`take_pending`]).
+pub fn restore(p: Pending) {
+    set(p.kind, p.message);
+    CARRIED.with(|c| *c.borrow_mut() = p.carried);
+}
+
+impl Pending {
+    /// A task's failure that left no error of its own, e.g. a panic.
+    pub fn new(kind: String, message: String) -> Self {
+        Pending { kind, message, carried: None }
+    }
 }
 
 /// Text of a C string, or a placeholder for null.
@@ -35,6 +80,7 @@ unsafe fn text(p: *const c_char) -> String {
 /// Records an error of `kind` with `message` for the current thread.
 pub fn set(kind: String, message: String) {
     RAISED.with(|r| *r.borrow_mut() = Some((kind, message)));
+    CARRIED.with(|c| c.borrow_mut().take());
 }
 
 /// Takes the error the current thread recorded, as `(kind, message)`: relaxvm's own slot
@@ -46,8 +92,14 @@ pub fn take_raw() -> Option<(String, String)> {
 /// Takes the error the current thread recorded, as a relaxvm error about `what` (e.g. `kernel
 /// "matmul"`). A non-zero return without a recorded error is reported as such.
 pub fn take(what: &str) -> Error {
-    let (kind, message) = take_raw()
-        .unwrap_or_else(|| ("RuntimeError".to_string(), "failed without setting an error message".to_string()));
+    let carried = CARRIED.with(|c| c.borrow_mut().take());
+    let raw = take_raw();
+    if let (Some(carried), Some(_)) = (carried, &raw) {
+        // The embedder's own error, which must pass through unchanged.
+        return ErrorKind::External(carried).into();
+    }
+    let (kind, message) =
+        raw.unwrap_or_else(|| ("RuntimeError".to_string(), "failed without setting an error message".to_string()));
     let message = format!("{what} raised {kind}: {message}");
     ErrorKind::Raised { kind, message }.into()
 }
@@ -58,6 +110,11 @@ pub fn set_error(e: &Error) {
     let root = e.root();
     let kind = match root.kind() {
         ErrorKind::Raised { kind, message } => return set(kind.clone(), message.clone()),
+        ErrorKind::External(inner) if PASSES_THROUGH.get().is_some_and(|passes| passes(inner)) => {
+            set("RuntimeError".to_string(), e.to_string());
+            CARRIED.with(|c| *c.borrow_mut() = Some(inner.clone()));
+            return;
+        }
         ErrorKind::Type { .. } | ErrorKind::Arity { .. } => "TypeError",
         ErrorKind::Value(_) | ErrorKind::Format(_) | ErrorKind::Invalid(_) => "ValueError",
         ErrorKind::Index { .. } => "IndexError",
@@ -71,6 +128,7 @@ pub fn set_error(e: &Error) {
 /// Forgets any error recorded on this thread (before a call, so a stale one is never reported).
 pub fn clear() {
     RAISED.with(|r| r.borrow_mut().take());
+    CARRIED.with(|c| c.borrow_mut().take());
 }
 
 /// TVM's error functions, used when the dynamic loader binds kernels'
@@ -220,6 +278,32 @@ mod tests {
         unsafe { TVMFFIErrorSetRaisedFromCStr(std::ptr::null(), std::ptr::null()) };
         clear();
         assert!(take("x").to_string().contains("without setting"));
+    }
+
+    #[test]
+    fn an_embedder_error_that_passes_through_is_returned_unchanged_even_from_another_thread() {
+        pass_through(|e| e.to_string().starts_with("passes"));
+        let through = Error::external(std::io::Error::other("passes: an interrupt"));
+        set_error(&through.context("calling back"));
+        let e = take("kernel \"k\"");
+        assert!(matches!(e.kind(), ErrorKind::External(inner) if inner.to_string() == "passes: an interrupt"), "{e}");
+        // Any other embedder error is described, as kernels' errors are.
+        set_error(&Error::external(std::io::Error::other("stays")));
+        let e = take("kernel \"k\"");
+        assert!(matches!(e.kind(), ErrorKind::Raised { kind, .. } if kind == "RuntimeError"), "{e}");
+        // A kernel that raises its own error after the callback's replaces it.
+        set_error(&Error::external(std::io::Error::other("passes")));
+        set("ValueError".into(), "the kernel's own".into());
+        assert!(take("k").to_string().contains("the kernel's own"));
+        // Handed from a pool worker's thread to the launcher's.
+        let pending = std::thread::spawn(|| {
+            set_error(&Error::external(std::io::Error::other("passes: on a worker")));
+            take_pending()
+        });
+        restore(pending.join().unwrap().unwrap());
+        let e = take("k");
+        assert!(matches!(e.kind(), ErrorKind::External(inner) if inner.to_string() == "passes: on a worker"), "{e}");
+        clear();
     }
 
     /// A stand-in for TVM's runtime: its own error slot, read through its C API.

@@ -143,6 +143,13 @@ fn what_a_failing_function_wrote_goes_back_and_bad_dltensors_are_refused() {
     let (_, err) = call_back("test.callbacks.fails", f.clone(), &[arg(&strided)]);
     assert!(err.unwrap().contains("negative or overflowing"));
     null.data = memory.as_mut_ptr().cast();
+    null.byte_offset = 1 << 63;
+    let (_, err) = call_back("test.callbacks.fails", f.clone(), &[arg(&null)]);
+    assert!(err.unwrap().contains("byte_offset 9223372036854775808"));
+    null.byte_offset = u64::MAX - 3;
+    let (_, err) = call_back("test.callbacks.fails", f.clone(), &[arg(&null)]);
+    assert!(err.unwrap().contains("overflow"));
+    null.byte_offset = 0;
     null.device.device_type = 2;
     let (_, err) = call_back("test.callbacks.fails", f, &[arg(&null)]);
     assert!(err.unwrap().contains("device type 2"));

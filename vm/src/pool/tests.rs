@@ -408,3 +408,29 @@ fn workers_run_tasks_on_the_launcher_s_behalf() {
     let r: Outcome = pool.run(0, &|_| if is_me_or_my_launcher(other) { Err("a stranger".into()) } else { Ok(()) });
     assert_eq!(r, Ok(()));
 }
+
+#[test]
+fn the_caller_polls_while_it_waits_and_the_launch_still_waits_for_its_workers() {
+    let pool = Pool::new(2);
+    let (polled_tx, polled_rx) = std::sync::mpsc::channel::<()>();
+    let polled_rx = Mutex::new(polled_rx);
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    let polls = AtomicUsize::new(0);
+    // The worker's task ends only after the caller has polled (ordered by the channel, no
+    // sleeps): a poll that ran only after the workers finished would deadlock the test.
+    let task = |t: &Task<'_>| -> std::result::Result<(), ()> {
+        if t.id() != 0 {
+            polled_rx.lock().unwrap().recv().unwrap();
+            finished.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    };
+    let mut poll = || {
+        if polls.fetch_add(1, Ordering::SeqCst) == 0 {
+            polled_tx.send(()).unwrap();
+        }
+    };
+    pool.run_with_caller_polling(2, &task, &mut |t| task(t), &mut poll).unwrap();
+    assert!(finished.load(Ordering::SeqCst), "the launch returned before its worker finished");
+    assert!(polls.load(Ordering::SeqCst) >= 1);
+}
