@@ -101,9 +101,19 @@ for _ in range(6):
 """
 
 
+OURS = r"cannot allocate (a bytes object of )?\d+ bytes"
+
+
 @pytest.mark.parametrize(
-    "what", ["ex.save_to_bytes()", "pickle.dumps(ex)", "t.tobytes()", "pickle.dumps(t, protocol=4)"]
+    ("what", "match"),
+    [
+        ("ex.save_to_bytes()", OURS),
+        ("pickle.dumps(ex)", OURS),
+        ("t.tobytes()", OURS),
+        # The pickler copies the bytes into its own buffer, whose MemoryError has no message.
+        ("pickle.dumps(t, protocol=4)", ""),
+    ],
 )
-def test_running_out_of_memory_while_making_bytes_is_memory_error(what):
+def test_running_out_of_memory_while_making_bytes_is_memory_error(what, match):
     outcome = run_attack(BIG_EXE.format(what=what), memory=1800 << 20, timeout=120)
-    outcome.assert_raises(("VMMemoryError", "MemoryError"), r"cannot allocate (a bytes object of )?\d+ bytes")
+    outcome.assert_raises(("VMMemoryError", "MemoryError"), match)
