@@ -14,10 +14,12 @@
 //! | `vm.builtin.param_array_from_cache_by_name_unpacked` | `(name...)` | the same, names as arguments |
 //!
 //! As in TVM, `load` inserts shard by shard: when a later shard fails to load, the tensors of
-//! the earlier ones stay in the cache. The format and what loading checks are described in
-//! [`format`]. TVM's `param_module_from_cache*` (which return a runtime `Module`) are not provided.
+//! the earlier ones stay in the cache. The format and what loading checks (among them, what bounds
+//! a load's memory by its files' sizes) are described in [`format`] and [`layout`]. TVM's `param_module_from_cache*` (which return a runtime
+//! `Module`) are not provided.
 
 mod format;
+mod layout;
 
 use crate::args::{self, type_err, value_err};
 use crate::table::{builtin, Builtin};
@@ -74,8 +76,9 @@ fn load(name: &'static str, args: &[Value]) -> Result<Value> {
         return Err(value_err(name, format!("invalid device id {device_id}")));
     }
     let meta = format::read_metadata(dir).map_err(|e| value_err(name, e))?;
+    let mut seen = format::SeenShards::default();
     for shard in &meta.records {
-        let tensors = format::load_shard(dir, shard)
+        let tensors = format::load_shard(dir, shard, &mut seen)
             .map_err(|e| value_err(name, format!("Error when loading parameters from {}: {e}", shard.data_path)))?;
         with_cache(|c| c.extend(tensors));
     }

@@ -512,6 +512,22 @@ fn hostile_caches_are_clean_errors() {
         ("shard_fmt", shard_json(16, "").replace("raw-shard", "zip"), "raw-shard"),
         ("missing_file", shard_json(16, "").replace("s0.bin", "nope.bin"), "nope.bin"),
         (
+            "overlap",
+            shard_json(16, &[rec("x", "[8]", "uint8", "raw", 8, 0), rec("y", "[8]", "uint8", "raw", 8, 4)].join(", ")),
+            "parameter \"y\" (bytes 4..12) overlaps parameter \"x\" (bytes 0..8)",
+        ),
+        (
+            "same_file",
+            {
+                // One shard file named twice: what the load keeps would no longer be bounded by
+                // the files' sizes.
+                let one = shard_json(16, &rec("x", "[4]", "uint8", "raw", 4, 0));
+                let one = &one[1..one.len() - 1];
+                format!("[{one}, {}]", one.replace("\"x\"", "\"z\""))
+            },
+            "\"s0.bin\" is the same file as the earlier shard \"s0.bin\"",
+        ),
+        (
             "bool_bytes",
             shard_json(16, &rec("x", "[1]", "bool", "raw", 1, 0)),
             // TVM copies such a byte as is; a Rust bool must be 0 or 1.

@@ -98,7 +98,7 @@ impl PyExecutable {
         let exe = Arc::clone(&self.0);
         let opts = SaveOptions { strip_debug, ..Default::default() };
         let bytes = py.detach(|| format::try_save_to_bytes(&exe, &opts)).py_err(py)?;
-        Ok(PyBytes::new(py, &bytes))
+        crate::py_bytes::new_bytes(py, &bytes)
     }
 
     /// Writes the binary format to `path` (replacing the file atomically).

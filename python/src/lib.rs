@@ -14,6 +14,7 @@ mod from_numpy;
 mod gil;
 mod link;
 mod profile;
+mod py_bytes;
 mod recent_arrays;
 mod registry;
 mod richcmp;

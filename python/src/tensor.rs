@@ -389,7 +389,8 @@ impl PyTensor {
 
     /// The elements' bytes in C order (numpy's `tobytes`); the one way to read bfloat16 data.
     fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
-        Ok(pyo3::types::PyBytes::new(py, &self.0.contiguous_bytes().py_err(py)?))
+        // Straight from the storage into the new object (one copy), fallibly.
+        self.0.with_contiguous_bytes(|b| crate::py_bytes::new_bytes(py, b)).py_err(py)?
     }
 
     /// The number of elements (TVM's `Tensor.numel()`).

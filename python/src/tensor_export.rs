@@ -165,7 +165,7 @@ pub fn reduce_ex<'py>(obj: &Bound<'py, PyTensor>, protocol: i64) -> PyResult<(Bo
     let module = py.import("relaxvm._relaxvm")?;
     let shape = PyTuple::new(py, t.shape().dims())?;
     if protocol < 5 {
-        let bytes = pyo3::types::PyBytes::new(py, &t.contiguous_bytes().py_err(py)?);
+        let bytes = t.with_contiguous_bytes(|b| crate::py_bytes::new_bytes(py, b)).py_err(py)??;
         return Ok((module.getattr("tensor_from_bytes")?, (bytes, shape, t.dtype().name()).into_pyobject(py)?));
     }
     // The buffer is a contiguous uint8 view of the bytes (bfloat16 has no buffer format).

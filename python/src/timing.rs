@@ -96,7 +96,9 @@ impl TimeEvaluator {
         let (cooldown, every) = (self.cooldown, self.repeats_to_cooldown);
         let results = f.shared().run(py, true, |vm| {
             vm.invoke_closure(func, &argv)?; // warm-up
-            let mut results = Vec::with_capacity(repeat);
+                                             // Not preallocated: `repeat` is the caller's number (up to usize::MAX); the vector
+                                             // grows with the repeats actually run.
+            let mut results = Vec::new();
             let mut n = number.max(1);
             for r in 0..repeat.max(1) {
                 if r > 0 && r % every == 0 && !cooldown.is_zero() {

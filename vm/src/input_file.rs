@@ -77,6 +77,15 @@ pub struct InputFile {
     file: File,
     len: u64,
     path: PathBuf,
+    identity: Option<FileIdentity>,
+}
+
+/// What makes two opened files the same file whatever paths reached them (links, `..`): on
+/// Unix, the device and inode numbers the descriptor reported when it was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileIdentity {
+    device: u64,
+    inode: u64,
 }
 
 /// Opens `path` for reading as described in the [module documentation](self): a regular file
@@ -96,7 +105,7 @@ pub fn open(path: &Path, max_bytes: u64) -> Result<InputFile> {
             meta.len()
         )));
     }
-    let mut opened = InputFile { file, len: meta.len(), path: path.to_path_buf() };
+    let mut opened = InputFile { file, len: meta.len(), path: path.to_path_buf(), identity: identity(&meta) };
     if opened.len == 0 {
         // procfs and sysfs files report 0 bytes whatever they hold: whoever reads this file
         // (a memory map, a zip reader) must not meet gigabytes behind a size of 0.
@@ -119,6 +128,12 @@ impl InputFile {
     /// Whether the file reported a size of 0.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// The file's identity, as its descriptor reported it (None where the platform has no
+    /// such notion), so that a reader can tell two paths naming one file apart from two files.
+    pub fn identity(&self) -> Option<FileIdentity> {
+        self.identity
     }
 
     /// The path it was opened as.
@@ -224,6 +239,17 @@ fn open_nonblocking(path: &Path) -> std::io::Result<File> {
     File::open(path)
 }
 
+#[cfg(unix)]
+fn identity(meta: &std::fs::Metadata) -> Option<FileIdentity> {
+    use std::os::unix::fs::MetadataExt;
+    Some(FileIdentity { device: meta.dev(), inode: meta.ino() })
+}
+
+#[cfg(not(unix))]
+fn identity(_: &std::fs::Metadata) -> Option<FileIdentity> {
+    None
+}
+
 /// What `meta` is, when it is not a regular file.
 fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
     let t = meta.file_type();
@@ -266,6 +292,22 @@ mod tests {
         assert_eq!(read(&p, &ReadOptions::default()).unwrap(), b"hello");
         std::fs::write(&p, b"").unwrap();
         assert_eq!(read(&p, &ReadOptions::default()).unwrap(), b"");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn identity_tells_links_to_one_file_from_two_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, b"x").unwrap();
+        std::fs::write(&b, b"x").unwrap();
+        std::os::unix::fs::symlink(&a, dir.path().join("sym")).unwrap();
+        std::fs::hard_link(&a, dir.path().join("hard")).unwrap();
+        let id = |name: &str| open(&dir.path().join(name), DEFAULT_MAX_INPUT).unwrap().identity().unwrap();
+        assert_eq!(id("a"), id("sym"));
+        assert_eq!(id("a"), id("hard"));
+        assert_eq!(id("a"), id("./a"));
+        assert_ne!(id("a"), id("b"));
     }
 
     #[test]

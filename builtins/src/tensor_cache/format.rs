@@ -14,10 +14,15 @@
 //! of dtype float32 and format `f32-to-bf16` holds bfloat16 bits that widen to float32 (`<< 16`);
 //! any other record is the raw native bytes of the tensor. Where TVM would read out of bounds
 //! or crash (a record outside its shard, a byte count that disagrees with the shape, negative
-//! or overflowing shapes) this loader fails with an error instead, before allocating.
+//! or overflowing shapes) this loader fails with an error instead, before allocating. Files that
+//! TVM would load but whose sizes do not bound what loading makes (records sharing bytes, a
+//! shard file named twice) are refused too: see [`load_shard`].
 
-use relaxvm::{DataType, Error, Result, Shape, Tensor};
+use super::layout::{self, Plan};
+use relaxvm::input_file::FileIdentity;
+use relaxvm::{DataType, Device, Error, Result, Storage, Tensor};
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// The whole `tensor-cache.json`.
@@ -73,8 +78,20 @@ fn cannot_read(e: Error) -> Error {
     Error::value(format!("cannot read {}", e.to_string().trim_start_matches("I/O error: ")))
 }
 
+/// The shard files a load has read so far, by identity: a file named twice (the same
+/// `dataPath`, or two paths through links) is refused, so that what a load keeps is bounded by
+/// the files' sizes (see [`load_shard`]).
+#[derive(Default)]
+pub(crate) struct SeenShards(HashMap<FileIdentity, String>);
+
 /// Loads one shard's tensors, in record order.
-pub(crate) fn load_shard(dir: &Path, shard: &ShardRecord) -> Result<Vec<(String, Tensor)>> {
+///
+/// What a load may produce is bounded by what it reads: the records of a shard must not share
+/// a byte (checked before the file is read; TVM's writer lays them end to end), a shard file
+/// may appear once per load (`seen`), and a record decodes to at most twice its stored size
+/// (`f32-to-bf16`). So a load holds at most three times the shards' total size (the file read
+/// and its decoded records), whatever the metadata says.
+pub(crate) fn load_shard(dir: &Path, shard: &ShardRecord, seen: &mut SeenShards) -> Result<Vec<(String, Tensor)>> {
     if shard.format != "raw-shard" {
         return Err(Error::value(format!("Only `raw-shard` format is supported, found {:?}", shard.format)));
     }
@@ -89,35 +106,35 @@ pub(crate) fn load_shard(dir: &Path, shard: &ShardRecord) -> Result<Vec<(String,
             shard.nbytes
         )));
     }
+    if let Some(id) = file.identity() {
+        if let Some(first) = seen.0.insert(id, shard.data_path.clone()) {
+            return Err(Error::value(format!(
+                "{:?} is the same file as the earlier shard {first:?}: each shard file may be named once",
+                shard.data_path
+            )));
+        }
+    }
+    let plans = layout::plan(&shard.records, len)?;
     // Exactly `len` bytes, or an error naming the file (one that changes size is refused).
     let raw = file.read_to_vec(None).map_err(cannot_read)?;
-    shard.records.iter().map(|r| Ok((r.name.clone(), load_record(r, &raw)?))).collect()
+    plans.iter().map(|p| Ok((p.rec.name.clone(), decode(p, &raw)?))).collect()
 }
 
-/// Decodes one record from its shard's bytes.
-fn load_record(rec: &ParamRecord, raw: &[u8]) -> Result<Tensor> {
-    let bad = |m: String| Error::value(format!("parameter {:?}: {m}", rec.name));
-    let dtype: DataType = rec.dtype.parse().map_err(|e: Error| bad(e.to_string()))?;
-    let shape = Shape::from(rec.shape.clone());
-    let numel = shape.numel().ok_or_else(|| bad(format!("invalid shape {shape}")))?;
-    let bf16 = dtype == DataType::F32 && rec.format == "f32-to-bf16";
-    let stored_size = if bf16 { 2 } else { dtype.itemsize() };
-    let expected = numel.checked_mul(stored_size).ok_or_else(|| bad(format!("shape {shape} is too large")))?;
-    if usize::try_from(rec.nbytes).ok() != Some(expected) {
-        return Err(bad(format!(
-            "nbytes is {} but shape {shape} of {} in format {:?} needs {expected}",
-            rec.nbytes, rec.dtype, rec.format
-        )));
+/// Decodes one planned record from its shard's bytes (which [`layout::plan`] checked it lies in).
+fn decode(plan: &Plan<'_>, raw: &[u8]) -> Result<Tensor> {
+    let bad = |m: String| Error::value(format!("parameter {:?}: {m}", plan.rec.name));
+    let bytes = &raw[plan.range.clone()];
+    if plan.bf16 {
+        // Each stored bfloat16 widens to a float32: allocated fallibly (twice the stored size).
+        let storage = Storage::alloc_filled(bytes.len() * 2, Device::cpu(0), |out| {
+            for (o, c) in out.chunks_exact_mut(4).zip(bytes.chunks_exact(2)) {
+                let f = f32::from_bits(u32::from(u16::from_ne_bytes([c[0], c[1]])) << 16);
+                o.copy_from_slice(&f.to_ne_bytes());
+            }
+            Ok(())
+        })
+        .map_err(|e| bad(e.to_string()))?;
+        return Tensor::from_parts(storage, 0, plan.shape.clone(), None, DataType::F32).map_err(|e| bad(e.to_string()));
     }
-    let start =
-        usize::try_from(rec.byte_offset).map_err(|_| bad(format!("negative byteOffset {}", rec.byte_offset)))?;
-    let bytes = start.checked_add(expected).and_then(|end| raw.get(start..end)).ok_or_else(|| {
-        bad(format!("bytes {start}..{start}+{expected} lie outside the shard of {} bytes", raw.len()))
-    })?;
-    if bf16 {
-        let data: Vec<f32> =
-            bytes.chunks_exact(2).map(|c| f32::from_bits(u32::from(u16::from_ne_bytes([c[0], c[1]])) << 16)).collect();
-        return Tensor::from_vec(shape, data).map_err(|e| bad(e.to_string()));
-    }
-    Tensor::from_bytes(dtype, shape, bytes).map_err(|e| bad(e.to_string()))
+    Tensor::from_bytes(plan.dtype, plan.shape.clone(), bytes).map_err(|e| bad(e.to_string()))
 }

@@ -150,11 +150,12 @@ pub fn save_to_bytes(exe: &Executable, opts: &SaveOptions) -> Vec<u8> {
     try_save_to_bytes(exe, opts).unwrap_or_else(|e| panic!("cannot save executable: {e}"))
 }
 
-/// Encodes `exe` as `opts` asks, or says why it cannot be saved.
+/// Encodes `exe` as `opts` asks, or says why it cannot be saved. The bytes grow fallibly: when
+/// memory runs out the error is [`ErrorKind::Alloc`](crate::ErrorKind::Alloc), never an abort.
 pub fn try_save_to_bytes(exe: &Executable, opts: &SaveOptions) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    writer::write(exe, opts, &mut out)?;
-    Ok(out)
+    let mut out = writer::VecSink::default();
+    let written = writer::write(exe, opts, &mut out);
+    out.finish(written)
 }
 
 /// Writes `exe` to `out`, streaming tensor data without an intermediate copy.

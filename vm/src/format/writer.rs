@@ -12,6 +12,47 @@ use crate::error::{Error, Result};
 use crate::executable::Executable;
 use std::io::Write;
 
+/// A growing byte vector whose growth is fallible: `Vec`'s own `Write` aborts the process when
+/// memory runs out, which saving a large executable to bytes must not do.
+#[derive(Default)]
+pub struct VecSink {
+    buf: Vec<u8>,
+    /// The size that could not be had, once growing failed.
+    failed: Option<u128>,
+}
+
+impl VecSink {
+    /// The bytes, or the write's error: [`Error::alloc`] when it was this sink that ran out.
+    pub fn finish(self, written: Result<()>) -> Result<Vec<u8>> {
+        match (written, self.failed) {
+            (Ok(()), _) => Ok(self.buf),
+            (Err(_), Some(bytes)) => Err(Error::alloc(bytes, "saving the executable to bytes")),
+            (Err(e), None) => Err(e),
+        }
+    }
+
+    /// Room for `extra` more bytes, or an `OutOfMemory` I/O error (and `failed` set).
+    fn grow(&mut self, extra: usize) -> std::io::Result<()> {
+        if self.buf.try_reserve(extra).is_err() {
+            self.failed = Some(self.buf.len() as u128 + extra as u128);
+            return Err(std::io::Error::new(std::io::ErrorKind::OutOfMemory, "out of memory"));
+        }
+        Ok(())
+    }
+}
+
+impl Write for VecSink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.grow(bytes.len())?;
+        self.buf.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A byte sink that knows its position and hashes what passes through.
 struct Sink<W: Write> {
     out: W,
@@ -138,4 +179,34 @@ fn write_blob<W: Write>(sink: &mut Sink<W>, blob: &BlobPlan<'_>) -> Result<()> {
     }
     let pad = start + blob.len - sink.pos;
     sink.data(&zeros[..pad as usize])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vec_sink_collects_what_is_written() {
+        let mut sink = VecSink::default();
+        sink.write_all(b"ab").unwrap();
+        sink.write_all(b"cd").unwrap();
+        assert_eq!(sink.finish(Ok(())).unwrap(), b"abcd");
+    }
+
+    #[test]
+    fn vec_sink_that_cannot_grow_is_an_alloc_error_naming_the_size() {
+        let mut sink = VecSink::default();
+        sink.write_all(b"abc").unwrap();
+        let io = sink.grow(usize::MAX).unwrap_err();
+        assert_eq!(io.kind(), std::io::ErrorKind::OutOfMemory);
+        let e = sink.finish(Err(io.into())).unwrap_err();
+        assert!(matches!(e.kind(), crate::ErrorKind::Alloc { bytes, .. } if *bytes == usize::MAX as u128 + 3), "{e}");
+        assert!(e.to_string().contains("saving the executable to bytes"), "{e}");
+    }
+
+    #[test]
+    fn vec_sink_passes_other_errors_through() {
+        let e = VecSink::default().finish(Err(Error::value("no"))).unwrap_err();
+        assert_eq!(e.to_string(), Error::value("no").to_string());
+    }
 }
