@@ -70,6 +70,7 @@ fn render_within(name: &str, v: &Value, depth: usize, walk: &mut Walk) -> Result
             }
             return Ok(out);
         }
+        Value::Tensor(t) => render_tensor(name, t)?,
         Value::Float(x) => py_float(*x),
         Value::Shape(s) => match s.len() {
             1 => format!("({},)", s[0]),
