@@ -301,10 +301,17 @@ fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
     }
 }
 
+/// An empty vector with room for `n` items, or a MemoryError.
+fn reserved<T>(n: usize) -> PyResult<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| out_of_memory(n))?;
+    Ok(v)
+}
+
 /// The error for a conversion that could not allocate room for `n` items.
 #[cold]
 fn out_of_memory(n: usize) -> PyErr {
-    PyMemoryError::new_err(format!("out of memory converting a tuple or list to a VM value ({n} items)"))
+    PyMemoryError::new_err(format!("out of memory converting a tuple or list of {n} items"))
 }
 
 /// Converts the items of a tuple of arguments.
@@ -375,7 +382,8 @@ fn tuple_to_py<'py>(py: Python<'py>, root: &Arc<Vec<Value>>) -> PyResult<Bound<'
         objs: Vec<Bound<'py, PyAny>>,
     }
     let mut done: HashMap<*const Vec<Value>, Bound<'py, PyAny>> = HashMap::new();
-    let mut stack = vec![Frame { tuple: root, objs: Vec::with_capacity(root.len()) }];
+    // Every Rust allocation here is fallible: a tuple too large for memory is a MemoryError.
+    let mut stack = vec![Frame { tuple: root, objs: reserved(root.len())? }];
     let mut converted = 0usize;
     loop {
         let top = stack.last_mut().expect("the root frame stays until the end");
@@ -387,7 +395,11 @@ fn tuple_to_py<'py>(py: Python<'py>, root: &Arc<Vec<Value>>) -> PyResult<Bound<'
             match item {
                 Value::Tuple(inner) => match done.get(&Arc::as_ptr(inner)) {
                     Some(obj) => top.objs.push(obj.clone()),
-                    None => stack.push(Frame { tuple: inner, objs: Vec::with_capacity(inner.len()) }),
+                    None => {
+                        stack.try_reserve(1).map_err(|_| out_of_memory(stack.len() + 1))?;
+                        done.try_reserve(1).map_err(|_| out_of_memory(done.len() + 1))?;
+                        stack.push(Frame { tuple: inner, objs: reserved(inner.len())? });
+                    }
                 },
                 other => top.objs.push(to_py(py, other)?),
             }

@@ -70,3 +70,16 @@ f(big)
         memory=3 << 30,
         timeout=120,
     ).assert_raises("MemoryError", "converting a tuple or list")
+
+
+def test_running_out_of_memory_returning_a_big_tuple_is_a_memory_error():
+    # 10**8 items: the argument converts (800 MB list, 1.6 GB of VM values), and the result's
+    # 800 MB of Python references no longer fit under the cap.
+    run_attack(
+        IDENT
+        + """
+f([0] * 100_000_000)
+""",
+        memory=3 << 30,
+        timeout=120,
+    ).assert_raises("MemoryError", "converting a tuple or list of 100000000 items")
