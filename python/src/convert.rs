@@ -21,7 +21,7 @@ use crate::recent_arrays;
 use crate::shape::PyShape;
 use crate::tensor::PyTensor;
 use numpy::PyUntypedArray;
-use pyo3::exceptions::{PyOverflowError, PyRecursionError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyOverflowError, PyRecursionError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
@@ -222,11 +222,17 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
 fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
     struct Frame<'py> {
         seq: Bound<'py, PyAny>,
+        /// The length read when the sequence was first met: it may shrink while it is
+        /// converted, but not grow past this (a `__getitem__` that appends would otherwise
+        /// convert until memory runs out).
+        len: usize,
         items: Vec<Value>,
     }
     fn frame(seq: Bound<'_, PyAny>) -> PyResult<Frame<'_>> {
-        let n = seq.len()?;
-        Ok(Frame { seq, items: Vec::with_capacity(n.min(1 << 16)) })
+        let len = seq.len()?;
+        let mut items = Vec::new();
+        items.try_reserve(len.min(1 << 16)).map_err(|_| out_of_memory(len))?;
+        Ok(Frame { seq, len, items })
     }
     let py = root.py();
     // Sequences on the path from the root: one seen again is a cycle.
@@ -238,11 +244,22 @@ fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
     let mut converted = 0usize;
     loop {
         let top = stack.last_mut().expect("the root frame stays until the end");
-        // A list may change while we read it (a `__dlpack__` method can run Python code), so
-        // its length is read at every step.
+        // A list may change while we read it (a `__dlpack__` or `__getitem__` method can run
+        // Python code), so its length is read at every step: it may shrink, but growth past
+        // the length first read is refused (conversion is bounded by what was there).
         let next = top.items.len();
-        if next < top.seq.len()? {
+        let now = top.seq.len()?;
+        if now > top.len {
+            return Err(PyValueError::new_err(format!(
+                "cannot pass a {} that grows while it is converted: it had {} items, and {now} after converting {next}",
+                top.seq.get_type().name()?,
+                top.len
+            )));
+        }
+        if next < now {
             let item = top.seq.get_item(next)?;
+            // Every Rust allocation below is fallible: running out of memory is a MemoryError.
+            top.items.try_reserve(1).map_err(|_| out_of_memory(next + 1))?;
             converted += 1;
             if converted.is_multiple_of(SIGNAL_CHECK_EVERY) {
                 py.check_signals()?;
@@ -252,6 +269,7 @@ fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
                     top.items.push(value.clone());
                     continue;
                 }
+                on_path.try_reserve(1).map_err(|_| out_of_memory(stack.len()))?;
                 if !on_path.insert(item.as_ptr() as usize) {
                     return Err(PyValueError::new_err(format!(
                         "cannot pass a self-referential {} to the VM: it contains itself (at nesting depth {})",
@@ -259,6 +277,8 @@ fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
                         stack.len()
                     )));
                 }
+                done.try_reserve(1).map_err(|_| out_of_memory(done.len() + 1))?;
+                stack.try_reserve(1).map_err(|_| out_of_memory(stack.len() + 1))?;
                 if stack.len() >= MAX_NESTING {
                     return Err(PyRecursionError::new_err(format!(
                         "cannot pass tuples or lists nested more than {MAX_NESTING} deep to the VM"
@@ -279,6 +299,19 @@ fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
             None => return Ok(value),
         }
     }
+}
+
+/// An empty vector with room for `n` items, or a MemoryError.
+fn reserved<T>(n: usize) -> PyResult<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| out_of_memory(n))?;
+    Ok(v)
+}
+
+/// The error for a conversion that could not allocate room for `n` items.
+#[cold]
+fn out_of_memory(n: usize) -> PyErr {
+    PyMemoryError::new_err(format!("out of memory converting a tuple or list of {n} items"))
 }
 
 /// Converts the items of a tuple of arguments.
@@ -349,7 +382,8 @@ fn tuple_to_py<'py>(py: Python<'py>, root: &Arc<Vec<Value>>) -> PyResult<Bound<'
         objs: Vec<Bound<'py, PyAny>>,
     }
     let mut done: HashMap<*const Vec<Value>, Bound<'py, PyAny>> = HashMap::new();
-    let mut stack = vec![Frame { tuple: root, objs: Vec::with_capacity(root.len()) }];
+    // Every Rust allocation here is fallible: a tuple too large for memory is a MemoryError.
+    let mut stack = vec![Frame { tuple: root, objs: reserved(root.len())? }];
     let mut converted = 0usize;
     loop {
         let top = stack.last_mut().expect("the root frame stays until the end");
@@ -361,7 +395,11 @@ fn tuple_to_py<'py>(py: Python<'py>, root: &Arc<Vec<Value>>) -> PyResult<Bound<'
             match item {
                 Value::Tuple(inner) => match done.get(&Arc::as_ptr(inner)) {
                     Some(obj) => top.objs.push(obj.clone()),
-                    None => stack.push(Frame { tuple: inner, objs: Vec::with_capacity(inner.len()) }),
+                    None => {
+                        stack.try_reserve(1).map_err(|_| out_of_memory(stack.len() + 1))?;
+                        done.try_reserve(1).map_err(|_| out_of_memory(done.len() + 1))?;
+                        stack.push(Frame { tuple: inner, objs: reserved(inner.len())? });
+                    }
                 },
                 other => top.objs.push(to_py(py, other)?),
             }

@@ -105,3 +105,52 @@ except RecursionError as e:
 """,
         timeout=30,
     ).assert_ok("cycle: True\ndeep: True")
+
+
+#: `show(fmt, x)` prints x with relax.run.print; `check(x)` fails relax.run.assert_op on it.
+RENDERERS = """
+import numpy as np
+import relaxvm as rx
+ib = rx.ExecBuilder()
+with ib.function("show", num_inputs=2):
+    ib.emit_call("relax.run.print", args=[ib.r(0), ib.r(1)], dst=None)
+    ib.emit_ret(ib.r(1))
+with ib.function("check", num_inputs=1):
+    ib.emit_call("relax.run.assert_op", args=[False, "{}", ib.r(0)], dst=None)
+    ib.emit_ret(ib.r(0))
+vm = rx.VirtualMachine(ib.get())
+"""
+
+
+def test_printing_a_value_shared_2_to_the_40_ways_is_bounded():
+    # The text would be terabytes: the rendering stops at its budget with an error, in time
+    # linear in that budget (each distinct short tuple is rendered once).
+    run_attack(
+        RENDERERS
+        + """
+v = np.array([1.5, 2.0], "float32")
+for i in range(40):
+    v = (v, v)
+for f, args in (("show", ("{}", v)), ("check", (v,))):
+    try:
+        vm[f](*args)
+    except ValueError as e:
+        print(f, "bytes of text" in str(e))
+""",
+        timeout=60,
+    ).assert_ok("show True\ncheck True")
+
+
+def test_printing_a_shared_value_that_fits_prints_every_item():
+    o = run_attack(
+        RENDERERS
+        + """
+v = 7
+for i in range(16):
+    v = (v, v)
+vm["show"]("{}", v)
+""",
+        timeout=60,
+    )
+    o.assert_ok()
+    assert o.stdout.count("7") == 1 << 16

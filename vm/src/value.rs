@@ -11,6 +11,7 @@ use crate::shape::Shape;
 use crate::storage::Storage;
 use crate::tensor::Tensor;
 use std::any::Any;
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -311,12 +312,19 @@ impl Value {
     /// Structural equality: tensors by content, functions and objects by identity.
     pub fn same_as(&self, other: &Value) -> bool {
         // Tuples are compared with a heap stack, not by recursion: nesting can be arbitrarily deep.
+        // Each pair of tuples (by address) is compared once: shared tuples, such as `v = (v, v)`
+        // nested 40 deep, would otherwise unfold into exponentially many pairs. Skipping a pair
+        // met before is sound because the answer is the conjunction over all pairs, and the
+        // first pair that differs ends the walk.
         let mut pending = Vec::new();
+        let mut seen: HashSet<(usize, usize)> = HashSet::new();
         let (mut a, mut b) = (self, other);
         loop {
             let same = match (a, b) {
                 (Value::Tuple(x), Value::Tuple(y)) => {
-                    pending.extend(x.iter().zip(y.iter()));
+                    if seen.insert((Arc::as_ptr(x) as usize, Arc::as_ptr(y) as usize)) {
+                        pending.extend(x.iter().zip(y.iter()));
+                    }
                     x.len() == y.len()
                 }
                 _ => a.same_leaf(b),
@@ -486,6 +494,26 @@ mod tests {
         let t = Tensor::zeros([2], DataType::F32, Device::cpu(0)).unwrap();
         let owning = [Value::str("s"), Value::Shape([1].into()), Value::Tensor(t), Value::tuple(vec![])];
         assert!(owning.iter().all(Value::owns_heap));
+    }
+
+    /// `v = (v, v)` nested `n` deep around `leaf`: 2^n leaves unfolded, n + 1 tuples.
+    fn doubled(n: usize, leaf: Value) -> Value {
+        (0..n).fold(leaf, |v, _| Value::tuple(vec![v.clone(), v]))
+    }
+
+    #[test]
+    fn same_as_is_linear_in_shared_tuples() {
+        // Two separately built values (no tuple shared between them) 2^40 leaves each: only a
+        // walk that compares each pair of tuples once finishes.
+        let (a, b) = (doubled(40, Value::Int(1)), doubled(40, Value::Int(1)));
+        assert!(a.same_as(&b) && a.same_as(&a));
+        assert!(!a.same_as(&doubled(40, Value::Int(2))));
+        assert!(!a.same_as(&doubled(39, Value::Int(1))));
+        // A difference in one leaf deep inside, where every other leaf agrees, is still found.
+        let t = |x: i64| Tensor::from_vec([1], vec![x]).unwrap();
+        let odd = doubled(39, Value::tuple(vec![Value::Tensor(t(1)), Value::Tensor(t(2))]));
+        let even = doubled(39, Value::tuple(vec![Value::Tensor(t(1)), Value::Tensor(t(1))]));
+        assert!(!odd.same_as(&even) && odd.same_as(&odd));
     }
 
     #[test]

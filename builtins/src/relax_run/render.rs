@@ -11,22 +11,83 @@ use super::elements::{elements, Raw};
 use crate::args::value_err;
 use half::{bf16, f16};
 use relaxvm::{dispatch_dtype, Error, Result, Tensor, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
 
-/// `render_object(v)`.
+/// The most text one rendering makes: a tuple of shared tuples (`v = (v, v)` nested 40 deep)
+/// unfolds into exponentially many items, so the text, not the distinct values, is bounded.
+pub(crate) const MAX_RENDERED_BYTES: usize = 1 << 26;
+
+/// The deepest tuple nesting rendered (Python's `render_object` recurses too, and stops at its
+/// recursion limit, about 1000): the walk is recursive, so this also bounds the native stack.
+pub(crate) const MAX_RENDER_DEPTH: usize = 256;
+
+/// `render_object(v)`, failing when the text would exceed [`MAX_RENDERED_BYTES`] or the tuples
+/// nest deeper than [`MAX_RENDER_DEPTH`].
 pub(crate) fn render(name: &str, v: &Value) -> Result<String> {
-    Ok(match v {
-        Value::Tensor(t) => render_tensor(name, t)?,
-        Value::Tuple(items) => {
-            let parts = items.iter().map(|i| render(name, i)).collect::<Result<Vec<_>>>()?;
-            format!("({})", parts.join(", "))
+    let mut walk = Walk { budget: MAX_RENDERED_BYTES, memo: HashMap::new() };
+    render_within(name, v, 0, &mut walk)
+}
+
+/// The text of a tuple up to this long is kept, by the tuple's address, and reused where the
+/// tuple appears again: a shared tuple's items are rendered once, and the work of a longer
+/// text is bounded by the budget it is charged against.
+const MEMO_TEXT_BYTES: usize = 4096;
+
+/// The state of one rendering.
+struct Walk {
+    /// Bytes of text left (counted down).
+    budget: usize,
+    /// Short tuple texts by tuple address (the tuples live as long as the rendering).
+    memo: HashMap<usize, String>,
+}
+
+/// [`render`] at nesting `depth`.
+fn render_within(name: &str, v: &Value, depth: usize, walk: &mut Walk) -> Result<String> {
+    let text = match v {
+        Value::Tuple(_) if depth >= MAX_RENDER_DEPTH => {
+            return Err(value_err(name, format!("cannot render tuples nested more than {MAX_RENDER_DEPTH} deep")))
         }
+        Value::Tuple(items) => {
+            let key = Arc::as_ptr(items) as usize;
+            if let Some(text) = walk.memo.get(&key) {
+                let text = text.clone();
+                charge(name, &mut walk.budget, text.len())?;
+                return Ok(text);
+            }
+            let mut out = String::from("(");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&render_within(name, item, depth + 1, walk)?);
+            }
+            out.push(')');
+            // The items charged their own text; the brackets and separators are charged here.
+            charge(name, &mut walk.budget, 2 * items.len().max(1))?;
+            if out.len() <= MEMO_TEXT_BYTES {
+                walk.memo.insert(key, out.clone());
+            }
+            return Ok(out);
+        }
+        Value::Tensor(t) => render_tensor(name, t)?,
         Value::Float(x) => py_float(*x),
         Value::Shape(s) => match s.len() {
             1 => format!("({},)", s[0]),
             _ => format!("({})", s.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")),
         },
         other => other.to_string(),
-    })
+    };
+    charge(name, &mut walk.budget, text.len())?;
+    Ok(text)
+}
+
+/// Takes `n` bytes from the rendering's budget, or fails when fewer are left.
+fn charge(name: &str, budget: &mut usize, n: usize) -> Result<()> {
+    *budget = budget.checked_sub(n).ok_or_else(|| {
+        value_err(name, format!("the rendered values would exceed {MAX_RENDERED_BYTES} bytes of text"))
+    })?;
+    Ok(())
 }
 
 /// Python's `repr(float)`: shortest round-trip digits, scientific below 1e-4 and from 1e16.
@@ -346,4 +407,37 @@ fn apply_spec(name: &str, s: &str, spec: &str) -> Result<String> {
         _ => (0, pad),
     };
     Ok(format!("{}{s}{}", fill.to_string().repeat(l), fill.to_string().repeat(r)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `v = (v, v)` nested `n` deep around `leaf`: 2^n leaves unfolded, n + 1 tuples.
+    fn doubled(n: usize, leaf: Value) -> Value {
+        (0..n).fold(leaf, |v, _| Value::tuple(vec![v.clone(), v]))
+    }
+
+    #[test]
+    fn shared_tuples_render_once_each_and_within_the_budget() {
+        assert_eq!(render("p", &doubled(2, Value::Int(1))).unwrap(), "((1, 1), (1, 1))");
+        // 2^20 leaves: 6 MiB of text, each distinct tuple rendered once.
+        let text = render("p", &doubled(20, Value::Int(1))).unwrap();
+        assert_eq!(text.matches('1').count(), 1 << 20);
+        // 2^40 leaves: the text would be terabytes; the budget ends it with an error.
+        let tensor = Value::Tensor(Tensor::from_vec([2], vec![1.5f32, 2.0]).unwrap());
+        let e = render("p", &doubled(40, tensor)).unwrap_err().to_string();
+        assert!(e.contains(&format!("would exceed {MAX_RENDERED_BYTES} bytes")), "{e}");
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let deep = (0..100_000).fold(Value::Int(0), |v, _| Value::tuple(vec![v]));
+        let e = render("p", &deep).unwrap_err().to_string();
+        assert!(e.contains(&format!("nested more than {MAX_RENDER_DEPTH} deep")), "{e}");
+        let ok = (0..MAX_RENDER_DEPTH).fold(Value::Int(0), |v, _| Value::tuple(vec![v]));
+        assert!(render("p", &ok).is_ok());
+        // Dropping the 100,000-deep tuple is the VM's business (iterative drop), not this test's.
+        drop(deep);
+    }
 }

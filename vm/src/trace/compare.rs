@@ -7,7 +7,8 @@
 //! result, or whose written arguments, differ is the answer. Arguments are not compared: two
 //! runs on different inputs differ in their first step's arguments by design.
 //!
-//! Floats agree when `|a - b| <= atol + rtol * |b|` (numpy's `isclose`), or when both are NaN;
+//! Floats agree as in numpy's `isclose` with `equal_nan=True`: finite values when
+//! `|a - b| <= atol + rtol * |b|`, an infinity only with the same infinity, NaN only with NaN;
 //! everything else must be equal. Steps whose values were dropped are compared by place only.
 
 use super::copy::MAX_COPY_DEPTH;
@@ -243,11 +244,21 @@ fn opaque_kind(v: &Value) -> String {
     }
 }
 
-fn close(a: f64, b: f64, tol: Tolerance) -> bool {
-    a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= tol.atol + tol.rtol * b.abs()
+/// numpy's `isclose(a, b, rtol, atol, equal_nan=True)`, on the elements widened to f64 (exact
+/// for every float dtype): an infinity is close only to the same infinity (the formula alone
+/// says `inf <= inf` for `+inf` against `-inf`, or a finite value against an infinity), NaN only
+/// to NaN, and finite values when `|a - b| <= atol + rtol * |b|`.
+pub(super) fn close(a: f64, b: f64, tol: Tolerance) -> bool {
+    if a.is_nan() || b.is_nan() {
+        return a.is_nan() && b.is_nan();
+    }
+    if a.is_infinite() || b.is_infinite() {
+        return a == b;
+    }
+    (a - b).abs() <= tol.atol + tol.rtol * b.abs()
 }
 
-fn tensor_difference(a: &Tensor, b: &Tensor, tol: Tolerance) -> Option<String> {
+pub(super) fn tensor_difference(a: &Tensor, b: &Tensor, tol: Tolerance) -> Option<String> {
     if a.dtype() != b.dtype() {
         return Some(format!("dtype {} vs {}", a.dtype(), b.dtype()));
     }
@@ -296,3 +307,7 @@ fn position(mut flat: usize, dims: &[i64]) -> String {
     let parts: Vec<String> = at.iter().map(usize::to_string).collect();
     format!("({})", parts.join(", "))
 }
+
+#[cfg(test)]
+#[path = "close_tests.rs"]
+mod close_tests;
