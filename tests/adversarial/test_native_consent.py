@@ -223,7 +223,8 @@ def test_repeated_references_to_one_library_are_read_and_opened_once(tmp_path):
     )
     # Allowed: one read, one copy, one open (its initializer ran once), in little memory.
     run_attack(
-        f"import relaxvm as rx; rx.load_executable({str(rvx)!r}, native_libraries=[{str(tmp_path)!r}]); print('loaded')",
+        f"import relaxvm as rx; rx.load_executable({str(rvx)!r}, native_libraries=[{str(tmp_path)!r}])\n"
+        "print('loaded')",
         memory=1 << 30,
     ).assert_ok("loaded")
     assert marker.read_text() == "opened\n"

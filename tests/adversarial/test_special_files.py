@@ -283,7 +283,8 @@ def test_output_errors_name_the_path_given_and_the_links_target(tmp_path):
         run_attack(SETUP + call).assert_raises(
             ("FileNotFoundError", "OSError", "VMError"),
             re.escape(
-                f"{link} (a symbolic link to {missing}): cannot create the output: folder {missing.parent} does not exist"
+                f"{link} (a symbolic link to {missing}): cannot create the output: "
+                f"folder {missing.parent} does not exist"
             ),
         )
     prog = tmp_path / "prog.rvx"
