@@ -109,7 +109,8 @@ def write_reference(rvx: Path, library: str, content_hash: int) -> None:
 
 
 def compile_marker_library(path: Path, marker: Path) -> None:
-    """A shared library whose initializer creates `marker`: proof that it was opened."""
+    """A shared library whose initializer appends a line to `marker`: proof that it was opened,
+    and how many times."""
     cc = shutil.which(os.environ.get("CC", "cc"))
     if cc is None:
         import pytest
@@ -119,9 +120,53 @@ def compile_marker_library(path: Path, marker: Path) -> None:
     src.write_text(
         "#include <stdio.h>\n"
         "__attribute__((constructor)) static void mark(void) {\n"
-        f'  FILE* f = fopen("{marker}", "w"); if (f) fclose(f);\n'
+        f'  FILE* f = fopen("{marker}", "a"); if (f) {{ fputs("opened\\n", f); fclose(f); }}\n'
         "}\n"
         "int __tvm_ffi_k(void* s, void* a, int n, void* r) { return 0; }\n"
     )
     done = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(path), str(src)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def _enc(v: int) -> bytes:
+    """`v` as the format's varint (the count of trailing zero bits of the first byte, plus one,
+    is the length)."""
+    for n in range(8):
+        if v < (1 << (7 * (n + 1))):
+            return ((v << (n + 1)) | (1 << n)).to_bytes(n + 1, "little")
+    return b"\0" + v.to_bytes(8, "little")
+
+
+def repeat_reference(rvx: Path, times: int) -> None:
+    """Rewrites `rvx`, which references one library, to reference it `times` times (the same
+    path and hash in every entry of its libraries section)."""
+    b = rvx.read_bytes()
+    _, pos = _varint(b, 4)
+    plen, pos = _varint(b, pos)
+    pos += plen
+    head, secs = b[:pos], []
+    while True:
+        sid = b[pos]
+        length, p = _varint(b, pos + 1)
+        align = None
+        if sid & 0x80:
+            align, p = _varint(b, p)
+            p = -(-p // align) * align
+        secs.append([sid, align, b[p : p + length]])
+        pos = p + length
+        if sid & 0x3F == 63:
+            break
+    h = recorded_hash(rvx).to_bytes(8, "little")
+    sec = next(s for s in secs if h in s[2] and s[2].startswith(_enc(1)))
+    _, p = _varint(sec[2], 0)
+    sec[2] = _enc(times) + sec[2][p:] * times
+    out = bytearray(head)
+    for sid, align, data in secs:
+        out.append(sid)
+        out += _enc(len(data))
+        if align is not None:
+            out += _enc(align)
+            while len(out) % align:
+                out.append(0xCB)
+        out += data
+    rvx.write_bytes(reseal(out))

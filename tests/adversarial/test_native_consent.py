@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from attack import run_attack
-from crafted_rvx import compile_marker_library, file_hash, relaxvm_cli, write_reference
+from crafted_rvx import compile_marker_library, file_hash, relaxvm_cli, repeat_reference, write_reference
 
 
 @pytest.fixture
@@ -177,3 +177,80 @@ def test_special_files_as_library_references_are_refused_unread(tmp_path):
         "VMValueError", "expected a regular file, found a directory"
     )
     shutil.rmtree(rvx.parent)
+
+
+def test_a_link_is_judged_by_the_file_it_opened_and_that_file_is_loaded(tmp_path):
+    # The consent judges the real path of the descriptor the library is read through, and the
+    # bytes loaded are read through that descriptor (the swap between the two is ordered in
+    # the Rust test import::tests::the_admitted_descriptor_is_what_is_read_whatever_the_link_becomes).
+    allowed, attacker = tmp_path / "allowed", tmp_path / "attacker"
+    allowed.mkdir()
+    attacker.mkdir()
+    good, evil = allowed / "good.so", attacker / "evil.so"
+    compile_marker_library(good, tmp_path / "good-opened")
+    compile_marker_library(evil, tmp_path / "evil-opened")
+    link = attacker / "lib.so"
+    rvx = attacker / "model.rvx"
+    os.symlink(evil, link)
+    write_reference(rvx, str(link), file_hash(evil))
+    run_attack(
+        f"import relaxvm as rx; rx.load_executable({str(rvx)!r}, native_libraries=[{str(allowed)!r}])"
+    ).assert_raises("VMValueError", re.escape(f"found at {link} (the file {evil.resolve()}), is not among the allowed"))
+    assert not (tmp_path / "evil-opened").exists()
+    # Pointing into the allowed folder, the link opens the allowed file, recorded by its real path.
+    link.unlink()
+    os.symlink(good, link)
+    write_reference(rvx, str(link), file_hash(good))
+    run_attack(
+        f"import relaxvm as rx\nexe = rx.load_executable({str(rvx)!r}, native_libraries=[{str(allowed)!r}])\n"
+        f"exe.save({str(tmp_path / 'again.rvx')!r}); print('loaded')"
+    ).assert_ok("loaded")
+    assert (tmp_path / "good-opened").read_text() == "opened\n"
+    stats = relaxvm_cli("stats", str(tmp_path / "again.rvx")).stdout
+    assert repr(str(good.resolve())).replace("'", '"') in stats, stats
+
+
+def test_repeated_references_to_one_library_are_read_and_opened_once(tmp_path):
+    marker = tmp_path / "opened"
+    lib = tmp_path / "lib.so"
+    compile_marker_library(lib, marker)
+    rvx = tmp_path / "many.rvx"
+    write_reference(rvx, str(lib), file_hash(lib))
+    repeat_reference(rvx, 20000)
+    # Refused: the message counts the library once.
+    run_attack(f"import relaxvm as rx; rx.load_executable({str(rvx)!r})").assert_raises(
+        "VMValueError", "references 1 native library: "
+    )
+    # Allowed: one read, one copy, one open (its initializer ran once), in little memory.
+    run_attack(
+        f"import relaxvm as rx; rx.load_executable({str(rvx)!r}, native_libraries=[{str(tmp_path)!r}])\n"
+        "print('loaded')",
+        memory=1 << 30,
+    ).assert_ok("loaded")
+    assert marker.read_text() == "opened\n"
+    verify = relaxvm_cli("verify", str(rvx))
+    assert verify.stdout.count("native library") == 2 and "calls into 1 native library " in verify.stdout, verify
+
+
+def test_verify_hashes_a_referenced_file_in_bounded_memory_and_refuses_non_elf(tmp_path):
+    # A 2 GiB sparse ELF-looking file: hashing it streaming takes little memory (the cap is 1 GiB).
+    big = tmp_path / "big.so"
+    with open(big, "wb") as f:
+        f.write(b"\x7fELF")
+        f.truncate(2 << 30)
+    rvx = tmp_path / "model.rvx"
+    write_reference(rvx, str(big), 1)
+    done = run_attack(
+        "import sys\nsys.argv = ['relaxvm', 'verify', " + repr(str(rvx)) + "]\n"
+        "from relaxvm.__main__ import main\nmain()",
+        memory=1 << 30,
+        timeout=300,
+    )
+    assert "its contents hash to 0x" in done.stderr, done
+    # A file that is not ELF is refused after its first bytes.
+    (tmp_path / "data.so").write_bytes(b"PK\x03\x04" + bytes(100))
+    write_reference(rvx, str(tmp_path / "data.so"), 1)
+    verify = relaxvm_cli("verify", str(rvx))
+    assert (
+        verify.returncode == 1 and "not an ELF shared library (the file starts with bytes 50 4b 03 04" in verify.stderr
+    ), verify

@@ -8,6 +8,7 @@ by one; a symbolic link is followed to the regular file it names."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -245,3 +246,55 @@ def test_as_root_a_device_node_is_not_replaced(tmp_path):
     )
     assert done.returncode == 1 and "a character device, not a regular file" in done.stderr, done
     assert stat.S_ISCHR(os.stat(null).st_mode)
+
+
+def test_replacing_a_file_keeps_its_permission_bits(tmp_path):
+    # A private output stays private after every kind of save (a new file follows the umask).
+    prog = tmp_path / "prog.rvx"
+    small_program().save(str(prog))
+    for i, call in enumerate(save_calls(str(tmp_path / "out"))):
+        out = tmp_path / f"out{i}"
+        out.write_bytes(b"old")
+        os.chmod(out, 0o600)
+        run_attack(SETUP + call.replace(repr(str(tmp_path / "out")), repr(str(out)))).assert_ok()
+        assert stat.S_IMODE(os.stat(out).st_mode) == 0o600, call
+    out = tmp_path / "cli.txt"
+    out.write_bytes(b"old")
+    os.chmod(out, 0o640)
+    done = subprocess.run(
+        [sys.executable, "-m", "relaxvm", "dis", str(prog), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0 and stat.S_IMODE(os.stat(out).st_mode) == 0o640, done
+
+
+def test_output_errors_name_the_path_given_and_the_links_target(tmp_path):
+    missing = tmp_path / "nowhere" / "out.rvx"
+    link = tmp_path / "dangling"
+    link.symlink_to(missing)
+    for call in save_calls(str(missing)):
+        run_attack(SETUP + call).assert_raises(
+            ("FileNotFoundError", "OSError", "VMError"),
+            re.escape(f"{missing}: cannot create the output: folder {missing.parent} does not exist"),
+        )
+    for call in save_calls(str(link)):
+        run_attack(SETUP + call).assert_raises(
+            ("FileNotFoundError", "OSError", "VMError"),
+            re.escape(
+                f"{link} (a symbolic link to {missing}): cannot create the output: "
+                f"folder {missing.parent} does not exist"
+            ),
+        )
+    prog = tmp_path / "prog.rvx"
+    small_program().save(str(prog))
+    done = subprocess.run(
+        [sys.executable, "-m", "relaxvm", "dis", str(prog), "-o", str(link)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 1 and f"{link} (a symbolic link to {missing}): cannot create the output" in done.stderr, (
+        done
+    )

@@ -140,6 +140,15 @@ pub fn load_executable_with(path: impl AsRef<Path>, opts: &LoadOptions) -> Resul
 /// missing or changed library leaves no library's code run. An opened library's reference then
 /// records the real path it was opened from. Without consent, an executable
 /// that references libraries is an error naming each (path and hash) and how to allow it.
+///
+/// What is admitted is what is loaded: each library file is opened once, the consent judges
+/// the real path of that open descriptor ([`relaxvm::input_file::InputFile::real_path`]), and
+/// the bytes hashed and loaded are read through the same descriptor. No path is resolved again
+/// between the consent and the load, so a symbolic link swapped meanwhile changes nothing.
+///
+/// References to one file (the same recorded path, or files with the same device and inode)
+/// are read, checked and opened once and share the opened library: a file that repeats a
+/// reference costs nothing more.
 pub fn open_libraries(exe: Executable, dir: Option<&Path>, opts: &LoadOptions) -> Result<Executable> {
     let pending: Vec<&LibraryRef> =
         exe.libraries().iter().filter(|l| l.loaded.is_none()).map(|l| &l.reference).collect();
@@ -147,64 +156,136 @@ pub fn open_libraries(exe: Executable, dir: Option<&Path>, opts: &LoadOptions) -
         return Ok(exe);
     }
     if !opts.native_libraries.allows_any() {
+        let mut distinct: Vec<&LibraryRef> = Vec::new();
+        for r in &pending {
+            if !distinct.contains(r) {
+                distinct.push(r);
+            }
+        }
         return Err(Error::value(format!(
             "the executable references {}: {}. Opening a native library runs its code, so relaxvm opens \
              one only when the caller allows it: in Python, load_executable(..., native_libraries=PATH or \
              [PATHS]) (files, or folders whose files are allowed) or native_libraries=True (any library the \
              file references); on the command line, --allow-native PATH or --allow-native-any",
-            relaxvm::error::counted(pending.len(), "native library"),
-            pending.iter().map(|r| describe(r)).collect::<Vec<_>>().join(", ")
+            relaxvm::error::counted(distinct.len(), "native library"),
+            distinct.iter().map(|r| describe(r)).collect::<Vec<_>>().join(", ")
         )));
     }
-    let mut checked = Vec::with_capacity(pending.len());
-    for reference in &pending {
-        let found = locate(reference, dir)?;
-        let admitted = opts
-            .native_libraries
-            .admits(&found)
-            .map_err(|e| Error::value(format!("cannot resolve {}: {e}", found.display())))?;
-        if !admitted {
-            return Err(Error::value(format!(
-                "native library {}, found at {}, is not among the allowed native libraries ({}); allow that \
-                 file or its folder to open it",
-                describe(reference),
-                found.display(),
-                allowed_list(&opts.native_libraries)
-            )));
-        }
-        // The admitted real path is what is read (a link swapped afterwards changes nothing).
-        let real = std::fs::canonicalize(&found)
-            .map_err(|e| Error::value(format!("cannot resolve {}: {e}", found.display())))?;
-        let bytes = read(&real, &opts.read)?;
-        let hash = content_hash(&bytes);
-        if hash != reference.content_hash {
-            return Err(Error::value(format!(
-                "native library {}: its contents hash to {hash:#018x}, but the executable was saved with a library hashing to {:#018x} (recompiled or replaced since?)",
-                found.display(),
-                reference.content_hash
-            )));
-        }
-        checked.push((real, bytes));
-    }
-    let mut opened = checked.iter().map(|(real, bytes)| NativeLib::open_bytes(real, bytes));
+    let checked = check_pending(&pending, dir, opts)?;
+    let opened = checked
+        .files
+        .iter()
+        .map(|f| NativeLib::open_bytes(&f.real, &f.bytes).map(|l| l as Arc<dyn NativeLibrary>))
+        .collect::<Result<Vec<_>>>()?;
+    let mut file_of = checked.file_of.into_iter();
     let libs = exe
         .libraries()
         .iter()
         .map(|lib| match &lib.loaded {
-            Some(_) => Ok(lib.clone()),
+            Some(_) => lib.clone(),
             None => {
-                let native = opened.next().expect("one checked file per pending library")?;
+                let k = file_of.next().expect("one checked file per pending library");
                 // Saved again (or pickled), the executable names the file it was opened from.
                 let reference = LibraryRef {
-                    path: native.path().to_string_lossy().into_owned(),
+                    path: checked.files[k].real.to_string_lossy().into_owned(),
                     content_hash: lib.reference.content_hash,
                 };
-                Ok(Library { reference, loaded: Some(native as Arc<dyn NativeLibrary>) })
+                Library { reference, loaded: Some(opened[k].clone()) }
             }
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect();
     Ok(exe.with_libraries(libs))
 }
+
+/// A library file admitted and read, ready to open.
+struct CheckedFile {
+    /// The real path of the descriptor it was read through, which the consent admitted.
+    real: PathBuf,
+    identity: relaxvm::input_file::FileIdentity,
+    bytes: Vec<u8>,
+    hash: u64,
+}
+
+/// The distinct files the pending references name, and which file each reference is.
+struct Checked {
+    files: Vec<CheckedFile>,
+    file_of: Vec<usize>,
+}
+
+/// Locates, opens (once), admits, reads and hash-checks the file of every pending reference,
+/// opening none.
+fn check_pending(pending: &[&LibraryRef], dir: Option<&Path>, opts: &LoadOptions) -> Result<Checked> {
+    let mut files: Vec<CheckedFile> = Vec::new();
+    let mut file_of = Vec::with_capacity(pending.len());
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for reference in pending {
+        let k = match seen.get(reference.path.as_str()) {
+            // The same recorded path: the file found for it before.
+            Some(&k) => k,
+            None => {
+                let k = admit_and_read(reference, dir, opts, &mut files)?;
+                seen.insert(&reference.path, k);
+                k
+            }
+        };
+        let file = &files[k];
+        if file.hash != reference.content_hash {
+            return Err(Error::value(format!(
+                "native library {}: its contents hash to {:#018x}, but the executable was saved with a library hashing to {:#018x} (recompiled or replaced since?)",
+                file.real.display(),
+                file.hash,
+                reference.content_hash
+            )));
+        }
+        file_of.push(k);
+    }
+    Ok(Checked { files, file_of })
+}
+
+/// Opens the file `reference` names, admits the real path of that descriptor and reads it
+/// through the same descriptor (unless a file read before is the same file); the index of its
+/// entry in `files`.
+fn admit_and_read(
+    reference: &LibraryRef,
+    dir: Option<&Path>,
+    opts: &LoadOptions,
+    files: &mut Vec<CheckedFile>,
+) -> Result<usize> {
+    let found = locate(reference, dir)?;
+    let file = relaxvm::input_file::open(&found, opts.read.max_bytes)?;
+    let real = file.real_path()?;
+    if !opts.native_libraries.admits_real(&real) {
+        return Err(Error::value(format!(
+            "native library {}, found at {}{}, is not among the allowed native libraries ({}); allow that \
+             file or its folder to open it",
+            describe(reference),
+            found.display(),
+            if real == found { String::new() } else { format!(" (the file {})", real.display()) },
+            allowed_list(&opts.native_libraries)
+        )));
+    }
+    let identity = file.identity()?;
+    if let Some(k) = files.iter().position(|f| f.identity == identity) {
+        return Ok(k);
+    }
+    before_read_hook(&found);
+    let bytes = file.read_to_vec(opts.read.poll.as_ref())?;
+    let hash = content_hash(&bytes);
+    files.push(CheckedFile { real, identity, bytes, hash });
+    Ok(files.len() - 1)
+}
+
+/// Test-only: called between a library's admission and the read of its bytes, so a test can
+/// swap the path it was found at exactly there and show that the admitted file is read.
+#[cfg(test)]
+fn before_read_hook(found: &Path) {
+    if let Some(hook) = tests::BEFORE_READ.with(|h| h.borrow().clone()) {
+        hook(found);
+    }
+}
+
+#[cfg(not(test))]
+fn before_read_hook(_found: &Path) {}
 
 /// A reference as messages show it: its path and hash.
 fn describe(r: &LibraryRef) -> String {
@@ -292,28 +373,98 @@ impl std::fmt::Display for LibraryCheck {
 /// What the libraries `exe` references are: for each, whether it is found (as
 /// [`open_libraries`] would look for it, in `dir`), hashes as recorded, and which kernels it
 /// exports — all read from the files as data, none opened (for `relaxvm verify`).
+///
+/// Memory stays bounded whatever file a reference names: a file is first checked to be an
+/// ELF file, then hashed streaming ([`hash_streaming`]); only a file with the recorded hash (the
+/// library itself) is read whole, through the same descriptor, to list its kernels. A
+/// reference repeated (the same path and hash) is checked once.
 pub fn check_libraries(exe: &Executable, dir: Option<&Path>, opts: &ReadOptions) -> Vec<LibraryCheck> {
+    let mut seen: std::collections::HashMap<&LibraryRef, LibraryState> = std::collections::HashMap::new();
     exe.libraries()
         .iter()
         .map(|lib| {
             let reference = lib.reference.clone();
-            let tried = candidates(&reference, dir);
-            let state = match tried.iter().find(|p| p.exists()) {
-                None => LibraryState::NotFound { tried },
-                Some(path) => match read(path, opts) {
-                    Err(e) => LibraryState::Unusable { path: path.clone(), error: e.to_string() },
-                    Ok(bytes) if content_hash(&bytes) != reference.content_hash => {
-                        LibraryState::HashDiffers { path: path.clone(), hash: content_hash(&bytes) }
-                    }
-                    Ok(bytes) => match kernels_of(&bytes) {
-                        Ok(kernels) => LibraryState::Matches { path: path.clone(), kernels },
-                        Err(e) => LibraryState::Unusable { path: path.clone(), error: e.to_string() },
-                    },
-                },
-            };
+            let state = seen.entry(&lib.reference).or_insert_with(|| check_one(&lib.reference, dir, opts)).clone();
             LibraryCheck { reference, state }
         })
         .collect()
+}
+
+fn check_one(reference: &LibraryRef, dir: Option<&Path>, opts: &ReadOptions) -> LibraryState {
+    let tried = candidates(reference, dir);
+    let Some(path) = tried.iter().find(|p| p.exists()).cloned() else {
+        return LibraryState::NotFound { tried };
+    };
+    let unusable = |e: Error| LibraryState::Unusable { path: path.clone(), error: e.to_string() };
+    let file = match relaxvm::input_file::open(&path, opts.max_bytes) {
+        Ok(f) => f,
+        Err(e) => return unusable(e),
+    };
+    let mut file = file.into_file();
+    let hash = match hash_streaming(&mut file, &path, opts) {
+        Ok(h) => h,
+        Err(e) => return unusable(e),
+    };
+    if hash != reference.content_hash {
+        return LibraryState::HashDiffers { path, hash };
+    }
+    let mut bytes = Vec::new();
+    use std::io::{Read, Seek};
+    let read = file.rewind().and_then(|_| file.read_to_end(&mut bytes));
+    if let Err(e) = read {
+        return unusable(Error::value(format!("{}: {e}", path.display())));
+    }
+    if content_hash(&bytes) != hash {
+        return unusable(Error::value(format!("{}: the file changed while it was read", path.display())));
+    }
+    match kernels_of(&bytes) {
+        Ok(kernels) => LibraryState::Matches { path, kernels },
+        Err(e) => unusable(e),
+    }
+}
+
+/// The XXH3-64 hash of an open file, read in chunks of at most
+/// [`relaxvm::input_file::CHUNK`] bytes (the poll hook runs between them), so memory does not
+/// grow with the file; an error, before more is read, when the file does not start as an ELF
+/// file does (relaxvm records hashes only of ELF shared libraries).
+pub fn hash_streaming(file: &mut std::fs::File, path: &Path, opts: &ReadOptions) -> Result<u64> {
+    use std::io::Read;
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        if let Some(poll) = &opts.poll {
+            poll()?;
+        }
+        let n = match file.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::value(format!("{}: {e}", path.display()))),
+        };
+        if total == 0 && n > 0 && !(n >= 4 && buf.starts_with(b"\x7fELF")) {
+            let head: Vec<String> = buf[..n.min(8)].iter().map(|b| format!("{b:02x}")).collect();
+            return Err(Error::format(format!(
+                "{}: not an ELF shared library (the file starts with bytes {})",
+                path.display(),
+                head.join(" ")
+            )));
+        }
+        if n == 0 {
+            if total == 0 {
+                return Err(Error::format(format!("{}: not an ELF shared library (an empty file)", path.display())));
+            }
+            return Ok(hasher.digest());
+        }
+        total += n as u64;
+        if total > opts.max_bytes {
+            return Err(Error::value(format!(
+                "{}: the file holds more than the input size limit of {} bytes",
+                path.display(),
+                opts.max_bytes
+            )));
+        }
+        hasher.update(&buf[..n]);
+    }
 }
 
 /// The kernels a library exports, read from its bytes.
@@ -398,4 +549,141 @@ fn read(path: &Path, opts: &ReadOptions) -> Result<Vec<u8>> {
 fn absolute(path: &Path) -> Result<String> {
     let p = std::fs::canonicalize(path).map_err(|e| Error::value(format!("cannot resolve {}: {e}", path.display())))?;
     Ok(p.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// A hook called with the path a library was found at.
+    type Hook = Rc<dyn Fn(&Path)>;
+
+    thread_local! {
+        /// The hook [`before_read_hook`] calls, set by a test on its own thread.
+        pub(super) static BEFORE_READ: RefCell<Option<Hook>> = const { RefCell::new(None) };
+    }
+
+    fn model_so() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mlp.so")
+    }
+
+    fn referencing(paths: &[&Path], hash: u64) -> Executable {
+        let exe = inspect_module(model_so()).unwrap();
+        let libs = paths
+            .iter()
+            .map(|p| Library {
+                reference: LibraryRef { path: p.to_string_lossy().into_owned(), content_hash: hash },
+                loaded: None,
+            })
+            .collect();
+        exe.with_libraries(libs)
+    }
+
+    fn allow(paths: &[&Path]) -> LoadOptions {
+        LoadOptions {
+            native_libraries: NativeLibraries::Allow(paths.iter().map(|p| p.to_path_buf()).collect()),
+            ..Default::default()
+        }
+    }
+
+    /// The attack of a symbolic link swapped after the consent judged it: the link points
+    /// into the allowed folder when it is admitted and at another library when it is read.
+    /// The swap happens exactly between the two (the hook), so the order is certain.
+    #[test]
+    fn the_admitted_descriptor_is_what_is_read_whatever_the_link_becomes() {
+        let base = tempfile::tempdir().unwrap();
+        let base_real = std::fs::canonicalize(base.path()).unwrap();
+        let (allowed, attacker) = (base_real.join("allowed"), base_real.join("attacker"));
+        std::fs::create_dir(&allowed).unwrap();
+        std::fs::create_dir(&attacker).unwrap();
+        let good = allowed.join("good.so");
+        std::fs::copy(model_so(), &good).unwrap();
+        // Another library (other bytes) outside the allowed folder.
+        let evil = attacker.join("evil.so");
+        let mut bytes = std::fs::read(model_so()).unwrap();
+        bytes.extend_from_slice(b"evil");
+        std::fs::write(&evil, &bytes).unwrap();
+        let (good_hash, evil_hash) = (content_hash(&std::fs::read(&good).unwrap()), content_hash(&bytes));
+        let link = attacker.join("lib.so");
+        let swapped = Rc::new(RefCell::new(0));
+        let count = swapped.clone();
+        let (l, e) = (link.clone(), evil.clone());
+        BEFORE_READ.with(|h| {
+            *h.borrow_mut() = Some(Rc::new(move |found: &Path| {
+                assert_eq!(found, l.as_path());
+                std::fs::remove_file(&l).unwrap();
+                std::os::unix::fs::symlink(&e, &l).unwrap();
+                *count.borrow_mut() += 1;
+            }))
+        });
+        let restore = |target: &Path| {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(target, &link).unwrap();
+        };
+        // The file records the other library's hash: what is read is still the admitted file,
+        // whose hash differs, so nothing is opened.
+        restore(&good);
+        let err = open_libraries(referencing(&[&link], evil_hash), None, &allow(&[&allowed])).err().unwrap();
+        let err = err.to_string();
+        assert_eq!(*swapped.borrow(), 1, "the link was swapped between admission and read");
+        assert!(err.contains(&format!("{}: its contents hash to {good_hash:#018x}", good.display())), "{err}");
+        // Recording the admitted library's hash, the admitted library's bytes are what would be
+        // opened (this test binary cannot open libraries: tests/import.rs opens them), under
+        // its real path, although the link names the other one by then.
+        restore(&good);
+        let r = LibraryRef { path: link.to_string_lossy().into(), content_hash: good_hash };
+        let checked = check_pending(&[&r], None, &allow(&[&allowed])).unwrap();
+        assert_eq!(*swapped.borrow(), 2);
+        assert_eq!(checked.files.len(), 1);
+        assert_eq!(checked.files[0].real, good);
+        assert_eq!(checked.files[0].bytes, std::fs::read(&good).unwrap());
+        // Without the swap, the link to the other library is refused by the consent.
+        BEFORE_READ.with(|h| *h.borrow_mut() = None);
+        restore(&evil);
+        let err = open_libraries(referencing(&[&link], evil_hash), None, &allow(&[&allowed])).err().unwrap();
+        let err = err.to_string();
+        assert!(err.contains("is not among the allowed native libraries"), "{err}");
+        assert!(err.contains(&format!("(the file {})", evil.display())), "{err}");
+    }
+
+    #[test]
+    fn references_to_one_file_are_read_and_opened_once_and_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        let real_dir = std::fs::canonicalize(dir.path()).unwrap();
+        let so = real_dir.join("model.so");
+        std::fs::copy(model_so(), &so).unwrap();
+        let link = real_dir.join("link.so");
+        std::os::unix::fs::symlink(&so, &link).unwrap();
+        let hash = content_hash(&std::fs::read(&so).unwrap());
+        let reads = Rc::new(RefCell::new(0));
+        let count = reads.clone();
+        BEFORE_READ.with(|h| *h.borrow_mut() = Some(Rc::new(move |_: &Path| *count.borrow_mut() += 1)));
+        let refs: Vec<LibraryRef> = [&so, &so, &link, &so, &link]
+            .iter()
+            .map(|p| LibraryRef { path: p.to_string_lossy().into(), content_hash: hash })
+            .collect();
+        let refs: Vec<&LibraryRef> = refs.iter().collect();
+        let checked = check_pending(&refs, None, &allow(&[&real_dir])).unwrap();
+        BEFORE_READ.with(|h| *h.borrow_mut() = None);
+        assert_eq!(*reads.borrow(), 1, "one read for the one file");
+        // One file to open (open_libraries opens each file once and shares it).
+        assert_eq!(checked.files.len(), 1);
+        assert_eq!(checked.file_of, vec![0; 5]);
+        assert_eq!(checked.files[0].real, so);
+        // Refused, the message counts the distinct libraries.
+        let refs: Vec<&Path> = vec![&so, &so, &so];
+        let err = open_libraries(referencing(&refs, hash), None, &LoadOptions::default()).err().unwrap().to_string();
+        assert!(err.contains("references 1 native library:"), "{err}");
+        // A repeated reference with another hash is still checked.
+        let exe = referencing(&[&so], hash);
+        let mut libs = exe.libraries().to_vec();
+        libs.push(Library {
+            reference: LibraryRef { path: so.to_string_lossy().into(), content_hash: 7 },
+            loaded: None,
+        });
+        let err = open_libraries(exe.with_libraries(libs), None, &allow(&[&real_dir])).err().unwrap().to_string();
+        assert!(err.contains("was saved with a library hashing to 0x0000000000000007"), "{err}");
+    }
 }

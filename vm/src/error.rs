@@ -269,7 +269,18 @@ impl std::error::Error for Error {
 pub fn counted(n: impl std::fmt::Display, noun: &str) -> String {
     let text = n.to_string();
     let one = text == "1" || text.ends_with(" 1");
-    format!("{text} {noun}{}", if one { "" } else { "s" })
+    if one {
+        return format!("{text} {noun}");
+    }
+    format!("{text} {}", plural(noun))
+}
+
+/// The plural of an English noun (phrase) relaxvm's messages count: "library" is "libraries".
+fn plural(noun: &str) -> String {
+    match noun.strip_suffix('y') {
+        Some(stem) if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) => format!("{stem}ies"),
+        _ => format!("{noun}s"),
+    }
 }
 
 /// `noun`, plural unless `n` is 1 (for a list that follows: "packed function not found: f").
@@ -280,6 +291,14 @@ fn noun(n: usize, noun: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counted_nouns_ending_in_y_take_ies() {
+        assert_eq!(counted(3, "native library"), "3 native libraries");
+        assert_eq!(counted(1, "native library"), "1 native library");
+        assert_eq!(counted(2, "key"), "2 keys");
+        assert_eq!(counted(2, "kernel"), "2 kernels");
+    }
 
     #[test]
     fn error_is_one_pointer() {

@@ -88,6 +88,15 @@ pub struct FileIdentity {
     inode: u64,
 }
 
+/// A file's identity: its device and inode numbers ([`InputFile::identity`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileIdentity {
+    /// The device the file is on.
+    pub device: u64,
+    /// Its inode number on that device.
+    pub inode: u64,
+}
+
 /// Opens `path` for reading as described in the [module documentation](self): a regular file
 /// of at most `max_bytes` bytes (as its descriptor reports), else an error naming the path and
 /// what it is.
@@ -147,6 +156,46 @@ impl InputFile {
         let mut head = Vec::with_capacity(n);
         (&mut self.file).take(self.len.min(n as u64)).read_to_end(&mut head).map_err(|e| io_at(&self.path, e))?;
         Ok(head)
+    }
+
+    /// Which file the descriptor holds: its device and inode numbers (`fstat` of the open
+    /// descriptor, not of the path), equal for two opens of one file (through links, hard
+    /// links or different spellings of its path) and different for different files.
+    #[cfg(unix)]
+    pub fn identity(&self) -> Result<FileIdentity> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = self.file.metadata().map_err(|e| io_at(&self.path, e))?;
+        Ok(FileIdentity { device: meta.dev(), inode: meta.ino() })
+    }
+
+    /// The real path of the file this descriptor holds (no symbolic link, `.` or `..` in it),
+    /// found from the descriptor, never by resolving [`path`](Self::path) again: on Linux the
+    /// target of `/proc/self/fd/N`, elsewhere the path resolved and then proven to name the
+    /// descriptor's file. Either way the result is checked to name, now, the same file
+    /// (device and inode) as the descriptor, so a decision taken on this path (such as the
+    /// consent to open a native library) is about the bytes this descriptor reads, however the
+    /// path that was opened is changed afterwards. A file deleted or moved since it was opened
+    /// is an error.
+    #[cfg(unix)]
+    pub fn real_path(&self) -> Result<PathBuf> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let by_descriptor = std::fs::read_link(format!("/proc/self/fd/{}", self.file.as_raw_fd()));
+        let real = match by_descriptor {
+            Ok(p) if p.is_absolute() => p,
+            // No procfs: resolve the path, then prove it names the descriptor's file below.
+            _ => std::fs::canonicalize(&self.path).map_err(|e| io_at(&self.path, e))?,
+        };
+        let held = self.identity()?;
+        let named = std::fs::symlink_metadata(&real).ok().filter(|m| m.is_file());
+        match named {
+            Some(m) if (FileIdentity { device: m.dev(), inode: m.ino() }) == held => Ok(real),
+            _ => Err(Error::value(format!(
+                "{}: the file was moved, replaced or deleted while it was opened (it is no longer at {})",
+                self.path.display(),
+                real.display()
+            ))),
+        }
     }
 
     /// The open file (a regular file; blocking reads), e.g. to memory-map or to seek in.
@@ -407,5 +456,30 @@ mod tests {
         let f = open(&p, DEFAULT_MAX_INPUT).unwrap().into_file();
         let flags = rustix::fs::fcntl_getfl(&f).unwrap();
         assert!(!flags.contains(rustix::fs::OFlags::NONBLOCK));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_real_path_is_the_descriptors_whatever_the_link_points_to_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let real_dir = std::fs::canonicalize(dir.path()).unwrap();
+        let (a, b, link) = (real_dir.join("a"), real_dir.join("b"), dir.path().join("link"));
+        std::fs::write(&a, b"a").unwrap();
+        std::fs::write(&b, b"b").unwrap();
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        let f = open(&link, DEFAULT_MAX_INPUT).unwrap();
+        // The link now points elsewhere: the descriptor (and its real path) is still a's.
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&b, &link).unwrap();
+        assert_eq!(f.real_path().unwrap(), a);
+        let id = f.identity().unwrap();
+        assert_eq!(f.read_to_vec(None).unwrap(), b"a");
+        assert_eq!(open(&a, DEFAULT_MAX_INPUT).unwrap().identity().unwrap(), id, "same file, same identity");
+        assert_ne!(open(&link, DEFAULT_MAX_INPUT).unwrap().identity().unwrap(), id);
+        // A file replaced after it was opened has no real path to judge it by.
+        let f = open(&a, DEFAULT_MAX_INPUT).unwrap();
+        std::fs::rename(&b, &a).unwrap();
+        let e = f.real_path().unwrap_err().to_string();
+        assert!(e.contains("moved, replaced or deleted while it was opened"), "{e}");
     }
 }

@@ -230,11 +230,8 @@ pub fn write(path: &Path, data: &[u8]) -> Result<(), CliError> {
     if is_stdout(path) {
         return write_stdout(data);
     }
-    // The writer's refusals name the path already.
-    relaxvm::format::write_atomically(path, |out| out.write_all(data)).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidInput => CliError::new(e.to_string()),
-        _ => CliError::new(format!("{}: {e}", path.display())),
-    })
+    // The writer's errors name the path already (and a link's target).
+    relaxvm::format::write_atomically(path, |out| out.write_all(data)).map_err(|e| CliError::new(e.to_string()))
 }
 
 /// The libraries an executable references, one line each (path and hash), for `stats`.

@@ -298,7 +298,10 @@ fn verify(a: VerifyArgs) -> Result<(), CliError> {
     relaxvm_builtins::register_all(&mut builtins)?;
     // The native libraries the program calls into, read from the files as data (not run):
     // each is listed, and one that is missing or hashes differently fails the check.
-    let checks = relaxvm_tvm::import::check_libraries(&exe, a.input.parent(), &io::read_options());
+    // A reference repeated in the file is one library: checked, listed and counted once.
+    let mut checks = relaxvm_tvm::import::check_libraries(&exe, a.input.parent(), &io::read_options());
+    let mut seen = std::collections::HashSet::new();
+    checks.retain(|c| seen.insert(c.reference.clone()));
     let mut kernels = Vec::new();
     for check in &checks {
         if let relaxvm_tvm::import::LibraryState::Matches { kernels: k, .. } = &check.state {

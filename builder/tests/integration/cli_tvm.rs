@@ -107,11 +107,15 @@ fn an_rvx_runs_its_libraries_only_with_allow_native() {
     let stats = String::from_utf8(relaxvm(&["stats", rvx]).stdout).unwrap();
     assert!(stats.contains("Library references") && stats.contains("XXH3-64 0x"), "{stats}");
     // A changed library: verify fails, naming it.
-    std::fs::write(so, b"not the library").unwrap();
+    std::fs::write(so, b"\x7fELF, but not the library").unwrap();
     let verify = relaxvm(&["verify", rvx]);
     assert_eq!(verify.status.code(), Some(1));
     let err = String::from_utf8(verify.stderr).unwrap();
     assert!(err.contains("model.so") && err.contains("hash to"), "{err}");
+    // A file that is not ELF at all is refused from its first bytes, not hashed.
+    std::fs::write(so, b"not the library").unwrap();
+    let err = String::from_utf8(relaxvm(&["verify", rvx]).stderr).unwrap();
+    assert!(err.contains("not an ELF shared library (the file starts with bytes 6e 6f 74"), "{err}");
     std::fs::remove_file(so).unwrap();
     let err = String::from_utf8(relaxvm(&["verify", rvx]).stderr).unwrap();
     assert!(err.contains("not found"), "{err}");

@@ -21,15 +21,19 @@ use std::path::{Path, PathBuf};
 /// a file, and readers that hold the old file open keep seeing the old bytes.
 ///
 /// `path` must not name anything but a regular file ([`output_target`]); `fill` is not called
-/// otherwise.
+/// otherwise. Every I/O error names `path` (and, for a symbolic link, the file it points to),
+/// never the temporary file; errors from `fill` are returned as they are.
 ///
-/// The file gets the permissions `File::create` would give (0o666 less the umask), not
-/// `tempfile`'s private 0o600: an executable written here is an ordinary output file.
+/// Permissions: a file that replaces an existing one gets that file's permission bits
+/// (`rwx` for owner, group and others; set-id and sticky bits are dropped), as `open(path,
+/// "w")`, `cp` or `numpy.save` keep them, so a private file stays private. A new file gets
+/// those `File::create` would give (0o666 less the umask), not `tempfile`'s private 0o600.
 pub fn write_atomically<E: From<std::io::Error>>(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> Result<(), E>,
 ) -> Result<(), E> {
     let target = output_target(path)?;
+    let named = |e: std::io::Error| at_output(path, &target, e);
     let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -40,12 +44,71 @@ pub fn write_atomically<E: From<std::io::Error>>(
         use std::os::unix::fs::PermissionsExt;
         builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
-    let mut out = BufWriter::new(builder.tempfile_in(dir)?);
+    let tmp = builder.tempfile_in(dir).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound && !dir.is_dir() {
+            named(std::io::Error::new(
+                e.kind(),
+                format!("cannot create the output: folder {} does not exist", dir.display()),
+            ))
+        } else {
+            named(std::io::Error::new(e.kind(), format!("cannot create the output in folder {}: {e}", dir.display())))
+        }
+    })?;
+    keep_mode_of_replaced(&target, tmp.as_file()).map_err(named)?;
+    let mut out = NamedWriter { out: BufWriter::new(tmp), path, target: &target };
     fill(&mut out)?;
-    let tmp = out.into_inner().map_err(|e| e.into_error())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(&target).map_err(|e| e.error)?;
+    let tmp = out.out.into_inner().map_err(|e| named(e.into_error()))?;
+    tmp.as_file().sync_all().map_err(named)?;
+    tmp.persist(&target).map_err(|e| named(e.error))?;
     Ok(())
+}
+
+/// The temporary file's writer, whose errors (a full disk) name the output path, not the
+/// temporary file: `fill` passes them on as they are.
+struct NamedWriter<'a> {
+    out: BufWriter<tempfile::NamedTempFile>,
+    path: &'a Path,
+    target: &'a Path,
+}
+
+impl Write for NamedWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write(buf).map_err(|e| at_output(self.path, self.target, e))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush().map_err(|e| at_output(self.path, self.target, e))
+    }
+}
+
+/// Gives `tmp` the permission bits of the regular file at `target`, if there is one.
+#[cfg(unix)]
+fn keep_mode_of_replaced(target: &Path, tmp: &std::fs::File) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(target) {
+        // fchmod on the descriptor (not the temporary file's path, which another process could
+        // replace): only the rwx bits, never set-id bits a new file should not inherit.
+        Ok(old) if old.is_file() => {
+            tmp.set_permissions(std::fs::Permissions::from_mode(old.permissions().mode() & 0o777))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(not(unix))]
+fn keep_mode_of_replaced(_target: &Path, _tmp: &std::fs::File) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// `e` (its kind kept: a missing folder stays "not found") naming the output path `path`, and
+/// the file `target` it resolved to when that differs (a symbolic link).
+fn at_output(path: &Path, target: &Path, e: std::io::Error) -> std::io::Error {
+    let place = if target == path {
+        path.display().to_string()
+    } else {
+        format!("{} (a symbolic link to {})", path.display(), target.display())
+    };
+    std::io::Error::new(e.kind(), format!("{place}: {e}"))
 }
 
 /// The path [`write_atomically`] replaces for `path`: `path` itself when nothing or a regular
@@ -65,7 +128,7 @@ pub fn output_target(path: &Path) -> std::io::Result<PathBuf> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(path.to_path_buf()),
-        Err(e) => return Err(e),
+        Err(e) => return Err(at_output(path, path, e)),
     };
     if meta.file_type().is_file() {
         return Ok(path.to_path_buf());
@@ -74,11 +137,11 @@ pub fn output_target(path: &Path) -> std::io::Result<PathBuf> {
         return Err(refuse(format!("there is {}", kind(&meta))));
     }
     match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => std::fs::canonicalize(path),
+        Ok(m) if m.is_file() => std::fs::canonicalize(path).map_err(|e| at_output(path, path, e)),
         Ok(m) => Err(refuse(format!("a symbolic link to {}", kind(&m)))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // A dangling link: its target is created, if its folder exists.
-            let link = std::fs::read_link(path)?;
+            let link = std::fs::read_link(path).map_err(|e| at_output(path, path, e))?;
             let target = match path.parent() {
                 Some(dir) if link.is_relative() => dir.join(&link),
                 _ => link,
@@ -87,13 +150,24 @@ pub fn output_target(path: &Path) -> std::io::Result<PathBuf> {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
                     let name = target.file_name().ok_or_else(|| refuse("a symbolic link to no file".into()))?;
-                    Ok(std::fs::canonicalize(dir)?.join(name))
+                    let real = std::fs::canonicalize(dir).map_err(|e| {
+                        let why = match e.kind() {
+                            std::io::ErrorKind::NotFound => format!("folder {} does not exist", dir.display()),
+                            _ => format!("folder {}: {e}", dir.display()),
+                        };
+                        at_output(
+                            path,
+                            &target,
+                            std::io::Error::new(e.kind(), format!("cannot create the output: {why}")),
+                        )
+                    })?;
+                    Ok(real.join(name))
                 }
                 // A chain that ends nowhere, or a loop.
                 _ => Err(refuse("a symbolic link that does not end at a file".into())),
             }
         }
-        Err(e) => Err(e),
+        Err(e) => Err(at_output(path, path, e)),
     }
 }
 
@@ -215,5 +289,50 @@ mod tests {
         std::os::unix::fs::symlink("b", &a).unwrap();
         std::os::unix::fs::symlink("a", dir.path().join("b")).unwrap();
         assert!(write(&a).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_replaced_file_keeps_its_permission_bits() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("private.rvx");
+        std::fs::write(&path, b"old").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        for old in [0o600, 0o640, 0o755, 0o4700] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(old)).unwrap();
+            write(&path).unwrap();
+            assert_eq!(mode(&path), old & 0o777, "{old:o}: rwx kept, set-id dropped");
+        }
+        // Through a link, the target's mode is the one kept.
+        let link = dir.path().join("link.rvx");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        write(&link).unwrap();
+        assert_eq!(mode(&path), 0o600);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn errors_name_the_path_given_and_the_link_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nowhere").join("out.rvx");
+        let e = write(&missing).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        let text = e.to_string();
+        assert!(text.starts_with(&format!("{}: cannot create the output: folder ", missing.display())), "{text}");
+        assert!(text.contains("nowhere does not exist"), "{text}");
+        // Not the temporary file's name (tempfile's ".tmpXXXXXX" inside the output folder).
+        assert!(!text.contains("nowhere/.tmp"), "{text}");
+        let link = dir.path().join("dangling.rvx");
+        std::os::unix::fs::symlink(&missing, &link).unwrap();
+        let e = write(&link).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("{} (a symbolic link to {}): ", link.display(), missing.display())),
+            "{text}"
+        );
+        assert!(text.contains("folder") && text.contains("nowhere does not exist"), "{text}");
     }
 }

@@ -69,20 +69,33 @@ pub enum NativeLibraries {
 impl NativeLibraries {
     /// Whether this consent admits opening the library file at `located`, which must exist
     /// (it is resolved to its real path first). Allowed paths that do not exist admit nothing.
+    /// A loader must not resolve a path here and read it afterwards (a link swapped between
+    /// the two would change the file): it opens the file once and judges the real path of
+    /// the open descriptor with [`admits_real`](Self::admits_real).
     pub fn admits(&self, located: &Path) -> std::io::Result<bool> {
+        match self {
+            NativeLibraries::Allow(_) => Ok(self.admits_real(&std::fs::canonicalize(located)?)),
+            _ => Ok(self.admits_real(located)),
+        }
+    }
+
+    /// Whether this consent admits opening the file whose real path (no symbolic link, `.` or
+    /// `..` in it) is `real`, which is taken as it is, not resolved again: the loader gets it
+    /// from the descriptor it reads the library through ([`crate::input_file::InputFile::real_path`]).
+    /// The allowed paths are the caller's, resolved here; those that do not exist admit nothing.
+    pub fn admits_real(&self, real: &Path) -> bool {
         let entries = match self {
-            NativeLibraries::Refuse => return Ok(false),
-            NativeLibraries::AnyReferenced => return Ok(true),
+            NativeLibraries::Refuse => return false,
+            NativeLibraries::AnyReferenced => return true,
             NativeLibraries::Allow(entries) => entries,
         };
-        let real = std::fs::canonicalize(located)?;
-        Ok(entries.iter().filter_map(|e| std::fs::canonicalize(e).ok()).any(|allowed| {
+        entries.iter().filter_map(|e| std::fs::canonicalize(e).ok()).any(|allowed| {
             if allowed.is_dir() {
                 real.parent() == Some(allowed.as_path())
             } else {
                 real == allowed
             }
-        }))
+        })
     }
 
     /// Whether any library may be opened at all.

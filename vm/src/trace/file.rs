@@ -139,11 +139,9 @@ impl Trace {
             zip.finish()?;
             Ok(())
         })
-        // An I/O error of its kind (a missing folder stays "not found"), naming the trace's path
-        // rather than the temporary file's.
-        .map_err(|e: std::io::Error| {
-            Error::from(std::io::Error::new(e.kind(), format!("cannot write trace {}: {e}", path.display())))
-        })
+        // An I/O error of its kind (a missing folder stays "not found"); the writer's errors
+        // already name the trace's path (and a link's target), never the temporary file's.
+        .map_err(|e: std::io::Error| Error::from(std::io::Error::new(e.kind(), format!("cannot write trace {e}"))))
     }
 }
 
