@@ -201,7 +201,8 @@ pub fn open_libraries(exe: Executable, dir: Option<&Path>, opts: &LoadOptions) -
 struct CheckedFile {
     /// The real path of the descriptor it was read through, which the consent admitted.
     real: PathBuf,
-    identity: relaxvm::input_file::FileIdentity,
+    /// `None` where the platform reports no identity (the file is then not shared).
+    identity: Option<relaxvm::input_file::FileIdentity>,
     bytes: Vec<u8>,
     hash: u64,
 }
@@ -264,8 +265,8 @@ fn admit_and_read(
             allowed_list(&opts.native_libraries)
         )));
     }
-    let identity = file.identity()?;
-    if let Some(k) = files.iter().position(|f| f.identity == identity) {
+    let identity = file.identity();
+    if let Some(k) = files.iter().position(|f| identity.is_some() && f.identity == identity) {
         return Ok(k);
     }
     before_read_hook(&found);

@@ -88,15 +88,6 @@ pub struct FileIdentity {
     inode: u64,
 }
 
-/// A file's identity: its device and inode numbers ([`InputFile::identity`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FileIdentity {
-    /// The device the file is on.
-    pub device: u64,
-    /// Its inode number on that device.
-    pub inode: u64,
-}
-
 /// Opens `path` for reading as described in the [module documentation](self): a regular file
 /// of at most `max_bytes` bytes (as its descriptor reports), else an error naming the path and
 /// what it is.
@@ -158,16 +149,6 @@ impl InputFile {
         Ok(head)
     }
 
-    /// Which file the descriptor holds: its device and inode numbers (`fstat` of the open
-    /// descriptor, not of the path), equal for two opens of one file (through links, hard
-    /// links or different spellings of its path) and different for different files.
-    #[cfg(unix)]
-    pub fn identity(&self) -> Result<FileIdentity> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = self.file.metadata().map_err(|e| io_at(&self.path, e))?;
-        Ok(FileIdentity { device: meta.dev(), inode: meta.ino() })
-    }
-
     /// The real path of the file this descriptor holds (no symbolic link, `.` or `..` in it),
     /// found from the descriptor, never by resolving [`path`](Self::path) again: on Linux the
     /// target of `/proc/self/fd/N`, elsewhere the path resolved and then proven to name the
@@ -186,7 +167,8 @@ impl InputFile {
             // No procfs: resolve the path, then prove it names the descriptor's file below.
             _ => std::fs::canonicalize(&self.path).map_err(|e| io_at(&self.path, e))?,
         };
-        let held = self.identity()?;
+        // Unix descriptors always report one (see `identity`).
+        let held = self.identity.ok_or_else(|| Error::value(format!("{}: no file identity", self.path.display())))?;
         let named = std::fs::symlink_metadata(&real).ok().filter(|m| m.is_file());
         match named {
             Some(m) if (FileIdentity { device: m.dev(), inode: m.ino() }) == held => Ok(real),

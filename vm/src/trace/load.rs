@@ -35,7 +35,7 @@ pub const LOAD_LIMIT_PER_FILE_BYTE: u64 = 16;
 /// than the parsed form of any entry takes (checked by a test).
 const ENTRY_COST: u64 = 128;
 /// How deeply the JSON may nest: the trace's own structure (8 levels) plus two levels per tuple
-/// for tuples nested [`MAX_COPY_DEPTH`] deep, with room to spare. serde_json's own limit is 128.
+/// for tuples nested as deep as a trace copies them (32), with room to spare. serde_json's own limit is 128.
 pub const MAX_JSON_DEPTH: usize = 2 * MAX_COPY_DEPTH + 16;
 /// Deflate expands at most about 1032 times: a member claiming more is not a real file.
 const MAX_DEFLATE_RATIO: u64 = 1100;
