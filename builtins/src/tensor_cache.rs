@@ -15,7 +15,7 @@
 //!
 //! As in TVM, `load` inserts shard by shard: when a later shard fails to load, the tensors of
 //! the earlier ones stay in the cache. The format and what loading checks (among them, what bounds
-//! a load's memory by its files' sizes) are described in [`format`] and [`layout`]. TVM's `param_module_from_cache*` (which return a runtime
+//! a load's memory by its files' sizes) are described in [`format`] and `layout.rs`. TVM's `param_module_from_cache*` (which return a runtime
 //! `Module`) are not provided.
 
 mod format;
