@@ -96,7 +96,11 @@ def test_a_system_library_named_by_its_computed_hash_needs_consent(tmp_path):
     stats = relaxvm_cli("stats", str(rvx))
     assert libm in stats.stdout and "XXH3-64 0x" in stats.stdout, stats
     verify = relaxvm_cli("verify", str(rvx))
-    assert f'"{libm}"' in verify.stdout and "hash matches" in verify.stdout, verify
+    # Found and hashed as data; the system libm is judged by the checks made before loading
+    # any library (glibc's libm sets flags a TVM library never has, e.g. DF_STATIC_TLS), so it is
+    # either reported usable with its hash matching, or refused with the check that failed.
+    assert f'"{libm}"' in verify.stdout, verify
+    assert "hash matches" in verify.stdout or "invalid ELF shared library" in verify.stdout, verify
     assert "1 native library" in verify.stdout and "--allow-native" in verify.stdout, verify
     # With consent it is read, hashed and handed to the loader (which then judges it as a TVM
     # library): the consent error is gone.
