@@ -21,19 +21,19 @@ impl PyExecutable {
     }
 
     /// The text form, which the assembler can parse back.
-    fn as_text(&self, py: Python<'_>) -> PyResult<String> {
-        self.0.try_as_text().py_err(py)
+    fn as_text<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::py_bytes::new_str(py, &self.0.try_as_text().py_err(py)?)
     }
 
     /// Python source that rebuilds this executable with `ExecBuilder` (its last line binds
     /// `ex = ib.get()`).
-    fn as_python(&self, py: Python<'_>) -> PyResult<String> {
-        self.0.try_as_python().py_err(py)
+    fn as_python<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::py_bytes::new_str(py, &self.0.try_as_python().py_err(py)?)
     }
 
     /// Old TVM spelling of `as_text()`.
-    fn astext(&self, py: Python<'_>) -> PyResult<String> {
-        self.0.try_as_text().py_err(py)
+    fn astext<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::py_bytes::new_str(py, &self.0.try_as_text().py_err(py)?)
     }
 
     /// Old TVM spelling of `as_python()`.

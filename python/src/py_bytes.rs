@@ -18,3 +18,9 @@ pub fn new_bytes<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyByt
         false => e,
     })
 }
+
+/// A new `str` holding `text`, fallibly: made from a `bytes` object and decoded, so that an
+/// allocation CPython refuses is `MemoryError` (pyo3's `String` conversion panics instead).
+pub fn new_str<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    new_bytes(py, text.as_bytes())?.call_method1("decode", ("utf-8",))
+}
