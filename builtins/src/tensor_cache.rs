@@ -20,6 +20,7 @@
 
 mod format;
 mod layout;
+mod record;
 
 use crate::args::{self, type_err, value_err};
 use crate::table::{builtin, Builtin};

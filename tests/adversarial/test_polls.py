@@ -3,39 +3,17 @@ sum or sort — a single instruction, so the interpreter's own checks never come
 sequential paths (strided views) as on its parallel ones. Inputs are stride-0 views of one
 element (np.broadcast_to), so only the results take memory."""
 
+import os
+
 from attack import run_attack
 
-# The watcher acts once the calling thread is inside the VM call: its innermost Python frame is
-# call_native's, at its call instruction (the VM runs without the GIL, so the watcher can look).
-# Own copy of tests/native_call.py's idea: that one looks for a CALL opcode, which Python 3.11
-# emits as CALL_FUNCTION_EX for f(*args).
-SETUP = """
-import dis, os, signal, sys, threading, time, numpy as np, relaxvm as rx
-def call_native(f, args):
-    return f(*args)
-CALLS = {i.offset for i in dis.get_instructions(call_native) if i.opname.startswith("CALL")}
-def inside(tid):
-    frame = sys._current_frames().get(tid)
-    return frame is not None and frame.f_code is call_native.__code__ and frame.f_lasti in CALLS
-def watch(tid, act, repeat=False):
-    done, acted = threading.Event(), []
-    def run():
-        while not inside(tid):
-            if done.is_set():
-                return
-            time.sleep(0.001)
-        act()
-        acted.append(True)
-        while repeat and not done.wait(0.001):
-            if inside(tid):
-                act()
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    def finish():
-        done.set()
-        t.join()
-        return bool(acted)
-    return finish
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The watcher (tests/native_call.py) acts once the calling thread is inside the VM call.
+SETUP = f"""
+import os, signal, sys, threading, numpy as np, relaxvm as rx
+sys.path.insert(0, {TESTS!r})
+from native_call import call_native, watch
 def vm_of(name, n):
     ib = rx.ExecBuilder()
     with ib.function("f", num_inputs=n):
@@ -69,7 +47,7 @@ def expect_stopped(op: str, arity: int, args: str, check_after: str, want_after:
 vm = vm_of({op!r}, {arity})
 {start}
 try:
-    call_native(vm["f"], ({args},))
+    call_native(vm["f"], {args})
 except {catch} as e:
     print("stopped:", {how!r}, {how!r} == "ctrl-c" or "interrupt" in str(e).lower())
 else:

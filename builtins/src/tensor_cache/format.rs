@@ -19,6 +19,7 @@
 //! shard file named twice) are refused too: see [`load_shard`].
 
 use super::layout::{self, Plan};
+use super::record::ParamRecord;
 use relaxvm::input_file::FileIdentity;
 use relaxvm::{DataType, Device, Error, Result, Storage, Tensor};
 use serde::Deserialize;
@@ -44,24 +45,6 @@ pub(crate) struct ShardRecord {
     pub(crate) nbytes: i64,
     /// The tensors, in order.
     pub(crate) records: Vec<ParamRecord>,
-}
-
-/// One tensor of a shard.
-#[derive(Deserialize)]
-pub(crate) struct ParamRecord {
-    /// The cache key.
-    pub(crate) name: String,
-    /// The tensor's shape.
-    pub(crate) shape: Vec<i64>,
-    /// The tensor's dtype name (`float32`, `bfloat16`, ...).
-    pub(crate) dtype: String,
-    /// `raw` or `f32-to-bf16` (only meaningful for float32).
-    pub(crate) format: String,
-    /// How many bytes the record occupies in the shard.
-    pub(crate) nbytes: i64,
-    /// Where the record starts in the shard.
-    #[serde(rename = "byteOffset")]
-    pub(crate) byte_offset: i64,
 }
 
 /// Reads and parses `<dir>/tensor-cache.json`.

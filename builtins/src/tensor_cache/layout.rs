@@ -7,7 +7,7 @@
 //! 6.4 GiB from an 11 KB file). Refusing overlaps keeps what a shard decodes to within twice
 //! its size (the `f32-to-bf16` widening).
 
-use super::format::ParamRecord;
+use super::record::ParamRecord;
 use relaxvm::{DataType, Error, Result, Shape};
 use std::ops::Range;
 
