@@ -391,7 +391,10 @@ impl Value {
             Value::Func(c) => write!(f, "<function {}>", c.name()),
             Value::Storage(s) => write!(f, "{s:?}"),
             Value::VmState => f.write_str("<vm_state>"),
-            Value::Object(_) => f.write_str("<object>"),
+            Value::Object(_) => match self.as_named() {
+                Some(n) => write!(f, "<{} {}>", n.type_key(), n.describe()),
+                None => f.write_str("<object>"),
+            },
         }
     }
 }
