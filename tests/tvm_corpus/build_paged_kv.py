@@ -95,6 +95,24 @@ def run_op(api: Api, cache: Any, cfg: dict, op: dict) -> dict:
             cache, op["layer"], op["sm_scale"], api.tensor(qkv), out
         )
         return {"out": corpus.digest(out.numpy())}
+    elif kind in ("self_attn", "cross_attn", "attn_shared"):
+        qo, kv, d, dt, n = cfg["num_qo_heads"], cfg["num_kv_heads"], cfg["head_dim"], cfg["dtype"], op["rows"]
+        seed = op["seed"] * 4
+        q = api.tensor(corpus.counter_floats(seed, (n, qo, d), dt))
+        k = api.tensor(corpus.counter_floats(seed + 1, (n, kv, d), dt))
+        v = api.tensor(corpus.counter_floats(seed + 2, (n, kv, d), dt))
+        out = api.tensor(np.zeros((n, qo, d), dt))
+        lse = api.tensor(np.zeros((n, qo), "float32"))
+        if kind == "self_attn":
+            f("vm.builtin.attention_kv_cache_self_attention")(cache, op["layer"], op["sm_scale"], q, k, v, out, lse)
+        elif kind == "cross_attn":
+            f("vm.builtin.attention_kv_cache_cross_attention")(cache, op["layer"], op["sm_scale"], q, out, lse)
+        else:
+            f("vm.builtin.attention_kv_cache_attention_with_shared_kv")(
+                cache, op["layer"], op["sm_scale"], q, k, v, out
+            )
+            return {"out": corpus.digest(out.numpy())}
+        return {"out": corpus.digest(out.numpy()), "lse": corpus.digest(lse.numpy())}
     elif kind == "get_kv":
         shape = (cfg["num_layers"], op["end"] - op["start"], cfg["num_kv_heads"], cfg["head_dim"])
         k = api.tensor(np.zeros(shape, cfg["dtype"]))
@@ -141,7 +159,7 @@ class Recorder:
         self.do({"op": "query", "fn": "total_sequence_length", "args": []})
         self.do({"op": "query", "fn": "empty", "args": []})
 
-    def step(self, batch: list[tuple[Any, int]], check_kv: bool = True) -> None:
+    def step(self, batch: list[tuple[Any, int]], check_kv: bool = True, extra: bool = False) -> None:
         """TVM's ``apply_attention``: forks/adds, a step over every layer, the cached K/V."""
         seqs, lens = [], []
         for sid, n in batch:
@@ -167,6 +185,8 @@ class Recorder:
                     "rows": total,
                 }
             )
+        if extra:
+            self.extra_attention(total)
         self.do({"op": "end"})
         for sid, n in zip(seqs, lens):
             self.lens[sid] += n
@@ -175,7 +195,29 @@ class Recorder:
         if check_kv:
             for sid in seqs:
                 if self.lens[sid] > 0:
-                    self.do({"op": "get_kv", "seq": sid, "start": 0, "end": self.lens[sid]})
+                    self.get_kv(sid)
+
+    def get_kv(self, sid: int) -> None:
+        """Reads the cached K/V of ``sid`` (TVM's debug_get_kv reads MHA layers only)."""
+        if self.cfg["layer_window"] is None:
+            self.do({"op": "get_kv", "seq": sid, "start": 0, "end": self.lens[sid]})
+
+    def extra_attention(self, total: int) -> None:
+        """The other attention entry points, after the step's own attention (on a step that
+        appends after attention): TVM's pages start uninitialised, so every page slot a kernel
+        reads must have been written, which the fused attention of every layer has done."""
+        c = self.cfg
+        calls = [(kind, c["num_layers"] - 1, False) for kind in ["self_attn", "cross_attn", "attn_shared"]]
+        if c["layer_window"] is not None:
+            # Layer 0 slides: TVM runs self attention without RoPE there and refuses cross
+            # attention. (Shared-KV attention on it in a step of several tokens gives TVM results
+            # that vary between processes: it reads memory TVM leaves uninitialised. The
+            # single-token steps of per_layer_sliding_window_and_shared_kv record it instead.)
+            calls += [("self_attn", 0, False), ("cross_attn", 0, True)]
+        for kind, layer, refused in calls:
+            self.seed += 1
+            op = {"op": kind, "layer": layer, "sm_scale": c["head_dim"] ** -0.5, "seed": self.seed, "rows": total}
+            self.do(op, expect_error=refused)
 
     def remove(self, sid: int) -> None:
         self.do({"op": "remove", "seq": sid})
@@ -191,7 +233,9 @@ class Recorder:
         self.sw = {}
 
 
-def tvm_test_schedules(rec_factory: Callable[[str], Recorder], sliding: bool) -> list[tuple[str, Recorder]]:
+def tvm_test_schedules(
+    rec_factory: Callable[[str], Recorder], sliding: bool, layer_window: bool
+) -> list[tuple[str, Recorder]]:
     """The schedules of TVM's CPU test (which clears the cache first)."""
     out = []
 
@@ -216,7 +260,7 @@ def tvm_test_schedules(rec_factory: Callable[[str], Recorder], sliding: bool) ->
         r.step([(s, 1) for s in range(5)])
         r.remove(sid)
         for s in r.lens:
-            r.do({"op": "get_kv", "seq": s, "start": 0, "end": r.lens[s]})
+            r.get_kv(s)
 
     r = new("fork_sequence")
     r.step([(0, 60), (1, 88), (2, 17), (3, 4)])
@@ -253,7 +297,7 @@ def tvm_test_schedules(rec_factory: Callable[[str], Recorder], sliding: bool) ->
     for i in range(20):
         r.remove(i)
         for s in sorted(r.lens):
-            r.do({"op": "get_kv", "seq": s, "start": 0, "end": r.lens[s]})
+            r.get_kv(s)
     r.query_all()
     for b in [
         [(0, 7), (1, 24)],
@@ -294,10 +338,22 @@ def tvm_test_schedules(rec_factory: Callable[[str], Recorder], sliding: bool) ->
     for sid, n in [(0, 17), (1, 57), (2, 16), (3, 0), (4, 37)]:
         r.popn(sid, n)
         for s in range(4):
-            r.do({"op": "get_kv", "seq": s, "start": 0, "end": r.lens[s]})
+            r.get_kv(s)
     for sid in range(5):
         r.remove(sid)
     r.query_all()
+    if layer_window:
+        # TVM's test_per_layer_sliding_window and test_attention_with_shared_kv: layer 0 slides.
+        r = new("per_layer_sliding_window_and_shared_kv")
+        for n in [3, 2, 1, 30, 1, 17, 1]:
+            r.step([(0, n)])
+            r.do({"op": "begin", "seqs": [0], "lens": [1]})
+            r.seed += 1
+            r.do({"op": "attn", "layer": 0, "sm_scale": r.cfg["head_dim"] ** -0.5, "seed": r.seed, "rows": 1})
+            r.seed += 1
+            r.do({"op": "attn_shared", "layer": 0, "sm_scale": r.cfg["head_dim"] ** -0.5, "seed": r.seed, "rows": 1})
+            r.do({"op": "end"})
+            r.lens[0] += 1
     if sliding:
         r = new("sliding_window")
         sizes, sinks = [20, 25, 30, 35, 40], [6, 4, 8, 3, 7]
@@ -355,13 +411,13 @@ def random_schedule(r: Recorder, seed: int, steps: int) -> None:
             r.step([(fresh(), int(rng.integers(1, 3 * ps)))])
         elif choice <= 3:  # batched decode (or a short batch prefill)
             pick = [int(s) for s in rng.choice(live, size=min(len(live), int(rng.integers(1, 5))), replace=False)]
-            n = 1 if choice <= 2 else int(rng.integers(1, 9))
-            r.step([(s, n) for s in pick])
+            n = 1 if choice <= 2 else int(rng.integers(2, 9))
+            r.step([(s, n) for s in pick], extra=n > 1)
         elif choice == 4:  # chunked prefill: one sequence in several steps
             s = int(rng.choice(live))
             for _ in range(int(rng.integers(2, 4))):
                 r.step([(s, int(rng.integers(ps // 2, 2 * ps + 3)))], check_kv=False)
-            r.do({"op": "get_kv", "seq": s, "start": 0, "end": r.lens[s]})
+            r.get_kv(s)
         elif choice == 5:  # fork mid-page or at a page boundary, then decode both
             p = int(rng.choice(live))
             if r.lens[p] == 0:
@@ -377,7 +433,7 @@ def random_schedule(r: Recorder, seed: int, steps: int) -> None:
             if r.lens[s]:
                 r.popn(s, int(rng.integers(0, r.lens[s] + 1)))
                 if r.lens[s]:
-                    r.do({"op": "get_kv", "seq": s, "start": 0, "end": r.lens[s]})
+                    r.get_kv(s)
         elif choice == 7 and len(live) > 1:
             r.remove(int(rng.choice(live)))
         elif choice == 8:  # refused calls, then a decode that must still match
@@ -407,6 +463,17 @@ def random_schedule(r: Recorder, seed: int, steps: int) -> None:
 # Configurations: several shapes (grouped-query ratios, head sizes, layer counts, dtypes, RoPE
 # modes, sliding windows). Each costs a compile of about 2 s on one core.
 CONFIGS = [
+    {
+        "name": "sliding_layer_gqa2_d32_f32",
+        "num_layers": 2,
+        "num_qo_heads": 4,
+        "num_kv_heads": 2,
+        "head_dim": 32,
+        "dtype": "float32",
+        "rope_mode": 0,
+        "sliding": 0,
+        "layer_window": 24,
+    },
     {
         "name": "gqa4_d64_f32_normal",
         "num_layers": 2,
@@ -448,6 +515,8 @@ def build_config(out_dir: str, cfg: dict) -> dict:
     import tvm
     from tvm import relax, tirx
 
+    window = cfg.get("layer_window")
+
     class M(nn.Module):
         def create_paged_kv_cache(
             self,
@@ -458,7 +527,7 @@ def build_config(out_dir: str, cfg: dict) -> dict:
             support_sliding_window: tirx.Var,
         ) -> PagedKVCache:
             return TIRPagedKVCache(
-                attn_kind="mha",
+                attn_kind=(["mha_sliding"] + ["mha"] * (cfg["num_layers"] - 1)) if window else "mha",
                 max_batch_size=max_batch_size,
                 max_total_seq_len=max_total_seq_len,
                 prefill_chunk_size=prefill_chunk_size,
@@ -481,6 +550,7 @@ def build_config(out_dir: str, cfg: dict) -> dict:
                 enable_disaggregation=False,
                 dtype=cfg["dtype"],
                 target=tvm.target.Target("llvm"),
+                layer_sliding_window_size=window or 1024,
             )
 
     names = ["max_batch_size", "max_total_seq_len", "prefill_chunk_size", "page_size", "support_sliding_window"]
@@ -492,14 +562,21 @@ def build_config(out_dir: str, cfg: dict) -> dict:
     ex.export_library(os.path.join(folder, "model.so"))
     vm = relax.VirtualMachine(ex, tvm.cpu())
     create_args = [32, 2048, 512, 16, cfg["sliding"]]
-    entry = {**cfg, "library": f"{cfg['name']}/model.so", "create_args": create_args, "page_size": 16, "schedules": []}
+    entry = {
+        "layer_window": None,
+        **cfg,
+        "library": f"{cfg['name']}/model.so",
+        "create_args": create_args,
+        "page_size": 16,
+        "schedules": [],
+    }
     api = Api(tvm.get_global_func, lambda a: tvm.runtime.tensor(a, tvm.cpu()), lambda v: tvm_ffi.Shape(v))
 
     def factory(name: str) -> Recorder:
         cache = vm["create_paged_kv_cache"](*[tvm_ffi.Shape([v]) for v in create_args])
         return Recorder(api, cache, entry, f"{cfg['name']}/{name}")
 
-    for name, rec in tvm_test_schedules(factory, bool(cfg["sliding"])):
+    for name, rec in tvm_test_schedules(factory, bool(cfg["sliding"]), window is not None):
         entry["schedules"].append({"name": f"tvm_test/{name}", "ops": rec.ops})
     for k in range(3):
         rec = factory(f"random{k}")

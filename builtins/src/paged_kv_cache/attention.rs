@@ -176,7 +176,10 @@ impl PagedKvCache {
         check_tensor(self, o, "output", &[Some(total), Some(c.num_qo_heads), Some(c.v_head_dim)], c.dtype)?;
         check_tensor(self, lse, "lse", &[Some(total), Some(c.num_qo_heads)], relaxvm::DataType::F32)?;
         let t = |x: &Tensor| Value::Tensor(x.clone());
-        self.self_attn(ctx, step, &t(q), &t(k), &t(v), &t(o), &t(lse), sm_scale)
+        // TVM runs a layer that is not plain MHA through its MLA path, which calls the same
+        // ragged kernel without RoPE.
+        let rope = if c.attn_kinds[layer as usize] == AttnKind::Mha { self.rotary_mode() } else { Value::Int(0) };
+        self.self_attn(ctx, step, &t(q), &t(k), &t(v), &t(o), &t(lse), sm_scale, rope)
     }
 
     /// `attention_kv_cache_cross_attention`: attention to the cached blocks only.
@@ -198,6 +201,12 @@ impl PagedKvCache {
         check_tensor(self, q, "q", &[Some(total), Some(c.num_qo_heads), Some(c.qk_head_dim)], c.dtype)?;
         check_tensor(self, o, "output", &[Some(total), Some(c.num_qo_heads), Some(c.v_head_dim)], c.dtype)?;
         check_tensor(self, lse, "lse", &[Some(total), Some(c.num_qo_heads)], relaxvm::DataType::F32)?;
+        if c.attn_kinds[layer as usize] != AttnKind::Mha {
+            // TVM sends it to the MLA path, whose kernel a CPU cache does not have.
+            return Err(err(format!(
+                "cross attention on layer {layer} needs an MHA layer (TVM: the MLA prefill kernel is not defined)"
+            )));
+        }
         let t = |x: &Tensor| Value::Tensor(x.clone());
         self.cross_attn(ctx, step, layer, local, &t(q), &t(o), &t(lse), sm_scale, true, false)?;
         Ok(())
@@ -214,6 +223,7 @@ impl PagedKvCache {
         o: &Value,
         lse: &Value,
         sm_scale: f64,
+        rope: Value,
     ) -> Result<()> {
         let aux = &step.aux;
         let args = [
@@ -227,7 +237,7 @@ impl PagedKvCache {
             o.clone(),
             lse.clone(),
             Value::Int(1),
-            self.rotary_mode(),
+            rope,
             Value::Float(self.cfg.rotary_scale),
             Value::Float(self.cfg.rotary_theta),
             Value::Float(sm_scale),
@@ -255,7 +265,7 @@ impl PagedKvCache {
         let mut first = true;
         if !step.plan.append_before_attn {
             first = false;
-            self.self_attn(ctx, step, q, k, v, o, &merged_lse, sm_scale)?;
+            self.self_attn(ctx, step, q, k, v, o, &merged_lse, sm_scale, self.rotary_mode())?;
         }
         let self_done = !first;
         let kind = self.cfg.attn_kinds[layer as usize];
