@@ -125,8 +125,8 @@ MUTANTS = [
     ),
     (
         "builtins/src/paged_kv_cache/forward.rs",
-        "        k_ragged.push(s.seq_length);\n        s.seq_length = s.seq_length.checked_add(len)",
-        "        k_ragged.push(s.seq_length + len);\n        s.seq_length = s.seq_length.checked_add(len)",
+        "k_ragged.push(s.seq_length - tree_len);",
+        "k_ragged.push(s.seq_length - tree_len + len);",
         "paged KV cache: a step's RoPE offsets taken after the lengths grew",
         ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
     ),

@@ -226,6 +226,31 @@ impl PagedKvCache {
         rope: Value,
     ) -> Result<()> {
         let aux = &step.aux;
+        if let Some((mn_indptr, mask)) = aux.depths.first().and_then(|d| d.tree.as_ref()) {
+            // The batch's trees are not chains: the ragged kernel with the tree mask.
+            let f = self
+                .kernels
+                .tree_ragged
+                .as_ref()
+                .ok_or_else(|| err("the tree-mask ragged prefill kernel is missing"))?;
+            let args = [
+                q.clone(),
+                aux.cur_append_length_indptr.clone(),
+                k.clone(),
+                v.clone(),
+                aux.cur_append_length_indptr.clone(),
+                aux.q_rope_position_map.clone(),
+                mn_indptr.clone(),
+                mask.clone(),
+                o.clone(),
+                lse.clone(),
+                rope,
+                Value::Float(self.cfg.rotary_scale),
+                Value::Float(self.cfg.rotary_theta),
+                Value::Float(sm_scale),
+            ];
+            return call(ctx, f, "tree-mask ragged prefill", &args);
+        }
         let args = [
             q.clone(),
             aux.cur_append_length_indptr.clone(),
@@ -330,7 +355,33 @@ impl PagedKvCache {
                 )
             };
             let page = self.pages[local].clone();
-            if step.plan.depths[d].use_decode_kernel {
+            let tree = if step.plan.append_before_attn { dt.tree.as_ref() } else { None };
+            if let Some((mn_indptr, mask)) = tree {
+                let f = self
+                    .kernels
+                    .tree_paged
+                    .as_ref()
+                    .ok_or_else(|| err("the tree-mask paged prefill kernel is missing"))?;
+                let args = [
+                    q.clone(),
+                    dt.qo_indptr.clone(),
+                    page,
+                    indptr.clone(),
+                    indices.clone(),
+                    info.clone(),
+                    k_rope.clone(),
+                    aux.q_rope_position_map.clone(),
+                    out,
+                    out_lse,
+                    self.rotary_mode(),
+                    Value::Float(scale),
+                    Value::Float(theta),
+                    Value::Float(sm_scale),
+                    mn_indptr.clone(),
+                    mask.clone(),
+                ];
+                call(ctx, f, "tree-mask paged prefill", &args)?;
+            } else if step.plan.depths[d].use_decode_kernel {
                 let f = decode.ok_or_else(|| err("the decode kernel is missing"))?;
                 let args = [
                     q.clone(),

@@ -37,6 +37,8 @@ pub(crate) struct DepthTensors {
     pub(crate) page_indices_sliding: Value,
     pub(crate) length_info_sliding: Value,
     pub(crate) k_rope_pos_offset_sliding: Value,
+    /// The token-tree mask of this depth (`None` when its trees are chains).
+    pub(crate) tree: Option<(Value, Value)>,
 }
 
 /// The step's arrays as the kernels take them.
@@ -169,6 +171,7 @@ impl PagedKvCache {
             reserved_num_seqs: self.cfg.reserved_num_seqs,
             prefill_chunk_size: self.cfg.prefill_chunk_size,
             layer_sliding_window: self.cfg.layer_sliding_window,
+            inline_rope: self.cfg.rope_mode == super::create::RopeMode::Inline,
         }
     }
 
@@ -199,7 +202,15 @@ impl PagedKvCache {
         let depths = plan
             .depths
             .iter()
-            .map(|d| {
+            .enumerate()
+            .map(|(i, d)| {
+                let tree = if plan.tree.is_chain[i] {
+                    None
+                } else {
+                    let mask = &plan.tree.mask[i];
+                    let pairs = Tensor::from_vec(Shape::from(vec![mask.len() as i64 / 2, 2]), mask.clone())?;
+                    Some((int_tensor(&plan.tree.mn_indptr[i])?, Value::Tensor(pairs)))
+                };
                 let length_info = if self.cfg.support_sliding_window {
                     int_matrix(&[&d.last_page_len, &d.sliding_window_offset, &d.sink_size])?
                 } else {
@@ -216,6 +227,7 @@ impl PagedKvCache {
                     page_indices_sliding: int_tensor(&d.page_indices_sliding)?,
                     length_info_sliding: int_matrix(&[&d.last_page_len, &d.sliding_window_offset, &d.sink_size])?,
                     k_rope_pos_offset_sliding: int_tensor(&d.k_rope_pos_offset_sliding)?,
+                    tree,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

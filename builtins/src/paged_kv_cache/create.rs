@@ -64,6 +64,9 @@ pub(crate) struct Kernels {
     pub(crate) decode: Value,
     pub(crate) prefill_sliding_window: Option<Value>,
     pub(crate) decode_sliding_window: Option<Value>,
+    pub(crate) tree_paged: Option<Value>,
+    pub(crate) tree_ragged: Option<Value>,
+    pub(crate) compact_copy: Value,
     pub(crate) merge_inplace: Vec<Value>,
     pub(crate) split_rotary: Value,
     pub(crate) copy_single_page: Value,
@@ -221,9 +224,8 @@ pub(crate) fn parse(name: &str, args: &[Value]) -> Result<(Config, Kernels)> {
     let decode = need(backend(name, args, 17, "paged decode")?, 17, "paged decode")?;
     let prefill_sliding_window = backend(name, args, 18, "sliding-window prefill")?;
     let decode_sliding_window = backend(name, args, 19, "sliding-window decode")?;
-    // The tree-attention kernels are read (and checked) but token trees are refused.
-    backend(name, args, 20, "tree-mask prefill with paged KV")?;
-    backend(name, args, 21, "tree-mask ragged prefill")?;
+    let tree_paged = backend(name, args, 20, "tree-mask prefill with paged KV")?;
+    let tree_ragged = backend(name, args, 21, "tree-mask ragged prefill")?;
     if backend(name, args, 22, "MLA prefill")?.is_some() {
         return Err(value_err(name, "MLA prefill (argument 22) is not supported"));
     }
@@ -234,7 +236,7 @@ pub(crate) fn parse(name: &str, args: &[Value]) -> Result<(Config, Kernels)> {
     let split_rotary = func(name, args, 24, "split_rotary")?;
     let copy_single_page = func(name, args, 25, "copy_single_page")?;
     let debug_get_kv = opt_func(name, args, 26, "debug_get_kv")?;
-    func(name, args, 27, "compact_copy")?;
+    let compact_copy = func(name, args, 27, "compact_copy")?;
     if (support_sliding_window || has_layer_sliding)
         && (prefill_sliding_window.is_none() || decode_sliding_window.is_none())
     {
@@ -269,6 +271,9 @@ pub(crate) fn parse(name: &str, args: &[Value]) -> Result<(Config, Kernels)> {
         decode,
         prefill_sliding_window,
         decode_sliding_window,
+        tree_paged,
+        tree_ragged,
+        compact_copy,
         merge_inplace,
         split_rotary,
         copy_single_page,

@@ -7,6 +7,7 @@
 //! the page numbers the appends take, in batch order.
 
 use super::pool::{Pool, Sequence};
+use super::tree::{self, TreeArrays};
 use relaxvm::{Error, Result};
 
 /// TVM's `kPagedKVCacheMaxBlockDepth`.
@@ -39,6 +40,8 @@ pub(crate) struct Plan {
     pub(crate) k_ragged_rope_pos_offset: Vec<i32>,
     pub(crate) q_rope_position_map: Vec<i32>,
     pub(crate) append_position_map: Vec<i32>,
+    /// The token-tree masks (all chains without a tree).
+    pub(crate) tree: TreeArrays,
 }
 
 impl Plan {
@@ -54,6 +57,8 @@ pub(crate) struct Limits {
     pub(crate) prefill_chunk_size: i64,
     /// The window of `mha_sliding` layers, when some layer has that kind.
     pub(crate) layer_sliding_window: Option<i32>,
+    /// True when RoPE is applied inside the attention kernels (no token trees then).
+    pub(crate) inline_rope: bool,
 }
 
 fn err(msg: impl std::fmt::Display) -> Error {
@@ -167,7 +172,13 @@ fn layer_window_pages(len: i32, w: i32, ps: i32) -> i32 {
 /// Begins a step: grows the sequences by `lens` (pages taken in batch order) and returns the
 /// kernels' arrays. The arguments must have passed [`check`]; a failure midway (the cache is
 /// full) leaves `pool` changed, for the caller to restore.
-pub(crate) fn begin(pool: &mut Pool, seq_ids: &[i64], lens: &[i64], limits: &Limits) -> Result<Plan> {
+pub(crate) fn begin(
+    pool: &mut Pool,
+    seq_ids: &[i64],
+    lens: &[i64],
+    token_tree: Option<&[i64]>,
+    limits: &Limits,
+) -> Result<Plan> {
     let ps = pool.page_size;
     let lens32: Vec<i32> = lens.iter().map(|&l| l as i32).collect();
     let mut last_block_len_before = Vec::with_capacity(seq_ids.len());
@@ -175,7 +186,9 @@ pub(crate) fn begin(pool: &mut Pool, seq_ids: &[i64], lens: &[i64], limits: &Lim
     let mut is_decode = true;
     for (&id, &len) in seq_ids.iter().zip(&lens32) {
         let s = pool.seqs.get_mut(&id).expect("checked");
-        k_ragged.push(s.seq_length);
+        // Tokens of an uncommitted tree do not count for the positions of the new ones.
+        let tree_len = if s.tree.committed { 0 } else { s.tree.parent.len() as i32 };
+        k_ragged.push(s.seq_length - tree_len);
         s.seq_length = s.seq_length.checked_add(len).ok_or_else(|| err("sequence length overflows int32"))?;
         let lb = s.last_block;
         last_block_len_before.push(pool.blocks[lb as usize].seq_length);
@@ -193,7 +206,43 @@ pub(crate) fn begin(pool: &mut Pool, seq_ids: &[i64], lens: &[i64], limits: &Lim
         chunked.push(rows);
         depths.push(DepthArrays { use_decode_kernel: use_decode, ..DepthArrays::default() });
     }
-    let append_before_attn = !pool.support_sliding_window && depths.last().is_some_and(|d| d.use_decode_kernel);
+    let mut append_before_attn = !pool.support_sliding_window && depths.last().is_some_and(|d| d.use_decode_kernel);
+    if seqs.iter().any(|s| !s.tree.committed) {
+        append_before_attn = true;
+    }
+    let tree_arrays = match token_tree {
+        Some(parents) => {
+            if pool.support_sliding_window {
+                return Err(err("token trees are not supported with sliding windows"));
+            }
+            if limits.inline_rope {
+                return Err(err("token trees are not supported with inline RoPE"));
+            }
+            let has_trailing: Vec<bool> = trailing.iter().map(|t| !t.is_empty()).collect();
+            tree::construct_mask(
+                pool,
+                seq_ids,
+                &lens32,
+                parents,
+                &on_depths,
+                &has_trailing,
+                num_depths,
+                append_before_attn,
+            )?
+        }
+        None => {
+            for &id in seq_ids {
+                let s = pool.seqs.get_mut(&id).expect("checked");
+                if !s.tree.committed {
+                    return Err(err(format!(
+                        "sequence {id} has an uncommitted token tree: call commit_accepted_token_tree_nodes before a step without a tree"
+                    )));
+                }
+                s.tree = Default::default();
+            }
+            TreeArrays { is_chain: vec![true; MAX_DEPTH], ..TreeArrays::default() }
+        }
+    };
     if append_before_attn {
         for (&id, &len) in seq_ids.iter().zip(&lens32) {
             pool.reserve(id, len)?;
@@ -265,8 +314,14 @@ pub(crate) fn begin(pool: &mut Pool, seq_ids: &[i64], lens: &[i64], limits: &Lim
         cur_indptr.push(cur_indptr.last().unwrap() + len);
         let seq = &pool.seqs[&id];
         let block = &pool.blocks[seq.last_block as usize];
+        let tree = &seq.tree;
         for pos in 0..len {
-            q_rope.push(k_ragged[i] + pos);
+            if tree.depth.is_empty() {
+                q_rope.push(k_ragged[i] + pos);
+            } else {
+                let offset = tree.parent.len() as i32 - len;
+                q_rope.push(k_ragged[i] + tree.depth[(offset + pos) as usize]);
+            }
             let pos_in_block = block.seq_length - len + pos;
             let p = if last_block_len_before[i] + pos < block.sink_length {
                 let off = last_block_len_before[i] + pos;
@@ -289,5 +344,6 @@ pub(crate) fn begin(pool: &mut Pool, seq_ids: &[i64], lens: &[i64], limits: &Lim
         k_ragged_rope_pos_offset: k_ragged,
         q_rope_position_map: q_rope,
         append_position_map: append_pos,
+        tree: tree_arrays,
     })
 }

@@ -13,6 +13,7 @@ mod cache;
 mod create;
 mod forward;
 mod pool;
+mod tree;
 
 pub use cache::PagedKvCache;
 
@@ -126,19 +127,17 @@ fn begin_forward(name: &'static str, args: &[Value]) -> Result<Value> {
     let c = the_cache(name, args)?;
     let ids = shape(name, args, 1, "seq_ids")?.to_vec();
     let lens = shape(name, args, 2, "append_lengths")?.to_vec();
-    match args.get(3) {
-        None | Some(Value::Null) => {}
-        Some(Value::Shape(_)) => {
-            return Err(value_err(name, "token trees (argument 3) are not supported: pass None"));
-        }
+    let token_tree: Option<Vec<i64>> = match args.get(3) {
+        None | Some(Value::Null) => None,
+        Some(Value::Shape(s)) => Some(s.to_vec()),
         Some(other) => return Err(type_err(name, 3, "token_tree_parent_ptr", "shape or None", other)),
-    }
+    };
     let limits = c.limits();
     let mut st = c.lock(name)?;
     forward::check(&st.pool, &ids, &lens, &limits).map_err(in_name(name))?;
     let step = c
         .transact(&mut st, |st| {
-            let plan = forward::begin(&mut st.pool, &ids, &lens, &limits)?;
+            let plan = forward::begin(&mut st.pool, &ids, &lens, token_tree.as_deref(), &limits)?;
             let aux = c.aux_tensors(&plan)?;
             Ok(Step { plan, aux, ended: false })
         })
@@ -168,43 +167,52 @@ fn enable_sliding_window(name: &'static str, args: &[Value]) -> Result<Value> {
     Ok(Value::Null)
 }
 
-/// Without token trees every sequence's tokens are committed, so the only leaf index TVM
-/// accepts is -1 (no node accepted), which pops what the last step appended to the sequence at
-/// the same index of that step's batch (TVM's PopN of `cur_seq_ids_[i]`).
+/// Keeps the accepted path of each sequence's token tree (`-1`: none) and pops the rest of
+/// the last step's tokens; without trees (leaf -1) this pops what the last step appended (TVM's
+/// behaviour). The pops apply to the last step's sequences in its order, as in TVM.
 fn commit_accepted(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
     arity(name, args, 3)?;
     let c = the_cache(name, args)?;
     let ids = shape(name, args, 1, "seq_ids")?.to_vec();
     let leaves = shape(name, args, 2, "leaf_indices")?.to_vec();
-    if ids.len() != leaves.len() {
-        return Err(value_err(
-            name,
-            format!("expected as many leaf indices as sequence ids, found {} and {}", leaves.len(), ids.len()),
-        ));
-    }
     let mut st = c.lock(name)?;
-    for (&id, &leaf) in ids.iter().zip(&leaves) {
-        st.pool.seq(id).map_err(in_name(name))?;
-        if leaf != -1 {
-            return Err(value_err(name, format!("invalid tree index {leaf} for sequence {id}: its token tree is empty (token trees are not supported), so only -1 is valid")));
-        }
-    }
-    let pops: Vec<(i64, i64)> = match &st.step {
-        Some(s) if ids.len() <= s.plan.seq_ids.len() => {
-            (0..ids.len()).map(|i| (s.plan.seq_ids[i], i64::from(s.plan.append_lengths[i]))).collect()
-        }
-        Some(s) => {
-            return Err(value_err(
-                name,
-                format!("{} sequences to commit, but the last step had {}", ids.len(), s.plan.seq_ids.len()),
-            ))
-        }
-        None => return Err(value_err(name, "no forward step to commit")),
+    let Some(step) = st.step.as_ref() else {
+        return Err(value_err(name, "no forward step to commit"));
     };
+    let p = &step.plan;
+    let commit = tree::plan_commit(
+        &st.pool,
+        &ids,
+        &leaves,
+        &p.seq_ids,
+        &p.append_lengths,
+        &p.append_position_map,
+        &p.cur_append_length_indptr,
+    )
+    .map_err(in_name(name))?;
+    let batch = p.seq_ids.len() as i64;
     c.transact(&mut st, |st| {
-        for (id, n) in pops {
+        if let Some((indptr, src, dst)) = &commit.copies {
+            if indptr.last().is_some_and(|&n| n > 0) {
+                let src_dst = relaxvm::Tensor::from_vec(
+                    relaxvm::Shape::from(vec![2, src.len() as i64]),
+                    src.iter().chain(dst).copied().collect::<Vec<i32>>(),
+                )?;
+                let indptr = cache::int_tensor(indptr)?;
+                for page in &c.pages {
+                    let args = [page.clone(), indptr.clone(), Value::Tensor(src_dst.clone()), Value::Int(batch)];
+                    ctx.call(&c.kernels.compact_copy, &args).map_err(|e| e.context("compact_copy kernel"))?;
+                }
+            }
+        }
+        for &(id, n) in &commit.pops {
             let copy = st.pool.popn(id, n)?;
             c.run_copy(ctx, copy)?;
+        }
+        for id in &ids {
+            if let Some(s) = st.pool.seqs.get_mut(id) {
+                s.tree = Default::default();
+            }
         }
         Ok(())
     })

@@ -49,6 +49,26 @@ pub(crate) struct Sequence {
     pub(crate) sliding_window_size: i32,
     /// Attention-sink tokens still to pin in the last block.
     pub(crate) last_block_attn_sink_size: i32,
+    /// The token tree of the last steps, not yet committed (see [`super::tree`]).
+    pub(crate) tree: Tree,
+}
+
+/// A sequence's token tree (speculative decoding): the parent of each node (`-1`: a root), in
+/// the order of the steps that appended them, and each node's depth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Tree {
+    pub(crate) parent: Vec<i32>,
+    pub(crate) depth: Vec<i32>,
+    /// False from a step with a tree until `commit_accepted_token_tree_nodes`.
+    pub(crate) committed: bool,
+    /// True when the tree is a chain (each node's parent is the node before it).
+    pub(crate) is_chain: bool,
+}
+
+impl Default for Tree {
+    fn default() -> Tree {
+        Tree { parent: Vec::new(), depth: Vec::new(), committed: true, is_chain: true }
+    }
 }
 
 /// A kernel copy the bookkeeping needs: the first `len` tokens of page `src` into page `dst`,
@@ -141,7 +161,13 @@ impl Pool {
         }
         self.seqs.insert(
             id,
-            Sequence { last_block, seq_length: len, sliding_window_size: -1, last_block_attn_sink_size: 0 },
+            Sequence {
+                last_block,
+                seq_length: len,
+                sliding_window_size: -1,
+                last_block_attn_sink_size: 0,
+                tree: Tree::default(),
+            },
         );
     }
 
@@ -197,6 +223,11 @@ impl Pool {
             return Err(err(format!(
                 "fork position {fork_pos} is out of range: expected -1 (the end) or 0 to {} (the length of sequence {parent_id})",
                 parent.seq_length
+            )));
+        }
+        if !parent.tree.committed {
+            return Err(err(format!(
+                "cannot fork from sequence {parent_id}: the token tree of its last step is not committed (call commit_accepted_token_tree_nodes)"
             )));
         }
         let fork_pos = if fork_pos == -1 { parent.seq_length } else { fork_pos as i32 };

@@ -8,13 +8,13 @@ use super::pool::{PageCopy, Pool};
 const PS: i32 = 16;
 
 fn limits() -> Limits {
-    Limits { reserved_num_seqs: 8, prefill_chunk_size: 256, layer_sliding_window: None }
+    Limits { reserved_num_seqs: 8, prefill_chunk_size: 256, layer_sliding_window: None, inline_rope: false }
 }
 
 /// Appends `len` tokens to `id` as a step does (the arrays are dropped).
 fn append(p: &mut Pool, id: i64, len: i64) -> forward::Plan {
     forward::check(p, &[id], &[len], &limits()).unwrap();
-    forward::begin(p, &[id], &[len], &limits()).unwrap()
+    forward::begin(p, &[id], &[len], None, &limits()).unwrap()
 }
 
 fn used(p: &Pool) -> usize {
@@ -76,7 +76,7 @@ fn a_full_cache_fails_midway_and_reports_it() {
     let mut p = Pool::new(PS, 2, false);
     p.add(0).unwrap();
     forward::check(&p, &[0], &[40], &limits()).unwrap();
-    let e = forward::begin(&mut p, &[0], &[40], &limits()).unwrap_err();
+    let e = forward::begin(&mut p, &[0], &[40], None, &limits()).unwrap_err();
     assert!(e.to_string().contains("the KV cache is full"), "{e}");
 }
 
@@ -163,7 +163,7 @@ fn decode_appends_before_attention_and_prefill_after() {
     // Arrays of a prefill are built before the append: no pages yet.
     assert_eq!(plan.depths[0].page_indices, Vec::<i32>::new());
     forward::check(&p, &[0, 1], &[1, 1], &limits()).unwrap();
-    let plan = forward::begin(&mut p, &[0, 1], &[1, 1], &limits()).unwrap();
+    let plan = forward::begin(&mut p, &[0, 1], &[1, 1], None, &limits()).unwrap();
     assert!(plan.append_before_attn);
     assert!(plan.depths[0].use_decode_kernel);
     assert_eq!(plan.depths[0].page_indptr, vec![0, 2, 3]);
@@ -181,7 +181,7 @@ fn forked_batches_use_two_depths_and_coalesce_the_shared_block() {
     p.fork(0, 1, -1).unwrap();
     p.fork(0, 2, -1).unwrap();
     forward::check(&p, &[1, 2], &[3, 4], &limits()).unwrap();
-    let plan = forward::begin(&mut p, &[1, 2], &[3, 4], &limits()).unwrap();
+    let plan = forward::begin(&mut p, &[1, 2], &[3, 4], None, &limits()).unwrap();
     assert_eq!(plan.depths.len(), 2);
     // Depth 0: both share the root block, coalesced into one row of 7 queries.
     assert_eq!(plan.depths[0].qo_indptr, vec![0, 7]);
@@ -218,4 +218,62 @@ fn sliding_window_frees_slid_pages_and_keeps_the_sink() {
     assert!(used(&p) <= 3);
     // Forks past the sink are refused.
     assert!(p.fork(0, 1, 10).unwrap_err().to_string().contains("attention sink"));
+}
+
+#[test]
+fn token_trees_build_dfs_masks_and_commit_the_accepted_path() {
+    let mut p = Pool::new(PS, 16, false);
+    p.add(0).unwrap();
+    append(&mut p, 0, 10);
+    let parents = [-1, 0, 0, 1, 1, 2, 2];
+    forward::check(&p, &[0], &[7], &limits()).unwrap();
+    let plan = forward::begin(&mut p, &[0], &[7], Some(&parents), &limits()).unwrap();
+    assert!(!plan.tree.is_chain[0]);
+    assert_eq!(plan.tree.mn_indptr[0], vec![0, 7]);
+    assert_eq!(plan.tree.mask[0], vec![0, 7, 1, 4, 4, 7, 2, 3, 3, 4, 5, 6, 6, 7]);
+    // Queries are placed at the prefix length plus their depth.
+    assert_eq!(plan.q_rope_position_map, vec![10, 11, 11, 12, 12, 12, 12]);
+    assert!(!p.seq(0).unwrap().tree.committed);
+    // Forking or stepping without a tree before the commit is refused.
+    assert!(p.fork(0, 1, -1).unwrap_err().to_string().contains("not committed"));
+    forward::check(&p, &[0], &[1], &limits()).unwrap();
+    let mut q = p.clone();
+    assert!(forward::begin(&mut q, &[0], &[1], None, &limits()).unwrap_err().to_string().contains("uncommitted"));
+    // Accept leaf 6 (path 0 -> 2 -> 6): node 2 moves to position 1, node 6 to 2; 4 tokens pop.
+    let c = super::tree::plan_commit(
+        &p,
+        &[0],
+        &[6],
+        &plan.seq_ids,
+        &plan.append_lengths,
+        &plan.append_position_map,
+        &plan.cur_append_length_indptr,
+    )
+    .unwrap();
+    let (indptr, src, dst) = c.copies.unwrap();
+    assert_eq!(indptr, vec![0, 2]);
+    assert_eq!(src, vec![plan.append_position_map[2], plan.append_position_map[6]]);
+    assert_eq!(dst, vec![plan.append_position_map[1], plan.append_position_map[2]]);
+    assert_eq!(c.pops, vec![(0, 4)]);
+    // Bad leaves are refused.
+    for (leaf, msg) in [(7, "invalid tree index 7"), (-2, "invalid tree index -2")] {
+        let e = super::tree::plan_commit(
+            &p,
+            &[0],
+            &[leaf],
+            &plan.seq_ids,
+            &plan.append_lengths,
+            &plan.append_position_map,
+            &plan.cur_append_length_indptr,
+        );
+        assert!(e.err().unwrap().to_string().contains(msg));
+    }
+    // Invalid trees: a parent after its node, too few parent pointers.
+    let mut q = Pool::new(PS, 16, false);
+    q.add(0).unwrap();
+    for (tree, msg) in [(&[-1i64, 2, 0][..], "the parent of node 1 is 2"), (&[-1i64][..], "fewer than")] {
+        let mut r = q.clone();
+        let e = forward::begin(&mut r, &[0], &[3], Some(tree), &limits()).unwrap_err();
+        assert!(e.to_string().contains(msg), "{e}");
+    }
 }
