@@ -4,6 +4,8 @@ end-to-end VM tests, built and recorded by TVM in both exec modes) on relaxvm. S
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 
@@ -53,6 +55,33 @@ def _mul(a, b):
     return rx.tensor(a.numpy() * b.numpy())
 
 
+@rx.register_func("test.inplace.add", override=True)
+def _inplace_add(a, b):
+    a.copyfrom(a.numpy() + b.numpy())
+    return a
+
+
+@rx.register_func("test.inplace.tuple_add", override=True)
+def _inplace_tuple_add(a, b):
+    c = rx.tensor(a.numpy() + b.numpy())
+    a.copyfrom(a.numpy() + b.numpy())
+    return (a, c)
+
+
+def _flat(x) -> np.ndarray:
+    """As the builder's: call_py_func passes its arguments tuple as one argument."""
+    if isinstance(x, rx.Tensor):
+        return x.numpy()
+    return np.array([t.numpy() for t in x]).flatten()
+
+
+def register_py_funcs() -> None:
+    """The functions of TVM's test_op_call_py_func (numpy versions, as in the builder)."""
+    register = rx.get_global_func("vm.builtin.register_py_func")
+    register("torch_relu", lambda x: rx.tensor(np.maximum(_flat(x), np.float32(0))))
+    register("torch_sigmoid", lambda x: rx.tensor((1 / (1 + np.exp(-_flat(x)))).astype("float32")))
+
+
 def models(source: str) -> list[dict]:
     """The models built from TVM's test file ``source``."""
     return [m for m in MANIFEST["models"] if m["source"] == source]
@@ -72,7 +101,10 @@ _loaded: dict[str, rx.Executable] = {}
 
 def executable(m: dict) -> rx.Executable:
     if m["name"] not in _loaded:
-        _loaded[m["name"]] = rx.load_module(os.path.join(SUITE, m["library"]))
+        ex = rx.load_module(os.path.join(SUITE, m["library"]))
+        # A compiled-mode model runs its functions' machine code (VM TIR functions).
+        assert ("call  __vmtir__" in ex.as_text()) == (m["exec_mode"] == "compiled"), m["name"]
+        _loaded[m["name"]] = ex
     return _loaded[m["name"]]
 
 
@@ -122,7 +154,13 @@ def run(vm: rx.VirtualMachine, entry: dict, args: list):
     positional = [to_rx(a) for a in args[: len(args) - len(names)]]
     kwargs = {k: to_rx(a) for k, a in zip(names, args[len(args) - len(names) :])}
     if kind == "call":
-        out = to_plain(vm[function](*positional))
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            raw = vm[function](*positional)
+        check_aliases(raw, positional, entry)
+        if "stdout" in entry:
+            assert printed.getvalue() == entry["stdout"], f"printed {printed.getvalue()!r}, TVM {entry['stdout']!r}"
+        out = to_plain(raw)
         return (out, tuple(to_plain(a) for a in positional)) if entry.get("after") else out
     if kind == "saved":
         vm.save_function(function, function + "_saved", *positional)
@@ -133,9 +171,7 @@ def run(vm: rx.VirtualMachine, entry: dict, args: list):
         vm.set_input(function, *positional, **kwargs)
         vm.invoke_stateful(function)
         outs = vm.get_outputs(function)
-        items = list(outs) if isinstance(outs, tuple) else [outs]
-        got = [[i, j] for i, o in enumerate(items) for j, a in enumerate(positional) if o is a]
-        assert got == entry["aliases"], f"outputs that are inputs: {got} vs TVM's {entry['aliases']}"
+        check_aliases(outs, positional, entry)
         return to_plain(outs)
     if kind == "saved_kwargs":
         vm.save_function(function, "saved_main", **kwargs)
@@ -149,6 +185,28 @@ def run(vm: rx.VirtualMachine, entry: dict, args: list):
     if kind == "set_input_then_get":
         vm.set_input(function, *positional)
         return to_plain(vm.get_outputs(function))
+    if kind == "callback_store":
+        stored = []
+        out = vm[function](*positional, stored.append)
+        return (to_plain(out), to_plain(stored[0]))
+    if kind == "callback_make":
+        return to_plain(vm[function](lambda: positional[0]))
+    if kind == "callback_raise":
+
+        def raising():
+            raise RuntimeError("Error thrown from callback")
+
+        try:
+            vm[function](raising)
+        except RuntimeError as err:
+            stack = err.__traceback__
+            while stack.tb_next is not None:
+                stack = stack.tb_next
+            # As TVM's test asks: the innermost frame is the Python callback's.
+            code = stack.tb_frame.f_code
+            assert (code.co_filename, code.co_name) == (raising.__code__.co_filename, "raising"), code
+            raise
+        return None
     if kind == "time_stateful":
         vm.set_input(function, *positional)
         return bool(vm.time_evaluator("invoke_stateful", rx.cpu())(function).results)
@@ -158,7 +216,19 @@ def run(vm: rx.VirtualMachine, entry: dict, args: list):
     raise ValueError(f"unknown case kind {kind!r}")
 
 
-ERROR_CLASSES = {"RuntimeError": RuntimeError, "ValueError": ValueError, "TypeError": TypeError}
+def check_aliases(outs, inputs: list, entry: dict) -> None:
+    """The outputs (items of a tuple output) that are input tensors are those TVM's were."""
+    items = list(outs) if isinstance(outs, tuple) else [outs]
+    got = [[i, j] for i, o in enumerate(items) for j, a in enumerate(inputs) if isinstance(o, rx.Tensor) and o is a]
+    assert got == entry.get("aliases", []), f"outputs that are inputs: {got} vs TVM's {entry.get('aliases')}"
+
+
+ERROR_CLASSES = {
+    "RuntimeError": RuntimeError,
+    "ValueError": ValueError,
+    "TypeError": TypeError,
+    "AssertionError": AssertionError,
+}
 
 # Where relaxvm raises another class than TVM, on purpose (docs/tvm-compat.md): (test, class).
 DIFFERENT_ERRORS = {
@@ -171,7 +241,7 @@ def check_case(name: str, k: int) -> None:
     m = next(m for m in MANIFEST["models"] if m["name"] == name)
     entry = m["cases"][k]
     args, want = corpus.load_case(SUITE, entry)
-    vm = rx.VirtualMachine(executable(m), rx.cpu())
+    vm = rx.VirtualMachine(executable(m), rx.cpu(), memory_cfg=entry.get("memory_cfg"))
     if "error" in entry:
         cls = DIFFERENT_ERRORS.get((m["test"], entry["error_class"]), ERROR_CLASSES[entry["error_class"]])
         with pytest.raises(cls):

@@ -26,6 +26,8 @@ Tests TVM runs only on a GPU, through its RPC server, or that inspect TVM's own 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 from typing import Any, Callable
@@ -589,6 +591,436 @@ def test_set_input_get_failure():
     return _set_input_module(), [("set_input_then_get", "main", args, {"error": "ValueError"})]
 
 
+OPS = "test_relax_operators.py"
+
+
+def _function_module(func: Any) -> tuple[Any, str]:
+    """TVM's run_cpu: a relax.Function becomes a module of that one function."""
+    return tvm.IRModule.from_expr(func), func.attrs["global_symbol"]
+
+
+@model(OPS)
+def test_unique():
+    @I.ir_module
+    class Mod:
+        @R.function
+        def foo(x: R.Tensor(("m", "n"), "int64")):
+            y = R.unique(x, sorted=False)
+            y_sorted = R.unique(x)
+            return y, y_sorted
+
+    return Mod, [("call", "foo", [RNG.integers(0, 16, (16, 16)).astype("int64")])]
+
+
+@model(OPS)
+def test_print():
+    @I.ir_module
+    class Mod:
+        @R.function(pure=False)
+        def foo(x: R.Tensor((), "int32")):
+            p1 = R.print(x)  # noqa: F841
+            p2 = R.print(x, format="Number: {}")  # noqa: F841
+            t = (x, x)
+            p3 = R.print(t, format="Tuple: {}")  # noqa: F841
+            p4 = R.print(x, t)  # noqa: F841
+            p5 = R.print(x, x, format="Custom print: {} {}")  # noqa: F841
+            p6 = R.print(x, t, format="Another print: {} {}")  # noqa: F841
+            return x
+
+    return Mod, [("call", "foo", [np.array(1, "int32")], {"stdout": True})]
+
+
+def _assert_function(kind: str) -> tuple[Any, list]:
+    """The functions of TVM's assert tests: (module, cases)."""
+    one = [np.array(1, "int32")]
+    if kind == "passes":
+
+        @R.function(pure=False)
+        def func(x: R.Tensor((), "int32")):
+            _ = R.assert_op(relax.const(True))
+            return x
+
+        args, error = one, None
+    elif kind == "passes_with_format_args":
+
+        @R.function(pure=False)
+        def func(x: R.Tensor((), "int32")):
+            _ = R.assert_op(relax.const(True), x, format="You won't see me")
+            return x
+
+        args, error = one, None
+    elif kind == "fails":
+
+        @R.function(pure=False)
+        def func(x: R.Tensor((), "int32")):
+            _ = R.assert_op(relax.const(False))
+            return x
+
+        args, error = one, "AssertionError"
+    elif kind == "fails_with_message":
+
+        @R.function(pure=False)
+        def func(x: R.Tensor((), "int32")):
+            _ = R.assert_op(relax.const(False), format="I failed...")
+            return x
+
+        args, error = one, "AssertionError"
+    elif kind == "fails_with_args":
+
+        @R.function(pure=False)
+        def func(x: R.Tensor((), "int32")):
+            _ = R.assert_op(relax.const(False), [x, x])
+            return x
+
+        args, error = [np.array(5, "int32")], "AssertionError"
+    elif kind == "fails_with_formatted_args":
+
+        @R.function(pure=False)
+        def func(x: R.Tensor((), "int32")):
+            _ = R.assert_op(relax.const(False), x, format="Number: {}")
+            return x
+
+        args, error = [np.array(6, "int32")], "AssertionError"
+    elif kind.startswith("on_argument"):
+
+        @R.function(pure=False)
+        def func(condition: R.Tensor((), "bool"), x: R.Tensor((), "int32")):
+            _ = R.assert_op(condition)
+            return x
+
+        passes = kind == "on_argument_passes"
+        args, error = [np.array(passes), np.array(5, "int32")], None if passes else "AssertionError"
+    else:
+
+        @R.function(pure=False)
+        def func(x: R.Tensor(["N"], "int32")):
+            N = T.int64()
+            _ = R.assert_op(R.prim_value(N % 8 == 0))
+            return x
+
+        passes = kind == "on_symbolic_var_passes"
+        args, error = [np.arange(8 if passes else 10, dtype="int32")], None if passes else "AssertionError"
+    mod, name = _function_module(func)
+    return mod, [("call", name, args, {"error": error} if error else {})]
+
+
+for _kind in (
+    "passes",
+    "passes_with_format_args",
+    "fails",
+    "fails_with_message",
+    "fails_with_args",
+    "fails_with_formatted_args",
+    "on_argument_passes",
+    "on_argument_fails",
+    "on_symbolic_var_passes",
+    "on_symbolic_var_fails",
+):
+    MODELS[(OPS, f"test_assert_{_kind}")] = lambda k=_kind: _assert_function(k)
+
+
+@model(OPS)
+def test_op_shape_of():
+    @I.ir_module
+    class Mod:
+        @R.function
+        def get_shape(t: R.Tensor(ndim=-1, dtype="int32")) -> R.Shape(ndim=-1):
+            return R.shape_of(t)
+
+        @R.function
+        def get_constrained_shape(t: R.Tensor(ndim=1, dtype="int32")) -> R.Shape(ndim=1):
+            return R.shape_of(t)
+
+        @R.function
+        def get_scalar_shape() -> R.Shape(()):
+            x: R.Tensor((), "int32") = R.const(1, dtype="int32")
+            return R.shape_of(x)
+
+        @R.function
+        def get_constant_shape() -> R.Shape((2, 2)):
+            x: R.Tensor((2, 2), "int32") = R.const(np.array([[1, 2], [3, 4]], dtype="int32"), dtype="int32")
+            return R.shape_of(x)
+
+    return Mod, [
+        ("call", "get_scalar_shape", []),
+        ("call", "get_constant_shape", []),
+        ("call", "get_shape", [np.array(1, "int32")]),
+        ("call", "get_shape", [np.zeros((1, 2, 3), "int32")]),
+        ("call", "get_constrained_shape", [np.zeros((1,), "int32")]),
+    ]
+
+
+@model(OPS)
+def test_op_shape_to_tensor():
+    @I.ir_module
+    class Mod:
+        @R.function
+        def const_shape(shape: R.Shape(ndim=-1)) -> R.Tensor(ndim=-1):
+            return R.shape_to_tensor(shape)
+
+        @R.function
+        def symbolic_shape(shape: R.Shape(("m", "n"))) -> R.Tensor(ndim=-1):
+            m = T.int64()  # noqa: F841
+            n = T.int64()  # noqa: F841
+            return R.shape_to_tensor(shape)
+
+    shape = corpus.ShapeValue
+    return Mod, [
+        ("call", "const_shape", [shape([3, 2])]),
+        ("call", "const_shape", [shape([3, 3, 2])]),
+        ("call", "const_shape", [shape([3, 3, 2, 2])]),
+        ("call", "symbolic_shape", [shape([3, 2])]),
+    ]
+
+
+@model(OPS)
+def test_op_call_pure_packed():
+    @I.ir_module
+    class Mod:
+        @R.function
+        def pure_copy(x: R.Tensor((3, 4), "float32")):
+            z = R.call_pure_packed("vm.builtin.copy", x, ty_args=(R.Tensor((3, 4), dtype="float32")))
+            return z
+
+    return Mod, [("call", "pure_copy", [rand(3, 4)])]
+
+
+@tvm.register_global_func("test.inplace.add", override=True)
+def _inplace_add(a, b):
+    a.copyfrom(a.numpy() + b.numpy())
+    return a
+
+
+@tvm.register_global_func("test.inplace.tuple_add", override=True)
+def _inplace_tuple_add(a, b):
+    c = tvm.runtime.tensor(a.numpy() + b.numpy())
+    a.copyfrom(a.numpy() + b.numpy())
+    return tvm.runtime.convert([a, c])
+
+
+@model(OPS)
+def test_op_call_inplace_packed():
+    @I.ir_module
+    class Mod:
+        @R.function
+        def pure_copy(x: R.Tensor((3, 4), "float32")):
+            z = R.call_inplace_packed(
+                "vm.builtin.copy", x, inplace_indices=0, ty_args=(R.Tensor((3, 4), dtype="float32"))
+            )
+            return z
+
+        @R.function
+        def inplace_add(x: R.Tensor((3, 4), "float32"), y: R.Tensor((3, 4), "float32")):
+            z = R.call_inplace_packed(
+                "test.inplace.add", x, y, inplace_indices=0, ty_args=(R.Tensor((3, 4), dtype="float32"))
+            )
+            return z
+
+        @R.function
+        def inplace_tuple(x: R.Tensor((3, 4), "float32"), y: R.Tensor((3, 4), "float32")):
+            z = R.call_inplace_packed(
+                "test.inplace.tuple_add",
+                x,
+                y,
+                inplace_indices=[0, -1],
+                ty_args=(R.Tensor((3, 4), dtype="float32"), R.Tensor((3, 4), dtype="float32")),
+            )
+            return z
+
+    return Mod, [
+        ("call", "pure_copy", [rand(3, 4)]),
+        ("call", "inplace_add", [rand(3, 4), rand(3, 4)], {"after": True}),
+        ("call", "inplace_tuple", [rand(3, 4), rand(3, 4)], {"after": True}),
+    ]
+
+
+def _flat(x: Any) -> np.ndarray:
+    """What TVM's test functions make of their argument: TVM's lowering passes the arguments
+    tuple as one argument, so a function receives ``(x,)``."""
+    if isinstance(x, tvm.runtime.Tensor):
+        return x.numpy()
+    return np.array([t.numpy() for t in x]).flatten()
+
+
+def _relu(x):
+    return tvm.runtime.tensor(np.maximum(_flat(x), np.float32(0)))
+
+
+def _sigmoid(x):
+    return tvm.runtime.tensor((1 / (1 + np.exp(-_flat(x)))).astype("float32"))
+
+
+@model(OPS)
+def test_op_call_py_func():
+    # TVM's test computes with torch; the port with numpy, on both sides (tests/tvm_vm_suite.py).
+    register = tvm.get_global_func("vm.builtin.register_py_func")
+    register("torch_relu", _relu)
+    register("torch_sigmoid", _sigmoid)
+
+    @I.ir_module
+    class Mod:
+        @R.function
+        def simple_call(x: R.Tensor((3,), "float32")):
+            result = R.call_py_func(R.str("torch_relu"), (x,), out_ty=R.Tensor((3,), "float32"))
+            return result
+
+        @R.function
+        def multiple_calls(x: R.Tensor((2,), "float32")):
+            y = R.call_py_func(R.str("torch_relu"), (x,), out_ty=R.Tensor((2,), "float32"))
+            z = R.call_py_func(R.str("torch_sigmoid"), (y,), out_ty=R.Tensor((2,), "float32"))
+            return z
+
+    return Mod, [
+        ("call", "simple_call", [np.array([-1.0, 0.0, 1.0], "float32")]),
+        ("call", "multiple_calls", [np.array([-0.5, 0.5], "float32")]),
+    ]
+
+
+@model(OPS)
+def test_op_to_device():
+    @I.ir_module
+    class Mod:
+        @R.function
+        def to_dev(x: R.Tensor((3, 4), "float32")):
+            z = R.call_pure_packed("vm.builtin.to_device", x, 1, 0, ty_args=(R.Tensor((3, 4), dtype="float32")))
+            return z
+
+    return Mod, [("call", "to_dev", [rand(3, 4)])]
+
+
+@model(OPS)
+def test_op_to_vdevice():
+    @I.ir_module
+    class Mod:
+        I.module_global_infos({"vdevice": [I.vdevice("llvm")]})
+
+        @R.function
+        def to_vdev(x: R.Tensor((3, 4), "float32")):
+            ret = R.to_vdevice(x, "llvm")
+            return ret
+
+    return Mod, [("call", "to_vdev", [rand(3, 4)])]
+
+
+@model(OPS)
+def test_scalar_tensor_as_branch_condition():
+    @R.function
+    def func(condition: R.Tensor((), "bool")):
+        if condition:
+            out = R.prim_value(5)
+        else:
+            out = R.prim_value(10)
+        return out
+
+    mod, name = _function_module(func)
+    return mod, [("call", name, [np.array(True)]), ("call", name, [np.array(False)])]
+
+
+@model(OPS)
+def test_prim_value_as_branch_condition():
+    @R.function
+    def func(condition: R.Prim("bool")):
+        if condition:
+            out = R.prim_value(5)
+        else:
+            out = R.prim_value(10)
+        return out
+
+    mod, name = _function_module(func)
+    return mod, [("call", name, [True]), ("call", name, [False])]
+
+
+@model(OPS)
+def test_computed_prim_value_as_branch_condition():
+    @R.function
+    def func(x: R.Tensor(["N"], "int64")):
+        N = T.int64()
+        if R.prim_value(N % 16 == 0):
+            out = R.prim_value(5)
+        else:
+            out = R.prim_value(10)
+        return out
+
+    mod, name = _function_module(func)
+    return mod, [("call", name, [np.arange(16)]), ("call", name, [np.arange(20)])]
+
+
+SCOPE = "test_vm_alloc_storage_with_scope.py"
+
+
+@model(SCOPE)
+def test_alloc_storage_with_scope_global():
+    @I.ir_module(s_tir=True)
+    class Module:
+        @T.prim_func(s_tir=True)
+        def add(
+            arg0: T.Buffer((2, 2), "float32"),
+            arg1: T.Buffer((2, 2), "float32"),
+            output: T.Buffer((2, 2), "float32"),
+        ):
+            T.func_attr({"operator_name": "relax.add"})
+            for ax0 in range(2):
+                for ax1 in range(2):
+                    with T.sblock("T_add"):
+                        v_ax0 = T.axis.spatial(2, ax0)
+                        v_ax1 = T.axis.spatial(2, ax1)
+                        T.reads(arg0[v_ax0, v_ax1], arg1[v_ax0, v_ax1])
+                        T.writes(output[v_ax0, v_ax1])
+                        output[v_ax0, v_ax1] = arg0[v_ax0, v_ax1] + arg1[v_ax0, v_ax1]
+
+        @R.function(pure=False)
+        def main(x: R.Tensor((2, 2), dtype="float32")):
+            cls = Module
+            storage = R.vm.alloc_storage(
+                R.shape([2 * 2]), runtime_device_index=0, dtype="float32", storage_scope="global"
+            )
+            alloc = R.vm.alloc_tensor(storage, offset=0, shape=R.shape([2, 2]), dtype="float32")
+            _: R.Tuple = cls.add(x, x, alloc)
+            out: R.Tensor((2, 2), dtype="float32") = alloc
+            return out
+
+    # TVM's test builds it in compiled mode only, at opt_level 3, and runs it with memory_cfg="naive".
+    return Module, [("stateful", "main", [rand(2, 2)], {"memory_cfg": "naive"})], {"opt_level": 3}
+
+
+CALLBACK = "test_vm_callback_function.py"
+
+
+@model(CALLBACK)
+def test_pass_tensor_to_function():
+    @R.function
+    def relax_func(A: R.Tensor([16], "int32"), callback: R.Callable([R.Tensor([16], "int32")], R.Tuple([]))):
+        B = R.multiply(A, R.const(2))
+        _ = callback(B)
+        return R.tuple()
+
+    mod, name = _function_module(relax_func)
+    return mod, [("callback_store", name, [np.arange(16, dtype="int32")])]
+
+
+@model(CALLBACK)
+def test_generate_tensor_in_function():
+    @R.function
+    def relax_func(callback: R.Callable([], R.Tensor([16], "int32"))):
+        A = callback()
+        B = R.multiply(A, R.const(2))
+        return B
+
+    mod, name = _function_module(relax_func)
+    return mod, [("callback_make", name, [np.arange(16, dtype="int32")])]
+
+
+@model(CALLBACK)
+def test_catch_exception_with_full_stack_trace():
+    @R.function
+    def relax_func(callback: R.Callable([], R.Tensor([16], "int32"))):
+        A = callback()
+        return A
+
+    mod, name = _function_module(relax_func)
+    return mod, [("callback_raise", name, [], {"error": "RuntimeError"})]
+
+
 # Recording -----------------------------------------------------------------------------------
 
 
@@ -631,10 +1063,16 @@ def run_case(vm: Any, kind: str, function: str, args: list, extra: dict) -> tupl
     tvm_args = [to_tvm(a) for a in args]
     kwargs = {k: to_tvm(v) for k, v in extra.get("kwargs", {}).items()}
     if kind == "call":
-        out = to_numpy(vm[function](*tvm_args))
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            raw = vm[function](*tvm_args)
+        out = to_numpy(raw)
+        more = {"aliases": aliases(raw, tvm_args)}
+        if extra.get("stdout"):
+            more["stdout"] = printed.getvalue()
         if extra.get("after"):
-            return (out, tuple(to_numpy(a) for a in tvm_args)), {"after": True}
-        return out, {}
+            return (out, tuple(to_numpy(a) for a in tvm_args)), {**more, "after": True}
+        return out, more
     if kind == "saved":
         vm.save_function(function, function + "_saved", *tvm_args)
         direct = to_numpy(vm[function](*tvm_args))
@@ -658,6 +1096,28 @@ def run_case(vm: Any, kind: str, function: str, args: list, extra: dict) -> tupl
     if kind == "set_input_then_get":
         vm.set_input(function, *tvm_args)
         return to_numpy(vm.get_outputs(function)), {}
+    if kind == "callback_store":
+        stored = []
+        out = vm[function](*tvm_args, stored.append)
+        return (to_numpy(out), to_numpy(stored[0])), {}
+    if kind == "callback_make":
+        return to_numpy(vm[function](lambda: tvm_args[0])), {}
+    if kind == "callback_raise":
+
+        def raising():
+            raise RuntimeError("Error thrown from callback")
+
+        try:
+            vm[function](raising)
+        except RuntimeError as err:
+            stack = err.__traceback__
+            while stack.tb_next is not None:
+                stack = stack.tb_next
+            # TVM's test: the innermost frame is the Python callback's.
+            code = stack.tb_frame.f_code
+            assert (code.co_filename, code.co_name) == (raising.__code__.co_filename, "raising"), code
+            raise
+        return None, {}
     if kind == "time_stateful":
         vm.set_input(function, *tvm_args)
         return bool(vm.time_evaluator("invoke_stateful", tvm.cpu())(function).results), {}
@@ -673,7 +1133,8 @@ def build(out_dir: str) -> None:
     models = []
     progress = Progress(len(MODELS) * len(MODES), "vm suite")
     for (source, test), make in MODELS.items():
-        mod, cases = make()
+        mod, cases, *notes = make()
+        opt_level = notes[0].get("opt_level") if notes else None
         for mode in MODES:
             name = f"{source[:-3]}/{test}/{mode}"
             progress.step(name)
@@ -681,11 +1142,15 @@ def build(out_dir: str) -> None:
             os.makedirs(folder, exist_ok=True)
             if test == "test_vm_compile_without_target_arg":
                 ex = relax.build(mod, exec_mode=mode)
+            elif opt_level is not None:
+                with tvm.transform.PassContext(opt_level=opt_level):
+                    ex = relax.build(mod, target="llvm", exec_mode=mode)
             else:
                 ex = relax.build(mod, TARGET, exec_mode=mode)
             so = os.path.join(folder, "model.so")
             ex.export_library(so)
-            vm = relax.VirtualMachine(tvm.runtime.load_module(so), tvm.cpu())
+            loaded = tvm.runtime.load_module(so)
+            shared_vm = relax.VirtualMachine(loaded, tvm.cpu())
             entries = []
             for k, case in enumerate(cases):
                 kind, function, args = case[:3]
@@ -694,11 +1159,20 @@ def build(out_dir: str) -> None:
                 kwargs = extra.get("kwargs", {})
                 stored_args = list(args) + [kwargs[key] for key in sorted(kwargs)]
                 meta = {"kind": kind, "kwargs": sorted(kwargs)}
+                vm = shared_vm
+                if "memory_cfg" in extra:
+                    vm = relax.VirtualMachine(loaded, tvm.cpu(), memory_cfg=extra["memory_cfg"])
+                    meta["memory_cfg"] = extra["memory_cfg"]
                 if "error" in extra:
                     try:
                         run_case(vm, kind, function, args, extra)
                     except Exception as e:  # noqa: BLE001 - TVM's error class is what we record
-                        want = {"RuntimeError": RuntimeError, "ValueError": ValueError, "TypeError": TypeError}
+                        want = {
+                            "RuntimeError": RuntimeError,
+                            "ValueError": ValueError,
+                            "TypeError": TypeError,
+                            "AssertionError": AssertionError,
+                        }
                         assert isinstance(e, want[extra["error"]]), f"{name}: {type(e).__name__} {e}"
                         entry = corpus.save_case(suite, file, function, stored_args, error=str(e).splitlines()[0])
                         entries.append({**entry, **meta, "error_class": extra["error"]})
@@ -718,6 +1192,8 @@ def build(out_dir: str) -> None:
                 }
             )
     progress.clear()
+    # Python functions left in TVM's registry crash its process at exit.
+    tvm.get_global_func("vm.builtin.clear_py_func_registry")()
     skipped = [{"source": s, "test": t, "reason": r} for s, t, r in SKIPPED]
     print(f"vm_suite: {len(models)} models", file=sys.stderr)
     corpus.write_manifest(
