@@ -221,7 +221,23 @@ fn invoke(
         value_of_result(&frame, &ret, name)
     };
     write_back_staged(&frame, name)?;
-    outcome
+    // A tensor passed as a copy comes back as itself, as from a bytecode function.
+    outcome.map(|v| originals(v, &frame.staged))
+}
+
+/// `v` with every staged copy in it (at the top or in tuples) replaced by its original.
+fn originals(v: Value, staged: &[cells::Staged]) -> Value {
+    if staged.is_empty() {
+        return v;
+    }
+    match &v {
+        Value::Tensor(t) => match staged.iter().find(|s| s.copy.ptr_eq(t)) {
+            Some(s) => Value::Tensor(s.original.clone()),
+            None => v,
+        },
+        Value::Tuple(items) => Value::tuple(items.iter().map(|i| originals(i.clone(), staged)).collect::<Vec<_>>()),
+        _ => v,
+    }
 }
 
 /// The function's result (register `num_args`) as a value.
@@ -253,3 +269,6 @@ fn write_back_staged(frame: &Frame, name: &str) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
