@@ -146,7 +146,7 @@ fn a_compiled_function_calls_builtins_and_the_instrument_sees_them() {
         Ok(InstrumentAction::Continue)
     })));
     let x = tensor();
-    let out = vm.invoke("f", &[x.clone()]).unwrap();
+    let out = vm.invoke("f", std::slice::from_ref(&x)).unwrap();
     assert!(out.as_tensor().unwrap().ptr_eq(x.as_tensor().unwrap()), "vm.builtin.copy returns its argument");
     let seen = seen.lock().unwrap().clone();
     let names: Vec<_> = seen.iter().map(|(n, b, _)| (n.as_str(), *b)).collect();
