@@ -166,3 +166,31 @@ impl Prepared {
         Ok(Prepared { anys, cells })
     }
 }
+
+/// Whether native code may keep `a` in a register: an object (checked by the caller) or a value
+/// held inline. A pointer (a string, a DLTensor) could outlive what it points to.
+pub fn storable(a: &TVMFFIAny) -> bool {
+    is_object(a)
+        || matches!(
+            a.type_index,
+            type_index::NONE
+                | type_index::INT
+                | type_index::BOOL
+                | type_index::FLOAT
+                | type_index::DATA_TYPE
+                | type_index::DEVICE
+                | type_index::SMALL_STR
+        )
+}
+
+/// The value of an inline `a` (see [`storable`]).
+pub fn inline_value(a: &TVMFFIAny) -> Result<Value> {
+    match a.type_index {
+        type_index::DATA_TYPE | type_index::DEVICE | type_index::SMALL_STR => {
+            let mut none = convert::CallbackArgs::default();
+            // SAFETY: these kinds are held inline: `value` reads no pointer for them.
+            unsafe { none.value(a) }
+        }
+        _ => convert::result_from_ffi(a),
+    }
+}

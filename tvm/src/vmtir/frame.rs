@@ -221,6 +221,12 @@ pub unsafe extern "C" fn TVMBackendAnyListMoveFromPackedReturn(
             if cells::is_object(&new) && !frame.owned.contains(new.payload as usize) {
                 return Err(cells::unknown_object(&new, what));
             }
+            if !cells::storable(&new) {
+                return Err(Error::value(format!(
+                    "{what}: a value of tvm-ffi type index {} cannot be kept in a register (a pointer relaxvm did not hand out)",
+                    new.type_index
+                )));
+            }
             let regs = registers_of(frame, list, what)?;
             let i = checked(index, regs.len(), what)?;
             let old = std::mem::replace(&mut regs[i], new);

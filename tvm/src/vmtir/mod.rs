@@ -250,7 +250,7 @@ fn value_of_result(frame: &Frame, ret: &TVMFFIAny, name: &str) -> Result<Value> 
             .cloned()
             .ok_or_else(|| cells::unknown_object(ret, &format!("the result of VM TIR function {name:?}")));
     }
-    crate::ffi::convert::result_from_ffi(ret).map_err(|e| e.context(&format!("the result of VM TIR function {name:?}")))
+    cells::inline_value(ret).map_err(|e| e.context(&format!("the result of VM TIR function {name:?}")))
 }
 
 /// Writes back into the tensors passed as copies what native code changed in the copies.
