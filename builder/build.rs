@@ -2,7 +2,14 @@
 //! the global scope: the executable must export it (see tvm/src/ffi/visibility.rs).
 
 fn main() {
-    for symbol in ["TVMFFIErrorSetRaisedFromCStrParts", "TVMFFIErrorSetRaisedFromCStr"] {
+    // The AnyList functions: what compiled functions (exec_mode="compiled") call.
+    for symbol in [
+        "TVMFFIErrorSetRaisedFromCStrParts",
+        "TVMFFIErrorSetRaisedFromCStr",
+        "TVMBackendAnyListSetPackedArg",
+        "TVMBackendAnyListMoveFromPackedReturn",
+        "TVMBackendAnyListResetItem",
+    ] {
         println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol={symbol}");
         println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol={symbol}");
         println!("cargo:rustc-link-arg-benches=-Wl,--export-dynamic-symbol={symbol}");

@@ -11,7 +11,13 @@
 fn main() {
     println!("cargo:rerun-if-changed=csrc/guard.c");
     cc::Build::new().file("csrc/guard.c").compile("relaxvm_guard");
-    for symbol in ["TVMFFIErrorSetRaisedFromCStrParts", "TVMFFIErrorSetRaisedFromCStr"] {
+    for symbol in [
+        "TVMFFIErrorSetRaisedFromCStrParts",
+        "TVMFFIErrorSetRaisedFromCStr",
+        "TVMBackendAnyListSetPackedArg",
+        "TVMBackendAnyListMoveFromPackedReturn",
+        "TVMBackendAnyListResetItem",
+    ] {
         println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol={symbol}");
     }
 }

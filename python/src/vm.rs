@@ -11,7 +11,7 @@ use crate::gil;
 use crate::profile::PyProfileReport;
 use crate::signals::deliver_signals;
 use crate::signature::reflection;
-use crate::timing::TimeEvaluator;
+use crate::timing::{TimeEvaluator, Timed};
 use crate::trace::PyTrace;
 use crate::vm_function::PyVmFunction;
 use crate::vm_lock::Shared;
@@ -254,8 +254,17 @@ impl PyVirtualMachine {
         };
         let device = match device {
             Some(d) if d.is_instance_of::<PyList>() || d.is_instance_of::<PyTuple>() => {
-                let first = d.get_item(0)?;
-                extract_device(Some(&first))?
+                // TVM numbers its virtual devices by position in the list; relaxvm's VM has one
+                // device, so a longer list is refused rather than cut to its first device.
+                let n = d.len()?;
+                if n != 1 {
+                    return Err(PyValueError::new_err(format!(
+                        "relaxvm runs a VM on one device, but {n} were given ({}): pass one CPU device \
+                         (programs placing tensors on several virtual devices are not supported)",
+                        d.repr()?
+                    )));
+                }
+                extract_device(Some(&d.get_item(0)?))?
             }
             other => extract_device(other)?,
         };
@@ -319,8 +328,9 @@ impl PyVirtualMachine {
     }
 
     /// Saves `func_name` with `args` bound as `saved_name`, callable with no arguments through
-    /// `vm[saved_name]()`; with `include_return=False` it returns `None`.
-    #[pyo3(signature = (func_name, saved_name, *args, include_return = true))]
+    /// `vm[saved_name]()`; with `include_return=False` it returns `None`. Keyword arguments go
+    /// by parameter name, as in a call.
+    #[pyo3(signature = (func_name, saved_name, *args, include_return = true, **kwargs))]
     fn save_function(
         &self,
         py: Python<'_>,
@@ -328,8 +338,12 @@ impl PyVirtualMachine {
         saved_name: &str,
         args: &Bound<'_, PyTuple>,
         include_return: bool,
+        kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        let argv = args_to_values(args)?.into_vec();
+        let argv = match kwargs.filter(|k| !k.is_empty()) {
+            None => args_to_values(args)?.into_vec(),
+            Some(_) => self.bind_call(py, func_name, args, kwargs)?.into_vec(),
+        };
         self.shared.with(py, |vm| vm.save_function(func_name, saved_name, argv, include_return))?.py_err(py)?;
         // A saved name may shadow a function resolved before.
         self.functions.bind(py).del_item(saved_name).or_else(|e| {
@@ -438,9 +452,14 @@ impl PyVirtualMachine {
                 return Err(PyValueError::new_err(format!("cannot time on {device}: this VM runs on the CPU")));
             }
         }
-        let func = self.function_object(py, func_name)?.unbind();
+        // TVM's VM module method `invoke_stateful` is found before the program's functions.
+        let timed = if func_name == "invoke_stateful" {
+            Timed::Stateful(Arc::clone(&self.shared))
+        } else {
+            Timed::Function(self.function_object(py, func_name)?.unbind())
+        };
         let cooldown = std::time::Duration::from_secs_f64(cooldown_interval_ms / 1e3);
-        Ok(TimeEvaluator { func, number, repeat, min_repeat_ms, cooldown, repeats_to_cooldown })
+        Ok(TimeEvaluator { timed, number, repeat, min_repeat_ms, cooldown, repeats_to_cooldown })
     }
 
     /// Runs `func_name` once with the arguments (bound as a call would bind them) and returns

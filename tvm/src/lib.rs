@@ -10,6 +10,8 @@
 //! - [`ffi`]: opens the library (dlopen), calls its kernels with the tvm-ffi safe-call ABI and
 //!   serves the runtime services kernels need (errors, workspace, parallel launch on our thread
 //!   pool, calls back into the registry). All `unsafe` code of the project's FFI lives there.
+//! - [`vmtir`]: functions TVM compiled to machine code (`exec_mode="compiled"`): their
+//!   bytecode wrappers and the runtime their code calls back into.
 //! - [`import`]: the entry points: a `.so` or a standalone `.vmexec` file to an executable.
 
 pub mod elf;
@@ -17,3 +19,4 @@ pub mod ffi;
 pub mod import;
 pub mod library_bin;
 pub mod vmexec;
+pub mod vmtir;

@@ -55,6 +55,16 @@ impl<'a> CallCtx<'a> {
         }
     }
 
+    /// Calls function value `f`, named `name`, for native code the VM runs (see
+    /// [`VmHandle::call_named`]): a step of the calling VM that its instrument hook sees.
+    /// Outside a VM, as [`call`](Self::call).
+    pub fn call_named(&mut self, name: &str, f: &Value, args: &[Value]) -> Result<Value> {
+        match &mut self.vm {
+            Some(vm) => vm.call_named(name, f.as_func()?, args),
+            None => self.call(f, args),
+        }
+    }
+
     /// Calls a function value with `args` followed by its captured values.
     pub fn call(&mut self, f: &Value, args: &[Value]) -> Result<Value> {
         let closure = f.as_func()?;

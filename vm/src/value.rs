@@ -141,6 +141,14 @@ pub trait VmHandle {
         let _ = entry;
         None
     }
+    /// Calls `f` (named `name`) on behalf of native code the VM is running (a VM TIR function
+    /// of a TVM `exec_mode="compiled"` model calling a builtin or closure through its
+    /// function table): the call counts as a step (limits, interrupts) and the instrument hook
+    /// sees it, as it sees a `call` instruction. Without a VM, a plain call.
+    fn call_named(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
+        let _ = name;
+        self.call_closure(f, args)
+    }
 }
 
 /// The context of one packed-function call: the calling VM, if any, and the entry of the

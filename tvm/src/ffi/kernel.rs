@@ -35,7 +35,7 @@ fn tensor_arg(args: &[Value], i: usize) -> &Tensor {
 
 /// Copies a kernel's compact `copy` back into the tensor it stands for (compact but misaligned,
 /// or a strided view), element by element for a strided one.
-fn write_back(original: &Tensor, copy: &Tensor) -> Result<()> {
+pub(crate) fn write_back(original: &Tensor, copy: &Tensor) -> Result<()> {
     let item = original.dtype().itemsize();
     let bytes = &copy.storage().bytes()[..original.numel() * item];
     if original.is_contiguous() {
@@ -60,7 +60,7 @@ fn write_back(original: &Tensor, copy: &Tensor) -> Result<()> {
 }
 
 /// Whether the kernel changed `copy`, the compact copy made of read-only `original`.
-fn changed(original: &Tensor, copy: &Tensor) -> Result<bool> {
+pub(crate) fn changed(original: &Tensor, copy: &Tensor) -> Result<bool> {
     let len = original.numel() * original.dtype().itemsize();
     Ok(copy.storage().bytes()[..len] != original.contiguous_bytes()?[..])
 }
@@ -120,7 +120,7 @@ fn call_direct(name: &str, f: SafeCall, args: &[Value]) -> Option<Result<Value>>
 /// as a private copy, which is not written back (a kernel that changes it gets an error);
 /// constants are viewed in place, since their
 /// pages fault on a write.
-fn viewable(t: &Tensor) -> bool {
+pub(crate) fn viewable(t: &Tensor) -> bool {
     t.is_contiguous()
         && (t.data_ptr() as usize).is_multiple_of(KERNEL_ALIGNMENT)
         && (t.storage().is_sealed() || !t.storage().is_frozen())

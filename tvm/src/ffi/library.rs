@@ -50,6 +50,8 @@ struct Inner {
     path: PathBuf,
     hash: u64,
     kernels: HashMap<String, SafeCall>,
+    /// The machine code of VM TIR functions, by the name the program calls (`__vmtir__NAME`).
+    vmtir: HashMap<String, SafeCall>,
     /// Unloading the library invalidates every kernel pointer: it lives as long as any kernel.
     _lib: libloading::os::unix::Library,
     /// The private copy it was loaded from (as `/proc/self/fd/N`): held open so that no other
@@ -89,6 +91,11 @@ impl Library {
             ))));
         }
         visibility::ensure_runtime_symbols().map_err(at)?;
+        let vmtir_prefix = format!("{KERNEL_PREFIX}{}", crate::vmtir::PREFIX);
+        if exported.iter().any(|s| s.starts_with(&vmtir_prefix)) {
+            // Compiled functions bind the AnyList functions, which must be relaxvm's.
+            visibility::ensure_anylist_symbols().map_err(at)?;
+        }
         // The loader maps a private copy of the validated bytes (see private_copy.rs).
         let hole = elf::exported_symbol_range(bytes, "__tvm_ffi__library_bin").map_err(at)?;
         let copy = private_copy::create(bytes, hole)
@@ -123,9 +130,11 @@ impl Library {
             }
         }
         let mut kernels = HashMap::new();
+        let mut vmtir = HashMap::new();
         for sym in &exported {
             let Some(kernel) = sym.strip_prefix(KERNEL_PREFIX) else { continue };
-            if kernel.starts_with('_') {
+            let compiled = kernel.starts_with(crate::vmtir::PREFIX);
+            if kernel.starts_with('_') && !compiled {
                 continue; // `__tvm_ffi__*` names belong to the runtime, not to kernels.
             }
             let mut cname = sym.clone().into_bytes();
@@ -134,11 +143,16 @@ impl Library {
             // signature (what TVM's codegen emits for every `__tvm_ffi_` function).
             let f: libloading::os::unix::Symbol<SafeCall> =
                 unsafe { lib.get(&cname) }.map_err(|e| at(Error::value(format!("cannot resolve {sym}: {e}"))))?;
-            kernels.insert(kernel.to_string(), *f);
+            if compiled {
+                vmtir.insert(kernel.to_string(), *f);
+            } else {
+                kernels.insert(kernel.to_string(), *f);
+            }
         }
+
         let hash = crate::import::content_hash(bytes);
         log::debug!("opened {} ({} kernels, content hash {hash:#018x})", path.display(), kernels.len());
-        let inner = Inner { path: path.to_path_buf(), hash, kernels, _lib: lib, _file: copy };
+        let inner = Inner { path: path.to_path_buf(), hash, kernels, vmtir, _lib: lib, _file: copy };
         Ok(Arc::new(Library { inner: Arc::new(inner) }))
     }
 
@@ -178,6 +192,10 @@ impl NativeLibrary for Library {
 
     /// Kernel `name` as a packed function, which keeps the library loaded.
     fn get_function(&self, name: &str) -> Option<PackedFunc> {
+        if let Some(f) = self.inner.vmtir.get(name) {
+            let keep: Arc<dyn std::any::Any + Send + Sync> = Arc::clone(&self.inner) as _;
+            return Some(crate::vmtir::adapter(name, *f, keep));
+        }
         let f = *self.inner.kernels.get(name)?;
         let inner = Arc::clone(&self.inner);
         let owned: Arc<str> = name.into();

@@ -38,7 +38,7 @@
 pub mod abi;
 pub mod convert;
 pub mod guard;
-mod kernel;
+pub(crate) mod kernel;
 mod library;
 pub mod pool;
 mod private_copy;

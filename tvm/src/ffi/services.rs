@@ -152,6 +152,12 @@ pub unsafe extern "C" fn function_call(
     let n = usize::try_from(num_args).unwrap_or(0);
     // SAFETY: `args` holds `num_args` values (checked non-null when n > 0).
     let args = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(args, n) } };
+    if crate::vmtir::frame::running() {
+        // A call of a compiled function's native code (or of a kernel it runs on this thread):
+        // through the VM, with its objects (see crate::vmtir).
+        // SAFETY: the caller's contract, as below.
+        return unsafe { crate::vmtir::frame::call(&handle.name, func, args, result) };
+    }
     let mut copies = convert::CallbackArgs::default();
     // SAFETY: every DLTensor and string pointer among `args` is live for this call (the
     // kernel's own), and its elements stay writable until the kernel's call returns.

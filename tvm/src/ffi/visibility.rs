@@ -126,3 +126,47 @@ fn check_binding() -> std::result::Result<(), String> {
         )),
     }
 }
+
+/// The AnyList functions the machine code of VM TIR functions imports
+/// (`crate::vmtir::frame`), with relaxvm's definitions.
+fn anylist_symbols() -> [(&'static CStr, *const c_void); 3] {
+    use crate::vmtir::frame;
+    type Move = unsafe extern "C" fn(*mut c_void, i32, *mut super::abi::TVMFFIAny, i32) -> i32;
+    type Reset = extern "C" fn(*mut c_void, i32) -> i32;
+    [
+        (c"TVMBackendAnyListSetPackedArg", frame::TVMBackendAnyListSetPackedArg as Move as *const c_void),
+        (
+            c"TVMBackendAnyListMoveFromPackedReturn",
+            frame::TVMBackendAnyListMoveFromPackedReturn as Move as *const c_void,
+        ),
+        (c"TVMBackendAnyListResetItem", frame::TVMBackendAnyListResetItem as Reset as *const c_void),
+    ]
+}
+
+/// Ensures a library's VM TIR functions will bind relaxvm's AnyList functions: relaxvm's
+/// objects are not tvm-ffi's, so another runtime's definitions (TVM's, loaded globally first)
+/// would release them as its own. An error naming the symbol and the object that defines it
+/// otherwise.
+pub fn ensure_anylist_symbols() -> Result<()> {
+    for (symbol, ours) in anylist_symbols() {
+        let name = symbol.to_string_lossy();
+        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only reads the loader's tables.
+        let bound = unsafe { libc::dlsym(libc::RTLD_DEFAULT, symbol.as_ptr()) }.cast_const();
+        if bound.is_null() {
+            return Err(Error::value(format!(
+                "this program does not export {name}, which the library's compiled functions call: link it with -Wl,--export-dynamic-symbol={name} (see relaxvm-tvm's build.rs)"
+            )));
+        }
+        let same = bound == ours || matches!((object_of(bound), our_object()), (Some(b), Some(o)) if same_object(b, o));
+        if !same {
+            let shown = object_of(bound)
+                // SAFETY: dladdr's path is a NUL-terminated string of a loaded object.
+                .map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "an unknown object".into());
+            return Err(Error::value(format!(
+                "{name} resolves to {shown}, not to relaxvm: the library's compiled functions (exec_mode=\"compiled\") cannot run in this process (another TVM runtime was loaded globally first)"
+            )));
+        }
+    }
+    Ok(())
+}

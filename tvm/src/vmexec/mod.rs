@@ -56,18 +56,22 @@ pub fn read_parts(bytes: &[u8]) -> Result<ExecutableParts> {
             SUPPORTED_VERSIONS.join(", ")
         )));
     }
-    let funcs = read_functions(&mut b)?;
+    let (mut funcs, compiled) = read_functions(&mut b)?;
     read_memory_scopes(&mut b)?;
     let constants = constants::read(&mut b)?;
-    let instrs = code::read(&mut b, &funcs, constants.len())?;
+    let mut instrs = code::read(&mut b, &funcs, constants.len())?;
     b.finish()?;
+    crate::vmtir::wrap_functions(&mut funcs, &mut instrs, constants.len(), &compiled)?;
     Ok(ExecutableParts { funcs, constants, instrs, ..Default::default() })
 }
 
-fn read_functions(b: &mut Bytes<'_>) -> Result<Vec<FuncInfo>> {
+/// The function table, and the VM TIR functions in it (see [`crate::vmtir`]), whose entries
+/// hold their name, arity and parameters until [`crate::vmtir::wrap_functions`] gives them code.
+fn read_functions(b: &mut Bytes<'_>) -> Result<(Vec<FuncInfo>, Vec<crate::vmtir::Compiled>)> {
     // A function entry takes at least 4 + 8 + 5 * 8 bytes.
     let n = b.count("function table", 52)?;
     let mut funcs = b.vec_with_capacity(n, "function table")?;
+    let mut compiled = Vec::new();
     for i in 0..n {
         let at = b.pos();
         let kind = b.i32("function kind")?;
@@ -91,9 +95,16 @@ fn read_functions(b: &mut Bytes<'_>) -> Result<Vec<FuncInfo>> {
                     .with_param_names(params)
             }
             KIND_VM_TIR => {
-                return Err(Error::format(format!(
-                    "function {name:?} is a VM TIR function (compiled with exec_mode=\"compiled\"); relaxvm runs bytecode programs: compile with the default exec_mode=\"bytecode\""
-                )))
+                let num_args = field("num_args", num_args)?;
+                let regs = field("register_file_size", regs)?;
+                if regs <= num_args {
+                    return Err(Error::format(format!(
+                        "relax.VMExecutable at byte {at}: VM TIR function {i} ({name:?}) has {regs} registers for {num_args} inputs; it needs one more, for its result"
+                    )));
+                }
+                compiled.push(crate::vmtir::Compiled { index: i, num_args, registers: regs });
+                // A placeholder until `wrap_functions` gives it its code.
+                FuncInfo::bytecode(&name, 0, 0, num_args, num_args + 1).with_param_names(params)
             }
             other => {
                 return Err(Error::format(format!(
@@ -103,7 +114,7 @@ fn read_functions(b: &mut Bytes<'_>) -> Result<Vec<FuncInfo>> {
         };
         funcs.push(info);
     }
-    Ok(funcs)
+    Ok((funcs, compiled))
 }
 
 /// The memory scope of constants: relaxvm runs on the CPU, whose one scope is `global`.

@@ -22,6 +22,7 @@ mod entry;
 mod instrument;
 mod interpreter;
 mod limits;
+mod native_calls;
 mod recording;
 pub use entry::Entry;
 use instrument::InstrumentedFrame;
@@ -428,6 +429,10 @@ impl VmHandle for VirtualMachine {
 
     fn site_cache(&mut self, entry: u32) -> Option<&mut Value> {
         self.site_caches.get_mut(entry as usize)
+    }
+
+    fn call_named(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
+        self.native_call(name, f, args)
     }
 }
 

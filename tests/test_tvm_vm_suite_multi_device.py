@@ -1,0 +1,29 @@
+"""Apache TVM 0.27's ``tests/python/relax/test_vm_multi_device.py``, built and recorded by TVM in both
+exec modes (``bytecode`` and ``compiled``) by tests/tvm_corpus/build_vm_suite.py, run on relaxvm:
+one test per recorded case (``test_vm_multi_device/TEST/MODE-K``), bit-exact results and the same error
+classes (tests/tvm_vm_suite.py). Its CPU case runs on TVM with two CPU devices; relaxvm refuses a list of two devices (a
+deliberate difference, docs/tvm-compat.md), which the test checks."""
+
+from __future__ import annotations
+
+import pytest
+import tvm_vm_suite as suite
+
+SOURCE = "test_vm_multi_device.py"
+pytestmark = pytest.mark.skipif(not suite.AVAILABLE, reason=suite.SKIP_REASON)
+CASES = suite.case_ids(SOURCE)
+
+
+@pytest.mark.parametrize("name,k", CASES, ids=[f"{n}-{k}" for n, k in CASES])
+def test_case_matches_tvm(name: str, k: int) -> None:
+    suite.check_case(name, k)
+
+
+def test_both_modes_are_built() -> None:
+    modes = {m["exec_mode"] for m in suite.models(SOURCE)}
+    assert modes == {"bytecode", "compiled"}
+
+
+@pytest.mark.parametrize("test,reason", suite.skipped(SOURCE), ids=[t for t, _ in suite.skipped(SOURCE)])
+def test_not_ported(test: str, reason: str) -> None:
+    pytest.skip(f"TVM's {test} {reason}")

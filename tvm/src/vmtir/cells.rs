@@ -1,0 +1,196 @@
+//! relaxvm values as the tvm-ffi objects a VM TIR function holds in its lists.
+//!
+//! Native code never looks inside an object but one way: a kernel's tensor parameter given a
+//! `ffi.Tensor` object (type index 70) reads the `DLTensor` that follows the 24-byte object
+//! header. Every value that is not a scalar therefore becomes a [`Cell`]: a header, a
+//! `DLTensor` (viewing the tensor, or zeroed), and the value itself, which keeps the tensor's
+//! memory and shape alive. Cells are owned by Rust ([`Cells`]); native code only ever holds
+//! their addresses, and an address is turned back into a value only when it is found among the
+//! cells of the running function, so a stale or forged pointer is an error, never a read of
+//! freed memory.
+
+use crate::ffi::abi::{type_index, DLTensor, TVMFFIAny, TVMFFIObject};
+use crate::ffi::convert;
+use relaxvm::{Error, Result, Tensor, Value};
+use std::collections::HashMap;
+
+/// tvm-ffi's static type indices of the objects relaxvm's values stand for.
+mod object_index {
+    /// `ffi.Object`: storage, opaque objects.
+    pub const OBJECT: i32 = 64;
+    /// `ffi.String`.
+    pub const STR: i32 = 65;
+    /// `ffi.Function`.
+    pub const FUNCTION: i32 = 68;
+    /// `ffi.Shape`.
+    pub const SHAPE: i32 = 69;
+    /// `ffi.Tensor`: the header is followed by a `DLTensor`.
+    pub const TENSOR: i32 = 70;
+    /// `ffi.Array` (a tuple).
+    pub const ARRAY: i32 = 71;
+}
+
+/// One value as a tvm-ffi object: header, then the `DLTensor` kernels read, then the value.
+#[repr(C)]
+pub struct Cell {
+    header: TVMFFIObject,
+    dl: DLTensor,
+    value: Value,
+}
+
+// SAFETY: the raw pointers in `header` (null) and `dl` (into the tensor `value` owns) are
+// never written after the cell is made; reading them from several threads is reading the
+// value's immutable shape and data address. The value itself is Send and Sync.
+unsafe impl Send for Cell {}
+// SAFETY: as above.
+unsafe impl Sync for Cell {}
+
+impl Cell {
+    fn new(value: Value) -> Box<Cell> {
+        let type_index = match &value {
+            Value::Tensor(_) => object_index::TENSOR,
+            Value::Shape(_) => object_index::SHAPE,
+            Value::Tuple(_) => object_index::ARRAY,
+            Value::Str(_) => object_index::STR,
+            Value::Func(_) => object_index::FUNCTION,
+            _ => object_index::OBJECT,
+        };
+        let dl = match &value {
+            // The shape pointer points into the tensor the cell owns, which never moves.
+            Value::Tensor(t) => convert::dl_tensor(t, None),
+            _ => DLTensor {
+                data: std::ptr::null_mut(),
+                device: crate::ffi::abi::DLDevice { device_type: 1, device_id: 0 },
+                ndim: 0,
+                dtype: crate::ffi::abi::DLDataType { code: 0, bits: 0, lanes: 0 },
+                shape: std::ptr::null_mut(),
+                strides: std::ptr::null_mut(),
+                byte_offset: 0,
+            },
+        };
+        let header = TVMFFIObject { combined_ref_count: 1, type_index, padding: 0, deleter: std::ptr::null() };
+        Box::new(Cell { header, dl, value })
+    }
+}
+
+/// Cells owned by one list or one running function, by address.
+#[derive(Default)]
+pub struct Cells {
+    by_address: HashMap<usize, Box<Cell>>,
+}
+
+/// A tensor passed to native code as an aligned, compact copy (see [`Cells::hand_out`]).
+pub struct Staged {
+    /// The tensor the program holds.
+    pub original: Tensor,
+    /// What native code sees and may write.
+    pub copy: Tensor,
+}
+
+impl Cells {
+    /// `v` handed out as a tvm-ffi value: scalars by value, the VM state as `ctx`, anything else as a new
+    /// cell owned here. A tensor kernels cannot view in place (strided, misaligned, read-only
+    /// foreign memory) goes as an aligned copy, recorded in `staged` to be written back.
+    pub fn hand_out(&mut self, v: Value, ctx: *const std::ffi::c_void, staged: &mut Vec<Staged>) -> Result<TVMFFIAny> {
+        match &v {
+            Value::VmState => return Ok(TVMFFIAny::ptr(type_index::OPAQUE_PTR, ctx)),
+            Value::Tensor(t) if !crate::ffi::kernel::viewable(t) => {
+                let copy = Tensor::from_bytes(t.dtype(), t.shape().clone(), &t.contiguous_bytes()?)?;
+                staged.push(Staged { original: t.clone(), copy: copy.clone() });
+                return Ok(self.insert(Value::Tensor(copy)));
+            }
+            _ => {}
+        }
+        match convert::scalar_to_ffi(&v, &|| String::new()) {
+            Ok(Some(any)) => Ok(any),
+            _ => Ok(self.insert(v)),
+        }
+    }
+
+    fn insert(&mut self, v: Value) -> TVMFFIAny {
+        let cell = Cell::new(v);
+        let address = &*cell as *const Cell as usize;
+        let any = TVMFFIAny::ptr(cell.header.type_index, (&*cell as *const Cell).cast());
+        self.by_address.insert(address, cell);
+        any
+    }
+
+    /// The value of the cell at `address`, if it is one of these.
+    pub fn get(&self, address: usize) -> Option<&Value> {
+        self.by_address.get(&address).map(|c| &c.value)
+    }
+
+    /// Whether `address` is one of these cells.
+    pub fn contains(&self, address: usize) -> bool {
+        self.by_address.contains_key(&address)
+    }
+
+    /// Drops the cell at `address` (nothing when it is not one of these).
+    pub fn remove(&mut self, address: usize) {
+        self.by_address.remove(&address);
+    }
+}
+
+/// Whether `a` holds an object (its payload is then a cell address).
+pub fn is_object(a: &TVMFFIAny) -> bool {
+    a.type_index >= type_index::STATIC_OBJECT_BEGIN
+}
+
+/// The error for an object address that no list of the running function holds.
+pub fn unknown_object(a: &TVMFFIAny, what: &str) -> Error {
+    Error::value(format!(
+        "{what}: an object (type index {}) at {:#x} that relaxvm did not hand to this function, or that it has released",
+        a.type_index, a.payload
+    ))
+}
+
+/// A list of values as tvm-ffi values, with the cells it owns: the constant and function
+/// lists of a VM TIR function, made once per call site and shared by its calls.
+pub struct Prepared {
+    /// The list native code reads.
+    pub anys: Vec<TVMFFIAny>,
+    /// The cells its objects point to.
+    pub cells: Cells,
+}
+
+impl Prepared {
+    /// The list of `values` (never the VM state; tensors that kernels cannot view are passed
+    /// as copies, which nothing writes back: constants are not outputs).
+    pub fn new(values: &[Value]) -> Result<Self> {
+        let mut cells = Cells::default();
+        let mut staged = Vec::new();
+        let anys = values
+            .iter()
+            .map(|v| cells.hand_out(v.clone(), std::ptr::null(), &mut staged))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Prepared { anys, cells })
+    }
+}
+
+/// Whether native code may keep `a` in a register: an object (checked by the caller) or a value
+/// held inline. A pointer (a string, a DLTensor) could outlive what it points to.
+pub fn storable(a: &TVMFFIAny) -> bool {
+    is_object(a)
+        || matches!(
+            a.type_index,
+            type_index::NONE
+                | type_index::INT
+                | type_index::BOOL
+                | type_index::FLOAT
+                | type_index::DATA_TYPE
+                | type_index::DEVICE
+                | type_index::SMALL_STR
+        )
+}
+
+/// The value of an inline `a` (see [`storable`]).
+pub fn inline_value(a: &TVMFFIAny) -> Result<Value> {
+    match a.type_index {
+        type_index::DATA_TYPE | type_index::DEVICE | type_index::SMALL_STR => {
+            let mut none = convert::CallbackArgs::default();
+            // SAFETY: these kinds are held inline: `value` reads no pointer for them.
+            unsafe { none.value(a) }
+        }
+        _ => convert::result_from_ffi(a),
+    }
+}

@@ -1,0 +1,199 @@
+//! VM TIR functions without TVM: Rust functions with the safe-call signature stand in for the
+//! machine code TVM emits, calling the AnyList functions and `TVMFFIFunctionCall` as it does,
+//! correctly and in hostile ways.
+
+use super::frame::{TVMBackendAnyListMoveFromPackedReturn, TVMBackendAnyListResetItem, TVMBackendAnyListSetPackedArg};
+use super::{adapter, wrap_functions, Compiled};
+use crate::ffi::abi::{type_index, SafeCall, TVMFFIAny};
+use crate::ffi::{raised, services};
+use relaxvm::{
+    ErrorKind, Executable, ExecutableParts, FuncInfo, InstrumentAction, PackedFunc, Registry, Tensor, Value,
+    VirtualMachine,
+};
+use std::ffi::{c_void, CString};
+use std::sync::{Arc, Mutex};
+
+type Lists = (*mut c_void, *mut c_void, *mut c_void, *mut c_void);
+
+/// The four pointers a VM TIR function receives.
+///
+/// # Safety
+/// `args` holds 4 values.
+unsafe fn lists(args: *const TVMFFIAny) -> Lists {
+    // SAFETY: the caller's contract.
+    let a = unsafe { std::slice::from_raw_parts(args, 4) };
+    (a[0].as_ptr(), a[1].as_ptr(), a[2].as_ptr(), a[3].as_ptr())
+}
+
+/// Calls packed function `name` as native code does: a handle from the lookup, then
+/// `TVMFFIFunctionCall`; the return code.
+fn call_by_name(name: &str, args: &[TVMFFIAny], ret: &mut TVMFFIAny) -> i32 {
+    let cname = CString::new(name).unwrap();
+    let mut handle: *mut c_void = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated name and a writable handle slot.
+    let rc = unsafe { services::lookup_from_imports(std::ptr::null_mut(), cname.as_ptr(), &mut handle) };
+    if rc != 0 {
+        return rc;
+    }
+    // SAFETY: a handle from the lookup, `args.len()` live arguments, a writable result.
+    unsafe { services::function_call(handle, args.as_ptr(), args.len() as i32, ret) }
+}
+
+/// `f(x) = vm.builtin.copy(x)`, as TVM compiles it: register 0 to the call's argument stack,
+/// the call, its result moved into register 1.
+unsafe extern "C" fn copy_fn(_: *mut c_void, args: *const TVMFFIAny, n: i32, _: *mut TVMFFIAny) -> i32 {
+    assert_eq!(n, 4);
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    let mut stack = [TVMFFIAny::NONE; 2];
+    // SAFETY: room for one argument.
+    let rc = unsafe { TVMBackendAnyListSetPackedArg(r, 0, stack.as_mut_ptr(), 0) };
+    if rc != 0 {
+        return rc;
+    }
+    let (head, tail) = stack.split_at_mut(1);
+    let rc = call_by_name("vm.builtin.copy", head, &mut tail[0]);
+    if rc != 0 {
+        return rc;
+    }
+    // SAFETY: the result is at offset 1.
+    unsafe { TVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 1) }
+}
+
+/// `f(x) = vm.builtin.alloc_storage(ctx, ...)`: the context pointer stands for the VM state.
+unsafe extern "C" fn alloc_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (ctx, r, c, _) = unsafe { lists(args) };
+    let mut stack = [TVMFFIAny::NONE; 6];
+    stack[0] = TVMFFIAny::ptr(type_index::OPAQUE_PTR, ctx);
+    // SAFETY: constant 0 is the size shape, 1 the dtype; room for them at 1 and 3.
+    unsafe {
+        if TVMBackendAnyListSetPackedArg(c, 0, stack.as_mut_ptr(), 1) != 0
+            || TVMBackendAnyListSetPackedArg(c, 1, stack.as_mut_ptr(), 3) != 0
+        {
+            return -1;
+        }
+    }
+    stack[2] = TVMFFIAny::int(0);
+    let (head, tail) = stack.split_at_mut(4);
+    let rc = call_by_name("vm.builtin.alloc_storage", head, &mut tail[1]);
+    if rc != 0 {
+        return rc;
+    }
+    // SAFETY: the result is at offset 5.
+    unsafe { TVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 5) }
+}
+
+/// Reads register 99 of a function that has 2.
+unsafe extern "C" fn out_of_range_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    let mut stack = [TVMFFIAny::NONE; 1];
+    // SAFETY: room for one argument.
+    unsafe { TVMBackendAnyListSetPackedArg(r, 99, stack.as_mut_ptr(), 0) }
+}
+
+/// Stores a forged object pointer into register 1.
+unsafe extern "C" fn forged_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    let mut stack = [TVMFFIAny::ptr(70, 0x1234usize as *const c_void)];
+    // SAFETY: one value at offset 0.
+    unsafe { TVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 0) }
+}
+
+/// Writes into the constant list.
+unsafe extern "C" fn const_write_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, _, c, _) = unsafe { lists(args) };
+    let mut stack = [TVMFFIAny::int(1)];
+    // SAFETY: one value at offset 0.
+    unsafe { TVMBackendAnyListMoveFromPackedReturn(c, 0, stack.as_mut_ptr(), 0) }
+}
+
+/// Calls `test.vmtir.fail`, whose error must reach the caller unchanged.
+unsafe extern "C" fn failing_call_fn(_: *mut c_void, _: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    let mut ret = TVMFFIAny::NONE;
+    call_by_name("test.vmtir.fail", &[], &mut ret)
+}
+
+/// An executable of one VM TIR function `f` of one input, with two registers and constants
+/// (shape (16,), dtype uint8), whose machine code is `code`; the VM that runs it.
+fn vm_with(code: SafeCall) -> VirtualMachine {
+    relaxvm_builtins::ensure_registered();
+    let mut funcs = vec![FuncInfo::bytecode("f", 0, 0, 1, 2)];
+    let mut instrs = Vec::new();
+    let constants = vec![Value::Shape([16].into()), Value::str("uint8")];
+    wrap_functions(&mut funcs, &mut instrs, constants.len(), &[Compiled { index: 0, num_args: 1, registers: 2 }])
+        .unwrap();
+    let exe = Executable::from_parts(ExecutableParts { funcs, constants, instrs, ..Default::default() }).unwrap();
+    let mut overrides = Registry::new();
+    overrides.register(adapter("__vmtir__f", code, Arc::new(())), false).unwrap();
+    VirtualMachine::with_overrides(Arc::new(exe), &overrides).unwrap()
+}
+
+fn tensor() -> Value {
+    Value::Tensor(Tensor::from_vec([3], vec![1.0f32, 2.0, 3.0]).unwrap())
+}
+
+#[test]
+fn a_compiled_function_calls_builtins_and_the_instrument_sees_them() {
+    let mut vm = vm_with(copy_fn);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    vm.set_instrument(Some(Box::new(move |c| {
+        log.lock().unwrap().push((c.name.to_string(), c.before, c.caller.to_string()));
+        Ok(InstrumentAction::Continue)
+    })));
+    let x = tensor();
+    let out = vm.invoke("f", std::slice::from_ref(&x)).unwrap();
+    assert!(out.as_tensor().unwrap().ptr_eq(x.as_tensor().unwrap()), "vm.builtin.copy returns its argument");
+    let seen = seen.lock().unwrap().clone();
+    let names: Vec<_> = seen.iter().map(|(n, b, _)| (n.as_str(), *b)).collect();
+    assert_eq!(
+        names,
+        [("__vmtir__f", true), ("vm.builtin.copy", true), ("vm.builtin.copy", false), ("__vmtir__f", false)]
+    );
+    assert_eq!(seen[1].2, "f", "the builtin's caller is the compiled function");
+    // Arguments are checked as for bytecode.
+    assert!(matches!(vm.invoke("f", &[]).unwrap_err().kind(), ErrorKind::Arity { .. }));
+}
+
+#[test]
+fn the_context_pointer_is_the_vm_state() {
+    let mut vm = vm_with(alloc_fn);
+    let out = vm.invoke("f", &[tensor()]).unwrap();
+    assert!(matches!(out, Value::Storage(_)), "{out:?}");
+}
+
+#[test]
+fn hostile_list_accesses_are_errors_naming_the_function() {
+    let e = vm_with(out_of_range_fn).invoke("f", &[tensor()]).unwrap_err().to_string();
+    assert!(e.contains("TVMBackendAnyListSetPackedArg") && e.contains("99") && e.contains("\"f\""), "{e}");
+    let e = vm_with(forged_fn).invoke("f", &[tensor()]).unwrap_err().to_string();
+    assert!(e.contains("did not hand to this function") && e.contains("0x1234"), "{e}");
+    let e = vm_with(const_write_fn).invoke("f", &[tensor()]).unwrap_err().to_string();
+    assert!(e.contains("not the register list"), "{e}");
+}
+
+#[test]
+fn an_error_of_a_called_function_reaches_the_caller_unchanged() {
+    relaxvm::registry::register_global(
+        PackedFunc::from_fn("test.vmtir.fail", |_| Err(relaxvm::Error::index("a thing", 7, 3))),
+        true,
+    )
+    .unwrap();
+    let e = vm_with(failing_call_fn).invoke("f", &[tensor()]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Index { index: 7, len: 3, .. }), "{e:?}");
+}
+
+#[test]
+fn the_anylist_functions_outside_a_compiled_function_are_errors() {
+    let mut slot = [TVMFFIAny::NONE];
+    raised::clear();
+    // SAFETY: a writable one-item stack.
+    assert_eq!(unsafe { TVMBackendAnyListSetPackedArg(slot.as_mut_ptr().cast(), 0, slot.as_mut_ptr(), 0) }, -1);
+    assert!(raised::take("x").to_string().contains("outside a running VM TIR function"));
+    assert_eq!(TVMBackendAnyListResetItem(slot.as_mut_ptr().cast(), 0), -1);
+    assert!(raised::take("x").to_string().contains("outside a running VM TIR function"));
+}
