@@ -25,6 +25,7 @@ mod formalize;
 mod func_table;
 pub mod link;
 mod link_error;
+#[cfg(feature = "cli")]
 pub use relaxvm::npy;
 pub mod reachability;
 

@@ -45,6 +45,7 @@ pub mod int_op;
 pub mod location;
 mod names;
 pub mod native;
+#[cfg(feature = "tooling")]
 pub mod npy;
 pub mod packed;
 mod parts;
@@ -59,6 +60,7 @@ pub mod tensor;
 mod tensor_fmt;
 pub mod tensor_text;
 pub mod text;
+#[cfg(feature = "tooling")]
 pub mod trace;
 pub mod types;
 pub mod value;
