@@ -11,6 +11,12 @@ fn main() {
         .generate()
         .expect("generating relaxvm.h")
         .write_to_file(out);
+    // The tests open TVM libraries, which bind these from the global scope (see relaxvm-tvm's
+    // build.rs). The shared library exports them itself; a program linking the static library
+    // passes the same arguments (docs/c-api.md).
+    for symbol in ["TVMFFIErrorSetRaisedFromCStrParts", "TVMFFIErrorSetRaisedFromCStr"] {
+        println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol={symbol}");
+    }
     println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
 }

@@ -70,6 +70,9 @@ corpus_flags=()
 RELAXVM_TVM_CORPUS="$("$root/scripts/tvm-corpus.sh" "${corpus_flags[@]}" | tail -n 1)"
 export RELAXVM_TVM_CORPUS
 echo "corpus: $RELAXVM_TVM_CORPUS"
+echo "== C API: its Rust tests with a TVM model, then C and C++ programs under AddressSanitizer"
+RELAXVM_TVM_CORPUS="$RELAXVM_TVM_CORPUS" timed cargo test --quiet -p relaxvm-capi
+timed "$root/scripts/test-c-api.sh"
 echo "== pytest"
 "$root/.venv/bin/python" -m pytest -q tests --junitxml "$logs/pytest.xml" | tee "$logs/pytest"
 echo "== skipped tests (tests/expected-skips.txt lists the skips CI allows)"
