@@ -548,7 +548,8 @@ fn dlpack_in_and_out_without_copies() {
 #[test]
 fn dlpack_errors_leave_the_tensor_with_the_caller() {
     static DELETED: AtomicUsize = AtomicUsize::new(0);
-    let cases: [(&str, fn(*mut DLManagedTensorVersioned)); 6] = [
+    type Corrupt = fn(*mut DLManagedTensorVersioned);
+    let cases: [(&str, Corrupt); 6] = [
         ("DLPack version 2.1 is not supported", |m| unsafe { (*m).version.major = 2 }),
         ("device type 2", |m| unsafe { (*m).dl_tensor.device.device_type = 2 }),
         ("NULL shape pointer", |m| unsafe { (*m).dl_tensor.shape = null_mut() }),
