@@ -169,7 +169,10 @@ fn function_to_call(exe: &relaxvm::Executable, named: Option<&str>, input: &Path
             let hint = match exe.entry() {
                 // `relaxvm run prog.rvx 3 4`: the entry function's arguments, without its name.
                 Some(entry) if named.is_some() => {
-                    format!("; to pass {f:?} to the entry function, name it first: relaxvm run {} {entry} {f} ...", input.display())
+                    format!(
+                        "; to pass {f:?} to the entry function, name it first: relaxvm run {} {entry} {f} ...",
+                        input.display()
+                    )
                 }
                 _ => String::new(),
             };
