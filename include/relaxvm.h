@@ -37,6 +37,11 @@
 // pointer is read (a negative `int` cast to `size_t` lands far above it).
 #define RVM_MAX_ARRAY_ELEMENTS 4294967296
 
+// How deeply tuples made with `rvm_value_new_tuple` may nest (Python's `MAX_NESTING` too): Rust
+// code that walks values (printing, signature checks, builtins) recurses per level, and the
+// limit keeps that within any thread's stack.
+#define RVM_MAX_TUPLE_NESTING 1000
+
 // `rvm_vm_profile` format: a fixed-width table, most time first.
 #define RVM_PROFILE_TABLE 0
 
@@ -423,7 +428,8 @@ struct rvm_error *rvm_value_new_str(const char *data, size_t len, struct rvm_val
 // Thread safety: any thread.
 struct rvm_error *rvm_value_new_shape(const int64_t *dims, size_t ndim, struct rvm_value **out);
 
-// A new tuple of the `n` values at `items` (each a live value; NULL only when `n` is 0).
+// A new tuple of the `n` values at `items` (each a live value; NULL only when `n` is 0). Tuples
+// may nest at most `RVM_MAX_TUPLE_NESTING` levels (`RVM_ERROR_VALUE` past it).
 //
 // Ownership: the items are borrowed (the tuple shares them: freeing an item afterwards does not
 // change the tuple); on success `*out` is a new value the caller owns. Thread safety: any thread.

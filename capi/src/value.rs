@@ -197,7 +197,36 @@ pub unsafe extern "C" fn rvm_value_new_shape(
     })
 }
 
-/// A new tuple of the `n` values at `items` (each a live value; NULL only when `n` is 0).
+/// How deeply tuples made with `rvm_value_new_tuple` may nest (Python's `MAX_NESTING` too): Rust
+/// code that walks values (printing, signature checks, builtins) recurses per level, and the
+/// limit keeps that within any thread's stack.
+pub const RVM_MAX_TUPLE_NESTING: usize = 1000;
+
+/// Whether tuples nest more than `limit` levels deep in `items`, the items of a new tuple. Walks
+/// level by level, each distinct tuple once per level, so a shared value (`v = (v, v)` nested)
+/// costs its distinct tuples, not its paths.
+fn nests_deeper_than(items: &[Value], limit: usize) -> bool {
+    let mut level: Vec<&Arc<Vec<Value>>> =
+        items.iter().filter_map(|v| if let Value::Tuple(t) = v { Some(t) } else { None }).collect();
+    let mut depth = 1;
+    while !level.is_empty() {
+        depth += 1;
+        if depth > limit {
+            return true;
+        }
+        let mut seen = std::collections::HashSet::new();
+        level = level
+            .iter()
+            .flat_map(|t| t.iter())
+            .filter_map(|v| if let Value::Tuple(t) = v { Some(t) } else { None })
+            .filter(|t| seen.insert(Arc::as_ptr(t)))
+            .collect();
+    }
+    false
+}
+
+/// A new tuple of the `n` values at `items` (each a live value; NULL only when `n` is 0). Tuples
+/// may nest at most `RVM_MAX_TUPLE_NESTING` levels (`RVM_ERROR_VALUE` past it).
 ///
 /// Ownership: the items are borrowed (the tuple shares them: freeing an item afterwards does not
 /// change the tuple); on success `*out` is a new value the caller owns. Thread safety: any thread.
@@ -211,6 +240,12 @@ pub unsafe extern "C" fn rvm_value_new_tuple(
         crate::input::check_out(out, "rvm_value_new_tuple")?;
         // SAFETY: the caller passes `n` live handles.
         let items = unsafe { values_arg(items, n, "rvm_value_new_tuple: items") }?;
+        if nests_deeper_than(&items, RVM_MAX_TUPLE_NESTING) {
+            return Err(CError::new(
+                crate::error::rvm_error_code::RVM_ERROR_VALUE,
+                format!("rvm_value_new_tuple: tuples would nest more than {RVM_MAX_TUPLE_NESTING} levels deep"),
+            ));
+        }
         // SAFETY: as above.
         unsafe { write_out(out, new_value(Value::Tuple(Arc::new(items))), "rvm_value_new_tuple") }
     })

@@ -717,3 +717,39 @@ fn a_tvm_model_runs_from_a_path_and_from_bytes_as_in_rust() {
     }
     assert_eq!(DELETED.load(Ordering::SeqCst), 2, "each input released once");
 }
+
+#[test]
+fn tuples_nest_at_most_the_limit() {
+    let mut v = rvm_value_new_int(0);
+    // SAFETY: live handles, valid pointers.
+    unsafe {
+        for _ in 0..relaxvm_capi::value::RVM_MAX_TUPLE_NESTING - 1 {
+            let mut t = null_mut();
+            let items = [v as *const rvm_value];
+            ok(rvm_value_new_tuple(items.as_ptr(), 1, &mut t));
+            ok(rvm_value_free(v));
+            v = t;
+        }
+        let mut t = null_mut();
+        let items = [v as *const rvm_value];
+        ok(rvm_value_new_tuple(items.as_ptr(), 1, &mut t));
+        let deeper = [t as *const rvm_value];
+        let mut over = null_mut();
+        fails(rvm_value_new_tuple(deeper.as_ptr(), 1, &mut over), RVM_ERROR_VALUE, "more than 1000 levels");
+        // Sharing is cheap to check: (v, v) nested 60 deep has 2^60 paths but 60 tuples.
+        let mut s = rvm_value_new_int(1);
+        for _ in 0..60 {
+            let mut n = null_mut();
+            let items = [s as *const rvm_value, s];
+            ok(rvm_value_new_tuple(items.as_ptr(), 2, &mut n));
+            ok(rvm_value_free(s));
+            s = n;
+        }
+        let mut text = null_mut();
+        ok(rvm_value_to_string(t, &mut text));
+        ok(rvm_string_free(text));
+        for h in [v, t, s] {
+            ok(rvm_value_free(h));
+        }
+    }
+}

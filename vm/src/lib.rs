@@ -3,7 +3,7 @@
 //! A register-based virtual machine whose one real instruction is a call to a *packed
 //! function* — a function of a slice of dynamically typed [`Value`]s. Compilers emit bytecode
 //! (with `relaxvm_builder::ExecBuilder`), ship it as an [`Executable`] (a `.rvx` file, see
-//! [`format`]), and run it with a [`VirtualMachine`] and the packed functions of
+//! [`format`](mod@format)), and run it with a [`VirtualMachine`] and the packed functions of
 //! `relaxvm_builtins` (or their own, see [`registry`]):
 //!
 //! ```
