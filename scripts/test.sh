@@ -1,21 +1,74 @@
 #!/usr/bin/env bash
-# Runs every test: Rust formatting, lints and tests, then the pytest suite through the
-# Python package (built in release mode into .venv). Installs what it needs.
+# Runs every test: Rust formatting, lints and tests, the C API under AddressSanitizer, then the
+# pytest suite through the Python package (built in release mode into .venv). Installs what it
+# needs (README.md, "Set-up", says what and where).
+#
+# Each section's output goes to a log under target/test-logs/; a passing section prints one
+# line, a failing one prints its log's end and stops the run. RELAXVM_TEST_VERBOSE=1 streams
+# every section's output instead.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-logs="$(mktemp -d)"
-trap 'rm -rf "$logs"' EXIT
+logs="$root/target/test-logs"
+rm -rf "$logs"
+mkdir -p "$logs"
+verbose="${RELAXVM_TEST_VERBOSE:-0}"
 
-echo "== cargo fmt --check"
-cargo fmt --all -- --check
-echo "== cargo clippy"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
-echo "== cargo doc (warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
-echo "== cargo test"
-cargo test --workspace --exclude relaxvm-python 2>&1 | tee "$logs/cargo"
-echo "== cargo test under AddressSanitizer: the crates with unsafe code (vm, builtins, tvm)"
+# section NAME CMD...: runs CMD, its output in $logs/NAME.log; one line with the time taken, or,
+# on failure, the log's last 150 lines and the exit.
+section() {
+  local name="$1" t=$SECONDS status=0
+  shift
+  local log="$logs/$name.log"
+  printf '== %-58s' "$name"
+  if [ "$verbose" = 1 ]; then
+    echo
+    "$@" 2>&1 | tee "$log" || status=$?
+  else
+    # On a terminal, a dot every 10 s shows a long section is alive.
+    local beat=
+    if [ -t 1 ]; then
+      (while sleep 10; do printf .; done) &
+      beat=$!
+    fi
+    "$@" >"$log" 2>&1 || status=$?
+    if [ -n "$beat" ]; then
+      kill "$beat" 2>/dev/null || true
+      wait "$beat" 2>/dev/null || true
+      printf '\r== %-58s' "$name"
+    fi
+  fi
+  if [ "$status" = 0 ]; then
+    printf 'ok %5d s\n' $((SECONDS - t))
+  else
+    printf 'FAILED after %d s (exit %d); the end of %s:\n' $((SECONDS - t)) "$status" "$log"
+    tail -n 150 "$log"
+    exit "$status"
+  fi
+}
+
+section fmt cargo fmt --all -- --check
+section clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
+section doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+# The crates as crates.io would receive them; --no-verify: a verify build of each packaged crate
+# would cost minutes of compiling what the test builds compile anyway.
+section package cargo package --workspace --exclude relaxvm-python --no-verify --allow-dirty --quiet
+lean_tree() {
+  # The runtime an embedder links: relaxvm without its default `tooling` feature, and the
+  # builder without its CLI, compile none of the tooling crates.
+  local tree
+  tree="$(cargo tree -p relaxvm --no-default-features -e normal --prefix none;
+    cargo tree -p relaxvm-builder --no-default-features -e normal --prefix none)"
+  if grep -E '^(zip|csv|serde_json|serde|tempfile|clap|indicatif|env_logger) ' <<<"$tree"; then
+    echo "the lean runtime pulls the tooling crates above" >&2
+    return 1
+  fi
+  cargo check --quiet -p relaxvm --no-default-features
+  echo "lean runtime: $(sed 's/ (.*//' <<<"$tree" | sort -u | wc -l) crates"
+}
+section lean-runtime lean_tree
+section cargo-test cargo test --workspace --exclude relaxvm-python
+
 # vm holds the unsafe memory code (storage, tensor views, the mapped format), builtins the
 # kernels' unzeroed outputs, tvm the foreign calls into TVM libraries. (The python crate's unsafe
 # code has no Rust tests: scripts/asan-python.sh runs the pytest suite against an ASan build.)
@@ -25,55 +78,51 @@ echo "== cargo test under AddressSanitizer: the crates with unsafe code (vm, bui
 host="$(rustc -vV | sed -n 's/^host: //p')"
 asan=(env RELAXVM_BLOCK_CACHE=0 ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 RUSTC_BOOTSTRAP=1
   RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address")
-timed() { local t=$SECONDS; "$@"; echo "(took $((SECONDS - t)) s)"; }
 # ASan's quarantine keeps freed memory resident, so the resident-memory test (run above without
 # it) would measure the sanitizer, not relaxvm.
-timed "${asan[@]}" cargo test --quiet -p relaxvm -p relaxvm-builtins -p relaxvm-tvm --target "$host" \
-  --target-dir "$root/target/asan" --lib --tests -- --skip resident_memory_stays_flat_over_100k_calls
+section cargo-test-asan "${asan[@]}" cargo test --quiet -p relaxvm -p relaxvm-builtins -p relaxvm-tvm \
+  --target "$host" --target-dir "$root/target/asan" --lib --tests -- --skip resident_memory_stays_flat_over_100k_calls
 
-echo "== fuzz targets under AddressSanitizer: build, and replay each corpus input once"
 # fuzz/ is a workspace of its own (cargo-fuzz's layout); built as cargo-fuzz would without its
 # coverage flags, which replaying does not need, into the ASan target dir (shared crates are
 # built once). libFuzzer's -runs=0 runs every file of the corpus once and fuzzes nothing.
-timed "${asan[@]}" cargo build --quiet --manifest-path "$root/fuzz/Cargo.toml" --target "$host" \
-  --target-dir "$root/target/asan" --bins
-for target in load asm interp tvm_import; do
-  echo "replaying fuzz/corpus/$target"
-  # -artifact_prefix: libFuzzer writes slow or crashing inputs there, not into the checkout.
-  timed "${asan[@]}" "$root/target/asan/$host/debug/$target" -runs=0 -artifact_prefix="$logs/" \
-    "$root/fuzz/corpus/$target" 2>"$logs/fuzz" \
-    || { tail -n 40 "$logs/fuzz"; exit 1; }
-  grep -E '^Done [0-9]+ runs' "$logs/fuzz"
-done
+fuzz_replay() {
+  "${asan[@]}" cargo build --quiet --manifest-path "$root/fuzz/Cargo.toml" --target "$host" \
+    --target-dir "$root/target/asan" --bins
+  for target in load asm interp tvm_import; do
+    echo "replaying fuzz/corpus/$target"
+    # -artifact_prefix: libFuzzer writes slow or crashing inputs there, not into the checkout.
+    "${asan[@]}" "$root/target/asan/$host/debug/$target" -runs=0 -artifact_prefix="$logs/" \
+      "$root/fuzz/corpus/$target" >"$logs/fuzz-$target.log" 2>&1 || { cat "$logs/fuzz-$target.log"; return 1; }
+    grep -E '^Done [0-9]+ runs' "$logs/fuzz-$target.log"
+  done
+}
+section fuzz-replay-asan fuzz_replay
 
-echo "== python package"
-"$root/scripts/setup-venv.sh"
-echo "== cargo test --release of the builtins crate's unit tests"
+section python-package "$root/scripts/setup-venv.sh"
 # The optimiser may remove what a test observes (an unused impossible allocation, say): the
 # kernels' unit tests run optimised too, after the package, whose release build of the crates
 # they reuse. (The integration tests too would cost ten minutes of thin-LTO links per run.)
-timed cargo test --quiet --release -p relaxvm-builtins --lib
-echo "== release wheel (manylinux2014, stripped)"
-RELAXVM_WHEEL="$("$root/scripts/build-wheel.sh" | tail -n 1)"
+section cargo-test-release-builtins cargo test --quiet --release -p relaxvm-builtins --lib
+section wheel sh -c "\"$root/scripts/build-wheel.sh\" | tail -n 1 > \"$logs/wheel-path\""
+RELAXVM_WHEEL="$(cat "$logs/wheel-path")"
 export RELAXVM_WHEEL
-echo "wheel: $RELAXVM_WHEEL"
-echo "== scale-out venv (Ray, Dask) for the examples"
-"$root/scripts/deploy-venv.sh" >/dev/null
-echo "== ruff"
-"$root/.venv/bin/ruff" format --check python tests examples scripts
-"$root/.venv/bin/ruff" check python tests examples scripts
-echo "== TVM model corpus (compiled in .venv-tvm, cached)"
+section deploy-venv "$root/scripts/deploy-venv.sh"
+section ruff sh -c "\"$root/.venv/bin/ruff\" format --check python tests examples scripts && \"$root/.venv/bin/ruff\" check python tests examples scripts"
 # Built by Apache TVM in its own venv; the tests run it in .venv, where TVM is absent.
 # RELAXVM_TVM_FULL=1 builds every ONNX backend test instead of the default subset.
 corpus_flags=()
 [ "${RELAXVM_TVM_FULL:-0}" = 1 ] && corpus_flags+=(--full)
-RELAXVM_TVM_CORPUS="$("$root/scripts/tvm-corpus.sh" "${corpus_flags[@]}" | tail -n 1)"
+section tvm-corpus sh -c "\"$root/scripts/tvm-corpus.sh\" ${corpus_flags[*]:-} > \"$logs/corpus-path\""
+RELAXVM_TVM_CORPUS="$(tail -n 1 "$logs/corpus-path")"
 export RELAXVM_TVM_CORPUS
-echo "corpus: $RELAXVM_TVM_CORPUS"
-echo "== pytest"
-"$root/.venv/bin/python" -m pytest -q tests --junitxml "$logs/pytest.xml" | tee "$logs/pytest"
-echo "== skipped tests (tests/expected-skips.txt lists the skips CI allows)"
-"$root/.venv/bin/python" "$root/scripts/check-skips.py" "$logs/pytest.xml"
+# The C API's Rust tests again, now with a TVM model; then C and C++ programs under ASan/LSan.
+section capi-with-model cargo test --quiet -p relaxvm-capi
+section capi-c-asan "$root/scripts/test-c-api.sh"
+section pytest "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider tests --junitxml "$logs/pytest.xml"
+section skips "$root/.venv/bin/python" "$root/scripts/check-skips.py" "$logs/pytest.xml"
 
-rust="$(awk '/^test result:/ {p += $4; i += $8} END {printf "%d passed, %d ignored", p, i}' "$logs/cargo")"
-echo "== summary: Rust: $rust; Python: $(tail -n 1 "$logs/pytest" | sed 's/^=* *//; s/ *=*$//'); $((SECONDS / 60)) min $((SECONDS % 60)) s"
+rust="$(awk '/^test result:/ {p += $4; i += $8} END {printf "%d passed, %d ignored", p, i}' "$logs/cargo-test.log")"
+python="$(grep -E '^[0-9]+ passed' "$logs/pytest.log" | tail -n 1 | sed 's/ in [0-9.]*s.*//')"
+echo "== summary: Rust: $rust; Python: $python; wheel: $(basename "$RELAXVM_WHEEL"); corpus: $RELAXVM_TVM_CORPUS"
+echo "   logs in $logs; $((SECONDS / 60)) min $((SECONDS % 60)) s"

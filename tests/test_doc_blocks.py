@@ -6,9 +6,14 @@
   must match it (``output_matches``): line by line, spaces collapsed, a line ``...`` standing for
   any lines; in a ```` ```text timings ```` block any number matches any number and the lines
   may come in any order (a profile's rows are sorted by times). Files they name that only a TVM build
-  makes (``mlp.so``, ``transformer_block/model.so``) are copied from the corpus; a block that
-  imports ``tvm`` runs in ``.venv-tvm``, and what it exports is then loaded by relaxvm.
+  makes (``mlp.so``, ``transformer_block/model.so``) are copied from the corpus unless an earlier
+  block of the document made them; a block that imports ``tvm`` runs in ``.venv-tvm`` in the same
+  folder, so the README's compile block writes the ``mlp.so`` its next block loads.
 - Rust blocks are doctests of ``relaxvm-builder`` (README.md, docs/format.md, docs/profiling.md).
+- C blocks holding a whole program (``int main``) are compiled with the system's ``cc`` against
+  ``include/relaxvm.h`` and the C API library (``target/debug``, built if missing), and run in a
+  scratch folder like the Python blocks, with the same fixtures and output check; other C blocks
+  are fragments, not run.
 - Shell blocks are checked, not run (some run for hours): each ``relaxvm`` command and option
   exists in the CLI's help, each script, example and fuzz target named exists, and each option
   given to an example is one it parses.
@@ -132,7 +137,9 @@ def test_python_blocks_run(doc, tmp_path, monkeypatch, capsys):
             run_with_tvm(code, tmp_path)
             continue
         for name, rel in FIXTURES.items():
-            if f'"{name}"' in code:
+            # A file an earlier block made (the README's TVM block writes mlp.so) is used as
+            # made: the blocks run as a chain.
+            if f'"{name}"' in code and not (tmp_path / name).exists():
                 if HAND is None:
                     pytest.skip(located.SKIP_REASON)
                 (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -196,6 +203,10 @@ def check_command(words: list[str]) -> None:
     elif prog == "cargo" and words[1:3] == ["fuzz", "run"]:
         target = [w for w in words[3:] if not w.startswith("-") and w != "none"][0]
         assert (ROOT / "fuzz" / "fuzz_targets" / f"{target}.rs").is_file(), target
+    elif prog in {"cc", "c++"}:
+        for w in words[1:]:
+            if w.startswith("-I"):
+                assert (ROOT / w[2:]).is_dir(), f"{prog}: no include folder {w[2:]}"
     elif prog in {"cargo", "cd", "pip", "python3"}:
         return
     else:
@@ -214,3 +225,54 @@ def test_shell_blocks_name_what_exists(doc):
                 if words[:1] == ["cd"]:
                     continue
                 check_command(words)
+
+
+C_DOCS = [d for d in DOCS if any("int main(" in b for b in blocks(d, "c"))]
+
+
+def c_library() -> Path:
+    """The C API's shared library of the debug build, built when missing."""
+    lib = ROOT / "target" / "debug" / "librelaxvm_capi.so"
+    if not lib.exists():
+        subprocess.run(["cargo", "build", "--quiet", "-p", "relaxvm-capi"], cwd=ROOT, check=True)
+    return lib
+
+
+def test_the_c_api_guide_has_a_program():
+    assert [d.name for d in C_DOCS] == ["c-api.md"]
+
+
+@pytest.mark.parametrize("doc", C_DOCS, ids=lambda d: d.name)
+def test_c_programs_compile_and_run(doc, tmp_path):
+    fenced = re.findall(r"```([^\n]*)\n(.*?)```", doc.read_text(), flags=re.S)
+    lib = c_library()
+    for k, ((info, code), (next_info, shown)) in enumerate(zip(fenced, fenced[1:] + [("", "")])):
+        if info != "c" or "int main(" not in code:
+            continue
+        for name, rel in FIXTURES.items():
+            if f'"{name}"' in code:
+                if HAND is None:
+                    pytest.skip(located.SKIP_REASON)
+                shutil.copy(os.path.join(HAND, rel), tmp_path / name)
+        source = tmp_path / f"block{k}.c"
+        source.write_text(code)
+        exe = tmp_path / f"block{k}"
+        cc = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'include'}", str(source)]
+        cc += [f"-L{lib.parent}", "-lrelaxvm_capi", f"-Wl,-rpath,{lib.parent}", "-o", str(exe)]
+        done = subprocess.run(cc, capture_output=True, text=True)
+        assert done.returncode == 0, f"{doc.name} C block {k} does not compile:\n{done.stderr}"
+        done = subprocess.run([str(exe)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"{doc.name} C block {k} failed:\n{done.stdout}{done.stderr}"
+        assert next_info.split()[:1] == ["text"], f"{doc.name} C block {k}: show its output in a text block"
+        why = output_matches(next_info, shown, done.stdout)
+        assert why is None, f"{doc.name} C block {k}: {why}\nprinted:\n{done.stdout}"
+
+
+def test_the_readme_tvm_example_is_a_chain():
+    """The README compiles mlp.so with TVM, then loads that file: nothing in between is missing."""
+    code = blocks(ROOT / "README.md", "python")
+    made = [k for k, b in enumerate(code) if 'export_library("mlp.so")' in b and "import tvm" in b]
+    used = [k for k, b in enumerate(code) if 'load_module("mlp.so")' in b]
+    assert made and used and made[0] < used[0], (made, used)
+    text = (ROOT / "README.md").read_text()
+    assert "scripts/setup-venv-tvm.sh" in text and "tests/tvm_corpus/requirements.txt" in text

@@ -8,8 +8,11 @@ import re
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 WHEEL = os.environ.get("RELAXVM_WHEEL")
 pytestmark = pytest.mark.skipif(not WHEEL, reason="RELAXVM_WHEEL is not set (scripts/test.sh builds the wheel)")
@@ -38,6 +41,22 @@ def test_the_metadata_has_readme_license_and_urls(wheel):
     assert meta.get_payload().startswith("# relaxvm")
     assert any(u.startswith("Repository, ") for u in meta.get_all("Project-URL"))
     assert any(n.endswith("LICENSE") for n in wheel.namelist())
+
+
+def test_the_metadata_links_work_on_a_package_index(wheel):
+    """Project URLs are the repository Cargo.toml names (one source), and the README's links are
+    absolute: relative ones would point into the package index, not the repository."""
+    name = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+    meta = email.message_from_bytes(wheel.read(name))
+    cargo = (ROOT / "Cargo.toml").read_text()
+    repository = re.search(r'^repository = "([^"]+)"', cargo, flags=re.M).group(1)
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
+    assert urls["Repository"] == repository and urls["Homepage"] == repository, urls
+    assert not any("example.invalid" in u for u in urls.values()), urls
+    # Links outside code: fenced blocks and inline code hold `x[i](...)`, which is no link.
+    prose = re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", meta.get_payload(), flags=re.S))
+    relative = re.findall(r"\]\((?!https?://|#)([^)]+)\)", prose)
+    assert not relative, f"relative links in the wheel's README: {relative}"
 
 
 def test_it_installs_and_runs(tmp_path):

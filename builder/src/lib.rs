@@ -10,9 +10,37 @@
 //! * [`link()`] — merges executables into one, resolving functions declared in one and defined
 //!   in another to direct calls (and [`ExecBuilder::import_executable`] imports one into a
 //!   builder); [`drop_unreachable`] removes what the entry function cannot reach.
-//! * [`npy`] — reads and writes numpy `.npy` files as tensors.
-//! * the `relaxvm` command-line tool (feature `cli`): `asm`, `dis`, `stats`, `verify`, `run`,
-//!   `link`.
+//! * `npy` (feature `cli`) — reads and writes numpy `.npy` files as tensors.
+//! * the `relaxvm` command-line tool (feature `cli`, on by default): `asm`, `dis`, `stats`,
+//!   `verify`, `run`, `profile`, `trace`, `link`. A library user turns it off, which keeps clap,
+//!   indicatif, serde_json and the TVM loader out of the build:
+//!   `relaxvm-builder = { version = "0.1", default-features = false }`.
+//!
+//! ```
+//! use relaxvm::{Arg, Value, VirtualMachine};
+//! use relaxvm_builder::{assemble, ExecBuilder};
+//! use std::sync::Arc;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! relaxvm_builtins::ensure_registered(); // the builtins the programs call
+//!
+//! // Emit a function...
+//! let mut ib = ExecBuilder::new();
+//! ib.function("main", 2, Some(vec!["a".into(), "b".into()]))?;
+//! ib.emit_call("vm.builtin.int.mul", &[Arg::Reg(0), Arg::Reg(1)], Some(2))?;
+//! ib.emit_ret(2)?;
+//! ib.end_function()?;
+//! let exe = ib.get()?.executable;
+//!
+//! // ... or write it in the text form (registered builtins need no `.packed` line).
+//! let same = assemble("@main inputs=2 regs=3 params=(a, b):\n  call  vm.builtin.int.mul  in: %0, %1  dst: %2\n  ret  %2\n")?;
+//! assert_eq!(same.as_text(), exe.as_text());
+//!
+//! let mut vm = VirtualMachine::new(Arc::new(exe))?;
+//! assert_eq!(vm.invoke("main", &[Value::Int(6), Value::Int(7)])?.as_int()?, 42);
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -25,6 +53,7 @@ mod formalize;
 mod func_table;
 pub mod link;
 mod link_error;
+#[cfg(feature = "cli")]
 pub use relaxvm::npy;
 pub mod reachability;
 

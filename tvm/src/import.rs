@@ -117,6 +117,26 @@ pub fn load_module_with(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Ex
     }
 }
 
+/// [`load_module_with`] of bytes in memory: a `.so` (validated, then opened from these bytes:
+/// passing them is the consent to run that library's code; `name` stands for its path in
+/// messages and in the reference an executable saved from it records), a `.vmexec`, or a
+/// `.rvx`, whose library references resolve against the current directory and open only as
+/// `opts.native_libraries` allows (see [`open_libraries`]).
+pub fn load_module_bytes(bytes: &[u8], name: &Path, opts: &LoadOptions) -> Result<Executable> {
+    match FileKind::sniff(bytes, name)? {
+        FileKind::Elf => {
+            let exe = program_of_elf(bytes, name)?;
+            let lib = NativeLib::open_bytes(name, bytes)?;
+            Ok(exe.with_libraries(vec![Library::opened(lib)]))
+        }
+        FileKind::VmExec => vmexec::read(bytes).map_err(|e| in_file(name, e)),
+        FileKind::Relaxvm => {
+            let exe = relaxvm::format::load_bytes_with(bytes, opts).map_err(|e| in_file(name, e))?;
+            open_libraries(exe, None, opts)
+        }
+    }
+}
+
 /// Loads a relaxvm executable (read into memory, every byte checked) and, with the caller's
 /// consent ([`LoadOptions::native_libraries`]; refused by default), opens the native libraries
 /// it references; see [`open_libraries`].

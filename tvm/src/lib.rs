@@ -13,6 +13,26 @@
 //! - [`vmtir`]: functions TVM compiled to machine code (`exec_mode="compiled"`): their
 //!   bytecode wrappers and the runtime their code calls back into.
 //! - [`import`]: the entry points: a `.so` or a standalone `.vmexec` file to an executable.
+//!
+//! ```no_run
+//! use relaxvm::{Tensor, Value, VirtualMachine};
+//! use std::sync::Arc;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! relaxvm_builtins::ensure_registered(); // the runtime builtins compiled programs call
+//! // Opening a .so runs its code, as TVM's loader does: naming it is the consent.
+//! let exe = relaxvm_tvm::import::load_module("mlp.so")?;
+//! let mut vm = VirtualMachine::new(Arc::new(exe))?;
+//! let x = Tensor::from_vec(vec![1, 784], vec![0.5f32; 784])?;
+//! let y = vm.invoke("main", &[Value::Tensor(x)])?;
+//! println!("{y}");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A program that opens TVM libraries must export the two error functions their kernels bind
+//! (`-Wl,--export-dynamic-symbol=TVMFFIErrorSetRaisedFromCStrParts` and
+//! `...=TVMFFIErrorSetRaisedFromCStr`: see this crate's and `relaxvm-builder`'s build scripts).
 
 pub mod elf;
 pub mod ffi;

@@ -2,29 +2,42 @@
 //!
 //! A register-based virtual machine whose one real instruction is a call to a *packed
 //! function* — a function of a slice of dynamically typed [`Value`]s. Compilers emit bytecode
-//! (with `relaxvm_builder::ExecBuilder`), ship it as an [`Executable`], and run it with a
-//! [`VirtualMachine`]:
+//! (with `relaxvm_builder::ExecBuilder`), ship it as an [`Executable`] (a `.rvx` file, see
+//! [`format`](mod@format)), and run it with a [`VirtualMachine`] and the packed functions of
+//! `relaxvm_builtins` (or their own, see [`registry`]):
 //!
 //! ```
-//! use relaxvm::{registry, Executable, ExecutableParts, FuncInfo, Instruction, Arg,
-//!               PackedFunc, Value, VirtualMachine};
+//! use relaxvm::{Arg, Value, VirtualMachine};
+//! use relaxvm_builder::ExecBuilder;
 //! use std::sync::Arc;
 //!
-//! registry::register_global(PackedFunc::typed("doc.add", |a: i64, b: i64| a + b), true).unwrap();
-//! let exe = Executable::from_parts(ExecutableParts {
-//!     funcs: vec![
-//!         FuncInfo::bytecode("main", 0, 2, 2, 3),
-//!         FuncInfo::packed("doc.add"),
-//!     ],
-//!     instrs: vec![
-//!         Instruction::Call { func: 1, args: vec![Arg::Reg(0), Arg::Reg(1)], dst: Some(2) },
-//!         Instruction::Ret { result: 2 },
-//!     ],
-//!     ..Default::default()
-//! }).unwrap();
-//! let mut vm = VirtualMachine::new(Arc::new(exe)).unwrap();
-//! assert_eq!(vm.invoke("main", &[Value::Int(2), Value::Int(3)]).unwrap().as_int().unwrap(), 5);
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! relaxvm_builtins::ensure_registered(); // vm.builtin.* and vm.op.* into the global registry
+//!
+//! // The compiler's side: emit a function, save the executable (to a file, or as bytes).
+//! let mut ib = ExecBuilder::new();
+//! ib.function("main", 2, Some(vec!["a".into(), "b".into()]))?;
+//! ib.emit_call("vm.builtin.int.add", &[Arg::Reg(0), Arg::Reg(1)], Some(2))?;
+//! ib.emit_ret(2)?;
+//! ib.end_function()?;
+//! let bytes = ib.get()?.executable.save_to_bytes();
+//!
+//! // The embedder's side: load (every byte checked) and run.
+//! let exe = relaxvm::format::load_bytes(&bytes)?; // or format::load_file("model.rvx")
+//! let mut vm = VirtualMachine::new(Arc::new(exe))?;
+//! assert_eq!(vm.invoke("main", &[Value::Int(2), Value::Int(3)])?.as_int()?, 5);
+//! # Ok(())
+//! # }
 //! ```
+//!
+//! ## Features
+//!
+//! - `tooling` (default): the profiler's CSV, JSON and Chrome-trace reports
+//!   ([`profile::ProfileReport::csv`]...), the tracer ([`trace`]), `.npy` files ([`npy`]),
+//!   signature reflection records and saving executables to files ([`Executable::save`]), with
+//!   the crates they need (csv, zip, serde_json, tempfile). An embedder that only loads and runs
+//!   bytecode depends on `relaxvm = { version = "0.1", default-features = false }` and compiles
+//!   none of them.
 #![deny(missing_docs)]
 
 pub mod arcstr;
@@ -45,6 +58,7 @@ pub mod int_op;
 pub mod location;
 mod names;
 pub mod native;
+#[cfg(feature = "tooling")]
 pub mod npy;
 pub mod object;
 pub mod packed;
@@ -60,6 +74,7 @@ pub mod tensor;
 mod tensor_fmt;
 pub mod tensor_text;
 pub mod text;
+#[cfg(feature = "tooling")]
 pub mod trace;
 pub mod types;
 pub mod value;

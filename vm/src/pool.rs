@@ -76,6 +76,25 @@ pub fn global() -> &'static Pool {
     })
 }
 
+/// Creates the process's pool with `threads` threads, for embedders that set the size in code
+/// rather than with `RELAXVM_NUM_THREADS` (the C API's `rvm_vm_options.num_threads`). An error
+/// when `threads` is not 1..=[`MAX_THREADS`], or when the pool already exists with another size
+/// (it is created once per process, on first use).
+pub fn init_global(threads: usize) -> Result<&'static Pool> {
+    if !(1..=MAX_THREADS).contains(&threads) {
+        return Err(Error::value(format!("thread count {threads}: expected 1 to {MAX_THREADS}")));
+    }
+    let pool = POOL.get_or_init(|| Pool::new(threads));
+    if pool.threads() != threads {
+        return Err(Error::value(format!(
+            "the thread pool already runs {} threads (it is created once per process, on first use); \
+             {threads} were asked for",
+            pool.threads()
+        )));
+    }
+    Ok(pool)
+}
+
 /// One task of a launch, as its body sees it.
 pub struct Task<'a> {
     id: usize,

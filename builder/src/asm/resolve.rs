@@ -10,9 +10,27 @@ use std::collections::HashMap;
 /// verifier on each function, so that an error points at the line and column of the operand at
 /// fault (the verifier names the operand; only the assembler knows where it is written).
 pub(super) fn resolve(program: Program) -> Result<Executable, AsmError> {
-    let index: HashMap<&str, u32> =
-        program.entries.iter().enumerate().map(|(i, e)| (e.name.as_str(), i as u32)).collect();
+    let mut index: HashMap<String, u32> =
+        program.entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i as u32)).collect();
     let mut parts = ExecutableParts { constants: program.constants, ..Default::default() };
+    // Names neither declared nor defined that the global registry holds (the builtins, once
+    // registered, and the embedder's functions) are packed functions, appended to the table in
+    // order of first use, as `ExecBuilder` would have numbered them.
+    let mut implicit: Vec<String> = Vec::new();
+    {
+        let registry = relaxvm::registry::global();
+        for body in program.entries.iter().filter_map(|e| e.body.as_ref()) {
+            for instr in &body.instrs {
+                let _ = instr.op.try_map_funcs(|_, name| {
+                    if !index.contains_key(name.as_str()) && registry.contains(name) {
+                        index.insert(name.clone(), (program.entries.len() + implicit.len()) as u32);
+                        implicit.push(name.clone());
+                    }
+                    Ok::<u32, ()>(0)
+                });
+            }
+        }
+    }
     // The instructions of each bytecode function, as the source wrote them.
     let mut sources: Vec<(usize, &[Instr])> = Vec::new();
     for entry in &program.entries {
@@ -29,7 +47,7 @@ pub(super) fn resolve(program: Program) -> Result<Executable, AsmError> {
             let resolved = instr.op.try_map_funcs(|slot, name| {
                 index.get(name.as_str()).copied().ok_or_else(|| {
                     instr.at(Some(slot)).error(format!(
-                        "unknown function {name:?}: declare it with `.packed {}` or define it with `@{} inputs=N:`",
+                        "unknown function {name:?}: declare it with `.packed {}`, define it with `@{} inputs=N:`, or register it before assembling",
                         plain(name),
                         plain(name)
                     ))
@@ -51,6 +69,7 @@ pub(super) fn resolve(program: Program) -> Result<Executable, AsmError> {
             signature: body.sig.as_ref().map(|(s, _)| s.clone()),
         });
     }
+    parts.funcs.extend(implicit.into_iter().map(FuncInfo::packed));
     for (i, instrs) in sources {
         let f = &parts.funcs[i];
         let code = FunctionCode {

@@ -238,6 +238,9 @@ where
 pub fn run(cli: Cli) -> Result<(), CliError> {
     io::set_max_input(cli.max_input_size);
     io::set_mmap(cli.mmap);
+    // The builtins are registered before anything is assembled: a text program may call them
+    // without declaring each with `.packed`.
+    relaxvm_builtins::ensure_registered();
     match cli.command {
         Command::Asm(a) => asm(a),
         Command::Dis(a) => {

@@ -13,8 +13,10 @@ use std::sync::Arc;
 pub struct ProfileArgs {
     #[command(flatten)]
     call: CallArgs,
-    /// Run this many times and report the fastest run (the first pays one-time costs).
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Run this many times and report the fastest run: the first pays one-time costs (caches,
+    /// first-touch page faults, lazily resolved calls), which a single cold run would show as
+    /// VM overhead.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
     /// Also write the reported run as a Chrome trace (open it at ui.perfetto.dev).
     #[arg(long, value_name = "FILE")]

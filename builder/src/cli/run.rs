@@ -163,7 +163,25 @@ impl CallArgs {
 /// The function a command calls: the one named, else the executable's entry function.
 fn function_to_call(exe: &relaxvm::Executable, named: Option<&str>, input: &Path) -> Result<String, CliError> {
     match named.or_else(|| exe.entry()) {
-        Some(f) => Ok(f.to_string()),
+        Some(f) if exe.func(f).is_some_and(|i| i.kind == relaxvm::FuncKind::Bytecode) => Ok(f.to_string()),
+        Some(f) => {
+            let names = exe.bytecode_function_names();
+            let hint = match exe.entry() {
+                // `relaxvm run prog.rvx 3 4`: the entry function's arguments, without its name.
+                Some(entry) if named.is_some() => {
+                    format!(
+                        "; to pass {f:?} to the entry function, name it first: relaxvm run {} {entry} {f} ...",
+                        input.display()
+                    )
+                }
+                _ => String::new(),
+            };
+            Err(CliError::new(format!(
+                "{}: unknown function {f:?}; its functions are: {}{hint}",
+                input.display(),
+                names.join(", ")
+            )))
+        }
         None => Err(CliError::new(format!(
             "{}: no function named and no entry function (define main, or set one with .entry or link --entry)",
             input.display()

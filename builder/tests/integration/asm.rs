@@ -234,11 +234,11 @@ const ERRORS: &[(&str, &str)] = &[
     ("@f inputs=1:\n ret %0 %1", "2:9: expected end of line, found \"%1\""),
     ("@f inputs=1:\n retx %0", "2:2: expected .const, .packed, .entry, a function header `@name inputs=N:` or an instruction (call, ret, goto, if), found \"retx\""),
     ("@f inputs=1 regs=1:\n ret %1", "2:6: register %1 is outside the register file of 1 (regs=1)"),
-    ("@f inputs=1:\n call g in: %0\n ret %0", "2:7: unknown function \"g\": declare it with `.packed g` or define it with `@g inputs=N:`"),
-    ("@f inputs=1:\n call \"a b\" in: f[\"a b\"]\n ret %0", "2:7: unknown function \"a b\": declare it with `.packed \"a b\"` or define it with `@\"a b\" inputs=N:`"),
+    ("@f inputs=1:\n call g in: %0\n ret %0", "2:7: unknown function \"g\": declare it with `.packed g`, define it with `@g inputs=N:`, or register it before assembling"),
+    ("@f inputs=1:\n call \"a b\" in: f[\"a b\"]\n ret %0", "2:7: unknown function \"a b\": declare it with `.packed \"a b\"`, define it with `@\"a b\" inputs=N:`, or register it before assembling"),
     (".packed g\n@f inputs=1:\n call g in: %0, x\n ret %0", "3:17: expected an argument (%N, %void, %vm, iN, c[N] or f[NAME]), found \"x\""),
     (".packed g\n@f inputs=1:\n call g in: c[0]\n ret %0", "3:13: constant c[0] is outside the pool of 0"),
-    (".packed g\n@f inputs=1:\n call g in: f[h]\n ret %0", "3:13: unknown function \"h\": declare it with `.packed h` or define it with `@h inputs=N:`"),
+    (".packed g\n@f inputs=1:\n call g in: f[h]\n ret %0", "3:13: unknown function \"h\": declare it with `.packed h`, define it with `@h inputs=N:`, or register it before assembling"),
     (".packed g\n@f inputs=1:\n call g dst: 3\n ret %0", "3:14: expected a destination register like %0, or void, found \"3\""),
     (".packed g\n@f inputs=1:\n call g in: i99999999999999999999\n ret %0", "3:14: 99999999999999999999 is out of range for an immediate after 'i' (a 64-bit signed integer)"),
     ("@f inputs=1:\n call f in: %0, %0 dst: %1\n ret %1", "2:2: calls \"f\" with 2 arguments, but it takes 1"),
@@ -352,4 +352,20 @@ fn the_documented_example_assembles_and_prints_back() {
     let without_comments: String = example.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect();
     assert_eq!(exe.as_text(), without_comments);
     assert!(relaxvm_builder::check_executable(&exe).unwrap().is_empty());
+}
+
+#[test]
+fn registered_functions_need_no_packed_declaration() {
+    relaxvm_builtins::ensure_registered();
+    let text = "@main inputs=2 params=(a, b):\n  call  vm.builtin.int.add  in: %0, %1  dst: %2\n  call  helper  in: %2  dst: %3\n  ret  %3\n\
+                @helper inputs=1:\n  call  vm.builtin.int.mul  in: %0, %0  dst: %1\n  ret  %1\n";
+    let exe = assemble(text).unwrap();
+    // Appended to the function table in order of first use, and printed with `.packed` lines.
+    assert_eq!(exe.packed_function_names(), ["vm.builtin.int.add", "vm.builtin.int.mul"]);
+    assert_eq!(assemble(&exe.as_text()).unwrap().as_text(), exe.as_text());
+    let mut vm = relaxvm::VirtualMachine::new(std::sync::Arc::new(exe)).unwrap();
+    assert_eq!(vm.invoke("main", &[relaxvm::Value::Int(2), relaxvm::Value::Int(3)]).unwrap().as_int().unwrap(), 25);
+    // A name nobody registered is still an error.
+    let e = assemble("@f inputs=0:\n  call  not.registered.anywhere  dst: %0\n  ret  %0\n").unwrap_err();
+    assert!(e.to_string().contains("unknown function \"not.registered.anywhere\""), "{e}");
 }

@@ -86,6 +86,42 @@ pub struct DLTensor {
     pub byte_offset: u64,
 }
 
+/// `DLPackVersion`: the DLPack ABI version a managed tensor follows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DLPackVersion {
+    /// Incompatible changes bump it (1 for DLPack 1.x).
+    pub major: u32,
+    /// Compatible additions bump it.
+    pub minor: u32,
+}
+
+/// `DLManagedTensorVersioned` (DLPack 1.x): a tensor handed from a producer to a consumer, who
+/// calls `deleter` once when done with it.
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLManagedTensorVersioned {
+    /// The DLPack version of this structure.
+    pub version: DLPackVersion,
+    /// The producer's context (what keeps the memory alive).
+    pub manager_ctx: *mut c_void,
+    /// Frees the tensor and its context; null when nothing is to be freed.
+    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
+    /// Bit flags: [`DLPACK_FLAG_BITMASK_READ_ONLY`], [`DLPACK_FLAG_BITMASK_IS_COPIED`].
+    pub flags: u64,
+    /// The tensor.
+    pub dl_tensor: DLTensor,
+}
+
+/// `DLPACK_FLAG_BITMASK_READ_ONLY`: the consumer must not write the tensor's memory.
+pub const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;
+/// `DLPACK_FLAG_BITMASK_IS_COPIED`: the producer copied the data for this tensor.
+pub const DLPACK_FLAG_BITMASK_IS_COPIED: u64 = 1 << 1;
+/// The DLPack major version these declarations follow.
+pub const DLPACK_MAJOR_VERSION: u32 = 1;
+/// The DLPack minor version these declarations follow.
+pub const DLPACK_MINOR_VERSION: u32 = 1;
+
 /// `TVMParallelGroupEnv`: what a parallel task knows of its group.
 #[repr(C)]
 #[derive(Debug)]
@@ -152,6 +188,7 @@ const _: () = assert!(std::mem::size_of::<DLDataType>() == 4);
 const _: () = assert!(std::mem::size_of::<DLDevice>() == 8);
 const _: () = assert!(std::mem::size_of::<DLTensor>() == 48);
 const _: () = assert!(std::mem::size_of::<TVMParallelGroupEnv>() == 16);
+const _: () = assert!(std::mem::size_of::<DLManagedTensorVersioned>() == 80);
 
 impl TVMFFIAny {
     /// None.

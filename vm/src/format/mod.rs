@@ -25,6 +25,7 @@
 //! before anything is allocated, every index against its table, and the result goes through
 //! the verifier ([`Executable::from_parts`]).
 
+#[cfg(feature = "tooling")]
 mod atomic;
 mod checksum;
 mod constants;
@@ -42,6 +43,7 @@ mod strings;
 mod varint;
 mod writer;
 
+#[cfg(feature = "tooling")]
 pub use atomic::{output_target, write_atomically};
 pub use constants::MAX_TUPLE_DEPTH;
 pub use libraries::NativeLibraries;
@@ -166,6 +168,7 @@ pub fn save_to_writer(exe: &Executable, opts: &SaveOptions, out: impl Write) -> 
 /// Writes `exe` to the file `path`, replacing it atomically ([`write_atomically`]): a
 /// failure never leaves half a file, and executables mapped from the old file keep seeing
 /// the old bytes.
+#[cfg(feature = "tooling")]
 pub fn save_file(exe: &Executable, path: impl AsRef<Path>, opts: &SaveOptions) -> Result<()> {
     write_atomically(path.as_ref(), |out| writer::write(exe, opts, out))
 }
@@ -272,6 +275,7 @@ impl Executable {
     }
 
     /// Writes the executable to the file `path` (replacing it atomically).
+    #[cfg(feature = "tooling")]
     pub fn save(&self, path: impl AsRef<Path>, opts: &SaveOptions) -> Result<()> {
         save_file(self, path, opts)
     }

@@ -1,6 +1,7 @@
 //! What a profiled run reports: rows per callee, the overhead row, trace events, and their
 //! table, CSV, JSON and Chrome-trace forms.
 
+#[cfg(feature = "tooling")]
 use serde_json::{json, Value as Json};
 use std::fmt::Write;
 
@@ -218,6 +219,7 @@ impl ProfileReport {
     }
 
     /// CSV: a header and one row per callee, times in nanoseconds.
+    #[cfg(feature = "tooling")]
     pub fn csv(&self) -> String {
         let mut w = csv::Writer::from_writer(Vec::new());
         let header = ["name", "kind", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "percent", "shapes"];
@@ -241,6 +243,7 @@ impl ProfileReport {
     }
 
     /// `{"function": ..., "total_ns": ..., "calls": [row, ...]}`.
+    #[cfg(feature = "tooling")]
     pub fn json(&self) -> String {
         let calls: Vec<Json> = self
             .rows
@@ -259,6 +262,7 @@ impl ProfileReport {
     /// The run in the Chrome trace event format (open it at ui.perfetto.dev or
     /// chrome://tracing): one complete event (`"ph": "X"`) per call, times in microseconds,
     /// the entry function as the outermost event.
+    #[cfg(feature = "tooling")]
     pub fn chrome_trace(&self) -> String {
         let us = |ns: u64| ns as f64 / 1e3;
         let mut events = vec![json!({

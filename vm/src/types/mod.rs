@@ -12,6 +12,7 @@
 use crate::dtype::DataType;
 
 mod check;
+#[cfg(feature = "tooling")]
 mod reflection;
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,7 @@ use super::{InstrumentAction, InstrumentCall};
 use crate::code::Callee;
 use crate::error::{Error, Result};
 use crate::profile::{CallKind, ProfileReport, Recorder};
+#[cfg(feature = "tooling")]
 use crate::trace::{Trace, TraceOptions, TraceRecorder, TracedError};
 use crate::value::Value;
 use std::sync::{Arc, Mutex};
@@ -47,6 +48,7 @@ impl VirtualMachine {
     /// `options.max_bytes` of them. Works on any VM. When the run raises, the error comes with
     /// the trace up to it. An instrument hook installed with
     /// [`set_instrument`](Self::set_instrument) is set aside for the run and restored after it.
+    #[cfg(feature = "tooling")]
     pub fn trace(
         &mut self,
         name: &str,

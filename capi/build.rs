@@ -1,0 +1,10 @@
+//! The tests open TVM libraries, which bind `TVMFFIErrorSetRaisedFromCStrParts` and
+//! `TVMFFIErrorSetRaisedFromCStr` from the global scope (see relaxvm-tvm's build.rs): the test
+//! executables export them. The shared library exports them itself; a program linking the
+//! static library passes the same arguments (docs/c-api.md).
+
+fn main() {
+    for symbol in ["TVMFFIErrorSetRaisedFromCStrParts", "TVMFFIErrorSetRaisedFromCStr"] {
+        println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol={symbol}");
+    }
+}

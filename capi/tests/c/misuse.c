@@ -1,0 +1,144 @@
+/* The C API's error paths from C, run under AddressSanitizer and LeakSanitizer by
+ * scripts/test.sh: misuse (NULL, wrong and freed handles, double frees, invalid UTF-8, huge
+ * counts) is an error object, never a crash; a call is interrupted from another thread; a C
+ * function's error comes back with its code. Exits non-zero on the first surprise.
+ *
+ *   misuse LOOP.rvx        (assembled from capi/tests/c/loop.txt) */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "relaxvm.h"
+
+static int failures = 0;
+
+/* Checks that `err` is an error of `code` whose message contains `needle`, and frees it. */
+static void expect(int line, rvm_error *err, rvm_error_code code, const char *needle) {
+  if (!err) {
+    if (code != RVM_OK) {
+      fprintf(stderr, "line %d: expected %s, got success\n", line, rvm_error_code_name(code));
+      failures++;
+    }
+    return;
+  }
+  const char *msg = rvm_error_message(err);
+  if (rvm_error_get_code(err) != code || !strstr(msg, needle)) {
+    fprintf(stderr, "line %d: expected %s containing \"%s\", got %s: %s\n", line,
+            rvm_error_code_name(code), needle, rvm_error_code_name(rvm_error_get_code(err)), msg);
+    failures++;
+  }
+  rvm_error_free(err);
+}
+#define EXPECT(call, code, needle) expect(__LINE__, (call), (code), (needle))
+#define OK(call) expect(__LINE__, (call), RVM_OK, "")
+
+static atomic_int spinning = 0;
+
+static rvm_error *mark_spinning(void *user_data, const rvm_value *const *args, size_t nargs,
+                                rvm_value **result) {
+  (void)user_data, (void)args, (void)nargs, (void)result;
+  atomic_store(&spinning, 1);
+  return NULL;
+}
+
+static rvm_error *refuse(void *user_data, const rvm_value *const *args, size_t nargs,
+                         rvm_value **result) {
+  (void)user_data, (void)result;
+  int64_t x = 0;
+  rvm_error *err = nargs == 1 ? rvm_value_get_int(args[0], &x) : NULL;
+  if (err) return err;
+  return rvm_error_new(RVM_ERROR_ARITHMETIC, "refused by C");
+}
+
+static void free_counter(void *user_data) { free(user_data); }
+
+struct call_result {
+  rvm_vm *vm;
+  rvm_error *err;
+  atomic_int done;
+};
+
+static void *run_spin(void *arg) {
+  struct call_result *r = arg;
+  rvm_value *out = NULL;
+  r->err = rvm_vm_call(r->vm, "spin", NULL, 0, &out);
+  atomic_store(&r->done, 1);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s LOOP.rvx\n", argv[0]);
+    return 2;
+  }
+  int *counter = malloc(sizeof(int)); /* freed by the registry when replaced */
+  OK(rvm_register_func("test.spinning", mark_spinning, NULL, NULL, true));
+  OK(rvm_register_func("test.refuse", refuse, counter, free_counter, true));
+  OK(rvm_register_func("test.refuse", refuse, NULL, NULL, true)); /* frees counter */
+  EXPECT(rvm_register_func("test.refuse", refuse, NULL, NULL, false), RVM_ERROR_ALREADY_REGISTERED,
+         "test.refuse");
+  EXPECT(rvm_register_func(NULL, refuse, NULL, NULL, true), RVM_ERROR_INVALID_ARGUMENT, "NULL");
+
+  rvm_executable *exe = NULL;
+  EXPECT(rvm_executable_load_file("/nonexistent.rvx", NULL, &exe), RVM_ERROR_IO, "/nonexistent.rvx");
+  EXPECT(rvm_executable_load_file("\xff.rvx", NULL, &exe), RVM_ERROR_INVALID_ARGUMENT, "UTF-8");
+  const char junk[] = "definitely not a program";
+  EXPECT(rvm_executable_load_bytes((const uint8_t *)junk, sizeof junk, "junk", NULL, &exe),
+         RVM_ERROR_FORMAT, "junk");
+  OK(rvm_executable_load_file(argv[1], NULL, &exe));
+  rvm_vm *vm = NULL;
+  OK(rvm_vm_create(exe, NULL, &vm));
+  OK(rvm_executable_free(exe));
+  EXPECT(rvm_executable_free(exe), RVM_ERROR_INVALID_ARGUMENT, "not a live rvm_executable");
+
+  /* Wrong handles, NULLs, huge counts. */
+  rvm_value *one = rvm_value_new_int(1), *out = NULL;
+  const rvm_value *args[1] = {one};
+  EXPECT(rvm_vm_call((rvm_vm *)one, "spin", NULL, 0, &out), RVM_ERROR_INVALID_ARGUMENT,
+         "expected an rvm_vm handle, found an rvm_value handle");
+  EXPECT(rvm_vm_call(vm, "spin", args, (size_t)-1, &out), RVM_ERROR_INVALID_ARGUMENT, "allowed");
+  EXPECT(rvm_vm_call(vm, "nope", NULL, 0, &out), RVM_ERROR_UNKNOWN_FUNCTION, "its functions are");
+  EXPECT(rvm_vm_call(vm, "refuse", args, 1, NULL), RVM_ERROR_INVALID_ARGUMENT, "NULL");
+  EXPECT(rvm_vm_call(vm, "refuse", args, 1, &out), RVM_ERROR_ARITHMETIC, "refused by C");
+  double d;
+  EXPECT(rvm_value_get_float(NULL, &d), RVM_ERROR_INVALID_ARGUMENT, "found NULL");
+  char *s = NULL;
+  OK(rvm_value_to_string(one, &s));
+  OK(rvm_string_free(s));
+  EXPECT(rvm_string_free(s), RVM_ERROR_INVALID_ARGUMENT, "not a live string");
+  OK(rvm_value_free(one));
+  EXPECT(rvm_value_free(one), RVM_ERROR_INVALID_ARGUMENT, "not a live rvm_value");
+  int64_t i;
+  EXPECT(rvm_value_get_int(one, &i), RVM_ERROR_INVALID_ARGUMENT, "freed already");
+  rvm_error_free(NULL);
+
+  /* Interrupt a running endless loop from this thread. */
+  struct call_result r = {vm, NULL, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, run_spin, &r);
+  while (!atomic_load(&spinning)) sched_yield();
+  /* A second call while it runs is refused at once. */
+  EXPECT(rvm_vm_call(vm, "spin", NULL, 0, &out), RVM_ERROR_BUSY, "running a call");
+  while (!atomic_load(&r.done)) {
+    OK(rvm_vm_interrupt(vm));
+    sched_yield();
+  }
+  pthread_join(t, NULL);
+  EXPECT(r.err, RVM_ERROR_INTERRUPTED, "interrupted");
+  OK(rvm_vm_free(vm));
+  EXPECT(rvm_vm_free(vm), RVM_ERROR_INVALID_ARGUMENT, "not a live rvm_vm");
+
+  if (rvm_live_handle_count() != 0) {
+    fprintf(stderr, "%zu handles were not freed\n", rvm_live_handle_count());
+    failures++;
+  }
+  if (failures) {
+    fprintf(stderr, "%d failures\n", failures);
+    return 1;
+  }
+  printf("misuse: every error path returned its error object\n");
+  return 0;
+}

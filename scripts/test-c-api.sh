@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The C API from C and C++ (called by scripts/test.sh; runnable alone): builds librelaxvm_capi,
+# assembles the example programs, compiles examples/c/*.c, *.cpp and capi/tests/c/misuse.c with
+# the system's cc and c++ under AddressSanitizer (LeakSanitizer included), and runs them: with a
+# TVM model from the corpus when RELAXVM_TVM_CORPUS is set. Any sanitizer report fails the run.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+
+cargo build --quiet -p relaxvm-capi -p relaxvm-builder
+lib="$root/target/debug"
+"$lib/relaxvm" asm examples/c/add.txt -o "$out/add.rvx"
+"$lib/relaxvm" asm capi/tests/c/loop.txt -o "$out/loop.rvx"
+flags=(-g -O1 -fsanitize=address -fno-omit-frame-pointer -Wall -Wextra -Werror -Iinclude)
+link=(-L"$lib" -lrelaxvm_capi -Wl,-rpath,"$lib" -lpthread)
+cc -std=c11 "${flags[@]}" examples/c/run_model.c "${link[@]}" -o "$out/run_model_c"
+c++ -std=c++17 "${flags[@]}" examples/c/run_model.cpp "${link[@]}" -o "$out/run_model_cpp"
+cc -std=c11 "${flags[@]}" capi/tests/c/misuse.c "${link[@]}" -o "$out/misuse"
+
+model=()
+if [ -n "${RELAXVM_TVM_CORPUS:-}" ]; then
+  model=("$RELAXVM_TVM_CORPUS/hand/mlp/model.so")
+  [ -f "${model[0]}" ] || { echo "no ${model[0]}" >&2; exit 1; }
+fi
+# halt_on_error: the first report fails the run; detect_leaks: LeakSanitizer at exit.
+export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0
+for prog in run_model_c run_model_cpp; do
+  echo "-- $prog"
+  "$out/$prog" "$out/add.rvx" "${model[@]}"
+done
+echo "-- misuse"
+"$out/misuse" "$out/loop.rvx"
