@@ -62,6 +62,7 @@ echo "== scale-out venv (Ray, Dask) for the examples"
 echo "== ruff"
 "$root/.venv/bin/ruff" format --check python tests examples scripts
 "$root/.venv/bin/ruff" check python tests examples scripts
+"$root/.venv/bin/python" "$root/scripts/error-coverage.py"  # every error message is caused by a test, or listed with why
 echo "== TVM model corpus (compiled in .venv-tvm, cached)"
 # Built by Apache TVM in its own venv; the tests run it in .venv, where TVM is absent.
 # RELAXVM_TVM_FULL=1 builds every ONNX backend test instead of the default subset.

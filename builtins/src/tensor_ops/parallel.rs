@@ -221,6 +221,6 @@ mod tests {
             Ok(())
         };
         let e = for_each_piece("op", 0..4usize, 2, &work, &mut || Ok(())).unwrap_err().to_string();
-        assert!(e.contains("op: internal error") && e.contains("piece 1"), "{e}");
+        assert_eq!(e, "op: internal error: a piece panicked: piece 1");
     }
 }
