@@ -124,22 +124,24 @@ pub(crate) fn for_each_piece<P, I: Iterator<Item = P> + Send>(
         stop.store(true, Ordering::Release);
     };
     let stopped = || Error::value(format!("{name}: stopped, another piece failed"));
+    // A panic is caught here, not by the pool, so that the piece is counted done (the caller
+    // waits for the count) and reported like an error, the same on any thread.
+    let run = |piece: P, check: Check<'_>| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(piece, check))) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => fail(e),
+            Err(p) => fail(Error::value(format!(
+                "{name}: internal error: a piece panicked: {}",
+                relaxvm::packed::panic_message(p.as_ref())
+            ))),
+        }
+        done();
+    };
     // Tasks report errors through `fail` (the first one stops the others), never to the pool.
     let worker = |_: &pool::Task<'_>| -> std::result::Result<(), Infallible> {
         while !stop.load(Ordering::Acquire) {
             let Some(piece) = next() else { break };
-            let check = &mut || if stop.load(Ordering::Acquire) { Err(stopped()) } else { Ok(()) };
-            // A panic is caught here, not by the pool, so that the piece is counted done (the
-            // caller waits for the count) and reported like an error.
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(piece, check))) {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => fail(e),
-                Err(p) => fail(Error::value(format!(
-                    "{name}: internal error: a piece panicked: {}",
-                    relaxvm::packed::panic_message(p.as_ref())
-                ))),
-            }
-            done();
+            run(piece, &mut || if stop.load(Ordering::Acquire) { Err(stopped()) } else { Ok(()) });
         }
         Ok(())
     };
@@ -150,10 +152,7 @@ pub(crate) fn for_each_piece<P, I: Iterator<Item = P> + Send>(
                 break;
             }
             let Some(piece) = next() else { break };
-            if let Err(e) = work(piece, &mut *poll) {
-                fail(e);
-            }
-            done();
+            run(piece, &mut *poll);
         }
         // Out of pieces (or stopping): wait for the workers' pieces, polling meanwhile, so
         // that an interrupt stops them (they check `stop` between their steps).
@@ -221,6 +220,6 @@ mod tests {
             Ok(())
         };
         let e = for_each_piece("op", 0..4usize, 2, &work, &mut || Ok(())).unwrap_err().to_string();
-        assert!(e.contains("op: internal error") && e.contains("piece 1"), "{e}");
+        assert_eq!(e, "op: internal error: a piece panicked: piece 1");
     }
 }

@@ -5,7 +5,8 @@
 
 use super::elementwise::{binary, unary, Binary, Unary};
 use super::reduce::sum_polled;
-use super::test_util::t;
+use super::test_util::{on_one_thread, t};
+use super::Poll;
 use relaxvm::pool::POLL_EVERY;
 use relaxvm::{DataType, Error, Result, Tensor, Value};
 
@@ -65,25 +66,52 @@ fn elementwise_ops_in_pieces_stop_when_a_poll_fails() {
         Binary::Add,
     )
     .unwrap();
-    assert!(polls >= 1, "a large op never polled");
+    assert_eq!(polls, 8, "one poll per POLL_EVERY elements");
     assert!(r.as_tensor().unwrap().to_vec::<f32>().unwrap().iter().all(|v| *v == 2.0));
+}
+
+/// How many times `op` polls when no poll fails, on the pool and on one thread: polls fall at
+/// fixed points of the work, so the two agree whichever threads do the work.
+fn polls(op: impl Fn(Poll<'_>) -> Result<Value> + Sync) -> usize {
+    let count = || {
+        let mut polls = 0;
+        op(&mut || {
+            polls += 1;
+            Ok(())
+        })
+        .expect("the op failed");
+        polls
+    };
+    let (many, one) = (count(), on_one_thread(count));
+    assert_eq!(many, one, "polls on the pool and on one thread");
+    many
 }
 
 #[test]
 fn sums_stop_when_a_poll_fails_on_every_path() {
     // A huge view: the copy in reduction order polls.
-    assert_eq!(stopped(2, |p| sum_polled("vm.op.sum", &[broadcast(1.0, HUGE)], p)).0, "polled out");
+    assert_eq!(stopped(2, |p| sum_polled("vm.op.sum", &[broadcast(1.0, HUGE)], p)), ("polled out".into(), 2));
     let n = 8 * POLL_EVERY;
+    // Each path polls once per POLL_EVERY elements read, whichever thread reads them, and the
+    // second poll failing stops it.
     let flat = t(&[n as i64], vec![1.0f32; n]);
-    // One long run: leaves across the pool.
-    assert_eq!(stopped(2, |p| sum_polled("vm.op.sum", std::slice::from_ref(&flat), p)).0, "polled out");
-    // Few long runs (each longer than a piece).
     let runs = t(&[2, (n / 2) as i64], vec![1.0f32; n]);
-    assert_eq!(stopped(2, |p| sum_polled("vm.op.sum", &[runs, Value::Int(1)], p)).0, "polled out");
-    // Columns across the pool: each piece reads every row.
     let cols = t(&[(n / 512) as i64, 512], vec![1.0f32; n]);
-    assert_eq!(stopped(2, |p| sum_polled("vm.op.sum", &[cols, Value::Int(0)], p)).0, "polled out");
-    // One column of many rows, on this thread.
     let col = t(&[n as i64, 1], vec![1.0f32; n]);
-    assert_eq!(stopped(2, |p| sum_polled("vm.op.sum", &[col, Value::Int(0)], p)).0, "polled out");
+    let cases: [(&str, Vec<Value>, usize); 5] = [
+        // A view: the copy in reduction order, then leaves across the pool.
+        ("a view", vec![broadcast(1.0, n)], 16),
+        // One long run: leaves across the pool.
+        ("one run", vec![flat], 8),
+        // Few long runs (each longer than a piece).
+        ("two runs", vec![runs, Value::Int(1)], 8),
+        // Columns across the pool: each piece reads every row.
+        ("columns", vec![cols, Value::Int(0)], 8),
+        // One column of many rows, on this thread (a poll after each POLL_EVERY rows but the first).
+        ("one column", vec![col, Value::Int(0)], 7),
+    ];
+    for (what, args, want) in cases {
+        assert_eq!(polls(|p| sum_polled("vm.op.sum", &args, p)), want, "{what}");
+        assert_eq!(stopped(2, |p| sum_polled("vm.op.sum", &args, p)), ("polled out".into(), 2), "{what}");
+    }
 }

@@ -6,15 +6,20 @@
 //! counts what it writes: the vector grows only when every piece was written in full, so the
 //! interface stays safe whatever the pieces' code does.
 //!
-//! A fill of a huge vector must stop when its caller is interrupted: the calling thread polls
-//! every [`POLL_EVERY`] elements of work (only it may poll: the poll may use state that cannot
-//! leave it), and when a poll fails, every task stops at its next piece or progress report.
+//! A fill of a huge vector must stop when its caller is interrupted. Polls fall at fixed points
+//! of the work: one each time the work done by all tasks together crosses a multiple of
+//! [`POLL_EVERY`] elements, whichever task did it. Only the calling thread may poll (the poll
+//! may use state that cannot leave it), so a worker that crosses a boundary wakes the caller if
+//! it waits, and the caller makes up the polls due at its next progress report or as it waits
+//! for the workers' pieces. A fill of `w` elements of work therefore polls `w / POLL_EVERY`
+//! times on any number of threads, and when a poll fails, every task stops at its next piece
+//! or progress report.
 
 use super::Pool;
 use crate::{Error, Result};
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// How many elements of work (pieces taken, plus what pieces report with [`Sink::progress`])
 /// the calling thread does between two polls: a few MiB of data, a millisecond or so — often
@@ -82,11 +87,12 @@ impl Pool {
     /// piece starting at element `start` into `sink`. At most `max_tasks` tasks take pieces
     /// in turn. Each element is written once, by whichever task takes its piece.
     ///
-    /// The calling thread calls `poll` every [`POLL_EVERY`] elements of work done by all tasks
-    /// (each piece taken counts its length, and pieces add what they report with
-    /// [`Sink::progress`]), as it takes pieces and reports progress; when it
-    /// fails, no task starts another piece, long pieces stop at their next progress report,
-    /// and its error is returned as it is.
+    /// The calling thread calls `poll` once each time the work done by all tasks (each piece
+    /// taken counts its length, and pieces add what they report with [`Sink::progress`])
+    /// crosses a multiple of [`POLL_EVERY`], whichever task did it: as it takes pieces and
+    /// reports progress, and while it waits for the workers' pieces. When a poll fails, no task
+    /// starts another piece, long pieces stop at their next progress report, and its error is
+    /// returned as it is.
     ///
     /// An error, leaving `out` as it was, when the spare capacity is too small, a poll failed,
     /// a piece was not written in full (or overflowed), or a piece's code panicked.
@@ -109,14 +115,29 @@ impl Pool {
             return Ok(());
         }
         let piece = piece.max(1);
-        let pieces = Mutex::new(out.spare_capacity_mut()[..len].chunks_mut(piece).enumerate());
+        let queue = Mutex::new(Queue {
+            pieces: out.spare_capacity_mut()[..len].chunks_mut(piece).enumerate(),
+            running: 0,
+            caller_waits: false,
+        });
+        // Signalled when the last running piece ends, or a boundary is crossed, while the
+        // caller waits.
+        let changed = Condvar::new();
         let task_count = len.div_ceil(piece).min(max_tasks.max(1));
         // Set when a poll failed: every task stops at its next piece or progress report.
         let stop = AtomicBool::new(false);
-        let mut poll_error = None;
+        // The work done by all tasks.
+        let done = AtomicUsize::new(0);
         let take_pieces = |progress: &mut dyn FnMut(usize) -> bool| loop {
-            let next = pieces.lock().unwrap_or_else(|p| p.into_inner()).next();
+            let next = {
+                let mut q = lock(&queue);
+                let next = q.pieces.next();
+                q.running += usize::from(next.is_some());
+                next
+            };
             let Some((i, slots)) = next else { return Ok(()) };
+            // Counted done however the piece ends (a panic included): the caller waits for it.
+            let _running = Running { queue: &queue, changed: &changed };
             if !progress(slots.len()) {
                 return Ok(());
             }
@@ -136,33 +157,52 @@ impl Pool {
                 ));
             }
         };
-        // The work done by all tasks: the caller polls as it grows, whoever does it.
-        let done = AtomicUsize::new(0);
         let worker = |_: &super::Task<'_>| {
             take_pieces(&mut |work| {
-                done.fetch_add(work, Ordering::Relaxed);
+                let before = done.fetch_add(work, Ordering::Relaxed);
+                if before / POLL_EVERY != before.saturating_add(work) / POLL_EVERY {
+                    // A poll is due: wake the caller if it waits (it checks `done` under the
+                    // lock before it waits, so the wake cannot be lost).
+                    let q = lock(&queue);
+                    if q.caller_waits {
+                        changed.notify_all();
+                    }
+                }
                 !stop.load(Ordering::Acquire)
             })
         };
-        let mut polled_at = 0usize;
-        let mut caller_progress = |work: usize| {
-            if stop.load(Ordering::Acquire) {
-                return false;
-            }
-            let now = done.fetch_add(work, Ordering::Relaxed).saturating_add(work);
-            if now.saturating_sub(polled_at) >= POLL_EVERY {
-                polled_at = now;
-                if let Err(e) = poll() {
-                    poll_error = Some(e);
-                    stop.store(true, Ordering::Release);
+        let mut polls = Polls { made: 0, poll, error: None };
+        let mut caller = |_: &super::Task<'_>| {
+            let mut progress = |work: usize| {
+                if stop.load(Ordering::Acquire) {
                     return false;
                 }
+                let now = done.fetch_add(work, Ordering::Relaxed).saturating_add(work);
+                polls.catch_up(now, &stop)
+            };
+            let taken = take_pieces(&mut progress);
+            // Out of pieces: wait for the workers' pieces, making the polls they make due.
+            let mut q = lock(&queue);
+            while !stop.load(Ordering::Acquire) {
+                let due = done.load(Ordering::Relaxed) / POLL_EVERY;
+                if polls.made < due {
+                    // Outside the lock: the poll may take a while (Python's lock).
+                    drop(q);
+                    polls.catch_up(done.load(Ordering::Relaxed), &stop);
+                    q = lock(&queue);
+                } else if q.running == 0 {
+                    break;
+                } else {
+                    q.caller_waits = true;
+                    q = changed.wait(q).unwrap_or_else(|p| p.into_inner());
+                    q.caller_waits = false;
+                }
             }
-            true
+            taken
         };
         // Taking pieces from a queue: the caller can finish alone, helpers are optional.
-        let result = self.help_caller(task_count, &worker, &mut |_| take_pieces(&mut caller_progress));
-        if let Some(e) = poll_error {
+        let result = self.help_caller(task_count, &worker, &mut caller);
+        if let Some(e) = polls.error {
             return Err(e);
         }
         if let Err(failures) = result {
@@ -178,5 +218,58 @@ impl Pool {
         // capacity`); `T: Copy`, so no element needs a drop.
         unsafe { out.set_len(new_len) };
         Ok(())
+    }
+}
+
+/// The pieces of a fill not yet taken, and how many taken pieces are still running.
+struct Queue<I> {
+    pieces: I,
+    running: usize,
+    /// True while the caller waits for `changed`.
+    caller_waits: bool,
+}
+
+fn lock<I>(queue: &Mutex<Queue<I>>) -> MutexGuard<'_, Queue<I>> {
+    // Every critical section leaves the queue consistent; pieces run outside the lock.
+    queue.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A taken piece, counted running until it is dropped.
+struct Running<'a, I> {
+    queue: &'a Mutex<Queue<I>>,
+    changed: &'a Condvar,
+}
+
+impl<I> Drop for Running<'_, I> {
+    fn drop(&mut self) {
+        let mut q = lock(self.queue);
+        q.running -= 1;
+        if q.running == 0 && q.caller_waits {
+            self.changed.notify_all();
+        }
+    }
+}
+
+/// The caller's polls: one per [`POLL_EVERY`] elements of work done.
+struct Polls<'a> {
+    made: usize,
+    poll: &'a mut dyn FnMut() -> Result<()>,
+    /// The failed poll's error.
+    error: Option<Error>,
+}
+
+impl Polls<'_> {
+    /// Makes the polls due when `done` elements of work are done; false (and `stop` set) when
+    /// one fails.
+    fn catch_up(&mut self, done: usize, stop: &AtomicBool) -> bool {
+        while self.made < done / POLL_EVERY {
+            self.made += 1;
+            if let Err(e) = (self.poll)() {
+                self.error = Some(e);
+                stop.store(true, Ordering::Release);
+                return false;
+            }
+        }
+        true
     }
 }

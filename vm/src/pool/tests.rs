@@ -220,7 +220,8 @@ fn fill_refuses_short_or_long_pieces_panics_and_missing_room() {
 
 #[test]
 fn a_fill_polls_every_few_mib_of_work_and_a_failing_poll_stops_it() {
-    // Pieces of 1000 elements; the caller polls once per POLL_EVERY elements of its work.
+    // Pieces of 1000 elements; the caller polls once per POLL_EVERY elements of the work of
+    // every task, whichever did it: 16 polls on any number of threads.
     for threads in [1, 2, 4] {
         let pool = Pool::new(threads);
         let len = 16 * fill::POLL_EVERY;
@@ -238,7 +239,7 @@ fn a_fill_polls_every_few_mib_of_work_and_a_failing_poll_stops_it() {
             &|_, sink| sink.extend(std::iter::repeat_n(1, sink.capacity())),
         );
         assert!(ok.is_ok() && out.len() == len);
-        assert!((1..=16).contains(&polls), "{threads} threads: {polls} polls");
+        assert_eq!(polls, 16, "{threads} threads");
         // A poll that fails on its second call: its error, unchanged, and nothing appended.
         let mut out: Vec<u8> = Vec::with_capacity(len);
         let mut calls = 0;
@@ -265,6 +266,56 @@ fn a_fill_polls_every_few_mib_of_work_and_a_failing_poll_stops_it() {
         assert!(out.is_empty());
         assert_eq!(calls, 2, "no poll after the failing one");
         assert!(written.load(Ordering::Relaxed) < len, "{threads} threads: every piece ran");
+    }
+}
+
+#[test]
+fn a_fill_polls_for_the_work_of_every_task_whichever_thread_does_it() {
+    // The piece at 0 waits until every other piece is written: when the caller takes it, the
+    // worker does all the rest while the caller cannot poll, and the caller makes up each poll
+    // due; when the worker takes it, the caller does the rest. 8 polls either way.
+    let pool = Pool::new(2);
+    let len = 8 * fill::POLL_EVERY;
+    let piece = fill::POLL_EVERY / 4;
+    for fail_at in [None, Some(8)] {
+        let others = AtomicUsize::new(0);
+        let mut out: Vec<u8> = Vec::with_capacity(len);
+        let mut polls = 0usize;
+        let r = pool.fill(
+            &mut out,
+            len,
+            piece,
+            2,
+            &mut || {
+                polls += 1;
+                if Some(polls) == fail_at {
+                    Err(Error::value("the last poll"))
+                } else {
+                    Ok(())
+                }
+            },
+            &|start, sink| {
+                if start == 0 {
+                    // Until the others are written, or the fill stops (the poll due as the
+                    // last piece is taken may fail before that piece runs).
+                    while others.load(Ordering::Acquire) < len / piece - 1 {
+                        if !sink.progress(0) {
+                            return;
+                        }
+                        std::thread::yield_now();
+                    }
+                } else {
+                    others.fetch_add(1, Ordering::AcqRel);
+                }
+                sink.extend(std::iter::repeat_n(1, sink.capacity()))
+            },
+        );
+        assert_eq!(polls, 8);
+        match fail_at {
+            None => assert!(r.is_ok() && out.len() == len),
+            // The poll due at the end of the work still stops the fill, with its error.
+            Some(_) => assert_eq!((r.unwrap_err().to_string(), out.len()), ("the last poll".into(), 0)),
+        }
     }
 }
 

@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Every error message the Rust crates can return is caused by a test, or exempted with a reason.
+
+The messages are the format strings given to the error constructors (``Error::value``,
+``value_err``, pyo3's ``new_err``, ``#[error("...")]`` of the error enums, ...) in the crates'
+non-test source. A message counts as tested when a distinctive piece of its text appears in a
+string of a test: ``WINDOW`` consecutive characters of one of its fragments (the text between
+``{...}`` placeholders) of at least ``MIN_FRAGMENT`` characters, or the whole fragment when
+shorter than ``WINDOW``. Tests are Rust tests (``tests/`` folders, ``tests.rs``/``*_tests.rs``
+files and ``#[cfg(test)]`` modules, and the expected outputs kept beside them) and Python tests
+(``tests/``). Tests assert messages with their values filled in (``"alignment 0x1003 is not a
+power of two"``), so a whole fragment would be too strict. Messages whose fragments are all
+shorter than ``MIN_FRAGMENT`` are built from parts that carry the meaning (``"{name}: {msg}"``)
+and are not tracked on their own.
+
+A message no test causes must be listed in ``scripts/error-coverage-exempt.txt`` with why: an
+internal error that no input reaches, or one left to the owner of code being changed. A listed
+fragment that no longer names an untested message is an error too, so the list stays true.
+
+The list also holds the messages not yet tested when this check was introduced (reason
+"not yet tested"): CI fails on any new untested message, and on a listed one that a test now
+causes (remove its line), so the list only shrinks.
+
+Usage: ``scripts/error-coverage.py [--list] [--update]`` (``--list`` prints every message and
+its status; ``--update`` rewrites the list: stale lines dropped, new untested messages added as
+"not yet tested", the reasons of the others kept). Exits 1 when a message is neither tested nor
+exempted, or an exemption is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CRATES = ["vm", "builtins", "builder", "tvm", "python"]
+EXEMPT = ROOT / "scripts" / "error-coverage-exempt.txt"
+
+#: A fragment shorter than this says too little to find a message by.
+MIN_FRAGMENT = 12
+#: How many consecutive characters of a fragment a test must contain.
+WINDOW = 20
+
+#: Calls whose arguments hold a message (matched just before their opening parenthesis).
+CONSTRUCTORS = re.compile(
+    r"(?:\b(?:Error|ErrorKind)::(?:value|type_mismatch|index|arity|alloc|arithmetic|format|Value|Format)"
+    r"|\b(?:value_err|type_err|kind_err|err_at|value_error|type_error|check_error)"
+    r"|\.err"
+    r"|\bPy\w*(?:Error|Exception)::new_err"
+    r"|\bCliError::new"
+    r"|\bio::Error::(?:new|other)"
+    r"|\bVerifyError::(?:program|function)"
+    r"|\bCheckError::function"
+    r"|\bErr)\s*\("
+)
+#: thiserror's message attribute.
+ATTRIBUTE = re.compile(r"#\[error\(")
+#: A Rust string literal: plain (with escapes) or raw.
+STRING = re.compile(r'r(#*)"(.*?)"\1|"((?:[^"\\]|\\.)*)"', re.S)
+PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+
+
+@dataclass
+class Message:
+    path: str
+    line: int
+    text: str
+    #: The longest fragment, which names the message in the exemptions.
+    fragment: str
+    #: Every fragment long enough to find the message by.
+    pieces: list[str]
+    tested: bool = False
+    exempt: str | None = None
+
+
+def unescape(s: str) -> str:
+    """A Rust string literal's escapes, as the message prints them."""
+    s = re.sub(r"\\\n\s*", "", s)  # line continuation
+    return s.replace(r"\"", '"').replace(r"\n", "\n").replace(r"\t", "\t").replace(r"\'", "'").replace("\\\\", "\\")
+
+
+def fragments(template: str) -> list[str]:
+    """The literal pieces of a format string between its placeholders."""
+    t = template.replace("{{", "\x00").replace("}}", "\x01")
+    return [p.replace("\x00", "{").replace("\x01", "}").strip() for p in PLACEHOLDER.split(t)]
+
+
+def call_args(src: str, open_at: int) -> str:
+    """The text between the parenthesis at `open_at` and its match (strings skipped)."""
+    depth, i = 0, open_at
+    while i < len(src):
+        c = src[i]
+        if c == '"' or (c == "r" and src[i + 1 : i + 2] in ('"', "#") and not src[i - 1].isalnum()):
+            m = STRING.match(src, i)
+            if m:
+                i = m.end()
+                continue
+        elif c == "/" and src[i + 1 : i + 2] == "/":
+            i = src.find("\n", i)
+            if i < 0:
+                break
+            continue
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return src[open_at + 1 : i]
+        i += 1
+    return src[open_at + 1 :]
+
+
+def is_test_file(path: Path) -> bool:
+    parts = path.relative_to(ROOT).parts
+    return "tests" in parts or path.name == "tests.rs" or path.name.endswith("_tests.rs")
+
+
+def split_tests(src: str) -> tuple[str, str]:
+    """A source file's code and its `#[cfg(test)]` modules (which end each file by custom)."""
+    m = re.search(r"^\s*#\[cfg\(test\)\]\s*\n\s*(?:pub(?:\(crate\))?\s+)?mod\s+\w+\s*\{", src, re.M)
+    if not m:
+        return src, ""
+    return src[: m.start()], src[m.start() :]
+
+
+def messages_of(path: Path, code: str) -> list[Message]:
+    rel = str(path.relative_to(ROOT))
+    found = []
+    for rx in (CONSTRUCTORS, ATTRIBUTE):
+        for m in rx.finditer(code):
+            args = call_args(code, m.end() - 1)
+            literals = [unescape(s.group(2) if s.group(2) is not None else s.group(3)) for s in STRING.finditer(args)]
+            pieces = [p for lit in literals for p in fragments(lit)]
+            if not pieces:
+                continue
+            best = max(pieces, key=len)
+            if len(best) < MIN_FRAGMENT:
+                continue
+            line = code.count("\n", 0, m.start()) + 1
+            found.append(Message(rel, line, " | ".join(literals), best, [p for p in pieces if len(p) >= MIN_FRAGMENT]))
+    # `Err(Error::value(...))` is one message, matched twice.
+    unique = {}
+    for msg in sorted(found, key=lambda m: m.line):
+        unique.setdefault((msg.line, msg.fragment), msg)
+    return list(unique.values())
+
+
+#: A string literal of a test: Rust (plain or raw) or Python (any quote, any prefix).
+TEST_STRING = re.compile(
+    r'r(#*)"(.*?)"\1|"""(.*?)"""|\'\'\'(.*?)\'\'\'|"((?:[^"\\\n]|\\.)*)"|\'((?:[^\'\\\n]|\\.)*)\'', re.S
+)
+
+
+def test_strings(text: str) -> str:
+    """The string literals of test sources, with the escapes of Rust strings and Python regexes
+    removed, one per line; text files (expected outputs) whole."""
+    out = []
+    for m in TEST_STRING.finditer(text):
+        s = next(g for g in m.groups()[1:] if g is not None) if any(g is not None for g in m.groups()[1:]) else ""
+        s = re.sub(r"\\\n\s*", "", s)
+        out.append(re.sub(r"\\([^\w\s])", r"\1", s).replace(r"\n", "\n"))
+    return "\n".join(out)
+
+
+def windows(fragment: str) -> list[str]:
+    if len(fragment) <= WINDOW:
+        return [fragment]
+    return [fragment[i : i + WINDOW] for i in range(len(fragment) - WINDOW + 1)]
+
+
+def collect() -> tuple[list[Message], str]:
+    messages, tests = [], []
+    for crate in CRATES:
+        for path in sorted((ROOT / crate).rglob("*.rs")):
+            if "target" in path.relative_to(ROOT).parts:
+                continue
+            src = path.read_text()
+            if is_test_file(path):
+                tests.append(test_strings(src))
+                continue
+            code, test_part = split_tests(src)
+            tests.append(test_strings(test_part))
+            messages += messages_of(path, code)
+        for path in sorted((ROOT / crate / "tests").rglob("*")) if (ROOT / crate / "tests").is_dir() else []:
+            if path.is_file() and path.suffix in (".txt", ".stderr", ".out") and path.stat().st_size < 4 << 20:
+                tests.append(path.read_text(errors="replace"))
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        tests.append(test_strings(path.read_text()))
+    return messages, "\n".join(tests)
+
+
+#: An exemption: the file, the message's longest fragment as a JSON string, and why.
+EXEMPT_LINE = re.compile(r'^(\S+) \| ("(?:[^"\\]|\\.)*") \| (\S.*)$')
+
+
+def read_exemptions() -> dict[tuple[str, str], str]:
+    """`path | "fragment" | reason` lines (`#` comments)."""
+    out = {}
+    for n, line in enumerate(EXEMPT.read_text().splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = EXEMPT_LINE.match(line)
+        if not m:
+            sys.exit(f"{EXEMPT.name}:{n}: expected 'path | \"fragment\" | reason', found {line!r}")
+        out[(m.group(1), json.loads(m.group(2)))] = m.group(3)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--list", action="store_true", help="print every message and its status")
+    ap.add_argument("--update", action="store_true", help="rewrite the exemptions (see above)")
+    opts = ap.parse_args()
+    messages, tests = collect()
+    exempt = read_exemptions()
+    # Every window of every fragment, looked up in one pass over the tests' text.
+    wanted = {w for m in messages for p in m.pieces for w in windows(p)}
+    seen = {tests[i : i + n] for n in {len(w) for w in wanted} for i in range(len(tests) - n + 1)} & wanted
+    used = set()
+    for m in messages:
+        m.tested = any(w in seen for p in m.pieces for w in windows(p))
+        key = (m.path, m.fragment)
+        if key in exempt and not m.tested:
+            m.exempt = exempt[key]
+            used.add(key)
+    untested = [m for m in messages if not m.tested and m.exempt is None]
+    stale = [k for k in exempt if k not in used]
+    if opts.list:
+        for m in messages:
+            status = "tested" if m.tested else ("exempt: " + m.exempt if m.exempt else "UNTESTED")
+            print(f"{m.path}:{m.line}: {m.fragment!r}: {status}")
+    n_tested = sum(m.tested for m in messages)
+    n_exempt = sum(m.exempt is not None for m in messages)
+    print(f"error messages: {len(messages)}, tested: {n_tested}, exempt: {n_exempt}, untested: {len(untested)}")
+    for m in untested:
+        print(f"  untested: {m.path}:{m.line}: {m.fragment!r}  (message: {m.text!r})")
+    for path, frag in stale:
+        print(f"  stale exemption (no untested message at {path} has this fragment): {frag!r}")
+    if opts.update:
+        write_exemptions(messages, exempt)
+        print(f"rewrote {EXEMPT.relative_to(ROOT)}")
+        return 0
+    return 1 if untested or stale else 0
+
+
+#: The reason given to a message added by `--update`.
+NOT_YET = "not yet tested"
+
+
+def write_exemptions(messages: list[Message], exempt: dict[tuple[str, str], str]) -> None:
+    header = [line for line in EXEMPT.read_text().splitlines() if line.startswith("#")]
+    lines = []
+    for m in messages:
+        key = (m.path, m.fragment)
+        if not m.tested and all(k != key for k, _ in lines):
+            lines.append((key, exempt.get(key, NOT_YET)))
+    body = [f"{path} | {json.dumps(frag, ensure_ascii=False)} | {reason}" for (path, frag), reason in sorted(lines)]
+    EXEMPT.write_text("\n".join(header + body) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
