@@ -22,7 +22,7 @@
 //! outside the logits, frequencies fewer than the ids, `multinomial_from_uniform` samples that
 //! are not float32 (TVM reads float64 samples as float32) or fewer than the rows, a tensor of
 //! several rows where TVM processes only the first, empty logits to sample from, and a sort
-//! that NaN logits make step outside the vector.
+//! that would step outside the vector.
 
 use crate::args::{self, type_err, value_err};
 use crate::table::{builtin, Builtin};
@@ -89,6 +89,21 @@ fn single_row(name: &str, t: &Tensor, what: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The elements of `t` in row-major order, copied into a vector allocated fallibly (a stride-0
+/// view of a few bytes can stand for gigabytes: that is a memory error, not an abort).
+fn elements<T: relaxvm::Element>(name: &str, t: &Tensor) -> Result<Vec<T>> {
+    t.to_vec::<T>().map_err(|e| args::in_builtin(name, e))
+}
+
+/// An empty vector with room for `n` items, allocated fallibly.
+fn with_room<T>(name: &str, n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        Error::alloc((n as u128).saturating_mul(std::mem::size_of::<T>() as u128), format!("out of memory (in {name})"))
+    })?;
+    Ok(v)
 }
 
 /// Writes `values` over the elements of the contiguous tensor `t`, in place.

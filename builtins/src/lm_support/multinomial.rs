@@ -1,7 +1,7 @@
 //! `multinomial_from_uniform(prob, uniform_samples)`: one token per row of `prob`, the first
 //! index whose running `float` sum exceeds the row's sample (the last index when none does).
 
-use super::host_tensor;
+use super::{elements, host_tensor, with_room};
 use crate::args::{self, value_err};
 use relaxvm::{DataType, Result, Tensor, Value};
 
@@ -31,9 +31,10 @@ pub(super) fn multinomial_from_uniform(name: &'static str, args: &[Value]) -> Re
     if vocab == 0 && batch > 0 {
         return Err(value_err(name, "cannot sample from an empty vocabulary (TVM returns index 0 of none)"));
     }
-    let p = args::view::<f32>(name, prob)?.iter().copied().collect::<Vec<f32>>();
-    let u = args::view::<f32>(name, samples)?.iter().copied().collect::<Vec<f32>>();
-    let out: Vec<i64> = p.chunks(vocab.max(1)).zip(&u).map(|(row, &s)| sample_row(row, s)).collect();
+    let p = elements::<f32>(name, prob)?;
+    let u = elements::<f32>(name, samples)?;
+    let mut out: Vec<i64> = with_room(name, batch)?;
+    out.extend(p.chunks(vocab.max(1)).zip(&u).map(|(row, &s)| sample_row(row, s)));
     Ok(Value::Tensor(Tensor::from_vec([batch as i64, 1], out).map_err(|e| args::in_builtin(name, e))?))
 }
 

@@ -4,7 +4,7 @@
 //! `double` argument widens the float, a division of two floats stays float.
 
 use super::introsort::{self, OutOfRange};
-use super::{double, host_tensor, single_row};
+use super::{double, elements, host_tensor, single_row, with_room};
 use crate::args::{self, value_err};
 use relaxvm::{DataType, Result, Value};
 
@@ -16,12 +16,13 @@ fn greater(a: &Entry, b: &Entry) -> bool {
     a.0 > b.0
 }
 
-/// `std::sort` by value, largest first; refused where NaN makes libstdc++ read outside.
+/// `std::sort` by value, largest first; refused if the sort would step outside the vector
+/// (libstdc++ would read outside it: see [`introsort`]).
 fn sort_desc(name: &str, data: &mut [Entry]) -> Result<()> {
     introsort::sort(data, &greater).map_err(|OutOfRange| {
         value_err(
             name,
-            "the values contain NaN, for which TVM's std::sort reads outside the vector (undefined behaviour); refused",
+            "the values (NaN among them) would make TVM's std::sort read outside the vector (undefined behaviour); refused",
         )
     })
 }
@@ -34,7 +35,9 @@ fn entries(name: &str, values: &[f32]) -> Result<Vec<Entry>> {
             format!("at most {} tokens can be numbered by an int, found {}", i32::MAX, values.len()),
         ));
     }
-    Ok(values.iter().enumerate().map(|(i, v)| (*v, i as i32)).collect())
+    let mut out = with_room(name, values.len())?;
+    out.extend(values.iter().enumerate().map(|(i, v)| (*v, i as i32)));
+    Ok(out)
 }
 
 /// `sample_top_p_from_logits(logits, temperature, top_p, uniform_sample)`.
@@ -48,7 +51,7 @@ pub(super) fn from_logits(name: &'static str, args: &[Value]) -> Result<Value> {
     if vocab == 0 {
         return Err(value_err(name, "cannot sample from empty logits (TVM reads the first of none)"));
     }
-    let values = args::view::<f32>(name, logits)?.iter().copied().collect::<Vec<f32>>();
+    let values = elements::<f32>(name, logits)?;
     let mut data = entries(name, &values)?;
     sort_desc(name, &mut data)?;
     sample_sorted_logits(name, &mut data, temperature, top_p, uniform).map(|i| Value::Int(i64::from(i)))
@@ -104,7 +107,7 @@ pub(super) fn from_prob(name: &'static str, args: &[Value]) -> Result<Value> {
     single_row(name, prob, "prob")?;
     let top_p = double(name, args, 1, "top_p")?;
     let uniform = double(name, args, 2, "uniform_sample")?;
-    let p = args::view::<f32>(name, prob)?.iter().copied().collect::<Vec<f32>>();
+    let p = elements::<f32>(name, prob)?;
     entries(name, &p)?;
     sample_prob(name, &p, top_p, uniform).map(Value::Int)
 }
@@ -112,8 +115,8 @@ pub(super) fn from_prob(name: &'static str, args: &[Value]) -> Result<Value> {
 /// TVM's `sample_top_p_with_filter`: the entries of at least `cutoff`, sorted, sampled; `None`
 /// for TVM's -1 (nothing left, or the kept mass below `top_p` at a non-zero cutoff).
 fn sample_with_filter(name: &str, p: &[f32], cutoff: f32, top_p: f64, uniform: f64) -> Result<Option<i64>> {
-    let mut data: Vec<Entry> =
-        p.iter().enumerate().filter(|(_, v)| **v >= cutoff).map(|(i, v)| (*v, i as i32)).collect();
+    let mut data: Vec<Entry> = with_room(name, p.iter().filter(|v| **v >= cutoff).count())?;
+    data.extend(p.iter().enumerate().filter(|(_, v)| **v >= cutoff).map(|(i, v)| (*v, i as i32)));
     if data.is_empty() {
         return Ok(None);
     }
