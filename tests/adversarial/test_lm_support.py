@@ -29,8 +29,8 @@ def broadcast_rows(n, width=1):
 @pytest.mark.parametrize(
     "code",
     [
-        # A stride-0 value of 2^32 rows: the reserve doubles to 2^32 rows (16 GiB).
-        "c = create(rx.tensor(np.zeros((1, 1), 'int32')), rx.Shape([1, 1]), 0)\nappend(c, broadcast_rows(1 << 32))  # a zero-copy view: no numpy copy",
+        # A stride-0 value of 2^32 rows (a zero-copy view): the reserve doubles to 2^33 rows.
+        "c = create(rx.tensor(np.zeros((1, 1), 'int32')), rx.Shape([1, 1]), 0)\nappend(c, broadcast_rows(1 << 32))",
         # A reserve of 2^40 rows asked for directly.
         "create(rx.tensor(np.zeros((1, 1), 'int32')), rx.Shape([1 << 40, 1]), 0)",
         # Rows of 2^31 elements each.
