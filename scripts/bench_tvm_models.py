@@ -98,7 +98,7 @@ def rows(row_type: type, quick: bool) -> list[Any]:
         return setup
 
     rng = np.random.default_rng(1)
-    return [
+    return _llm_rows(row_type, folder) + [
         row_type(
             "TVM MLP 32-32-10, batch 1 (VM overhead)",
             "us/call",
@@ -127,4 +127,102 @@ def rows(row_type: type, quick: bool) -> list[Any]:
             model("block", rng.standard_normal((32, 128), dtype="float32")),
             "",
         ),
+    ]
+
+
+# The LLM rows: the tiny Llama of examples/llm_model.py (paged KV cache, TVM's CPU attention
+# kernels), one engine step per call. Each call ends with `popn` of the tokens it added, so that
+# every call runs at the same context length (the pops are in both sides' times).
+LLM_MODEL = "mha_h16_l2"
+LLM_CONTEXT = 64  # tokens already in each sequence when a decode step is timed
+LLM_PREFILL = 64  # tokens of the prefill row
+
+
+def _llm_rows(row_type: type, folder: str) -> list[Any]:
+    import sys
+
+    import tvm_ffi
+
+    import tvm
+    from tvm import relax
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    from llm_model import PAGE_SIZE, compile_tiny_llama
+
+    out = os.path.join(folder, "llm")
+    info = compile_tiny_llama(LLM_MODEL, out, np.random.default_rng(2))
+    tvm_path, ours_path = os.path.join(out, "model.so"), os.path.join(out, "model-relaxvm.so")
+    shutil.copyfile(tvm_path, ours_path)
+    with np.load(os.path.join(out, "params.npz")) as z:
+        params = [z[f"p{i}"] for i in range(len(z.files))]
+    hidden, vocab = info["config"]["hidden"], info["config"]["vocab"]
+    rng = np.random.default_rng(3)
+
+    def engine(b: Any, batch: int) -> tuple[Any, ...]:
+        """A VM with a cache holding `batch` sequences of LLM_CONTEXT tokens."""
+        if b.name == "relaxvm":
+            vm, func, shape = rx.VirtualMachine(rx.load_module(ours_path), rx.cpu()), rx.get_global_func, rx.Shape
+        else:
+            vm = relax.VirtualMachine(tvm.runtime.load_module(tvm_path), tvm.cpu())
+            func, shape = tvm.get_global_func, tvm_ffi.Shape
+        w = [b.tensor(p) for p in params]
+        dims = [8, 1024, 256, PAGE_SIZE, 0]
+        cache = vm["create_paged_kv_cache"](*[shape([d]) for d in dims])
+        begin, end = func("vm.builtin.kv_state_begin_forward"), func("vm.builtin.kv_state_end_forward")
+        popn = func("vm.builtin.kv_state_popn")
+        seqs = list(range(batch))
+        for s in seqs:
+            func("vm.builtin.kv_state_add_sequence")(cache, s)
+        ids = b.tensor(rng.integers(0, vocab, size=LLM_CONTEXT * batch).astype("int32"))
+        emb = vm["embed"](ids, w).numpy().reshape(1, LLM_CONTEXT * batch, hidden)
+        begin(cache, shape(seqs), shape([LLM_CONTEXT] * batch))
+        vm["prefill"](b.tensor(emb), cache, w)
+        end(cache)
+        return vm, cache, w, begin, end, popn, shape, seqs
+
+    def decode(batch: int) -> Callable[[Any], Callable[[], Any]]:
+        def setup(b: Any) -> Callable[[], Any]:
+            vm, cache, w, begin, end, popn, shape, seqs = engine(b, batch)
+            f = vm["decode" if batch == 1 else "batch_decode"]
+            x = b.tensor(rng.standard_normal((batch, 1, hidden)).astype("float32"))
+            ids, lens = shape(seqs), shape([1] * batch)
+
+            def step() -> Any:
+                begin(cache, ids, lens)
+                out = f(x, cache, w)
+                end(cache)
+                for s in seqs:
+                    popn(cache, s, 1)
+                return out
+
+            return step
+
+        return setup
+
+    def prefill(b: Any) -> Callable[[], Any]:
+        vm, cache, w, begin, end, popn, shape, seqs = engine(b, 1)
+        x = b.tensor(rng.standard_normal((1, LLM_PREFILL, hidden)).astype("float32"))
+        ids, lens = shape(seqs), shape([LLM_PREFILL])
+
+        def step() -> Any:
+            begin(cache, ids, lens)
+            out = vm["prefill"](x, cache, w)
+            end(cache)
+            popn(cache, 0, LLM_PREFILL)
+            return out
+
+        return step
+
+    # Labels start with "TVM " as the other rows of this file (tests/test_bench_table.py).
+    ctx = f"{LLM_MODEL}, context {LLM_CONTEXT}"
+    return [
+        row_type(
+            f"TVM tiny Llama decode step (begin_forward + decode + end_forward), batch 1 ({ctx})",
+            "us/call",
+            1,
+            decode(1),
+            "<= 1/2 peer",
+        ),
+        row_type(f"TVM tiny Llama decode step, batch 4 ({ctx})", "us/call", 1, decode(4), "<= 1/2 peer"),
+        row_type(f"TVM tiny Llama prefill of {LLM_PREFILL} tokens ({ctx})", "us/call", 1, prefill, "= peer"),
     ]

@@ -17,7 +17,8 @@ for a in "$@"; do
   esac
 done
 "$root/scripts/setup-venv-tvm.sh" >&2
-key="$(cd "$root/tests/tvm_corpus" && { cat requirements.txt corpus.py; for f in $(ls build_*.py | sort); do cat "$f"; done; echo "${full[*]:-}"; } | sha256sum | cut -c1-16)"
+# examples/llm_model.py is the model build_llm.py compiles.
+key="$(cd "$root/tests/tvm_corpus" && { cat requirements.txt corpus.py; for f in $(ls build_*.py | sort); do cat "$f"; done; cat ../../examples/llm_model.py; echo "${full[*]:-}"; } | sha256sum | cut -c1-16)"
 cache="${RELAXVM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/relaxvm}/tvm-corpus"
 dest="$cache/$key"
 if [ ! -f "$dest/.complete" ]; then

@@ -1,8 +1,10 @@
 # Ported from Apache TVM 0.27's tests/python/relax/test_runtime_builtin.py (Apache-2.0), with
 # the renames a user moving from tvm.relax makes: tvm.get_global_func -> rx.get_global_func,
 # tvm.runtime.tensor -> rx.tensor, tvm_ffi.Shape -> rx.Shape, tvm.runtime.convert([...]) -> a
-# Python list, tvm.relax.testing.runtime_builtin -> relaxvm.testing. The four KV-cache tests are
-# not ported (those builtins are out of scope). The tensor-cache tests load the cache TVM's own
+# Python list, tvm.relax.testing.runtime_builtin -> relaxvm.testing, tvm.runtime.empty -> rx.empty.
+# Every test is ported, the three KV-cache tests of the legacy cache included (TVM's
+# test_pipeline_with_kv_cache, the legacy cache driven by a compiled model, is in the suite `llm`
+# of tests/test_tvm_llm.py). The tensor-cache tests load the cache TVM's own
 # tvmjs.dump_tensor_cache wrote (builtins/tests/data/tensor_cache) instead of writing one.
 """TVM's runtime-builtin tests, run on relaxvm."""
 
@@ -135,3 +137,84 @@ def test_tensor_cache(fixture):
             assert (v.dtype, v.shape, v.tobytes().hex()) == (dtype, shape, data), name
     finally:
         fclear()
+
+
+def test_attention_kv_cache():
+    fcreate = rx.get_global_func("vm.builtin.attention_kv_cache_create")
+    fappend = rx.get_global_func("vm.builtin.attention_kv_cache_append")
+    fview = rx.get_global_func("vm.builtin.attention_kv_cache_view")
+
+    cache = fcreate(rx.empty((1, 2), dtype="int32"), rx.Shape([2, 2]), 0)
+    num_steps = 2
+    for i in range(num_steps):
+        cache = fappend(cache, rx.tensor(i * np.ones((1, 2)).astype("int32")))
+
+    res = fview(cache, rx.Shape((num_steps, 2))).numpy()
+    for i in range(num_steps):
+        assert res[i][0] == i
+        assert res[i][1] == i
+
+
+def test_attention_kv_cache_window_override():
+    fcreate = rx.get_global_func("vm.builtin.attention_kv_cache_create")
+    foverride = rx.get_global_func("vm.builtin.attention_kv_cache_window_override")
+    fview = rx.get_global_func("vm.builtin.attention_kv_cache_view")
+
+    current_pos = 4
+    cache = fcreate(
+        rx.tensor(np.full((16, 2), -1).astype("int32")),
+        rx.Shape([16, 2]),
+        current_pos,
+    )
+    np_all_arrays = np.zeros((0, 2)).astype("int32")
+
+    num_steps = 10
+    for i in range(1, num_steps):
+        np_array = i * np.ones((i, 2)).astype("int32")
+        np_all_arrays = np.concatenate((np_all_arrays, np_array), axis=0)
+        cache = foverride(cache, rx.tensor(np_array), 16)
+        current_pos = (current_pos + i) % 16
+
+    res = fview(cache, rx.Shape((16, 2))).numpy()
+
+    # unrotate cache and assert cache matches last 16 elements
+    assert (
+        np_all_arrays[np_all_arrays.shape[0] - 16 :, :] == np.concatenate((res[current_pos:], res[:current_pos]))
+    ).all()
+
+
+def test_attention_kv_cache_window_override_with_sinks():
+    fcreate = rx.get_global_func("vm.builtin.attention_kv_cache_create")
+    foverride = rx.get_global_func("vm.builtin.attention_kv_cache_window_override_with_sinks")
+    fview = rx.get_global_func("vm.builtin.attention_kv_cache_view")
+
+    num_attention_sinks = 2
+    has_sink = False
+    current_pos = 0
+
+    cache = fcreate(
+        rx.tensor(np.full((16, 2), -1).astype("int32")),
+        rx.Shape([16, 2]),
+        current_pos,
+    )
+    np_all_arrays = np.zeros((0, 2)).astype("int32")
+
+    num_steps = 40
+    for i in range(num_steps):
+        np_array = i * np.ones((1, 2)).astype("int32")
+        np_all_arrays = np.concatenate((np_all_arrays, np_array), axis=0)
+        cache = foverride(cache, rx.tensor(np_array), 16, num_attention_sinks)
+
+        if has_sink:
+            current_pos = max((current_pos + 1) % 16, num_attention_sinks)
+        else:
+            current_pos += 1
+            has_sink = current_pos >= num_attention_sinks
+
+    res = fview(cache, rx.Shape((16, 2))).numpy()
+
+    # unrotate cache and assert cache matches last 16 elements
+    assert (
+        np.concatenate((np_all_arrays[:num_attention_sinks, :], np_all_arrays[-16 + num_attention_sinks :, :]))
+        == np.concatenate((res[:num_attention_sinks], res[current_pos:], res[num_attention_sinks:current_pos]))
+    ).all()

@@ -20,7 +20,7 @@ use crate::table::{builtin, Builtin};
 use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, Result, Tensor, Value};
 use stl::Ticker;
 
-mod stl;
+pub(crate) mod stl;
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[

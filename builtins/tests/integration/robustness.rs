@@ -158,6 +158,21 @@ const SPECS: &[Spec] = &[
     spec("tvm.contrib.sort.sort", 4, Some(4)),
     spec("tvm.contrib.sort.argsort", 4, Some(4)),
     spec("tvm.contrib.sort.topk", 6, Some(7)),
+    spec("vm.builtin.attention_kv_cache_create", 3, Some(3)),
+    spec("vm.builtin.attention_kv_cache_append", 2, Some(2)),
+    spec("vm.builtin.attention_kv_cache_update", 2, Some(2)),
+    spec("vm.builtin.attention_kv_cache_view", 1, Some(2)),
+    spec("vm.builtin.attention_kv_cache_window_override", 3, Some(3)),
+    spec("vm.builtin.attention_kv_cache_window_override_with_sinks", 4, Some(4)),
+    spec("vm.builtin.attention_kv_cache_array_popn", 2, Some(2)),
+    // `any`: the empty tuple is a valid, empty list of caches.
+    any("vm.builtin.attention_kv_cache_array_clear", 1, Some(1)),
+    spec("vm.builtin.sample_top_p_from_logits", 4, Some(4)),
+    spec("vm.builtin.sample_top_p_from_prob", 3, Some(3)),
+    spec("vm.builtin.multinomial_from_uniform", 2, Some(2)),
+    spec("vm.builtin.apply_repetition_penalty", 3, Some(3)),
+    spec("vm.builtin.apply_presence_and_frequency_penalty", 5, Some(5)),
+    spec("vm.builtin.apply_softmax_with_temperature", 2, Some(2)),
 ];
 
 const MAX_ARGS: usize = 9;

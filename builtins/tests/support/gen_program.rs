@@ -163,6 +163,20 @@ pub const PINNED_BUILTINS: &[&str] = &[
     "vm.builtin.attention_kv_cache_cross_attention",
     "vm.builtin.attention_kv_cache_attention_with_shared_kv",
     "vm.builtin.attention_kv_cache_merge_attn_output_inplace",
+    "vm.builtin.attention_kv_cache_create",
+    "vm.builtin.attention_kv_cache_append",
+    "vm.builtin.attention_kv_cache_update",
+    "vm.builtin.attention_kv_cache_view",
+    "vm.builtin.attention_kv_cache_window_override",
+    "vm.builtin.attention_kv_cache_window_override_with_sinks",
+    "vm.builtin.attention_kv_cache_array_popn",
+    "vm.builtin.attention_kv_cache_array_clear",
+    "vm.builtin.sample_top_p_from_logits",
+    "vm.builtin.sample_top_p_from_prob",
+    "vm.builtin.multinomial_from_uniform",
+    "vm.builtin.apply_repetition_penalty",
+    "vm.builtin.apply_presence_and_frequency_penalty",
+    "vm.builtin.apply_softmax_with_temperature",
 ];
 
 /// Builtins the generator does not call, and why (see [`PINNED_BUILTINS`]).
