@@ -16,7 +16,7 @@
 //! Where TVM reads or writes outside the cache (a fill count past the reserve, a window larger
 //! than the reserve, a shape of another rank, a negative count) relaxvm refuses the call, and
 //! every refusal leaves the caches as they were: the array builtins check every cache before
-//! changing any (see [`cache`] for the rest).
+//! changing any (see `cache` for the rest).
 
 use crate::args::{self, type_err};
 use crate::table::{builtin, Builtin};

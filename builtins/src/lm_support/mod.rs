@@ -14,7 +14,7 @@
 //! (`1.0f / temperature` divides in double and rounds to float; the softmax's denominator is a
 //! double), the C library's `expf` (Rust's `f32::exp` calls the same symbol, and TVM's library
 //! is built without fused multiply-adds, as Rust never contracts), and libstdc++'s `std::sort`
-//! order for equal logits ([`introsort`]). The tests compare with TVM's recorded outputs
+//! order for equal logits (`introsort`). The tests compare with TVM's recorded outputs
 //! (`tests/test_tvm_lm_support.py`).
 //!
 //! Where TVM reads outside its inputs or silently ignores part of them, relaxvm refuses the

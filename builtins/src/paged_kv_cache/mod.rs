@@ -4,8 +4,8 @@
 //! model's library with TVM's arguments in TVM's order, so that outputs are bit-identical to
 //! TVM's. See `docs/kv-cache.md` for the names, what each does, and what is not supported.
 //!
-//! Files: [`create`] (the create call's arguments), [`pool`] (pages, blocks, sequences),
-//! [`forward`] (a step's arrays), [`cache`] (the object and its lock), [`attention`] (kernel
+//! Files: `create` (the create call's arguments), `pool` (pages, blocks, sequences),
+//! `forward` (a step's arrays), `cache` (the object and its lock), `attention` (kernel
 //! calls).
 
 mod attention;
