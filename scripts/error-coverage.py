@@ -4,9 +4,9 @@
 The messages are the format strings given to the error constructors (``Error::value``,
 ``value_err``, pyo3's ``new_err``, ``#[error("...")]`` of the error enums, ...) in the crates'
 non-test source. A message counts as tested when a distinctive piece of its text appears in a
-string of a test: ``WINDOW`` consecutive characters of one of its fragments (the text between
-``{...}`` placeholders) of at least ``MIN_FRAGMENT`` characters, or the whole fragment when
-shorter than ``WINDOW``. Tests are Rust tests (``tests/`` folders, ``tests.rs``/``*_tests.rs``
+string of a test: ``WINDOW`` consecutive characters of its longest fragment (the text between
+``{...}`` placeholders) when that is at least ``WINDOW`` long, else the whole of one of its
+fragments of at least ``MIN_FRAGMENT`` characters. Tests are Rust tests (``tests/`` folders, ``tests.rs``/``*_tests.rs``
 files and ``#[cfg(test)]`` modules, and the expected outputs kept beside them) and Python tests
 (``tests/``). Tests assert messages with their values filled in (``"alignment 0x1003 is not a
 power of two"``), so a whole fragment would be too strict. Messages whose fragments are all
@@ -141,7 +141,10 @@ def messages_of(path: Path, code: str) -> list[Message]:
             if len(best) < MIN_FRAGMENT:
                 continue
             line = code.count("\n", 0, m.start()) + 1
-            found.append(Message(rel, line, " | ".join(literals), best, [p for p in pieces if len(p) >= MIN_FRAGMENT]))
+            # The longest fragment when it is long enough to be distinctive on its own
+            # ("numpy has no" would find every message that starts so); else each one that is.
+            usable = [best] if len(best) >= WINDOW else [p for p in pieces if len(p) >= MIN_FRAGMENT]
+            found.append(Message(rel, line, " | ".join(literals), best, usable))
     # `Err(Error::value(...))` is one message, matched twice.
     unique = {}
     for msg in sorted(found, key=lambda m: m.line):
