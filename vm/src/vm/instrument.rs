@@ -6,7 +6,7 @@ use super::{set_reg, VirtualMachine};
 use crate::bytecode::Instruction;
 use crate::code::{Callee, Code, Op, VOID};
 use crate::error::Result;
-use crate::packed::{panic_error, CallCtx};
+use crate::packed::panic_error;
 use crate::value::Value;
 use smallvec::SmallVec;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -145,37 +145,62 @@ impl VirtualMachine {
         after.map(|_| ())
     }
 
-    /// A packed call with the instrument hook around it.
+    /// The instrument hook before the call at `pc` (any call op but a bytecode call): the
+    /// call's arguments, for the hook after it, or `None` when the hook skips the call, whose
+    /// destination then receives null. The call itself is the loop's, the same as in a plain
+    /// run (see `run_loop`).
     #[cold]
     #[inline(never)]
-    pub(super) fn instrumented_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<Value> {
+    pub(super) fn hook_before_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<Option<CallArgs>> {
         let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
         let args = self.load_args(code, pc, base);
-        let args = &args[..];
-        let fval = &code.func_values[func as usize];
         let name = self.exe.funcs()[func as usize].name.clone();
         let (caller, at) = self.call_site(pc);
-        let mut hook = self.instrument.take().expect("only called with an instrument");
-        let call = InstrumentCall { func: fval, name: &name, before: true, args, ret: None, caller: &caller, pc: at };
+        let Some(mut hook) = self.instrument.take() else { return Ok(Some(args)) };
+        let call = InstrumentCall {
+            func: &code.func_values[func as usize],
+            name: &name,
+            before: true,
+            args: &args,
+            ret: None,
+            caller: &caller,
+            pc: at,
+        };
         let before = call_hook(&mut hook, &call);
         self.instrument = Some(hook);
-        if before? == InstrumentAction::Skip {
-            return Ok(Value::Null);
+        if before.map_err(|e| self.locate(pc, e))? == InstrumentAction::Skip {
+            if let Some(dst) = self.exe.instrs()[pc].writes() {
+                set_reg(&mut self.regs[base + dst as usize], Value::Null);
+            }
+            return Ok(None);
         }
-        let Callee::Packed(f) = &code.callees[func as usize] else { unreachable!("bytecode calls have frames") };
-        match f.call(&mut CallCtx::new(self), args) {
-            Ok(ret) => {
-                self.hook_after(pc, args, Some(&ret), &caller, at)?;
-                Ok(ret)
+        Ok(Some(args))
+    }
+
+    /// The instrument hook after the call at `pc`, made with `args` (what
+    /// [`Self::hook_before_call`] returned), which returned `ret`: the call's result or error
+    /// goes on, unless the hook fails after a call that succeeded.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn hook_after_call(&mut self, pc: usize, args: Option<CallArgs>, ret: Result<Value>) -> Result<Value> {
+        let args = args.unwrap_or_default();
+        let (caller, at) = self.call_site(pc);
+        match ret {
+            Ok(v) => {
+                self.hook_after(pc, &args, Some(&v), &caller, at).map_err(|e| self.locate(pc, e))?;
+                Ok(v)
             }
             Err(e) => {
                 // The call's error is what the caller sees; the hook's own is dropped.
-                let _ = self.hook_after(pc, args, None, &caller, at);
+                let _ = self.hook_after(pc, &args, None, &caller, at);
                 Err(e)
             }
         }
     }
 }
+
+/// The arguments of an instrumented call, cloned for the hook.
+pub(super) type CallArgs = SmallVec<[Value; 8]>;
 
 impl VirtualMachine {
     /// The running function's name and the index within it of instruction `pc`.

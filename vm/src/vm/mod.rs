@@ -361,8 +361,8 @@ impl VirtualMachine {
     #[inline(never)]
     fn run_frames(&mut self, depth: usize) -> Result<Value> {
         match self.instrument {
-            None => self.run_loop::<true>(depth),
-            Some(_) => self.run_loop::<false>(depth),
+            None => self.run_loop::<false>(depth),
+            Some(_) => self.run_loop::<true>(depth),
         }
     }
 
