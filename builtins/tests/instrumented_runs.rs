@@ -105,19 +105,6 @@ fn compare(parts: ExecutableParts, calls: &[(String, Vec<Value>)], what: &str) -
     Some(calls.len())
 }
 
-/// Deterministic pseudo-random bytes (xorshift), as the replay test makes them.
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 #[test]
 fn the_fuzz_corpus_and_generated_programs_run_the_same_plain_profiled_and_traced() {
     relaxvm_builtins::ensure_registered();
@@ -128,7 +115,9 @@ fn the_fuzz_corpus_and_generated_programs_run_the_same_plain_profiled_and_traced
         .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
         .collect();
     inputs.sort();
-    inputs.extend((0..300u64).map(|seed| (format!("seed {seed}"), noise(seed, 64 + (seed as usize % 7) * 128))));
+    inputs.extend(
+        (0..300u64).map(|seed| (format!("seed {seed}"), gen_program::noise(seed, 64 + (seed as usize % 7) * 128))),
+    );
     let (mut programs, mut calls) = (0, 0);
     for (what, data) in &inputs {
         let Ok(program) = gen_program::generate(&mut Unstructured::new(data)) else { continue };

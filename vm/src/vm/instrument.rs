@@ -4,7 +4,7 @@
 
 use super::{set_reg, VirtualMachine};
 use crate::bytecode::Instruction;
-use crate::code::{Callee, Code, Op, VOID};
+use crate::code::{Callee, Code, Op};
 use crate::error::Result;
 use crate::packed::panic_error;
 use crate::value::Value;
@@ -62,12 +62,7 @@ impl VirtualMachine {
     pub(super) fn instrumented_bytecode_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<(usize, usize)> {
         let Op::CallBytecode { func, dst, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
         self.count_step().map_err(|e| self.locate(pc, e))?;
-        let Some(args) = self.instrument_before(code, pc, base).map_err(|e| self.locate(pc, e))? else {
-            if dst != VOID {
-                set_reg(&mut self.regs[base + dst as usize], Value::Null);
-            }
-            return Ok((base, pc + 1));
-        };
+        let Some(args) = self.hook_before_call(code, pc, base)? else { return Ok((base, pc + 1)) };
         let Callee::Bytecode { start, .. } = code.callees[func as usize] else { unreachable!("decoded as bytecode") };
         let new_base = self.regs.len();
         self.regs.extend(args.iter().cloned());
@@ -76,28 +71,6 @@ impl VirtualMachine {
         self.instrumented.push(InstrumentedFrame { depth: self.frames.len() + 1, pc, args });
         self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
         Ok((new_base, start as usize))
-    }
-
-    /// The instrument hook before the bytecode call at `pc`: the call's arguments to run it
-    /// with, or `None` when the hook skips it.
-    fn instrument_before(&mut self, code: &Code, pc: usize, base: usize) -> Result<Option<SmallVec<[Value; 8]>>> {
-        let Op::CallBytecode { func, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
-        let argv = self.load_args(code, pc, base);
-        let name = self.exe.funcs()[func as usize].name.clone();
-        let (caller, at) = self.call_site(pc);
-        let mut hook = self.instrument.take().expect("only called with an instrument");
-        let call = InstrumentCall {
-            func: &code.func_values[func as usize],
-            name: &name,
-            before: true,
-            args: &argv,
-            ret: None,
-            caller: &caller,
-            pc: at,
-        };
-        let before = call_hook(&mut hook, &call);
-        self.instrument = Some(hook);
-        Ok((before? != InstrumentAction::Skip).then_some(argv))
     }
 
     /// The instrument hook after the innermost instrumented bytecode call returned `ret`.
@@ -145,8 +118,8 @@ impl VirtualMachine {
         after.map(|_| ())
     }
 
-    /// The instrument hook before the call at `pc` (any call op but a bytecode call): the
-    /// call's arguments, for the hook after it, or `None` when the hook skips the call, whose
+    /// The instrument hook before the call at `pc`: the call's arguments, for the hook after it
+    /// (or, for a bytecode call, to run it with), or `None` when the hook skips the call, whose
     /// destination then receives null. The call itself is the loop's, the same as in a plain
     /// run (see `run_loop`).
     #[cold]
