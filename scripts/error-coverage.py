@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,7 @@ EXEMPT = ROOT / "scripts" / "error-coverage-exempt.txt"
 #: A fragment shorter than this says too little to find a message by.
 MIN_FRAGMENT = 12
 #: How many consecutive characters of a fragment a test must contain.
-WINDOW = 20
+WINDOW = 24
 
 #: Calls whose arguments hold a message (matched just before their opening parenthesis).
 CONSTRUCTORS = re.compile(
@@ -214,6 +215,7 @@ def read_exemptions() -> dict[tuple[str, str], str]:
 
 
 def main() -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the listing quietly
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--list", action="store_true", help="print every message and its status")
     ap.add_argument("--update", action="store_true", help="rewrite the exemptions (see above)")
