@@ -146,3 +146,20 @@ def test_tensors_of_the_wrong_size_dtype_or_device():
 def test_a_trace_step_past_the_end():
     trace = rx.VirtualMachine(identity_function()).trace("f", 1)
     raises(IndexError, "step position 5 out of range for a trace of 0 kept steps", trace.__getitem__, 5)
+
+
+def test_arguments_a_signature_refuses():
+    ib = rx.ExecBuilder()
+    with ib.function("f", num_inputs=1, signature="(x: i64) -> i64"):
+        ib.emit_ret(ib.r(0))
+    with ib.function("g", num_inputs=1, signature="(x: dict<{a: i64}>) -> i64"):
+        ib.emit_ret(ib.r(0))
+    vm = rx.VirtualMachine(ib.get())
+    raises(rx.VMTypeError, 'type mismatch: expected int64 for parameter "x" of f, found float 2.5', vm["f"], 2.5)
+    raises(
+        rx.VMValueError,
+        'parameter "x" of g: expected a dict with keys "a"; missing key(s) "a"; unexpected key(s) \'b\'',
+        vm["g"],
+        {"b": 1},
+    )
+    raises(rx.VMTypeError, 'type mismatch: expected dict for parameter "x" of g, found int 3', vm["g"], 3)
