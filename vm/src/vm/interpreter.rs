@@ -98,9 +98,9 @@ impl VirtualMachine {
                         }
                     };
                 }
-                // An int operation (its result written to `dst` by `$run`), with the hook
-                // around it when instrumented; the next op in both copies is `$next`, or the
-                // op after it when instrumented (a fused branch's `if` or `goto` then runs as
+                // An int operation (`$run` writes its result to `$dst`), with the hook around it
+                // when instrumented (the hook sees the result written). The arms then go on:
+                // instrumented, always to the next op (a fused branch's `if` or `goto` runs as
                 // its own op).
                 macro_rules! int_op {
                     ($dst:expr, $run:expr) => {{
