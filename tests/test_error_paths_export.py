@@ -96,3 +96,32 @@ def test_a_pickled_tensor_rebuilt_from_a_buffer_too_small_is_a_value_error(size)
     assert str(e.value) == (
         f"tensor of shape (2,) and dtype float32 at byte offset 0 needs 8 bytes, but the storage has {size}"
     )
+
+
+def _capsule_pointer(capsule: object) -> int:
+    """The address of the managed tensor a DLPack capsule holds."""
+    name = ctypes.pythonapi.PyCapsule_GetName
+    name.restype, name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return get(capsule, name(capsule))
+
+
+def test_dlpack_capsules_of_another_version_or_misaligned_data_are_refused():
+    from test_error_paths import Capsule
+
+    t = rx.tensor(np.arange(4, dtype="float32"))
+    # A versioned capsule (DLManagedTensorVersioned starts with its major version, uint32).
+    versioned = t.__dlpack__(max_version=(1, 0))
+    ctypes.c_uint32.from_address(_capsule_pointer(versioned)).value = 2
+    with pytest.raises(BufferError) as e:
+        rx.from_dlpack(Capsule(versioned))
+    assert str(e.value) == "unsupported DLPack version 2"
+    # A legacy capsule whose data pointer (its first field) is one byte off a float32.
+    legacy = t.__dlpack__()
+    ctypes.c_uint64.from_address(_capsule_pointer(legacy)).value += 1
+    with pytest.raises(BufferError) as e:
+        rx.from_dlpack(Capsule(legacy))
+    assert str(e.value) == "DLPack tensor data is not aligned to its element size"
+    # The producer's tensor is intact.
+    assert t.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
