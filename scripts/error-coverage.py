@@ -4,9 +4,9 @@
 The messages are the format strings given to the error constructors (``Error::value``,
 ``value_err``, pyo3's ``new_err``, ``#[error("...")]`` of the error enums, ...) in the crates'
 non-test source. A message counts as tested when a distinctive piece of its text appears in a
-string of a test: ``WINDOW`` consecutive characters of one of its fragments (the text between
-``{...}`` placeholders) of at least ``MIN_FRAGMENT`` characters, or the whole fragment when
-shorter than ``WINDOW``. Tests are Rust tests (``tests/`` folders, ``tests.rs``/``*_tests.rs``
+string of a test: ``WINDOW`` consecutive characters of its longest fragment (the text between
+``{...}`` placeholders) when that is at least ``WINDOW`` long, else the whole of one of its
+fragments of at least ``MIN_FRAGMENT`` characters. Tests are Rust tests (``tests/`` folders, ``tests.rs``/``*_tests.rs``
 files and ``#[cfg(test)]`` modules, and the expected outputs kept beside them) and Python tests
 (``tests/``). Tests assert messages with their values filled in (``"alignment 0x1003 is not a
 power of two"``), so a whole fragment would be too strict. Messages whose fragments are all
@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,7 @@ EXEMPT = ROOT / "scripts" / "error-coverage-exempt.txt"
 #: A fragment shorter than this says too little to find a message by.
 MIN_FRAGMENT = 12
 #: How many consecutive characters of a fragment a test must contain.
-WINDOW = 20
+WINDOW = 24
 
 #: Calls whose arguments hold a message (matched just before their opening parenthesis).
 CONSTRUCTORS = re.compile(
@@ -141,7 +142,10 @@ def messages_of(path: Path, code: str) -> list[Message]:
             if len(best) < MIN_FRAGMENT:
                 continue
             line = code.count("\n", 0, m.start()) + 1
-            found.append(Message(rel, line, " | ".join(literals), best, [p for p in pieces if len(p) >= MIN_FRAGMENT]))
+            # The longest fragment when it is long enough to be distinctive on its own
+            # ("numpy has no" would find every message that starts so); else each one that is.
+            usable = [best] if len(best) >= WINDOW else [p for p in pieces if len(p) >= MIN_FRAGMENT]
+            found.append(Message(rel, line, " | ".join(literals), best, usable))
     # `Err(Error::value(...))` is one message, matched twice.
     unique = {}
     for msg in sorted(found, key=lambda m: m.line):
@@ -211,6 +215,7 @@ def read_exemptions() -> dict[tuple[str, str], str]:
 
 
 def main() -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the listing quietly
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--list", action="store_true", help="print every message and its status")
     ap.add_argument("--update", action="store_true", help="rewrite the exemptions (see above)")

@@ -67,3 +67,45 @@ fn outputs_match_tvm_bit_for_bit() {
     }
     assert!(count > 600, "{count} cases");
 }
+
+/// The error of `tvm.contrib.sort.{func}(args)`, as `{:?}` prints it.
+fn refused(func: &str, args: &[Value]) -> String {
+    let mut reg = Registry::new();
+    relaxvm_builtins::register_all(&mut reg).unwrap();
+    let f = reg.get(&format!("tvm.contrib.sort.{func}")).unwrap();
+    format!("{:?}", f.call(&mut CallCtx::detached(), args).expect_err("refused"))
+}
+
+fn zeros(dims: &[i64], dtype: DataType) -> Value {
+    Value::Tensor(Tensor::zeros(Shape::from(dims), dtype, Device::cpu(0)).unwrap())
+}
+
+#[test]
+fn outputs_of_the_wrong_dtype_or_layout_are_refused() {
+    let x = zeros(&[4], DataType::F32);
+    let (axis, up) = (Value::Int(0), Value::Bool(true));
+    assert_eq!(
+        refused("sort", &[x.clone(), zeros(&[4], DataType::I32), axis.clone(), up.clone()]),
+        r#"Value("tvm.contrib.sort.sort: output dtype int32 differs from input dtype float32")"#
+    );
+    // A strided view of 4 elements (every other element of 8) cannot take the result.
+    let eight = Tensor::zeros(Shape::from([8i64]), DataType::F32, Device::cpu(0)).unwrap();
+    let strided =
+        Tensor::from_parts(eight.storage().clone(), 0, Shape::from([4i64]), Some(vec![2]), DataType::F32).unwrap();
+    assert_eq!(
+        refused("sort", &[x.clone(), Value::Tensor(strided), axis.clone(), up.clone()]),
+        r#"Value("tvm.contrib.sort.sort: the output must be a compact tensor")"#
+    );
+    let k = Value::Int(2);
+    assert_eq!(
+        refused(
+            "topk",
+            &[x.clone(), zeros(&[2], DataType::F64), k.clone(), axis.clone(), Value::str("values"), up.clone()]
+        ),
+        r#"Value("tvm.contrib.sort.topk: values output dtype float64 differs from input dtype float32")"#
+    );
+    assert_eq!(
+        refused("topk", &[x, zeros(&[2], DataType::F16), k, axis, Value::str("indices"), up]),
+        r#"Value("tvm.contrib.sort.topk: Unsupported output dtype: float16")"#
+    );
+}

@@ -26,19 +26,6 @@ fn interp_corpus_replays_without_panics() {
     }
 }
 
-/// Deterministic pseudo-random bytes (xorshift), so the test needs no corpus and no crate.
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 /// The generator's promise: nearly every input becomes a program the verifier accepts (else
 /// the fuzzer would spend its time on rejected programs), and running them finds no failure.
 #[test]
@@ -46,7 +33,7 @@ fn generated_programs_pass_the_verifier_and_run() {
     let total = 400;
     let mut passed = 0;
     for seed in 0..total {
-        let data = noise(seed, 64 + (seed as usize % 7) * 128);
+        let data = gen_program::noise(seed, 64 + (seed as usize % 7) * 128);
         let program = gen_program::generate(&mut Unstructured::new(&data)).expect("generation never fails");
         passed += usize::from(Executable::from_parts(program.parts).is_ok());
         gen_program::run(&data);

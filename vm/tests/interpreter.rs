@@ -256,6 +256,16 @@ fn saved_functions_and_stateful_calls() {
     assert_eq!(m.invoke("fib10", &[]).unwrap().as_int().unwrap(), 55);
     m.save_function("fib", "fib10_noret", vec![Value::Int(10)], false).unwrap();
     assert!(matches!(m.invoke("fib10_noret", &[]).unwrap(), Value::Null));
+    // A saved function saved again keeps its saved arguments (attack finding other/01), and
+    // the count is checked against all of them.
+    m.save_function("fib10", "fib10_again", vec![], true).unwrap();
+    assert_eq!(m.invoke("fib10_again", &[]).unwrap().as_int().unwrap(), 55);
+    m.save_function("fib10", "fib10_again_noret", vec![], false).unwrap();
+    assert!(matches!(m.invoke("fib10_again_noret", &[]).unwrap(), Value::Null));
+    assert_eq!(
+        format!("{:?}", m.save_function("fib10", "bad", vec![Value::Int(3)], true).expect_err("an error")),
+        r#"Arity { func: "fib", expected: "1", got: 2 }"#
+    );
     assert_eq!(
         format!("{:?}", m.save_function("fib", "bad", vec![], true).expect_err("an error")),
         r#"Arity { func: "fib", expected: "1", got: 0 }"#

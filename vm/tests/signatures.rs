@@ -196,6 +196,10 @@ fn closures_and_saved_functions_are_checked_with_their_captured_values() {
     assert!(m.signature("saved").unwrap().is_none());
     m.save_function("f", "quiet", vec![Value::Int(1), Value::Int(2)], false).unwrap();
     assert!(matches!(m.invoke("quiet", &[]).unwrap(), Value::Null));
+    // Saved again, with its saved arguments: the same call, checked against the signature.
+    m.save_function("saved", "again", vec![], true).unwrap();
+    let out = m.invoke("again", &[]).unwrap();
+    assert!(matches!(out.as_tuple().unwrap()[1], Value::Float(x) if x == 2.0));
 }
 
 #[test]

@@ -426,15 +426,40 @@ mod tests {
         assert_eq!(text.matches('1').count(), 1 << 20);
         // 2^40 leaves: the text would be terabytes; the budget ends it with an error.
         let tensor = Value::Tensor(Tensor::from_vec([2], vec![1.5f32, 2.0]).unwrap());
-        let e = render("p", &doubled(40, tensor)).unwrap_err().to_string();
-        assert!(e.contains(&format!("would exceed {MAX_RENDERED_BYTES} bytes")), "{e}");
+        let e = render("p", &doubled(40, tensor)).unwrap_err();
+        assert_eq!(format!("{e:?}"), r#"Value("p: the rendered values would exceed 67108864 bytes of text")"#);
+        assert_eq!(MAX_RENDERED_BYTES, 67108864);
+    }
+
+    #[test]
+    fn format_strings_python_refuses_are_refused_with_its_words() {
+        let args = ["a".to_string(), "b".to_string()];
+        let err = |fmt: &str| format!("{:?}", py_format("p", fmt, &args).expect_err("refused"));
+        for (fmt, want) in [
+            ("x}", "Single '}' encountered in format string"),
+            ("{{0}", "Single '}' encountered in format string"),
+            ("{0{1}}", "nested replacement fields are not supported"),
+            ("{}{1}", "cannot switch from automatic field numbering to manual field specification"),
+            ("{0!x}", "Unknown conversion specifier x"),
+            ("{0", "expected '}' before end of string"),
+        ] {
+            assert_eq!(err(fmt), format!("Value({:?})", format!("p: {want}")), "{fmt}");
+        }
+        assert_eq!(
+            err("{2}"),
+            r#"Index { what: "positional format arguments (in p: Replacement index 2 out of range)", index: 2, len: 2 }"#
+        );
+        assert_eq!(py_format("p", "{1}{0!r}{{}}", &args).unwrap(), "b'a'{}");
     }
 
     #[test]
     fn deep_nesting_is_an_error_not_a_stack_overflow() {
         let deep = (0..100_000).fold(Value::Int(0), |v, _| Value::tuple(vec![v]));
-        let e = render("p", &deep).unwrap_err().to_string();
-        assert!(e.contains(&format!("nested more than {MAX_RENDER_DEPTH} deep")), "{e}");
+        let e = render("p", &deep).unwrap_err();
+        assert_eq!(
+            format!("{e:?}"),
+            format!("Value(\"p: cannot render tuples nested more than {MAX_RENDER_DEPTH} deep\")")
+        );
         let ok = (0..MAX_RENDER_DEPTH).fold(Value::Int(0), |v, _| Value::tuple(vec![v]));
         assert!(render("p", &ok).is_ok());
         // Dropping the 100,000-deep tuple is the VM's business (iterative drop), not this test's.

@@ -275,8 +275,7 @@ mod tests {
         let p = plan(N, a, b).unwrap();
         assert_eq!(tile_shape(300, 700, 500, 1 << 22), (64, 64));
         let run = || {
-            let (x, y) =
-                (cast_tensor::<f32>(N, a, &mut || Ok(())).unwrap(), cast_tensor::<f32>(N, b, &mut || Ok(())).unwrap());
+            let (x, y) = operands::<f32>(a, b);
             let r = float_gemm::product(N, x.view(), y.view(), &p, &mut || Ok(()), 1 << 22);
             r.unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         };
@@ -305,8 +304,7 @@ mod tests {
             let (a, b) = (ramp(sa, |_| 3.0f32), ramp(sb, |_| 1.0f32));
             let (a, b) = (a.as_tensor().unwrap(), b.as_tensor().unwrap());
             let p = plan(N, a, b).unwrap();
-            let (x, y) =
-                (cast_tensor::<f32>(N, a, &mut || Ok(())).unwrap(), cast_tensor::<f32>(N, b, &mut || Ok(())).unwrap());
+            let (x, y) = operands::<f32>(a, b);
             let r = float_gemm::product(N, x.view(), y.view(), &p, &mut || Ok(()), work).unwrap();
             assert_eq!(r.shape(), p.out_shape, "{sa:?} @ {sb:?}");
             assert!(r.iter().all(|v| *v == each), "{sa:?} @ {sb:?}: {r:?}");
@@ -332,18 +330,7 @@ mod tests {
         let x = ramp(&[1024, 1024], |i| (i % 3) as f32);
         let (a, b) = (x.as_tensor().unwrap(), x.as_tensor().unwrap());
         let plan = plan(N, a, b).unwrap();
-        let mut polls = 0;
-        let mut poll = || {
-            polls += 1;
-            if polls > 1 {
-                Err(Error::value("interrupted"))
-            } else {
-                Ok(())
-            }
-        };
-        let e = gemm::<f32>(N, a, b, &plan, &mut poll).unwrap_err();
-        assert_eq!(e.to_string(), "interrupted");
-        assert_eq!(polls, 2);
+        assert_eq!(interrupted_after(1, |poll| gemm::<f32>(N, a, b, &plan, poll)), ("interrupted".into(), 2));
     }
 
     /// A tensor of `shape` whose elements all share one: every stride 0 (numpy's
@@ -354,6 +341,33 @@ mod tests {
         Tensor::from_parts(one.storage().clone(), 0, Shape::new(shape.to_vec()), Some(strides), one.dtype()).unwrap()
     }
 
+    /// Both operands' elements as `T` (nothing to poll).
+    fn operands<'a, T: Num>(
+        a: &'a Tensor,
+        b: &'a Tensor,
+    ) -> (super::super::Elements<'a, T>, super::super::Elements<'a, T>) {
+        (cast_tensor::<T>(N, a, &mut || Ok(())).unwrap(), cast_tensor::<T>(N, b, &mut || Ok(())).unwrap())
+    }
+
+    /// `run`'s error when its poll fails ("interrupted") after the first `ok` calls, and how
+    /// many times it polled.
+    fn interrupted_after<R: std::fmt::Debug>(
+        ok: usize,
+        run: impl FnOnce(super::super::Poll<'_>) -> Result<R>,
+    ) -> (String, usize) {
+        let mut polls = 0;
+        let e = run(&mut || {
+            polls += 1;
+            if polls > ok {
+                Err(Error::value("interrupted"))
+            } else {
+                Ok(())
+            }
+        })
+        .expect_err("interrupted");
+        (e.to_string(), polls)
+    }
+
     #[test]
     fn a_thin_product_polls_between_steps_of_its_inner_dimension() {
         // 1 x k @ k x 1: one output element, one tile; with pieces of 2^10 multiply-adds, the
@@ -361,8 +375,7 @@ mod tests {
         let k = 1 << 16;
         let (a, b) = (broadcast(1.0f32, &[1, k]), broadcast(1.0f32, &[k, 1]));
         let plan = plan(N, &a, &b).unwrap();
-        let (x, y) =
-            (cast_tensor::<f32>(N, &a, &mut || Ok(())).unwrap(), cast_tensor::<f32>(N, &b, &mut || Ok(())).unwrap());
+        let (x, y) = operands::<f32>(&a, &b);
         let mut polls = 0;
         let r = float_gemm::product(
             N,
@@ -382,21 +395,11 @@ mod tests {
         // another piece.
         assert_eq!(polls, 1 + (((k as usize) >> 10) - 1) + 1);
         // An interrupt stops it at the next step.
-        let mut polls = 0;
-        let mut poll = || {
-            polls += 1;
-            if polls > 3 {
-                Err(Error::value("interrupted"))
-            } else {
-                Ok(())
-            }
-        };
-        let e = float_gemm::product(N, x.view(), y.view(), &plan, &mut poll, 1 << 10).unwrap_err();
-        assert_eq!((e.to_string(), polls), ("interrupted".to_string(), 4));
+        let stopped = interrupted_after(3, |poll| float_gemm::product(N, x.view(), y.view(), &plan, poll, 1 << 10));
+        assert_eq!(stopped, ("interrupted".into(), 4));
         // The integer product steps the same way (and adds exactly).
         let (a, b) = (broadcast(3i64, &[1, k]), broadcast(2i64, &[k, 1]));
-        let (x, y) =
-            (cast_tensor::<i64>(N, &a, &mut || Ok(())).unwrap(), cast_tensor::<i64>(N, &b, &mut || Ok(())).unwrap());
+        let (x, y) = operands::<i64>(&a, &b);
         let zeros = vec![0i64; 1];
         let mut polls = 0;
         let kernel =
@@ -428,19 +431,9 @@ mod tests {
         // tests interrupt the real one).
         let k = 1i64 << 36;
         let (a, b) = (broadcast(1.0f32, &[1, k]), broadcast(1.0f32, &[k, 1]));
-        let (x, y) =
-            (cast_tensor::<f32>(N, &a, &mut || Ok(())).unwrap(), cast_tensor::<f32>(N, &b, &mut || Ok(())).unwrap());
-        let mut polls = 0;
+        let (x, y) = operands::<f32>(&a, &b);
         let plan = plan(N, &a, &b).unwrap();
-        let mut poll = || {
-            polls += 1;
-            if polls > 1 {
-                Err(Error::value("interrupted"))
-            } else {
-                Ok(())
-            }
-        };
-        let e = float_gemm::product(N, x.view(), y.view(), &plan, &mut poll, 1 << 16).unwrap_err();
-        assert_eq!((e.to_string(), polls), ("interrupted".to_string(), 2));
+        let stopped = interrupted_after(1, |poll| float_gemm::product(N, x.view(), y.view(), &plan, poll, 1 << 16));
+        assert_eq!(stopped, ("interrupted".into(), 2));
     }
 }

@@ -118,6 +118,11 @@ fn core_cases() -> Vec<(&'static str, Vec<Value>, Want)> {
         ("vm.builtin.alloc_shape_heap", vec![i(3)], K("int64 (3,) [0, 0, 0]")),
         ("vm.builtin.alloc_shape_heap", vec![vm.clone(), i(0)], K("int64 (0,) []")),
         ("vm.builtin.alloc_shape_heap", vec![i(-2)], E(Kind::Value, &["non-negative", "-2"])),
+        (
+            "vm.builtin.alloc_shape_heap",
+            vec![s("3")],
+            E(Kind::Type, &["expected int or one-element shape as argument 0 (heap size) of vm.builtin.alloc_shape_heap"]),
+        ),
         ("vm.builtin.alloc_shape_heap", vec![i(i64::MAX)], E(Kind::Alloc, &["cannot allocate"])),
         ("vm.builtin.alloc_shape_heap", vec![f(2.0)], E(Kind::Type, &["int", "found float"])),
         ("vm.builtin.alloc_shape_heap", vec![i(1), i(2)], E(Kind::Type, &["vm_state", "found int"])),
@@ -161,18 +166,33 @@ fn core_cases() -> Vec<(&'static str, Vec<Value>, Want)> {
         (
             "vm.builtin.match_shape",
             vec![x23(), heap(&[0]), i(-1), null.clone()],
-            E(Kind::Value, &["ndim must be", "-1"]),
+            E(
+                Kind::Value,
+                &["ndim must be a non-negative count of (code, value) pairs that were passed, found -1 with 4 arguments"],
+            ),
         ),
         ("vm.builtin.match_shape", vec![x23(), heap(&[0]), i(2), i(0), i(2)], E(Kind::Arity, &["ndim = 2"])),
         (
             "vm.builtin.match_shape",
             vec![x23(), heap(&[0]), i(2), i(7), i(2), i(2), i(0)],
-            E(Kind::Value, &["unknown match code 7"]),
+            E(
+                Kind::Value,
+                &["unknown match code 7: expected 0 (assert equal to immediate), 1 (store to heap), 2 (no-op) or 3 (assert equal to heap slot)"],
+            ),
         ),
         ("vm.builtin.match_shape", vec![i(3), heap(&[0]), i(0)], E(Kind::Type, &["tensor or shape", "found int 3"])),
         ("vm.builtin.make_shape", vec![heap(&[8]), i(2), i(1), i(0), i(0), i(3)], K("(8, 3)")),
         ("vm.builtin.make_shape", vec![null.clone(), i(0)], K("()")),
-        ("vm.builtin.make_shape", vec![heap(&[8]), i(1), i(1), i(5)], E(Kind::Index, &["index 5", "length 1"])),
+        (
+            "vm.builtin.make_shape",
+            vec![heap(&[8]), i(1), i(1), i(5)],
+            E(Kind::Index, &["index 5 out of range for shape heap (in vm.builtin.make_shape) of length 1"]),
+        ),
+        (
+            "vm.builtin.match_shape",
+            vec![x23(), s("heap"), i(0), null.clone()],
+            E(Kind::Type, &["expected 1-D int64 tensor or null as argument 1 (shape heap) of vm.builtin.match_shape"]),
+        ),
         ("vm.builtin.make_shape", vec![heap(&[8]), i(1), i(4), i(0)], E(Kind::Value, &["unknown make code 4"])),
         ("vm.builtin.make_shape", vec![heap(&[8]), i(i64::MAX), i(0), i(0)], E(Kind::Value, &["ndim must be"])),
         ("vm.builtin.match_prim_value", vec![i(5), heap(&[0]), i(1), i(0), null.clone()], K("None")),

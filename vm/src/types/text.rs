@@ -293,9 +293,14 @@ impl<'a> Parser<'a> {
     }
 
     fn uint(&mut self) -> PResult<u64> {
+        let at = self.pos;
         match self.word().and_then(|w| w.parse::<u64>().ok()) {
             Some(n) if n <= i64::MAX as u64 => Ok(n),
-            _ => self.err("a non-negative integer"),
+            _ => {
+                // The error points at the word, not past it.
+                self.pos = at;
+                self.err("a non-negative integer")
+            }
         }
     }
 
@@ -332,9 +337,13 @@ impl<'a> Parser<'a> {
         let dtype = if self.eat("?") {
             None
         } else {
+            let at = self.pos;
             match self.word().map(str::parse::<DataType>) {
                 Some(Ok(d)) => Some(d),
-                _ => return self.err("a dtype or ?"),
+                _ => {
+                    self.pos = at;
+                    return self.err("a dtype or ?");
+                }
             }
         };
         let contiguous = self.eat(",") && {

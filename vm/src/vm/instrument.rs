@@ -4,9 +4,9 @@
 
 use super::{set_reg, VirtualMachine};
 use crate::bytecode::Instruction;
-use crate::code::{Callee, Code, Op, VOID};
+use crate::code::{Callee, Code, Op};
 use crate::error::Result;
-use crate::packed::{panic_error, CallCtx};
+use crate::packed::panic_error;
 use crate::value::Value;
 use smallvec::SmallVec;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -62,12 +62,7 @@ impl VirtualMachine {
     pub(super) fn instrumented_bytecode_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<(usize, usize)> {
         let Op::CallBytecode { func, dst, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
         self.count_step().map_err(|e| self.locate(pc, e))?;
-        let Some(args) = self.instrument_before(code, pc, base).map_err(|e| self.locate(pc, e))? else {
-            if dst != VOID {
-                set_reg(&mut self.regs[base + dst as usize], Value::Null);
-            }
-            return Ok((base, pc + 1));
-        };
+        let Some(args) = self.hook_before_call(code, pc, base)? else { return Ok((base, pc + 1)) };
         let Callee::Bytecode { start, .. } = code.callees[func as usize] else { unreachable!("decoded as bytecode") };
         let new_base = self.regs.len();
         self.regs.extend(args.iter().cloned());
@@ -76,28 +71,6 @@ impl VirtualMachine {
         self.instrumented.push(InstrumentedFrame { depth: self.frames.len() + 1, pc, args });
         self.enter_frame(func, pc, dst, new_base).map_err(|e| self.locate(pc, e))?;
         Ok((new_base, start as usize))
-    }
-
-    /// The instrument hook before the bytecode call at `pc`: the call's arguments to run it
-    /// with, or `None` when the hook skips it.
-    fn instrument_before(&mut self, code: &Code, pc: usize, base: usize) -> Result<Option<SmallVec<[Value; 8]>>> {
-        let Op::CallBytecode { func, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
-        let argv = self.load_args(code, pc, base);
-        let name = self.exe.funcs()[func as usize].name.clone();
-        let (caller, at) = self.call_site(pc);
-        let mut hook = self.instrument.take().expect("only called with an instrument");
-        let call = InstrumentCall {
-            func: &code.func_values[func as usize],
-            name: &name,
-            before: true,
-            args: &argv,
-            ret: None,
-            caller: &caller,
-            pc: at,
-        };
-        let before = call_hook(&mut hook, &call);
-        self.instrument = Some(hook);
-        Ok((before? != InstrumentAction::Skip).then_some(argv))
     }
 
     /// The instrument hook after the innermost instrumented bytecode call returned `ret`.
@@ -145,37 +118,62 @@ impl VirtualMachine {
         after.map(|_| ())
     }
 
-    /// A packed call with the instrument hook around it.
+    /// The instrument hook before the call at `pc`: the call's arguments, for the hook after it
+    /// (or, for a bytecode call, to run it with), or `None` when the hook skips the call, whose
+    /// destination then receives null. The call itself is the loop's, the same as in a plain
+    /// run (see `run_loop`).
     #[cold]
     #[inline(never)]
-    pub(super) fn instrumented_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<Value> {
+    pub(super) fn hook_before_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<Option<CallArgs>> {
         let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
         let args = self.load_args(code, pc, base);
-        let args = &args[..];
-        let fval = &code.func_values[func as usize];
         let name = self.exe.funcs()[func as usize].name.clone();
         let (caller, at) = self.call_site(pc);
-        let mut hook = self.instrument.take().expect("only called with an instrument");
-        let call = InstrumentCall { func: fval, name: &name, before: true, args, ret: None, caller: &caller, pc: at };
+        let Some(mut hook) = self.instrument.take() else { return Ok(Some(args)) };
+        let call = InstrumentCall {
+            func: &code.func_values[func as usize],
+            name: &name,
+            before: true,
+            args: &args,
+            ret: None,
+            caller: &caller,
+            pc: at,
+        };
         let before = call_hook(&mut hook, &call);
         self.instrument = Some(hook);
-        if before? == InstrumentAction::Skip {
-            return Ok(Value::Null);
+        if before.map_err(|e| self.locate(pc, e))? == InstrumentAction::Skip {
+            if let Some(dst) = self.exe.instrs()[pc].writes() {
+                set_reg(&mut self.regs[base + dst as usize], Value::Null);
+            }
+            return Ok(None);
         }
-        let Callee::Packed(f) = &code.callees[func as usize] else { unreachable!("bytecode calls have frames") };
-        match f.call(&mut CallCtx::new(self), args) {
-            Ok(ret) => {
-                self.hook_after(pc, args, Some(&ret), &caller, at)?;
-                Ok(ret)
+        Ok(Some(args))
+    }
+
+    /// The instrument hook after the call at `pc`, made with `args` (what
+    /// [`Self::hook_before_call`] returned), which returned `ret`: the call's result or error
+    /// goes on, unless the hook fails after a call that succeeded.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn hook_after_call(&mut self, pc: usize, args: Option<CallArgs>, ret: Result<Value>) -> Result<Value> {
+        let args = args.unwrap_or_default();
+        let (caller, at) = self.call_site(pc);
+        match ret {
+            Ok(v) => {
+                self.hook_after(pc, &args, Some(&v), &caller, at).map_err(|e| self.locate(pc, e))?;
+                Ok(v)
             }
             Err(e) => {
                 // The call's error is what the caller sees; the hook's own is dropped.
-                let _ = self.hook_after(pc, args, None, &caller, at);
+                let _ = self.hook_after(pc, &args, None, &caller, at);
                 Err(e)
             }
         }
     }
 }
+
+/// The arguments of an instrumented call, cloned for the hook.
+pub(super) type CallArgs = SmallVec<[Value; 8]>;
 
 impl VirtualMachine {
     /// The running function's name and the index within it of instruction `pc`.

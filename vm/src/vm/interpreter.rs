@@ -22,10 +22,17 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 impl VirtualMachine {
-    /// Runs frames until the one at `depth` returns. `PLAIN`: no instrument hook (one installed
-    /// by a callback meanwhile takes effect at the next entry into the VM).
+    /// Runs frames until the one at `depth` returns. `INSTRUMENTED`: with the instrument hook
+    /// around every call (one installed by a callback meanwhile takes effect at the next entry
+    /// into the VM); without it, the loop has no instrumentation code at all.
+    ///
+    /// Both copies run each op with the same code: an instrumented call is the plain call (the
+    /// same specialised function, site cache and inline int operations) with the hook before
+    /// and after it, so a profiled or traced run executes what a plain run executes. The one
+    /// difference: a fused op (an int operation and the `if` or `goto` after it) runs as its
+    /// two ops, so that the hook sees the call end before the branch.
     #[inline(never)]
-    pub(super) fn run_loop<const PLAIN: bool>(&mut self, depth: usize) -> Result<Value> {
+    pub(super) fn run_loop<const INSTRUMENTED: bool>(&mut self, depth: usize) -> Result<Value> {
         // SAFETY: `self.code` is set once, in the constructor, and never replaced or mutated, so
         // the `Code` it points to lives as long as `self`; packed functions reach the VM only
         // through `CallCtx`, which cannot replace it either. Borrowing it through the pointer
@@ -54,93 +61,189 @@ impl VirtualMachine {
             // re-entries only truncate the register stack back to their own base, above this
             // frame; `base`, `fp` and `ip` change together when a frame is entered or left, and
             // `fp` is taken afresh after every op that can grow the register stack (a packed
-            // call, which may call back into the VM).
+            // call, which may call back into the VM, or the instrument hook).
             unsafe {
                 // Where the op is, for errors: its index is computed only when one is made.
                 let at = At { ops, ip };
+                // The instrument hook before the call at `at`: the call's arguments for the
+                // hook after it, or, when the hook skips the call, null to its destination and
+                // on to the next op. Nothing in the plain copy.
+                macro_rules! hook_before {
+                    () => {
+                        if INSTRUMENTED {
+                            let before = self.hook_before_call(code, at.pc(), base);
+                            fp = self.frame_regs(base);
+                            match before? {
+                                Some(args) => Some(args),
+                                None => {
+                                    ip = ip.add(1);
+                                    continue;
+                                }
+                            }
+                        } else {
+                            None
+                        }
+                    };
+                }
+                // The hook after the call: `$ret` is what the call returned; the hook sees it
+                // (or that the call failed), and the call's result goes on unchanged.
+                macro_rules! hook_after {
+                    ($args:expr, $ret:expr) => {
+                        if INSTRUMENTED {
+                            let ret = self.hook_after_call(at.pc(), $args, $ret);
+                            fp = self.frame_regs(base);
+                            ret
+                        } else {
+                            $ret
+                        }
+                    };
+                }
+                // An int operation (`$run` writes its result to `$dst`), with the hook around it
+                // when instrumented (the hook sees the result written). The arms then go on:
+                // instrumented, always to the next op (a fused branch's `if` or `goto` runs as
+                // its own op).
+                macro_rules! int_op {
+                    ($dst:expr, $run:expr) => {{
+                        let args = hook_before!();
+                        let ran = $run;
+                        let ran = if INSTRUMENTED {
+                            let ret = ran.map(|()| fp.get($dst).clone());
+                            hook_after!(args, ret).map(drop)
+                        } else {
+                            ran
+                        };
+                        ran?;
+                    }};
+                }
                 match *ip {
-                    Op::IntBinary { op, f, a, b, dst } if PLAIN => {
-                        self.int_into(code, (op, f), a, b, dst, fp, at)?;
+                    Op::IntBinary { op, f, a, b, dst } => {
+                        int_op!(dst, self.int_into(code, (op, f), a, b, dst, fp, at));
                         ip = ip.add(1);
                     }
-                    Op::IntAdd { f, a, b, dst } if PLAIN => {
-                        self.int_into(code, (IntOp::Add, f), a, b, dst, fp, at)?;
+                    Op::IntAdd { f, a, b, dst } => {
+                        int_op!(dst, self.int_into(code, (IntOp::Add, f), a, b, dst, fp, at));
                         ip = ip.add(1);
                     }
-                    Op::IntBranch { op, f, a, b, dst, false_target } if PLAIN => {
-                        ip = self.int_branch(code, (op, f), a, b, (dst, false_target), fp, at)?;
+                    Op::IntBranch { op, f, a, b, dst, false_target } => {
+                        if INSTRUMENTED {
+                            int_op!(dst, self.int_into(code, (op, f), a, b, dst, fp, at));
+                            ip = ip.add(1);
+                        } else {
+                            ip = self.int_branch(code, (op, f), a, b, (dst, false_target), fp, at)?;
+                        }
                     }
-                    Op::IntLtBranch { f, a, b, dst, false_target } if PLAIN => {
-                        ip = self.int_branch(code, (IntOp::Lt, f), a, b, (dst, false_target), fp, at)?;
+                    Op::IntLtBranch { f, a, b, dst, false_target } => {
+                        if INSTRUMENTED {
+                            int_op!(dst, self.int_into(code, (IntOp::Lt, f), a, b, dst, fp, at));
+                            ip = ip.add(1);
+                        } else {
+                            ip = self.int_branch(code, (IntOp::Lt, f), a, b, (dst, false_target), fp, at)?;
+                        }
                     }
-                    Op::IntJump { op, f, a, b, dst, target } if PLAIN => {
-                        self.int_into(code, (op, f), a, b, dst, fp, at)?;
+                    Op::IntJump { op, f, a, b, dst, target } => {
+                        int_op!(dst, self.int_into(code, (op, f), a, b, dst, fp, at));
                         // The `goto` after it, as its own op would run it.
-                        ip = self.jump(ops, ip.add(1), target)?;
+                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump(ops, ip.add(1), target)? };
                     }
-                    Op::IntAddJump { f, a, b, dst, target } if PLAIN => {
-                        self.int_into(code, (IntOp::Add, f), a, b, dst, fp, at)?;
-                        ip = self.jump(ops, ip.add(1), target)?;
+                    Op::IntAddJump { f, a, b, dst, target } => {
+                        int_op!(dst, self.int_into(code, (IntOp::Add, f), a, b, dst, fp, at));
+                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump(ops, ip.add(1), target)? };
                     }
-                    Op::IntAddJumpImm { f, a, imm, dst, target } if PLAIN => {
-                        self.int_add_imm(code, f, a, imm, dst, fp, at)?;
-                        ip = self.jump(ops, ip.add(1), target)?;
+                    Op::IntAddJumpImm { f, a, imm, dst, target } => {
+                        int_op!(dst, self.int_add_imm(code, f, a, imm, dst, fp, at));
+                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump(ops, ip.add(1), target)? };
                     }
-                    Op::CallBinary { f, a, b, dst } if PLAIN => {
+                    Op::CallBinary { f, a, b, dst } => {
                         prefetch_ahead(ip);
-                        let ret = self.call_binary(f, src(code, a, fp), src(code, b, fp), at)?;
+                        let args = hook_before!();
+                        let ret = self.call_binary(f, src(code, a, fp), src(code, b, fp), at);
+                        let ret = hook_after!(args, ret)?;
                         if dst != VOID {
                             set_reg(fp.get_mut(dst), ret);
                         }
                         ip = ip.add(1);
                     }
-                    Op::CallPacked { func, args, nargs, dst, patches, npatches } if PLAIN => {
+                    Op::CallPacked { func, args, nargs, dst, patches, npatches } => {
                         prefetch_ahead(ip);
+                        let hooked = hook_before!();
                         let f = code.call_fn(func);
                         // Borrowed copies of the arguments, on the stack: no allocation and no
                         // reference-count traffic per call.
                         let argv = list.fill(code, (args, nargs, patches, npatches), |r| fp.get(r));
-                        let ret = f.call(&mut CallCtx::calling(self, func), argv).map_err(|e| self.locate_at(at, e))?;
+                        let ret = f.call(&mut CallCtx::calling(self, func), argv).map_err(|e| self.locate_at(at, e));
                         // A call back into the VM may have grown (moved) the register stack.
                         fp = self.frame_regs(base);
+                        let ret = hook_after!(hooked, ret)?;
                         if dst != VOID {
                             set_reg(fp.get_mut(dst), ret);
                         }
                         ip = ip.add(1);
                     }
-                    Op::CallSelect1 { f, func, a, dst } if PLAIN => {
+                    Op::CallSelect1 { f, func, a, dst } => {
                         prefetch_ahead(ip);
+                        let hooked = hook_before!();
                         // The one argument is passed in place: no argument list to build.
                         let p = code.call_fn(func);
                         let arg = std::slice::from_ref(fp.get(a.0));
                         let picked = match catch_unwind(AssertUnwindSafe(|| f(p.name(), arg))) {
-                            // `dst` is a register: a select without one is decoded as `CallSelect`.
-                            Ok(Ok(v)) => (!v.same_object(fp.get(dst))).then(|| v.clone()),
-                            Ok(Err(e)) => return Err(self.locate_at(at, e)),
-                            Err(payload) => return Err(self.locate_at(at, panic_error(p.name(), payload))),
+                            Ok(r) => r,
+                            Err(payload) => Err(panic_error(p.name(), payload)),
                         };
-                        if let Some(v) = picked {
-                            set_reg(fp.get_mut(dst), v);
+                        if INSTRUMENTED {
+                            // The hook is given the result (a clone: the hook may keep it).
+                            let ret = picked.cloned().map_err(|e| self.locate_at(at, e));
+                            let ret = hook_after!(hooked, ret)?;
+                            set_reg(fp.get_mut(dst), ret);
+                        } else {
+                            // `dst` is a register: a select without one is decoded as `CallSelect`.
+                            match picked {
+                                Ok(v) if v.same_object(fp.get(dst)) => {}
+                                Ok(v) => {
+                                    let v = v.clone();
+                                    set_reg(fp.get_mut(dst), v);
+                                }
+                                Err(e) => return Err(self.locate_at(at, e)),
+                            }
                         }
                         ip = ip.add(1);
                     }
-                    Op::CallSelect { func, args, nargs, dst, patches, npatches } if PLAIN => {
+                    Op::CallSelect { func, args, nargs, dst, patches, npatches } => {
                         prefetch_ahead(ip);
+                        let hooked = hook_before!();
                         let p = code.call_fn(func);
                         let select = p.as_select().expect("decoded as select");
                         let argv = list.fill(code, (args, nargs, patches, npatches), |r| fp.get(r));
                         let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), argv)));
-                        let picked = picked.unwrap_or_else(|payload| Err(panic_error(p.name(), payload))).map(|v| {
-                            // A result the destination already holds needs no write (and no
-                            // reference-count traffic); anything else is cloned out of the borrow.
-                            (dst != VOID && !v.same_object(fp.get(dst))).then(|| v.clone())
-                        });
-                        if let Some(v) = picked.map_err(|e| self.locate_at(at, e))? {
-                            set_reg(fp.get_mut(dst), v);
+                        let picked = picked.unwrap_or_else(|payload| Err(panic_error(p.name(), payload)));
+                        if INSTRUMENTED {
+                            let ret = picked.cloned().map_err(|e| self.locate_at(at, e));
+                            let ret = hook_after!(hooked, ret)?;
+                            if dst != VOID {
+                                set_reg(fp.get_mut(dst), ret);
+                            }
+                        } else {
+                            let picked = picked.map(|v| {
+                                // A result the destination already holds needs no write (and no
+                                // reference-count traffic); anything else is cloned out of the
+                                // borrow.
+                                (dst != VOID && !v.same_object(fp.get(dst))).then(|| v.clone())
+                            });
+                            if let Some(v) = picked.map_err(|e| self.locate_at(at, e))? {
+                                set_reg(fp.get_mut(dst), v);
+                            }
                         }
                         ip = ip.add(1);
                     }
-                    Op::CallBytecode { func, args, nargs, dst } if PLAIN => {
+                    Op::CallBytecode { func, args, nargs, dst } => {
+                        if INSTRUMENTED {
+                            // The hook runs before; `Ret` runs it after (the callee's frame is on
+                            // the frame stack like any other, no native recursion).
+                            let next;
+                            (base, next) = self.instrumented_bytecode_call(code, at.pc(), base)?;
+                            ip = ops.at(next);
+                            fp = self.frame_regs(base);
+                            continue;
+                        }
                         self.count_step().map_err(|e| self.locate_at(at, e))?;
                         let Callee::Bytecode { start, .. } = *code.callee(func) else {
                             unreachable!("decoded as bytecode")
@@ -160,38 +263,12 @@ impl VirtualMachine {
                         fp = self.frame_regs(base);
                         ip = ops.at(start as usize);
                     }
-                    Op::CallBytecode { .. } => {
-                        // Instrumented, out of line: the loop's plain arms stay as they are.
-                        let next;
-                        (base, next) = self.instrumented_bytecode_call(code, at.pc(), base)?;
-                        ip = ops.at(next);
-                        fp = self.frame_regs(base);
-                    }
-                    Op::CallPacked { .. }
-                    | Op::CallBinary { .. }
-                    | Op::IntBinary { .. }
-                    | Op::IntBranch { .. }
-                    | Op::IntJump { .. }
-                    | Op::IntAdd { .. }
-                    | Op::IntLtBranch { .. }
-                    | Op::IntAddJump { .. }
-                    | Op::IntAddJumpImm { .. }
-                    | Op::CallSelect { .. }
-                    | Op::CallSelect1 { .. } => {
-                        let pc = at.pc();
-                        let ret = self.instrumented_call(code, pc, base).map_err(|e| self.locate(pc, e))?;
-                        fp = self.frame_regs(base);
-                        if let Some(dst) = self.exe.instrs()[pc].writes() {
-                            set_reg(fp.get_mut(dst), ret);
-                        }
-                        ip = ip.add(1);
-                    }
                     Op::Ret { result } => {
                         let value = std::mem::take(fp.get_mut(result));
                         let returning = self.frames.len();
                         let done = self.frames.pop().expect("a frame is running");
                         truncate_regs(&mut self.regs, done.base);
-                        if !PLAIN && self.instrumented.last().is_some_and(|f| f.depth == returning) {
+                        if INSTRUMENTED && self.instrumented.last().is_some_and(|f| f.depth == returning) {
                             self.instrument_after(&value)?;
                         }
                         if self.frames.len() == depth {

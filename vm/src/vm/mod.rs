@@ -209,7 +209,9 @@ impl VirtualMachine {
     }
 
     /// Saves `func` with `args` bound under `saved_name`, callable with no arguments; with
-    /// `include_return` false the saved function returns null.
+    /// `include_return` false the saved function returns null. `func` may be a function saved
+    /// before: its saved arguments follow `args` (as TVM binds the last arguments of a saved
+    /// closure), and the count and signature are checked against all of them.
     pub fn save_function(
         &mut self,
         func: &str,
@@ -218,11 +220,20 @@ impl VirtualMachine {
         include_return: bool,
     ) -> Result<()> {
         let target = self.get_function(func)?;
+        let bound = &target.as_func()?.captured;
         let check = self.bytecode_index(target.as_func()?)?;
-        self.check_arity(check, args.len())?;
+        self.check_arity(check, args.len() + bound.len())?;
         let exe = Arc::clone(&self.exe);
         let args = match self.closure_signature(&exe, target.as_func()?)? {
-            Some((name, sig)) => sig.prepare_args(name, &args)?,
+            Some((name, sig)) => {
+                // The whole list is checked (the saved arguments were prepared when saved);
+                // the new ones are kept.
+                let n = args.len();
+                let all: Vec<Value> = args.into_iter().chain(bound.iter().cloned()).collect();
+                let mut prepared = sig.prepare_args(name, &all)?;
+                prepared.truncate(n);
+                prepared
+            }
             None => args,
         };
         let saved = if include_return {
@@ -362,8 +373,8 @@ impl VirtualMachine {
     #[inline(never)]
     fn run_frames(&mut self, depth: usize) -> Result<Value> {
         match self.instrument {
-            None => self.run_loop::<true>(depth),
-            Some(_) => self.run_loop::<false>(depth),
+            None => self.run_loop::<false>(depth),
+            Some(_) => self.run_loop::<true>(depth),
         }
     }
 

@@ -5,5 +5,6 @@ mod common;
 mod crafted;
 mod golden;
 mod libraries;
+mod messages;
 mod round_trip;
 mod verifier;
