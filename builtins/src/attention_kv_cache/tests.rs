@@ -127,3 +127,19 @@ fn window_override_wraps_and_refuses_writes_past_the_reserve() {
     assert!(msg.contains("num_attention_sinks"), "{msg}");
     assert_eq!(view(&e), (vec![1, 1], vec![0]));
 }
+
+#[test]
+fn popn_over_a_long_list_counts_each_cache_once() {
+    // 200,000 references to one cache and one to another: a check per occurrence scanning the
+    // list would take 4e10 steps; counted once each, the call is immediate. The totals are
+    // checked per cache: 200,000 x 0 entries fits, x 1 does not.
+    let c = create(t(&[1, 1], vec![1]), &[2, 1], -1);
+    let d = create(t(&[1, 1], vec![2]), &[2, 1], -1);
+    let mut list = vec![c.clone(); 200_000];
+    list.push(d.clone());
+    call(BUILTINS, "vm.builtin.attention_kv_cache_array_popn", &[Value::tuple(list.clone()), Value::Int(0)]).unwrap();
+    let e = err("array_popn", &[Value::tuple(list), Value::Int(1)]);
+    assert!(e.contains("cache 0") && e.contains("asked 200000"), "{e}");
+    assert_eq!(view(&c).1, [1]);
+    assert_eq!(view(&d).1, [2]);
+}
