@@ -13,7 +13,7 @@
 //! | [`tensor_ops`] | `vm.op.{add,sub,mul,div,maximum,minimum,neg,exp,sqrt,relu,sum,matmul}` |
 //! | [`tvm_compat`] | `tuple_reset_item`, `call_tir_dyn`, `memory_manager.clear`, `check_string_info`, `invoke_debug_func` |
 //! | [`relax_run`] | `relax.run.{nonzero,unique,shape_to_tensor,print,assert_op}` |
-//! | [`paged_kv_cache`] | `paged_attention_kv_cache_create`, `kv_state_{add_sequence,remove_sequence,fork_sequence,popn,clear,begin_forward,end_forward}`, `attention_kv_cache_*` (attention, queries, `debug_get_kv`) |
+//! | [`paged_kv_cache`] | `paged_attention_kv_cache_create`, `kv_state_{add_sequence,remove_sequence,fork_sequence,popn,clear,begin_forward,end_forward}`, `attention_kv_cache_*` (attention, queries, token trees, checkpoints, `debug_get_kv`) |
 //! | [`tensor_cache`] | `tensor_cache.{load,get,update,remove,clear}`, `param_array_from_cache{,_by_name,_by_name_unpacked}` |
 //!
 //! Install them once per process, then build VMs as usual:

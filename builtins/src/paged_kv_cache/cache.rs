@@ -54,6 +54,8 @@ pub(crate) struct AuxTensors {
 pub(crate) struct State {
     pub(crate) pool: Pool,
     pub(crate) step: Option<Step>,
+    /// A checkpoint import begun by `prepare_import` and not finished.
+    pub(crate) import: Option<super::checkpoint::Import>,
 }
 
 /// The paged KV cache (`relax.vm.PagedAttentionKVCache`).
@@ -145,7 +147,7 @@ impl PagedKvCache {
             kernels,
             pages,
             scratch,
-            state: Mutex::new(State { pool, step: None }),
+            state: Mutex::new(State { pool, step: None, import: None }),
             owner: AtomicU64::new(0),
         })
     }

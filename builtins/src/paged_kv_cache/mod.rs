@@ -5,11 +5,12 @@
 //! TVM's. See `docs/kv-cache.md` for the names, what each does, and what is not supported.
 //!
 //! Files: [`create`] (the create call's arguments), [`pool`] (pages, blocks, sequences),
-//! [`forward`] (a step's arrays), [`cache`] (the object and its lock), [`attention`] (kernel
-//! calls).
+//! [`forward`] (a step's arrays), [`tree`] (token trees), [`cache`] (the object and its lock),
+//! [`attention`] (kernel calls), [`checkpoint`] (export and import of a sequence).
 
 mod attention;
 mod cache;
+mod checkpoint;
 mod create;
 mod forward;
 mod pool;
@@ -46,6 +47,12 @@ pub(crate) static BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.attention_kv_cache_cross_attention", ctx cross_attention),
     builtin!("vm.builtin.attention_kv_cache_attention_with_shared_kv", ctx attention_with_shared_kv),
     builtin!("vm.builtin.attention_kv_cache_merge_attn_output_inplace", merge_attn_output_inplace),
+    builtin!("vm.builtin.attention_kv_cache_get_checkpoint_metadata", checkpoint_metadata),
+    builtin!("vm.builtin.attention_kv_cache_get_layout_hash", layout_hash),
+    builtin!("vm.builtin.attention_kv_cache_export_page_group", export_page_group),
+    builtin!("vm.builtin.attention_kv_cache_prepare_import", prepare_import),
+    builtin!("vm.builtin.attention_kv_cache_import_page_group", import_page_group),
+    builtin!("vm.builtin.attention_kv_cache_finish_import", finish_import),
 ];
 
 /// Argument 0 as a paged KV cache.
@@ -72,6 +79,7 @@ fn clear(name: &'static str, args: &[Value]) -> Result<Value> {
     let mut st = c.lock(name)?;
     st.pool.clear();
     st.step = None;
+    st.import = None;
     Ok(Value::Null)
 }
 
@@ -134,6 +142,9 @@ fn begin_forward(name: &'static str, args: &[Value]) -> Result<Value> {
     };
     let limits = c.limits();
     let mut st = c.lock(name)?;
+    if st.import.is_some() {
+        return Err(value_err(name, "a checkpoint import is in progress: finish it before a forward step"));
+    }
     forward::check(&st.pool, &ids, &lens, &limits).map_err(in_name(name))?;
     let step = c
         .transact(&mut st, |st| {
@@ -243,6 +254,9 @@ fn sequence_length(name: &'static str, args: &[Value]) -> Result<Value> {
     let c = the_cache(name, args)?;
     let id = int(name, args, 1, "seq_id")?;
     let st = c.lock(name)?;
+    if st.import.is_some() {
+        return Err(value_err(name, "sequence lengths are unavailable until the checkpoint import is finished"));
+    }
     Ok(Value::Int(st.pool.seq(id).map_err(in_name(name))?.seq_length.into()))
 }
 
@@ -346,6 +360,68 @@ fn merge_attn_output_inplace(name: &'static str, args: &[Value]) -> Result<Value
         name,
         format!("the general attention merge function is not defined: the cache has {} merge function(s), TVM needs 2 (MLA on the GPU)", c.kernels.merge_inplace.len()),
     ))
+}
+
+fn checkpoint_metadata(name: &'static str, args: &[Value]) -> Result<Value> {
+    arity(name, args, 2)?;
+    let c = the_cache(name, args)?;
+    let id = int(name, args, 1, "seq_id")?;
+    let st = c.lock(name)?;
+    Ok(Value::Str(c.checkpoint_metadata(&st, id).map_err(in_name(name))?.into()))
+}
+
+fn layout_hash(name: &'static str, args: &[Value]) -> Result<Value> {
+    arity(name, args, 1)?;
+    let c = the_cache(name, args)?;
+    Ok(Value::Str(c.layout_hash().map_err(in_name(name))?.into()))
+}
+
+fn export_page_group(name: &'static str, args: &[Value]) -> Result<Value> {
+    arity(name, args, 4)?;
+    let c = the_cache(name, args)?;
+    let id = int(name, args, 1, "seq_id")?;
+    let group = int(name, args, 2, "group_id")?;
+    let dst = tensor(name, args, 3, "dst")?;
+    let st = c.lock(name)?;
+    c.export_page_group(&st, id, group, dst).map_err(in_name(name))?;
+    Ok(Value::Null)
+}
+
+fn prepare_import(name: &'static str, args: &[Value]) -> Result<Value> {
+    arity(name, args, 3)?;
+    let c = the_cache(name, args)?;
+    let id = int(name, args, 1, "seq_id")?;
+    let text = match &args[2] {
+        Value::Str(s) => s.to_string(),
+        other => return Err(type_err(name, 2, "metadata_json", "str", other)),
+    };
+    let mut st = c.lock(name)?;
+    let saved = (st.pool.clone(), st.import.clone());
+    if let Err(e) = c.prepare_import(&mut st, id, &text) {
+        (st.pool, st.import) = saved;
+        return Err(e.context(name));
+    }
+    Ok(Value::Null)
+}
+
+fn import_page_group(name: &'static str, args: &[Value]) -> Result<Value> {
+    arity(name, args, 4)?;
+    let c = the_cache(name, args)?;
+    let id = int(name, args, 1, "seq_id")?;
+    let group = int(name, args, 2, "group_id")?;
+    let src = tensor(name, args, 3, "src")?;
+    let mut st = c.lock(name)?;
+    c.import_page_group(&mut st, id, group, src).map_err(in_name(name))?;
+    Ok(Value::Null)
+}
+
+fn finish_import(name: &'static str, args: &[Value]) -> Result<Value> {
+    arity(name, args, 2)?;
+    let c = the_cache(name, args)?;
+    let id = int(name, args, 1, "seq_id")?;
+    let mut st = c.lock(name)?;
+    c.finish_import(&mut st, id).map_err(in_name(name))?;
+    Ok(Value::Null)
 }
 
 #[cfg(test)]

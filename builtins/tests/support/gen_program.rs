@@ -163,6 +163,12 @@ pub const PINNED_BUILTINS: &[&str] = &[
     "vm.builtin.attention_kv_cache_cross_attention",
     "vm.builtin.attention_kv_cache_attention_with_shared_kv",
     "vm.builtin.attention_kv_cache_merge_attn_output_inplace",
+    "vm.builtin.attention_kv_cache_get_checkpoint_metadata",
+    "vm.builtin.attention_kv_cache_get_layout_hash",
+    "vm.builtin.attention_kv_cache_export_page_group",
+    "vm.builtin.attention_kv_cache_prepare_import",
+    "vm.builtin.attention_kv_cache_import_page_group",
+    "vm.builtin.attention_kv_cache_finish_import",
 ];
 
 /// Builtins the generator does not call, and why (see [`PINNED_BUILTINS`]).
