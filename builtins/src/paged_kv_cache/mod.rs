@@ -4,9 +4,9 @@
 //! model's library with TVM's arguments in TVM's order, so that outputs are bit-identical to
 //! TVM's. See `docs/kv-cache.md` for the names, what each does, and what is not supported.
 //!
-//! Files: [`create`] (the create call's arguments), [`pool`] (pages, blocks, sequences),
-//! [`forward`] (a step's arrays), [`tree`] (token trees), [`cache`] (the object and its lock),
-//! [`attention`] (kernel calls), [`checkpoint`] (export and import of a sequence).
+//! Files: `create.rs` (the create call's arguments), `pool.rs` (pages, blocks, sequences),
+//! `forward.rs` (a step's arrays), `tree.rs` (token trees), `cache.rs` (the object and its lock),
+//! `attention.rs` (kernel calls), `checkpoint.rs` (export and import of a sequence).
 
 mod attention;
 mod cache;
