@@ -131,7 +131,7 @@ bad = [
     ("vm.builtin.kv_state_begin_forward", (c, rx.Shape([0]), rx.Shape([small]), None)),
     ("vm.builtin.kv_state_begin_forward", (c, rx.Shape([0, 0]), rx.Shape([1, 1]), None)),
     ("vm.builtin.kv_state_begin_forward", (c, rx.Shape([]), rx.Shape([]), None)),
-    ("vm.builtin.kv_state_begin_forward", (c, rx.Shape([0]), rx.Shape([1]), rx.Shape([-1]))),
+    ("vm.builtin.kv_state_begin_forward", (c, rx.Shape([0]), rx.Shape([1]), rx.Shape([5]))),
     ("vm.builtin.kv_state_begin_forward", (c, rx.Shape(list(range(9))), rx.Shape([1] * 9), None)),
     ("vm.builtin.attention_kv_cache_enable_sliding_window_for_seq", (c, 0, 8, 2)),
     ("vm.builtin.attention_kv_cache_debug_get_kv", (c, 0, small, big, zeros(1), zeros(1))),
@@ -258,3 +258,127 @@ print(errors, f("vm.builtin.attention_kv_cache_empty")(c))
 """
     )
     out.assert_ok("[] True")
+
+
+def test_hostile_token_trees_and_commits_are_refused() -> None:
+    out = run_attack(
+        PRELUDE
+        + """
+c = create()
+f("vm.builtin.kv_state_add_sequence")(c, 0)
+step(c, [0], [10])
+begin = f("vm.builtin.kv_state_begin_forward")
+before = repr(c)
+msgs = []
+for lens, tree in [
+    ([3], [-1, 2, 0]),             # a parent after its node
+    ([3], [-1, -5, 0]),            # a parent below -1
+    ([3], [-1, 0]),                # fewer pointers than tokens
+    ([2], [-1, 0, 1]),             # more pointers than tokens
+    ([3], [2**63 - 1, 0, 0]),      # int64 extremes
+    ([60], [-1] * 60),             # fine (a forest of roots), then ...
+]:
+    try:
+        begin(c, rx.Shape([0]), rx.Shape(lens), rx.Shape(tree))
+    except rx.VMError as e:
+        msgs.append(str(e).split(": ", 1)[1][:60])
+        assert repr(c) == before, (repr(c), before)
+    else:
+        msgs.append("accepted")
+print(msgs[-1])
+# ... an uncommitted tree blocks plain steps and forks until committed.
+for call in [lambda: begin(c, rx.Shape([0]), rx.Shape([1]), None),
+             lambda: f("vm.builtin.kv_state_fork_sequence")(c, 0, 1, -1)]:
+    try:
+        call()
+    except rx.VMError as e:
+        print("refused:", "commit" in str(e))
+commit = f("vm.builtin.attention_kv_cache_commit_accepted_token_tree_nodes")
+for seqs, leaves in [([0], [60]), ([0], [-2]), ([0, 0], [1]), ([5], [0])]:
+    try:
+        commit(c, rx.Shape(seqs), rx.Shape(leaves))
+    except rx.VMError as e:
+        print("commit refused")
+commit(c, rx.Shape([0]), rx.Shape([3]))
+print(f("vm.builtin.attention_kv_cache_get_sequence_length")(c, 0))
+# Trees past 256 nodes (accumulated over uncommitted steps) are refused.
+try:
+    for _ in range(6):
+        begin(c, rx.Shape([0]), rx.Shape([50]), rx.Shape([-1] * 50))
+        f("vm.builtin.kv_state_end_forward")(c)
+except rx.VMError as e:
+    print("limit:", "256" in str(e))
+print(len(msgs))
+"""
+    )
+    out.assert_ok(
+        "accepted\nrefused: True\nrefused: True\n"
+        "commit refused\ncommit refused\ncommit refused\ncommit refused\n11\nlimit: True\n6"
+    )
+
+
+def test_hostile_checkpoints_are_refused_and_change_nothing() -> None:
+    out = run_attack(
+        PRELUDE
+        + """
+import json
+c = create()
+f("vm.builtin.kv_state_add_sequence")(c, 0)
+step(c, [0], [20])
+meta = f("vm.builtin.attention_kv_cache_get_checkpoint_metadata")(c, 0)
+m = json.loads(meta)
+before = repr(c)
+prepare = f("vm.builtin.attention_kv_cache_prepare_import")
+bad = ["not json", "[]", "{}", json.dumps({**m, "page_size": 8}), json.dumps({**m, "seq_length": -1}),
+       json.dumps({**m, "seq_length": 2**40}), json.dumps({**m, "layout_hash": "0" * 16}),
+       json.dumps({**m, "logical_pages": m["logical_pages"][:1]}), json.dumps({**m, "groups": []}),
+       json.dumps({**m, "rotary_theta": "x"}), json.dumps({**m, "seq_id": 3})]
+for text in bad:
+    try:
+        prepare(c, 0, text)
+    except rx.VMError as e:
+        assert repr(c) == before, (text, repr(c))
+    else:
+        raise AssertionError("accepted " + text[:80])
+export = f("vm.builtin.attention_kv_cache_export_page_group")
+for args in [(0, 2, zeros(1, 2, 2, 2, 16, 8)), (0, -1, zeros(1, 2, 2, 2, 16, 8)), (0, 0, zeros(1, 3, 2, 2, 16, 8)),
+             (0, 0, rx.tensor(np.zeros((1, 2, 2, 2, 16, 8), "float64"))), (1, 0, zeros(1, 2, 2, 2, 16, 8))]:
+    try:
+        export(c, *args)
+    except rx.VMError as e:
+        pass
+    else:
+        raise AssertionError(f"export accepted {args[:2]}")
+groups = []
+for g in range(2):
+    dst = zeros(1, 2, 2, 2, 16, 8)
+    export(c, 0, g, dst)
+    groups.append(dst)
+imp = f("vm.builtin.attention_kv_cache_import_page_group")
+finish = f("vm.builtin.attention_kv_cache_finish_import")
+try:
+    imp(c, 0, 0, groups[0])
+except rx.VMError as e:
+    print("import before prepare:", "prepare_import" in str(e))
+prepare(c, 0, meta)
+for call in [lambda: f("vm.builtin.attention_kv_cache_get_sequence_length")(c, 0),
+             lambda: f("vm.builtin.kv_state_begin_forward")(c, rx.Shape([0]), rx.Shape([1]), None),
+             lambda: finish(c, 0)]:
+    try:
+        call()
+    except rx.VMError as e:
+        print("refused during import")
+imp(c, 0, 0, groups[0])
+try:
+    imp(c, 0, 0, groups[0])
+except rx.VMError as e:
+    print("twice:", "already imported" in str(e))
+imp(c, 0, 1, groups[1])
+finish(c, 0)
+print(f("vm.builtin.attention_kv_cache_get_sequence_length")(c, 0), "{0: 20}" in repr(c))
+"""
+    )
+    out.assert_ok(
+        "import before prepare: True\nrefused during import\nrefused during import\nrefused during import\n"
+        "twice: True\n20 True"
+    )
