@@ -277,3 +277,31 @@ fn token_trees_build_dfs_masks_and_commit_the_accepted_path() {
         assert!(e.to_string().contains(msg), "{e}");
     }
 }
+
+/// Attack finding kvcache/02: a tree grown over two uncommitted steps, committed at a node the
+/// last step did not append, was an index past the step's positions (a panic, or another
+/// sequence's K/V moved in a batch): now a refusal naming the node.
+#[test]
+fn committing_a_node_outside_the_last_step_is_refused() {
+    let mut p = Pool::new(PS, 16, false);
+    p.add(0).unwrap();
+    p.add(1).unwrap();
+    forward::begin(&mut p, &[0, 1], &[5, 5], None, &limits()).unwrap();
+    forward::begin(&mut p, &[0], &[3], Some(&[-1, 0, 0]), &limits()).unwrap();
+    let plan = forward::begin(&mut p, &[0, 1], &[2, 2], Some(&[1, 3, -1, -1]), &limits()).unwrap();
+    let commit = |ids: &[i64], leaves: &[i64]| {
+        super::tree::plan_commit(
+            &p,
+            ids,
+            leaves,
+            &plan.seq_ids,
+            &plan.append_lengths,
+            &plan.append_position_map,
+            &plan.cur_append_length_indptr,
+        )
+    };
+    let e = commit(&[0, 1], &[4, -1]).err().unwrap();
+    assert!(e.to_string().contains("cannot commit node 3 of sequence 0"), "{e}");
+    let e = commit(&[1, 0], &[-1, 4]).err().unwrap();
+    assert!(e.to_string().contains("in its order"), "{e}");
+}
