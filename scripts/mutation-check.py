@@ -6,7 +6,8 @@ tests that failed (a mutant no test kills has "rc": 0). Usage: mutation-check.py
 It edits the working tree while it runs (each file is restored in a `finally`): run it in a
 copy of the repository (e.g. `git worktree add`) if you keep working meanwhile. The mutants:
 the specialised shape steps (builtins/src/shape_heap/site.rs), the batched and tiled matmul
-(builtins/src/tensor_ops/tiled.rs) and the trace comparison (vm/src/trace/compare.rs).
+(builtins/src/tensor_ops/tiled.rs), the trace comparison (vm/src/trace/compare.rs) and the
+paged KV cache's bookkeeping (builtins/src/paged_kv_cache/).
 """
 
 import json
@@ -93,6 +94,55 @@ MUTANTS = [
         "returned.sort_by_key(|s| s.index);",
         "first_difference: steps compared in start order instead of return order",
         ["-p", "relaxvm-builtins", "--test", "integration", "trace::"],
+    ),
+    (
+        "builtins/src/paged_kv_cache/pool.rs",
+        "free_pages: (0..num_total_pages).rev().collect(),",
+        "free_pages: (0..num_total_pages).collect(),",
+        "paged KV cache: pages handed out from the highest id down instead of from 0 up (TVM's order)",
+        ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
+    ),
+    (
+        "builtins/src/paged_kv_cache/pool.rs",
+        "self.block_mut(b).refs -= 1;",
+        "self.block_mut(b).refs -= 0;",
+        "paged KV cache: removing a sequence keeps its reference to the block it shares",
+        ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
+    ),
+    (
+        "builtins/src/paged_kv_cache/pool.rs",
+        "copy = Some(PageCopy { src, dst, len: in_page });",
+        "copy = Some(PageCopy { src, dst, len: self.page_size });",
+        "paged KV cache: a mid-page fork copies the whole page instead of its head",
+        ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
+    ),
+    (
+        "builtins/src/paged_kv_cache/pool.rs",
+        "let tgt = ((len - n + ps - 1) / ps) as usize;",
+        "let tgt = ((len - n) / ps) as usize;",
+        "paged KV cache: popn frees the partly used last page",
+        ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
+    ),
+    (
+        "builtins/src/paged_kv_cache/forward.rs",
+        "k_ragged.push(s.seq_length - tree_len);",
+        "k_ragged.push(s.seq_length - tree_len + len);",
+        "paged KV cache: a step's RoPE offsets taken after the lengths grew",
+        ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
+    ),
+    (
+        "builtins/src/paged_kv_cache/tree.rs",
+        ".max(order[node].0 + 1);",
+        ".max(order[node].0);",
+        "paged KV cache: a leaf's mask interval is empty instead of covering itself",
+        ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
+    ),
+    (
+        "builtins/src/paged_kv_cache/tree.rs",
+        "while !path.is_empty() && path.last() == to.last() {",
+        "while !path.is_empty() && path.first() == to.first() {",
+        "paged KV cache: a commit keeps copies of nodes already in place (compares the wrong end)",
+        ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
     ),
 ]
 only = [int(a) for a in sys.argv[1:]] or range(len(MUTANTS))

@@ -97,3 +97,6 @@ def test_legacy_cache_pipeline():
         for i in range(legacy["steps"]):
             kv, cache = vm["main"](rx.tensor(z[f"x{i}"]), rx.tensor(z[f"y{i}"]), rx.Shape((i + 1, 4)), cache)
             assert _bits(kv.numpy()) == _bits(z[f"kv{i}"]), i
+    assert repr(cache) == (
+        "<relaxvm.Object relax.vm.AttentionKVCacheLegacy: dtype=float32, reserved=(16, 4), fill_count=9, window_pos=0>"
+    )

@@ -115,3 +115,24 @@ def write_manifest(suite_dir: str, manifest: dict) -> None:
 def load_manifest(suite_dir: str) -> dict:
     with open(os.path.join(suite_dir, MANIFEST)) as f:
         return json.load(f)
+
+
+def counter_floats(seed: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Deterministic inputs in [-1, 1) that need no stored array: a multiplicative hash of the
+    element index and ``seed`` (uint64 arithmetic, the same on every numpy), so a recording
+    stores the seed and both sides make the same bits."""
+    n = int(np.prod(shape, dtype=np.int64))
+    with np.errstate(over="ignore"):
+        x = np.arange(n, dtype=np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+        x ^= x >> np.uint64(31)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(29)
+    return ((x >> np.uint64(40)).astype(np.float64) / float(1 << 23) - 1.0).astype(dtype).reshape(shape)
+
+
+def digest(a: np.ndarray) -> str:
+    """A bit-exact fingerprint of an array: its dtype, shape and the SHA-256 of its bytes."""
+    import hashlib
+
+    a = np.ascontiguousarray(a)
+    return f"{a.dtype}{list(a.shape)}:{hashlib.sha256(a.tobytes()).hexdigest()[:32]}"

@@ -273,6 +273,10 @@ impl Value {
                 format!("{} {}", self.type_name(), self)
             }
             Value::Tensor(t) => format!("tensor of shape {} and dtype {}", t.shape(), t.dtype()),
+            Value::Object(_) => match self.as_named() {
+                Some(n) => format!("object {}", n.type_key()),
+                None => self.type_name().to_string(),
+            },
             _ => self.type_name().to_string(),
         }
     }
@@ -391,7 +395,10 @@ impl Value {
             Value::Func(c) => write!(f, "<function {}>", c.name()),
             Value::Storage(s) => write!(f, "{s:?}"),
             Value::VmState => f.write_str("<vm_state>"),
-            Value::Object(_) => f.write_str("<object>"),
+            Value::Object(_) => match self.as_named() {
+                Some(n) => write!(f, "<{} {}>", n.type_key(), n.describe()),
+                None => f.write_str("<object>"),
+            },
         }
     }
 }

@@ -40,17 +40,14 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.attention_kv_cache_array_clear", array_clear),
 ];
 
-/// A cache as a VM value (an opaque object).
+/// A cache as a VM value: a named object, which prints (and `repr`s) as its state.
 pub fn cache_value(cache: LegacyKvCache) -> Value {
-    Value::Object(Arc::new(Box::new(cache)))
+    Value::named(Arc::new(cache))
 }
 
 /// The cache a value holds, or `None` for any other value.
 pub fn as_cache(v: &Value) -> Option<&LegacyKvCache> {
-    match v {
-        Value::Object(o) => o.downcast_ref::<LegacyKvCache>(),
-        _ => None,
-    }
+    v.as_named()?.as_any().downcast_ref::<LegacyKvCache>()
 }
 
 /// Argument `i` as a cache.

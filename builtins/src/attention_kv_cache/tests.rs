@@ -38,6 +38,10 @@ fn append_grows_by_doubling_and_view_shows_the_filled_rows() {
     assert_eq!(view(&c), (vec![4, 2], vec![7, 7, 0, 0, 1, 1, 2, 2]));
     let cache = as_cache(&c).unwrap();
     assert_eq!(cache.to_string(), "AttentionKVCacheLegacy(dtype=int32, reserved=(4, 2), fill_count=4, window_pos=0)");
+    assert_eq!(
+        c.to_string(),
+        "<relax.vm.AttentionKVCacheLegacy dtype=int32, reserved=(4, 2), fill_count=4, window_pos=0>"
+    );
     let with_shape = call(BUILTINS, "vm.builtin.attention_kv_cache_view", &[c.clone(), shape(&[4, 2])]).unwrap();
     assert_eq!(with_shape.as_tensor().unwrap().to_vec::<i32>().unwrap(), [7, 7, 0, 0, 1, 1, 2, 2]);
 }

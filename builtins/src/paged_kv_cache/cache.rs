@@ -1,0 +1,295 @@
+//! The cache object: configuration, kernels, page tensors, scratch tensors, and the page table
+//! behind a lock.
+//!
+//! The lock: one per cache, so calls from several threads are serialised. A call made while
+//! the calling thread (or the thread whose pool task it runs) already holds the lock, e.g. from
+//! a kernel that calls back into the cache, is refused with an error instead of waiting for
+//! itself. Every operation that changes the table works on it in place and puts back a
+//! snapshot on failure, so a refused call leaves the cache as it was.
+
+use super::create::{Config, Kernels};
+use super::forward::{Limits, Plan};
+use super::pool::{PageCopy, Pool};
+use relaxvm::pool::{is_me_or_my_launcher, thread_key};
+use relaxvm::{CallCtx, Device, Error, NamedObject, Result, Shape, Storage, Tensor, Value};
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// A step begun by `begin_forward`: its plan and the plan's arrays as int32 tensors.
+pub(crate) struct Step {
+    pub(crate) plan: Plan,
+    pub(crate) aux: AuxTensors,
+    /// Set by `end_forward`: attention needs a new step, `commit_accepted_token_tree_nodes`
+    /// still reads this one.
+    pub(crate) ended: bool,
+}
+
+/// One depth's arrays as tensors.
+pub(crate) struct DepthTensors {
+    pub(crate) qo_indptr: Value,
+    pub(crate) page_indptr: Value,
+    pub(crate) page_indices: Value,
+    pub(crate) page_indices_len: usize,
+    pub(crate) length_info: Value,
+    pub(crate) k_rope_pos_offset: Value,
+    pub(crate) page_indptr_sliding: Value,
+    pub(crate) page_indices_sliding: Value,
+    pub(crate) length_info_sliding: Value,
+    pub(crate) k_rope_pos_offset_sliding: Value,
+    /// The token-tree mask of this depth (`None` when its trees are chains).
+    pub(crate) tree: Option<(Value, Value)>,
+}
+
+/// The step's arrays as the kernels take them.
+pub(crate) struct AuxTensors {
+    pub(crate) depths: Vec<DepthTensors>,
+    pub(crate) cur_append_length_indptr: Value,
+    pub(crate) k_ragged_rope_pos_offset: Value,
+    pub(crate) q_rope_position_map: Value,
+    pub(crate) append_position_map: Value,
+}
+
+/// What the lock guards.
+pub(crate) struct State {
+    pub(crate) pool: Pool,
+    pub(crate) step: Option<Step>,
+    /// A checkpoint import begun by `prepare_import` and not finished.
+    pub(crate) import: Option<super::checkpoint::Import>,
+}
+
+/// The paged KV cache (`relax.vm.PagedAttentionKVCache`).
+pub struct PagedKvCache {
+    pub(crate) cfg: Config,
+    pub(crate) kernels: Kernels,
+    /// One tensor per local layer: `(num_total_pages, 2, num_kv_heads, page_size, qk_head_dim)`.
+    pub(crate) pages: Vec<Value>,
+    /// Scratch storage of the split q/k/v, of partial outputs and of the log-sum-exps (TVM
+    /// keeps these between calls, and so do we: views of them are passed to the kernels).
+    pub(crate) scratch: Scratch,
+    state: Mutex<State>,
+    /// The thread key of the lock's holder (0: none), to refuse re-entry.
+    owner: AtomicU64,
+}
+
+/// Preallocated scratch buffers sized for a full prefill chunk.
+pub(crate) struct Scratch {
+    pub(crate) q: Storage,
+    pub(crate) k: Storage,
+    pub(crate) v: Storage,
+    pub(crate) out: Storage,
+    pub(crate) lse: Storage,
+    pub(crate) merged_lse: Storage,
+}
+
+/// The lock held: the state, and the owner mark cleared on drop.
+pub(crate) struct Held<'a> {
+    guard: MutexGuard<'a, State>,
+    owner: &'a AtomicU64,
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.guard
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.owner.store(0, Ordering::Release);
+    }
+}
+
+fn alloc(elems: i64, dtype: relaxvm::DataType) -> Result<Storage> {
+    Storage::alloc_checked(i128::from(elems) * dtype.itemsize() as i128, Device::default())
+}
+
+/// An int32 tensor holding `v`.
+pub(crate) fn int_tensor(v: &[i32]) -> Result<Value> {
+    Ok(Value::Tensor(Tensor::from_vec(Shape::from(vec![v.len() as i64]), v.to_vec())?))
+}
+
+/// A `(rows, n)` int32 tensor of the rows laid end to end.
+fn int_matrix(rows: &[&[i32]]) -> Result<Value> {
+    let n = rows.first().map_or(0, |r| r.len());
+    let data: Vec<i32> = rows.iter().flat_map(|r| r.iter().copied()).collect();
+    Ok(Value::Tensor(Tensor::from_vec(Shape::from(vec![rows.len() as i64, n as i64]), data)?))
+}
+
+impl PagedKvCache {
+    /// A cache of `cfg` calling `kernels`, its pages and scratch allocated (zeroed).
+    pub(crate) fn new(cfg: Config, kernels: Kernels) -> Result<PagedKvCache> {
+        let page_shape =
+            vec![i64::from(cfg.num_total_pages), 2, cfg.num_kv_heads, i64::from(cfg.page_size), cfg.qk_head_dim];
+        let pages = (0..cfg.num_layers)
+            .map(|_| Tensor::zeros(Shape::from(page_shape.clone()), cfg.dtype, Device::default()).map(Value::Tensor))
+            .collect::<Result<Vec<_>>>()?;
+        let n = cfg.prefill_chunk_size;
+        let f32t = relaxvm::DataType::F32;
+        let scratch = Scratch {
+            q: alloc(n * cfg.num_qo_heads * cfg.qk_head_dim, cfg.dtype)?,
+            k: alloc(n * cfg.num_kv_heads * cfg.qk_head_dim, cfg.dtype)?,
+            v: alloc(n * cfg.num_kv_heads * cfg.v_head_dim, cfg.dtype)?,
+            out: alloc(n * cfg.num_qo_heads * cfg.v_head_dim, cfg.dtype)?,
+            lse: alloc(n * cfg.num_qo_heads, f32t)?,
+            merged_lse: alloc(n * cfg.num_qo_heads, f32t)?,
+        };
+        let pool = Pool::new(cfg.page_size, cfg.num_total_pages, cfg.support_sliding_window);
+        Ok(PagedKvCache {
+            cfg,
+            kernels,
+            pages,
+            scratch,
+            state: Mutex::new(State { pool, step: None, import: None }),
+            owner: AtomicU64::new(0),
+        })
+    }
+
+    /// Takes the lock; refuses re-entry from the thread that holds it.
+    pub(crate) fn lock(&self, what: &str) -> Result<Held<'_>> {
+        if is_me_or_my_launcher(self.owner.load(Ordering::Acquire)) {
+            return Err(Error::value(format!(
+                "{what}: the paged KV cache is already in use by this call chain (a kernel or callback called back into it)"
+            )));
+        }
+        // A panic while the lock was held cannot leave the table half-changed (operations
+        // restore a snapshot before returning an error, and panics become errors the same way),
+        // so a poisoned lock is taken as is.
+        let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.owner.store(thread_key(), Ordering::Release);
+        Ok(Held { guard, owner: &self.owner })
+    }
+
+    /// The forward limits of this cache.
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            reserved_num_seqs: self.cfg.reserved_num_seqs,
+            prefill_chunk_size: self.cfg.prefill_chunk_size,
+            layer_sliding_window: self.cfg.layer_sliding_window,
+            inline_rope: self.cfg.rope_mode == super::create::RopeMode::Inline,
+        }
+    }
+
+    /// Runs the page copies a fork or popn asked for, in every layer.
+    pub(crate) fn run_copy(&self, ctx: &mut CallCtx<'_>, copy: Option<PageCopy>) -> Result<()> {
+        let Some(c) = copy else { return Ok(()) };
+        for page in &self.pages {
+            let args = [page.clone(), Value::Int(c.src.into()), Value::Int(c.dst.into()), Value::Int(c.len.into())];
+            ctx.call(&self.kernels.copy_single_page, &args).map_err(|e| e.context("copy_single_page kernel"))?;
+        }
+        Ok(())
+    }
+
+    /// Changes the table with `f`; on error puts the table (and the step) back as they were.
+    pub(crate) fn transact<R>(&self, st: &mut State, f: impl FnOnce(&mut State) -> Result<R>) -> Result<R> {
+        let saved = st.pool.clone();
+        match f(st) {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                st.pool = saved;
+                Err(e)
+            }
+        }
+    }
+
+    /// The plan's arrays as tensors (TVM's SyncAuxArrayToDevice).
+    pub(crate) fn aux_tensors(&self, plan: &Plan) -> Result<AuxTensors> {
+        let depths = plan
+            .depths
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let tree = if plan.tree.is_chain[i] {
+                    None
+                } else {
+                    let mask = &plan.tree.mask[i];
+                    let pairs = Tensor::from_vec(Shape::from(vec![mask.len() as i64 / 2, 2]), mask.clone())?;
+                    Some((int_tensor(&plan.tree.mn_indptr[i])?, Value::Tensor(pairs)))
+                };
+                let length_info = if self.cfg.support_sliding_window {
+                    int_matrix(&[&d.last_page_len, &d.sliding_window_offset, &d.sink_size])?
+                } else {
+                    int_tensor(&d.last_page_len)?
+                };
+                Ok(DepthTensors {
+                    qo_indptr: int_tensor(&d.qo_indptr)?,
+                    page_indptr: int_tensor(&d.page_indptr)?,
+                    page_indices: int_tensor(&d.page_indices)?,
+                    page_indices_len: d.page_indices.len(),
+                    length_info,
+                    k_rope_pos_offset: int_tensor(&d.k_rope_pos_offset)?,
+                    page_indptr_sliding: int_tensor(&d.page_indptr_sliding)?,
+                    page_indices_sliding: int_tensor(&d.page_indices_sliding)?,
+                    length_info_sliding: int_matrix(&[&d.last_page_len, &d.sliding_window_offset, &d.sink_size])?,
+                    k_rope_pos_offset_sliding: int_tensor(&d.k_rope_pos_offset_sliding)?,
+                    tree,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(AuxTensors {
+            depths,
+            cur_append_length_indptr: int_tensor(&plan.cur_append_length_indptr)?,
+            k_ragged_rope_pos_offset: int_tensor(&plan.k_ragged_rope_pos_offset)?,
+            q_rope_position_map: int_tensor(&plan.q_rope_position_map)?,
+            append_position_map: int_tensor(&plan.append_position_map)?,
+        })
+    }
+
+    /// A view of scratch `s` with `shape` and `dtype`.
+    pub(crate) fn scratch_view(s: &Storage, shape: Vec<i64>, dtype: relaxvm::DataType) -> Result<Value> {
+        Ok(Value::Tensor(Tensor::from_parts(s.clone(), 0, Shape::from(shape), None, dtype)?))
+    }
+
+    /// The one-line state summary (pages in use, sequences and their lengths).
+    fn summary(&self) -> String {
+        // `try_lock`: describing a cache that is in use (e.g. from a kernel's callback, or
+        // another thread mid-call) must neither wait nor deadlock.
+        let Ok(st) = self.state.try_lock() else {
+            return format!(
+                "PagedAttentionKVCache(busy, {} pages of {} tokens)",
+                self.cfg.num_total_pages, self.cfg.page_size
+            );
+        };
+        let p = &st.pool;
+        let mut seqs = String::new();
+        const SHOWN: usize = 16;
+        for (i, (id, s)) in p.seqs.iter().enumerate() {
+            if i == SHOWN {
+                seqs.push_str(&format!(", ... ({} more)", p.seqs.len() - SHOWN));
+                break;
+            }
+            if i > 0 {
+                seqs.push_str(", ");
+            }
+            seqs.push_str(&format!("{id}: {}", s.seq_length));
+        }
+        format!(
+            "PagedAttentionKVCache(pages in use {}/{} of {} tokens, {} layers, sequences {{{}}}{})",
+            p.num_total_pages as usize - p.free_pages.len(),
+            p.num_total_pages,
+            p.page_size,
+            self.cfg.num_layers,
+            seqs,
+            if st.step.is_some() { ", in a forward step" } else { "" }
+        )
+    }
+}
+
+impl NamedObject for PagedKvCache {
+    fn type_key(&self) -> &str {
+        "relax.vm.PagedAttentionKVCache"
+    }
+    fn describe(&self) -> String {
+        self.summary()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,168 @@
+"""TVM's paged KV cache on relaxvm, bit for bit: the "paged_kv" suite of the corpus
+(tests/tvm_corpus/build_paged_kv.py) holds, per configuration, a .so compiled by TVM 0.27 whose
+``create_paged_kv_cache`` builds the cache with the ``*_cpu`` TIR kernels, and schedules of cache
+operations (TVM's own CPU test and seeded random ones) with every result TVM produced. Here,
+without TVM, each schedule is replayed through ``rx.get_global_func`` and every attention
+output, cached K/V and query result must be identical (SHA-256 of the bytes), and every call TVM
+refused must be refused (and leave the cache giving TVM's bytes afterwards)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import relaxvm as rx
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "tvm_corpus"))
+import build_paged_kv as pkv  # noqa: E402
+import corpus  # noqa: E402
+import located  # noqa: E402
+
+SUITE = located.suite_dir(pkv.SUITE)
+AVAILABLE = SUITE is not None
+pytestmark = pytest.mark.skipif(not AVAILABLE, reason=located.SKIP_REASON)
+CONFIGS = corpus.load_manifest(SUITE)["configs"] if AVAILABLE else []
+SCHEDULES = [(c["name"], s["name"]) for c in CONFIGS for s in c["schedules"]]
+
+API = pkv.Api(rx.get_global_func, rx.tensor, rx.Shape)
+_vms: dict[str, rx.VirtualMachine] = {}
+
+
+def config(name: str) -> dict:
+    return next(c for c in CONFIGS if c["name"] == name)
+
+
+def new_cache(cfg: dict):
+    if cfg["name"] not in _vms:
+        _vms[cfg["name"]] = rx.VirtualMachine(rx.load_module(os.path.join(SUITE, cfg["library"])), rx.cpu())
+    return _vms[cfg["name"]]["create_paged_kv_cache"](*[rx.Shape([v]) for v in cfg["create_args"]])
+
+
+def replay(cfg: dict, ops: list[dict], cache) -> int:
+    """Replays ``ops``; returns how many results were compared."""
+    compared = 0
+    for i, op in enumerate(ops):
+        call = {k: v for k, v in op.items() if k not in pkv.RESULT_KEYS}
+        if op.get("error"):
+            with pytest.raises(rx.VMError):
+                pkv.run_op(API, cache, cfg, call)
+            continue
+        got = pkv.run_op(API, cache, cfg, call)
+        for key, value in got.items():
+            assert value == op[key], f"op {i} {call}: {key} differs from TVM's\n  relaxvm {value}\n  TVM     {op[key]}"
+            compared += 1
+    return compared
+
+
+@pytest.mark.parametrize(("config_name", "schedule"), SCHEDULES)
+def test_schedule_matches_tvm(config_name: str, schedule: str) -> None:
+    cfg = config(config_name)
+    ops = next(s for s in cfg["schedules"] if s["name"] == schedule)["ops"]
+    assert replay(cfg, ops, new_cache(cfg)) > 0
+
+
+def test_the_cache_is_an_object_that_shows_its_state() -> None:
+    cfg = CONFIGS[0]
+    cache = new_cache(cfg)
+    add = rx.get_global_func("vm.builtin.kv_state_add_sequence")
+    add(cache, 0)
+    add(cache, 7)
+    rx.get_global_func("vm.builtin.kv_state_begin_forward")(cache, rx.Shape([7]), rx.Shape([20]), None)
+    text = repr(cache)
+    assert "PagedAttentionKVCache" in text
+    assert "pages in use 2/129" in text, text
+    assert "{0: 0, 7: 20}" in text, text
+    assert "in a forward step" in text
+
+
+def test_refused_calls_say_what_was_expected_and_leave_the_cache_usable() -> None:
+    """Every class of bad call is refused with a clear message; afterwards the schedule's next
+    steps still give TVM's bytes (the first TVM test schedule, replayed after the refusals)."""
+    cfg = next(c for c in CONFIGS if not c["sliding"])
+    cache = new_cache(cfg)
+    f = rx.get_global_func
+    ops = next(s for s in cfg["schedules"] if s["name"] == "tvm_test/prefill_and_decode")["ops"]
+    # Replay up to the first step after the clear, then refuse things, then go on.
+    head = 1 + next(i for i, op in enumerate(ops) if op["op"] == "end")
+    replay(cfg, ops[:head], cache)
+    before = repr(cache)
+    cases = [
+        (lambda: f("vm.builtin.kv_state_add_sequence")(cache, 0), "already in the KV cache"),
+        (lambda: f("vm.builtin.kv_state_popn")(cache, 0, 7), "expected 0 to its length 6"),
+        (lambda: f("vm.builtin.kv_state_fork_sequence")(cache, 5, 9, -1), "cannot fork from sequence 5"),
+        (lambda: f("vm.builtin.kv_state_fork_sequence")(cache, 0, 0, -1), "cannot fork onto sequence 0"),
+        (lambda: f("vm.builtin.kv_state_remove_sequence")(cache, 3), "not in the KV cache"),
+        (lambda: f("vm.builtin.kv_state_begin_forward")(cache, rx.Shape([0, 3]), rx.Shape([1, 1]), None), "sequence 3"),
+        (
+            lambda: f("vm.builtin.kv_state_begin_forward")(cache, rx.Shape([0]), rx.Shape([513]), None),
+            "prefill chunk size",
+        ),
+        (
+            lambda: f("vm.builtin.kv_state_begin_forward")(cache, rx.Shape([0]), rx.Shape([1, 2]), None),
+            "as many append lengths",
+        ),
+        (
+            lambda: f("vm.builtin.attention_kv_cache_debug_get_kv")(
+                cache, 0, 0, 99, rx.empty((1,), "float32"), rx.empty((1,), "float32")
+            ),
+            "start < end <= 6",
+        ),
+        (lambda: f("vm.builtin.attention_kv_cache_get_sequence_length")(cache, 42), "sequence 42"),
+        (lambda: f("vm.builtin.kv_state_add_sequence")(rx.tensor(np.zeros(2)), 0), "paged KV cache"),
+    ]
+    for call, message in cases:
+        with pytest.raises(rx.VMError, match=message):
+            call()
+        assert repr(cache) == before
+    # A step with wrong tensors: refused before any kernel runs.
+    f("vm.builtin.kv_state_begin_forward")(cache, rx.Shape([0]), rx.Shape([1]), None)
+    heads = cfg["num_qo_heads"] + 2 * cfg["num_kv_heads"]
+    d = cfg["head_dim"]
+    attn = f("vm.builtin.attention_kv_cache_attention_with_fused_qkv")
+    good_out = rx.tensor(np.zeros((1, cfg["num_qo_heads"], d), cfg["dtype"]))
+    bad = [
+        (rx.tensor(np.zeros((1, heads, d), "float64")), good_out, "expected dtype float32, found float64"),
+        (rx.tensor(np.zeros((1, heads + 1, d), cfg["dtype"])), good_out, f"expected shape \\(_, {heads}, {d}\\)"),
+        (rx.tensor(np.zeros((1, heads, d), cfg["dtype"])), rx.tensor(np.zeros((2, 1), cfg["dtype"])), "output"),
+    ]
+    for qkv, out, message in bad:
+        with pytest.raises(rx.VMError, match=message):
+            attn(cache, 0, 0.125, qkv, out)
+    with pytest.raises(rx.VMError, match="layer 9 is not in this cache"):
+        attn(cache, 9, 0.125, rx.tensor(np.zeros((1, heads, d), cfg["dtype"])), good_out)
+    # The cache is back where the schedule was (undo the step by popping it), and the rest
+    # of TVM's schedule gives TVM's bytes.
+    f("vm.builtin.kv_state_end_forward")(cache)
+    f("vm.builtin.kv_state_popn")(cache, 0, 1)
+    assert repr(cache) == before
+    assert replay(cfg, ops[head:], cache) > 0
+
+
+def test_calls_from_several_threads_are_serialised() -> None:
+    import threading
+
+    cfg = CONFIGS[0]
+    cache = new_cache(cfg)
+    add = rx.get_global_func("vm.builtin.kv_state_add_sequence")
+    remove = rx.get_global_func("vm.builtin.kv_state_remove_sequence")
+    errors: list[BaseException] = []
+
+    def work(base: int) -> None:
+        try:
+            for k in range(200):
+                add(cache, base + k)
+            for k in range(200):
+                remove(cache, base + k)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(1000 * t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert rx.get_global_func("vm.builtin.attention_kv_cache_empty")(cache)
