@@ -97,7 +97,9 @@ fn remove_sequence(name: &'static str, args: &[Value]) -> Result<Value> {
     let c = the_cache(name, args)?;
     let id = int(name, args, 1, "seq_id")?;
     let mut st = c.lock(name)?;
+    st.guard_step(id, name)?;
     st.pool.remove(id).map_err(in_name(name))?;
+    st.touched(id);
     Ok(Value::Null)
 }
 
@@ -108,11 +110,13 @@ fn fork_sequence(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> R
     let child = int(name, args, 2, "child seq_id")?;
     let pos = int(name, args, 3, "fork position")?;
     let mut st = c.lock(name)?;
+    st.guard_step(parent, name)?;
     c.transact(&mut st, |st| {
         let copy = st.pool.fork(parent, child, pos)?;
         c.run_copy(ctx, copy)
     })
     .map_err(in_name(name))?;
+    st.touched(parent);
     Ok(Value::Null)
 }
 
@@ -122,11 +126,13 @@ fn popn(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Val
     let id = int(name, args, 1, "seq_id")?;
     let n = int(name, args, 2, "n")?;
     let mut st = c.lock(name)?;
+    st.guard_step(id, name)?;
     c.transact(&mut st, |st| {
         let copy = st.pool.popn(id, n)?;
         c.run_copy(ctx, copy)
     })
     .map_err(in_name(name))?;
+    st.touched(id);
     Ok(Value::Null)
 }
 
@@ -150,7 +156,7 @@ fn begin_forward(name: &'static str, args: &[Value]) -> Result<Value> {
         .transact(&mut st, |st| {
             let plan = forward::begin(&mut st.pool, &ids, &lens, token_tree.as_deref(), &limits)?;
             let aux = c.aux_tensors(&plan)?;
-            Ok(Step { plan, aux, ended: false })
+            Ok(Step { plan, aux, ended: false, stale: false })
         })
         .map_err(in_name(name))?;
     st.step = Some(step);
@@ -174,7 +180,9 @@ fn enable_sliding_window(name: &'static str, args: &[Value]) -> Result<Value> {
     let window = int(name, args, 2, "sliding_window_size")?;
     let sink = int(name, args, 3, "attn_sink_size")?;
     let mut st = c.lock(name)?;
+    st.guard_step(id, name)?;
     st.pool.enable_sliding_window(id, window, sink).map_err(in_name(name))?;
+    st.touched(id);
     Ok(Value::Null)
 }
 
@@ -190,6 +198,12 @@ fn commit_accepted(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) ->
     let Some(step) = st.step.as_ref() else {
         return Err(value_err(name, "no forward step to commit"));
     };
+    if step.stale {
+        return Err(value_err(
+            name,
+            "the last step's sequences changed since it ended (popn, fork, remove): its token positions are stale",
+        ));
+    }
     let p = &step.plan;
     let commit = tree::plan_commit(
         &st.pool,
@@ -396,11 +410,8 @@ fn prepare_import(name: &'static str, args: &[Value]) -> Result<Value> {
         other => return Err(type_err(name, 2, "metadata_json", "str", other)),
     };
     let mut st = c.lock(name)?;
-    let saved = (st.pool.clone(), st.import.clone());
-    if let Err(e) = c.prepare_import(&mut st, id, &text) {
-        (st.pool, st.import) = saved;
-        return Err(e.context(name));
-    }
+    // Checks come first; what follows (clear, one sequence, its pages) cannot fail.
+    c.prepare_import(&mut st, id, &text).map_err(in_name(name))?;
     Ok(Value::Null)
 }
 
