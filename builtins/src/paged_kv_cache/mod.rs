@@ -46,7 +46,7 @@ pub(crate) static BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.attention_kv_cache_self_attention", ctx self_attention),
     builtin!("vm.builtin.attention_kv_cache_cross_attention", ctx cross_attention),
     builtin!("vm.builtin.attention_kv_cache_attention_with_shared_kv", ctx attention_with_shared_kv),
-    builtin!("vm.builtin.attention_kv_cache_merge_attn_output_inplace", merge_attn_output_inplace),
+    builtin!("vm.builtin.attention_kv_cache_merge_attn_output_inplace", ctx merge_attn_output_inplace),
     builtin!("vm.builtin.attention_kv_cache_get_checkpoint_metadata", checkpoint_metadata),
     builtin!("vm.builtin.attention_kv_cache_get_layout_hash", layout_hash),
     builtin!("vm.builtin.attention_kv_cache_export_page_group", export_page_group),
@@ -366,14 +366,27 @@ fn attention_with_shared_kv(name: &'static str, ctx: &mut CallCtx<'_>, args: &[V
     Ok(Value::Null)
 }
 
-/// TVM calls the second merge function (the MLA one, GPU only); CPU caches have one.
-fn merge_attn_output_inplace(name: &'static str, args: &[Value]) -> Result<Value> {
+/// TVM's MergeAttnOutputInplace: the cache's second merge function (the general one, which
+/// GPU MLA caches pass; a CPU cache from `TIRPagedKVCache` has one) merges the cross-attention
+/// output and log-sum-exp into the self-attention ones, returned as a pair.
+fn merge_attn_output_inplace(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
     arity(name, args, 5)?;
     let c = the_cache(name, args)?;
-    Err(value_err(
-        name,
-        format!("the general attention merge function is not defined: the cache has {} merge function(s), TVM needs 2 (MLA on the GPU)", c.kernels.merge_inplace.len()),
-    ))
+    let t: Vec<&relaxvm::Tensor> = (1..5)
+        .map(|i| tensor(name, args, i, ["o_self_attn", "lse_self_attn", "o_cross_attn", "lse_cross_attn"][i - 1]))
+        .collect::<Result<_>>()?;
+    for (x, what) in [(t[0], "o_self_attn"), (t[1], "lse_self_attn")] {
+        attention::check_writable(x, what).map_err(in_name(name))?;
+    }
+    let Some(merge) = c.kernels.merge_inplace.get(1) else {
+        return Err(value_err(
+            name,
+            format!("the general attention merge function is not defined: the cache has {} merge function(s), this needs 2 (TVM passes 2 for GPU MLA caches only)", c.kernels.merge_inplace.len()),
+        ));
+    };
+    let _st = c.lock(name)?;
+    ctx.call(merge, &args[1..5]).map_err(|e| e.context(&format!("{name}: merge kernel")))?;
+    Ok(Value::tuple(vec![args[1].clone(), args[2].clone()]))
 }
 
 fn checkpoint_metadata(name: &'static str, args: &[Value]) -> Result<Value> {

@@ -25,6 +25,7 @@ enum Want {
 
 use Want::{Err as E, Ok as K};
 
+mod kv_rows;
 mod tvm_rows;
 
 /// A result as text: tensors as `dtype shape [elements]`, everything else by `Display`.
@@ -105,6 +106,7 @@ fn cases() -> Vec<(&'static str, Vec<Value>, Want)> {
 fn fixed_cases() -> Vec<(&'static str, Vec<Value>, Want)> {
     let mut rows = core_cases();
     rows.extend(tvm_rows::cases());
+    rows.extend(kv_rows::cases());
     rows
 }
 
