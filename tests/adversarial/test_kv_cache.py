@@ -286,6 +286,7 @@ for lens, tree in [
     else:
         msgs.append("accepted")
 print(msgs[-1])
+f("vm.builtin.kv_state_end_forward")(c)
 # ... an uncommitted tree blocks plain steps and forks until committed.
 for call in [lambda: begin(c, rx.Shape([0]), rx.Shape([1]), None),
              lambda: f("vm.builtin.kv_state_fork_sequence")(c, 0, 1, -1)]:
@@ -382,3 +383,88 @@ print(f("vm.builtin.attention_kv_cache_get_sequence_length")(c, 0), "{0: 20}" in
         "import before prepare: True\nrefused during import\nrefused during import\nrefused during import\n"
         "twice: True\n20 True"
     )
+
+
+def test_findings_kvcache_01_a_huge_capacity_is_a_memory_error_not_an_abort() -> None:
+    """kvcache/01: the page table's free list (4 bytes a page) was allocated infallibly after the
+    page tensors; 2^28 one-token pages of one int8 element fit the tensors under the cap but not
+    the list. Now a MemoryError-kind error, and the process goes on."""
+    out = run_attack(
+        PRELUDE
+        + """
+def tiny(cap):
+    args = [rx.Shape([1, cap, 1, 1, 0]), rx.Shape([0, 1]), 1, 1, 1, 1, rx.Shape([0]), False, 1, 1.0, 1e4, None,
+            rx.tensor(np.zeros((), "int8")), kernel("t"), None]
+    args += [("tirx", kernel(n)) for n in ["r", "p", "d", "ps", "ds", "tp", "tr"]]
+    args += [(), (kernel("m"),), kernel("s"), kernel("c"), kernel("g"), kernel("cc")]
+    return f("vm.builtin.paged_attention_kv_cache_create")(*args)
+for cap in [2**28, 2**30]:
+    # 2^28: the tensor (512 MB) and the list (1 GB) may both fit; 2^30: the tensor (2 GB) fits,
+    # the list (4 GB) does not.
+    try:
+        tiny(cap)
+        outcome = "created"
+    except (rx.VMError, MemoryError) as e:
+        outcome = type(e).__name__
+print(outcome)
+c = tiny(1000)
+f("vm.builtin.kv_state_add_sequence")(c, 0)
+print(f("vm.builtin.attention_kv_cache_get_num_available_pages")(c))
+""",
+        memory=2_600_000_000,
+    )
+    out.assert_ok("VMMemoryError\n1001")
+
+
+def test_findings_kvcache_03_read_only_outputs_are_refused_before_any_kernel() -> None:
+    """kvcache/03: a read-only output was refused by the second kernel of a layer, after
+    split_rotary and before the K/V append: the layer's keys stayed zero. Now every output is
+    checked first, no kernel runs, and the layer's attention can be retried."""
+    out = run_attack(
+        PRELUDE
+        + """
+c = create()
+f("vm.builtin.kv_state_add_sequence")(c, 0)
+f("vm.builtin.kv_state_begin_forward")(c, rx.Shape([0]), rx.Shape([8]), None)
+ro = np.zeros((8, 4, 8), "float32"); ro.setflags(write=False)
+calls.clear()
+try:
+    attention(c, 0, 0.35, zeros(8, 8, 8), rx.from_dlpack(ro))
+except rx.VMError as e:
+    print("refused:", "read-only" in str(e), calls)
+attention(c, 0, 0.35, zeros(8, 8, 8), zeros(8, 4, 8))
+print(calls)
+"""
+    )
+    out.assert_ok("refused: True []\n['split_rotary', 'ragged', 'transpose_append']")
+
+
+def test_findings_kvcache_05_the_running_steps_sequences_cannot_change_under_it() -> None:
+    """kvcache/05: removing (or popping, forking, windowing) a sequence of the running step let
+    its planned appends land in pages given to another sequence. Now refused until end_forward;
+    after it, the changes are allowed and a commit by the stale positions is refused."""
+    out = run_attack(
+        PRELUDE
+        + """
+c = create()
+for s in (0, 2):
+    f("vm.builtin.kv_state_add_sequence")(c, s)
+step(c, [2], [20])
+f("vm.builtin.kv_state_begin_forward")(c, rx.Shape([0]), rx.Shape([5]), None)
+for name, args in [("kv_state_remove_sequence", (0,)), ("kv_state_popn", (0, 1)),
+                   ("kv_state_fork_sequence", (0, 3, -1))]:
+    try:
+        f("vm.builtin." + name)(c, *args)
+    except rx.VMError as e:
+        print("refused:", "running forward step" in str(e))
+f("vm.builtin.kv_state_fork_sequence")(c, 2, 3, 18)   # not in the step: fine
+f("vm.builtin.kv_state_end_forward")(c)
+f("vm.builtin.kv_state_popn")(c, 0, 2)
+try:
+    f("vm.builtin.attention_kv_cache_commit_accepted_token_tree_nodes")(c, rx.Shape([0]), rx.Shape([-1]))
+except rx.VMError as e:
+    print("commit refused:", "stale" in str(e))
+print(f("vm.builtin.attention_kv_cache_get_sequence_length")(c, 0))
+"""
+    )
+    out.assert_ok("refused: True\nrefused: True\nrefused: True\ncommit refused: True\n3")

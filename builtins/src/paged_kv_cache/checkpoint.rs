@@ -259,6 +259,7 @@ impl PagedKvCache {
         let len = st.pool.seq(id)?.seq_length;
         let n = self.logical_pages(len);
         self.check_group(group, dst, n, "dst")?;
+        super::attention::check_writable(dst, "dst")?;
         let pages = self.checkpoint_pages(st, id)?;
         let Value::Tensor(layer) = &self.pages[group as usize] else { unreachable!("pages are tensors") };
         let pb = self.page_bytes() as usize;
@@ -304,7 +305,7 @@ impl PagedKvCache {
         let n = self.logical_pages(len);
         let b = st.pool.seqs[&0].last_block as usize;
         for _ in 0..n {
-            let p = st.pool.free_pages.pop().ok_or_else(|| err("the KV cache is full"))?;
+            let p = st.pool.take_page_for_import()?;
             st.pool.blocks[b].page_ids.push(p);
         }
         st.pool.blocks[b].seq_length = len;
