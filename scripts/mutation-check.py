@@ -130,6 +130,20 @@ MUTANTS = [
         "paged KV cache: a step's RoPE offsets taken after the lengths grew",
         ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
     ),
+    (
+        "builtins/src/paged_kv_cache/tree.rs",
+        ".max(order[node].0 + 1);",
+        ".max(order[node].0);",
+        "paged KV cache: a leaf's mask interval is empty instead of covering itself",
+        ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
+    ),
+    (
+        "builtins/src/paged_kv_cache/tree.rs",
+        "while !path.is_empty() && path.last() == to.last() {",
+        "while !path.is_empty() && path.first() == to.first() {",
+        "paged KV cache: a commit keeps copies of nodes already in place (compares the wrong end)",
+        ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
+    ),
 ]
 only = [int(a) for a in sys.argv[1:]] or range(len(MUTANTS))
 for i in only:

@@ -97,3 +97,27 @@ def test_legacy_cache_pipeline():
         for i in range(legacy["steps"]):
             kv, cache = vm["main"](rx.tensor(z[f"x{i}"]), rx.tensor(z[f"y{i}"]), rx.Shape((i + 1, 4)), cache)
             assert _bits(kv.numpy()) == _bits(z[f"kv{i}"]), i
+    assert repr(cache) == (
+        "<relaxvm.Object relax.vm.AttentionKVCacheLegacy: dtype=float32, reserved=(16, 4), fill_count=9, window_pos=0>"
+    )
+
+
+@pytest.mark.skipif(SUITE is None, reason=SKIP_REASON)
+def test_the_example_runs_on_relaxvm_alone():
+    """examples/llm.py on the corpus's compiled model (no TVM in this environment): prefill,
+    greedy decode, forks decoded as one batch with top-p, the cache's repr after each phase."""
+    import ast
+    import subprocess
+
+    model = next(m for m in MANIFEST["models"] if m["name"] == "mha_h16_l2")
+    folder = os.path.dirname(os.path.join(SUITE, model["library"]))
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "llm.py")
+    done = subprocess.run(
+        [sys.executable, example, folder, "--steps", "4"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("greedy:") and len(ast.literal_eval(lines[0].split(":", 1)[1])) == 4, done.stdout
+    assert sum(line.startswith("top-p, sequence") for line in lines) == 4, done.stdout
+    assert "sequences {0: 26, 1: 23, 2: 23, 3: 23}" in done.stdout, done.stdout
+    assert "sequences {0: 26}" in lines[-1], done.stdout

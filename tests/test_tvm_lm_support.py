@@ -15,6 +15,7 @@ import pytest
 import relaxvm as rx
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "tvm_corpus"))
+import build_lm_support  # noqa: E402  (NaN scalars' bits; imports TVM only to build)
 import corpus  # noqa: E402
 from located import SKIP_REASON, suite_dir  # noqa: E402
 
@@ -34,6 +35,7 @@ def _bits(a: np.ndarray) -> tuple:
 def _run(entry: dict):
     """relaxvm's outcome of a case: ("result", returned, tensors after) or ("error", exception)."""
     args, _ = corpus.load_case(SUITE, entry)
+    args = build_lm_support.with_nan_bits(args, entry.get("nan_args", {}))
     vm_args = [rx.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
     try:
         ret = rx.get_global_func(entry["function"])(*vm_args)
@@ -146,3 +148,17 @@ def test_calls_tvm_reads_outside_are_refused(name, args, match):
     with pytest.raises(ValueError, match=match):
         rx.get_global_func(name)(*a)
     assert all(np.array_equal(t.numpy(), b) for t, b in zip([t for t in a if isinstance(t, rx.Tensor)], before))
+
+
+def test_softmax_nans_have_tvms_sign():
+    """Attack finding sampling/01: with an inf and a NaN logit the denominator becomes x86's
+    default NaN (negative) and stays it, as TVM's `d * e + f` keeps its left operand's NaN;
+    TVM's bytes, recorded with TVM 0.27."""
+    x = rx.tensor(np.array([[1.0, np.inf, 2.0, np.nan]], dtype="float32"))
+    rx.get_global_func("vm.builtin.apply_softmax_with_temperature")(x, 0.5)
+    assert [hex(v) for v in x.numpy().view("uint32").ravel()] == [
+        "0xffc00000",
+        "0xffc00000",
+        "0xffc00000",
+        "0x7fc00000",
+    ]

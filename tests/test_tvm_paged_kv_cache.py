@@ -45,7 +45,7 @@ def replay(cfg: dict, ops: list[dict], cache) -> int:
     """Replays ``ops``; returns how many results were compared."""
     compared = 0
     for i, op in enumerate(ops):
-        call = {k: v for k, v in op.items() if k not in ("error", "out", "k", "v", "result")}
+        call = {k: v for k, v in op.items() if k not in pkv.RESULT_KEYS}
         if op.get("error"):
             with pytest.raises(rx.VMError):
                 pkv.run_op(API, cache, cfg, call)

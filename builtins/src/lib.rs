@@ -13,7 +13,7 @@
 //! | [`tensor_ops`] | `vm.op.{add,sub,mul,div,maximum,minimum,neg,exp,sqrt,relu,sum,matmul}` |
 //! | [`tvm_compat`] | `tuple_reset_item`, `call_tir_dyn`, `memory_manager.clear`, `check_string_info`, `invoke_debug_func` |
 //! | [`relax_run`] | `relax.run.{nonzero,unique,shape_to_tensor,print,assert_op}` |
-//! | [`paged_kv_cache`] | `paged_attention_kv_cache_create`, `kv_state_{add_sequence,remove_sequence,fork_sequence,popn,clear,begin_forward,end_forward}`, `attention_kv_cache_*` (attention, queries, `debug_get_kv`) |
+//! | [`paged_kv_cache`] | `paged_attention_kv_cache_create`, `kv_state_{add_sequence,remove_sequence,fork_sequence,popn,clear,begin_forward,end_forward}`, `attention_kv_cache_*` (attention, queries, token trees, checkpoints, `debug_get_kv`) |
 //! | [`attention_kv_cache`] | `attention_kv_cache_{create,append,update,view,window_override,window_override_with_sinks,array_popn,array_clear}` (TVM's legacy KV cache) |
 //! | [`lm_support`] | `sample_top_p_from_logits`, `sample_top_p_from_prob`, `multinomial_from_uniform`, `apply_repetition_penalty`, `apply_presence_and_frequency_penalty`, `apply_softmax_with_temperature` |
 //! | [`tensor_cache`] | `tensor_cache.{load,get,update,remove,clear}`, `param_array_from_cache{,_by_name,_by_name_unpacked}` |

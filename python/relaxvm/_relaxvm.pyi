@@ -356,7 +356,8 @@ class Closure:
 @final
 class Object:
     """A VM value with no Python counterpart (storage, the VM-state marker, opaque objects).
-    It goes back into the VM as the same value."""
+    It goes back into the VM as the same value. ``repr`` of an object that describes itself
+    (e.g. a paged KV cache) shows its type and state."""
 
     @property
     def type_name(self) -> str:

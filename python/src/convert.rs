@@ -56,7 +56,11 @@ impl PyOpaque {
     }
 
     fn __repr__(&self) -> String {
-        format!("<relaxvm.Object {}: {}>", self.0.type_name(), self.0)
+        match self.0.as_named() {
+            // A named object (e.g. a KV cache) says what it holds.
+            Some(n) => format!("<relaxvm.Object {}: {}>", n.type_key(), n.describe()),
+            None => format!("<relaxvm.Object {}: {}>", self.0.type_name(), self.0),
+        }
     }
 }
 

@@ -131,7 +131,7 @@ bad = [
     ("vm.builtin.kv_state_begin_forward", (c, rx.Shape([0]), rx.Shape([small]), None)),
     ("vm.builtin.kv_state_begin_forward", (c, rx.Shape([0, 0]), rx.Shape([1, 1]), None)),
     ("vm.builtin.kv_state_begin_forward", (c, rx.Shape([]), rx.Shape([]), None)),
-    ("vm.builtin.kv_state_begin_forward", (c, rx.Shape([0]), rx.Shape([1]), rx.Shape([-1]))),
+    ("vm.builtin.kv_state_begin_forward", (c, rx.Shape([0]), rx.Shape([1]), rx.Shape([5]))),
     ("vm.builtin.kv_state_begin_forward", (c, rx.Shape(list(range(9))), rx.Shape([1] * 9), None)),
     ("vm.builtin.attention_kv_cache_enable_sliding_window_for_seq", (c, 0, 8, 2)),
     ("vm.builtin.attention_kv_cache_debug_get_kv", (c, 0, small, big, zeros(1), zeros(1))),
@@ -258,3 +258,213 @@ print(errors, f("vm.builtin.attention_kv_cache_empty")(c))
 """
     )
     out.assert_ok("[] True")
+
+
+def test_hostile_token_trees_and_commits_are_refused() -> None:
+    out = run_attack(
+        PRELUDE
+        + """
+c = create()
+f("vm.builtin.kv_state_add_sequence")(c, 0)
+step(c, [0], [10])
+begin = f("vm.builtin.kv_state_begin_forward")
+before = repr(c)
+msgs = []
+for lens, tree in [
+    ([3], [-1, 2, 0]),             # a parent after its node
+    ([3], [-1, -5, 0]),            # a parent below -1
+    ([3], [-1, 0]),                # fewer pointers than tokens
+    ([2], [-1, 0, 1]),             # more pointers than tokens
+    ([3], [2**63 - 1, 0, 0]),      # int64 extremes
+    ([60], [-1] * 60),             # fine (a forest of roots), then ...
+]:
+    try:
+        begin(c, rx.Shape([0]), rx.Shape(lens), rx.Shape(tree))
+    except rx.VMError as e:
+        msgs.append(str(e).split(": ", 1)[1][:60])
+        assert repr(c) == before, (repr(c), before)
+    else:
+        msgs.append("accepted")
+print(msgs[-1])
+f("vm.builtin.kv_state_end_forward")(c)
+# ... an uncommitted tree blocks plain steps and forks until committed.
+for call in [lambda: begin(c, rx.Shape([0]), rx.Shape([1]), None),
+             lambda: f("vm.builtin.kv_state_fork_sequence")(c, 0, 1, -1)]:
+    try:
+        call()
+    except rx.VMError as e:
+        print("refused:", "commit" in str(e))
+commit = f("vm.builtin.attention_kv_cache_commit_accepted_token_tree_nodes")
+for seqs, leaves in [([0], [60]), ([0], [-2]), ([0, 0], [1]), ([5], [0])]:
+    try:
+        commit(c, rx.Shape(seqs), rx.Shape(leaves))
+    except rx.VMError as e:
+        print("commit refused")
+commit(c, rx.Shape([0]), rx.Shape([3]))
+print(f("vm.builtin.attention_kv_cache_get_sequence_length")(c, 0))
+# Trees past 256 nodes (accumulated over uncommitted steps) are refused.
+try:
+    for _ in range(6):
+        begin(c, rx.Shape([0]), rx.Shape([50]), rx.Shape([-1] * 50))
+        f("vm.builtin.kv_state_end_forward")(c)
+except rx.VMError as e:
+    print("limit:", "256" in str(e))
+print(len(msgs))
+"""
+    )
+    out.assert_ok(
+        "accepted\nrefused: True\nrefused: True\n"
+        "commit refused\ncommit refused\ncommit refused\ncommit refused\n11\nlimit: True\n6"
+    )
+
+
+def test_hostile_checkpoints_are_refused_and_change_nothing() -> None:
+    out = run_attack(
+        PRELUDE
+        + """
+import json
+c = create()
+f("vm.builtin.kv_state_add_sequence")(c, 0)
+step(c, [0], [20])
+meta = f("vm.builtin.attention_kv_cache_get_checkpoint_metadata")(c, 0)
+m = json.loads(meta)
+before = repr(c)
+prepare = f("vm.builtin.attention_kv_cache_prepare_import")
+bad = ["not json", "[]", "{}", json.dumps({**m, "page_size": 8}), json.dumps({**m, "seq_length": -1}),
+       json.dumps({**m, "seq_length": 2**40}), json.dumps({**m, "layout_hash": "0" * 16}),
+       json.dumps({**m, "logical_pages": m["logical_pages"][:1]}), json.dumps({**m, "groups": []}),
+       json.dumps({**m, "rotary_theta": "x"}), json.dumps({**m, "seq_id": 3})]
+for text in bad:
+    try:
+        prepare(c, 0, text)
+    except rx.VMError as e:
+        assert repr(c) == before, (text, repr(c))
+    else:
+        raise AssertionError("accepted " + text[:80])
+export = f("vm.builtin.attention_kv_cache_export_page_group")
+for args in [(0, 2, zeros(1, 2, 2, 2, 16, 8)), (0, -1, zeros(1, 2, 2, 2, 16, 8)), (0, 0, zeros(1, 3, 2, 2, 16, 8)),
+             (0, 0, rx.tensor(np.zeros((1, 2, 2, 2, 16, 8), "float64"))), (1, 0, zeros(1, 2, 2, 2, 16, 8))]:
+    try:
+        export(c, *args)
+    except rx.VMError as e:
+        pass
+    else:
+        raise AssertionError(f"export accepted {args[:2]}")
+groups = []
+for g in range(2):
+    dst = zeros(1, 2, 2, 2, 16, 8)
+    export(c, 0, g, dst)
+    groups.append(dst)
+imp = f("vm.builtin.attention_kv_cache_import_page_group")
+finish = f("vm.builtin.attention_kv_cache_finish_import")
+try:
+    imp(c, 0, 0, groups[0])
+except rx.VMError as e:
+    print("import before prepare:", "prepare_import" in str(e))
+prepare(c, 0, meta)
+for call in [lambda: f("vm.builtin.attention_kv_cache_get_sequence_length")(c, 0),
+             lambda: f("vm.builtin.kv_state_begin_forward")(c, rx.Shape([0]), rx.Shape([1]), None),
+             lambda: finish(c, 0)]:
+    try:
+        call()
+    except rx.VMError as e:
+        print("refused during import")
+imp(c, 0, 0, groups[0])
+try:
+    imp(c, 0, 0, groups[0])
+except rx.VMError as e:
+    print("twice:", "already imported" in str(e))
+imp(c, 0, 1, groups[1])
+finish(c, 0)
+print(f("vm.builtin.attention_kv_cache_get_sequence_length")(c, 0), "{0: 20}" in repr(c))
+"""
+    )
+    out.assert_ok(
+        "import before prepare: True\nrefused during import\nrefused during import\nrefused during import\n"
+        "twice: True\n20 True"
+    )
+
+
+def test_findings_kvcache_01_a_huge_capacity_is_a_memory_error_not_an_abort() -> None:
+    """kvcache/01: the page table's free list (4 bytes a page) was allocated infallibly after the
+    page tensors; 2^28 one-token pages of one int8 element fit the tensors under the cap but not
+    the list. Now a MemoryError-kind error, and the process goes on."""
+    out = run_attack(
+        PRELUDE
+        + """
+def tiny(cap):
+    args = [rx.Shape([1, cap, 1, 1, 0]), rx.Shape([0, 1]), 1, 1, 1, 1, rx.Shape([0]), False, 1, 1.0, 1e4, None,
+            rx.tensor(np.zeros((), "int8")), kernel("t"), None]
+    args += [("tirx", kernel(n)) for n in ["r", "p", "d", "ps", "ds", "tp", "tr"]]
+    args += [(), (kernel("m"),), kernel("s"), kernel("c"), kernel("g"), kernel("cc")]
+    return f("vm.builtin.paged_attention_kv_cache_create")(*args)
+for cap in [2**28, 2**30]:
+    # 2^28: the tensor (512 MB) and the list (1 GB) may both fit; 2^30: the tensor (2 GB) fits,
+    # the list (4 GB) does not.
+    try:
+        tiny(cap)
+        outcome = "created"
+    except (rx.VMError, MemoryError) as e:
+        outcome = type(e).__name__
+print(outcome)
+c = tiny(1000)
+f("vm.builtin.kv_state_add_sequence")(c, 0)
+print(f("vm.builtin.attention_kv_cache_get_num_available_pages")(c))
+""",
+        memory=2_600_000_000,
+    )
+    out.assert_ok("VMMemoryError\n1001")
+
+
+def test_findings_kvcache_03_read_only_outputs_are_refused_before_any_kernel() -> None:
+    """kvcache/03: a read-only output was refused by the second kernel of a layer, after
+    split_rotary and before the K/V append: the layer's keys stayed zero. Now every output is
+    checked first, no kernel runs, and the layer's attention can be retried."""
+    out = run_attack(
+        PRELUDE
+        + """
+c = create()
+f("vm.builtin.kv_state_add_sequence")(c, 0)
+f("vm.builtin.kv_state_begin_forward")(c, rx.Shape([0]), rx.Shape([8]), None)
+ro = np.zeros((8, 4, 8), "float32"); ro.setflags(write=False)
+calls.clear()
+try:
+    attention(c, 0, 0.35, zeros(8, 8, 8), rx.from_dlpack(ro))
+except rx.VMError as e:
+    print("refused:", "read-only" in str(e), calls)
+attention(c, 0, 0.35, zeros(8, 8, 8), zeros(8, 4, 8))
+print(calls)
+"""
+    )
+    out.assert_ok("refused: True []\n['split_rotary', 'ragged', 'transpose_append']")
+
+
+def test_findings_kvcache_05_the_running_steps_sequences_cannot_change_under_it() -> None:
+    """kvcache/05: removing (or popping, forking, windowing) a sequence of the running step let
+    its planned appends land in pages given to another sequence. Now refused until end_forward;
+    after it, the changes are allowed and a commit by the stale positions is refused."""
+    out = run_attack(
+        PRELUDE
+        + """
+c = create()
+for s in (0, 2):
+    f("vm.builtin.kv_state_add_sequence")(c, s)
+step(c, [2], [20])
+f("vm.builtin.kv_state_begin_forward")(c, rx.Shape([0]), rx.Shape([5]), None)
+for name, args in [("kv_state_remove_sequence", (0,)), ("kv_state_popn", (0, 1)),
+                   ("kv_state_fork_sequence", (0, 3, -1))]:
+    try:
+        f("vm.builtin." + name)(c, *args)
+    except rx.VMError as e:
+        print("refused:", "running forward step" in str(e))
+f("vm.builtin.kv_state_fork_sequence")(c, 2, 3, 18)   # not in the step: fine
+f("vm.builtin.kv_state_end_forward")(c)
+f("vm.builtin.kv_state_popn")(c, 0, 2)
+try:
+    f("vm.builtin.attention_kv_cache_commit_accepted_token_tree_nodes")(c, rx.Shape([0]), rx.Shape([-1]))
+except rx.VMError as e:
+    print("commit refused:", "stale" in str(e))
+print(f("vm.builtin.attention_kv_cache_get_sequence_length")(c, 0))
+"""
+    )
+    out.assert_ok("refused: True\nrefused: True\nrefused: True\ncommit refused: True\n3")

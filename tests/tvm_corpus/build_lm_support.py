@@ -7,7 +7,8 @@ the returned value and every tensor argument after the call (the penalties and t
 in place), or TVM's error. Inputs cover ties (small integers as logits, equal probabilities), ±inf,
 NaN, extreme and zero temperatures, vocabularies of 1 to 32,000 and several leading shapes.
 
-Calls whose inputs hold NaN run in a child process, one after the other, because libstdc++'s
+A NaN scalar argument keeps its bits in the case's ``nan_args`` (the corpus format writes NaN as
+"nan"). Calls whose inputs hold NaN run in a child process, one after the other, because libstdc++'s
 ``std::sort`` with ``>`` on NaN may read outside the vector: a case that kills the child is
 recorded as ``"crashed"`` and the child starts again at the next case. Calls where TVM reads outside
 its inputs by construction (token ids past the logits, float64 samples, 0-d tensors) are not run on
@@ -52,6 +53,14 @@ def logits_of(kind: str, v: int) -> np.ndarray:
     if kind == "nan":
         x = RNG.standard_normal(v).astype(F)
         x[RNG.integers(0, v, size=max(1, v // 6))] = np.nan
+        return x
+    if kind == "nans":
+        # NaNs of both signs, with payloads, quiet and signalling, among infinities and numbers:
+        # which NaN an operation returns is x86's rule, which the builtins must follow.
+        x = RNG.standard_normal(v).astype(F)
+        special = np.array([0x7FC00000, 0xFFC00000, 0x7FA00001, 0xFFC12345, 0x7F800000, 0xFF800000], "uint32")
+        where = RNG.random(v) < 0.4
+        x[where] = special[RNG.integers(0, len(special), size=int(where.sum()))].view(F)
         return x
     if kind == "negative":
         return -np.abs(RNG.standard_normal(v).astype(F)) * F(1e-30)
@@ -133,9 +142,10 @@ def cases() -> list[tuple[str, list[Any]]]:
                     u[0, 0] = F(RNG.choice([0.0, 0.999999, 1.0, u[0, 0]]))
                 out.append(("vm.builtin.multinomial_from_uniform", [x, u]))
 
-    penalties = [1.0, 1.1, 2.0, 0.5, 0.0, -1.5, float("inf")]
+    neg_nan = float(np.array([0xFFF8000000000123], "uint64").view("float64")[0])
+    penalties = [1.0, 1.1, 2.0, 0.5, 0.0, -1.5, float("inf"), float("nan"), neg_nan]
     for v in [1, 5, 100, 32000]:
-        for kind in ["normal", "ties", "inf", "nan", "negative"]:
+        for kind in ["normal", "ties", "inf", "nan", "negative", "nans", "nans"]:
             n = int(RNG.integers(0, min(v, 20) + 1))
             ids = RNG.integers(0, v, size=n).astype("int32")  # duplicates included
             lead = LEAD[RNG.integers(0, 2)]
@@ -147,19 +157,29 @@ def cases() -> list[tuple[str, list[Any]]]:
                 )
             )
             freqs = RNG.integers(1, 5, size=n).astype("int32")
-            pres = float(RNG.choice([0.0, 0.5, -0.25, 1e-3, 1e10]))
-            freq = float(RNG.choice([0.0, 0.1, 1.0, -2.0, 1.5e-7]))
+            pres = float(RNG.choice([0.0, 0.5, -0.25, 1e-3, 1e10, float("inf"), float("nan"), neg_nan]))
+            freq = float(RNG.choice([0.0, 0.1, 1.0, -2.0, 1.5e-7, float("-inf"), float("nan"), neg_nan]))
             out.append(
                 (
                     "vm.builtin.apply_presence_and_frequency_penalty",
                     [logits_of(kind, v), ids.reshape(lead + (n,)), freqs.reshape(lead + (n,)), pres, freq],
                 )
             )
+    # Both operands NaN, of opposite signs: which one the result carries is the operand order.
+    pos_nan = float("nan")
+    for logit_bits in [0x7FC00000, 0xFFC00000, 0x7FA00001, 0x3F800000, 0xBF800000]:
+        for p in [pos_nan, neg_nan, 2.0]:
+            x = np.array([logit_bits] * 4, "uint32").view(F).copy()
+            ids = np.array([0, 2, 3], "int32")
+            out.append(("vm.builtin.apply_repetition_penalty", [x, ids, p]))
+            for pres in [pos_nan, neg_nan, 0.5]:
+                freqs = np.array([1, 2, 3], "int32")
+                out.append(("vm.builtin.apply_presence_and_frequency_penalty", [x.copy(), ids, freqs, pres, p]))
     for v in [0, 1, 2, 7, 100, 1000, 32000]:
-        for kind in kinds:
+        for kind in kinds + ["nans", "nans"]:
             if v == 0 and kind != "normal":
                 continue
-            for t in [1.0, 0.5, 2.0, 1e-3, 0.0, 1e6, -1.0, 0.7]:
+            for t in [1.0, 0.5, 2.0, 1e-3, 0.0, 1e6, -1.0, 0.7, float("inf"), neg_nan]:
                 if v >= 1000 and t not in (1.0, 0.7):
                     continue
                 x = logits_of(kind, v) if v else np.zeros(0, F)
@@ -167,6 +187,24 @@ def cases() -> list[tuple[str, list[Any]]]:
                     ("vm.builtin.apply_softmax_with_temperature", [x.reshape(LEAD[RNG.integers(0, 3)] + (v,)), t])
                 )
     return out
+
+
+def nan_bits(args: list[Any]) -> dict[str, str]:
+    """The bits of the NaN scalars among `args`, by position: the corpus stores a NaN float as
+    "nan", losing its sign and payload, which the builtins must propagate as TVM does."""
+    return {
+        str(i): hex(int(np.array(a, "float64").view("uint64")))
+        for i, a in enumerate(args)
+        if isinstance(a, float) and a != a
+    }
+
+
+def with_nan_bits(args: list[Any], bits: dict[str, str]) -> list[Any]:
+    """`args` with the NaN scalars of `bits` (see `nan_bits`) restored."""
+    args = list(args)
+    for i, b in bits.items():
+        args[int(i)] = float(np.array(int(b, 16), "uint64").view("float64"))
+    return args
 
 
 def has_nan(args: list[Any]) -> bool:
@@ -197,7 +235,7 @@ def child(path: str) -> None:
         for k, entry in todo:
             with np.load(f"{path}.{k}.in.npz") as z:
                 tensors = [z[f"t{i}"] for i in range(len(z.files))]
-            args = list(corpus.unflatten(entry["args"], tensors))
+            args = with_nan_bits(list(corpus.unflatten(entry["args"], tensors)), entry["nan_args"])
             outcome = run_case(entry["function"], args)
             if "result" in outcome:
                 arrays: list[np.ndarray] = []
@@ -213,7 +251,7 @@ def run_isolated(workdir: str, items: list[tuple[int, str, list[Any]]]) -> dict[
     todo = []
     for k, name, args in items:
         arrays: list[np.ndarray] = []
-        todo.append([k, {"function": name, "args": corpus.flatten(list(args), arrays)}])
+        todo.append([k, {"function": name, "args": corpus.flatten(list(args), arrays), "nan_args": nan_bits(args)}])
         np.savez(f"{base}.{k}.in.npz", **{f"t{i}": a for i, a in enumerate(arrays)})
     results: dict[int, dict] = {}
     while todo:
@@ -272,6 +310,8 @@ def main() -> None:
             entry = corpus.save_case(out_dir, file, name, args, error=o["error"])
         else:
             entry = corpus.save_case(out_dir, file, name, args, result=o["result"])
+        if nan_bits(args):
+            entry["nan_args"] = nan_bits(args)
         entries.append(entry)
     counts: dict[str, int] = {}
     for e in entries:

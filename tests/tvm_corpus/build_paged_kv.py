@@ -27,6 +27,7 @@ builder (``run_op``) are the one definition of what an op does, used by both sid
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import zlib
@@ -38,6 +39,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus  # noqa: E402
 
 SUITE = "paged_kv"
+#: The keys of an op that hold what it produced (the rest describe the call).
+RESULT_KEYS = ("error", "out", "lse", "k", "v", "result", "meta", "hash", "groups")
 QUERIES = {
     "num_available_pages": "vm.builtin.attention_kv_cache_get_num_available_pages",
     "total_sequence_length": "vm.builtin.attention_kv_cache_get_total_sequence_length",
@@ -118,6 +121,24 @@ def run_op(api: Api, cache: Any, cfg: dict, op: dict) -> dict:
             )
             return {"out": corpus.digest(out.numpy())}
         return {"out": corpus.digest(out.numpy()), "lse": corpus.digest(lse.numpy())}
+    elif kind == "checkpoint":
+        # Metadata, layout hash, every layer exported; then imported back into the cleared cache.
+        meta = str(f("vm.builtin.attention_kv_cache_get_checkpoint_metadata")(cache, op["seq"]))
+        layout = str(f("vm.builtin.attention_kv_cache_get_layout_hash")(cache))
+        n = json.loads(meta)["groups"][0]["num_logical_pages"]
+        shape = (1, n, 2, cfg["num_kv_heads"], cfg["page_size"], cfg["head_dim"])
+        groups = []
+        for g in range(cfg["num_layers"]):
+            dst = api.tensor(np.full(shape, 7, cfg["dtype"]))
+            f("vm.builtin.attention_kv_cache_export_page_group")(cache, op["seq"], g, dst)
+            groups.append(dst.numpy())
+        f("vm.builtin.attention_kv_cache_prepare_import")(cache, op["seq"], meta)
+        for g, data in enumerate(groups):
+            f("vm.builtin.attention_kv_cache_import_page_group")(cache, op["seq"], g, api.tensor(data))
+        f("vm.builtin.attention_kv_cache_finish_import")(cache, op["seq"])
+        return {"meta": meta, "hash": layout, "groups": [corpus.digest(g) for g in groups]}
+    elif kind == "finish_import":
+        f("vm.builtin.attention_kv_cache_finish_import")(cache, op["seq"])
     elif kind == "get_kv":
         shape = (cfg["num_layers"], op["end"] - op["start"], cfg["num_kv_heads"], cfg["head_dim"])
         k = api.tensor(np.zeros(shape, cfg["dtype"]))
@@ -401,6 +422,18 @@ def tvm_test_schedules(
                 leaves = 2**i
                 parents = [(k - 1) // 2 for k in range(2 * leaves - 1)]
                 r.step([(s, leaves) for s in range(4)], trees=[parents] * 4, accepted=[2, 6, -1, 4] if i == 4 else None)
+    if not sliding and not layer_window:
+        r = new("checkpoint")
+        r.step([(0, 37), (1, 5)])
+        r.step([(0, 1), (1, 1)])
+        r.do({"op": "checkpoint", "seq": 1}, expect_error=True)
+        r.do({"op": "finish_import", "seq": 0}, expect_error=True)
+        r.do({"op": "checkpoint", "seq": 0})
+        r.lens = {0: r.lens[0]}
+        r.get_kv(0)
+        for _ in range(3):
+            r.step([(0, 1)])
+        r.step([((2, 0, 20), 3), (0, 2)])
     if sliding:
         r = new("sliding_window")
         sizes, sinks = [20, 25, 30, 35, 40], [6, 4, 8, 3, 7]

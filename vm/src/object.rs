@@ -60,6 +60,7 @@ mod tests {
         let n = v.as_named().unwrap();
         assert_eq!(n.type_key(), "test.Counter");
         assert_eq!(n.as_any().downcast_ref::<Counter>().unwrap().0, 7);
+        assert_eq!(v.describe(), "object test.Counter");
         assert!(Value::Int(1).as_named().is_none());
         let plain = Value::Object(Arc::new(Box::new(5u8)));
         assert!(plain.as_named().is_none());

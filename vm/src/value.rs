@@ -281,6 +281,10 @@ impl Value {
                 format!("{} {}", self.type_name(), self)
             }
             Value::Tensor(t) => format!("tensor of shape {} and dtype {}", t.shape(), t.dtype()),
+            Value::Object(_) => match self.as_named() {
+                Some(n) => format!("object {}", n.type_key()),
+                None => self.type_name().to_string(),
+            },
             _ => self.type_name().to_string(),
         }
     }

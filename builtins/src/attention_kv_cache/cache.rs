@@ -7,7 +7,8 @@
 //! only after growing the storage or copying a first part). The storage is allocated zeroed:
 //! rows that were never written read as zeros (TVM's read as whatever its allocator held).
 
-use relaxvm::{Error, Result, Shape, Tensor};
+use relaxvm::{Error, NamedObject, Result, Shape, Tensor};
+use std::any::Any;
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
@@ -286,17 +287,35 @@ impl State {
     }
 }
 
-impl fmt::Display for LegacyKvCache {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl LegacyKvCache {
+    /// Its state in one line: `dtype=int32, reserved=(4, 2), fill_count=3, window_pos=0`.
+    fn summary(&self) -> String {
         let s = self.lock();
-        write!(
-            f,
-            "AttentionKVCacheLegacy(dtype={}, reserved={}, fill_count={}, window_pos={})",
+        format!(
+            "dtype={}, reserved={}, fill_count={}, window_pos={}",
             s.data.dtype(),
             s.data.shape(),
             s.fill_count,
             s.window_pos
         )
+    }
+}
+
+impl NamedObject for LegacyKvCache {
+    fn type_key(&self) -> &str {
+        "relax.vm.AttentionKVCacheLegacy"
+    }
+    fn describe(&self) -> String {
+        self.summary()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl fmt::Display for LegacyKvCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AttentionKVCacheLegacy({})", self.summary())
     }
 }
 

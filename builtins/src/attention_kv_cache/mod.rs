@@ -21,6 +21,7 @@
 use crate::args::{self, type_err};
 use crate::table::{builtin, Builtin};
 use relaxvm::{Error, Result, Value};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 mod cache;
@@ -39,17 +40,14 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.attention_kv_cache_array_clear", array_clear),
 ];
 
-/// A cache as a VM value (an opaque object).
+/// A cache as a VM value: a named object, which prints (and `repr`s) as its state.
 pub fn cache_value(cache: LegacyKvCache) -> Value {
-    Value::Object(Arc::new(Box::new(cache)))
+    Value::named(Arc::new(cache))
 }
 
 /// The cache a value holds, or `None` for any other value.
 pub fn as_cache(v: &Value) -> Option<&LegacyKvCache> {
-    match v {
-        Value::Object(o) => o.downcast_ref::<LegacyKvCache>(),
-        _ => None,
-    }
+    v.as_named()?.as_any().downcast_ref::<LegacyKvCache>()
 }
 
 /// Argument `i` as a cache.
@@ -146,10 +144,18 @@ fn array_popn(name: &'static str, args: &[Value]) -> Result<Value> {
     args::arity(name, args, 2)?;
     let caches = caches_arg(name, args, 0)?;
     let n = args::int(name, args, 1, "n")?;
-    // A cache listed twice loses `n` entries twice (as in TVM): check the total per cache.
+    // A cache listed twice loses `n` entries twice (as in TVM): check the total per cache,
+    // counting each cache's occurrences once (linear in the list: attack finding sampling/02).
+    let mut times: HashMap<*const LegacyKvCache, (usize, i64)> = HashMap::with_capacity(caches.len());
     for (k, c) in caches.iter().enumerate() {
-        let times = caches.iter().filter(|d| std::ptr::eq(*c, **d)).count() as i64;
-        c.check_popn(n.saturating_mul(times)).map_err(|e| args::in_builtin(name, e.context(&format!("cache {k}"))))?;
+        times.entry(*c as *const LegacyKvCache).or_insert((k, 0)).1 += 1;
+    }
+    let mut firsts: Vec<(usize, i64)> = times.into_values().collect();
+    firsts.sort_unstable();
+    for (k, count) in firsts {
+        caches[k]
+            .check_popn(n.saturating_mul(count))
+            .map_err(|e| args::in_builtin(name, e.context(&format!("cache {k}"))))?;
     }
     for c in caches {
         c.popn(n)?;

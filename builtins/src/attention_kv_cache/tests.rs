@@ -38,6 +38,10 @@ fn append_grows_by_doubling_and_view_shows_the_filled_rows() {
     assert_eq!(view(&c), (vec![4, 2], vec![7, 7, 0, 0, 1, 1, 2, 2]));
     let cache = as_cache(&c).unwrap();
     assert_eq!(cache.to_string(), "AttentionKVCacheLegacy(dtype=int32, reserved=(4, 2), fill_count=4, window_pos=0)");
+    assert_eq!(
+        c.to_string(),
+        "<relax.vm.AttentionKVCacheLegacy dtype=int32, reserved=(4, 2), fill_count=4, window_pos=0>"
+    );
     let with_shape = call(BUILTINS, "vm.builtin.attention_kv_cache_view", &[c.clone(), shape(&[4, 2])]).unwrap();
     assert_eq!(with_shape.as_tensor().unwrap().to_vec::<i32>().unwrap(), [7, 7, 0, 0, 1, 1, 2, 2]);
 }
@@ -126,4 +130,20 @@ fn window_override_wraps_and_refuses_writes_past_the_reserve() {
     let msg = err("window_override_with_sinks", &[e.clone(), t(&[1, 1], vec![0]), Value::Int(2), Value::Int(3)]);
     assert!(msg.contains("num_attention_sinks"), "{msg}");
     assert_eq!(view(&e), (vec![1, 1], vec![0]));
+}
+
+#[test]
+fn popn_over_a_long_list_counts_each_cache_once() {
+    // 200,000 references to one cache and one to another: a check per occurrence scanning the
+    // list would take 4e10 steps; counted once each, the call is immediate. The totals are
+    // checked per cache: 200,000 x 0 entries fits, x 1 does not.
+    let c = create(t(&[1, 1], vec![1]), &[2, 1], -1);
+    let d = create(t(&[1, 1], vec![2]), &[2, 1], -1);
+    let mut list = vec![c.clone(); 200_000];
+    list.push(d.clone());
+    call(BUILTINS, "vm.builtin.attention_kv_cache_array_popn", &[Value::tuple(list.clone()), Value::Int(0)]).unwrap();
+    let e = err("array_popn", &[Value::tuple(list), Value::Int(1)]);
+    assert!(e.contains("cache 0") && e.contains("asked 200000"), "{e}");
+    assert_eq!(view(&c).1, [1]);
+    assert_eq!(view(&d).1, [2]);
 }

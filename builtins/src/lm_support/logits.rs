@@ -1,7 +1,8 @@
 //! In-place logit transforms: repetition penalty, presence and frequency penalties, softmax with
 //! temperature. Each follows TVM's C++ operation for operation (`float` elements updated by
-//! `double` factors, then rounded back to `float`).
+//! `double` factors, then rounded back to `float`), NaNs included ([`super::x86`]).
 
+use super::x86::{add64, div64, mul32, mul64, sub32, sub64, to_f32, to_f64};
 use super::{double, elements, host_tensor, single_row, with_room, write_f32};
 use crate::args::{self, value_err};
 use relaxvm::{DataType, Result, Tensor, Value};
@@ -28,7 +29,7 @@ pub(super) fn repetition_penalty(name: &'static str, args: &[Value]) -> Result<V
     for id in ids {
         let x = &mut l[id as usize];
         // `float *= double`: widened, multiplied in double, rounded back.
-        *x = if *x <= 0.0 { (f64::from(*x) * penalty) as f32 } else { (f64::from(*x) / penalty) as f32 };
+        *x = if *x <= 0.0 { to_f32(mul64(to_f64(*x), penalty)) } else { to_f32(div64(to_f64(*x), penalty)) };
     }
     write_f32(name, logits, "logits", &l)?;
     Ok(Value::Null)
@@ -53,7 +54,7 @@ pub(super) fn presence_and_frequency_penalty(name: &'static str, args: &[Value])
     let frequency = double(name, args, 4, "frequency_penalty")?;
     for (id, freq) in ids.iter().zip(freqs) {
         let x = &mut l[*id as usize];
-        *x = (f64::from(*x) - (f64::from(freq) * frequency + presence)) as f32;
+        *x = to_f32(sub64(to_f64(*x), add64(mul64(f64::from(freq), frequency), presence)));
     }
     write_f32(name, logits, "logits", &l)?;
     Ok(Value::Null)
@@ -81,20 +82,22 @@ pub(super) fn softmax_with_temperature(name: &'static str, args: &[Value]) -> Re
 
 /// The arithmetic of `ApplySoftmaxWithTemperature`.
 fn softmax(name: &str, l: &[f32], temperature: f64) -> Result<Vec<f32>> {
-    let inv_temp = (1.0 / temperature) as f32;
+    let inv_temp = to_f32(div64(1.0, temperature));
     let mut m = f32::MIN_POSITIVE;
     let mut d = 0.0f64;
     for &v in l {
-        let x = v * inv_temp;
+        // x86's operand order as TVM's binary has it (the NaN that wins): `inv_temp` stays in
+        // the destination register, the product with `exp` lands in `exp`'s (see `super::x86`).
+        let x = mul32(inv_temp, v);
         let m_prev = m;
         // `std::max(m, x)`: `(m < x) ? x : m`, so a NaN `x` leaves `m`.
         if m < x {
             m = x;
         }
-        d = d * f64::from((m_prev - m).exp()) + f64::from((x - m).exp());
+        d = add64(mul64(to_f64(sub32(m_prev, m).exp()), d), to_f64(sub32(x, m).exp()));
     }
     let mut out = with_room(name, l.len())?;
-    out.extend(l.iter().map(|&v| (f64::from((v * inv_temp - m).exp()) / d) as f32));
+    out.extend(l.iter().map(|&v| to_f32(div64(to_f64(sub32(mul32(inv_temp, v), m).exp()), d))));
     Ok(out)
 }
 

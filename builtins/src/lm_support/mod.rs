@@ -32,6 +32,7 @@ mod introsort;
 mod logits;
 mod multinomial;
 mod top_p;
+mod x86;
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[

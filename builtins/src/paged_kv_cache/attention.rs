@@ -46,6 +46,16 @@ pub(crate) fn check_tensor(
     Ok(())
 }
 
+/// Checks that the kernels may write output `t` (argument `what`), before any kernel runs: a
+/// write into read-only memory is refused by the kernel guard, and an operation refused midway
+/// would leave a layer's pages unappended (attack finding kvcache/03).
+pub(crate) fn check_writable(t: &Tensor, what: &str) -> Result<()> {
+    if t.storage().is_frozen() || t.storage().is_sealed() {
+        return Err(err(format!("{what}: expected a writable tensor, found read-only memory")));
+    }
+    Ok(())
+}
+
 /// A view of the first `rows` rows of contiguous `t` with the trailing `dims`.
 fn rows_view(t: &Tensor, rows: i64, dims: &[i64]) -> Result<Value> {
     let mut shape = vec![rows];
@@ -92,6 +102,7 @@ impl PagedKvCache {
         let heads = c.num_qo_heads + 2 * c.num_kv_heads;
         check_tensor(self, qkv, "qkv", &[None, Some(heads), Some(c.qk_head_dim)], c.dtype)?;
         check_tensor(self, o, "output", &[Some(qkv.shape()[0]), Some(c.num_qo_heads), Some(c.qk_head_dim)], c.dtype)?;
+        check_writable(o, "output")?;
         if qkv.shape()[0] < total {
             return Err(err(format!(
                 "qkv: expected at least {total} rows (the tokens of this step), found {}",
@@ -147,6 +158,7 @@ impl PagedKvCache {
         check_tensor(self, k, "k", &[Some(total), Some(c.num_kv_heads), Some(c.qk_head_dim)], c.dtype)?;
         check_tensor(self, v, "v", &[Some(total), Some(c.num_kv_heads), Some(c.v_head_dim)], c.dtype)?;
         check_tensor(self, o, "output", &[Some(total), Some(c.num_qo_heads), Some(c.v_head_dim)], c.dtype)?;
+        check_writable(o, "output")?;
         let (q, k, v, o) =
             (Value::Tensor(q.clone()), Value::Tensor(k.clone()), Value::Tensor(v.clone()), Value::Tensor(o.clone()));
         self.attention_internal(ctx, step, layer, local, &q, &k, &v, &o, sm_scale)
@@ -174,7 +186,9 @@ impl PagedKvCache {
         check_tensor(self, k, "k", &[Some(total), Some(c.num_kv_heads), Some(c.qk_head_dim)], c.dtype)?;
         check_tensor(self, v, "v", &[Some(total), Some(c.num_kv_heads), Some(c.v_head_dim)], c.dtype)?;
         check_tensor(self, o, "output", &[Some(total), Some(c.num_qo_heads), Some(c.v_head_dim)], c.dtype)?;
+        check_writable(o, "output")?;
         check_tensor(self, lse, "lse", &[Some(total), Some(c.num_qo_heads)], relaxvm::DataType::F32)?;
+        check_writable(lse, "lse")?;
         let t = |x: &Tensor| Value::Tensor(x.clone());
         // TVM runs a layer that is not plain MHA through its MLA path, which calls the same
         // ragged kernel without RoPE.
@@ -200,12 +214,18 @@ impl PagedKvCache {
         let total = step.plan.total_len();
         check_tensor(self, q, "q", &[Some(total), Some(c.num_qo_heads), Some(c.qk_head_dim)], c.dtype)?;
         check_tensor(self, o, "output", &[Some(total), Some(c.num_qo_heads), Some(c.v_head_dim)], c.dtype)?;
+        check_writable(o, "output")?;
         check_tensor(self, lse, "lse", &[Some(total), Some(c.num_qo_heads)], relaxvm::DataType::F32)?;
+        check_writable(lse, "lse")?;
         if c.attn_kinds[layer as usize] != AttnKind::Mha {
-            // TVM sends it to the MLA path, whose kernel a CPU cache does not have.
-            return Err(err(format!(
-                "cross attention on layer {layer} needs an MHA layer (TVM: the MLA prefill kernel is not defined)"
-            )));
+            // TVM sends it to the MLA path, whose kernel a CPU cache does not have: refused
+            // once a depth has pages to attend to; with none, nothing runs (as in TVM).
+            if step.aux.depths.iter().any(|d| d.page_indices_len > 0) {
+                return Err(err(format!(
+                    "cross attention on layer {layer} needs an MHA layer (TVM: the MLA prefill kernel is not defined)"
+                )));
+            }
+            return Ok(());
         }
         let t = |x: &Tensor| Value::Tensor(x.clone());
         self.cross_attn(ctx, step, layer, local, &t(q), &t(o), &t(lse), sm_scale, true, false)?;
@@ -465,6 +485,7 @@ impl PagedKvCache {
                 &[Some(c.num_layers), Some(end - start), Some(c.num_kv_heads), Some(c.qk_head_dim)],
                 c.dtype,
             )?;
+            check_writable(t, what)?;
         }
         if c.attn_kinds[c.layer_begin as usize..(c.layer_begin + c.num_layers) as usize]
             .iter()

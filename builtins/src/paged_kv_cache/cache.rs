@@ -23,6 +23,34 @@ pub(crate) struct Step {
     /// Set by `end_forward`: attention needs a new step, `commit_accepted_token_tree_nodes`
     /// still reads this one.
     pub(crate) ended: bool,
+    /// Set when the table changed for one of the step's sequences after it ended: its page
+    /// positions are stale, so a commit that moves K/V by them is refused.
+    pub(crate) stale: bool,
+}
+
+impl State {
+    /// Refuses a change to sequence `id`'s pages while a step that will write them is running
+    /// (attack finding kvcache/05: a removed sequence's planned appends landed in pages given to
+    /// another); see [`State::touched`] for a step that has ended.
+    pub(crate) fn guard_step(&self, id: i64, what: &str) -> Result<()> {
+        if let Some(step) = &self.step {
+            if !step.ended && step.plan.seq_ids.contains(&id) {
+                return Err(Error::value(format!(
+                    "{what}: sequence {id} is in the running forward step: call vm.builtin.kv_state_end_forward first"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Records that sequence `id`'s pages changed: an ended step holding it is stale.
+    pub(crate) fn touched(&mut self, id: i64) {
+        if let Some(step) = self.step.as_mut() {
+            if step.plan.seq_ids.contains(&id) {
+                step.stale = true;
+            }
+        }
+    }
 }
 
 /// One depth's arrays as tensors.
@@ -54,6 +82,8 @@ pub(crate) struct AuxTensors {
 pub(crate) struct State {
     pub(crate) pool: Pool,
     pub(crate) step: Option<Step>,
+    /// A checkpoint import begun by `prepare_import` and not finished.
+    pub(crate) import: Option<super::checkpoint::Import>,
 }
 
 /// The paged KV cache (`relax.vm.PagedAttentionKVCache`).
@@ -139,13 +169,13 @@ impl PagedKvCache {
             lse: alloc(n * cfg.num_qo_heads, f32t)?,
             merged_lse: alloc(n * cfg.num_qo_heads, f32t)?,
         };
-        let pool = Pool::new(cfg.page_size, cfg.num_total_pages, cfg.support_sliding_window);
+        let pool = Pool::new(cfg.page_size, cfg.num_total_pages, cfg.support_sliding_window)?;
         Ok(PagedKvCache {
             cfg,
             kernels,
             pages,
             scratch,
-            state: Mutex::new(State { pool, step: None }),
+            state: Mutex::new(State { pool, step: None, import: None }),
             owner: AtomicU64::new(0),
         })
     }
@@ -187,11 +217,14 @@ impl PagedKvCache {
 
     /// Changes the table with `f`; on error puts the table (and the step) back as they were.
     pub(crate) fn transact<R>(&self, st: &mut State, f: impl FnOnce(&mut State) -> Result<R>) -> Result<R> {
-        let saved = st.pool.clone();
+        let saved = st.pool.checkpoint();
         match f(st) {
-            Ok(r) => Ok(r),
+            Ok(r) => {
+                st.pool.keep();
+                Ok(r)
+            }
             Err(e) => {
-                st.pool = saved;
+                st.pool.rollback(saved);
                 Err(e)
             }
         }

@@ -4,12 +4,13 @@
 //! model's library with TVM's arguments in TVM's order, so that outputs are bit-identical to
 //! TVM's. See `docs/kv-cache.md` for the names, what each does, and what is not supported.
 //!
-//! Files: `create` (the create call's arguments), `pool` (pages, blocks, sequences),
-//! `forward` (a step's arrays), `cache` (the object and its lock), `attention` (kernel
-//! calls).
+//! Files: `create.rs` (the create call's arguments), `pool.rs` (pages, blocks, sequences),
+//! `forward.rs` (a step's arrays), `tree.rs` (token trees), `cache.rs` (the object and its lock),
+//! `attention.rs` (kernel calls), `checkpoint.rs` (export and import of a sequence).
 
 mod attention;
 mod cache;
+mod checkpoint;
 mod create;
 mod forward;
 mod pool;
@@ -45,7 +46,13 @@ pub(crate) static BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.attention_kv_cache_self_attention", ctx self_attention),
     builtin!("vm.builtin.attention_kv_cache_cross_attention", ctx cross_attention),
     builtin!("vm.builtin.attention_kv_cache_attention_with_shared_kv", ctx attention_with_shared_kv),
-    builtin!("vm.builtin.attention_kv_cache_merge_attn_output_inplace", merge_attn_output_inplace),
+    builtin!("vm.builtin.attention_kv_cache_merge_attn_output_inplace", ctx merge_attn_output_inplace),
+    builtin!("vm.builtin.attention_kv_cache_get_checkpoint_metadata", checkpoint_metadata),
+    builtin!("vm.builtin.attention_kv_cache_get_layout_hash", layout_hash),
+    builtin!("vm.builtin.attention_kv_cache_export_page_group", export_page_group),
+    builtin!("vm.builtin.attention_kv_cache_prepare_import", prepare_import),
+    builtin!("vm.builtin.attention_kv_cache_import_page_group", import_page_group),
+    builtin!("vm.builtin.attention_kv_cache_finish_import", finish_import),
 ];
 
 /// Argument 0 as a paged KV cache.
@@ -72,6 +79,7 @@ fn clear(name: &'static str, args: &[Value]) -> Result<Value> {
     let mut st = c.lock(name)?;
     st.pool.clear();
     st.step = None;
+    st.import = None;
     Ok(Value::Null)
 }
 
@@ -89,7 +97,9 @@ fn remove_sequence(name: &'static str, args: &[Value]) -> Result<Value> {
     let c = the_cache(name, args)?;
     let id = int(name, args, 1, "seq_id")?;
     let mut st = c.lock(name)?;
+    st.guard_step(id, name)?;
     st.pool.remove(id).map_err(in_name(name))?;
+    st.touched(id);
     Ok(Value::Null)
 }
 
@@ -100,11 +110,13 @@ fn fork_sequence(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> R
     let child = int(name, args, 2, "child seq_id")?;
     let pos = int(name, args, 3, "fork position")?;
     let mut st = c.lock(name)?;
+    st.guard_step(parent, name)?;
     c.transact(&mut st, |st| {
         let copy = st.pool.fork(parent, child, pos)?;
         c.run_copy(ctx, copy)
     })
     .map_err(in_name(name))?;
+    st.touched(parent);
     Ok(Value::Null)
 }
 
@@ -114,11 +126,13 @@ fn popn(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Val
     let id = int(name, args, 1, "seq_id")?;
     let n = int(name, args, 2, "n")?;
     let mut st = c.lock(name)?;
+    st.guard_step(id, name)?;
     c.transact(&mut st, |st| {
         let copy = st.pool.popn(id, n)?;
         c.run_copy(ctx, copy)
     })
     .map_err(in_name(name))?;
+    st.touched(id);
     Ok(Value::Null)
 }
 
@@ -134,12 +148,15 @@ fn begin_forward(name: &'static str, args: &[Value]) -> Result<Value> {
     };
     let limits = c.limits();
     let mut st = c.lock(name)?;
+    if st.import.is_some() {
+        return Err(value_err(name, "a checkpoint import is in progress: finish it before a forward step"));
+    }
     forward::check(&st.pool, &ids, &lens, &limits).map_err(in_name(name))?;
     let step = c
         .transact(&mut st, |st| {
             let plan = forward::begin(&mut st.pool, &ids, &lens, token_tree.as_deref(), &limits)?;
             let aux = c.aux_tensors(&plan)?;
-            Ok(Step { plan, aux, ended: false })
+            Ok(Step { plan, aux, ended: false, stale: false })
         })
         .map_err(in_name(name))?;
     st.step = Some(step);
@@ -163,7 +180,9 @@ fn enable_sliding_window(name: &'static str, args: &[Value]) -> Result<Value> {
     let window = int(name, args, 2, "sliding_window_size")?;
     let sink = int(name, args, 3, "attn_sink_size")?;
     let mut st = c.lock(name)?;
+    st.guard_step(id, name)?;
     st.pool.enable_sliding_window(id, window, sink).map_err(in_name(name))?;
+    st.touched(id);
     Ok(Value::Null)
 }
 
@@ -179,6 +198,12 @@ fn commit_accepted(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) ->
     let Some(step) = st.step.as_ref() else {
         return Err(value_err(name, "no forward step to commit"));
     };
+    if step.stale {
+        return Err(value_err(
+            name,
+            "the last step's sequences changed since it ended (popn, fork, remove): its token positions are stale",
+        ));
+    }
     let p = &step.plan;
     let commit = tree::plan_commit(
         &st.pool,
@@ -243,6 +268,9 @@ fn sequence_length(name: &'static str, args: &[Value]) -> Result<Value> {
     let c = the_cache(name, args)?;
     let id = int(name, args, 1, "seq_id")?;
     let st = c.lock(name)?;
+    if st.import.is_some() {
+        return Err(value_err(name, "sequence lengths are unavailable until the checkpoint import is finished"));
+    }
     Ok(Value::Int(st.pool.seq(id).map_err(in_name(name))?.seq_length.into()))
 }
 
@@ -338,14 +366,86 @@ fn attention_with_shared_kv(name: &'static str, ctx: &mut CallCtx<'_>, args: &[V
     Ok(Value::Null)
 }
 
-/// TVM calls the second merge function (the MLA one, GPU only); CPU caches have one.
-fn merge_attn_output_inplace(name: &'static str, args: &[Value]) -> Result<Value> {
+/// TVM's MergeAttnOutputInplace: the cache's second merge function (the general one, which
+/// GPU MLA caches pass; a CPU cache from `TIRPagedKVCache` has one) merges the cross-attention
+/// output and log-sum-exp into the self-attention ones, returned as a pair.
+fn merge_attn_output_inplace(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
     arity(name, args, 5)?;
     let c = the_cache(name, args)?;
-    Err(value_err(
-        name,
-        format!("the general attention merge function is not defined: the cache has {} merge function(s), TVM needs 2 (MLA on the GPU)", c.kernels.merge_inplace.len()),
-    ))
+    let t: Vec<&relaxvm::Tensor> = (1..5)
+        .map(|i| tensor(name, args, i, ["o_self_attn", "lse_self_attn", "o_cross_attn", "lse_cross_attn"][i - 1]))
+        .collect::<Result<_>>()?;
+    for (x, what) in [(t[0], "o_self_attn"), (t[1], "lse_self_attn")] {
+        attention::check_writable(x, what).map_err(in_name(name))?;
+    }
+    let Some(merge) = c.kernels.merge_inplace.get(1) else {
+        return Err(value_err(
+            name,
+            format!("the general attention merge function is not defined: the cache has {} merge function(s), this needs 2 (TVM passes 2 for GPU MLA caches only)", c.kernels.merge_inplace.len()),
+        ));
+    };
+    let _st = c.lock(name)?;
+    ctx.call(merge, &args[1..5]).map_err(|e| e.context(&format!("{name}: merge kernel")))?;
+    Ok(Value::tuple(vec![args[1].clone(), args[2].clone()]))
+}
+
+fn checkpoint_metadata(name: &'static str, args: &[Value]) -> Result<Value> {
+    arity(name, args, 2)?;
+    let c = the_cache(name, args)?;
+    let id = int(name, args, 1, "seq_id")?;
+    let st = c.lock(name)?;
+    Ok(Value::Str(c.checkpoint_metadata(&st, id).map_err(in_name(name))?.into()))
+}
+
+fn layout_hash(name: &'static str, args: &[Value]) -> Result<Value> {
+    arity(name, args, 1)?;
+    let c = the_cache(name, args)?;
+    Ok(Value::Str(c.layout_hash().map_err(in_name(name))?.into()))
+}
+
+fn export_page_group(name: &'static str, args: &[Value]) -> Result<Value> {
+    arity(name, args, 4)?;
+    let c = the_cache(name, args)?;
+    let id = int(name, args, 1, "seq_id")?;
+    let group = int(name, args, 2, "group_id")?;
+    let dst = tensor(name, args, 3, "dst")?;
+    let st = c.lock(name)?;
+    c.export_page_group(&st, id, group, dst).map_err(in_name(name))?;
+    Ok(Value::Null)
+}
+
+fn prepare_import(name: &'static str, args: &[Value]) -> Result<Value> {
+    arity(name, args, 3)?;
+    let c = the_cache(name, args)?;
+    let id = int(name, args, 1, "seq_id")?;
+    let text = match &args[2] {
+        Value::Str(s) => s.to_string(),
+        other => return Err(type_err(name, 2, "metadata_json", "str", other)),
+    };
+    let mut st = c.lock(name)?;
+    // Checks come first; what follows (clear, one sequence, its pages) cannot fail.
+    c.prepare_import(&mut st, id, &text).map_err(in_name(name))?;
+    Ok(Value::Null)
+}
+
+fn import_page_group(name: &'static str, args: &[Value]) -> Result<Value> {
+    arity(name, args, 4)?;
+    let c = the_cache(name, args)?;
+    let id = int(name, args, 1, "seq_id")?;
+    let group = int(name, args, 2, "group_id")?;
+    let src = tensor(name, args, 3, "src")?;
+    let mut st = c.lock(name)?;
+    c.import_page_group(&mut st, id, group, src).map_err(in_name(name))?;
+    Ok(Value::Null)
+}
+
+fn finish_import(name: &'static str, args: &[Value]) -> Result<Value> {
+    arity(name, args, 2)?;
+    let c = the_cache(name, args)?;
+    let id = int(name, args, 1, "seq_id")?;
+    let mut st = c.lock(name)?;
+    c.finish_import(&mut st, id).map_err(in_name(name))?;
+    Ok(Value::Null)
 }
 
 #[cfg(test)]

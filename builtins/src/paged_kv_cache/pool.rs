@@ -92,6 +92,24 @@ pub(crate) struct Pool {
     pub(crate) free_pages: Vec<i32>,
     /// The sequences by id (ordered, for a stable description).
     pub(crate) seqs: BTreeMap<i64, Sequence>,
+    /// While an operation may be undone: the free-list changes it made, in order (the free
+    /// list is as long as the cache has pages, so it is not copied into snapshots).
+    journal: Option<Vec<FreeOp>>,
+}
+
+/// A change to the free list: a page taken from its end, or one pushed onto it.
+#[derive(Clone, Copy, Debug)]
+enum FreeOp {
+    Took(i32),
+    Freed,
+}
+
+/// What [`Pool::rollback`] needs to put the table back: everything but the free list, which
+/// the journal restores.
+pub(crate) struct Snapshot {
+    blocks: Vec<Block>,
+    free_blocks: Vec<i32>,
+    seqs: BTreeMap<i64, Sequence>,
 }
 
 fn err(msg: impl std::fmt::Display) -> Error {
@@ -99,22 +117,78 @@ fn err(msg: impl std::fmt::Display) -> Error {
 }
 
 impl Pool {
-    /// An empty table of `num_total_pages` pages of `page_size` tokens.
-    pub(crate) fn new(page_size: i32, num_total_pages: i32, support_sliding_window: bool) -> Pool {
-        Pool {
+    /// An empty table of `num_total_pages` pages of `page_size` tokens; a free list too large
+    /// for memory is an allocation error (attack finding kvcache/01: it aborted).
+    pub(crate) fn new(page_size: i32, num_total_pages: i32, support_sliding_window: bool) -> Result<Pool> {
+        let n = num_total_pages.max(0) as usize;
+        let mut free_pages = Vec::new();
+        free_pages
+            .try_reserve_exact(n)
+            .map_err(|_| Error::alloc(n as u128 * 4, "the paged KV cache's free-page list".to_string()))?;
+        free_pages.extend((0..num_total_pages).rev());
+        Ok(Pool {
             page_size,
             num_total_pages,
             support_sliding_window,
             blocks: Vec::new(),
             free_blocks: Vec::new(),
-            free_pages: (0..num_total_pages).rev().collect(),
+            free_pages,
             seqs: BTreeMap::new(),
+            journal: None,
+        })
+    }
+
+    /// Forgets every sequence and frees every page (in place: no second free list).
+    pub(crate) fn clear(&mut self) {
+        self.blocks.clear();
+        self.free_blocks.clear();
+        self.seqs.clear();
+        self.journal = None;
+        self.free_pages.clear();
+        // The capacity is kept from `new`, so this does not allocate.
+        self.free_pages.extend((0..self.num_total_pages).rev());
+    }
+
+    /// Starts an operation that [`Pool::rollback`] can undo: copies the blocks and sequences
+    /// (as many as are in use) and journals the free list (whatever the cache's capacity).
+    pub(crate) fn checkpoint(&mut self) -> Snapshot {
+        self.journal = Some(Vec::new());
+        Snapshot { blocks: self.blocks.clone(), free_blocks: self.free_blocks.clone(), seqs: self.seqs.clone() }
+    }
+
+    /// Ends an operation that succeeded.
+    pub(crate) fn keep(&mut self) {
+        self.journal = None;
+    }
+
+    /// Puts the table back as it was at `snap`.
+    pub(crate) fn rollback(&mut self, snap: Snapshot) {
+        if let Some(ops) = self.journal.take() {
+            for op in ops.into_iter().rev() {
+                match op {
+                    FreeOp::Took(p) => self.free_pages.push(p),
+                    FreeOp::Freed => {
+                        self.free_pages.pop();
+                    }
+                }
+            }
+        }
+        self.blocks = snap.blocks;
+        self.free_blocks = snap.free_blocks;
+        self.seqs = snap.seqs;
+    }
+
+    /// Pushes page `p` onto the free list.
+    fn free_page(&mut self, p: i32) {
+        self.free_pages.push(p);
+        if let Some(j) = self.journal.as_mut() {
+            j.push(FreeOp::Freed);
         }
     }
 
-    /// Forgets every sequence and frees every page.
-    pub(crate) fn clear(&mut self) {
-        *self = Pool::new(self.page_size, self.num_total_pages, self.support_sliding_window);
+    /// Takes the next free page for a checkpoint import (checkpoint.rs).
+    pub(crate) fn take_page_for_import(&mut self) -> Result<i32> {
+        self.take_page()
     }
 
     fn block(&self, i: i32) -> &Block {
@@ -131,9 +205,14 @@ impl Pool {
     }
 
     fn take_page(&mut self) -> Result<i32> {
-        self.free_pages
+        let p = self
+            .free_pages
             .pop()
-            .ok_or_else(|| err(format!("the KV cache is full: all {} pages are in use", self.num_total_pages)))
+            .ok_or_else(|| err(format!("the KV cache is full: all {} pages are in use", self.num_total_pages)))?;
+        if let Some(j) = self.journal.as_mut() {
+            j.push(FreeOp::Took(p));
+        }
+        Ok(p)
     }
 
     fn take_block(&mut self) -> i32 {
@@ -199,7 +278,7 @@ impl Pool {
         let mut b = seq.last_block;
         while b != -1 && self.block(b).refs == 1 {
             let pages = std::mem::take(&mut self.block_mut(b).page_ids);
-            self.free_pages.extend(pages);
+            pages.into_iter().for_each(|p| self.free_page(p));
             self.free_blocks.push(b);
             b = self.block(b).parent;
         }
@@ -363,7 +442,7 @@ impl Pool {
             if n > len {
                 n -= len;
                 let pages = std::mem::take(&mut self.block_mut(b).page_ids);
-                self.free_pages.extend(pages);
+                pages.into_iter().for_each(|p| self.free_page(p));
                 self.free_blocks.push(b);
                 let parent = self.block(b).parent;
                 let s = self.seqs.get_mut(&id).expect("checked above");
@@ -375,7 +454,7 @@ impl Pool {
             let tgt = ((len - n + ps - 1) / ps) as usize;
             while self.block(b).page_ids.len() > tgt {
                 let p = self.block_mut(b).page_ids.pop().expect("len > tgt >= 0");
-                self.free_pages.push(p);
+                self.free_page(p);
             }
             self.seqs.get_mut(&id).expect("checked above").seq_length -= n;
             self.block_mut(b).seq_length -= n;
@@ -434,7 +513,7 @@ impl Pool {
         while first > sink_pages {
             let p = self.block_mut(bi).page_ids.remove(sink_pages);
             if p != TEMP_PAGE {
-                self.free_pages.push(p);
+                self.free_page(p);
             }
             first -= 1;
         }

@@ -23,7 +23,7 @@ fn used(p: &Pool) -> usize {
 
 #[test]
 fn pages_are_taken_from_zero_up_and_freed_to_the_end() {
-    let mut p = Pool::new(PS, 10, false);
+    let mut p = Pool::new(PS, 10, false).unwrap();
     p.add(0).unwrap();
     let plan = append(&mut p, 0, 20);
     assert_eq!(p.blocks[0].page_ids, vec![0, 1]);
@@ -46,7 +46,7 @@ fn pages_are_taken_from_zero_up_and_freed_to_the_end() {
 
 #[test]
 fn refused_calls_change_nothing() {
-    let mut p = Pool::new(PS, 4, false);
+    let mut p = Pool::new(PS, 4, false).unwrap();
     p.add(0).unwrap();
     append(&mut p, 0, 17);
     let before = format!("{p:?}");
@@ -73,16 +73,30 @@ fn refused_calls_change_nothing() {
 
 #[test]
 fn a_full_cache_fails_midway_and_reports_it() {
-    let mut p = Pool::new(PS, 2, false);
+    let mut p = Pool::new(PS, 2, false).unwrap();
     p.add(0).unwrap();
     forward::check(&p, &[0], &[40], &limits()).unwrap();
+    let before = format!("{p:?}");
+    let snap = p.checkpoint();
     let e = forward::begin(&mut p, &[0], &[40], None, &limits()).unwrap_err();
     assert!(e.to_string().contains("the KV cache is full"), "{e}");
+    // The journal gives the free list back without having copied it (kvcache/01).
+    p.rollback(snap);
+    assert_eq!(format!("{p:?}"), before);
+    // And a later operation that frees and takes pages rolls back too.
+    append(&mut p, 0, 20);
+    let before = format!("{p:?}");
+    let snap = p.checkpoint();
+    p.popn(0, 20).unwrap();
+    p.add(1).unwrap();
+    append(&mut p, 1, 5);
+    p.rollback(snap);
+    assert_eq!(format!("{p:?}"), before);
 }
 
 #[test]
 fn fork_mid_page_copies_the_page_head_and_shares_whole_pages() {
-    let mut p = Pool::new(PS, 16, false);
+    let mut p = Pool::new(PS, 16, false).unwrap();
     p.add(0).unwrap();
     append(&mut p, 0, 40); // pages 0, 1, 2
     let copy = p.fork(0, 1, 35).unwrap();
@@ -109,7 +123,7 @@ fn fork_mid_page_copies_the_page_head_and_shares_whole_pages() {
 
 #[test]
 fn fork_at_the_end_of_a_full_page_gives_the_parent_a_new_block() {
-    let mut p = Pool::new(PS, 8, false);
+    let mut p = Pool::new(PS, 8, false).unwrap();
     p.add(0).unwrap();
     append(&mut p, 0, 32);
     assert_eq!(p.fork(0, 1, -1).unwrap(), None);
@@ -122,7 +136,7 @@ fn fork_at_the_end_of_a_full_page_gives_the_parent_a_new_block() {
 
 #[test]
 fn popn_into_a_shared_prefix_forks_the_kept_part() {
-    let mut p = Pool::new(PS, 16, false);
+    let mut p = Pool::new(PS, 16, false).unwrap();
     p.add(0).unwrap();
     append(&mut p, 0, 35);
     p.fork(0, 1, -1).unwrap(); // mid-page: copies page 2's 3 tokens
@@ -141,7 +155,7 @@ fn popn_into_a_shared_prefix_forks_the_kept_part() {
 
 #[test]
 fn popn_within_a_private_block_frees_its_tail_pages() {
-    let mut p = Pool::new(PS, 8, false);
+    let mut p = Pool::new(PS, 8, false).unwrap();
     p.add(0).unwrap();
     append(&mut p, 0, 40);
     assert_eq!(p.popn(0, 25).unwrap(), None);
@@ -155,7 +169,7 @@ fn popn_within_a_private_block_frees_its_tail_pages() {
 
 #[test]
 fn decode_appends_before_attention_and_prefill_after() {
-    let mut p = Pool::new(PS, 16, false);
+    let mut p = Pool::new(PS, 16, false).unwrap();
     p.add(0).unwrap();
     p.add(1).unwrap();
     let plan = append(&mut p, 0, 20);
@@ -175,7 +189,7 @@ fn decode_appends_before_attention_and_prefill_after() {
 
 #[test]
 fn forked_batches_use_two_depths_and_coalesce_the_shared_block() {
-    let mut p = Pool::new(PS, 32, false);
+    let mut p = Pool::new(PS, 32, false).unwrap();
     p.add(0).unwrap();
     append(&mut p, 0, 32);
     p.fork(0, 1, -1).unwrap();
@@ -192,7 +206,7 @@ fn forked_batches_use_two_depths_and_coalesce_the_shared_block() {
 
 #[test]
 fn deep_chains_concatenate_trailing_blocks_at_the_last_depth() {
-    let mut p = Pool::new(PS, 64, false);
+    let mut p = Pool::new(PS, 64, false).unwrap();
     p.add(0).unwrap();
     append(&mut p, 0, 16);
     p.fork(0, 1, -1).unwrap();
@@ -208,7 +222,7 @@ fn deep_chains_concatenate_trailing_blocks_at_the_last_depth() {
 
 #[test]
 fn sliding_window_frees_slid_pages_and_keeps_the_sink() {
-    let mut p = Pool::new(PS, 16, true);
+    let mut p = Pool::new(PS, 16, true).unwrap();
     p.add(0).unwrap();
     p.enable_sliding_window(0, 20, 4).unwrap();
     assert!(p.enable_sliding_window(0, 20, 4).unwrap_err().to_string().contains("already"));
@@ -222,7 +236,7 @@ fn sliding_window_frees_slid_pages_and_keeps_the_sink() {
 
 #[test]
 fn token_trees_build_dfs_masks_and_commit_the_accepted_path() {
-    let mut p = Pool::new(PS, 16, false);
+    let mut p = Pool::new(PS, 16, false).unwrap();
     p.add(0).unwrap();
     append(&mut p, 0, 10);
     let parents = [-1, 0, 0, 1, 1, 2, 2];
@@ -269,11 +283,39 @@ fn token_trees_build_dfs_masks_and_commit_the_accepted_path() {
         assert!(e.err().unwrap().to_string().contains(msg));
     }
     // Invalid trees: a parent after its node, too few parent pointers.
-    let mut q = Pool::new(PS, 16, false);
+    let mut q = Pool::new(PS, 16, false).unwrap();
     q.add(0).unwrap();
     for (tree, msg) in [(&[-1i64, 2, 0][..], "the parent of node 1 is 2"), (&[-1i64][..], "fewer than")] {
         let mut r = q.clone();
         let e = forward::begin(&mut r, &[0], &[3], Some(tree), &limits()).unwrap_err();
         assert!(e.to_string().contains(msg), "{e}");
     }
+}
+
+/// Attack finding kvcache/02: a tree grown over two uncommitted steps, committed at a node the
+/// last step did not append, was an index past the step's positions (a panic, or another
+/// sequence's K/V moved in a batch): now a refusal naming the node.
+#[test]
+fn committing_a_node_outside_the_last_step_is_refused() {
+    let mut p = Pool::new(PS, 16, false).unwrap();
+    p.add(0).unwrap();
+    p.add(1).unwrap();
+    forward::begin(&mut p, &[0, 1], &[5, 5], None, &limits()).unwrap();
+    forward::begin(&mut p, &[0], &[3], Some(&[-1, 0, 0]), &limits()).unwrap();
+    let plan = forward::begin(&mut p, &[0, 1], &[2, 2], Some(&[1, 3, -1, -1]), &limits()).unwrap();
+    let commit = |ids: &[i64], leaves: &[i64]| {
+        super::tree::plan_commit(
+            &p,
+            ids,
+            leaves,
+            &plan.seq_ids,
+            &plan.append_lengths,
+            &plan.append_position_map,
+            &plan.cur_append_length_indptr,
+        )
+    };
+    let e = commit(&[0, 1], &[4, -1]).err().unwrap();
+    assert!(e.to_string().contains("cannot commit node 3 of sequence 0"), "{e}");
+    let e = commit(&[1, 0], &[-1, 4]).err().unwrap();
+    assert!(e.to_string().contains("in its order"), "{e}");
 }

@@ -196,6 +196,13 @@ pub(crate) fn plan_commit(
     if ids.len() > step_ids.len() {
         return Err(err(format!("{} sequences to commit, but the last step had {}", ids.len(), step_ids.len())));
     }
+    if let Some((i, _)) = ids.iter().zip(step_ids).enumerate().find(|(_, (a, b))| a != b) {
+        // TVM pops the last step's i-th sequence for the i-th id: they must be the same.
+        return Err(err(format!(
+            "the sequences to commit must be the last step's, in its order: position {i} is {}, the step had {}",
+            ids[i], step_ids[i]
+        )));
+    }
     let mut is_chain = true;
     for (&id, &leaf) in ids.iter().zip(leaves) {
         let s = pool.seq(id)?;
@@ -240,10 +247,21 @@ pub(crate) fn plan_commit(
             }
             path.reverse();
             to.reverse();
-            let base = append_indptr[i] as usize;
+            // TVM looks nodes up among the sequence's tokens of the last step (node k at its
+            // k-th token), also for a tree grown over several steps; a node past them has no
+            // position there (TVM reads outside the sequence's part of the array): refused.
+            let (base, end) = (append_indptr[i] as usize, append_indptr[i + 1] as usize);
+            let at = |k: i32| -> Result<i32> {
+                append_pos.get(base + k as usize).copied().filter(|_| base + (k as usize) < end).ok_or_else(|| {
+                    err(format!(
+                        "cannot commit node {k} of sequence {id}: the last step appended only {} tokens to it, and a node's position is taken from them",
+                        end - base
+                    ))
+                })
+            };
             for (&p, &t) in path.iter().zip(&to) {
-                src.push(append_pos[base + p as usize]);
-                dst.push(append_pos[base + t as usize]);
+                src.push(at(p)?);
+                dst.push(at(t)?);
             }
             indptr.push(indptr.last().unwrap() + path.len() as i32);
         }

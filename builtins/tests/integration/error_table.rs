@@ -25,6 +25,7 @@ enum Want {
 
 use Want::{Err as E, Ok as K};
 
+mod kv_rows;
 mod lm_support_rows;
 mod tvm_rows;
 
@@ -106,6 +107,7 @@ fn cases() -> Vec<(&'static str, Vec<Value>, Want)> {
 fn fixed_cases() -> Vec<(&'static str, Vec<Value>, Want)> {
     let mut rows = core_cases();
     rows.extend(tvm_rows::cases());
+    rows.extend(kv_rows::cases());
     rows.extend(lm_support_rows::cases());
     rows
 }

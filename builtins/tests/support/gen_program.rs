@@ -163,6 +163,12 @@ pub const PINNED_BUILTINS: &[&str] = &[
     "vm.builtin.attention_kv_cache_cross_attention",
     "vm.builtin.attention_kv_cache_attention_with_shared_kv",
     "vm.builtin.attention_kv_cache_merge_attn_output_inplace",
+    "vm.builtin.attention_kv_cache_get_checkpoint_metadata",
+    "vm.builtin.attention_kv_cache_get_layout_hash",
+    "vm.builtin.attention_kv_cache_export_page_group",
+    "vm.builtin.attention_kv_cache_prepare_import",
+    "vm.builtin.attention_kv_cache_import_page_group",
+    "vm.builtin.attention_kv_cache_finish_import",
     "vm.builtin.attention_kv_cache_create",
     "vm.builtin.attention_kv_cache_append",
     "vm.builtin.attention_kv_cache_update",
@@ -468,18 +474,4 @@ fn tensor(u: &mut Unstructured<'_>) -> Result<Tensor> {
         _ => contiguous(dims.clone()),
     };
     Ok(t.or_else(|_| contiguous(dims)).expect("the storage holds the contiguous tensor"))
-}
-
-/// Deterministic pseudo-random bytes (xorshift): inputs for the generator that need no corpus
-/// and no crate.
-pub fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }

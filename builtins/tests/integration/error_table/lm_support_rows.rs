@@ -18,7 +18,11 @@ pub(super) fn cases() -> Vec<(&'static str, Vec<Value>, Want)> {
     let penalised = tensor(&[4], vec![1.0f32, 2.0, -2.0, 0.0]);
     let softened = tensor(&[2], vec![0.0f32, 0.0]);
     vec![
-        ("vm.builtin.attention_kv_cache_append", vec![cache.clone(), row(3)], K("<object>")),
+        (
+            "vm.builtin.attention_kv_cache_append",
+            vec![cache.clone(), row(3)],
+            K("<relax.vm.AttentionKVCacheLegacy dtype=int32, reserved=(2, 2), fill_count=2, window_pos=0>"),
+        ),
         (
             "vm.builtin.attention_kv_cache_append",
             vec![cache.clone(), tensor(&[1, 3], vec![0i32; 3])],
@@ -33,12 +37,16 @@ pub(super) fn cases() -> Vec<(&'static str, Vec<Value>, Want)> {
         (
             "vm.builtin.attention_kv_cache_update",
             vec![cache.clone(), tensor(&[2, 2], vec![4i32, 4, 5, 5])],
-            K("<object>"),
+            K("<relax.vm.AttentionKVCacheLegacy dtype=int32, reserved=(2, 2), fill_count=2, window_pos=0>"),
         ),
         ("vm.builtin.attention_kv_cache_update", vec![cache.clone(), row(0)], E(Kind::Value, &["2 rows", "found 1"])),
         // The window position is still 0 (a fill count of -1 at creation leaves it): writes go to
         // rows 0, then 1; the grown third row was never written (zeros here, unset in TVM).
-        ("vm.builtin.attention_kv_cache_window_override", vec![cache.clone(), row(6), i(3)], K("<object>")),
+        (
+            "vm.builtin.attention_kv_cache_window_override",
+            vec![cache.clone(), row(6), i(3)],
+            K("<relax.vm.AttentionKVCacheLegacy dtype=int32, reserved=(4, 2), fill_count=3, window_pos=1>"),
+        ),
         (
             "vm.builtin.attention_kv_cache_window_override",
             vec![cache.clone(), tensor(&[4, 2], vec![0i32; 8]), i(3)],
@@ -47,7 +55,7 @@ pub(super) fn cases() -> Vec<(&'static str, Vec<Value>, Want)> {
         (
             "vm.builtin.attention_kv_cache_window_override_with_sinks",
             vec![cache.clone(), row(7), i(3), i(1)],
-            K("<object>"),
+            K("<relax.vm.AttentionKVCacheLegacy dtype=int32, reserved=(4, 2), fill_count=3, window_pos=2>"),
         ),
         (
             "vm.builtin.attention_kv_cache_window_override_with_sinks",
@@ -67,7 +75,11 @@ pub(super) fn cases() -> Vec<(&'static str, Vec<Value>, Want)> {
             vec![Value::tuple(vec![i(1)])],
             E(Kind::Type, &["attention_kv_cache (legacy)", "int"]),
         ),
-        ("vm.builtin.attention_kv_cache_create", vec![row(1), shape(&[2, 2]), i(0)], K("<object>")),
+        (
+            "vm.builtin.attention_kv_cache_create",
+            vec![row(1), shape(&[2, 2]), i(0)],
+            K("<relax.vm.AttentionKVCacheLegacy dtype=int32, reserved=(2, 2), fill_count=0, window_pos=0>"),
+        ),
         (
             "vm.builtin.attention_kv_cache_create",
             vec![row(1), shape(&[0, 2]), i(0)],
