@@ -132,7 +132,7 @@ fn check_binding() -> std::result::Result<(), String> {
 fn anylist_symbols() -> [(&'static CStr, *const c_void); 3] {
     use crate::vmtir::frame;
     type Move = unsafe extern "C" fn(*mut c_void, i32, *mut super::abi::TVMFFIAny, i32) -> i32;
-    type Reset = extern "C" fn(*mut c_void, i32) -> i32;
+    type Reset = unsafe extern "C" fn(*mut c_void, i32) -> i32;
     [
         (c"TVMBackendAnyListSetPackedArg", frame::TVMBackendAnyListSetPackedArg as Move as *const c_void),
         (

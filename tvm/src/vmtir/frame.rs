@@ -35,8 +35,10 @@ pub struct Frame {
     pub ctx: *mut CallCtx<'static>,
     /// Tensors passed to native code as copies, written back when the function returns.
     pub staged: Vec<Staged>,
-    /// The error of the last call native code made that failed: the function's error, given
-    /// to the caller unchanged (its kind, a Python exception it carries).
+    /// The first failure of a callback of this function (a call, an AnyList function): the
+    /// function's error, given to the caller unchanged (its kind, a Python exception it
+    /// carries), even when the machine code goes on (TVM's code ignores the AnyList functions'
+    /// return codes). Once set, every later callback of the function refuses.
     pub error: Option<Error>,
 }
 
@@ -106,6 +108,25 @@ pub fn running() -> bool {
     FRAMES.with(|f| !f.borrow().is_empty())
 }
 
+/// Records `e` as the innermost frame's failure, unless it failed before (the first stays).
+fn fail(e: Error) {
+    let _ = with_innermost(|frame| {
+        if frame.error.is_none() {
+            frame.error = Some(e);
+        }
+        Ok(())
+    });
+}
+
+/// An error when the innermost frame failed before: native code that goes on after a failure
+/// gets nothing more done.
+fn refuse_after_failure(what: &str) -> Result<()> {
+    with_innermost(|frame| match &frame.error {
+        Some(e) => Err(Error::value(format!("{what}: VM TIR function {:?} failed before: {e}", frame.name))),
+        None => Ok(()),
+    })
+}
+
 /// Runs `step` on the innermost frame; an error (`RuntimeError`) when there is none.
 fn with_innermost<R>(step: impl FnOnce(&mut Frame) -> Result<R>) -> Result<R> {
     let frame = FRAMES.with(|f| f.borrow().last().copied());
@@ -122,14 +143,15 @@ fn with_innermost<R>(step: impl FnOnce(&mut Frame) -> Result<R>) -> Result<R> {
 /// caught here: it never unwinds into native code.
 fn finish(what: &str, body: impl FnOnce() -> Result<()>) -> i32 {
     let _unguarded = crate::ffi::guard::Unguarded::enter();
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => 0,
-        Ok(Err(e)) => {
+    let outcome = match catch_unwind(AssertUnwindSafe(|| refuse_after_failure(what).and_then(|()| body()))) {
+        Ok(r) => r,
+        Err(_) => Err(Error::value(format!("{what} panicked"))),
+    };
+    match outcome {
+        Ok(()) => 0,
+        Err(e) => {
             raised::set_error(&e);
-            -1
-        }
-        Err(_) => {
-            raised::set("RuntimeError".into(), format!("{what} panicked"));
+            fail(e);
             -1
         }
     }
@@ -145,6 +167,73 @@ fn registers_of<'f>(frame: &'f mut Frame, list: *mut c_void, what: &str) -> Resu
         frame.name
     )))
 }
+
+/// Whether `list` is a list of the function running innermost on this thread: a call of an
+/// AnyList function that relaxvm's machine code did not make otherwise (another runtime's).
+fn is_ours(list: *mut c_void) -> bool {
+    let p = list.cast_const().cast::<TVMFFIAny>();
+    with_innermost(|frame| {
+        Ok(p == frame.regs.as_ptr() || p == frame.consts.anys.as_ptr() || p == frame.funcs.anys.as_ptr())
+    })
+    .unwrap_or(false)
+}
+
+/// Another runtime's definition of `symbol` (TVM's, in its `libtvm_runtime`): a library that
+/// runtime loads after relaxvm made its symbols global binds relaxvm's AnyList functions, which
+/// hand the calls for lists that are not relaxvm's on to it. Looked for after relaxvm's in the
+/// global scope, then in every loaded object (TVM loads its runtime privately); found once.
+fn next_definition(symbol: &std::ffi::CStr, ours: *const c_void) -> Option<*const c_void> {
+    use std::sync::Mutex;
+    static FOUND: Mutex<Vec<(&'static str, usize)>> = Mutex::new(Vec::new());
+    let key = symbol.to_str().ok()?;
+    let mut found = FOUND.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, at)) = found.iter().find(|(k, _)| *k == key) {
+        return Some(*at as *const c_void);
+    }
+    // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name only reads the loader's tables.
+    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, symbol.as_ptr()) }.cast_const();
+    let at = if !next.is_null() && next != ours { Some(next) } else { in_loaded_objects(symbol, ours) }?;
+    // The names are the three AnyList functions (static strings in this file).
+    let key: &'static str =
+        ["TVMBackendAnyListSetPackedArg", "TVMBackendAnyListMoveFromPackedReturn", "TVMBackendAnyListResetItem"]
+            .into_iter()
+            .find(|k| *k == key)?;
+    found.push((key, at as usize));
+    Some(at)
+}
+
+/// A definition of `symbol` other than `ours` in any loaded object.
+fn in_loaded_objects(symbol: &std::ffi::CStr, ours: *const c_void) -> Option<*const c_void> {
+    let mut names: Vec<std::ffi::CString> = Vec::new();
+    unsafe extern "C" fn collect(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> i32 {
+        // SAFETY: dl_iterate_phdr passes a valid info and our `names` vector as `data`.
+        let (info, names) = unsafe { (&*info, &mut *(data as *mut Vec<std::ffi::CString>)) };
+        if !info.dlpi_name.is_null() {
+            // SAFETY: a NUL-terminated path of a loaded object.
+            let name = unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) };
+            if !name.is_empty() {
+                names.push(name.to_owned());
+            }
+        }
+        0
+    }
+    // SAFETY: the callback only reads what the loader passes and pushes to `names`.
+    unsafe { libc::dl_iterate_phdr(Some(collect), (&mut names as *mut Vec<std::ffi::CString>).cast()) };
+    names.iter().find_map(|name| {
+        // SAFETY: RTLD_NOLOAD loads nothing: it returns a handle of an object already loaded,
+        // kept (never closed) so that the definition found stays mapped.
+        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        if handle.is_null() {
+            return None;
+        }
+        // SAFETY: a live handle and a NUL-terminated name.
+        let at = unsafe { libc::dlsym(handle, symbol.as_ptr()) }.cast_const();
+        (!at.is_null() && at != ours).then_some(at)
+    })
+}
+
+type MoveFn = unsafe extern "C" fn(*mut c_void, i32, *mut TVMFFIAny, i32) -> i32;
+type ResetFn = unsafe extern "C" fn(*mut c_void, i32) -> i32;
 
 /// Checks `index` against a list of `len` items.
 fn checked(index: i32, len: usize, what: &str) -> Result<usize> {
@@ -166,7 +255,15 @@ pub unsafe extern "C" fn TVMBackendAnyListSetPackedArg(
     args: *mut TVMFFIAny,
     offset: i32,
 ) -> i32 {
-    finish("TVMBackendAnyListSetPackedArg", || {
+    if !is_ours(list) {
+        let ours = TVMBackendAnyListSetPackedArg as MoveFn as *const c_void;
+        if let Some(next) = next_definition(c"TVMBackendAnyListSetPackedArg", ours) {
+            // SAFETY: the next definition of this C function, with the same signature
+            // (TVM's runtime), called with the caller's arguments.
+            return unsafe { std::mem::transmute::<*const c_void, MoveFn>(next)(list, index, args, offset) };
+        }
+    }
+    let rc = finish("TVMBackendAnyListSetPackedArg", || {
         let what = "TVMBackendAnyListSetPackedArg";
         let offset = usize::try_from(offset).map_err(|_| Error::value(format!("{what}: negative offset")))?;
         if args.is_null() {
@@ -191,7 +288,16 @@ pub unsafe extern "C" fn TVMBackendAnyListSetPackedArg(
         // SAFETY: the caller's contract: `args[offset]` is writable.
         unsafe { args.add(offset).write(item) };
         Ok(())
-    })
+    });
+    if rc != 0 && !args.is_null() {
+        if let Ok(offset) = usize::try_from(offset) {
+            // TVM's code goes on after a failure: the slot must not keep what it held before
+            // (a value of an earlier call, maybe released since).
+            // SAFETY: the caller's contract: `args[offset]` is writable.
+            unsafe { args.add(offset).write(TVMFFIAny::NONE) };
+        }
+    }
+    rc
 }
 
 /// `TVMBackendAnyListMoveFromPackedReturn(list, index, args, offset)`: moves the result of a
@@ -207,6 +313,13 @@ pub unsafe extern "C" fn TVMBackendAnyListMoveFromPackedReturn(
     args: *mut TVMFFIAny,
     offset: i32,
 ) -> i32 {
+    if !is_ours(list) {
+        let ours = TVMBackendAnyListMoveFromPackedReturn as MoveFn as *const c_void;
+        if let Some(next) = next_definition(c"TVMBackendAnyListMoveFromPackedReturn", ours) {
+            // SAFETY: as in `TVMBackendAnyListSetPackedArg`.
+            return unsafe { std::mem::transmute::<*const c_void, MoveFn>(next)(list, index, args, offset) };
+        }
+    }
     finish("TVMBackendAnyListMoveFromPackedReturn", || {
         let what = "TVMBackendAnyListMoveFromPackedReturn";
         let offset = usize::try_from(offset).map_err(|_| Error::value(format!("{what}: negative offset")))?;
@@ -242,8 +355,19 @@ pub unsafe extern "C" fn TVMBackendAnyListMoveFromPackedReturn(
 }
 
 /// `TVMBackendAnyListResetItem(list, index)`: register `index` becomes None.
+///
+/// # Safety
+/// A list that is not relaxvm's goes to the next definition (another runtime's), which
+/// requires `list` to be that runtime's list with an item `index`.
 #[no_mangle]
-pub extern "C" fn TVMBackendAnyListResetItem(list: *mut c_void, index: i32) -> i32 {
+pub unsafe extern "C" fn TVMBackendAnyListResetItem(list: *mut c_void, index: i32) -> i32 {
+    if !is_ours(list) {
+        let ours = TVMBackendAnyListResetItem as ResetFn as *const c_void;
+        if let Some(next) = next_definition(c"TVMBackendAnyListResetItem", ours) {
+            // SAFETY: as in `TVMBackendAnyListSetPackedArg`.
+            return unsafe { std::mem::transmute::<*const c_void, ResetFn>(next)(list, index) };
+        }
+    }
     finish("TVMBackendAnyListResetItem", || {
         let what = "TVMBackendAnyListResetItem";
         with_innermost(|frame| {
@@ -266,6 +390,10 @@ pub extern "C" fn TVMBackendAnyListResetItem(list: *mut c_void, index: i32) -> i
 /// `result` is writable.
 pub unsafe fn call(name: &str, func: relaxvm::PackedFunc, args: &[TVMFFIAny], result: *mut TVMFFIAny) -> i32 {
     let what = format!("a call of {name:?}");
+    if let Err(e) = refuse_after_failure(&what) {
+        raised::set_error(&e);
+        return -1;
+    }
     let mut copies = convert::CallbackArgs::default();
     let prepared = with_innermost(|frame| {
         let values = args
@@ -280,6 +408,7 @@ pub unsafe fn call(name: &str, func: relaxvm::PackedFunc, args: &[TVMFFIAny], re
         Ok(p) => p,
         Err(e) => {
             raised::set_error(&e);
+            fail(e);
             return -1;
         }
     };
@@ -309,16 +438,14 @@ pub unsafe fn call(name: &str, func: relaxvm::PackedFunc, args: &[TVMFFIAny], re
                 }
                 Err(e) => {
                     raised::set_error(&e);
+                    fail(e);
                     -1
                 }
             }
         }
         Err(e) => {
             raised::set_error(&e);
-            let _ = with_innermost(|frame| {
-                frame.error = Some(e);
-                Ok(())
-            });
+            fail(e);
             -1
         }
     }

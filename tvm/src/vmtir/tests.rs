@@ -124,8 +124,7 @@ fn vm_with(code: SafeCall) -> VirtualMachine {
     let mut funcs = vec![FuncInfo::bytecode("f", 0, 0, 1, 2)];
     let mut instrs = Vec::new();
     let constants = vec![Value::Shape([16].into()), Value::str("uint8")];
-    wrap_functions(&mut funcs, &mut instrs, constants.len(), &[Compiled { index: 0, num_args: 1, registers: 2 }])
-        .unwrap();
+    wrap_functions(&mut funcs, &mut instrs, &[Compiled { index: 0, num_args: 1, registers: 2 }]).unwrap();
     let exe = Executable::from_parts(ExecutableParts { funcs, constants, instrs, ..Default::default() }).unwrap();
     let mut overrides = Registry::new();
     overrides.register(adapter("__vmtir__f", code, Arc::new(())), false).unwrap();
@@ -187,6 +186,55 @@ fn an_error_of_a_called_function_reaches_the_caller_unchanged() {
     assert!(matches!(e.root().kind(), ErrorKind::Index { index: 7, len: 3, .. }), "{e:?}");
 }
 
+/// Reads register 99 (a failure), then goes on as TVM's code does, ignoring the return code.
+unsafe extern "C" fn goes_on_after_failure_fn(
+    _: *mut c_void,
+    args: *const TVMFFIAny,
+    _: i32,
+    _: *mut TVMFFIAny,
+) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    let mut stack = [TVMFFIAny::int(7), TVMFFIAny::NONE];
+    // SAFETY: room for one argument; the failure leaves None in the slot.
+    unsafe { TVMBackendAnyListSetPackedArg(r, 99, stack.as_mut_ptr(), 0) };
+    assert_eq!(stack[0].type_index, type_index::NONE, "the slot of a failed read holds None");
+    // Every later callback refuses.
+    // SAFETY: as above.
+    assert_eq!(unsafe { TVMBackendAnyListSetPackedArg(r, 0, stack.as_mut_ptr(), 0) }, -1);
+    let (head, tail) = stack.split_at_mut(1);
+    assert_eq!(call_by_name("vm.builtin.copy", head, &mut tail[0]), -1);
+    0
+}
+
+#[test]
+fn after_a_failure_the_first_error_is_the_result() {
+    let e = vm_with(goes_on_after_failure_fn).invoke("f", &[tensor()]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Index { index: 99, len: 2, .. }), "{e:?}");
+}
+
+#[test]
+fn wrappers_and_register_counts_are_bounded() {
+    // A wrapper passes its inputs and register count only: n functions cost O(n).
+    let n = 30_000;
+    let mut funcs: Vec<FuncInfo> = (0..n).map(|i| FuncInfo::bytecode(format!("f{i}"), 0, 0, 0, 1)).collect();
+    let compiled: Vec<Compiled> = (0..n).map(|index| Compiled { index, num_args: 0, registers: 1 }).collect();
+    let mut instrs = Vec::new();
+    wrap_functions(&mut funcs, &mut instrs, &compiled).unwrap();
+    let operands: usize = instrs
+        .iter()
+        .map(|i| match i {
+            relaxvm::Instruction::Call { args, .. } => args.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!((instrs.len(), operands), (2 * n, n));
+    let mut funcs = vec![FuncInfo::bytecode("f", 0, 0, 1, 2)];
+    let huge = [Compiled { index: 0, num_args: 1, registers: super::MAX_REGISTERS + 1 }];
+    let e = wrap_functions(&mut funcs, &mut Vec::new(), &huge).unwrap_err().to_string();
+    assert!(e.contains("\"f\" declares 4194305 registers"), "{e}");
+}
+
 #[test]
 fn the_anylist_functions_outside_a_compiled_function_are_errors() {
     let mut slot = [TVMFFIAny::NONE];
@@ -194,6 +242,7 @@ fn the_anylist_functions_outside_a_compiled_function_are_errors() {
     // SAFETY: a writable one-item stack.
     assert_eq!(unsafe { TVMBackendAnyListSetPackedArg(slot.as_mut_ptr().cast(), 0, slot.as_mut_ptr(), 0) }, -1);
     assert!(raised::take("x").to_string().contains("outside a running VM TIR function"));
-    assert_eq!(TVMBackendAnyListResetItem(slot.as_mut_ptr().cast(), 0), -1);
+    // SAFETY: outside a frame, with no other runtime loaded, nothing is dereferenced.
+    assert_eq!(unsafe { TVMBackendAnyListResetItem(slot.as_mut_ptr().cast(), 0) }, -1);
     assert!(raised::take("x").to_string().contains("outside a running VM TIR function"));
 }
