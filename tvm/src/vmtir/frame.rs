@@ -1,6 +1,7 @@
 //! The running VM TIR functions of each thread, and what their native code calls: the three
-//! AnyList functions TVM's runtime exports (`TVMBackendAnyList*`), and calls of packed
-//! functions through `TVMFFIFunctionCall` (routed here by `ffi::services`).
+//! AnyList functions TVM's runtime exports (`TVMBackendAnyList*`, which relaxvm defines as
+//! `RVMBackendAnyList*` and binds in the libraries it opens, see [`rebind_anylist_imports`]),
+//! and calls of packed functions through `TVMFFIFunctionCall` (routed here by `ffi::services`).
 //!
 //! A [`Frame`] lives on the Rust stack of [`super::invoke`] while its native function runs,
 //! and is reachable from the callbacks through a thread-local stack of pointers. Only the
@@ -168,72 +169,34 @@ fn registers_of<'f>(frame: &'f mut Frame, list: *mut c_void, what: &str) -> Resu
     )))
 }
 
-/// Whether `list` is a list of the function running innermost on this thread: a call of an
-/// AnyList function that relaxvm's machine code did not make otherwise (another runtime's).
-fn is_ours(list: *mut c_void) -> bool {
-    let p = list.cast_const().cast::<TVMFFIAny>();
-    with_innermost(|frame| {
-        Ok(p == frame.regs.as_ptr() || p == frame.consts.anys.as_ptr() || p == frame.funcs.anys.as_ptr())
-    })
-    .unwrap_or(false)
-}
+/// The AnyList functions TVM's machine code imports.
+pub const ANYLIST_IMPORTS: [&str; 3] =
+    ["TVMBackendAnyListSetPackedArg", "TVMBackendAnyListMoveFromPackedReturn", "TVMBackendAnyListResetItem"];
 
-/// Another runtime's definition of `symbol` (TVM's, in its `libtvm_runtime`): a library that
-/// runtime loads after relaxvm made its symbols global binds relaxvm's AnyList functions, which
-/// hand the calls for lists that are not relaxvm's on to it. Looked for after relaxvm's in the
-/// global scope, then in every loaded object (TVM loads its runtime privately); found once.
-fn next_definition(symbol: &std::ffi::CStr, ours: *const c_void) -> Option<*const c_void> {
-    use std::sync::Mutex;
-    static FOUND: Mutex<Vec<(&'static str, usize)>> = Mutex::new(Vec::new());
-    let key = symbol.to_str().ok()?;
-    let mut found = FOUND.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, at)) = found.iter().find(|(k, _)| *k == key) {
-        return Some(*at as *const c_void);
-    }
-    // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name only reads the loader's tables.
-    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, symbol.as_ptr()) }.cast_const();
-    let at = if !next.is_null() && next != ours { Some(next) } else { in_loaded_objects(symbol, ours) }?;
-    // The names are the three AnyList functions (static strings in this file).
-    let key: &'static str =
-        ["TVMBackendAnyListSetPackedArg", "TVMBackendAnyListMoveFromPackedReturn", "TVMBackendAnyListResetItem"]
-            .into_iter()
-            .find(|k| *k == key)?;
-    found.push((key, at as usize));
-    Some(at)
-}
-
-/// A definition of `symbol` other than `ours` in any loaded object.
-fn in_loaded_objects(symbol: &std::ffi::CStr, ours: *const c_void) -> Option<*const c_void> {
-    let mut names: Vec<std::ffi::CString> = Vec::new();
-    unsafe extern "C" fn collect(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> i32 {
-        // SAFETY: dl_iterate_phdr passes a valid info and our `names` vector as `data`.
-        let (info, names) = unsafe { (&*info, &mut *(data as *mut Vec<std::ffi::CString>)) };
-        if !info.dlpi_name.is_null() {
-            // SAFETY: a NUL-terminated path of a loaded object.
-            let name = unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) };
-            if !name.is_empty() {
-                names.push(name.to_owned());
+/// Renames, in the bytes of a library relaxvm is about to open (its private copy), every
+/// reference to the AnyList functions to relaxvm's own names (`TVMBackend...` becomes
+/// `RVMBackend...`, the same length): the library then binds relaxvm's definitions, which no
+/// other runtime has, and relaxvm never exports TVM's names, so the libraries another runtime
+/// (TVM's) loads keep binding that runtime's. Returns whether anything was renamed. The names
+/// occur only in the symbol string tables; `hole` (the program blob, left out of the copy) is
+/// not touched.
+pub fn rebind_anylist_imports(bytes: &mut [u8], hole: Option<std::ops::Range<usize>>) -> bool {
+    let mut renamed = false;
+    for name in ANYLIST_IMPORTS {
+        let mut pattern = name.as_bytes().to_vec();
+        pattern.push(0);
+        let mut at = 0;
+        while let Some(found) = bytes[at..].windows(pattern.len()).position(|w| w == pattern.as_slice()) {
+            let start = at + found;
+            if !hole.as_ref().is_some_and(|h| h.contains(&start)) {
+                bytes[start] = b'R';
+                renamed = true;
             }
+            at = start + pattern.len();
         }
-        0
     }
-    // SAFETY: the callback only reads what the loader passes and pushes to `names`.
-    unsafe { libc::dl_iterate_phdr(Some(collect), (&mut names as *mut Vec<std::ffi::CString>).cast()) };
-    names.iter().find_map(|name| {
-        // SAFETY: RTLD_NOLOAD loads nothing: it returns a handle of an object already loaded,
-        // kept (never closed) so that the definition found stays mapped.
-        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-        if handle.is_null() {
-            return None;
-        }
-        // SAFETY: a live handle and a NUL-terminated name.
-        let at = unsafe { libc::dlsym(handle, symbol.as_ptr()) }.cast_const();
-        (!at.is_null() && at != ours).then_some(at)
-    })
+    renamed
 }
-
-type MoveFn = unsafe extern "C" fn(*mut c_void, i32, *mut TVMFFIAny, i32) -> i32;
-type ResetFn = unsafe extern "C" fn(*mut c_void, i32) -> i32;
 
 /// Checks `index` against a list of `len` items.
 fn checked(index: i32, len: usize, what: &str) -> Result<usize> {
@@ -249,20 +212,12 @@ fn checked(index: i32, len: usize, what: &str) -> Result<usize> {
 /// # Safety
 /// `args` has room for `offset + 1` values (native code's argument stack).
 #[no_mangle]
-pub unsafe extern "C" fn TVMBackendAnyListSetPackedArg(
+pub unsafe extern "C" fn RVMBackendAnyListSetPackedArg(
     list: *mut c_void,
     index: i32,
     args: *mut TVMFFIAny,
     offset: i32,
 ) -> i32 {
-    if !is_ours(list) {
-        let ours = TVMBackendAnyListSetPackedArg as MoveFn as *const c_void;
-        if let Some(next) = next_definition(c"TVMBackendAnyListSetPackedArg", ours) {
-            // SAFETY: the next definition of this C function, with the same signature
-            // (TVM's runtime), called with the caller's arguments.
-            return unsafe { std::mem::transmute::<*const c_void, MoveFn>(next)(list, index, args, offset) };
-        }
-    }
     let rc = finish("TVMBackendAnyListSetPackedArg", || {
         let what = "TVMBackendAnyListSetPackedArg";
         let offset = usize::try_from(offset).map_err(|_| Error::value(format!("{what}: negative offset")))?;
@@ -307,19 +262,12 @@ pub unsafe extern "C" fn TVMBackendAnyListSetPackedArg(
 /// # Safety
 /// `args[offset]` is readable and writable.
 #[no_mangle]
-pub unsafe extern "C" fn TVMBackendAnyListMoveFromPackedReturn(
+pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
     list: *mut c_void,
     index: i32,
     args: *mut TVMFFIAny,
     offset: i32,
 ) -> i32 {
-    if !is_ours(list) {
-        let ours = TVMBackendAnyListMoveFromPackedReturn as MoveFn as *const c_void;
-        if let Some(next) = next_definition(c"TVMBackendAnyListMoveFromPackedReturn", ours) {
-            // SAFETY: as in `TVMBackendAnyListSetPackedArg`.
-            return unsafe { std::mem::transmute::<*const c_void, MoveFn>(next)(list, index, args, offset) };
-        }
-    }
     finish("TVMBackendAnyListMoveFromPackedReturn", || {
         let what = "TVMBackendAnyListMoveFromPackedReturn";
         let offset = usize::try_from(offset).map_err(|_| Error::value(format!("{what}: negative offset")))?;
@@ -360,14 +308,7 @@ pub unsafe extern "C" fn TVMBackendAnyListMoveFromPackedReturn(
 /// A list that is not relaxvm's goes to the next definition (another runtime's), which
 /// requires `list` to be that runtime's list with an item `index`.
 #[no_mangle]
-pub unsafe extern "C" fn TVMBackendAnyListResetItem(list: *mut c_void, index: i32) -> i32 {
-    if !is_ours(list) {
-        let ours = TVMBackendAnyListResetItem as ResetFn as *const c_void;
-        if let Some(next) = next_definition(c"TVMBackendAnyListResetItem", ours) {
-            // SAFETY: as in `TVMBackendAnyListSetPackedArg`.
-            return unsafe { std::mem::transmute::<*const c_void, ResetFn>(next)(list, index) };
-        }
-    }
+pub unsafe extern "C" fn RVMBackendAnyListResetItem(list: *mut c_void, index: i32) -> i32 {
     finish("TVMBackendAnyListResetItem", || {
         let what = "TVMBackendAnyListResetItem";
         with_innermost(|frame| {

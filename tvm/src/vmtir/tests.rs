@@ -2,7 +2,7 @@
 //! machine code TVM emits, calling the AnyList functions and `TVMFFIFunctionCall` as it does,
 //! correctly and in hostile ways.
 
-use super::frame::{TVMBackendAnyListMoveFromPackedReturn, TVMBackendAnyListResetItem, TVMBackendAnyListSetPackedArg};
+use super::frame::{RVMBackendAnyListMoveFromPackedReturn, RVMBackendAnyListResetItem, RVMBackendAnyListSetPackedArg};
 use super::{adapter, wrap_functions, Compiled};
 use crate::ffi::abi::{type_index, SafeCall, TVMFFIAny};
 use crate::ffi::{raised, services};
@@ -47,7 +47,7 @@ unsafe extern "C" fn copy_fn(_: *mut c_void, args: *const TVMFFIAny, n: i32, _: 
     let (_, r, _, _) = unsafe { lists(args) };
     let mut stack = [TVMFFIAny::NONE; 2];
     // SAFETY: room for one argument.
-    let rc = unsafe { TVMBackendAnyListSetPackedArg(r, 0, stack.as_mut_ptr(), 0) };
+    let rc = unsafe { RVMBackendAnyListSetPackedArg(r, 0, stack.as_mut_ptr(), 0) };
     if rc != 0 {
         return rc;
     }
@@ -57,7 +57,7 @@ unsafe extern "C" fn copy_fn(_: *mut c_void, args: *const TVMFFIAny, n: i32, _: 
         return rc;
     }
     // SAFETY: the result is at offset 1.
-    unsafe { TVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 1) }
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 1) }
 }
 
 /// `f(x) = vm.builtin.alloc_storage(ctx, ...)`: the context pointer stands for the VM state.
@@ -68,8 +68,8 @@ unsafe extern "C" fn alloc_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _:
     stack[0] = TVMFFIAny::ptr(type_index::OPAQUE_PTR, ctx);
     // SAFETY: constant 0 is the size shape, 1 the dtype; room for them at 1 and 3.
     unsafe {
-        if TVMBackendAnyListSetPackedArg(c, 0, stack.as_mut_ptr(), 1) != 0
-            || TVMBackendAnyListSetPackedArg(c, 1, stack.as_mut_ptr(), 3) != 0
+        if RVMBackendAnyListSetPackedArg(c, 0, stack.as_mut_ptr(), 1) != 0
+            || RVMBackendAnyListSetPackedArg(c, 1, stack.as_mut_ptr(), 3) != 0
         {
             return -1;
         }
@@ -81,7 +81,7 @@ unsafe extern "C" fn alloc_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _:
         return rc;
     }
     // SAFETY: the result is at offset 5.
-    unsafe { TVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 5) }
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 5) }
 }
 
 /// Reads register 99 of a function that has 2.
@@ -90,7 +90,7 @@ unsafe extern "C" fn out_of_range_fn(_: *mut c_void, args: *const TVMFFIAny, _: 
     let (_, r, _, _) = unsafe { lists(args) };
     let mut stack = [TVMFFIAny::NONE; 1];
     // SAFETY: room for one argument.
-    unsafe { TVMBackendAnyListSetPackedArg(r, 99, stack.as_mut_ptr(), 0) }
+    unsafe { RVMBackendAnyListSetPackedArg(r, 99, stack.as_mut_ptr(), 0) }
 }
 
 /// Stores a forged object pointer into register 1.
@@ -99,7 +99,7 @@ unsafe extern "C" fn forged_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _
     let (_, r, _, _) = unsafe { lists(args) };
     let mut stack = [TVMFFIAny::ptr(70, 0x1234usize as *const c_void)];
     // SAFETY: one value at offset 0.
-    unsafe { TVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 0) }
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 0) }
 }
 
 /// Writes into the constant list.
@@ -108,7 +108,7 @@ unsafe extern "C" fn const_write_fn(_: *mut c_void, args: *const TVMFFIAny, _: i
     let (_, _, c, _) = unsafe { lists(args) };
     let mut stack = [TVMFFIAny::int(1)];
     // SAFETY: one value at offset 0.
-    unsafe { TVMBackendAnyListMoveFromPackedReturn(c, 0, stack.as_mut_ptr(), 0) }
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(c, 0, stack.as_mut_ptr(), 0) }
 }
 
 /// Calls `test.vmtir.fail`, whose error must reach the caller unchanged.
@@ -197,11 +197,11 @@ unsafe extern "C" fn goes_on_after_failure_fn(
     let (_, r, _, _) = unsafe { lists(args) };
     let mut stack = [TVMFFIAny::int(7), TVMFFIAny::NONE];
     // SAFETY: room for one argument; the failure leaves None in the slot.
-    unsafe { TVMBackendAnyListSetPackedArg(r, 99, stack.as_mut_ptr(), 0) };
+    unsafe { RVMBackendAnyListSetPackedArg(r, 99, stack.as_mut_ptr(), 0) };
     assert_eq!(stack[0].type_index, type_index::NONE, "the slot of a failed read holds None");
     // Every later callback refuses.
     // SAFETY: as above.
-    assert_eq!(unsafe { TVMBackendAnyListSetPackedArg(r, 0, stack.as_mut_ptr(), 0) }, -1);
+    assert_eq!(unsafe { RVMBackendAnyListSetPackedArg(r, 0, stack.as_mut_ptr(), 0) }, -1);
     let (head, tail) = stack.split_at_mut(1);
     assert_eq!(call_by_name("vm.builtin.copy", head, &mut tail[0]), -1);
     0
@@ -240,9 +240,24 @@ fn the_anylist_functions_outside_a_compiled_function_are_errors() {
     let mut slot = [TVMFFIAny::NONE];
     raised::clear();
     // SAFETY: a writable one-item stack.
-    assert_eq!(unsafe { TVMBackendAnyListSetPackedArg(slot.as_mut_ptr().cast(), 0, slot.as_mut_ptr(), 0) }, -1);
+    assert_eq!(unsafe { RVMBackendAnyListSetPackedArg(slot.as_mut_ptr().cast(), 0, slot.as_mut_ptr(), 0) }, -1);
     assert!(raised::take("x").to_string().contains("outside a running VM TIR function"));
     // SAFETY: outside a frame, with no other runtime loaded, nothing is dereferenced.
-    assert_eq!(unsafe { TVMBackendAnyListResetItem(slot.as_mut_ptr().cast(), 0) }, -1);
+    assert_eq!(unsafe { RVMBackendAnyListResetItem(slot.as_mut_ptr().cast(), 0) }, -1);
     assert!(raised::take("x").to_string().contains("outside a running VM TIR function"));
+}
+
+#[test]
+fn the_anylist_imports_of_a_library_are_rebound_to_relaxvm() {
+    use super::frame::rebind_anylist_imports;
+    let mut bytes =
+        b"\0TVMBackendAnyListResetItem\0xTVMBackendAnyListSetPackedArg\0TVMBackendAnyListResetItemZ".to_vec();
+    assert!(rebind_anylist_imports(&mut bytes, None));
+    assert_eq!(
+        &bytes[..],
+        &b"\0RVMBackendAnyListResetItem\0xRVMBackendAnyListSetPackedArg\0TVMBackendAnyListResetItemZ"[..]
+    );
+    // Nothing inside the program blob is touched.
+    let mut blob = b"TVMBackendAnyListResetItem\0".to_vec();
+    assert!(!rebind_anylist_imports(&mut blob, Some(0..27)));
 }
