@@ -13,6 +13,7 @@ use super::cells::{self, Cells, Prepared, Staged};
 use crate::ffi::abi::{type_index, TVMFFIAny};
 use crate::ffi::{convert, raised};
 use relaxvm::{CallCtx, Callable, Closure, Error, Result, Value};
+use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -54,20 +55,25 @@ impl Frame {
     ///
     /// # Safety
     /// As [`convert::CallbackArgs::value`]: DLTensors and strings in `a` are live for the call.
-    unsafe fn value_of(&self, a: &TVMFFIAny, copies: &mut convert::CallbackArgs, what: &str) -> Result<Value> {
+    unsafe fn value_of(
+        &self,
+        a: &TVMFFIAny,
+        copies: &mut convert::CallbackArgs,
+        what: &dyn Fn() -> String,
+    ) -> Result<Value> {
         if cells::is_object(a) {
             let address = a.payload as usize;
             let found = self.owned.get(address).or_else(|| self.consts.cells.get(address));
             return found
                 .or_else(|| self.funcs.cells.get(address))
                 .cloned()
-                .ok_or_else(|| cells::unknown_object(a, what));
+                .ok_or_else(|| cells::unknown_object(a, &what()));
         }
         if a.type_index == type_index::OPAQUE_PTR {
             return if a.as_ptr().cast_const() == self.ctx_ptr() {
                 Ok(Value::VmState)
             } else {
-                Err(Error::value(format!("{what}: an opaque pointer {:#x} that is not the VM context", a.payload)))
+                Err(Error::value(format!("{}: an opaque pointer {:#x} that is not the VM context", what(), a.payload)))
             };
         }
         // SAFETY: the caller's contract.
@@ -330,22 +336,22 @@ pub unsafe extern "C" fn RVMBackendAnyListResetItem(list: *mut c_void, index: i3
 /// `args` holds `args.len()` values whose DLTensors and strings are live for the call;
 /// `result` is writable.
 pub unsafe fn call(name: &str, func: relaxvm::PackedFunc, args: &[TVMFFIAny], result: *mut TVMFFIAny) -> i32 {
-    let what = format!("a call of {name:?}");
-    if let Err(e) = refuse_after_failure(&what) {
-        raised::set_error(&e);
-        return -1;
-    }
-    let mut copies = convert::CallbackArgs::default();
     let prepared = with_innermost(|frame| {
-        let values = args
-            .iter()
-            .enumerate()
+        if let Some(e) = &frame.error {
+            return Err(Error::value(format!(
+                "a call of {name:?}: VM TIR function {:?} failed before: {e}",
+                frame.name
+            )));
+        }
+        let mut copies = convert::CallbackArgs::default();
+        let mut values: SmallVec<[Value; 8]> = SmallVec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
             // SAFETY: the caller's contract.
-            .map(|(i, a)| unsafe { frame.value_of(a, &mut copies, &format!("argument {i} of {what}")) })
-            .collect::<Result<Vec<Value>>>()?;
-        Ok((values, frame.ctx))
+            values.push(unsafe { frame.value_of(a, &mut copies, &|| format!("argument {i} of a call of {name:?}")) }?);
+        }
+        Ok((values, frame.ctx, copies))
     });
-    let (values, ctx) = match prepared {
+    let (values, ctx, copies) = match prepared {
         Ok(p) => p,
         Err(e) => {
             raised::set_error(&e);
