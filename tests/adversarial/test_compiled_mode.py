@@ -260,3 +260,17 @@ x = np.arange(512, dtype="float32").reshape(32, 16)
 print(bool((vm["foo"](tvm.runtime.tensor(x)).numpy() == x).all()))
 """
     run_attack(code).assert_ok("True")
+
+
+def test_invoke_closure_of_a_function_of_the_same_vm() -> None:
+    # other/02: vm.invoke_closure(vm["main"], ...) called the VM back through the Python
+    # function object and met the re-entry guard; TVM runs it.
+    code = (
+        PRELUDE
+        + f"""
+vm = rx.VirtualMachine(rx.load_module({model(*ADD)!r}))
+x = rx.tensor(np.ones(1, "float32"))
+print(vm.invoke_closure(vm["main"], x, x).numpy().tolist())
+"""
+    )
+    run_attack(code).assert_ok("[2.0]")

@@ -3,7 +3,7 @@
 //! `RVMBackendAnyList*` and binds in the libraries it opens, see [`rebind_anylist_imports`]),
 //! and calls of packed functions through `TVMFFIFunctionCall` (routed here by `ffi::services`).
 //!
-//! A [`Frame`] lives on the Rust stack of [`super::invoke`] while its native function runs,
+//! A [`Frame`] lives on the Rust stack of `super::invoke` while its native function runs,
 //! and is reachable from the callbacks through a thread-local stack of pointers. Only the
 //! innermost frame is ever used, and only for the length of one callback step (never across
 //! a call into the VM, which may push and pop frames of its own): so no two mutable borrows of
@@ -33,7 +33,7 @@ pub struct Frame {
     /// The function list (`func_anylist`).
     pub funcs: Arc<Prepared>,
     /// The call context of the packed call that runs the function (lifetime erased: the frame
-    /// never outlives that call, see [`super::invoke`]).
+    /// never outlives that call, see `super::invoke`).
     pub ctx: *mut CallCtx<'static>,
     /// Tensors passed to native code as copies, written back when the function returns.
     pub staged: Vec<Staged>,

@@ -261,3 +261,12 @@ fn the_anylist_imports_of_a_library_are_rebound_to_relaxvm() {
     let mut blob = b"TVMBackendAnyListResetItem\0".to_vec();
     assert!(!rebind_anylist_imports(&mut blob, Some(0..27)));
 }
+
+#[test]
+fn an_int_input_under_an_instrument_is_an_input() {
+    // compiled/04: the general path once took the first int argument for the register count.
+    let mut vm = vm_with(copy_fn);
+    vm.set_instrument(Some(Box::new(|_| Ok(InstrumentAction::Continue))));
+    let out = vm.invoke("f", &[Value::Int(4_294_967_295)]).unwrap();
+    assert_eq!(out.as_int().unwrap(), 4_294_967_295);
+}
