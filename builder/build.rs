@@ -6,9 +6,9 @@ fn main() {
     for symbol in [
         "TVMFFIErrorSetRaisedFromCStrParts",
         "TVMFFIErrorSetRaisedFromCStr",
-        "TVMBackendAnyListSetPackedArg",
-        "TVMBackendAnyListMoveFromPackedReturn",
-        "TVMBackendAnyListResetItem",
+        "RVMBackendAnyListSetPackedArg",
+        "RVMBackendAnyListMoveFromPackedReturn",
+        "RVMBackendAnyListResetItem",
     ] {
         println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol={symbol}");
         println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol={symbol}");

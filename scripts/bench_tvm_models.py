@@ -84,6 +84,13 @@ def rows(row_type: type, quick: bool) -> list[Any]:
         copy = os.path.join(folder, f"{name}-relaxvm.so")
         shutil.copyfile(path, copy)
         libs[name] = (path, copy)
+    # Compiled-mode twins (exec_mode="compiled": VM TIR functions) of two models.
+    for name in ("mlp_small", "block"):
+        path = os.path.join(folder, f"{name}-compiled.so")
+        relax.build(_models()[name], target="llvm", exec_mode="compiled").export_library(path)
+        copy = os.path.join(folder, f"{name}-compiled-relaxvm.so")
+        shutil.copyfile(path, copy)
+        libs[f"{name}-compiled"] = (path, copy)
 
     def model(name: str, x: np.ndarray) -> Callable[[Any], Callable[[], Any]]:
         def setup(b: Any) -> Callable[[], Any]:
@@ -125,6 +132,20 @@ def rows(row_type: type, quick: bool) -> list[Any]:
             "us/call",
             1,
             model("block", rng.standard_normal((32, 128), dtype="float32")),
+            "",
+        ),
+        row_type(
+            "TVM MLP 32-32-10, batch 1, compiled mode (VM TIR)",
+            "us/call",
+            1,
+            model("mlp_small-compiled", rng.standard_normal((1, 32), dtype="float32")),
+            "",
+        ),
+        row_type(
+            "TVM transformer block 32x128, compiled mode (VM TIR)",
+            "us/call",
+            1,
+            model("block-compiled", rng.standard_normal((32, 128), dtype="float32")),
             "",
         ),
     ]

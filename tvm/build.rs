@@ -14,9 +14,9 @@ fn main() {
     for symbol in [
         "TVMFFIErrorSetRaisedFromCStrParts",
         "TVMFFIErrorSetRaisedFromCStr",
-        "TVMBackendAnyListSetPackedArg",
-        "TVMBackendAnyListMoveFromPackedReturn",
-        "TVMBackendAnyListResetItem",
+        "RVMBackendAnyListSetPackedArg",
+        "RVMBackendAnyListMoveFromPackedReturn",
+        "RVMBackendAnyListResetItem",
     ] {
         println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol={symbol}");
     }

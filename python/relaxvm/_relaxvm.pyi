@@ -860,9 +860,12 @@ class VirtualMachine:
         """The executable this VM runs."""
     def invoke_closure(self, closure: Closure, *args: _VMValue) -> _VMValue:
         """Calls a closure (e.g. one the VM returned) with ``args`` then its captured values."""
-    def save_function(self, func_name: str, saved_name: str, *args: _VMValue, include_return: bool = True) -> None:
-        """Saves ``func_name`` with ``args`` bound as ``saved_name``, callable with no arguments
-        as ``vm[saved_name]()``; it returns ``None`` when ``include_return`` is false."""
+    def save_function(
+        self, func_name: str, saved_name: str, *args: _VMValue, include_return: bool = True, **kwargs: _VMValue
+    ) -> None:
+        """Saves ``func_name`` with ``args`` (and ``kwargs``, by parameter name) bound as
+        ``saved_name``, callable with no arguments as ``vm[saved_name]()``; it returns ``None``
+        when ``include_return`` is false."""
     def set_input(self, func_name: str, *args: _VMValue, **kwargs: _VMValue) -> None:
         """Sets the inputs of a later ``invoke_stateful(func_name)``."""
     def invoke_stateful(self, func_name: str) -> None:
@@ -887,7 +890,9 @@ class VirtualMachine:
         f_preproc: str = "",
     ) -> TimeEvaluator:
         """A callable that runs ``func_name`` ``number`` times per repeat, ``repeat`` times
-        (each repeat lasting at least ``min_repeat_ms``), and returns a ``BenchmarkResult``."""
+        (each repeat lasting at least ``min_repeat_ms``), and returns a ``BenchmarkResult``.
+        ``"invoke_stateful"`` times ``invoke_stateful``: the callable then takes the name of the
+        function whose inputs ``set_input`` gave."""
     def interrupt(self) -> None:
         """Stops the call running in another thread with a ``VMError`` at its next call or
         backward jump."""

@@ -315,7 +315,17 @@ impl PyVirtualMachine {
         closure: &Bound<'py, PyAny>,
         args: &Bound<'py, PyTuple>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let f = to_value(closure)?;
+        // A function object of this very VM (`vm["main"]`) is its function value: converted as
+        // a Python callable it would call back into this VM, which `invoke_closure` holds.
+        let own = closure
+            .cast::<crate::vm_function::PyVmFunction>()
+            .ok()
+            .filter(|f| Arc::ptr_eq(&f.get().shared, &self.shared))
+            .map(|f| f.get().value().clone());
+        let f = match own {
+            Some(v) => v,
+            None => to_value(closure)?,
+        };
         if !matches!(f, Value::Func(_)) {
             return Err(PyTypeError::new_err(format!(
                 "invoke_closure expects a closure, got {}",

@@ -171,3 +171,106 @@ vm["recursion"](rx.tensor(np.full(1, 10_000, "float32")))
     out = run_attack(code)
     out.assert_raises("VMError", r"call depth limit of 50 frames exceeded.*in function \"recursion\"")
     assert out.stdout.startswith("32.0"), out.describe()
+
+
+def _vmexec_of(so: str) -> tuple[bytearray, int]:
+    """The bytes of `so` and the offset of its embedded relax.VMExecutable's first function's
+    register_file_size field."""
+    with open(so, "rb") as f:
+        data = bytearray(f.read())
+    p = data.find(struct.pack("<Q", 0xD225_DE2F_4214_151E)) + 8
+    p += 8 + struct.unpack_from("<Q", data, p)[0]  # version
+    p += 8  # function count
+    p += 4
+    p += 8 + struct.unpack_from("<Q", data, p)[0]  # kind, name
+    return data, p + 24  # start, end, num_args, then the register count
+
+
+def test_many_vm_tir_functions_cost_what_the_file_holds(tmp_path) -> None:
+    # compiled/01: 30,000 VM TIR functions (1.7 MB) once made 9e8 wrapper operands and aborted.
+    def string(s: str) -> bytes:
+        return struct.pack("<Q", len(s)) + s.encode()
+
+    n = 30_000
+    out = struct.pack("<Q", 0xD225_DE2F_4214_151E) + string("0.14") + struct.pack("<Q", n)
+    for i in range(n):
+        out += struct.pack("<i", 2) + string(f"f{i}") + struct.pack("<qqqq", 0, 0, 0, 1) + struct.pack("<Q", 0)
+    out += struct.pack("<QQQQ", 0, 0, 0, 0)
+    path = tmp_path / "many.vmexec"
+    path.write_bytes(out)
+    code = f"import relaxvm as rx; print(len(rx.load_module({str(path)!r}).as_text()) > 0)"
+    run_attack(code, memory=1 << 30).assert_ok("True")
+
+
+def test_a_register_count_from_the_file_is_bounded_and_checked(tmp_path) -> None:
+    # compiled/02: a register count of 2^32-1 sized a per-call allocation (abort); a count
+    # smaller than the registers the code uses left it running on stale argument slots.
+    data, at = _vmexec_of(model(*ADD))
+    struct.pack_into("<q", data, at, 0xFFFF_FFFF)
+    huge = tmp_path / "huge.so"
+    huge.write_bytes(bytes(data))
+    run_attack(f"import relaxvm as rx; rx.load_module({str(huge)!r})").assert_raises(
+        "VMValueError", r"declares 4294967295 registers"
+    )
+    struct.pack_into("<q", data, at, 3)
+    small = tmp_path / "small.so"
+    small.write_bytes(bytes(data))
+    code = (
+        PRELUDE
+        + f"""
+vm = rx.VirtualMachine(rx.load_module({str(small)!r}))
+x = rx.tensor(np.ones(1, "float32"))
+vm["main"](x, x)
+"""
+    )
+    # The first failure is the error, not a later one from a slot the code kept using.
+    run_attack(code).assert_raises(("VMIndexError", "IndexError"), r"TVMBackendAnyList\w+: list item")
+
+
+TVM_SITE = next(
+    (
+        os.path.join(root, d, "site-packages")
+        for root in [
+            os.path.join(
+                os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".venv-tvm", "lib"
+            )
+        ]
+        if os.path.isdir(root)
+        for d in sorted(os.listdir(root))
+        if os.path.isdir(os.path.join(root, d, "site-packages", "tvm"))
+    ),
+    None,
+)
+
+
+@pytest.mark.skipif(TVM_SITE is None, reason="needs TVM in .venv-tvm (scripts/setup-venv-tvm.sh)")
+def test_tvm_runs_compiled_models_after_relaxvm_opened_a_library() -> None:
+    # compiled/03: relaxvm's AnyList functions, global once relaxvm opened a library, bound in
+    # the compiled models TVM loads later: TVM's lists reached relaxvm's functions.
+    code = f"""
+import sys, numpy as np
+sys.path.append({TVM_SITE!r})
+import relaxvm as rx
+rx.load_module({model(*ADD)!r})
+import tvm
+from tvm import relax
+import tvm.relax.testing.vm
+vm = relax.VirtualMachine(tvm.runtime.load_module({model("test_vm_compile_stage3")!r}), tvm.cpu())
+x = np.arange(512, dtype="float32").reshape(32, 16)
+print(bool((vm["foo"](tvm.runtime.tensor(x)).numpy() == x).all()))
+"""
+    run_attack(code).assert_ok("True")
+
+
+def test_invoke_closure_of_a_function_of_the_same_vm() -> None:
+    # other/02: vm.invoke_closure(vm["main"], ...) called the VM back through the Python
+    # function object and met the re-entry guard; TVM runs it.
+    code = (
+        PRELUDE
+        + f"""
+vm = rx.VirtualMachine(rx.load_module({model(*ADD)!r}))
+x = rx.tensor(np.ones(1, "float32"))
+print(vm.invoke_closure(vm["main"], x, x).numpy().tolist())
+"""
+    )
+    run_attack(code).assert_ok("[2.0]")

@@ -95,7 +95,11 @@ fn the_base_program_loads() {
 
 #[test]
 fn function_table_errors() {
-    assert_has(&error(Program { kind: 2, ..Default::default() }), &["VM TIR function", "exec_mode"]);
+    // A VM TIR function (exec_mode="compiled") loads as a bytecode wrapper of its machine code.
+    let compiled =
+        vmexec::read(&encode(&Program { kind: 2, offsets: vec![], data: vec![], ..Default::default() })).unwrap();
+    assert_eq!(compiled.bytecode_function_names(), vec!["main"]);
+    assert!(compiled.as_text().contains("call  __vmtir__main  in: %0, i2  dst: %1"), "{}", compiled.as_text());
     assert_has(&error(Program { kind: 7, ..Default::default() }), &["kind 7", "expected 0 (packed)"]);
 }
 

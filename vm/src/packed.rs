@@ -65,6 +65,12 @@ impl<'a> CallCtx<'a> {
         }
     }
 
+    /// The calling VM's constants, function values and native-code slot (see
+    /// [`VmHandle::program_lists`]); `None` outside a VM.
+    pub fn program_lists(&mut self) -> Option<crate::value::ProgramLists<'_>> {
+        self.vm.as_mut()?.program_lists()
+    }
+
     /// Calls a function value with `args` followed by its captured values.
     pub fn call(&mut self, f: &Value, args: &[Value]) -> Result<Value> {
         let closure = f.as_func()?;

@@ -149,7 +149,16 @@ pub trait VmHandle {
         let _ = name;
         self.call_closure(f, args)
     }
+    /// The executable's constants, the VM's function table as values, and one slot the VM
+    /// keeps for native code it runs (a compiled model's lists, made once per VM); `None` when
+    /// the handle has no program.
+    fn program_lists(&mut self) -> Option<ProgramLists<'_>> {
+        None
+    }
 }
+
+/// What [`VmHandle::program_lists`] returns: constants, function values, the native code's slot.
+pub type ProgramLists<'a> = (&'a [Value], &'a [Value], &'a mut Value);
 
 /// The context of one packed-function call: the calling VM, if any, and the entry of the
 /// function the VM called (for [`CallCtx::site_cache`]).

@@ -93,12 +93,19 @@ impl Library {
         visibility::ensure_runtime_symbols().map_err(at)?;
         let vmtir_prefix = format!("{KERNEL_PREFIX}{}", crate::vmtir::PREFIX);
         if exported.iter().any(|s| s.starts_with(&vmtir_prefix)) {
-            // Compiled functions bind the AnyList functions, which must be relaxvm's.
+            // Compiled functions call relaxvm's AnyList functions, which must be resolvable.
             visibility::ensure_anylist_symbols().map_err(at)?;
         }
         // The loader maps a private copy of the validated bytes (see private_copy.rs).
         let hole = elf::exported_symbol_range(bytes, "__tvm_ffi__library_bin").map_err(at)?;
-        let copy = private_copy::create(bytes, hole)
+        // Compiled functions (exec_mode="compiled") bind relaxvm's AnyList functions.
+        let mut rebound = None;
+        if bytes.windows(b"TVMBackendAnyList".len()).any(|w| w == b"TVMBackendAnyList") {
+            let mut patched = bytes.to_vec();
+            crate::vmtir::frame::rebind_anylist_imports(&mut patched, hole.clone());
+            rebound = Some(patched);
+        }
+        let copy = private_copy::create(rebound.as_deref().unwrap_or(bytes), hole)
             .map_err(|e| at(Error::value(format!("cannot make a private copy to load: {e}"))))?;
         let target = private_copy::proc_path(&copy);
         if already_loaded(&target) {

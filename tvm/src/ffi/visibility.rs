@@ -127,26 +127,25 @@ fn check_binding() -> std::result::Result<(), String> {
     }
 }
 
-/// The AnyList functions the machine code of VM TIR functions imports
-/// (`crate::vmtir::frame`), with relaxvm's definitions.
+/// relaxvm's AnyList functions, which the libraries it opens bind under these names
+/// (`crate::vmtir::frame::rebind_anylist_imports`), with their definitions.
 fn anylist_symbols() -> [(&'static CStr, *const c_void); 3] {
     use crate::vmtir::frame;
     type Move = unsafe extern "C" fn(*mut c_void, i32, *mut super::abi::TVMFFIAny, i32) -> i32;
-    type Reset = extern "C" fn(*mut c_void, i32) -> i32;
+    type Reset = unsafe extern "C" fn(*mut c_void, i32) -> i32;
     [
-        (c"TVMBackendAnyListSetPackedArg", frame::TVMBackendAnyListSetPackedArg as Move as *const c_void),
+        (c"RVMBackendAnyListSetPackedArg", frame::RVMBackendAnyListSetPackedArg as Move as *const c_void),
         (
-            c"TVMBackendAnyListMoveFromPackedReturn",
-            frame::TVMBackendAnyListMoveFromPackedReturn as Move as *const c_void,
+            c"RVMBackendAnyListMoveFromPackedReturn",
+            frame::RVMBackendAnyListMoveFromPackedReturn as Move as *const c_void,
         ),
-        (c"TVMBackendAnyListResetItem", frame::TVMBackendAnyListResetItem as Reset as *const c_void),
+        (c"RVMBackendAnyListResetItem", frame::RVMBackendAnyListResetItem as Reset as *const c_void),
     ]
 }
 
-/// Ensures a library's VM TIR functions will bind relaxvm's AnyList functions: relaxvm's
-/// objects are not tvm-ffi's, so another runtime's definitions (TVM's, loaded globally first)
-/// would release them as its own. An error naming the symbol and the object that defines it
-/// otherwise.
+/// Ensures the compiled functions of the libraries relaxvm opens will bind relaxvm's AnyList
+/// functions: the program exports them (an error naming the link argument otherwise), and the
+/// definition found is relaxvm's (an error naming the object that defines the name otherwise).
 pub fn ensure_anylist_symbols() -> Result<()> {
     for (symbol, ours) in anylist_symbols() {
         let name = symbol.to_string_lossy();
@@ -154,7 +153,7 @@ pub fn ensure_anylist_symbols() -> Result<()> {
         let bound = unsafe { libc::dlsym(libc::RTLD_DEFAULT, symbol.as_ptr()) }.cast_const();
         if bound.is_null() {
             return Err(Error::value(format!(
-                "this program does not export {name}, which the library's compiled functions call: link it with -Wl,--export-dynamic-symbol={name} (see relaxvm-tvm's build.rs)"
+                "this program does not export {name}, which compiled functions (exec_mode=\"compiled\") call: link it with -Wl,--export-dynamic-symbol={name} (see relaxvm-tvm's build.rs)"
             )));
         }
         let same = bound == ours || matches!((object_of(bound), our_object()), (Some(b), Some(o)) if same_object(b, o));
@@ -163,9 +162,7 @@ pub fn ensure_anylist_symbols() -> Result<()> {
                 // SAFETY: dladdr's path is a NUL-terminated string of a loaded object.
                 .map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "an unknown object".into());
-            return Err(Error::value(format!(
-                "{name} resolves to {shown}, not to relaxvm: the library's compiled functions (exec_mode=\"compiled\") cannot run in this process (another TVM runtime was loaded globally first)"
-            )));
+            return Err(Error::value(format!("{name} resolves to {shown}, not to relaxvm")));
         }
     }
     Ok(())

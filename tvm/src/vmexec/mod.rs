@@ -61,7 +61,7 @@ pub fn read_parts(bytes: &[u8]) -> Result<ExecutableParts> {
     let constants = constants::read(&mut b)?;
     let mut instrs = code::read(&mut b, &funcs, constants.len())?;
     b.finish()?;
-    crate::vmtir::wrap_functions(&mut funcs, &mut instrs, constants.len(), &compiled)?;
+    crate::vmtir::wrap_functions(&mut funcs, &mut instrs, &compiled)?;
     Ok(ExecutableParts { funcs, constants, instrs, ..Default::default() })
 }
 

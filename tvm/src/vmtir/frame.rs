@@ -1,6 +1,7 @@
 //! The running VM TIR functions of each thread, and what their native code calls: the three
-//! AnyList functions TVM's runtime exports (`TVMBackendAnyList*`), and calls of packed
-//! functions through `TVMFFIFunctionCall` (routed here by `ffi::services`).
+//! AnyList functions TVM's runtime exports (`TVMBackendAnyList*`, which relaxvm defines as
+//! `RVMBackendAnyList*` and binds in the libraries it opens, see [`rebind_anylist_imports`]),
+//! and calls of packed functions through `TVMFFIFunctionCall` (routed here by `ffi::services`).
 //!
 //! A [`Frame`] lives on the Rust stack of `super::invoke` while its native function runs,
 //! and is reachable from the callbacks through a thread-local stack of pointers. Only the
@@ -12,6 +13,7 @@ use super::cells::{self, Cells, Prepared, Staged};
 use crate::ffi::abi::{type_index, TVMFFIAny};
 use crate::ffi::{convert, raised};
 use relaxvm::{CallCtx, Callable, Closure, Error, Result, Value};
+use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -35,8 +37,10 @@ pub struct Frame {
     pub ctx: *mut CallCtx<'static>,
     /// Tensors passed to native code as copies, written back when the function returns.
     pub staged: Vec<Staged>,
-    /// The error of the last call native code made that failed: the function's error, given
-    /// to the caller unchanged (its kind, a Python exception it carries).
+    /// The first failure of a callback of this function (a call, an AnyList function): the
+    /// function's error, given to the caller unchanged (its kind, a Python exception it
+    /// carries), even when the machine code goes on (TVM's code ignores the AnyList functions'
+    /// return codes). Once set, every later callback of the function refuses.
     pub error: Option<Error>,
 }
 
@@ -51,20 +55,25 @@ impl Frame {
     ///
     /// # Safety
     /// As [`convert::CallbackArgs::value`]: DLTensors and strings in `a` are live for the call.
-    unsafe fn value_of(&self, a: &TVMFFIAny, copies: &mut convert::CallbackArgs, what: &str) -> Result<Value> {
+    unsafe fn value_of(
+        &self,
+        a: &TVMFFIAny,
+        copies: &mut convert::CallbackArgs,
+        what: &dyn Fn() -> String,
+    ) -> Result<Value> {
         if cells::is_object(a) {
             let address = a.payload as usize;
             let found = self.owned.get(address).or_else(|| self.consts.cells.get(address));
             return found
                 .or_else(|| self.funcs.cells.get(address))
                 .cloned()
-                .ok_or_else(|| cells::unknown_object(a, what));
+                .ok_or_else(|| cells::unknown_object(a, &what()));
         }
         if a.type_index == type_index::OPAQUE_PTR {
             return if a.as_ptr().cast_const() == self.ctx_ptr() {
                 Ok(Value::VmState)
             } else {
-                Err(Error::value(format!("{what}: an opaque pointer {:#x} that is not the VM context", a.payload)))
+                Err(Error::value(format!("{}: an opaque pointer {:#x} that is not the VM context", what(), a.payload)))
             };
         }
         // SAFETY: the caller's contract.
@@ -106,6 +115,25 @@ pub fn running() -> bool {
     FRAMES.with(|f| !f.borrow().is_empty())
 }
 
+/// Records `e` as the innermost frame's failure, unless it failed before (the first stays).
+fn fail(e: Error) {
+    let _ = with_innermost(|frame| {
+        if frame.error.is_none() {
+            frame.error = Some(e);
+        }
+        Ok(())
+    });
+}
+
+/// An error when the innermost frame failed before: native code that goes on after a failure
+/// gets nothing more done.
+fn refuse_after_failure(what: &str) -> Result<()> {
+    with_innermost(|frame| match &frame.error {
+        Some(e) => Err(Error::value(format!("{what}: VM TIR function {:?} failed before: {e}", frame.name))),
+        None => Ok(()),
+    })
+}
+
 /// Runs `step` on the innermost frame; an error (`RuntimeError`) when there is none.
 fn with_innermost<R>(step: impl FnOnce(&mut Frame) -> Result<R>) -> Result<R> {
     let frame = FRAMES.with(|f| f.borrow().last().copied());
@@ -122,14 +150,15 @@ fn with_innermost<R>(step: impl FnOnce(&mut Frame) -> Result<R>) -> Result<R> {
 /// caught here: it never unwinds into native code.
 fn finish(what: &str, body: impl FnOnce() -> Result<()>) -> i32 {
     let _unguarded = crate::ffi::guard::Unguarded::enter();
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => 0,
-        Ok(Err(e)) => {
+    let outcome = match catch_unwind(AssertUnwindSafe(|| refuse_after_failure(what).and_then(|()| body()))) {
+        Ok(r) => r,
+        Err(_) => Err(Error::value(format!("{what} panicked"))),
+    };
+    match outcome {
+        Ok(()) => 0,
+        Err(e) => {
             raised::set_error(&e);
-            -1
-        }
-        Err(_) => {
-            raised::set("RuntimeError".into(), format!("{what} panicked"));
+            fail(e);
             -1
         }
     }
@@ -146,6 +175,35 @@ fn registers_of<'f>(frame: &'f mut Frame, list: *mut c_void, what: &str) -> Resu
     )))
 }
 
+/// The AnyList functions TVM's machine code imports.
+pub const ANYLIST_IMPORTS: [&str; 3] =
+    ["TVMBackendAnyListSetPackedArg", "TVMBackendAnyListMoveFromPackedReturn", "TVMBackendAnyListResetItem"];
+
+/// Renames, in the bytes of a library relaxvm is about to open (its private copy), every
+/// reference to the AnyList functions to relaxvm's own names (`TVMBackend...` becomes
+/// `RVMBackend...`, the same length): the library then binds relaxvm's definitions, which no
+/// other runtime has, and relaxvm never exports TVM's names, so the libraries another runtime
+/// (TVM's) loads keep binding that runtime's. Returns whether anything was renamed. The names
+/// occur only in the symbol string tables; `hole` (the program blob, left out of the copy) is
+/// not touched.
+pub fn rebind_anylist_imports(bytes: &mut [u8], hole: Option<std::ops::Range<usize>>) -> bool {
+    let mut renamed = false;
+    for name in ANYLIST_IMPORTS {
+        let mut pattern = name.as_bytes().to_vec();
+        pattern.push(0);
+        let mut at = 0;
+        while let Some(found) = bytes[at..].windows(pattern.len()).position(|w| w == pattern.as_slice()) {
+            let start = at + found;
+            if !hole.as_ref().is_some_and(|h| h.contains(&start)) {
+                bytes[start] = b'R';
+                renamed = true;
+            }
+            at = start + pattern.len();
+        }
+    }
+    renamed
+}
+
 /// Checks `index` against a list of `len` items.
 fn checked(index: i32, len: usize, what: &str) -> Result<usize> {
     usize::try_from(index)
@@ -160,13 +218,13 @@ fn checked(index: i32, len: usize, what: &str) -> Result<usize> {
 /// # Safety
 /// `args` has room for `offset + 1` values (native code's argument stack).
 #[no_mangle]
-pub unsafe extern "C" fn TVMBackendAnyListSetPackedArg(
+pub unsafe extern "C" fn RVMBackendAnyListSetPackedArg(
     list: *mut c_void,
     index: i32,
     args: *mut TVMFFIAny,
     offset: i32,
 ) -> i32 {
-    finish("TVMBackendAnyListSetPackedArg", || {
+    let rc = finish("TVMBackendAnyListSetPackedArg", || {
         let what = "TVMBackendAnyListSetPackedArg";
         let offset = usize::try_from(offset).map_err(|_| Error::value(format!("{what}: negative offset")))?;
         if args.is_null() {
@@ -191,7 +249,16 @@ pub unsafe extern "C" fn TVMBackendAnyListSetPackedArg(
         // SAFETY: the caller's contract: `args[offset]` is writable.
         unsafe { args.add(offset).write(item) };
         Ok(())
-    })
+    });
+    if rc != 0 && !args.is_null() {
+        if let Ok(offset) = usize::try_from(offset) {
+            // TVM's code goes on after a failure: the slot must not keep what it held before
+            // (a value of an earlier call, maybe released since).
+            // SAFETY: the caller's contract: `args[offset]` is writable.
+            unsafe { args.add(offset).write(TVMFFIAny::NONE) };
+        }
+    }
+    rc
 }
 
 /// `TVMBackendAnyListMoveFromPackedReturn(list, index, args, offset)`: moves the result of a
@@ -201,7 +268,7 @@ pub unsafe extern "C" fn TVMBackendAnyListSetPackedArg(
 /// # Safety
 /// `args[offset]` is readable and writable.
 #[no_mangle]
-pub unsafe extern "C" fn TVMBackendAnyListMoveFromPackedReturn(
+pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
     list: *mut c_void,
     index: i32,
     args: *mut TVMFFIAny,
@@ -242,8 +309,12 @@ pub unsafe extern "C" fn TVMBackendAnyListMoveFromPackedReturn(
 }
 
 /// `TVMBackendAnyListResetItem(list, index)`: register `index` becomes None.
+///
+/// # Safety
+/// A list that is not relaxvm's goes to the next definition (another runtime's), which
+/// requires `list` to be that runtime's list with an item `index`.
 #[no_mangle]
-pub extern "C" fn TVMBackendAnyListResetItem(list: *mut c_void, index: i32) -> i32 {
+pub unsafe extern "C" fn RVMBackendAnyListResetItem(list: *mut c_void, index: i32) -> i32 {
     finish("TVMBackendAnyListResetItem", || {
         let what = "TVMBackendAnyListResetItem";
         with_innermost(|frame| {
@@ -265,21 +336,26 @@ pub extern "C" fn TVMBackendAnyListResetItem(list: *mut c_void, index: i32) -> i
 /// `args` holds `args.len()` values whose DLTensors and strings are live for the call;
 /// `result` is writable.
 pub unsafe fn call(name: &str, func: relaxvm::PackedFunc, args: &[TVMFFIAny], result: *mut TVMFFIAny) -> i32 {
-    let what = format!("a call of {name:?}");
-    let mut copies = convert::CallbackArgs::default();
     let prepared = with_innermost(|frame| {
-        let values = args
-            .iter()
-            .enumerate()
+        if let Some(e) = &frame.error {
+            return Err(Error::value(format!(
+                "a call of {name:?}: VM TIR function {:?} failed before: {e}",
+                frame.name
+            )));
+        }
+        let mut copies = convert::CallbackArgs::default();
+        let mut values: SmallVec<[Value; 8]> = SmallVec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
             // SAFETY: the caller's contract.
-            .map(|(i, a)| unsafe { frame.value_of(a, &mut copies, &format!("argument {i} of {what}")) })
-            .collect::<Result<Vec<Value>>>()?;
-        Ok((values, frame.ctx))
+            values.push(unsafe { frame.value_of(a, &mut copies, &|| format!("argument {i} of a call of {name:?}")) }?);
+        }
+        Ok((values, frame.ctx, copies))
     });
-    let (values, ctx) = match prepared {
+    let (values, ctx, copies) = match prepared {
         Ok(p) => p,
         Err(e) => {
             raised::set_error(&e);
+            fail(e);
             return -1;
         }
     };
@@ -309,16 +385,14 @@ pub unsafe fn call(name: &str, func: relaxvm::PackedFunc, args: &[TVMFFIAny], re
                 }
                 Err(e) => {
                     raised::set_error(&e);
+                    fail(e);
                     -1
                 }
             }
         }
         Err(e) => {
             raised::set_error(&e);
-            let _ = with_innermost(|frame| {
-                frame.error = Some(e);
-                Ok(())
-            });
+            fail(e);
             -1
         }
     }

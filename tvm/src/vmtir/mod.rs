@@ -15,16 +15,18 @@
 //!
 //! ```text
 //! @main inputs=2 regs=3:
-//!   call  __vmtir__main  in: %0, %1, i9, i2, c[0], c[1], f[0], f[1], ...  dst: %2
+//!   call  __vmtir__main  in: %0, %1, i9  dst: %2
 //!   ret  %2
 //! ```
 //!
-//! whose packed function `__vmtir__main` the library provides ([`adapter`]): the registers,
-//! then the register count and constant count, then every constant and every function of the
-//! table. So a compiled function is an ordinary bytecode function to the VM — its argument
-//! checks, the errors located in it, its step, re-entry and native-stack limits, and the
-//! instrument hook around its call — and the constant and function lists are made once per VM
-//! (the call site's specialization), not per call. Every call the native code makes through its
+//! whose packed function `__vmtir__main` the library provides ([`adapter`]): the registers (the
+//! inputs), then the register count. So a compiled function is an ordinary bytecode function to
+//! the VM — its argument checks, the errors located in it, its step, re-entry and native-stack
+//! limits, and the instrument hook around its call. The constant and function lists are the
+//! VM's own constants and function values as tvm-ffi values, made once per VM on first use and
+//! kept in the VM ([`relaxvm::CallCtx::program_lists`]), shared by all its compiled functions:
+//! what loading and running cost stays proportional to the program, whatever its number of
+//! functions and constants. Every call the native code makes through its
 //! function table goes through the VM ([`relaxvm::CallCtx::call_named`]): a step, polled for
 //! Ctrl-C, seen by the profiler and the tracer. Kernels it calls directly (`call_cpacked`) are
 //! part of the function's own time, as in TVM's profiler.
@@ -54,20 +56,24 @@ pub struct Compiled {
     pub registers: u32,
 }
 
+/// The most registers a VM TIR function may declare: its register list is allocated at each
+/// call, sized by this number from the file (TVM's functions use a few hundred).
+pub const MAX_REGISTERS: u32 = 1 << 22;
+
 /// Gives each VM TIR function of `funcs` its bytecode body (see the module's note): appends
 /// the `__vmtir__NAME` packed entries to the table and the bodies to `instrs`.
-pub fn wrap_functions(
-    funcs: &mut Vec<FuncInfo>,
-    instrs: &mut Vec<Instruction>,
-    num_constants: usize,
-    compiled: &[Compiled],
-) -> Result<()> {
-    let table = u32::try_from(funcs.len()).map_err(|_| Error::format("a function table beyond 2^32 entries"))?;
-    let consts = u32::try_from(num_constants).map_err(|_| Error::format("a constant pool beyond 2^32 entries"))?;
+pub fn wrap_functions(funcs: &mut Vec<FuncInfo>, instrs: &mut Vec<Instruction>, compiled: &[Compiled]) -> Result<()> {
+    let names: std::collections::HashSet<String> = funcs.iter().map(|f| f.name.clone()).collect();
     for c in compiled {
         let name = funcs[c.index].name.clone();
+        if c.registers > MAX_REGISTERS {
+            return Err(Error::format(format!(
+                "VM TIR function {name:?} declares {} registers; at most {MAX_REGISTERS} are supported",
+                c.registers
+            )));
+        }
         let native = format!("{PREFIX}{name}");
-        if funcs.iter().any(|f| f.name == native) {
+        if names.contains(&native) {
             return Err(Error::format(format!(
                 "the function table holds both VM TIR function {name:?} and a function named {native:?}, the name of its machine code"
             )));
@@ -77,9 +83,6 @@ pub fn wrap_functions(
         funcs.push(FuncInfo::packed(&native));
         let mut args: Vec<Arg> = (0..c.num_args).map(Arg::Reg).collect();
         args.push(Arg::Imm(i64::from(c.registers)));
-        args.push(Arg::Imm(i64::from(consts)));
-        args.extend((0..consts).map(Arg::Const));
-        args.extend((0..table).map(Arg::Func));
         let start = u32::try_from(instrs.len()).map_err(|_| Error::format("a program beyond 2^32 instructions"))?;
         instrs.push(Instruction::Call { func: native_index, args, dst: Some(c.num_args) });
         instrs.push(Instruction::Ret { result: c.num_args });
@@ -90,61 +93,44 @@ pub fn wrap_functions(
     Ok(())
 }
 
-/// What one call site of a VM TIR function passes besides its registers, made once.
-struct Site {
-    registers: usize,
+/// A VM's constant and function lists as native code reads them.
+struct Lists {
     consts: Arc<Prepared>,
     funcs: Arc<Prepared>,
 }
 
-impl Site {
-    /// Reads the operands after the `n` registers: register count, constant count, constants,
-    /// functions.
-    fn read(name: &str, rest: &[&Value]) -> Result<Site> {
-        let bad = || {
-            Error::value(format!(
-                "{name}: expected the registers, the register count, the constant count, the constants and the functions (the call relaxvm's importer writes)"
-            ))
-        };
-        let int = |v: Option<&&Value>| v.and_then(|v| v.as_int().ok()).and_then(|i| usize::try_from(i).ok());
-        let registers = int(rest.first()).ok_or_else(bad)?;
-        let k = int(rest.get(1)).ok_or_else(bad)?;
-        let tail = rest.get(2..).ok_or_else(bad)?;
-        if tail.len() < k {
-            return Err(bad());
+/// The lists of the VM `ctx` calls from, made on first use and kept in the VM.
+fn lists_of(ctx: &mut relaxvm::CallCtx<'_>, name: &str) -> Result<Arc<Lists>> {
+    let (consts, funcs, slot) = ctx
+        .program_lists()
+        .ok_or_else(|| Error::value(format!("VM TIR function {name:?} runs only inside a VirtualMachine")))?;
+    if let Value::Object(o) = &*slot {
+        if let Some(lists) = o.downcast_ref::<Arc<Lists>>() {
+            return Ok(Arc::clone(lists));
         }
-        let consts: Vec<Value> = tail[..k].iter().map(|v| (*v).clone()).collect();
-        let funcs: Vec<Value> = tail[k..].iter().map(|v| (*v).clone()).collect();
-        Ok(Site { registers, consts: Arc::new(Prepared::new(&consts)?), funcs: Arc::new(Prepared::new(&funcs)?) })
     }
+    let lists = Arc::new(Lists { consts: Arc::new(Prepared::new(consts)?), funcs: Arc::new(Prepared::new(funcs)?) });
+    *slot = Value::Object(Arc::new(Box::new(Arc::clone(&lists))));
+    Ok(lists)
 }
 
 /// The packed function `__vmtir__NAME` for machine code `f` of a library (`keep` keeps the
-/// library loaded). Called with the registers (the function's inputs) followed by what
-/// [`wrap_functions`] passes; each call site is specialised once to its constant and function
-/// lists, and then passes only the registers.
+/// library loaded), called with the function's inputs followed by its register count.
 pub fn adapter(native_name: &str, f: SafeCall, keep: Arc<dyn std::any::Any + Send + Sync>) -> PackedFunc {
     let name: Arc<str> = native_name.into();
-    let general_name = Arc::clone(&name);
-    let general_keep = Arc::clone(&keep);
     PackedFunc::new(native_name, move |ctx, args| {
-        let _loaded = &general_keep;
-        let n = args.iter().position(|v| matches!(v, Value::Int(_))).unwrap_or(args.len());
-        let rest: Vec<&Value> = args[n..].iter().collect();
-        let site = Site::read(&general_name, &rest)?;
-        invoke(&general_name, f, ctx, &args[..n], &site)
-    })
-    .with_specializer(move |fixed| {
-        let n = fixed.iter().position(Option::is_some)?;
-        let rest: Option<Vec<&Value>> = fixed[n..].iter().copied().collect();
-        let site = Site::read(&name, &rest?).ok()?;
-        let name = Arc::clone(&name);
-        let keep = Arc::clone(&keep);
-        let special = PackedFunc::new(&name.clone(), move |ctx, args| {
-            let _loaded = &keep;
-            invoke(&name, f, ctx, &args[..n.min(args.len())], &site)
-        });
-        Some(special.reading_first(n))
+        let _loaded = &keep;
+        let registers = match args.last() {
+            Some(Value::Int(r)) => usize::try_from(*r).ok(),
+            _ => None,
+        };
+        let registers = registers.ok_or_else(|| {
+            Error::value(format!(
+                "{name}: expected the function's inputs followed by its register count (the call relaxvm's importer writes)"
+            ))
+        })?;
+        let lists = lists_of(ctx, &name)?;
+        invoke(&name, f, ctx, &args[..args.len() - 1], registers, &lists)
     })
 }
 
@@ -154,23 +140,31 @@ fn invoke(
     f: SafeCall,
     ctx: &mut relaxvm::CallCtx<'_>,
     inputs: &[Value],
-    site: &Site,
+    registers: usize,
+    lists: &Lists,
 ) -> Result<Value> {
     let name = native_name.strip_prefix(PREFIX).unwrap_or(native_name);
-    if site.registers <= inputs.len() {
+    if registers <= inputs.len() || registers > MAX_REGISTERS as usize {
         return Err(Error::value(format!(
-            "VM TIR function {name:?}: {} registers cannot hold its {} inputs and its result",
-            site.registers,
+            "VM TIR function {name:?}: {registers} registers cannot hold its {} inputs and its result (at most {MAX_REGISTERS})",
             inputs.len()
         )));
     }
+    let mut regs = Vec::new();
+    regs.try_reserve_exact(registers).map_err(|_| {
+        Error::alloc(
+            (registers * std::mem::size_of::<TVMFFIAny>()) as u128,
+            format!("the registers of VM TIR function {name:?}"),
+        )
+    })?;
+    regs.resize(registers, TVMFFIAny::NONE);
     let ctx_raw: *mut relaxvm::CallCtx<'_> = ctx;
     let mut frame = Frame {
         name: name.into(),
-        regs: vec![TVMFFIAny::NONE; site.registers],
+        regs,
         owned: Cells::default(),
-        consts: Arc::clone(&site.consts),
-        funcs: Arc::clone(&site.funcs),
+        consts: Arc::clone(&lists.consts),
+        funcs: Arc::clone(&lists.funcs),
         ctx: ctx_raw.cast(),
         staged: Vec::new(),
         error: None,
@@ -213,9 +207,13 @@ fn invoke(
         Ok(Err(e)) => return Err(e),
         Err(_) => -1,
     };
-    let outcome = if rc != 0 {
-        let raised = raised::take(&format!("VM TIR function {name:?}"));
-        Err(frame.error.take().unwrap_or(raised))
+    let outcome = if let Some(e) = frame.error.take() {
+        // A callback failed: the first failure is the function's error, whatever the machine
+        // code returned after it.
+        raised::clear();
+        Err(e)
+    } else if rc != 0 {
+        Err(raised::take(&format!("VM TIR function {name:?}")))
     } else {
         let ret = frame.regs[inputs.len()];
         value_of_result(&frame, &ret, name)

@@ -2,7 +2,7 @@
 //! machine code TVM emits, calling the AnyList functions and `TVMFFIFunctionCall` as it does,
 //! correctly and in hostile ways.
 
-use super::frame::{TVMBackendAnyListMoveFromPackedReturn, TVMBackendAnyListResetItem, TVMBackendAnyListSetPackedArg};
+use super::frame::{RVMBackendAnyListMoveFromPackedReturn, RVMBackendAnyListResetItem, RVMBackendAnyListSetPackedArg};
 use super::{adapter, wrap_functions, Compiled};
 use crate::ffi::abi::{type_index, SafeCall, TVMFFIAny};
 use crate::ffi::{raised, services};
@@ -47,7 +47,7 @@ unsafe extern "C" fn copy_fn(_: *mut c_void, args: *const TVMFFIAny, n: i32, _: 
     let (_, r, _, _) = unsafe { lists(args) };
     let mut stack = [TVMFFIAny::NONE; 2];
     // SAFETY: room for one argument.
-    let rc = unsafe { TVMBackendAnyListSetPackedArg(r, 0, stack.as_mut_ptr(), 0) };
+    let rc = unsafe { RVMBackendAnyListSetPackedArg(r, 0, stack.as_mut_ptr(), 0) };
     if rc != 0 {
         return rc;
     }
@@ -57,7 +57,7 @@ unsafe extern "C" fn copy_fn(_: *mut c_void, args: *const TVMFFIAny, n: i32, _: 
         return rc;
     }
     // SAFETY: the result is at offset 1.
-    unsafe { TVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 1) }
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 1) }
 }
 
 /// `f(x) = vm.builtin.alloc_storage(ctx, ...)`: the context pointer stands for the VM state.
@@ -68,8 +68,8 @@ unsafe extern "C" fn alloc_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _:
     stack[0] = TVMFFIAny::ptr(type_index::OPAQUE_PTR, ctx);
     // SAFETY: constant 0 is the size shape, 1 the dtype; room for them at 1 and 3.
     unsafe {
-        if TVMBackendAnyListSetPackedArg(c, 0, stack.as_mut_ptr(), 1) != 0
-            || TVMBackendAnyListSetPackedArg(c, 1, stack.as_mut_ptr(), 3) != 0
+        if RVMBackendAnyListSetPackedArg(c, 0, stack.as_mut_ptr(), 1) != 0
+            || RVMBackendAnyListSetPackedArg(c, 1, stack.as_mut_ptr(), 3) != 0
         {
             return -1;
         }
@@ -81,7 +81,7 @@ unsafe extern "C" fn alloc_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _:
         return rc;
     }
     // SAFETY: the result is at offset 5.
-    unsafe { TVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 5) }
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 5) }
 }
 
 /// Reads register 99 of a function that has 2.
@@ -90,7 +90,7 @@ unsafe extern "C" fn out_of_range_fn(_: *mut c_void, args: *const TVMFFIAny, _: 
     let (_, r, _, _) = unsafe { lists(args) };
     let mut stack = [TVMFFIAny::NONE; 1];
     // SAFETY: room for one argument.
-    unsafe { TVMBackendAnyListSetPackedArg(r, 99, stack.as_mut_ptr(), 0) }
+    unsafe { RVMBackendAnyListSetPackedArg(r, 99, stack.as_mut_ptr(), 0) }
 }
 
 /// Stores a forged object pointer into register 1.
@@ -99,7 +99,7 @@ unsafe extern "C" fn forged_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _
     let (_, r, _, _) = unsafe { lists(args) };
     let mut stack = [TVMFFIAny::ptr(70, 0x1234usize as *const c_void)];
     // SAFETY: one value at offset 0.
-    unsafe { TVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 0) }
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 0) }
 }
 
 /// Writes into the constant list.
@@ -108,7 +108,7 @@ unsafe extern "C" fn const_write_fn(_: *mut c_void, args: *const TVMFFIAny, _: i
     let (_, _, c, _) = unsafe { lists(args) };
     let mut stack = [TVMFFIAny::int(1)];
     // SAFETY: one value at offset 0.
-    unsafe { TVMBackendAnyListMoveFromPackedReturn(c, 0, stack.as_mut_ptr(), 0) }
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(c, 0, stack.as_mut_ptr(), 0) }
 }
 
 /// Calls `test.vmtir.fail`, whose error must reach the caller unchanged.
@@ -124,8 +124,7 @@ fn vm_with(code: SafeCall) -> VirtualMachine {
     let mut funcs = vec![FuncInfo::bytecode("f", 0, 0, 1, 2)];
     let mut instrs = Vec::new();
     let constants = vec![Value::Shape([16].into()), Value::str("uint8")];
-    wrap_functions(&mut funcs, &mut instrs, constants.len(), &[Compiled { index: 0, num_args: 1, registers: 2 }])
-        .unwrap();
+    wrap_functions(&mut funcs, &mut instrs, &[Compiled { index: 0, num_args: 1, registers: 2 }]).unwrap();
     let exe = Executable::from_parts(ExecutableParts { funcs, constants, instrs, ..Default::default() }).unwrap();
     let mut overrides = Registry::new();
     overrides.register(adapter("__vmtir__f", code, Arc::new(())), false).unwrap();
@@ -187,13 +186,87 @@ fn an_error_of_a_called_function_reaches_the_caller_unchanged() {
     assert!(matches!(e.root().kind(), ErrorKind::Index { index: 7, len: 3, .. }), "{e:?}");
 }
 
+/// Reads register 99 (a failure), then goes on as TVM's code does, ignoring the return code.
+unsafe extern "C" fn goes_on_after_failure_fn(
+    _: *mut c_void,
+    args: *const TVMFFIAny,
+    _: i32,
+    _: *mut TVMFFIAny,
+) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    let mut stack = [TVMFFIAny::int(7), TVMFFIAny::NONE];
+    // SAFETY: room for one argument; the failure leaves None in the slot.
+    unsafe { RVMBackendAnyListSetPackedArg(r, 99, stack.as_mut_ptr(), 0) };
+    assert_eq!(stack[0].type_index, type_index::NONE, "the slot of a failed read holds None");
+    // Every later callback refuses.
+    // SAFETY: as above.
+    assert_eq!(unsafe { RVMBackendAnyListSetPackedArg(r, 0, stack.as_mut_ptr(), 0) }, -1);
+    let (head, tail) = stack.split_at_mut(1);
+    assert_eq!(call_by_name("vm.builtin.copy", head, &mut tail[0]), -1);
+    0
+}
+
+#[test]
+fn after_a_failure_the_first_error_is_the_result() {
+    let e = vm_with(goes_on_after_failure_fn).invoke("f", &[tensor()]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Index { index: 99, len: 2, .. }), "{e:?}");
+}
+
+#[test]
+fn wrappers_and_register_counts_are_bounded() {
+    // A wrapper passes its inputs and register count only: n functions cost O(n).
+    let n = 30_000;
+    let mut funcs: Vec<FuncInfo> = (0..n).map(|i| FuncInfo::bytecode(format!("f{i}"), 0, 0, 0, 1)).collect();
+    let compiled: Vec<Compiled> = (0..n).map(|index| Compiled { index, num_args: 0, registers: 1 }).collect();
+    let mut instrs = Vec::new();
+    wrap_functions(&mut funcs, &mut instrs, &compiled).unwrap();
+    let operands: usize = instrs
+        .iter()
+        .map(|i| match i {
+            relaxvm::Instruction::Call { args, .. } => args.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!((instrs.len(), operands), (2 * n, n));
+    let mut funcs = vec![FuncInfo::bytecode("f", 0, 0, 1, 2)];
+    let huge = [Compiled { index: 0, num_args: 1, registers: super::MAX_REGISTERS + 1 }];
+    let e = wrap_functions(&mut funcs, &mut Vec::new(), &huge).unwrap_err().to_string();
+    assert!(e.contains("\"f\" declares 4194305 registers"), "{e}");
+}
+
 #[test]
 fn the_anylist_functions_outside_a_compiled_function_are_errors() {
     let mut slot = [TVMFFIAny::NONE];
     raised::clear();
     // SAFETY: a writable one-item stack.
-    assert_eq!(unsafe { TVMBackendAnyListSetPackedArg(slot.as_mut_ptr().cast(), 0, slot.as_mut_ptr(), 0) }, -1);
+    assert_eq!(unsafe { RVMBackendAnyListSetPackedArg(slot.as_mut_ptr().cast(), 0, slot.as_mut_ptr(), 0) }, -1);
     assert!(raised::take("x").to_string().contains("outside a running VM TIR function"));
-    assert_eq!(TVMBackendAnyListResetItem(slot.as_mut_ptr().cast(), 0), -1);
+    // SAFETY: outside a frame, with no other runtime loaded, nothing is dereferenced.
+    assert_eq!(unsafe { RVMBackendAnyListResetItem(slot.as_mut_ptr().cast(), 0) }, -1);
     assert!(raised::take("x").to_string().contains("outside a running VM TIR function"));
+}
+
+#[test]
+fn the_anylist_imports_of_a_library_are_rebound_to_relaxvm() {
+    use super::frame::rebind_anylist_imports;
+    let mut bytes =
+        b"\0TVMBackendAnyListResetItem\0xTVMBackendAnyListSetPackedArg\0TVMBackendAnyListResetItemZ".to_vec();
+    assert!(rebind_anylist_imports(&mut bytes, None));
+    assert_eq!(
+        &bytes[..],
+        &b"\0RVMBackendAnyListResetItem\0xRVMBackendAnyListSetPackedArg\0TVMBackendAnyListResetItemZ"[..]
+    );
+    // Nothing inside the program blob is touched.
+    let mut blob = b"TVMBackendAnyListResetItem\0".to_vec();
+    assert!(!rebind_anylist_imports(&mut blob, Some(0..27)));
+}
+
+#[test]
+fn an_int_input_under_an_instrument_is_an_input() {
+    // compiled/04: the general path once took the first int argument for the register count.
+    let mut vm = vm_with(copy_fn);
+    vm.set_instrument(Some(Box::new(|_| Ok(InstrumentAction::Continue))));
+    let out = vm.invoke("f", &[Value::Int(4_294_967_295)]).unwrap();
+    assert_eq!(out.as_int().unwrap(), 4_294_967_295);
 }

@@ -64,6 +64,9 @@ pub struct VirtualMachine {
     /// ([`CallCtx::site_cache`]).
     site_caches: Vec<Value>,
     saved: HashMap<String, Value>,
+    /// What native code the VM runs keeps per VM ([`VmHandle::program_lists`]): a compiled
+    /// model's constant and function lists.
+    native_state: Value,
     inputs: HashMap<String, Vec<Value>>,
     outputs: HashMap<String, Value>,
 }
@@ -96,6 +99,7 @@ impl VirtualMachine {
             poll: None,
             site_caches,
             saved: HashMap::new(),
+            native_state: Value::Null,
             inputs: HashMap::new(),
             outputs: HashMap::new(),
         })
@@ -444,6 +448,10 @@ impl VmHandle for VirtualMachine {
 
     fn call_named(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
         self.native_call(name, f, args)
+    }
+
+    fn program_lists(&mut self) -> Option<crate::value::ProgramLists<'_>> {
+        Some((self.exe.constants(), &self.code.func_values, &mut self.native_state))
     }
 }
 
