@@ -269,8 +269,9 @@ const char *rvm_version(void);
 // builtin replaces it for VMs made afterwards.
 //
 // Ownership: borrows `name`; on success the registry owns `user_data` and calls
-// `free_user_data(user_data)` (if not NULL) when the function is replaced; on error nothing is
-// kept (and `free_user_data` is not called). Thread safety: any thread; `f` must be callable
+// `free_user_data(user_data)` (if not NULL) once the function is replaced and no VM made before
+// uses it any more, holding no lock of relaxvm's (it may call the API); on error nothing is kept
+// (and `free_user_data` is not called). Thread safety: any thread; `f` must be callable
 // from any thread, concurrently.
 struct rvm_error *rvm_register_func(const char *name,
                                     rvm_packed_fn f,

@@ -97,8 +97,9 @@ impl CFunc {
 /// builtin replaces it for VMs made afterwards.
 ///
 /// Ownership: borrows `name`; on success the registry owns `user_data` and calls
-/// `free_user_data(user_data)` (if not NULL) when the function is replaced; on error nothing is
-/// kept (and `free_user_data` is not called). Thread safety: any thread; `f` must be callable
+/// `free_user_data(user_data)` (if not NULL) once the function is replaced and no VM made before
+/// uses it any more, holding no lock of relaxvm's (it may call the API); on error nothing is kept
+/// (and `free_user_data` is not called). Thread safety: any thread; `f` must be callable
 /// from any thread, concurrently.
 #[no_mangle]
 pub unsafe extern "C" fn rvm_register_func(
@@ -125,7 +126,13 @@ pub unsafe extern "C" fn rvm_register_func(
         let c = CFunc { f, user_data, free: free_user_data };
         let label = name.clone();
         let packed = PackedFunc::from_fn(&name, move |args| c.call(&label, args));
-        registry.register(packed, true)?;
+        // The function replaced is dropped after the registry's lock is released: dropping it
+        // may run its `free_user_data`, which may call back into the API (and the registry).
+        let replaced = registry.remove(&name);
+        let registered = registry.register(packed, true);
+        drop(registry);
+        drop(replaced);
+        registered?;
         Ok(())
     })
 }

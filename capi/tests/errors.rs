@@ -753,3 +753,65 @@ fn tuples_nest_at_most_the_limit() {
         }
     }
 }
+
+/// capi/01: a `free_user_data` that calls the API (here: registers again) must not find the
+/// registry locked; nor may a DLPack deleter that calls the API find the handle table locked.
+unsafe extern "C" fn free_by_reregistering(_: *mut c_void) {
+    // SAFETY: a valid name and function.
+    let e = unsafe { rvm_register_func(c"test.reentrant_free_other".as_ptr(), Some(spinning), null_mut(), None, true) };
+    assert!(e.is_null());
+    REENTRANT_FREES.fetch_add(1, Ordering::SeqCst);
+}
+
+static REENTRANT_FREES: AtomicUsize = AtomicUsize::new(0);
+
+#[test]
+fn destructors_that_call_the_api_find_no_lock_held() {
+    // SAFETY: valid names and functions.
+    unsafe {
+        ok(rvm_register_func(
+            c"test.reentrant_free".as_ptr(),
+            Some(spinning),
+            null_mut(),
+            Some(free_by_reregistering),
+            true,
+        ));
+        ok(rvm_register_func(c"test.reentrant_free".as_ptr(), Some(spinning), null_mut(), None, true));
+    }
+    assert_eq!(REENTRANT_FREES.load(Ordering::SeqCst), 1);
+
+    unsafe extern "C" fn delete_calling_api(m: *mut DLManagedTensorVersioned) {
+        // SAFETY: the API is callable here; `m` is the tensor made below, released once.
+        unsafe {
+            let v = rvm_value_new_int(1);
+            assert!(rvm_value_free(v).is_null());
+            drop(Box::from_raw((*m).manager_ctx.cast::<(Vec<f32>, Vec<i64>)>()));
+            drop(Box::from_raw(m));
+        }
+    }
+    let ctx = Box::into_raw(Box::new((vec![1.0f32, 2.0], vec![2i64])));
+    // SAFETY: `ctx` is valid until the deleter frees it.
+    let m = unsafe {
+        Box::into_raw(Box::new(DLManagedTensorVersioned {
+            version: DLPackVersion { major: 1, minor: 0 },
+            manager_ctx: ctx.cast(),
+            deleter: Some(delete_calling_api),
+            flags: 0,
+            dl_tensor: DLTensor {
+                data: (*ctx).0.as_mut_ptr().cast(),
+                device: DLDevice { device_type: 1, device_id: 0 },
+                ndim: 1,
+                dtype: DLDataType { code: 2, bits: 32, lanes: 1 },
+                shape: (*ctx).1.as_mut_ptr(),
+                strides: null_mut(),
+                byte_offset: 0,
+            },
+        }))
+    };
+    let mut v = null_mut();
+    // SAFETY: a valid managed tensor; the value is freed once, which runs the deleter.
+    unsafe {
+        ok(rvm_value_from_dlpack(m, &mut v));
+        ok(rvm_value_free(v));
+    }
+}
