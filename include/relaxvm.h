@@ -571,18 +571,17 @@ struct rvm_error *rvm_vm_interrupt(const struct rvm_vm *vm);
 // functions, bytecode functions, the VM's own overhead), and writes the report in `format`
 // (`RVM_PROFILE_TABLE`, `_CSV`, `_JSON` or `_CHROME_TRACE`; the last three need the library's
 // `tooling` feature, on by default, else `RVM_ERROR_UNSUPPORTED`). The VM must have been made
-// with `profile` set. `result` may be NULL when the call's result is not wanted.
+// with `profile` set. The run's result is not kept (call `rvm_vm_call` for it); its error, if it
+// fails, is this function's.
 //
 // Ownership: borrows the inputs; on success `*report` is a string the caller frees with
-// `rvm_string_free`, `*result` (if asked) a new value the caller owns. Thread safety: as
-// `rvm_vm_call`.
+// `rvm_string_free`. Thread safety: as `rvm_vm_call`.
 struct rvm_error *rvm_vm_profile(const struct rvm_vm *vm,
                                  const char *name,
                                  const struct rvm_value *const *args,
                                  size_t nargs,
                                  uint32_t format,
-                                 char **report,
-                                 struct rvm_value **result);
+                                 char **report);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -131,10 +131,11 @@ int main(int argc, char **argv) try {
     std::vector<float> input(784, 0.5f);
     Value x = tensor_view(input, {1, 784});
     const rvm_value *args[] = {x.get()};
-    char *report = nullptr;
     rvm_value *r = nullptr;
-    check(rvm_vm_profile(vm.get(), "main", args, 1, RVM_PROFILE_TABLE, &report, &r));
+    check(rvm_vm_call(vm.get(), "main", args, 1, &r));
     Value result(r);
+    char *report = nullptr;
+    check(rvm_vm_profile(vm.get(), "main", args, 1, RVM_PROFILE_TABLE, &report));
     String rep(report);
     std::printf("model.so main(x) = %s\n%s", text(result.get()).c_str(), rep.get());
   }
