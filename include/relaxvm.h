@@ -151,6 +151,12 @@ typedef struct rvm_vm rvm_vm;
 // to keep it); the result and the error are handed to relaxvm. Thread safety: it may be called
 // on any thread (a VM's calling thread, or a pool thread for a parallel TVM kernel's callback)
 // and concurrently.
+//
+// It must return: a C++ exception thrown out of it ends the process (Rust cannot unwind foreign
+// exceptions: catch everything and return `rvm_error_new(...)`, and declare it `noexcept`), and
+// a `longjmp` out of it skips relaxvm's cleanup and leaves the VM busy for good (every later
+// call `RVM_ERROR_BUSY`, `rvm_vm_free` unable to free it). The same holds for `rvm_free_fn` and
+// DLPack deleters given to relaxvm.
 typedef struct rvm_error *(*rvm_packed_fn)(void *user_data,
                                            const struct rvm_value *const *args,
                                            size_t nargs,

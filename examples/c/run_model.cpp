@@ -85,10 +85,21 @@ std::string text(const rvm_value *v) {
   return String(s).get();
 }
 
-rvm_error *c_scale(void *, const rvm_value *const *args, size_t nargs, rvm_value **result) {
-  // A registered function may simply return its first argument, shared (cloned handle).
-  if (nargs != 2) return rvm_error_new(RVM_ERROR_ARITY, "expected 2 arguments");
-  return rvm_value_clone(args[0], result);
+// A callback must return to relaxvm: no exception may leave it (Rust cannot unwind one; the
+// process would end), so it catches everything and returns an error object instead.
+rvm_error *c_scale(void *, const rvm_value *const *args, size_t nargs, rvm_value **result) noexcept {
+  try {
+    if (nargs != 2) throw std::invalid_argument("expected 2 arguments");
+    // A registered function may simply return its first argument, shared (cloned handle).
+    check(rvm_value_clone(args[0], result));
+    return nullptr;
+  } catch (const Error &e) {
+    return rvm_error_new(e.code, e.what());
+  } catch (const std::exception &e) {
+    return rvm_error_new(RVM_ERROR_OTHER, e.what());
+  } catch (...) {
+    return rvm_error_new(RVM_ERROR_OTHER, "unknown C++ exception");
+  }
 }
 
 }  // namespace
