@@ -221,3 +221,28 @@ vm["main"](1)
 """
     )
     out.assert_raises(("VMError", "MemoryError", "VMMemoryError"), "cannot grow")
+
+
+def test_the_thread_pool_size_is_set_once():
+    out = run_attack(
+        PRE.replace("assert lib.rvm_vm_create(exe, None, ctypes.byref(vm)) is None", "")
+        + r"""
+class Options(ctypes.Structure):
+    _fields_ = [("max_call_depth", ctypes.c_uint64), ("max_reentry", ctypes.c_uint64),
+                ("step_budget", ctypes.c_uint64), ("max_stack_registers", ctypes.c_uint64),
+                ("profile", ctypes.c_bool), ("num_threads", ctypes.c_uint32)]
+lib.rvm_vm_options_init.argtypes = [P]
+lib.rvm_vm_options_init.restype = P
+opts = Options()
+assert lib.rvm_vm_options_init(ctypes.byref(opts)) is None
+opts.num_threads = 3
+vms = [P(), P(), P()]
+assert lib.rvm_vm_create(exe, ctypes.byref(opts), ctypes.byref(vms[0])) is None
+assert lib.rvm_vm_create(exe, ctypes.byref(opts), ctypes.byref(vms[1])) is None  # the same size
+opts.num_threads = 2
+err = lib.rvm_vm_create(exe, ctypes.byref(opts), ctypes.byref(vms[2]))
+print(lib.rvm_error_get_code(err), b"already runs 3 threads" in lib.rvm_error_message(err))
+lib.rvm_error_free(err)
+"""
+    )
+    out.assert_ok("3 True")  # 3: RVM_ERROR_VALUE
