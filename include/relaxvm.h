@@ -151,6 +151,12 @@ typedef struct rvm_vm rvm_vm;
 // to keep it); the result and the error are handed to relaxvm. Thread safety: it may be called
 // on any thread (a VM's calling thread, or a pool thread for a parallel TVM kernel's callback)
 // and concurrently.
+//
+// It must return: a C++ exception thrown out of it ends the process (Rust cannot unwind foreign
+// exceptions: catch everything and return `rvm_error_new(...)`, and declare it `noexcept`), and
+// a `longjmp` out of it skips relaxvm's cleanup and leaves the VM busy for good (every later
+// call `RVM_ERROR_BUSY`, `rvm_vm_free` unable to free it). The same holds for `rvm_free_fn` and
+// DLPack deleters given to relaxvm.
 typedef struct rvm_error *(*rvm_packed_fn)(void *user_data,
                                            const struct rvm_value *const *args,
                                            size_t nargs,
@@ -269,8 +275,9 @@ const char *rvm_version(void);
 // builtin replaces it for VMs made afterwards.
 //
 // Ownership: borrows `name`; on success the registry owns `user_data` and calls
-// `free_user_data(user_data)` (if not NULL) when the function is replaced; on error nothing is
-// kept (and `free_user_data` is not called). Thread safety: any thread; `f` must be callable
+// `free_user_data(user_data)` (if not NULL) once the function is replaced and no VM made before
+// uses it any more, holding no lock of relaxvm's (it may call the API); on error nothing is kept
+// (and `free_user_data` is not called). Thread safety: any thread; `f` must be callable
 // from any thread, concurrently.
 struct rvm_error *rvm_register_func(const char *name,
                                     rvm_packed_fn f,
@@ -570,18 +577,17 @@ struct rvm_error *rvm_vm_interrupt(const struct rvm_vm *vm);
 // functions, bytecode functions, the VM's own overhead), and writes the report in `format`
 // (`RVM_PROFILE_TABLE`, `_CSV`, `_JSON` or `_CHROME_TRACE`; the last three need the library's
 // `tooling` feature, on by default, else `RVM_ERROR_UNSUPPORTED`). The VM must have been made
-// with `profile` set. `result` may be NULL when the call's result is not wanted.
+// with `profile` set. The run's result is not kept (call `rvm_vm_call` for it); its error, if it
+// fails, is this function's.
 //
 // Ownership: borrows the inputs; on success `*report` is a string the caller frees with
-// `rvm_string_free`, `*result` (if asked) a new value the caller owns. Thread safety: as
-// `rvm_vm_call`.
+// `rvm_string_free`. Thread safety: as `rvm_vm_call`.
 struct rvm_error *rvm_vm_profile(const struct rvm_vm *vm,
                                  const char *name,
                                  const struct rvm_value *const *args,
                                  size_t nargs,
                                  uint32_t format,
-                                 char **report,
-                                 struct rvm_value **result);
+                                 char **report);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -104,8 +104,9 @@ section python-package "$root/scripts/setup-venv.sh"
 # kernels' unit tests run optimised too, after the package, whose release build of the crates
 # they reuse. (The integration tests too would cost ten minutes of thin-LTO links per run.)
 section cargo-test-release-builtins cargo test --quiet --release -p relaxvm-builtins --lib
-section wheel sh -c "\"$root/scripts/build-wheel.sh\" | tail -n 1 > \"$logs/wheel-path\""
-RELAXVM_WHEEL="$(cat "$logs/wheel-path")"
+# The scripts print the path they made last.
+section wheel "$root/scripts/build-wheel.sh"
+RELAXVM_WHEEL="$(tail -n 1 "$logs/wheel.log")"
 export RELAXVM_WHEEL
 section deploy-venv "$root/scripts/deploy-venv.sh"
 section ruff sh -c "\"$root/.venv/bin/ruff\" format --check python tests examples scripts && \"$root/.venv/bin/ruff\" check python tests examples scripts"
@@ -115,8 +116,8 @@ section error-coverage "$root/.venv/bin/python" "$root/scripts/error-coverage.py
 # RELAXVM_TVM_FULL=1 builds every ONNX backend test instead of the default subset.
 corpus_flags=()
 [ "${RELAXVM_TVM_FULL:-0}" = 1 ] && corpus_flags+=(--full)
-section tvm-corpus sh -c "\"$root/scripts/tvm-corpus.sh\" ${corpus_flags[*]:-} > \"$logs/corpus-path\""
-RELAXVM_TVM_CORPUS="$(tail -n 1 "$logs/corpus-path")"
+section tvm-corpus "$root/scripts/tvm-corpus.sh" "${corpus_flags[@]}"
+RELAXVM_TVM_CORPUS="$(tail -n 1 "$logs/tvm-corpus.log")"
 export RELAXVM_TVM_CORPUS
 # The C API's Rust tests again, now with a TVM model; then C and C++ programs under ASan/LSan.
 section capi-with-model cargo test --quiet -p relaxvm-capi

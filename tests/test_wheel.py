@@ -52,6 +52,8 @@ def test_the_metadata_links_work_on_a_package_index(wheel):
     repository = re.search(r'^repository = "([^"]+)"', cargo, flags=re.M).group(1)
     urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
     assert urls["Repository"] == repository and urls["Homepage"] == repository, urls
+    # What older pip shows as the home page (from Cargo.toml's homepage).
+    assert meta["Home-page"] == repository, meta["Home-page"]
     assert not any("example.invalid" in u for u in urls.values()), urls
     # Links outside code: fenced blocks and inline code hold `x[i](...)`, which is no link.
     prose = re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", meta.get_payload(), flags=re.S))

@@ -15,6 +15,12 @@ use std::ffi::{c_char, c_void};
 /// to keep it); the result and the error are handed to relaxvm. Thread safety: it may be called
 /// on any thread (a VM's calling thread, or a pool thread for a parallel TVM kernel's callback)
 /// and concurrently.
+///
+/// It must return: a C++ exception thrown out of it ends the process (Rust cannot unwind foreign
+/// exceptions: catch everything and return `rvm_error_new(...)`, and declare it `noexcept`), and
+/// a `longjmp` out of it skips relaxvm's cleanup and leaves the VM busy for good (every later
+/// call `RVM_ERROR_BUSY`, `rvm_vm_free` unable to free it). The same holds for `rvm_free_fn` and
+/// DLPack deleters given to relaxvm.
 #[allow(non_camel_case_types)]
 pub type rvm_packed_fn = Option<
     unsafe extern "C" fn(
@@ -97,8 +103,9 @@ impl CFunc {
 /// builtin replaces it for VMs made afterwards.
 ///
 /// Ownership: borrows `name`; on success the registry owns `user_data` and calls
-/// `free_user_data(user_data)` (if not NULL) when the function is replaced; on error nothing is
-/// kept (and `free_user_data` is not called). Thread safety: any thread; `f` must be callable
+/// `free_user_data(user_data)` (if not NULL) once the function is replaced and no VM made before
+/// uses it any more, holding no lock of relaxvm's (it may call the API); on error nothing is kept
+/// (and `free_user_data` is not called). Thread safety: any thread; `f` must be callable
 /// from any thread, concurrently.
 #[no_mangle]
 pub unsafe extern "C" fn rvm_register_func(
@@ -113,8 +120,7 @@ pub unsafe extern "C" fn rvm_register_func(
         let name = unsafe { str_arg(name, "rvm_register_func: name") }?.to_string();
         let Some(f) = f else { return Err(CError::invalid("rvm_register_func: f is NULL")) };
         relaxvm_builtins::ensure_registered();
-        let mut registry = relaxvm::registry::global_mut();
-        if !allow_override && registry.contains(&name) {
+        if !allow_override && relaxvm::registry::global().contains(&name) {
             return Err(CError::new(
                 RVM_ERROR_ALREADY_REGISTERED,
                 format!(
@@ -125,7 +131,10 @@ pub unsafe extern "C" fn rvm_register_func(
         let c = CFunc { f, user_data, free: free_user_data };
         let label = name.clone();
         let packed = PackedFunc::from_fn(&name, move |args| c.call(&label, args));
-        registry.register(packed, true)?;
+        // `register_global` drops the function replaced after the registry's lock is released:
+        // its `free_user_data` may call back into the API (and the registry). Registration
+        // racing another thread's is refused there, not here.
+        relaxvm::registry::register_global(packed, allow_override)?;
         Ok(())
     })
 }

@@ -285,11 +285,11 @@ pub const RVM_PROFILE_CHROME_TRACE: u32 = 3;
 /// functions, bytecode functions, the VM's own overhead), and writes the report in `format`
 /// (`RVM_PROFILE_TABLE`, `_CSV`, `_JSON` or `_CHROME_TRACE`; the last three need the library's
 /// `tooling` feature, on by default, else `RVM_ERROR_UNSUPPORTED`). The VM must have been made
-/// with `profile` set. `result` may be NULL when the call's result is not wanted.
+/// with `profile` set. The run's result is not kept (call `rvm_vm_call` for it); its error, if it
+/// fails, is this function's.
 ///
 /// Ownership: borrows the inputs; on success `*report` is a string the caller frees with
-/// `rvm_string_free`, `*result` (if asked) a new value the caller owns. Thread safety: as
-/// `rvm_vm_call`.
+/// `rvm_string_free`. Thread safety: as `rvm_vm_call`.
 #[no_mangle]
 pub unsafe extern "C" fn rvm_vm_profile(
     vm: *const rvm_vm,
@@ -298,7 +298,6 @@ pub unsafe extern "C" fn rvm_vm_profile(
     nargs: usize,
     format: u32,
     report: *mut *mut c_char,
-    result: *mut *mut rvm_value,
 ) -> *mut rvm_error {
     guard(|| {
         check_out(report, "rvm_vm_profile: report")?;
@@ -319,7 +318,7 @@ pub unsafe extern "C" fn rvm_vm_profile(
         // SAFETY: as above.
         let mut vm = unsafe { lock_vm(vm, "rvm_vm_profile") }?;
         vm.get_function(name).map_err(|e| unknown(&vm, "rvm_vm_profile", name, e))?;
-        let (rep, value) = profile_run(&mut vm, name, &args)?;
+        let rep = vm.profile(name, &args)?;
         drop(vm);
         let text = match format {
             RVM_PROFILE_TABLE => rep.table(relaxvm::profile::SortBy::Total, None),
@@ -331,23 +330,7 @@ pub unsafe extern "C" fn rvm_vm_profile(
             RVM_PROFILE_CHROME_TRACE => rep.chrome_trace(),
             _ => unreachable!("checked above"),
         };
-        if !result.is_null() {
-            // SAFETY: non-null; the caller passes a writable pointer.
-            unsafe { result.write(new_value(value)) };
-        }
         // SAFETY: checked non-null above.
         unsafe { write_out(report, crate::string::new_string(&text), "rvm_vm_profile") }
     })
-}
-
-/// One profiled run, and its result: the profiler reports the time, a plain call after it the
-/// value (the profiler keeps no result).
-fn profile_run(
-    vm: &mut VirtualMachine,
-    name: &str,
-    args: &[Value],
-) -> Result<(relaxvm::profile::ProfileReport, Value), CError> {
-    let rep = vm.profile(name, args)?;
-    let value = vm.invoke(name, args)?;
-    Ok((rep, value))
 }

@@ -85,10 +85,21 @@ std::string text(const rvm_value *v) {
   return String(s).get();
 }
 
-rvm_error *c_scale(void *, const rvm_value *const *args, size_t nargs, rvm_value **result) {
-  // A registered function may simply return its first argument, shared (cloned handle).
-  if (nargs != 2) return rvm_error_new(RVM_ERROR_ARITY, "expected 2 arguments");
-  return rvm_value_clone(args[0], result);
+// A callback must return to relaxvm: no exception may leave it (Rust cannot unwind one; the
+// process would end), so it catches everything and returns an error object instead.
+rvm_error *c_scale(void *, const rvm_value *const *args, size_t nargs, rvm_value **result) noexcept {
+  try {
+    if (nargs != 2) throw std::invalid_argument("expected 2 arguments");
+    // A registered function may simply return its first argument, shared (cloned handle).
+    check(rvm_value_clone(args[0], result));
+    return nullptr;
+  } catch (const Error &e) {
+    return rvm_error_new(e.code, e.what());
+  } catch (const std::exception &e) {
+    return rvm_error_new(RVM_ERROR_OTHER, e.what());
+  } catch (...) {
+    return rvm_error_new(RVM_ERROR_OTHER, "unknown C++ exception");
+  }
 }
 
 }  // namespace
@@ -131,10 +142,11 @@ int main(int argc, char **argv) try {
     std::vector<float> input(784, 0.5f);
     Value x = tensor_view(input, {1, 784});
     const rvm_value *args[] = {x.get()};
-    char *report = nullptr;
     rvm_value *r = nullptr;
-    check(rvm_vm_profile(vm.get(), "main", args, 1, RVM_PROFILE_TABLE, &report, &r));
+    check(rvm_vm_call(vm.get(), "main", args, 1, &r));
     Value result(r);
+    char *report = nullptr;
+    check(rvm_vm_profile(vm.get(), "main", args, 1, RVM_PROFILE_TABLE, &report));
     String rep(report);
     std::printf("model.so main(x) = %s\n%s", text(result.get()).c_str(), rep.get());
   }

@@ -55,11 +55,14 @@ fn register(name: &str, f: &Bound<'_, PyAny>, allow_override: bool) -> PyResult<
     };
     registry::register_global(func.clone(), allow_override).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let mut py_funcs = python_backed().lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(callable) = python {
-        py_funcs.insert(name.to_string(), (func, callable));
+    let replaced = if let Some(callable) = python {
+        py_funcs.insert(name.to_string(), (func, callable))
     } else {
-        py_funcs.remove(name);
-    }
+        py_funcs.remove(name)
+    };
+    // The replaced callable's `__del__` may register again: it runs after the lock is released.
+    drop(py_funcs);
+    drop(replaced);
     Ok(())
 }
 
@@ -123,9 +126,10 @@ pub fn list_global_func_names() -> Vec<String> {
 /// Removes `name` from the process-wide registry (`KeyError` when absent).
 #[pyfunction]
 pub fn remove_global_func(name: &str) -> PyResult<()> {
-    python_backed().lock().unwrap_or_else(|p| p.into_inner()).remove(name);
-    registry::global_mut()
-        .remove(name)
-        .map(|_| ())
+    // What is removed is dropped after each lock is released: a `__del__` may call back in.
+    let python = python_backed().lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+    drop(python);
+    registry::remove_global(name)
+        .map(drop)
         .ok_or_else(|| PyKeyError::new_err(format!("no global function named {name:?}")))
 }

@@ -171,3 +171,78 @@ print("ok")
 """
     )
     out.assert_ok("ok")
+
+
+# A function that calls itself forever: with limits above what memory allows, the stacks' growth
+# fails first, which must be an error (capi/02), not an abort.
+RECURSE = r"""
+ib = rx.ExecBuilder()
+with ib.function("main", num_inputs=1):
+    ib.emit_call("main", args=[ib.r(0)], dst=ib.r(1))
+    ib.emit_ret(ib.r(1))
+rec = ib.get()
+"""
+
+
+def test_limits_above_memory_end_in_an_allocation_error_through_c():
+    out = run_attack(
+        PRE
+        + RECURSE
+        + r"""
+class Options(ctypes.Structure):
+    _fields_ = [("max_call_depth", ctypes.c_uint64), ("max_reentry", ctypes.c_uint64),
+                ("step_budget", ctypes.c_uint64), ("max_stack_registers", ctypes.c_uint64),
+                ("profile", ctypes.c_bool), ("num_threads", ctypes.c_uint32)]
+lib.rvm_vm_options_init.argtypes = [P]
+lib.rvm_vm_options_init.restype = P
+opts = Options()
+assert lib.rvm_vm_options_init(ctypes.byref(opts)) is None
+opts.max_call_depth = opts.max_stack_registers = 2**64 - 1
+data = rec.save_to_bytes()
+rexe, rvm, out = P(), P(), P()
+assert lib.rvm_executable_load_bytes(data, len(data), b"rec", None, ctypes.byref(rexe)) is None
+assert lib.rvm_vm_create(rexe, ctypes.byref(opts), ctypes.byref(rvm)) is None
+one = lib.rvm_value_new_int(1)
+err = lib.rvm_vm_call(rvm, b"main", (P * 1)(one), 1, ctypes.byref(out))
+print(lib.rvm_error_get_code(err), b"cannot grow" in lib.rvm_error_message(err))
+lib.rvm_error_free(err)
+"""
+    )
+    out.assert_ok("6 True")  # 6: RVM_ERROR_ALLOC
+
+
+def test_limits_above_memory_end_in_an_allocation_error_through_python():
+    out = run_attack(
+        "import relaxvm as rx\n"
+        + RECURSE
+        + r"""
+vm = rx.VirtualMachine(rec, max_call_depth=10**15, max_stack_registers=10**15)
+vm["main"](1)
+"""
+    )
+    out.assert_raises(("VMError", "MemoryError", "VMMemoryError"), "cannot grow")
+
+
+def test_the_thread_pool_size_is_set_once():
+    out = run_attack(
+        PRE.replace("assert lib.rvm_vm_create(exe, None, ctypes.byref(vm)) is None", "")
+        + r"""
+class Options(ctypes.Structure):
+    _fields_ = [("max_call_depth", ctypes.c_uint64), ("max_reentry", ctypes.c_uint64),
+                ("step_budget", ctypes.c_uint64), ("max_stack_registers", ctypes.c_uint64),
+                ("profile", ctypes.c_bool), ("num_threads", ctypes.c_uint32)]
+lib.rvm_vm_options_init.argtypes = [P]
+lib.rvm_vm_options_init.restype = P
+opts = Options()
+assert lib.rvm_vm_options_init(ctypes.byref(opts)) is None
+opts.num_threads = 3
+vms = [P(), P(), P()]
+assert lib.rvm_vm_create(exe, ctypes.byref(opts), ctypes.byref(vms[0])) is None
+assert lib.rvm_vm_create(exe, ctypes.byref(opts), ctypes.byref(vms[1])) is None  # the same size
+opts.num_threads = 2
+err = lib.rvm_vm_create(exe, ctypes.byref(opts), ctypes.byref(vms[2]))
+print(lib.rvm_error_get_code(err), b"already runs 3 threads" in lib.rvm_error_message(err))
+lib.rvm_error_free(err)
+"""
+    )
+    out.assert_ok("3 True")  # 3: RVM_ERROR_VALUE

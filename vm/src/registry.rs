@@ -96,9 +96,26 @@ pub fn global_mut() -> RwLockWriteGuard<'static, Registry> {
     global_lock().write().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Registers `f` in the process-wide registry.
+/// Registers `f` in the process-wide registry. A function it replaces is dropped after the
+/// registry's lock is released: dropping it may run a destructor of foreign code (a Python
+/// object's `__del__`, a C function's `free_user_data`) that calls back into the registry.
 pub fn register_global(f: PackedFunc, allow_override: bool) -> Result<()> {
-    global_mut().register(f, allow_override)
+    let mut registry = global_mut();
+    if !allow_override && registry.contains(f.name()) {
+        return Err(ErrorKind::AlreadyRegistered(f.name().to_string()).into());
+    }
+    let replaced = registry.remove(f.name());
+    let registered = registry.register(f, true);
+    drop(registry);
+    drop(replaced);
+    registered
+}
+
+/// Removes `name` from the process-wide registry and returns it, after the lock is released
+/// (so that the caller drops it outside the lock, as [`register_global`] does).
+pub fn remove_global(name: &str) -> Option<PackedFunc> {
+    // The guard is a temporary of this expression: released before the caller gets the value.
+    global_mut().remove(name)
 }
 
 /// The process-wide function registered under `name`.
@@ -109,6 +126,37 @@ pub fn get_global(name: &str) -> Result<PackedFunc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Registers another function when dropped, as a Python `__del__` or a C `free_user_data`
+    /// may (capi/01).
+    struct RegistersOnDrop;
+    impl Drop for RegistersOnDrop {
+        fn drop(&mut self) {
+            register_global(PackedFunc::typed("t.reentry.other", |a: i64| a), true).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_replaced_or_removed_function_is_dropped_outside_the_lock() {
+        for remove in [false, true] {
+            let owned = RegistersOnDrop;
+            register_global(
+                PackedFunc::from_fn("t.reentry", move |_| {
+                    let _ = &owned;
+                    Ok(Value::Null)
+                }),
+                true,
+            )
+            .unwrap();
+            if remove {
+                drop(remove_global("t.reentry"));
+            } else {
+                register_global(PackedFunc::typed("t.reentry", |a: i64| a), true).unwrap();
+            }
+            assert!(global().contains("t.reentry.other"));
+            drop(remove_global("t.reentry.other"));
+        }
+    }
 
     #[test]
     fn register_get_and_override() {

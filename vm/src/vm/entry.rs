@@ -121,7 +121,8 @@ impl VirtualMachine {
         }
         check_native_stack()?;
         // What `run` and `enter_frame` do for the first frame, with the limits checked above.
-        self.regs.reserve(e.regs as usize);
+        super::reserve_regs(&mut self.regs, e.regs as usize)?;
+        super::reserve_frame(&mut self.frames)?;
         // Until every argument is made, the registers go back to `mark` on the way out, also
         // when `arg` panics (the next call would otherwise start above values no frame owns).
         let made = Truncate { regs: &mut self.regs, mark };

@@ -65,6 +65,7 @@ impl VirtualMachine {
         let Some(args) = self.hook_before_call(code, pc, base)? else { return Ok((base, pc + 1)) };
         let Callee::Bytecode { start, .. } = code.callees[func as usize] else { unreachable!("decoded as bytecode") };
         let new_base = self.regs.len();
+        super::reserve_regs(&mut self.regs, args.len()).map_err(|e| self.locate(pc, e))?;
         self.regs.extend(args.iter().cloned());
         // Pushed first, so that a failure to enter unwinds it (the hook hears of every call it
         // saw start).

@@ -252,7 +252,7 @@ impl VirtualMachine {
                         // the register stack has grown to the program's depth.
                         let new_base = self.regs.len();
                         // Room first: a push that moved the stack would leave `fp` dangling.
-                        self.regs.reserve(nargs as usize);
+                        super::reserve_regs(&mut self.regs, nargs as usize).map_err(|e| self.locate_at(at, e))?;
                         let caller = self.frame_regs(base);
                         for &s in code.arg_list(args, nargs) {
                             let v = src(code, s, caller).clone();

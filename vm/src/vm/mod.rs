@@ -340,7 +340,10 @@ impl VirtualMachine {
         let mark = self.regs.len();
         self.reentry += 1;
         // Pushed one by one: `extend_from_slice`'s general path cost more than the clones.
-        self.regs.reserve(args.len() + captured.len());
+        if let Err(e) = reserve_regs(&mut self.regs, args.len() + captured.len()) {
+            self.reentry -= 1;
+            return Err(e);
+        }
         for v in args {
             self.regs.push(v.clone());
         }
@@ -410,12 +413,42 @@ impl VirtualMachine {
         // the nulls in a plain loop; `extend` with `repeat_n` cost a third more per call).
         let len = self.regs.len();
         debug_assert!(top >= len, "a frame's arguments exceed its registers");
+        if let Err(e) =
+            reserve_regs(&mut self.regs, top.saturating_sub(len)).and_then(|()| reserve_frame(&mut self.frames))
+        {
+            self.regs.truncate(base);
+            return Err(e);
+        }
         if top > len {
             self.regs.resize_with(top, || Value::Null);
         }
         self.frames.push(Frame { func, base, pc: 0, dst: VOID });
         Ok(())
     }
+}
+
+/// Room for `n` more registers, or an allocation error: the limits bound what a program may
+/// use, but the allocator may give less (a memory cap, limits set above the machine), and a
+/// failed growth must be an error, not an abort (capi/02).
+#[inline]
+fn reserve_regs(regs: &mut Vec<Value>, n: usize) -> Result<()> {
+    regs.try_reserve(n).map_err(|_| {
+        Error::alloc(
+            (regs.len() as u128 + n as u128) * std::mem::size_of::<Value>() as u128,
+            "the register stack cannot grow (out of memory)",
+        )
+    })
+}
+
+/// Room for one more frame, or an allocation error (as [`reserve_regs`]).
+#[inline]
+fn reserve_frame(frames: &mut Vec<Frame>) -> Result<()> {
+    frames.try_reserve(1).map_err(|_| {
+        Error::alloc(
+            (frames.len() as u128 + 1) * std::mem::size_of::<Frame>() as u128,
+            "the frame stack cannot grow (out of memory)",
+        )
+    })
 }
 
 impl VmHandle for VirtualMachine {
