@@ -475,3 +475,17 @@ fn tensor(u: &mut Unstructured<'_>) -> Result<Tensor> {
     };
     Ok(t.or_else(|_| contiguous(dims)).expect("the storage holds the contiguous tensor"))
 }
+
+/// Deterministic pseudo-random bytes (xorshift): inputs for the generator that need no corpus
+/// and no crate.
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
