@@ -253,7 +253,7 @@ class Recorder:
         if c["layer_window"] is not None:
             # Layer 0 slides: TVM runs self attention without RoPE there and refuses cross
             # attention. (Shared-KV attention on it in a step of several tokens gives TVM results
-            # that vary between processes: it reads memory TVM leaves uninitialised. The
+            # that vary between processes, cause not identified: see docs/kv-cache.md. The
             # single-token steps of per_layer_sliding_window_and_shared_kv record it instead.)
             calls += [("self_attn", 0, False), ("cross_attn", 0, True)]
         for kind, layer, refused in calls:
