@@ -15,6 +15,13 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+/// The tests of this file run one at a time: `rvm_live_handle_count` counts the handles of the
+/// whole process, so a test that checks it must not see another test's handles come and go.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// The code and message of `e` (freed), or None for success.
 fn outcome(e: *mut rvm_error) -> Option<(rvm_error_code, String)> {
     if e.is_null() {
@@ -91,6 +98,7 @@ fn free(v: *mut rvm_value) {
 
 #[test]
 fn calls_succeed_and_return_owned_values() {
+    let _serial = serial();
     let vm = vm_of(ADD, None);
     let (a, b) = (rvm_value_new_int(2), rvm_value_new_int(40));
     let r = call(vm, c"main", &[a, b]).unwrap();
@@ -110,6 +118,7 @@ fn calls_succeed_and_return_owned_values() {
 
 #[test]
 fn null_and_wrong_handles_are_errors() {
+    let _serial = serial();
     let vm = vm_of(ADD, None);
     let v = rvm_value_new_int(1);
     let mut out = null_mut();
@@ -171,6 +180,7 @@ fn null_and_wrong_handles_are_errors() {
 
 #[test]
 fn strings_are_checked_and_freed_once() {
+    let _serial = serial();
     let mut v = null_mut();
     // SAFETY: valid or deliberately invalid inputs the API checks.
     unsafe {
@@ -202,6 +212,7 @@ fn strings_are_checked_and_freed_once() {
 
 #[test]
 fn shapes_and_tuples() {
+    let _serial = serial();
     let mut s = null_mut();
     let mut t = null_mut();
     // SAFETY: valid inputs and live handles, or inputs the API checks.
@@ -228,6 +239,7 @@ fn shapes_and_tuples() {
 
 #[test]
 fn loading_errors_name_the_file_and_the_problem() {
+    let _serial = serial();
     let mut exe = null_mut();
     // SAFETY: valid pointers; the files and bytes are what is being checked.
     unsafe {
@@ -282,6 +294,7 @@ fn loading_errors_name_the_file_and_the_problem() {
 
 #[test]
 fn a_saved_tvm_model_opens_its_library_only_with_consent() {
+    let _serial = serial();
     let Some(so) = corpus_model("mlp") else { return };
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("model.so");
@@ -321,6 +334,7 @@ fn corpus_model(name: &str) -> Option<std::path::PathBuf> {
 
 #[test]
 fn unknown_functions_list_the_functions() {
+    let _serial = serial();
     let vm = vm_of(ADD, None);
     let msg = fails(call_err(vm, c"mian", &[]), RVM_ERROR_UNKNOWN_FUNCTION, "its functions are: main");
     assert!(msg.contains("\"mian\""), "{msg}");
@@ -354,6 +368,7 @@ unsafe extern "C" fn spinning(
 
 #[test]
 fn a_step_budget_and_an_interrupt_stop_endless_loops() {
+    let _serial = serial();
     // SAFETY: a valid name and function.
     ok(unsafe { rvm_register_func(c"test.spinning".as_ptr(), Some(spinning), null_mut(), None, true) });
     let mut opts = unsafe { std::mem::zeroed::<rvm_vm_options>() };
@@ -430,6 +445,7 @@ unsafe extern "C" fn count_free(_: *mut c_void) {
 
 #[test]
 fn registered_c_functions_report_their_errors() {
+    let _serial = serial();
     // SAFETY: valid names, functions and handles.
     unsafe {
         fails(
@@ -527,6 +543,7 @@ fn owned(data: Vec<f32>, flags: u64, deleted: &'static AtomicUsize) -> *mut DLMa
 
 #[test]
 fn dlpack_in_and_out_without_copies() {
+    let _serial = serial();
     static DELETED: AtomicUsize = AtomicUsize::new(0);
     let m = owned(vec![1.0, 2.0, 3.0], 0, &DELETED);
     // SAFETY: `m` is a valid managed tensor; the handles are live.
@@ -547,6 +564,7 @@ fn dlpack_in_and_out_without_copies() {
 
 #[test]
 fn dlpack_errors_leave_the_tensor_with_the_caller() {
+    let _serial = serial();
     static DELETED: AtomicUsize = AtomicUsize::new(0);
     type Corrupt = fn(*mut DLManagedTensorVersioned);
     let cases: [(&str, Corrupt); 6] = [
@@ -584,6 +602,7 @@ fn dlpack_errors_leave_the_tensor_with_the_caller() {
 
 #[test]
 fn read_only_tensors_stay_read_only() {
+    let _serial = serial();
     static DELETED: AtomicUsize = AtomicUsize::new(0);
     let m = owned(vec![1.0, 2.0], RVM_DLPACK_FLAG_READ_ONLY, &DELETED);
     // SAFETY: a valid managed tensor; live handles.
@@ -617,6 +636,7 @@ fn read_only_tensors_stay_read_only() {
 
 #[test]
 fn profiling_needs_the_option_and_a_known_format() {
+    let _serial = serial();
     let a = rvm_value_new_int(1);
     let args = [a, a];
     let mut report = null_mut();
@@ -651,6 +671,7 @@ fn profiling_needs_the_option_and_a_known_format() {
 
 #[test]
 fn vm_options_are_checked() {
+    let _serial = serial();
     // SAFETY: valid pointers.
     unsafe {
         let mut opts = std::mem::zeroed::<rvm_vm_options>();
@@ -666,6 +687,7 @@ fn vm_options_are_checked() {
 
 #[test]
 fn a_tvm_model_runs_from_a_path_and_from_bytes_as_in_rust() {
+    let _serial = serial();
     let Some(so) = corpus_model("mlp") else { return };
     static DELETED: AtomicUsize = AtomicUsize::new(0);
     let input: Vec<f32> = (0..784).map(|i| (i % 13) as f32 / 13.0).collect();
@@ -715,6 +737,7 @@ fn a_tvm_model_runs_from_a_path_and_from_bytes_as_in_rust() {
 
 #[test]
 fn tuples_nest_at_most_the_limit() {
+    let _serial = serial();
     let mut v = rvm_value_new_int(0);
     // SAFETY: live handles, valid pointers.
     unsafe {
@@ -762,6 +785,7 @@ static REENTRANT_FREES: AtomicUsize = AtomicUsize::new(0);
 
 #[test]
 fn destructors_that_call_the_api_find_no_lock_held() {
+    let _serial = serial();
     // SAFETY: valid names and functions.
     unsafe {
         ok(rvm_register_func(
