@@ -98,7 +98,7 @@ impl LegacyKvCache {
     pub fn append(&self, value: &Tensor) -> Result<()> {
         let mut s = self.lock();
         let n = s.check_value("append", value)?;
-        let needed = s.fill_count + n;
+        let needed = rows_after("append", s.fill_count, n)?;
         let rows = grown_rows(s.rows(), needed);
         let copy = RowCopy { src: 0, dst: s.fill_count, rows: n };
         s.apply("append", value, rows, &[copy])?;
@@ -141,10 +141,11 @@ impl LegacyKvCache {
                 format!("the window position {} is past max_cache_size {max_cache_size}", s.window_pos),
             ));
         }
-        let rows = if s.fill_count + n <= max_cache_size { grown_rows(s.rows(), s.fill_count + n) } else { s.rows() };
+        let filled = rows_after(op, s.fill_count, n)?;
+        let rows = if filled <= max_cache_size { grown_rows(s.rows(), filled) } else { s.rows() };
         let first = n.min(max_cache_size - s.window_pos);
-        let fill_count = (s.fill_count + n).min(max_cache_size);
-        let mut window_pos = (s.window_pos + n).min(max_cache_size);
+        let fill_count = filled.min(max_cache_size);
+        let mut window_pos = rows_after(op, s.window_pos, n)?.min(max_cache_size);
         let mut copies = vec![RowCopy { src: 0, dst: s.window_pos, rows: first }];
         if first < n {
             // TVM's checks before it wraps: the window is full and the position at its end.
@@ -225,6 +226,11 @@ impl LegacyKvCache {
 }
 
 /// The reserved rows after growing by doubling until `needed` fit (TVM's loop).
+/// `filled + n` rows: a count of rows past `i64` (zero-width rows make any count cheap) is refused.
+pub(super) fn rows_after(op: &str, filled: i64, n: i64) -> Result<i64> {
+    filled.checked_add(n).ok_or_else(|| err(op, format!("{filled} rows and {n} more do not fit in a 64-bit row count")))
+}
+
 fn grown_rows(mut rows: i64, needed: i64) -> i64 {
     while rows < needed {
         rows = rows.saturating_mul(2);
@@ -259,10 +265,11 @@ impl State {
     /// `value`'s rows as `copies` say; checks every copy against the rows first.
     fn apply(&mut self, op: &str, value: &Tensor, rows: i64, copies: &[RowCopy]) -> Result<()> {
         for c in copies {
-            if c.rows < 0 || c.dst < 0 || c.dst + c.rows > rows {
+            let end = c.dst.checked_add(c.rows);
+            if c.rows < 0 || c.dst < 0 || end.is_none_or(|end| end > rows) {
                 return Err(err(
                     op,
-                    format!("writing rows {}..{} does not fit the {rows} rows reserved", c.dst, c.dst + c.rows),
+                    format!("writing {} rows at row {} does not fit the {rows} rows reserved", c.rows, c.dst),
                 ));
             }
         }

@@ -147,3 +147,23 @@ fn popn_over_a_long_list_counts_each_cache_once() {
     assert_eq!(view(&c).1, [1]);
     assert_eq!(view(&d).1, [2]);
 }
+
+#[test]
+fn row_counts_past_what_a_tensor_holds_are_refused_not_wrapped() {
+    // Zero-width rows cost nothing, so a count of rows can be anything: appends of 2^60 of them
+    // reach the largest tensor (and, past it, i64) and are refused; the cache keeps its rows.
+    let c = create(t(&[1, 0], vec![]), &[1, 0], -1);
+    let huge = t(&[1 << 60, 0], vec![]);
+    let mut filled = 1i64;
+    let e = loop {
+        match call(BUILTINS, "vm.builtin.attention_kv_cache_append", &[c.clone(), huge.clone()]) {
+            Ok(_) => filled += 1 << 60,
+            Err(e) => break e.to_string(),
+        }
+        assert!(filled < i64::MAX / 2, "appends past i64 were accepted");
+    };
+    assert!(e.contains("is too large for dtype int32"), "{e}");
+    assert_eq!(view(&c).0, [filled, 0]);
+    let e = super::cache::rows_after("append", i64::MAX - 1, 2).unwrap_err().to_string();
+    assert!(e.contains("9223372036854775806 rows and 2 more do not fit in a 64-bit row count"), "{e}");
+}

@@ -135,8 +135,12 @@ impl Drop for Held<'_> {
     }
 }
 
-fn alloc(elems: i64, dtype: relaxvm::DataType) -> Result<Storage> {
-    Storage::alloc_checked(i128::from(elems) * dtype.itemsize() as i128, Device::default())
+/// Storage for the product of `dims` elements of `dtype`, zeroed. The product is taken in
+/// `i128`: each factor is a positive `i64` the create call admitted, so three of them and an
+/// item size cannot overflow it, and `alloc_checked` refuses what no allocation can hold.
+fn alloc(dims: &[i64], dtype: relaxvm::DataType) -> Result<Storage> {
+    let elems = dims.iter().fold(1i128, |n, &d| n.saturating_mul(i128::from(d)));
+    Storage::alloc_checked(elems.saturating_mul(dtype.itemsize() as i128), Device::default())
 }
 
 /// An int32 tensor holding `v`.
@@ -162,12 +166,12 @@ impl PagedKvCache {
         let n = cfg.prefill_chunk_size;
         let f32t = relaxvm::DataType::F32;
         let scratch = Scratch {
-            q: alloc(n * cfg.num_qo_heads * cfg.qk_head_dim, cfg.dtype)?,
-            k: alloc(n * cfg.num_kv_heads * cfg.qk_head_dim, cfg.dtype)?,
-            v: alloc(n * cfg.num_kv_heads * cfg.v_head_dim, cfg.dtype)?,
-            out: alloc(n * cfg.num_qo_heads * cfg.v_head_dim, cfg.dtype)?,
-            lse: alloc(n * cfg.num_qo_heads, f32t)?,
-            merged_lse: alloc(n * cfg.num_qo_heads, f32t)?,
+            q: alloc(&[n, cfg.num_qo_heads, cfg.qk_head_dim], cfg.dtype)?,
+            k: alloc(&[n, cfg.num_kv_heads, cfg.qk_head_dim], cfg.dtype)?,
+            v: alloc(&[n, cfg.num_kv_heads, cfg.v_head_dim], cfg.dtype)?,
+            out: alloc(&[n, cfg.num_qo_heads, cfg.v_head_dim], cfg.dtype)?,
+            lse: alloc(&[n, cfg.num_qo_heads], f32t)?,
+            merged_lse: alloc(&[n, cfg.num_qo_heads], f32t)?,
         };
         let pool = Pool::new(cfg.page_size, cfg.num_total_pages, cfg.support_sliding_window)?;
         Ok(PagedKvCache {
@@ -322,5 +326,26 @@ impl NamedObject for PagedKvCache {
     }
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod alloc_tests {
+    use super::alloc;
+    use relaxvm::{DataType, ErrorKind};
+
+    fn is_alloc(kind: &ErrorKind) -> bool {
+        matches!(kind, ErrorKind::Alloc { .. })
+    }
+
+    #[test]
+    fn scratch_sizes_past_i64_are_allocation_errors_not_overflows() {
+        // 2^31 tokens x 2^20 heads x 2^20 dims: 2^71 elements, past i64 (the create call admits
+        // each factor alone).
+        let e = alloc(&[1 << 31, 1 << 20, 1 << 20], DataType::F16).unwrap_err();
+        assert!(is_alloc(e.kind()), "{e}");
+        assert!(e.to_string().contains("exceeds the address space"), "{e}");
+        let s = alloc(&[3, 5, 7], DataType::F32).unwrap();
+        assert_eq!(s.len(), 3 * 5 * 7 * 4);
     }
 }

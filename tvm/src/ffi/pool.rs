@@ -91,6 +91,17 @@ impl PollScope {
         let ptr = NonNull::from(ctx).cast::<CallCtx<'static>>();
         PollScope { previous: KERNEL_CTX.with(|c| c.replace(Some(ptr))) }
     }
+
+    /// As [`enter`](Self::enter), for a caller that itself keeps `ctx` as a raw pointer (a VM
+    /// TIR function's frame, whose callbacks reach the context through it while the scope
+    /// lives): no `&mut` is made here, so the two raw pointers, copies of one, stay valid.
+    ///
+    /// # Safety
+    /// `ctx` points to a live `CallCtx` that outlives the scope, and while the scope lives the
+    /// context is used only through copies of `ctx`, one use at a time (on this thread).
+    pub unsafe fn enter_raw(ctx: NonNull<CallCtx<'_>>) -> Self {
+        PollScope { previous: KERNEL_CTX.with(|c| c.replace(Some(ctx.cast::<CallCtx<'static>>()))) }
+    }
 }
 
 impl Drop for PollScope {

@@ -183,18 +183,22 @@ fn invoke(
     let called = {
         let _entered = Entered::enter(frame_ptr);
         // The parallel launches of the kernels it calls poll the VM through the same context.
-        // SAFETY: `ctx_raw` comes from the live `ctx`, unused by this function until the scope
-        // and the frame are gone.
-        let _scope = pool::PollScope::enter(unsafe { &mut *ctx_raw });
+        // SAFETY: `ctx_raw` comes from the live `ctx`, which this function does not use until
+        // the scope and the frame are gone; the frame's callbacks and the launches' polls reach
+        // the context only through copies of `ctx_raw`, one at a time on this thread (a
+        // callback runs between the native code's steps, a poll inside a launch's wait).
+        // `ctx_raw` is not null: it was made from a reference.
+        let _scope = unsafe { pool::PollScope::enter_raw(std::ptr::NonNull::new_unchecked(ctx_raw)) };
         raised::clear();
         let mut result = TVMFFIAny::NONE;
         std::panic::catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: `f` is the library's safe-call function `__tvm_ffi___vmtir__NAME`, the
             // library kept loaded by the caller; its four arguments are the context (this
             // frame's address, compared, never dereferenced by native code in TVM's ABI) and
-            // three lists that live in `frame` and `site` for the whole call and are not
+            // three lists that live in `frame` (the registers) and in the VM's program lists
+            // the frame holds (the constants and functions) for the whole call and are not
             // reallocated while it runs (the registers are only written in place, by the
-            // AnyList functions). Objects in them are cells owned by the frame or the site.
+            // AnyList functions). Objects in them are cells owned by the frame or the program lists.
             unsafe { guard::safe_call(f, anys.as_ptr(), 4, &mut result) }
         }))
     };
