@@ -1,10 +1,16 @@
 //! The tests open TVM libraries, which bind `TVMFFIErrorSetRaisedFromCStrParts` and
-//! `TVMFFIErrorSetRaisedFromCStr` from the global scope (see relaxvm-tvm's build.rs): the test
-//! executables export them. The shared library exports them itself; a program linking the
+//! `TVMFFIErrorSetRaisedFromCStr` from the global scope, and compiled-mode models the three
+//! `RVMBackendAnyList*` functions (see relaxvm-tvm's build.rs): the test executables export them. The shared library exports them itself; a program linking the
 //! static library passes the same arguments (docs/c-api.md).
 
 fn main() {
-    for symbol in ["TVMFFIErrorSetRaisedFromCStrParts", "TVMFFIErrorSetRaisedFromCStr"] {
+    for symbol in [
+        "TVMFFIErrorSetRaisedFromCStrParts",
+        "TVMFFIErrorSetRaisedFromCStr",
+        "RVMBackendAnyListSetPackedArg",
+        "RVMBackendAnyListMoveFromPackedReturn",
+        "RVMBackendAnyListResetItem",
+    ] {
         println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol={symbol}");
     }
 }

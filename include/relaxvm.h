@@ -331,7 +331,8 @@ void rvm_error_free(struct rvm_error *error);
 
 // A new error object, for a registered C function to return: `code` (an `rvm_error_code`;
 // another number becomes `RVM_ERROR_OTHER`) and `message` (NUL-terminated; invalid UTF-8 is
-// replaced, NULL becomes an empty message). Never returns NULL.
+// replaced, NULL becomes an empty message). Returns NULL only if relaxvm itself panicked
+// while making it (out of memory, say).
 //
 // Ownership: the caller owns the result (returning it from a packed function hands it to
 // relaxvm). Thread safety: any thread.

@@ -364,12 +364,14 @@ pub unsafe extern "C" fn rvm_value_get_str(
             t.push(0);
             t
         });
+        // SAFETY: `write_out` checks for NULL; the caller passes a writable pointer. It runs
+        // first, so that a NULL `data` leaves `*len` unwritten (outputs only on success).
+        unsafe { write_out(data, text.as_ptr().cast::<c_char>(), "rvm_value_get_str") }?;
         if !len.is_null() {
             // SAFETY: non-null, and the caller passes a writable pointer.
             unsafe { len.write(s.len()) };
         }
-        // SAFETY: `write_out` checks for NULL; the caller passes a writable pointer.
-        unsafe { write_out(data, text.as_ptr().cast::<c_char>(), "rvm_value_get_str") }
+        Ok(())
     })
 }
 

@@ -32,7 +32,9 @@
 //!
 //! A program that opens TVM libraries must export the two error functions their kernels bind
 //! (`-Wl,--export-dynamic-symbol=TVMFFIErrorSetRaisedFromCStrParts` and
-//! `...=TVMFFIErrorSetRaisedFromCStr`: see this crate's and `relaxvm-builder`'s build scripts).
+//! `...=TVMFFIErrorSetRaisedFromCStr`) and, for compiled-mode models, the three list functions
+//! `RVMBackendAnyList{SetPackedArg,MoveFromPackedReturn,ResetItem}`: see this crate's and
+//! `relaxvm-builder`'s build scripts.
 
 pub mod elf;
 pub mod ffi;
