@@ -191,9 +191,8 @@ impl PagedKvCache {
                 "{what}: the paged KV cache is already in use by this call chain (a kernel or callback called back into it)"
             )));
         }
-        // A panic while the lock was held cannot leave the table half-changed (operations
-        // restore a snapshot before returning an error, and panics become errors the same way),
-        // so a poisoned lock is taken as is.
+        // A panic while the lock was held cannot leave the table half-changed (`transact`
+        // restores it on an error and on a panic alike), so a poisoned lock is taken as is.
         let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.owner.store(thread_key(), Ordering::Release);
         Ok(Held { guard, owner: &self.owner })
@@ -219,17 +218,28 @@ impl PagedKvCache {
         Ok(())
     }
 
-    /// Changes the table with `f`; on error puts the table (and the step) back as they were.
+    /// Changes the table with `f`; on error, or if `f` panics (a broken invariant: reported
+    /// as an error), puts the table (and the step) back as they were.
     pub(crate) fn transact<R>(&self, st: &mut State, f: impl FnOnce(&mut State) -> Result<R>) -> Result<R> {
         let saved = st.pool.checkpoint();
-        match f(st) {
-            Ok(r) => {
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut *st)));
+        match done {
+            Ok(Ok(r)) => {
                 st.pool.keep();
                 Ok(r)
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 st.pool.rollback(saved);
                 Err(e)
+            }
+            Err(panic) => {
+                st.pool.rollback(saved);
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(Error::value(format!("internal error in the paged KV cache (its table was restored): {what}")))
             }
         }
     }
