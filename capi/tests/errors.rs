@@ -567,6 +567,8 @@ fn dlpack_errors_leave_the_tensor_with_the_caller() {
     let _serial = serial();
     static DELETED: AtomicUsize = AtomicUsize::new(0);
     type Corrupt = fn(*mut DLManagedTensorVersioned);
+    // SAFETY (every closure below): each is called once, on a live tensor this test made, to
+    // change one field of it before the import it tests.
     let cases: [(&str, Corrupt); 6] = [
         ("DLPack version 2.1 is not supported", |m| unsafe { (*m).version.major = 2 }),
         ("device type 2", |m| unsafe { (*m).dl_tensor.device.device_type = 2 }),
