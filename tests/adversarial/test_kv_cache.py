@@ -233,7 +233,10 @@ def test_calls_from_several_threads_keep_the_table_consistent() -> None:
     out = run_attack(
         PRELUDE
         + """
-c = create(config=(64, 4096, 64, 16, 0))
+# Each k holds 2 pages until the removals (its 14 tokens and its fork's copied partial page), so
+# 4 threads x 50 need up to 400 pages when the scheduler runs every add before any removal:
+# 8192 tokens are 512 pages, enough for any interleaving.
+c = create(config=(64, 8192, 64, 16, 0))
 errors = []
 # A step is several calls (begin, attention per layer, end): threads take turns for it, while
 # the single calls around it race.
