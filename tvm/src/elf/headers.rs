@@ -31,6 +31,13 @@ pub fn parse(bytes: &[u8]) -> Result<ElfFile64<'_, Endianness>> {
         Some(d) => return Err(bad(format!("ELF data encoding {d}, expected {} (little-endian)", elf::ELFDATA2LSB))),
         None => return Err(bad("the file ends inside the ELF identification")),
     }
+    // The `object` crate refuses another entry size too, but without saying what it found.
+    if let Some(size) = bytes.get(54..56) {
+        let phentsize = u16::from_le_bytes([size[0], size[1]]);
+        if phentsize != 56 {
+            return Err(bad(format!("program header size {phentsize} (ELF header byte 54), expected 56")));
+        }
+    }
     let file = ElfFile64::<Endianness>::parse(bytes).map_err(|e| bad(format!("{e} (truncated or corrupt?)")))?;
     let header = file.elf_header();
     let endian = file.endian();
@@ -44,10 +51,6 @@ pub fn parse(bytes: &[u8]) -> Result<ElfFile64<'_, Endianness>> {
     let kind = header.e_type(endian);
     if kind != elf::ET_DYN {
         return Err(bad(format!("ELF type {kind}, expected {} (a shared library)", elf::ET_DYN)));
-    }
-    let phentsize = header.e_phentsize(endian);
-    if phentsize != 56 {
-        return Err(bad(format!("program header size {phentsize}, expected 56")));
     }
     Ok(file)
 }

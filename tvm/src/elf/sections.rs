@@ -101,7 +101,7 @@ impl Sections {
             bytes.get(start..start.checked_add(usize::try_from(s.size).ok()?)?)
         };
         let (Some(syms), Some(strs)) = (range(symtab), range(strtab)) else {
-            return Err(bad("the symbol table (.symtab) or its strings lie outside the file"));
+            return Err(bad("the .symtab section or its string section lies outside the file"));
         };
         let mut out = FullTable { globals: HashMap::new(), functions: Vec::new(), undefined: HashMap::new() };
         for entry in syms.chunks_exact(24) {

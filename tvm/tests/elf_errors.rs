@@ -1,0 +1,783 @@
+//! Every error of the ELF validator, caused by patching one field of a real library: TVM's
+//! `tests/data/mlp.so` (GNU hash, PLT, init and fini arrays, full symbol table) and a library
+//! built here with what that one lacks (SysV hash, version definitions and requirements, packed
+//! relative relocations, thread-local data). Each case is a table row: the library, the edits
+//! (file offset, new bytes) found by name from the file's own tables, and the fragments the
+//! message must hold (what was expected, what was found, and where). Every error is a format
+//! error.
+
+use relaxvm::ErrorKind;
+use relaxvm_tvm::elf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+// ELF constants (the `object` crate's names).
+const PT_LOAD: u32 = 1;
+const PT_DYNAMIC: u32 = 2;
+const PT_NOTE: u32 = 4;
+const PT_TLS: u32 = 7;
+const PT_GNU_STACK: u32 = 0x6474_e551;
+const PT_GNU_RELRO: u32 = 0x6474_e552;
+const DT_NULL: u64 = 0;
+const DT_NEEDED: u64 = 1;
+const DT_PLTGOT: u64 = 3;
+const DT_RELASZ: u64 = 8;
+const DT_DEBUG: u64 = 21;
+const DT_INIT_ARRAY: u64 = 25;
+const DT_INIT_ARRAYSZ: u64 = 27;
+const DT_FLAGS: u64 = 30;
+const DT_RELRSZ: u64 = 35;
+const DT_GNU_HASH: u64 = 0x6fff_fef5;
+const DT_VERSYM: u64 = 0x6fff_fff0;
+const DT_RELACOUNT: u64 = 0x6fff_fff9;
+const DT_FLAGS_1: u64 = 0x6fff_fffb;
+const DT_VERNEED: u64 = 0x6fff_fffe;
+
+/// The two libraries.
+#[derive(Clone, Copy, Debug)]
+enum Lib {
+    /// TVM's export_library output (tests/data/mlp.so).
+    Mlp,
+    /// Built here from C: see [`built`].
+    C,
+}
+
+/// `mlp.so`, copied to the heap: the parser needs the alignment a file read gives.
+fn mlp() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| include_bytes!("data/mlp.so").to_vec())
+}
+
+/// A C library with both hash tables, a version script (definitions), an import of `strlen`
+/// (requirements on libc), pointers to its own data (packed relative relocations) and
+/// thread-local data of its own (a TLS module-id relocation with symbol 0).
+fn built() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let c = dir.path().join("lib.c");
+        std::fs::write(
+            &c,
+            "#include <string.h>\n\
+             static __thread long counts[4];\n\
+             static long one = 1;\n\
+             long *first = &one, *second = &one, *third = &one;\n\
+             long count(const char *s) { return counts[strlen(s) & 3]++; }\n",
+        )
+        .unwrap();
+        let script = dir.path().join("vers.map");
+        std::fs::write(&script, "VERS_1 { global: count; first; second; third; local: *; };\n").unwrap();
+        let so = dir.path().join("lib.so");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let out = Command::new(&cc)
+            .args(["-shared", "-fPIC", "-O1", "-Wl,--hash-style=both", "-Wl,-z,pack-relative-relocs", "-o"])
+            .arg(&so)
+            .arg(&c)
+            .arg(format!("-Wl,--version-script={}", script.display()))
+            .output()
+            .unwrap_or_else(|e| panic!("the C compiler {cc:?} is needed for these tests: {e}"));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read(&so).unwrap()
+    })
+}
+
+fn bytes_of(lib: Lib) -> &'static [u8] {
+    match lib {
+        Lib::Mlp => mlp(),
+        Lib::C => built(),
+    }
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
+}
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// One section header: the file offset of the header itself, and the section's fields.
+#[derive(Clone, Copy, Debug)]
+struct Section {
+    header: usize,
+    addr: u64,
+    offset: usize,
+    size: usize,
+}
+
+/// The section named `name`.
+fn section(b: &[u8], name: &str) -> Section {
+    let (shoff, shnum, shstrndx) = (u64_at(b, 40) as usize, u16_at(b, 60) as usize, u16_at(b, 62) as usize);
+    let strings = u64_at(b, shoff + 64 * shstrndx + 24) as usize;
+    (0..shnum)
+        .map(|i| shoff + 64 * i)
+        .find(|h| {
+            let n = strings + u32_at(b, *h) as usize;
+            b[n..].starts_with(name.as_bytes()) && b[n + name.len()] == 0
+        })
+        .map(|h| Section {
+            header: h,
+            addr: u64_at(b, h + 16),
+            offset: u64_at(b, h + 24) as usize,
+            size: u64_at(b, h + 32) as usize,
+        })
+        .unwrap_or_else(|| panic!("no section {name}"))
+}
+
+/// The file offset of the `k`-th program header of type `p_type`.
+fn phdr(b: &[u8], p_type: u32, k: usize) -> usize {
+    let (off, num) = (u64_at(b, 32) as usize, u16_at(b, 56) as usize);
+    (0..num).map(|i| off + 56 * i).filter(|at| u32_at(b, *at) == p_type).nth(k).expect("such a program header")
+}
+
+/// The file offset of the loaded address `addr`.
+fn file_offset(b: &[u8], addr: u64) -> usize {
+    (0..)
+        .map_while(|k| (k < u16_at(b, 56) as usize).then(|| u64_at(b, 32) as usize + 56 * k))
+        .filter(|ph| u32_at(b, *ph) == PT_LOAD)
+        .find_map(|ph| {
+            let (off, vaddr, filesz) = (u64_at(b, ph + 8), u64_at(b, ph + 16), u64_at(b, ph + 32));
+            (addr >= vaddr && addr < vaddr + filesz).then(|| (off + addr - vaddr) as usize)
+        })
+        .expect("an address in the file")
+}
+
+/// The file offset of the dynamic entry with `tag`.
+fn dyn_entry(b: &[u8], tag: u64) -> usize {
+    let d = section(b, ".dynamic");
+    (d.offset..d.offset + d.size).step_by(16).find(|at| u64_at(b, *at) == tag).expect("such a dynamic entry")
+}
+
+/// The file offset of the symbol `name` in the symbol table `table` (`.dynsym`, `.symtab`)
+/// whose strings are in `strings`.
+fn symbol_in(b: &[u8], table: &str, strings: &str, name: &str) -> usize {
+    let (t, s) = (section(b, table), section(b, strings));
+    (t.offset..t.offset + t.size)
+        .step_by(24)
+        .find(|at| {
+            let n = s.offset + u32_at(b, *at) as usize;
+            b[n..].starts_with(name.as_bytes()) && b[n + name.len()] == 0
+        })
+        .unwrap_or_else(|| panic!("no symbol {name} in {table}"))
+}
+
+fn dynsym(b: &[u8], name: &str) -> usize {
+    symbol_in(b, ".dynsym", ".dynstr", name)
+}
+
+/// The file offset of the first relocation of `.rela.dyn` with type `kind`.
+fn rela_of_type(b: &[u8], kind: u32) -> usize {
+    let r = section(b, ".rela.dyn");
+    (r.offset..r.offset + r.size).step_by(24).find(|at| u32_at(b, at + 8) == kind).expect("such a relocation")
+}
+
+/// The GNU hash table: file offset, bucket count, symbol offset, Bloom words.
+fn gnu_hash(b: &[u8]) -> (usize, usize, u32, usize) {
+    let g = section(b, ".gnu.hash").offset;
+    (g, u32_at(b, g) as usize, u32_at(b, g + 4), u32_at(b, g + 8) as usize)
+}
+
+fn le16(v: u16) -> Vec<u8> {
+    v.to_le_bytes().to_vec()
+}
+fn le32(v: u32) -> Vec<u8> {
+    v.to_le_bytes().to_vec()
+}
+fn le64(v: u64) -> Vec<u8> {
+    v.to_le_bytes().to_vec()
+}
+
+#[cfg(target_arch = "x86_64")]
+mod arch {
+    pub const RELATIVE: u32 = 8;
+    pub const GLOB_DAT: u32 = 6;
+    pub const DTPMOD: u32 = 16;
+}
+#[cfg(target_arch = "aarch64")]
+mod arch {
+    pub const RELATIVE: u32 = 1027;
+    pub const GLOB_DAT: u32 = 1025;
+    pub const DTPMOD: u32 = 1028;
+}
+use arch::*;
+
+type Edits = Vec<(usize, Vec<u8>)>;
+
+/// One damage: which library, the edits, and the fragments its message must hold.
+struct Case {
+    what: &'static str,
+    lib: Lib,
+    edits: fn(&[u8]) -> Edits,
+    expect: &'static [&'static str],
+}
+
+const fn case(what: &'static str, lib: Lib, edits: fn(&[u8]) -> Edits, expect: &'static [&'static str]) -> Case {
+    Case { what, lib, edits, expect }
+}
+
+/// The damages, grouped by the part of the file they hit. Offsets are those of TVM's
+/// `mlp.so` where the message shows them (its layout is fixed: the file is checked in).
+const CASES: &[Case] = &[
+    // The ELF header (tests/elf.rs and the unit tests cover class, encoding, machine, type).
+    case(
+        "the program header size",
+        Lib::Mlp,
+        |_| vec![(54, le16(40))],
+        &["invalid ELF shared library: program header size 40 (ELF header byte 54), expected 56"],
+    ),
+    // Program headers: offset 8, vaddr 16, filesz 32, memsz 40, align 48, flags 4.
+    case(
+        "a loadable segment's alignment below a page",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_LOAD, 1) + 48, le64(0x800))],
+        &["program header 1 (type 0x1): alignment 0x800 is not a power of two of at least a page (0x1000)"],
+    ),
+    case(
+        "a loadable segment's address and offset incongruent",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_LOAD, 1) + 16, le64(0x1008))],
+        &["program header 1 (type 0x1): address 0x1008 and file offset 0x1000 differ modulo the alignment 0x1000"],
+    ),
+    case(
+        "a loadable segment's flags",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_LOAD, 1) + 4, le32(0x8 | 0x4 | 0x1))],
+        &["program header 1 (type 0x1): flags 0xd: expected readable, with only the R, W and X bits"],
+    ),
+    case(
+        "a read-only segment zero-filled",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_LOAD, 0) + 40, le64(0x600))],
+        &["program header 0 (type 0x1): a read-only segment with file size 0x588 and memory size 0x600: expected equal (only writable segments are zero-filled)"],
+    ),
+    case(
+        "a writable segment zero-filled beyond a gigabyte",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_LOAD, 3) + 40, le64(0x1d8 + (1 << 30) + 1))],
+        &["program header 3 (type 0x1): memory size 0x400001d9 exceeds the file size 0x1d8 by more than 0x40000000"],
+    ),
+    case(
+        "a loadable segment out of order",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_LOAD, 1) + 8, le64(0)), (phdr(b, PT_LOAD, 1) + 16, le64(0))],
+        &["program header 1 (type 0x1): segment at 0x0 (file offset 0x0) overlaps or precedes the previous one at 0x0 (file offset 0x0): loadable segments must be sorted and disjoint"],
+    ),
+    case(
+        "a segment beyond the address space",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_LOAD, 3) + 16, le64((1 << 47) - 0x100))],
+        &["program header 3 (type 0x1): address 0x7fffffffff00 + memory size 0x1e0 is beyond the 47-bit address space"],
+    ),
+    case(
+        "segments spanning far more than the file",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_LOAD, 3) + 16, le64(0x7e38 + (1 << 31)))],
+        &["the loadable segments span 0x80008018 bytes, far more than the file's 45464"],
+    ),
+    case(
+        "no loadable segment",
+        Lib::Mlp,
+        |b| (0..4).map(|k| (phdr(b, PT_LOAD, 0) + 56 * k, le32(0))).collect(),
+        &["invalid ELF shared library: no loadable segment"],
+    ),
+    case(
+        "a second dynamic segment",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_GNU_STACK, 0), le32(PT_DYNAMIC))],
+        &["program header 7 (type 0x2): a second dynamic segment"],
+    ),
+    case(
+        "a dynamic segment of a partial entry",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_DYNAMIC, 0) + 40, le64(0x188))],
+        &["dynamic segment at 0x7e48 of 0x180 file and 0x188 memory bytes: expected 8-aligned, equal sizes, whole 16-byte entries"],
+    ),
+    case(
+        "a second PT_GNU_RELRO",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_GNU_STACK, 0), le32(PT_GNU_RELRO))],
+        &["program header 8 (type 0x6474e552): a second PT_GNU_RELRO"],
+    ),
+    case(
+        "PT_GNU_RELRO ending inside a page of its segment",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_GNU_RELRO, 0) + 40, le64(0x1c0))],
+        &["PT_GNU_RELRO ends at 0x7ff8, neither a page boundary nor the end of its segment"],
+    ),
+    case(
+        "an executable stack",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_GNU_STACK, 0) + 4, le32(7))],
+        &["program header 7 (type 0x6474e551): asks for an executable stack (PT_GNU_STACK with X): refused"],
+    ),
+    case(
+        "an interpreter",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_GNU_STACK, 0), le32(3))],
+        &["program header 7 (type 0x3): a shared library with an interpreter (PT_INTERP): refused"],
+    ),
+    case(
+        "an unknown program header type",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_GNU_STACK, 0), le32(0x6000_0123))],
+        &["program header 7 (type 0x60000123): program header type 0x60000123 is not one relaxvm knows (a corrupted type may be one the loader acts on)"],
+    ),
+    case(
+        "a PT_PHDR that is not the program headers",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_GNU_STACK, 0), le32(6))],
+        &["program header 7 (type 0x6): PT_PHDR at file offset 0x0 of 0x0 bytes, but the program headers are at 0x40 (0x1f8 bytes)"],
+    ),
+    case(
+        "a truncated note",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_NOTE, 0) + 32, le64(8))],
+        &["program header 5 (type 0x4): the note at file offset 568 is truncated"],
+    ),
+    case(
+        "a note descriptor past its segment",
+        Lib::Mlp,
+        |b| vec![(section(b, ".note.gnu.build-id").offset + 4, le32(0x100))],
+        &["program header 5 (type 0x4): the note at file offset 568 declares a 4-byte name and a 256-byte descriptor, more than the 36 bytes left in its segment"],
+    ),
+    case(
+        "a note mapped from elsewhere",
+        Lib::Mlp,
+        |b| vec![(phdr(b, PT_NOTE, 0) + 16, le64(0x240))],
+        &["a note segment at address 0x240 (36 bytes) is not mapped from its file offset 0x238"],
+    ),
+    case(
+        "a second PT_TLS",
+        Lib::C,
+        |b| vec![(phdr(b, PT_GNU_STACK, 0), le32(PT_TLS))],
+        &["a second PT_TLS"],
+    ),
+    case(
+        "a thread-local segment aligned to no power of two",
+        Lib::C,
+        |b| vec![(phdr(b, PT_TLS, 0) + 48, le64(3))],
+        &["thread-local segment with file size 0x0, memory size 0x20, alignment 0x3: expected file <= memory, a power-of-two alignment up to a page"],
+    ),
+    // The dynamic section.
+    case(
+        "no DT_NULL",
+        Lib::Mlp,
+        |b| {
+            let d = section(b, ".dynamic");
+            let null = dyn_entry(b, DT_NULL);
+            (null..d.offset + d.size).step_by(16).map(|at| (at, le64(DT_NEEDED))).collect()
+        },
+        &["invalid ELF shared library: the dynamic section has no DT_NULL entry: the loader would read past its end"],
+    ),
+    case(
+        "a second DT_INIT",
+        Lib::Mlp,
+        |b| vec![(dyn_entry(b, 13), le64(12))],
+        &["dynamic entry 1 (file offset 28248): a second DT_INIT entry (the loader would use only the last)"],
+    ),
+    case(
+        "a table without its size",
+        Lib::Mlp,
+        |b| vec![(dyn_entry(b, DT_INIT_ARRAYSZ), le64(DT_DEBUG))],
+        &["DT_INIT_ARRAY without DT_INIT_ARRAYSZ (or the reverse)"],
+    ),
+    case(
+        "DT_FLAGS asking for text relocations",
+        Lib::Mlp,
+        |b| vec![(dyn_entry(b, DT_RELACOUNT), le64(DT_FLAGS)), (dyn_entry(b, DT_RELACOUNT) + 8, le64(0x4))],
+        &["DT_FLAGS 0x4 has bits 0x4 relaxvm does not accept (accepted: 0xb)"],
+    ),
+    case(
+        "DT_FLAGS_1 asking for an audit library",
+        Lib::Mlp,
+        |b| vec![(dyn_entry(b, DT_RELACOUNT), le64(DT_FLAGS_1)), (dyn_entry(b, DT_RELACOUNT) + 8, le64(0x5))],
+        &["DT_FLAGS_1 0x5 has bits 0x4 relaxvm does not accept (accepted: 0x889)"],
+    ),
+    case(
+        "no hash table",
+        Lib::Mlp,
+        |b| vec![(dyn_entry(b, DT_GNU_HASH), le64(DT_DEBUG))],
+        &["invalid ELF shared library: neither DT_GNU_HASH nor DT_HASH: the loader could find no symbol"],
+    ),
+    // The GNU hash table (header: buckets, symbol offset, Bloom words, shift).
+    case(
+        "a GNU hash shift of 64",
+        Lib::Mlp,
+        |b| vec![(gnu_hash(b).0 + 12, le32(64))],
+        &["DT_GNU_HASH: 3 buckets, 1 Bloom words, shift 64: expected at least one bucket, a power-of-two Bloom size and a shift below 64"],
+    ),
+    case(
+        "GNU hash buckets all empty and no symbols",
+        Lib::Mlp,
+        |b| {
+            let (g, n, _, words) = gnu_hash(b);
+            let mut e = vec![(g + 4, le32(0))];
+            e.extend((0..n).map(|i| (g + 16 + 8 * words + 4 * i, le32(0))));
+            e
+        },
+        &["invalid ELF shared library: the hash table implies no dynamic symbols (not even the null symbol)"],
+    ),
+    case(
+        "GNU hash buckets all empty and a huge symbol offset",
+        Lib::Mlp,
+        |b| {
+            let (g, n, _, words) = gnu_hash(b);
+            let mut e = vec![(g + 4, le32(0x10_0000))];
+            e.extend((0..n).map(|i| (g + 16 + 8 * words + 4 * i, le32(0))));
+            e
+        },
+        &["the hash table implies 1048576 dynamic symbols, more than the file could hold"],
+    ),
+    case(
+        "a GNU bucket below the hashed symbols",
+        Lib::C,
+        |b| {
+            // The first non-empty bucket that is not the last one's start (which sizes the table).
+            let (g, n, _, words) = gnu_hash(b);
+            let buckets: Vec<u32> = (0..n).map(|i| u32_at(b, g + 16 + 8 * words + 4 * i)).collect();
+            let max = *buckets.iter().max().unwrap();
+            let i = buckets.iter().position(|s| *s != 0 && *s != max).expect("two non-empty buckets");
+            vec![(g + 16 + 8 * words + 4 * i, le32(1))]
+        },
+        &["DT_GNU_HASH: bucket", "starts at symbol 1, outside the hashed symbols"],
+    ),
+    case(
+        "a GNU bucket emptied",
+        Lib::C,
+        |b| {
+            let (g, n, _, words) = gnu_hash(b);
+            let buckets: Vec<u32> = (0..n).map(|i| u32_at(b, g + 16 + 8 * words + 4 * i)).collect();
+            let max = *buckets.iter().max().unwrap();
+            let i = buckets.iter().position(|s| *s != 0 && *s != max).expect("two non-empty buckets");
+            vec![(g + 16 + 8 * words + 4 * i, le32(0))]
+        },
+        &["DT_GNU_HASH: symbol", "is in no bucket's chain"],
+    ),
+    case(
+        "a GNU chain word changed",
+        Lib::Mlp,
+        |b| {
+            let (g, n, _, words) = gnu_hash(b);
+            let chains = g + 16 + 8 * words + 4 * n;
+            vec![(chains, le32(u32_at(b, chains) ^ 0x20))]
+        },
+        &["DT_GNU_HASH: symbol 6 (__tvm_ffi_matmul) is in the chain of bucket 0, but its name hashes to bucket 0 (chain word"],
+    ),
+    case(
+        "a Bloom filter emptied",
+        Lib::Mlp,
+        |b| {
+            let (g, _, _, words) = gnu_hash(b);
+            vec![(g + 16, vec![0; 8 * words])]
+        },
+        &["DT_GNU_HASH: the Bloom filter lacks symbol 6 (__tvm_ffi_matmul)"],
+    ),
+    // The SysV hash table (header: buckets, chains).
+    case(
+        "SysV hash chains too few",
+        Lib::C,
+        |b| {
+            let h = section(b, ".hash").offset;
+            vec![(h + 4, le32(u32_at(b, h + 4) - 1))]
+        },
+        &["DT_HASH:", "chains, expected at least one bucket and one chain per symbol ("],
+    ),
+    case(
+        "a SysV chain that loops",
+        Lib::C,
+        |b| {
+            let h = section(b, ".hash").offset;
+            let nbucket = u32_at(b, h) as usize;
+            let first = (0..nbucket).map(|i| u32_at(b, h + 8 + 4 * i)).find(|s| *s != 0).unwrap();
+            vec![(h + 8 + 4 * nbucket + 4 * first as usize, le32(first))]
+        },
+        &["DT_HASH: the chain of bucket", ", out of range or already reached (a cycle?)"],
+    ),
+    case(
+        "a SysV bucket starting at another bucket's symbol",
+        Lib::C,
+        |b| {
+            let h = section(b, ".hash").offset;
+            let nbucket = u32_at(b, h) as usize;
+            let (last, start) =
+                (0..nbucket).map(|i| (i, u32_at(b, h + 8 + 4 * i))).rfind(|(_, s)| *s != 0).unwrap();
+            assert!(last > 0, "the last non-empty bucket is not bucket 0");
+            vec![(h + 8, le32(start))]
+        },
+        &["DT_HASH: symbol", "is in the chain of bucket 0, but its name hashes to another"],
+    ),
+    case(
+        "a SysV bucket emptied",
+        Lib::C,
+        |b| {
+            let h = section(b, ".hash").offset;
+            let nbucket = u32_at(b, h) as usize;
+            let i = (0..nbucket).find(|i| u32_at(b, h + 8 + 4 * i) != 0).unwrap();
+            vec![(h + 8 + 4 * i, le32(0))]
+        },
+        &["DT_HASH: symbol", "is in no bucket's chain"],
+    ),
+    // The dynamic symbols (name 0, info 4, other 5, section 6, value 8, size 16).
+    case(
+        "symbol 0 not null",
+        Lib::Mlp,
+        |b| vec![(section(b, ".dynsym").offset + 4, vec![0x10])],
+        &["invalid ELF shared library: dynamic symbol 0 is not the null symbol"],
+    ),
+    case(
+        "unknown st_other bits",
+        Lib::Mlp,
+        |b| vec![(dynsym(b, "__tvm_ffi_add") + 5, vec![0x10])],
+        &["dynamic symbol 9 (__tvm_ffi_add): st_other 0x10 has unknown bits"],
+    ),
+    case(
+        "binding 3",
+        Lib::Mlp,
+        |b| vec![(dynsym(b, "__tvm_ffi_add") + 4, vec![0x32])],
+        &["dynamic symbol 9 (__tvm_ffi_add): binding 3: expected local (0), global (1) or weak (2)"],
+    ),
+    case(
+        "an indirect function",
+        Lib::Mlp,
+        |b| vec![(dynsym(b, "__tvm_ffi_add") + 4, vec![0x1a])],
+        &["dynamic symbol 9 (__tvm_ffi_add): type 10: expected no type (0), object (1), function (2) or section (3) (thread-local and indirect functions are refused)"],
+    ),
+    case(
+        "an import with a value",
+        Lib::Mlp,
+        |b| vec![(dynsym(b, "__gmon_start__") + 8, le64(0x1000))],
+        &["dynamic symbol 5 (__gmon_start__): an undefined symbol with binding 2, type 0, visibility 0, value 0x1000: expected global or weak, not a section, default visibility, value 0"],
+    ),
+    case(
+        "an import bound differently in the full symbol table",
+        Lib::Mlp,
+        |b| vec![(dynsym(b, "__cxa_finalize") + 4, vec![0x10])],
+        &["dynamic symbol 1 (__cxa_finalize): imported with st_info 0x10, but the symbol table says 0x20"],
+    ),
+    case(
+        "an import the full symbol table does not import",
+        Lib::Mlp,
+        |b| {
+            let strtab = section(b, ".strtab");
+            let at = strtab.offset + u32_at(b, symbol_in(b, ".symtab", ".strtab", "__gmon_start__")) as usize;
+            vec![(at + 13, b"X".to_vec())]
+        },
+        &["dynamic symbol 5 (__gmon_start__): imported, but the symbol table imports no such name"],
+    ),
+    case(
+        "a common symbol",
+        Lib::Mlp,
+        |b| vec![(dynsym(b, "__tvm_ffi_add") + 6, le16(0xfff2))],
+        &["dynamic symbol 9 (__tvm_ffi_add): section index 0xfff2 is reserved (common or extended symbols are refused)"],
+    ),
+    case(
+        "a function in a data section",
+        Lib::Mlp,
+        |b| vec![(section(b, ".text").header + 8, le64(0x2))],
+        &["dynamic symbol 6 (__tvm_ffi_matmul): a function in the non-executable section .text"],
+    ),
+    case(
+        "the .dynsym section disagreeing with the hash table",
+        Lib::Mlp,
+        |b| vec![(section(b, ".dynsym").header + 32, le64(0x120))],
+        &["DT_SYMTAB is 0x2a0 and the hash table implies 13 symbols, but the .dynsym section is at 0x2a0 with 288 bytes"],
+    ),
+    case(
+        "the full symbol table with entries of 16 bytes",
+        Lib::Mlp,
+        |b| vec![(section(b, ".symtab").header + 56, le64(16))],
+        &["invalid ELF shared library: the symbol table (.symtab) has no string table or entries of 24 bytes"],
+    ),
+    case(
+        // Refused by the `object` crate's parse, before sections.rs looks (whose own check of
+        // this is a second line of defence).
+        "the full symbol table past the end of the file",
+        Lib::Mlp,
+        |b| vec![(section(b, ".symtab").header + 24, le64(1 << 40))],
+        &["invalid ELF shared library: Invalid ELF symbol table data (truncated or corrupt?)"],
+    ),
+    // Relocations (offset 0, info 8: type and symbol, addend 16).
+    case(
+        "DT_RELASZ not whole entries",
+        Lib::Mlp,
+        |b| vec![(dyn_entry(b, DT_RELASZ) + 8, le64(167))],
+        &["DT_RELA at 0x4c8 of 167 bytes: expected 8-aligned whole 24-byte entries"],
+    ),
+    case(
+        "a relative relocation with a symbol",
+        Lib::Mlp,
+        |b| vec![(rela_of_type(b, RELATIVE) + 12, le32(1))],
+        &["DT_RELA entry 0 (type 8, target 0x7e38): a relative relocation with symbol 1 and addend 0x1100: expected symbol 0 and an address in the loaded image"],
+    ),
+    case(
+        "a GOT relocation with an addend",
+        Lib::Mlp,
+        |b| vec![(rela_of_type(b, GLOB_DAT) + 16, le64(8))],
+        &["DT_RELA entry 3 (type 6, target 0x7fc8): symbol 1 (section 0x0), addend 0x8: expected a symbol other than 0 and not absolute, and addend 0 for GOT and PLT entries"],
+    ),
+    case(
+        "a GOT relocation outside the GOT",
+        Lib::Mlp,
+        |b| vec![(rela_of_type(b, GLOB_DAT), le64(section(b, ".data").addr))],
+        &["DT_RELA entry 3 (type 6, target 0x8008): the target is outside the GOT (.got or .got.plt) its type writes"],
+    ),
+    case(
+        "DT_PLTGOT not the PLT GOT",
+        Lib::Mlp,
+        |b| vec![(dyn_entry(b, DT_PLTGOT) + 8, le64(0x7ff0))],
+        &["DT_PLTGOT is 0x7ff0 and the PLT GOT (.got.plt at 0x7fe8) has 32 bytes, for 1 PLT relocations: expected its address and 3 reserved entries plus one per relocation"],
+    ),
+    case(
+        "DT_PLTGOT in read-only memory (no .got.plt section to compare with)",
+        Lib::Mlp,
+        |b| {
+            // Renames .got.plt to .got.plX in the section name strings.
+            let (shoff, shstrndx) = (u64_at(b, 40) as usize, u16_at(b, 62) as usize);
+            let strings = u64_at(b, shoff + 64 * shstrndx + 24) as usize;
+            let name = strings + u32_at(b, section(b, ".got.plt").header) as usize;
+            vec![(name + 7, b"X".to_vec()), (dyn_entry(b, DT_PLTGOT) + 8, le64(0x1000))]
+        },
+        &["invalid ELF shared library: DT_PLTGOT 0x1000 is not 24 writable bytes"],
+    ),
+    case(
+        "DT_INIT_ARRAYSZ not whole pointers",
+        Lib::Mlp,
+        |b| vec![(dyn_entry(b, DT_INIT_ARRAYSZ) + 8, le64(4))],
+        &["DT_INIT_ARRAY at 0x7e38 of 4 bytes: expected 8-aligned whole pointers"],
+    ),
+    case(
+        "an init array slot no relocation sets",
+        Lib::Mlp,
+        // The GOT slot of an import: its relocation sets no address the file defines.
+        |b| vec![(dyn_entry(b, DT_INIT_ARRAY) + 8, le64(u64_at(b, rela_of_type(b, GLOB_DAT))))],
+        &["DT_INIT_ARRAY entry 0 (at 0x7fc8) is set by no relocation to a defined address: the loader would call its unrelocated value"],
+    ),
+    case(
+        "a TLS relocation with an addend",
+        Lib::C,
+        |b| vec![(rela_of_type(b, DTPMOD) + 16, le64(1))],
+        &["a TLS relocation with symbol 0 and addend 0x1: expected symbol 0 and an offset inside the 32-byte TLS block"],
+    ),
+    case(
+        "a TLS relocation outside the GOT",
+        Lib::C,
+        |b| vec![(rela_of_type(b, DTPMOD), le64(section(b, ".data").addr))],
+        &["the target is outside the GOT (.got)"],
+    ),
+    case(
+        "DT_RELRSZ not whole words",
+        Lib::C,
+        |b| vec![(dyn_entry(b, DT_RELRSZ) + 8, le64(12))],
+        &["of 12 bytes: expected 8-aligned whole words"],
+    ),
+    case(
+        "a packed relative relocation whose value is no address",
+        Lib::C,
+        |b| {
+            // The first address word of .relr.dyn, and the value the linker wrote there.
+            let relr = section(b, ".relr.dyn").offset;
+            let target = u64_at(b, relr);
+            vec![(file_offset(b, target), le64(0xdead_0000_0000))]
+        },
+        &["DT_RELR word 0: the value at target", "is not an address in the image"],
+    ),
+    // Version tables.
+    case(
+        "a version index past the tables",
+        Lib::C,
+        |b| vec![(section(b, ".gnu.version").offset + 2, le16(9))],
+        &["DT_VERSYM: symbol 1 has version index 9, but the version tables define indices up to"],
+    ),
+    case(
+        "version definitions without DT_VERSYM",
+        Lib::C,
+        |b| vec![(dyn_entry(b, DT_VERSYM), le64(DT_DEBUG))],
+        &["invalid ELF shared library: version definitions or requirements without DT_VERSYM"],
+    ),
+    case(
+        "a misaligned version requirement list",
+        Lib::C,
+        |b| vec![(dyn_entry(b, DT_VERNEED) + 8, le64(u64_at(b, dyn_entry(b, DT_VERNEED) + 8) + 2))],
+        &["DT_VERNEED entry 0 at", "is not 4-byte aligned"],
+    ),
+    case(
+        "a version definition list ending early",
+        Lib::C,
+        |b| vec![(dyn_entry(b, 0x6fff_fffd) + 8, le64(1))],
+        &["DT_VERDEF entry 0 of 1 has next offset", ": the list must end (0) exactly at its last entry"],
+    ),
+    case(
+        "a version definition of version 2",
+        Lib::C,
+        |b| vec![(section(b, ".gnu.version_d").offset, le16(2))],
+        &["DT_VERDEF entry at", ": version 2, index 1,", "names: expected version 1, an index below 0x8000, at least one name"],
+    ),
+    // The program blob must not overlap what the loader reads (the loaded copy zeroes it).
+    case(
+        "the program blob over the dynamic strings",
+        Lib::Mlp,
+        |b| {
+            let strtab = section(b, ".dynstr");
+            let mut e = Vec::new();
+            for sym in [dynsym(b, "__tvm_ffi__library_bin"), symbol_in(b, ".symtab", ".strtab", "__tvm_ffi__library_bin")] {
+                e.push((sym + 6, le16(4))); // .dynstr's index
+                e.push((sym + 8, le64(strtab.addr)));
+                e.push((sym + 16, le64(8)));
+            }
+            e
+        },
+        &["DT_STRTAB (file bytes 984..1220) overlaps the __tvm_ffi__library_bin data (984..992)"],
+    ),
+];
+
+#[test]
+fn both_libraries_validate_unchanged() {
+    for lib in [Lib::Mlp, Lib::C] {
+        elf::validate(bytes_of(lib)).unwrap_or_else(|e| panic!("{lib:?}: {e}"));
+    }
+}
+
+#[test]
+fn every_damage_is_a_format_error_naming_the_field() {
+    let mut failures = Vec::new();
+    for c in CASES {
+        let bytes = bytes_of(c.lib);
+        let mut m = bytes.to_vec();
+        let edits = (c.edits)(bytes);
+        for (at, new) in &edits {
+            assert_ne!(&m[*at..at + new.len()], new.as_slice(), "{}: the edit changes nothing", c.what);
+            m[*at..at + new.len()].copy_from_slice(new);
+        }
+        match elf::validate(&m) {
+            Ok(_) => failures.push(format!("{}: accepted", c.what)),
+            Err(e) => {
+                let msg = e.to_string();
+                if !matches!(e.kind(), ErrorKind::Format(_)) {
+                    failures.push(format!("{}: not a format error: {e:?}", c.what));
+                }
+                if let Some(p) = c.expect.iter().find(|p| !msg.contains(*p)) {
+                    failures.push(format!("{}: {msg:?} lacks {p:?}", c.what));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases:\n{}", failures.len(), CASES.len(), failures.join("\n"));
+}
+
+#[test]
+fn not_elf_names_the_bytes_found() {
+    let e = elf::validate(b"#!/bin/sh\n").unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Format(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "malformed executable file: invalid ELF shared library: not an ELF file: it starts with bytes [23 21 2f 62], expected 7f 45 4c 46"
+    );
+    let e = elf::validate(b"\x7fELF").unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Format(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "malformed executable file: invalid ELF shared library: the file ends inside the ELF identification"
+    );
+}
