@@ -54,16 +54,20 @@ section doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --qui
 # would cost minutes of compiling what the test builds compile anyway.
 section package cargo package --workspace --exclude relaxvm-python --no-verify --allow-dirty --quiet
 lean_tree() {
-  # The runtime an embedder links: relaxvm without its default `tooling` feature, and the
-  # builder without its CLI, compile none of the tooling crates.
+  # The runtime an embedder links: relaxvm without its default `tooling` feature, the builtins
+  # without their default `json` feature, and the builder without its CLI, compile none of the
+  # tooling crates.
   local tree
   tree="$(cargo tree -p relaxvm --no-default-features -e normal --prefix none;
+    cargo tree -p relaxvm-builtins --no-default-features -e normal --prefix none;
     cargo tree -p relaxvm-builder --no-default-features -e normal --prefix none)"
   if grep -E '^(zip|csv|serde_json|serde|tempfile|clap|indicatif|env_logger) ' <<<"$tree"; then
     echo "the lean runtime pulls the tooling crates above" >&2
     return 1
   fi
   cargo check --quiet -p relaxvm --no-default-features
+  # Without `json`, the builtins that read JSON stay registered and fail naming the feature.
+  cargo test --quiet -p relaxvm-builtins --no-default-features --lib json_absent
   echo "lean runtime: $(sed 's/ (.*//' <<<"$tree" | sort -u | wc -l) crates"
 }
 section lean-runtime lean_tree

@@ -29,6 +29,11 @@
 //! ```
 //!
 //! Or fill a registry value of your own with [`register_all`].
+//!
+//! The default feature `json` (serde_json) is what `vm.builtin.tensor_cache.load` (the
+//! `tensor-cache.json` index) and `vm.builtin.attention_kv_cache_prepare_import` (a checkpoint's
+//! JSON metadata) need. A build without it compiles no serde; those two builtins stay registered
+//! and fail with an error naming the feature.
 #![deny(missing_docs)]
 // `deny`, not `forbid`: `tensor_ops::float_gemm` alone allows it, to call the `gemm` crate.
 #![deny(unsafe_code)]
@@ -38,6 +43,8 @@ pub mod attention_kv_cache;
 pub mod checks;
 pub mod contrib_sort;
 pub mod data;
+#[cfg(not(feature = "json"))]
+mod json_absent;
 pub mod lm_support;
 pub mod memory;
 pub mod output;

@@ -18,14 +18,20 @@
 //! a load's memory by its files' sizes) are described in [`format`] and `layout.rs`. TVM's `param_module_from_cache*` (which return a runtime
 //! `Module`) are not provided.
 
+#[cfg(feature = "json")]
 mod format;
+#[cfg(feature = "json")]
 mod layout;
+#[cfg(feature = "json")]
 mod record;
 
 use crate::args::{self, type_err, value_err};
 use crate::table::{builtin, Builtin};
-use relaxvm::{DeviceType, Error, Result, Tensor, Value};
+#[cfg(feature = "json")]
+use relaxvm::DeviceType;
+use relaxvm::{Error, Result, Tensor, Value};
 use std::collections::HashMap;
+#[cfg(feature = "json")]
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -64,7 +70,12 @@ fn string<'a>(name: &str, args: &'a [Value], i: usize, what: &str) -> Result<&'a
     }
 }
 
+/// Without the `json` feature, `load` fails naming it (it reads `tensor-cache.json`).
+#[cfg(not(feature = "json"))]
+use crate::json_absent::tensor_cache_load as load;
+
 /// `load(cache_path, device_type, device_id)`.
+#[cfg(feature = "json")]
 fn load(name: &'static str, args: &[Value]) -> Result<Value> {
     args::arity(name, args, 3)?;
     let dir = Path::new(string(name, args, 0, "cache path")?);

@@ -63,34 +63,58 @@ pub enum rvm_error_code {
 
 use rvm_error_code::*;
 
+/// Every code, in number order: the one table the numbers and names below derive from (the
+/// enum above is what cbindgen writes into relaxvm.h; the assertion after the table checks the
+/// two agree: the codes are numbered 0, 1, 2... and the table holds each number once, in order).
+const CODES: [rvm_error_code; 22] = [
+    RVM_OK,
+    RVM_ERROR_INVALID_ARGUMENT,
+    RVM_ERROR_TYPE,
+    RVM_ERROR_VALUE,
+    RVM_ERROR_INDEX,
+    RVM_ERROR_ARITY,
+    RVM_ERROR_ALLOC,
+    RVM_ERROR_ARITHMETIC,
+    RVM_ERROR_UNKNOWN_FUNCTION,
+    RVM_ERROR_LIBRARY_NOT_LOADED,
+    RVM_ERROR_RAISED,
+    RVM_ERROR_ALREADY_REGISTERED,
+    RVM_ERROR_STACK_OVERFLOW,
+    RVM_ERROR_INTERRUPTED,
+    RVM_ERROR_STEP_BUDGET,
+    RVM_ERROR_INVALID_EXECUTABLE,
+    RVM_ERROR_FORMAT,
+    RVM_ERROR_IO,
+    RVM_ERROR_PANIC,
+    RVM_ERROR_BUSY,
+    RVM_ERROR_UNSUPPORTED,
+    RVM_ERROR_OTHER,
+];
+
+// Entry i is code i, and the last is the enum's last: with numbers that distinct variants
+// cannot share, every variant is in the table.
+const _: () = {
+    let mut i = 0;
+    while i < CODES.len() {
+        assert!(CODES[i] as usize == i, "CODES must list the codes in number order");
+        i += 1;
+    }
+    assert!(RVM_ERROR_OTHER as usize == CODES.len() - 1, "a code after RVM_ERROR_OTHER is missing from CODES");
+};
+
 impl rvm_error_code {
     /// The code of C value `code`, if it names one.
     pub fn from_u32(code: u32) -> Option<rvm_error_code> {
-        const ALL: [rvm_error_code; 22] = [
-            RVM_OK,
-            RVM_ERROR_INVALID_ARGUMENT,
-            RVM_ERROR_TYPE,
-            RVM_ERROR_VALUE,
-            RVM_ERROR_INDEX,
-            RVM_ERROR_ARITY,
-            RVM_ERROR_ALLOC,
-            RVM_ERROR_ARITHMETIC,
-            RVM_ERROR_UNKNOWN_FUNCTION,
-            RVM_ERROR_LIBRARY_NOT_LOADED,
-            RVM_ERROR_RAISED,
-            RVM_ERROR_ALREADY_REGISTERED,
-            RVM_ERROR_STACK_OVERFLOW,
-            RVM_ERROR_INTERRUPTED,
-            RVM_ERROR_STEP_BUDGET,
-            RVM_ERROR_INVALID_EXECUTABLE,
-            RVM_ERROR_FORMAT,
-            RVM_ERROR_IO,
-            RVM_ERROR_PANIC,
-            RVM_ERROR_BUSY,
-            RVM_ERROR_UNSUPPORTED,
-            RVM_ERROR_OTHER,
-        ];
-        ALL.iter().copied().find(|c| *c as u32 == code)
+        CODES.get(usize::try_from(code).ok()?).copied()
+    }
+
+    /// Its name as C writes it (`RVM_ERROR_TYPE`), NUL-terminated: the variant's name.
+    fn c_name(self) -> &'static std::ffi::CStr {
+        static NAMES: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
+        let names = NAMES.get_or_init(|| {
+            CODES.iter().map(|c| CString::new(format!("{c:?}")).expect("a Rust identifier has no NUL")).collect()
+        });
+        &names[self as usize]
     }
 }
 
@@ -259,38 +283,10 @@ pub unsafe extern "C" fn rvm_error_message(error: *const rvm_error) -> *const c_
 /// a number that is no code.
 #[no_mangle]
 pub extern "C" fn rvm_error_code_name(code: u32) -> *const c_char {
-    macro_rules! names {
-        ($($c:ident),*) => {
-            match rvm_error_code::from_u32(code) {
-                $(Some($c) => concat!(stringify!($c), "\0").as_ptr().cast(),)*
-                None => c"RVM_ERROR_UNKNOWN_CODE".as_ptr(),
-            }
-        };
-    }
-    names!(
-        RVM_OK,
-        RVM_ERROR_INVALID_ARGUMENT,
-        RVM_ERROR_TYPE,
-        RVM_ERROR_VALUE,
-        RVM_ERROR_INDEX,
-        RVM_ERROR_ARITY,
-        RVM_ERROR_ALLOC,
-        RVM_ERROR_ARITHMETIC,
-        RVM_ERROR_UNKNOWN_FUNCTION,
-        RVM_ERROR_LIBRARY_NOT_LOADED,
-        RVM_ERROR_RAISED,
-        RVM_ERROR_ALREADY_REGISTERED,
-        RVM_ERROR_STACK_OVERFLOW,
-        RVM_ERROR_INTERRUPTED,
-        RVM_ERROR_STEP_BUDGET,
-        RVM_ERROR_INVALID_EXECUTABLE,
-        RVM_ERROR_FORMAT,
-        RVM_ERROR_IO,
-        RVM_ERROR_PANIC,
-        RVM_ERROR_BUSY,
-        RVM_ERROR_UNSUPPORTED,
-        RVM_ERROR_OTHER
-    )
+    guard_value(c"RVM_ERROR_UNKNOWN_CODE".as_ptr(), || match rvm_error_code::from_u32(code) {
+        Some(c) => c.c_name().as_ptr(),
+        None => c"RVM_ERROR_UNKNOWN_CODE".as_ptr(),
+    })
 }
 
 /// Frees `error`. NULL is allowed (nothing happens); so is a pointer that is not a live error

@@ -9,6 +9,7 @@ use super::cache::{PagedKvCache, State};
 use super::create::{AttnKind, RopeMode};
 use super::pool::Tree;
 use relaxvm::{Error, Result, Tensor, Value};
+#[cfg(feature = "json")]
 use serde_json::Value as Json;
 
 const CACHE_TYPE: &str = "relax.vm.PagedAttentionKVCache";
@@ -317,6 +318,7 @@ impl PagedKvCache {
     }
 
     /// TVM's CheckCheckpointImportMetadata; returns the sequence length.
+    #[cfg(feature = "json")]
     fn check_import_metadata(&self, id: i64, text: &str) -> Result<i32> {
         let m: Json =
             serde_json::from_str(text).map_err(|e| err(format!("the checkpoint metadata is not JSON: {e}")))?;
