@@ -2,13 +2,13 @@
 """Every error message the Rust crates can return is caused by a test, or exempted with a reason.
 
 The messages are the format strings given to the error constructors (``Error::value``,
-``value_err``, pyo3's ``new_err``, ``#[error("...")]`` of the error enums, ...) in the crates'
-non-test source. A message counts as tested when a distinctive piece of its text appears in a
+``value_err``, pyo3's ``new_err``, the C API's ``CError::new``/``CError::invalid``, ``#[error("...")]``
+of the error enums, ...) in the crates' non-test source. A message counts as tested when a distinctive piece of its text appears in a
 string of a test: ``WINDOW`` consecutive characters of its longest fragment (the text between
 ``{...}`` placeholders) when that is at least ``WINDOW`` long, else the whole of one of its
 fragments of at least ``MIN_FRAGMENT`` characters. Tests are Rust tests (``tests/`` folders, ``tests.rs``/``*_tests.rs``
-files and ``#[cfg(test)]`` modules, and the expected outputs kept beside them) and Python tests
-(``tests/``). Tests assert messages with their values filled in (``"alignment 0x1003 is not a
+files and ``#[cfg(test)]`` modules, and the expected outputs kept beside them), the C programs in
+those folders (the C API's), and Python tests (``tests/``). Tests assert messages with their values filled in (``"alignment 0x1003 is not a
 power of two"``), so a whole fragment would be too strict. Messages whose fragments are all
 shorter than ``MIN_FRAGMENT`` are built from parts that carry the meaning (``"{name}: {msg}"``)
 and are not tracked on their own.
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CRATES = ["vm", "builtins", "builder", "tvm", "python"]
+CRATES = ["vm", "builtins", "builder", "tvm", "python", "capi"]
 EXEMPT = ROOT / "scripts" / "error-coverage-exempt.txt"
 
 #: A fragment shorter than this says too little to find a message by.
@@ -53,6 +53,7 @@ CONSTRUCTORS = re.compile(
     r"|\.err"
     r"|\bPy\w*(?:Error|Exception)::new_err"
     r"|\bCliError::new"
+    r"|\bCError::(?:new|invalid)"
     r"|\bio::Error::(?:new|other)"
     r"|\bVerifyError::(?:program|function)"
     r"|\bCheckError::function"
@@ -192,6 +193,9 @@ def collect() -> tuple[list[Message], str]:
         for path in sorted((ROOT / crate / "tests").rglob("*")) if (ROOT / crate / "tests").is_dir() else []:
             if path.is_file() and path.suffix in (".txt", ".stderr", ".out") and path.stat().st_size < 4 << 20:
                 tests.append(path.read_text(errors="replace"))
+            elif path.is_file() and path.suffix in (".c", ".cpp"):
+                # The C API's C test programs (capi/tests/c/misuse.c: run by scripts/test-c-api.sh).
+                tests.append(test_strings(path.read_text()))
     for path in sorted((ROOT / "tests").rglob("*.py")):
         tests.append(test_strings(path.read_text()))
     return messages, "\n".join(tests)

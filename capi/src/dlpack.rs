@@ -81,8 +81,8 @@ fn checked_extent(dl: &DLTensor, shape: &[i64], strides: Option<&[i64]>, itemsiz
         0
     } else {
         let st = strides.map(<[i64]>::to_vec).unwrap_or_else(|| relaxvm::tensor::contiguous_strides(shape));
-        if st.iter().any(|s| *s < 0) {
-            return Err(bad("DLPack tensors with negative strides are not supported".into()));
+        if let Some((i, s)) = st.iter().enumerate().find(|(_, s)| **s < 0) {
+            return Err(bad(format!("DLPack strides[{i}] is {s}: relaxvm takes tensors whose strides are all >= 0")));
         }
         let span = shape
             .iter()

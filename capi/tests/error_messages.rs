@@ -1,0 +1,330 @@
+//! The whole message of the C API's errors (tests/errors.rs checks each path's code and a piece
+//! of its message; this checks what each says: the function and argument, what was expected,
+//! what was found).
+
+use relaxvm_capi::callback::rvm_register_func;
+use relaxvm_capi::dlpack::*;
+use relaxvm_capi::error::rvm_error_code::{self, *};
+use relaxvm_capi::error::*;
+use relaxvm_capi::executable::*;
+use relaxvm_capi::value::*;
+use relaxvm_capi::vm::*;
+use relaxvm_tvm::ffi::abi::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor};
+use std::ffi::{c_char, c_void, CStr};
+use std::ptr::{null, null_mut};
+
+/// The code and message of error `e` (freed); panics on success.
+#[track_caller]
+fn error_of(e: *mut rvm_error) -> (rvm_error_code, String) {
+    assert!(!e.is_null(), "expected an error, got success");
+    // SAFETY: an error object the API returned; freed once here.
+    unsafe {
+        let r = (rvm_error_get_code(e), CStr::from_ptr(rvm_error_message(e)).to_string_lossy().into_owned());
+        rvm_error_free(e);
+        r
+    }
+}
+
+#[track_caller]
+fn is(e: *mut rvm_error, code: rvm_error_code, message: &str) {
+    assert_eq!(error_of(e), (code, message.to_string()));
+}
+
+#[track_caller]
+fn ok(e: *mut rvm_error) {
+    if !e.is_null() {
+        panic!("expected success, got {:?}", error_of(e));
+    }
+}
+
+const ADD: &str = "@main inputs=2 regs=3 params=(a, b):\n  call  vm.builtin.int.add  in: %0, %1  dst: %2\n  ret  %2\n.packed vm.builtin.int.add\n";
+
+fn exe_of(text: &str) -> *mut rvm_executable {
+    let bytes = relaxvm_builder::assemble(text).unwrap().save_to_bytes();
+    let mut exe = null_mut();
+    // SAFETY: valid bytes, a valid out pointer.
+    ok(unsafe { rvm_executable_load_bytes(bytes.as_ptr(), bytes.len(), c"test".as_ptr(), null(), &mut exe) });
+    exe
+}
+
+fn vm_of(text: &str) -> *mut rvm_vm {
+    let exe = exe_of(text);
+    let mut vm = null_mut();
+    // SAFETY: a live executable, a valid out pointer.
+    unsafe {
+        ok(rvm_vm_create(exe, null(), &mut vm));
+        ok(rvm_executable_free(exe));
+    }
+    vm
+}
+
+#[test]
+fn strings_and_output_pointers() {
+    let mut v = null_mut();
+    // SAFETY: the pointers are NULL or valid, as each case says.
+    unsafe {
+        let bad = [b'a', 0xff, b'b'];
+        is(
+            rvm_value_new_str(bad.as_ptr().cast::<c_char>(), 3, &mut v),
+            RVM_ERROR_INVALID_ARGUMENT,
+            "rvm_value_new_str: not valid UTF-8 (byte 1 of 3)",
+        );
+        is(
+            rvm_value_new_str(c"x".as_ptr(), 1, null_mut()),
+            RVM_ERROR_INVALID_ARGUMENT,
+            "rvm_value_new_str: the output pointer is NULL",
+        );
+        is(
+            rvm_value_new_str(c"x".as_ptr(), usize::MAX / 2, &mut v),
+            RVM_ERROR_INVALID_ARGUMENT,
+            &format!("rvm_value_new_str: data: {} elements is more than the {} allowed", usize::MAX / 2, 1u64 << 32),
+        );
+        let exe_name = [b'p', 0xfe, 0];
+        let mut exe = null_mut();
+        let bytes = relaxvm_builder::assemble(ADD).unwrap().save_to_bytes();
+        is(
+            rvm_executable_load_bytes(bytes.as_ptr(), bytes.len(), exe_name.as_ptr().cast(), null(), &mut exe),
+            RVM_ERROR_INVALID_ARGUMENT,
+            "rvm_executable_load_bytes: name: not valid UTF-8 (byte 1 of \"p\u{fffd}\")",
+        );
+        is(
+            rvm_executable_load_file(null(), null(), &mut exe),
+            RVM_ERROR_INVALID_ARGUMENT,
+            "rvm_executable_load_file: path: expected a string, found NULL",
+        );
+        let i = rvm_value_new_int(3);
+        let mut x = 0.0f64;
+        is(
+            rvm_value_get_float(i, null_mut()),
+            RVM_ERROR_INVALID_ARGUMENT,
+            "rvm_value_get_float: the output pointer is NULL",
+        );
+        let s = {
+            let mut s = null_mut();
+            ok(rvm_value_new_str(c"t".as_ptr(), 1, &mut s));
+            s
+        };
+        is(rvm_value_get_float(s, &mut x), RVM_ERROR_TYPE, "rvm_value_get_float: expected a float, found a string");
+        let mut b = false;
+        is(rvm_value_get_bool(i, &mut b), RVM_ERROR_TYPE, "rvm_value_get_bool: expected a bool, found the int 3");
+        let mut n = 0usize;
+        is(rvm_value_tuple_size(i, &mut n), RVM_ERROR_TYPE, "rvm_value_tuple_size: expected a tuple, found the int 3");
+        ok(rvm_value_free(s));
+        ok(rvm_value_free(i));
+        // A freed handle.
+        let addr = i as usize;
+        let e = error_of(rvm_value_get_bool(i, &mut b));
+        assert_eq!(e.0, RVM_ERROR_INVALID_ARGUMENT);
+        assert_eq!(
+            e.1,
+            format!(
+                "rvm_value_get_bool: {addr:#x} is not a live rvm_value handle (freed already, or not made by relaxvm)"
+            )
+        );
+    }
+}
+
+#[test]
+fn shapes_and_tuples() {
+    let mut v = null_mut();
+    // SAFETY: valid pointers.
+    unsafe {
+        let dims = [2i64, -1];
+        is(
+            rvm_value_new_shape(dims.as_ptr(), 2, &mut v),
+            RVM_ERROR_VALUE,
+            "rvm_value_new_shape: dims[1] is -1; dimensions must be >= 0",
+        );
+        // A tuple nested to the limit, then one level more.
+        let mut t = rvm_value_new_int(1);
+        for _ in 0..RVM_MAX_TUPLE_NESTING {
+            let items = [t as *const rvm_value];
+            let mut outer = null_mut();
+            ok(rvm_value_new_tuple(items.as_ptr(), 1, &mut outer));
+            ok(rvm_value_free(t));
+            t = outer;
+        }
+        let items = [t as *const rvm_value];
+        is(
+            rvm_value_new_tuple(items.as_ptr(), 1, &mut v),
+            RVM_ERROR_VALUE,
+            &format!("rvm_value_new_tuple: tuples would nest more than {RVM_MAX_TUPLE_NESTING} levels deep"),
+        );
+        ok(rvm_value_free(t));
+    }
+}
+
+#[test]
+fn registration_and_calls() {
+    // SAFETY: valid pointers and live handles.
+    unsafe {
+        is(
+            rvm_register_func(c"errsb.none".as_ptr(), None, null_mut(), None, false),
+            RVM_ERROR_INVALID_ARGUMENT,
+            "rvm_register_func: f is NULL",
+        );
+        let vm = vm_of(ADD);
+        let a = rvm_value_new_int(1);
+        let args = [a as *const rvm_value, a];
+        let mut out = null_mut();
+        is(
+            rvm_vm_call(vm, c"mian".as_ptr(), args.as_ptr(), 2, &mut out),
+            RVM_ERROR_UNKNOWN_FUNCTION,
+            "rvm_vm_call: no function \"mian\" in the executable; its functions are: main",
+        );
+        is(
+            rvm_vm_invoke(vm, a, args.as_ptr(), 2, &mut out),
+            RVM_ERROR_TYPE,
+            "rvm_vm_invoke: func: expected a function, found the int 1",
+        );
+        let mut report = null_mut();
+        is(
+            rvm_vm_profile(vm, c"main".as_ptr(), args.as_ptr(), 2, 7, &mut report),
+            RVM_ERROR_INVALID_ARGUMENT,
+            "rvm_vm_profile: format is 7; expected RVM_PROFILE_TABLE (0), _CSV (1), _JSON (2) or _CHROME_TRACE (3)",
+        );
+        ok(rvm_vm_free(vm));
+        ok(rvm_value_free(a));
+    }
+}
+
+/// A C function that returns a pointer that is not an error object as its error.
+unsafe extern "C" fn returns_a_bogus_error(
+    _: *mut c_void,
+    _: *const *const rvm_value,
+    _: usize,
+    _: *mut *mut rvm_value,
+) -> *mut rvm_error {
+    std::ptr::without_provenance_mut(0x1000)
+}
+
+#[test]
+fn a_c_function_returning_a_pointer_that_is_no_error() {
+    // SAFETY: a valid name and function; live handles.
+    unsafe {
+        ok(rvm_register_func(c"errsb.bogus".as_ptr(), Some(returns_a_bogus_error), null_mut(), None, true));
+        let vm = vm_of("@main inputs=0 regs=1:\n  call  errsb.bogus  dst: %0\n  ret  %0\n.packed errsb.bogus\n");
+        let mut out = null_mut();
+        let (code, msg) = error_of(rvm_vm_call(vm, c"main".as_ptr(), null(), 0, &mut out));
+        assert_eq!(code, RVM_ERROR_INVALID_ARGUMENT, "{msg}");
+        assert!(
+            msg.contains("errsb.bogus returned an invalid error: errsb.bogus: 0x1000 is not a live rvm_error handle"),
+            "{msg}"
+        );
+        ok(rvm_vm_free(vm));
+    }
+}
+
+/// A DLPack tensor of 3 floats at `data`, its shape at `shape`, no deleter (borrowed).
+fn tensor(data: &mut [f32; 3], shape: &mut [i64; 1]) -> DLManagedTensorVersioned {
+    DLManagedTensorVersioned {
+        version: DLPackVersion { major: 1, minor: 1 },
+        manager_ctx: null_mut(),
+        deleter: None,
+        flags: 0,
+        dl_tensor: DLTensor {
+            data: data.as_mut_ptr().cast(),
+            device: DLDevice { device_type: 1, device_id: 0 },
+            ndim: 1,
+            dtype: DLDataType { code: 2, bits: 32, lanes: 1 },
+            shape: shape.as_mut_ptr(),
+            strides: null_mut(),
+            byte_offset: 0,
+        },
+    }
+}
+
+#[test]
+fn dlpack_headers() {
+    let (mut data, mut shape, mut strides) = ([1.0f32, 2.0, 3.0], [3i64], [-1i64]);
+    let mut v = null_mut();
+    /// Changes one field of a tensor (given a negative-strides array it may point to).
+    type Corrupt = fn(&mut DLManagedTensorVersioned, *mut i64);
+    let cases: [(Corrupt, &str); 4] = [
+        (|m, _| m.version.major = 2, "rvm_value_from_dlpack: DLPack version 2.1 is not supported (expected 1.x)"),
+        (
+            |m, _| m.dl_tensor.device = DLDevice { device_type: 2, device_id: 3 },
+            "rvm_value_from_dlpack: DLPack tensor on device type 2 (id 3): relaxvm's C API takes CPU tensors (kDLCPU = 1)",
+        ),
+        (|m, _| m.dl_tensor.ndim = 65, "rvm_value_from_dlpack: DLPack ndim 65 is more than the 64 supported"),
+        (
+            |m, strides| m.dl_tensor.strides = strides,
+            "rvm_value_from_dlpack: DLPack strides[0] is -1: relaxvm takes tensors whose strides are all >= 0",
+        ),
+    ];
+    for (corrupt, message) in cases {
+        let mut m = tensor(&mut data, &mut shape);
+        corrupt(&mut m, strides.as_mut_ptr());
+        // SAFETY: a managed tensor whose header the API checks before using its memory.
+        is(unsafe { rvm_value_from_dlpack(&mut m, &mut v) }, RVM_ERROR_VALUE, message);
+    }
+    // SAFETY: NULL, which the API checks.
+    is(
+        unsafe { rvm_value_from_dlpack(null_mut(), &mut v) },
+        RVM_ERROR_INVALID_ARGUMENT,
+        "rvm_value_from_dlpack: expected a DLManagedTensorVersioned, found NULL",
+    );
+}
+
+#[test]
+fn load_and_vm_options() {
+    let bytes = relaxvm_builder::assemble(ADD).unwrap().save_to_bytes();
+    // SAFETY: valid pointers; options initialised by the API.
+    unsafe {
+        let mut opts = std::mem::zeroed::<rvm_load_options>();
+        ok(rvm_load_options_init(&mut opts));
+        opts.native_libraries = 7;
+        let mut exe = null_mut();
+        is(
+            rvm_executable_load_bytes(bytes.as_ptr(), bytes.len(), c"test".as_ptr(), &opts, &mut exe),
+            RVM_ERROR_INVALID_ARGUMENT,
+            "rvm_executable_load_bytes: native_libraries is 7; expected RVM_NATIVE_REFUSE (0), RVM_NATIVE_ALLOW_LISTED (1) or RVM_NATIVE_ANY (2)",
+        );
+        let mut vm_opts = std::mem::zeroed::<rvm_vm_options>();
+        ok(rvm_vm_options_init(&mut vm_opts));
+        vm_opts.num_threads = 5000;
+        let exe = exe_of(ADD);
+        let mut vm = null_mut();
+        let (code, msg) = error_of(rvm_vm_create(exe, &vm_opts, &mut vm));
+        assert_eq!(code, RVM_ERROR_VALUE, "{msg}");
+        assert!(msg.starts_with("rvm_vm_create: num_threads: ") && msg.contains("5000"), "{msg}");
+        ok(rvm_executable_free(exe));
+    }
+}
+
+/// The VM the re-entering function calls (set before the call that runs it).
+static RUNNING_VM: std::sync::atomic::AtomicPtr<rvm_vm> = std::sync::atomic::AtomicPtr::new(null_mut());
+
+/// A C function that calls the VM running it: relaxvm refuses, and the function returns that
+/// error as its own.
+unsafe extern "C" fn reenters(
+    _: *mut c_void,
+    _: *const *const rvm_value,
+    _: usize,
+    _: *mut *mut rvm_value,
+) -> *mut rvm_error {
+    let vm = RUNNING_VM.load(std::sync::atomic::Ordering::SeqCst);
+    let mut out = null_mut();
+    // SAFETY: a live VM (the one running this call), a valid name and out pointer.
+    unsafe { rvm_vm_call(vm, c"main".as_ptr(), null(), 0, &mut out) }
+}
+
+#[test]
+fn a_c_function_calling_the_vm_that_runs_it_is_refused() {
+    // SAFETY: a valid name and function; live handles.
+    unsafe {
+        ok(rvm_register_func(c"errsb.reenters".as_ptr(), Some(reenters), null_mut(), None, true));
+        let vm = vm_of("@main inputs=0 regs=1:\n  call  errsb.reenters  dst: %0\n  ret  %0\n.packed errsb.reenters\n");
+        RUNNING_VM.store(vm, std::sync::atomic::Ordering::SeqCst);
+        let mut out = null_mut();
+        let (code, msg) = error_of(rvm_vm_call(vm, c"main".as_ptr(), null(), 0, &mut out));
+        assert_eq!(code, RVM_ERROR_BUSY, "{msg}");
+        assert!(
+            msg.starts_with(
+                "errsb.reenters: rvm_vm_call: the VM is running a call on another thread, or this call comes from inside one of its own calls (a packed function calling the VM that runs it); use one VM per thread"
+            ),
+            "{msg}"
+        );
+        ok(rvm_vm_free(vm));
+    }
+}
