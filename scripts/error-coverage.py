@@ -2,16 +2,17 @@
 """Every error message the Rust crates can return is caused by a test, or exempted with a reason.
 
 The messages are the format strings given to the error constructors (``Error::value``,
-``value_err``, pyo3's ``new_err``, the C API's ``CError::new``/``CError::invalid``, ``#[error("...")]``
-of the error enums, ...) in the crates' non-test source. A message counts as tested when a distinctive piece of its text appears in a
-string of a test: ``WINDOW`` consecutive characters of its longest fragment (the text between
-``{...}`` placeholders) when that is at least ``WINDOW`` long, else the whole of one of its
-fragments of at least ``MIN_FRAGMENT`` characters. Tests are Rust tests (``tests/`` folders, ``tests.rs``/``*_tests.rs``
-files and ``#[cfg(test)]`` modules, and the expected outputs kept beside them), the C programs in
-those folders (the C API's), and Python tests (``tests/``). Tests assert messages with their values filled in (``"alignment 0x1003 is not a
-power of two"``), so a whole fragment would be too strict. Messages whose fragments are all
-shorter than ``MIN_FRAGMENT`` are built from parts that carry the meaning (``"{name}: {msg}"``)
-and are not tracked on their own.
+``value_err``, pyo3's ``new_err``, the C API's ``CError::new``/``CError::invalid``,
+``#[error("...")]`` of the error enums, ...) in the crates' non-test source. A message counts as
+tested when a distinctive piece of its text appears in a string of a test: ``WINDOW`` consecutive
+characters of its longest fragment (the text between ``{...}`` placeholders) when that is at
+least ``WINDOW`` long, else the whole of one of its fragments of at least ``MIN_FRAGMENT``
+characters. Tests are Rust tests (``tests/`` folders, ``tests.rs``/``*_tests.rs`` files and
+``#[cfg(test)]`` modules, and the expected outputs kept beside them), the C programs in those
+folders (the C API's), and Python tests (``tests/``). Tests assert messages with their values
+filled in (``"alignment 0x1003 is not a power of two"``), so a whole fragment would be too
+strict. Messages whose fragments are all shorter than ``MIN_FRAGMENT`` are built from parts that
+carry the meaning (``"{name}: {msg}"``) and are not tracked on their own.
 
 A message no test causes must be listed in ``scripts/error-coverage-exempt.txt`` with why: an
 internal error that no input reaches, or one left to the owner of code being changed. A listed
