@@ -74,8 +74,10 @@ section lean-runtime lean_tree
 section cargo-test cargo test --workspace --exclude relaxvm-python
 
 # core holds the unsafe memory code (storage, tensor views), isa the mapped format, builtins the
-# kernels' unzeroed outputs, tvm the foreign calls into TVM libraries. (The python crate's unsafe
-# code has no Rust tests: scripts/asan-python.sh runs the pytest suite against an ASan build.)
+# kernels' unzeroed outputs, tvm the foreign calls into TVM libraries, capi the C API's entry
+# points (raw pointers, DLPack, C callbacks; its C programs run under ASan below too). (The
+# python crate's unsafe code has no Rust tests: scripts/asan-python.sh runs the pytest suite
+# against an ASan build.)
 # Stable rustc with RUSTC_BOOTSTRAP=1 accepts -Zsanitizer; an explicit --target keeps build
 # scripts and proc macros uninstrumented. Huge-allocation tests need malloc to return null, not
 # abort. Freed storage goes back to malloc (no block cache), so a use after free is seen.
@@ -85,6 +87,7 @@ asan=(env RELAXVM_BLOCK_CACHE=0 ASAN_OPTIONS=allocator_may_return_null=1:detect_
 # ASan's quarantine keeps freed memory resident, so the resident-memory test (run above without
 # it) would measure the sanitizer, not relaxvm.
 section cargo-test-asan "${asan[@]}" cargo test --quiet -p relaxvm-core -p relaxvm-isa -p relaxvm-tools -p relaxvm -p relaxvm-builtins -p relaxvm-tvm \
+  -p relaxvm-capi \
   --target "$host" --target-dir "$root/target/asan" --lib --tests -- --skip resident_memory_stays_flat_over_100k_calls
 
 # fuzz/ is a workspace of its own (cargo-fuzz's layout); built as cargo-fuzz would without its
