@@ -1,5 +1,5 @@
-//! Assembler refusals that the table in `asm.rs` does not cover: constants (dtypes, hex data,
-//! string escapes) and locations (their syntax and nesting), each with its line and column.
+//! Assembler refusals that the table in `asm.rs` does not cover: constants (dtypes, hex data, bool
+//! values, string escapes) and locations (their syntax and nesting), each with its line and column.
 
 use relaxvm_builder::assemble;
 
@@ -22,6 +22,7 @@ fn constant_and_location_errors_say_where_and_what_was_expected() {
             with_loc("5:1:1"),
             "3:28: expected a location: \"file\":line:col, \"name\", callsite(...) or fused[...], found \"5\"".into(),
         ),
+        (".const c[0] = tensor bool (2) [true, maybe]".into(), "1:38: \"maybe\" is not true or false".into()),
         (with_loc(&deep), "3:604: location nested more than 64 levels deep".into()),
     ];
     let mut wrong = Vec::new();

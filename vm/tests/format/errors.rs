@@ -288,3 +288,22 @@ fn empty_and_special_files_and_outputs_that_are_not_files() {
     );
     assert!(!dir.path().join("missing.rvx").exists());
 }
+
+#[test]
+fn a_program_whose_kernels_live_in_a_library_the_core_loader_does_not_open() {
+    // main() calls kernel.add, which only the (unloaded) native library provides.
+    let exe = Executable::from_parts(ExecutableParts {
+        funcs: vec![FuncInfo::bytecode("main", 0, 2, 0, 1), FuncInfo::packed("kernel.add")],
+        instrs: vec![Instruction::Call { func: 1, args: vec![], dst: Some(0) }, Instruction::Ret { result: 0 }],
+        ..Default::default()
+    })
+    .unwrap();
+    let loaded = format::load_bytes(&with_library(exe).save_to_bytes()).unwrap();
+    let e = relaxvm::VirtualMachine::new(std::sync::Arc::new(loaded)).err().expect("a missing kernel");
+    assert!(matches!(e.kind(), ErrorKind::LibraryNotLoaded { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "packed function not found: kernel.add (called by \"main\" at instruction 0); they may come from the native library \"/models/kernels.so\", \
+         which is not loaded (open the executable with relaxvm_tvm::load_executable, or rx.load_executable in Python)"
+    );
+}
