@@ -137,12 +137,12 @@ fn an_instrument_hook_that_panics_before_a_packed_and_a_bytecode_call() {
 
 #[test]
 fn thread_pool_sizes() {
-    let e = relaxvm::pool::init_global(0).err().expect("an error");
+    let Err(e) = relaxvm::pool::init_global(0) else { panic!("an error") };
     assert!(matches!(e.kind(), ErrorKind::Value(_)), "{e:?}");
     assert_eq!(e.to_string(), format!("thread count 0: expected 1 to {}", relaxvm::pool::MAX_THREADS));
     let running = relaxvm::pool::global().threads();
     let other = if running == 1 { 2 } else { 1 };
-    let e = relaxvm::pool::init_global(other).err().expect("an error");
+    let Err(e) = relaxvm::pool::init_global(other) else { panic!("an error") };
     assert_eq!(
         e.to_string(),
         format!(
@@ -174,4 +174,31 @@ fn tolerances_and_report_orders_that_mean_nothing() {
     assert_eq!(e.to_string(), "rtol and atol must be non-negative numbers, found rtol=-1, atol=NaN");
     let e = "fastest".parse::<relaxvm::profile::SortBy>().unwrap_err();
     assert_eq!(e.to_string(), "sort_by must be one of \"total\", \"count\", \"mean\", \"name\", found \"fastest\"");
+}
+
+/// One float standing for 2^42 (a stride-0 view, 16 TiB of elements).
+fn huge_view() -> Tensor {
+    let one = Tensor::scalar(1.0f32);
+    Tensor::from_parts(one.storage().clone(), 0, [1i64 << 42].into(), Some(vec![0]), DataType::F32).unwrap()
+}
+
+#[test]
+fn copies_and_text_forms_past_the_memory_are_errors_not_aborts() {
+    let e = huge_view().to_vec::<f32>().unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Alloc { .. }), "{e:?}");
+    assert_eq!(e.to_string(), "cannot allocate 17592186044416 bytes: out of memory copying a tensor");
+    // An executable holding the view as a constant: its text and Python forms would spell
+    // out every element.
+    let exe = Executable::from_parts(ExecutableParts {
+        funcs: vec![FuncInfo::bytecode("main", 0, 1, 0, 1)],
+        constants: vec![Value::Tensor(huge_view())],
+        instrs: vec![Instruction::Ret { result: 0 }],
+        ..Default::default()
+    })
+    .unwrap();
+    let e = exe.try_as_text().unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Alloc { .. }), "{e:?}");
+    assert_eq!(e.to_string(), "cannot allocate 35184372092992 bytes: out of memory for the text form");
+    let e = exe.try_as_python().unwrap_err();
+    assert_eq!(e.to_string(), "cannot allocate 70368744177664 bytes: out of memory for the Python source");
 }

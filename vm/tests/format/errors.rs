@@ -299,7 +299,7 @@ fn a_program_whose_kernels_live_in_a_library_the_core_loader_does_not_open() {
     })
     .unwrap();
     let loaded = format::load_bytes(&with_library(exe).save_to_bytes()).unwrap();
-    let e = relaxvm::VirtualMachine::new(std::sync::Arc::new(loaded)).err().expect("a missing kernel");
+    let Err(e) = relaxvm::VirtualMachine::new(std::sync::Arc::new(loaded)) else { panic!("a missing kernel") };
     assert!(matches!(e.kind(), ErrorKind::LibraryNotLoaded { .. }), "{e:?}");
     assert_eq!(
         e.to_string(),
