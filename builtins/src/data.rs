@@ -59,7 +59,12 @@ fn read_if_cond(name: &'static str, args: &[Value]) -> Result<Value> {
                 None if t.numel() != 1 => {
                     Err(value_err(name, format!("expected a one-element tensor, found shape {}", t.shape())))
                 }
-                None => Err(value_err(name, format!("cannot read the {} element of the tensor", t.dtype()))),
+                // A one-element tensor whose element does not read: a bool byte other than 0 or 1.
+                None => {
+                    let why = relaxvm::dispatch_dtype!(t.dtype(), T => t.view::<T>().err())
+                        .map_or_else(String::new, |e| format!(": {e}"));
+                    Err(value_err(name, format!("cannot read the {} element of the tensor{why}", t.dtype())))
+                }
             }
         }
         other => Err(type_err(name, 0, "condition", "bool, int or one-element integer tensor", other)),

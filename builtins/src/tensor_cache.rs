@@ -82,7 +82,7 @@ fn load(name: &'static str, args: &[Value]) -> Result<Value> {
     let device_type = args::int(name, args, 1, "device type")?;
     let device_id = args::int(name, args, 2, "device id")?;
     i32::try_from(device_type)
-        .map_err(|_| value_err(name, format!("invalid device type {device_type}")))
+        .map_err(|_| value_err(name, format!("unsupported device type code {device_type}: only cpu (1) is available")))
         .and_then(|code| DeviceType::from_code(code).map_err(|e| value_err(name, e)))?;
     if i32::try_from(device_id).is_err() || device_id < 0 {
         return Err(value_err(name, format!("invalid device id {device_id}")));

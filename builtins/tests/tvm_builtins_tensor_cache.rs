@@ -119,13 +119,19 @@ fn hostile_caches_are_clean_errors() {
         ("neg_dim", shard_json(16, &rec("x", "[-1]", "float32", "raw", 0, 0)), "invalid shape"),
         ("odd_bf16", shard_json(16, &rec("x", "[2]", "float32", "f32-to-bf16", 3, 0)), "needs 4"),
         ("dtype", shard_json(16, &rec("x", "[1]", "float7", "raw", 4, 0)), "float7"),
-        ("shard_len", shard_json(99, &rec("x", "[1]", "float32", "raw", 4, 0)), "corrupted"),
-        ("shard_fmt", shard_json(16, "").replace("raw-shard", "zip"), "raw-shard"),
+        (
+            "shard_len",
+            shard_json(99, &rec("x", "[1]", "float32", "raw", 4, 0)),
+            "Encountered an corrupted parameter shard: the record says 99 bytes but the file has 16. It means it is \
+             not downloaded completely or downloading is interrupted. Please try to download again.",
+        ),
+        ("shard_fmt", shard_json(16, "").replace("raw-shard", "zip"), "Only `raw-shard` format is supported, found \"zip\""),
         ("missing_file", shard_json(16, "").replace("s0.bin", "nope.bin"), "nope.bin"),
         (
             "overlap",
             shard_json(16, &[rec("x", "[8]", "uint8", "raw", 8, 0), rec("y", "[8]", "uint8", "raw", 8, 4)].join(", ")),
-            "parameter \"y\" (bytes 4..12) overlaps parameter \"x\" (bytes 0..8)",
+            "parameter \"y\" (bytes 4..12) overlaps parameter \"x\" (bytes 0..8): the records of a shard must not share \
+             bytes",
         ),
         (
             "same_file",
@@ -159,7 +165,9 @@ fn hostile_caches_are_clean_errors() {
     let e = load(Path::new("/nonexistent/relaxvm/cache")).unwrap_err().to_string();
     assert!(e.contains("tensor-cache.json"), "{e}");
     let n = "vm.builtin.tensor_cache.load";
-    assert!(err(n, &[Value::str("."), 2.into(), 0.into()]).contains("device"));
+    let unsupported = |code: i64| format!("{n}: unsupported device type code {code}: only cpu (1) is available");
+    assert_eq!(err(n, &[Value::str("."), 2.into(), 0.into()]), unsupported(2));
+    assert_eq!(err(n, &[Value::str("."), (1i64 << 40).into(), 0.into()]), unsupported(1 << 40));
     assert!(err(n, &[Value::str("."), 1.into(), (-1).into()]).contains("device id"));
     assert!(err(n, &[Value::Int(1), 1.into(), 0.into()]).contains(n));
 }

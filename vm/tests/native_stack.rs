@@ -72,6 +72,14 @@ fn deep_reentry_on_a_small_stack_is_an_error_not_a_crash() {
         matches!(e.root().kind(), ErrorKind::NativeStack { needed, .. } if *needed == relaxvm::vm::MIN_NATIVE_STACK),
         "{e}"
     );
+    let ErrorKind::NativeStack { remaining, needed } = e.root().kind() else { unreachable!() };
+    assert_eq!(
+        e.root().to_string(),
+        format!(
+            "only {remaining} bytes of native stack are left, fewer than the {needed} a call into the VM needs: \
+             calls back into the VM are nested too deeply for this thread's stack"
+        )
+    );
 }
 
 #[test]

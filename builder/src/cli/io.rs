@@ -171,7 +171,13 @@ pub fn file_info(path: &Path) -> Result<Option<String>, CliError> {
 
 /// Reads a text file.
 pub fn read_text(path: &Path) -> Result<String, CliError> {
-    String::from_utf8(read(path)?).map_err(|_| CliError::new(format!("{}: not UTF-8 text", path.display())))
+    String::from_utf8(read(path)?).map_err(|e| {
+        CliError::new(format!(
+            "{}: expected UTF-8 text, found a byte that is not UTF-8 at offset {}",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })
 }
 
 /// Writes `exe` to `path` in the binary format (atomically: a temporary file renamed over

@@ -1,9 +1,13 @@
 //! Integration tests of relaxvm-builtins: one binary, one module per concern.
 
+mod builtin_errors;
 mod common;
 mod constants;
 mod error_table;
 mod interrupts;
+mod kv_checkpoint_errors;
+mod kv_errors;
+mod lm_errors;
 mod numpy_tables;
 mod profile;
 mod robustness;

@@ -127,11 +127,12 @@ impl Archive {
             .read_to_end(&mut bytes)
             .map_err(|e| Error::value(format!("{}: {e}", what())))?;
         if bytes.len() as u64 != size {
-            return Err(Error::value(format!(
-                "array {name:?} holds {}{} bytes, its zip entry says {size}",
-                if bytes.len() as u64 > size { "more than " } else { "" },
-                bytes.len()
-            )));
+            // Only one byte past the declared size is read: longer data shows as `size + 1`.
+            let holds = match bytes.len() as u64 > size {
+                true => format!("more than {size}"),
+                false => bytes.len().to_string(),
+            };
+            return Err(Error::value(format!("array {name:?} holds {holds} bytes, its zip entry says {size}")));
         }
         Ok(bytes)
     }

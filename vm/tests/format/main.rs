@@ -3,6 +3,7 @@
 
 mod common;
 mod crafted;
+mod errors;
 mod golden;
 mod libraries;
 mod messages;
