@@ -8,6 +8,7 @@ use super::raised;
 use relaxvm::{CallCtx, Value};
 use std::alloc::Layout;
 use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
 
 /// Workspace blocks are aligned like relaxvm's tensors; the block's size is kept in a header of
@@ -67,9 +68,14 @@ pub unsafe extern "C" fn free_workspace(_device_type: i32, _device_id: i32, ptr:
 }
 
 /// What a function handle given to a kernel points at: the name of a packed function, resolved
-/// in relaxvm's registry at each call (so re-registering a name takes effect, as in TVM).
+/// in relaxvm's registry at each call (so re-registering a name takes effect, as in TVM). A
+/// running VM TIR function keeps what its handles resolved to while the registry is unchanged
+/// (see `crate::vmtir::frame::Resolved`), indexed by [`Handle::index`].
 pub struct Handle {
-    name: String,
+    /// The packed function's name.
+    pub(crate) name: String,
+    /// The handle's position among all handles given out (dense, from 0).
+    pub(crate) index: usize,
 }
 
 /// The handles given out, one per name, process-wide: libraries cache them in their globals, and
@@ -83,7 +89,8 @@ fn handle_for(name: &str) -> *mut c_void {
     let h = match handles.iter().position(|h| h.name == name) {
         Some(i) => &handles[i],
         None => {
-            handles.push(Box::new(Handle { name: name.to_string() }));
+            let index = handles.len();
+            handles.push(Box::new(Handle { name: name.to_string(), index }));
             handles.last().expect("just pushed")
         }
     };
@@ -142,13 +149,6 @@ pub unsafe extern "C" fn function_call(
     }
     // SAFETY: the caller's contract: a pointer from `handle_for`, never freed.
     let handle = unsafe { &*(handle as *const Handle) };
-    let func = match relaxvm::registry::get_global(&handle.name) {
-        Ok(f) => f,
-        Err(e) => {
-            raised::set("RuntimeError".into(), e.to_string());
-            return -1;
-        }
-    };
     let n = usize::try_from(num_args).unwrap_or(0);
     // SAFETY: `args` holds `num_args` values (checked non-null when n > 0).
     let args = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(args, n) } };
@@ -156,8 +156,15 @@ pub unsafe extern "C" fn function_call(
         // A call of a compiled function's native code (or of a kernel it runs on this thread):
         // through the VM, with its objects (see crate::vmtir).
         // SAFETY: the caller's contract, as below.
-        return unsafe { crate::vmtir::frame::call(&handle.name, func, args, result) };
+        return unsafe { crate::vmtir::frame::call(handle, args, result) };
     }
+    let func = match relaxvm::registry::get_global(&handle.name) {
+        Ok(f) => f,
+        Err(e) => {
+            raised::set("RuntimeError".into(), e.to_string());
+            return -1;
+        }
+    };
     let mut copies = convert::CallbackArgs::default();
     // SAFETY: every DLTensor and string pointer among `args` is live for this call (the
     // kernel's own), and its elements stay writable until the kernel's call returns.
@@ -212,19 +219,25 @@ pub unsafe extern "C" fn handle_init_once(
     if handle_addr.is_null() {
         return -1;
     }
-    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    // SAFETY: the caller's contract; the lock orders first initializations.
-    unsafe {
-        if !(*handle_addr).is_null() {
-            return 0;
-        }
-        let mut out = std::ptr::null_mut();
-        let rc = init(&mut out);
-        if rc == 0 {
-            *handle_addr = out;
-        }
-        rc
+    // SAFETY: the caller's contract: a valid, pointer-aligned location, which every caller
+    // (this function, under the lock) writes atomically.
+    let slot = unsafe { AtomicPtr::from_ptr(handle_addr) };
+    // Native code calls this before every use of a handle (a compiled function, at each call of
+    // a builtin): once set, the handle is read without the lock.
+    if !slot.load(Ordering::Acquire).is_null() {
+        return 0;
     }
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    if !slot.load(Ordering::Acquire).is_null() {
+        return 0;
+    }
+    let mut out = std::ptr::null_mut();
+    // SAFETY: the caller's contract: `init` is callable; the lock orders first initializations.
+    let rc = unsafe { init(&mut out) };
+    if rc == 0 {
+        slot.store(out, Ordering::Release);
+    }
+    rc
 }
 
 #[cfg(test)]
