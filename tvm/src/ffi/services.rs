@@ -15,6 +15,15 @@ use std::sync::Mutex;
 /// this many bytes in front of it, so that freeing needs only the pointer.
 const WORKSPACE_HEADER: usize = relaxvm::storage::ALIGNMENT;
 
+/// Workspaces of at least this many bytes (with the header) are mapped from the system and
+/// unmapped when freed. Kernels take and free large workspaces (a convolution's padded input) at
+/// every call, often on pool threads: through `malloc`, each free of a mapped block raises the
+/// allocator's mapping threshold, later blocks then come from the heap or a thread's arena and
+/// stay resident after they are freed (a run's peak memory then depends on which thread freed
+/// what). Mapped directly, a workspace is resident only while a kernel holds it. (The size of
+/// `malloc`'s initial mapping threshold.)
+const MAPPED_WORKSPACE: usize = 128 << 10;
+
 /// `TVMBackendAllocWorkspace(device_type, device_id, nbytes, dtype_code_hint, dtype_bits_hint)`:
 /// 64-byte-aligned memory, or null (the kernel then reports an error) when it cannot be had.
 pub extern "C" fn alloc_workspace(
@@ -36,8 +45,28 @@ pub extern "C" fn alloc_workspace(
         raised::set("MemoryError".into(), format!("cannot allocate a workspace of {nbytes} bytes"));
         return std::ptr::null_mut();
     };
-    // SAFETY: the layout has a non-zero size (it includes the header).
-    let base = unsafe { std::alloc::alloc(layout) };
+    let base = if layout.size() >= MAPPED_WORKSPACE {
+        // SAFETY: an anonymous private mapping of a non-zero size at an address the system
+        // picks: no existing memory is touched. The result is page-aligned (so 64-aligned).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                layout.size(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            std::ptr::null_mut()
+        } else {
+            p.cast::<u8>()
+        }
+    } else {
+        // SAFETY: the layout has a non-zero size (it includes the header).
+        unsafe { std::alloc::alloc(layout) }
+    };
     if base.is_null() {
         raised::set("MemoryError".into(), format!("cannot allocate a workspace of {nbytes} bytes"));
         return std::ptr::null_mut();
@@ -58,11 +87,16 @@ pub unsafe extern "C" fn free_workspace(_device_type: i32, _device_id: i32, ptr:
         return 0;
     }
     // SAFETY: `ptr` came from `alloc_workspace`, so the header sits WORKSPACE_HEADER bytes
-    // before it and records the size of the block allocated with this alignment.
+    // before it and records the size of the block, which tells how it was allocated: mapped
+    // (at least MAPPED_WORKSPACE bytes) or with this layout.
     unsafe {
         let base = ptr.cast::<u8>().sub(WORKSPACE_HEADER);
         let size = base.cast::<usize>().read();
-        std::alloc::dealloc(base, Layout::from_size_align_unchecked(size, WORKSPACE_HEADER));
+        if size >= MAPPED_WORKSPACE {
+            libc::munmap(base.cast(), size);
+        } else {
+            std::alloc::dealloc(base, Layout::from_size_align_unchecked(size, WORKSPACE_HEADER));
+        }
     }
     0
 }

@@ -4,7 +4,7 @@
 //! and calls of packed functions through `TVMFFIFunctionCall` (routed here by `ffi::services`).
 //!
 //! A [`Frame`] lives on the Rust stack of `super::invoke` while its native function runs,
-//! and is reachable from the callbacks through a thread-local stack of pointers. Only the
+//! and is reachable from the callbacks through a thread-local pointer to the innermost one. Only the
 //! innermost frame is ever used, and only for the length of one callback step (never across
 //! a call into the VM, which may push and pop frames of its own): so no two mutable borrows of
 //! one frame exist at once.
@@ -15,7 +15,7 @@ use crate::ffi::services::Handle;
 use crate::ffi::{convert, raised};
 use relaxvm::{CallCtx, Callable, Closure, Error, Result, Value};
 use smallvec::SmallVec;
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -122,30 +122,33 @@ impl Frame {
 }
 
 thread_local! {
-    /// The running VM TIR functions of this thread, innermost last.
-    static FRAMES: RefCell<Vec<*mut Frame>> = const { RefCell::new(Vec::new()) };
+    /// The innermost running VM TIR function of this thread (null when none runs); the frames
+    /// it was entered from are kept by their [`Entered`] guards.
+    static INNERMOST: Cell<*mut Frame> = const { Cell::new(std::ptr::null_mut()) };
 }
 
-/// Keeps `frame` the innermost running function of this thread while it lives.
-pub struct Entered(());
+/// Keeps `frame` the innermost running function of this thread while it lives, then makes the
+/// frame it was entered from (if any) the innermost again.
+pub struct Entered {
+    outer: *mut Frame,
+}
 
 impl Entered {
-    /// Pushes `frame`; it must stay in place, unused by its owner, until this is dropped.
+    /// Enters `frame`; it must stay in place, unused by its owner, until this is dropped.
     pub fn enter(frame: *mut Frame) -> Self {
-        FRAMES.with(|f| f.borrow_mut().push(frame));
-        Entered(())
+        Entered { outer: INNERMOST.with(|f| f.replace(frame)) }
     }
 }
 
 impl Drop for Entered {
     fn drop(&mut self) {
-        FRAMES.with(|f| f.borrow_mut().pop());
+        INNERMOST.with(|f| f.set(self.outer));
     }
 }
 
 /// Whether a VM TIR function runs on this thread (its native code's calls then come here).
 pub fn running() -> bool {
-    FRAMES.with(|f| !f.borrow().is_empty())
+    INNERMOST.with(|f| !f.get().is_null())
 }
 
 /// Records `e` as the innermost frame's failure, unless it failed before (the first stays).
@@ -160,12 +163,12 @@ fn fail(e: Error) {
 
 /// Runs `step` on the innermost frame; an error (`RuntimeError`) when there is none.
 fn with_innermost<R>(step: impl FnOnce(&mut Frame) -> Result<R>) -> Result<R> {
-    let frame = FRAMES.with(|f| f.borrow().last().copied());
-    let Some(frame) = frame else {
+    let frame = INNERMOST.with(|f| f.get());
+    if frame.is_null() {
         return Err(Error::value("an AnyList function called outside a running VM TIR function"));
-    };
-    // SAFETY: `Entered` pushed a pointer to a live frame that its owner does not use while the
-    // native code runs, and pops it before the frame goes; every use of it is one of these
+    }
+    // SAFETY: `Entered` set a pointer to a live frame that its owner does not use while the
+    // native code runs, and restores the outer one before the frame goes; every use of it is one of these
     // steps, none nested in another (see the module's note).
     step(unsafe { &mut *frame })
 }
