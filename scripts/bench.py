@@ -408,6 +408,9 @@ def scale(unit: str) -> float:
 
 
 def measure_row(row: Row, backends: list[Backend], rounds: int, min_seconds: float) -> dict[str, float]:
+    measure = getattr(row, "measure", None)
+    if measure is not None:  # a row measured its own way (runs in child processes)
+        return measure([b.name for b in backends if b.name == "relaxvm" or row.peer_ok])
     fns = {b.name: row.setup(b) for b in backends if b.name == "relaxvm" or row.peer_ok}
     best = {name: float("inf") for name in fns}
     for _ in range(rounds):  # alternate: ours, peer, ours, peer...

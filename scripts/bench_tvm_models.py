@@ -105,50 +105,55 @@ def rows(row_type: type, quick: bool) -> list[Any]:
         return setup
 
     rng = np.random.default_rng(1)
-    return _llm_rows(row_type, folder) + [
-        row_type(
-            "TVM MLP 32-32-10, batch 1 (VM overhead)",
-            "us/call",
-            1,
-            model("mlp_small", rng.standard_normal((1, 32), dtype="float32")),
-            "<= 1/2 peer",
-        ),
-        row_type(
-            "TVM MLP 784-256-10, batch 1",
-            "us/call",
-            1,
-            model("mlp", rng.standard_normal((1, 784), dtype="float32")),
-            "",
-        ),
-        row_type(
-            "TVM MLP 784-256-10, batch 256",
-            "us/call",
-            1,
-            model("mlp", rng.standard_normal((256, 784), dtype="float32")),
-            "= peer",
-        ),
-        row_type(
-            "TVM transformer block 32x128",
-            "us/call",
-            1,
-            model("block", rng.standard_normal((32, 128), dtype="float32")),
-            "",
-        ),
-        row_type(
-            "TVM MLP 32-32-10, batch 1, compiled mode (VM TIR)",
-            "us/call",
-            1,
-            model("mlp_small-compiled", rng.standard_normal((1, 32), dtype="float32")),
-            "",
-        ),
-        row_type(
-            "TVM transformer block 32x128, compiled mode (VM TIR)",
-            "us/call",
-            1,
-            model("block-compiled", rng.standard_normal((32, 128), dtype="float32")),
-            "",
-        ),
-    ]
+    return (
+        _llm_rows(row_type, folder)
+        + _resnet_rows(row_type, folder, quick)
+        + _load_rows(row_type, folder, quick)
+        + [
+            row_type(
+                "TVM MLP 32-32-10, batch 1 (VM overhead)",
+                "us/call",
+                1,
+                model("mlp_small", rng.standard_normal((1, 32), dtype="float32")),
+                "<= 1/2 peer",
+            ),
+            row_type(
+                "TVM MLP 784-256-10, batch 1",
+                "us/call",
+                1,
+                model("mlp", rng.standard_normal((1, 784), dtype="float32")),
+                "",
+            ),
+            row_type(
+                "TVM MLP 784-256-10, batch 256",
+                "us/call",
+                1,
+                model("mlp", rng.standard_normal((256, 784), dtype="float32")),
+                "= peer",
+            ),
+            row_type(
+                "TVM transformer block 32x128",
+                "us/call",
+                1,
+                model("block", rng.standard_normal((32, 128), dtype="float32")),
+                "",
+            ),
+            row_type(
+                "TVM MLP 32-32-10, batch 1, compiled mode (VM TIR)",
+                "us/call",
+                1,
+                model("mlp_small-compiled", rng.standard_normal((1, 32), dtype="float32")),
+                "<= peer",
+            ),
+            row_type(
+                "TVM transformer block 32x128, compiled mode (VM TIR)",
+                "us/call",
+                1,
+                model("block-compiled", rng.standard_normal((32, 128), dtype="float32")),
+                "<= peer",
+            ),
+        ]
+    )
 
 
 # The LLM rows: the tiny Llama of examples/llm_model.py (paged KV cache, TVM's CPU attention
@@ -246,4 +251,141 @@ def _llm_rows(row_type: type, folder: str) -> list[Any]:
         ),
         row_type(f"TVM tiny Llama decode step, batch 4 ({ctx})", "us/call", 1, decode(4), "<= 1/2 peer"),
         row_type(f"TVM tiny Llama prefill of {LLM_PREFILL} tokens ({ctx})", "us/call", 1, prefill, "= peer"),
+    ]
+
+
+# resnet50: ONNX's light model (the wheel's data/light/light_resnet50.onnx), imported and compiled
+# as tests/tvm_corpus/build_onnx.py does. Each run is a child process of its own (load, then the
+# first call, whose peak resident memory above what the process held before it is what the run
+# adds, then a second call, timed), alternately for each VM; the table gives the best time and
+# the worst memory of the runs.
+RESNET_RUNS = 5
+
+
+def _resnet_child(backend: str, path: str) -> None:
+    """One run (in a child process): prints seconds of the second call and bytes the first added."""
+    import time
+
+    def status(key: str) -> int:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key + ":"))
+
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype("float32")
+    if backend == "relaxvm":
+        vm = rx.VirtualMachine(rx.load_module(path), rx.cpu())
+        arg = rx.tensor(x)
+    else:
+        import tvm
+        from tvm import relax
+
+        vm = relax.VirtualMachine(tvm.runtime.load_module(path), tvm.cpu())
+        arg = tvm.runtime.tensor(x)
+    f = vm["main"]
+    with open("/proc/self/clear_refs", "w") as c:
+        c.write("5")  # the peak resident size starts again from the current one
+    before = status("VmRSS")
+    out = f(arg)
+    del out
+    added = status("VmHWM") - before
+    t = time.perf_counter()
+    f(arg)
+    print(time.perf_counter() - t, added)
+
+
+def _resnet_rows(row_type: type, folder: str, quick: bool) -> list[Any]:
+    import subprocess
+    import sys
+
+    import onnx
+    from tvm.relax.frontend.onnx import from_onnx
+
+    import tvm
+    from tvm import relax
+
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_resnet50.onnx")
+    mod = from_onnx(onnx.load(path), keep_params_in_input=False)
+    mod = relax.transform.LegalizeOps()(relax.transform.DecomposeOpsForInference()(mod))
+    tvm_path, ours_path = os.path.join(folder, "resnet50.so"), os.path.join(folder, "resnet50-relaxvm.so")
+    with tvm.transform.PassContext(opt_level=3):
+        tvm.compile(mod, target="llvm").export_library(tvm_path)
+    shutil.copyfile(tvm_path, ours_path)
+    runs: dict[str, list[tuple[float, float]]] = {}
+
+    def measure(names: list[str]) -> dict[str, list[tuple[float, float]]]:
+        if not runs:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+            here = os.path.dirname(os.path.abspath(__file__))
+            for _ in range(2 if quick else RESNET_RUNS):
+                for name in names:
+                    code = (
+                        f"import sys; sys.path.insert(0, {here!r}); "
+                        "import bench_tvm_models as m; m._resnet_child(sys.argv[1], sys.argv[2])"
+                    )
+                    lib = ours_path if name == "relaxvm" else tvm_path
+                    out = subprocess.run(
+                        [sys.executable, "-c", code, name, lib], env=env, capture_output=True, text=True, check=True
+                    )
+                    seconds, added = out.stdout.split()[-2:]
+                    runs.setdefault(name, []).append((float(seconds), float(added)))
+        return runs
+
+    time_row = row_type("TVM resnet50 (ONNX light model zoo), batch 1", "ms/call", 1, None, "<= peer")
+    time_row.measure = lambda names: {n: min(r[0] for r in v) * 1e3 for n, v in measure(names).items()}
+    memory_row = row_type("TVM resnet50: resident memory a run adds, worst run", "MB", 1, None, "<= peer")
+    memory_row.measure = lambda names: {n: max(r[1] for r in v) / 1e6 for n, v in measure(names).items()}
+    return [time_row, memory_row]
+
+
+def _big_module(weight: np.ndarray) -> Any:
+    """x + weight, the weight a constant of the module."""
+    from tvm.script import ir as I  # noqa: E741
+    from tvm.script import relax as R
+
+    from tvm import relax
+
+    w = relax.const(weight)
+    n = weight.shape[0]
+
+    @I.ir_module
+    class Big:
+        @R.function
+        def main(x: R.Tensor((n,), "uint8")):
+            y = R.add(x, w)
+            return y
+
+    return Big
+
+
+def _load_rows(row_type: type, folder: str, quick: bool) -> list[Any]:
+    """Loading an executable with one large constant: relaxvm's .rvx (read, every byte checked
+    by its CRCs, and a VM made), TVM's .so (the only file its VM loads a program from) with the
+    same constant, and a bare read of the .rvx file."""
+    import tvm
+    from tvm import relax
+
+    mib = 64 if quick else 256
+    weight = np.arange(mib << 20, dtype="uint8")
+    so = os.path.join(folder, "big.so")
+    tvm.compile(_big_module(weight), target="llvm").export_library(so)
+    ib = rx.ExecBuilder()
+    with ib.function("main", num_inputs=0):
+        ib.emit_call("vm.builtin.copy", args=[ib.convert_constant(weight)], dst=ib.r(0))
+        ib.emit_ret(ib.r(0))
+    rvx = os.path.join(folder, "big.rvx")
+    ib.get().save(rvx)
+    del weight, ib
+
+    def load(b: Any) -> Callable[[], Any]:
+        if b.name == "relaxvm":
+            return lambda: rx.VirtualMachine(rx.load_executable(rvx), rx.cpu())
+        return lambda: relax.VirtualMachine(tvm.runtime.load_module(so), tvm.cpu())
+
+    def bare_read() -> bytes:
+        with open(rvx, "rb") as f:
+            return f.read()
+
+    label = f"load of an executable with a {mib} MiB constant, every byte checked, + VM"
+    return [
+        row_type(label, "ms/load", 1, load, "<= 1/2 peer"),
+        row_type(f"{label} (vs a bare read of the file)", "ms/load", 1, load, "<= 2x read", False, ("read", bare_read)),
     ]

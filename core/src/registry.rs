@@ -4,6 +4,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::packed::{CallCtx, PackedFunc, TypedFn};
 use crate::value::Value;
 use indexmap::IndexMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// A table of packed functions by name, in registration order.
@@ -91,9 +92,22 @@ pub fn global() -> RwLockReadGuard<'static, Registry> {
     global_lock().read().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Counts the times the process-wide registry was opened for writing (see [`generation`]).
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
 /// Writes the process-wide registry.
 pub fn global_mut() -> RwLockWriteGuard<'static, Registry> {
-    global_lock().write().unwrap_or_else(|p| p.into_inner())
+    let guard = global_lock().write().unwrap_or_else(|p| p.into_inner());
+    // Counted while the lock is held, before any change: whoever reads a generation and then
+    // looks a name up sees the registry of that generation or a later one.
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    guard
+}
+
+/// The process-wide registry's generation, which changes whenever it may have changed: a
+/// lookup cached with the generation read before it is still right while this returns the same.
+pub fn generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
 }
 
 /// Registers `f` in the process-wide registry. A function it replaces is dropped after the

@@ -8,11 +8,21 @@ use super::raised;
 use relaxvm::{CallCtx, Value};
 use std::alloc::Layout;
 use std::ffi::{c_char, c_void, CStr};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
 
 /// Workspace blocks are aligned like relaxvm's tensors; the block's size is kept in a header of
 /// this many bytes in front of it, so that freeing needs only the pointer.
 const WORKSPACE_HEADER: usize = relaxvm::storage::ALIGNMENT;
+
+/// Workspaces of at least this many bytes (with the header) are mapped from the system and
+/// unmapped when freed. Kernels take and free large workspaces (a convolution's padded input) at
+/// every call, often on pool threads: through `malloc`, each free of a mapped block raises the
+/// allocator's mapping threshold, later blocks then come from the heap or a thread's arena and
+/// stay resident after they are freed (a run's peak memory then depends on which thread freed
+/// what). Mapped directly, a workspace is resident only while a kernel holds it. (The size of
+/// `malloc`'s initial mapping threshold.)
+const MAPPED_WORKSPACE: usize = 128 << 10;
 
 /// `TVMBackendAllocWorkspace(device_type, device_id, nbytes, dtype_code_hint, dtype_bits_hint)`:
 /// 64-byte-aligned memory, or null (the kernel then reports an error) when it cannot be had.
@@ -35,8 +45,28 @@ pub extern "C" fn alloc_workspace(
         raised::set("MemoryError".into(), format!("cannot allocate a workspace of {nbytes} bytes"));
         return std::ptr::null_mut();
     };
-    // SAFETY: the layout has a non-zero size (it includes the header).
-    let base = unsafe { std::alloc::alloc(layout) };
+    let base = if layout.size() >= MAPPED_WORKSPACE {
+        // SAFETY: an anonymous private mapping of a non-zero size at an address the system
+        // picks: no existing memory is touched. The result is page-aligned (so 64-aligned).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                layout.size(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            std::ptr::null_mut()
+        } else {
+            p.cast::<u8>()
+        }
+    } else {
+        // SAFETY: the layout has a non-zero size (it includes the header).
+        unsafe { std::alloc::alloc(layout) }
+    };
     if base.is_null() {
         raised::set("MemoryError".into(), format!("cannot allocate a workspace of {nbytes} bytes"));
         return std::ptr::null_mut();
@@ -57,19 +87,29 @@ pub unsafe extern "C" fn free_workspace(_device_type: i32, _device_id: i32, ptr:
         return 0;
     }
     // SAFETY: `ptr` came from `alloc_workspace`, so the header sits WORKSPACE_HEADER bytes
-    // before it and records the size of the block allocated with this alignment.
+    // before it and records the size of the block, which tells how it was allocated: mapped
+    // (at least MAPPED_WORKSPACE bytes) or with this layout.
     unsafe {
         let base = ptr.cast::<u8>().sub(WORKSPACE_HEADER);
         let size = base.cast::<usize>().read();
-        std::alloc::dealloc(base, Layout::from_size_align_unchecked(size, WORKSPACE_HEADER));
+        if size >= MAPPED_WORKSPACE {
+            libc::munmap(base.cast(), size);
+        } else {
+            std::alloc::dealloc(base, Layout::from_size_align_unchecked(size, WORKSPACE_HEADER));
+        }
     }
     0
 }
 
 /// What a function handle given to a kernel points at: the name of a packed function, resolved
-/// in relaxvm's registry at each call (so re-registering a name takes effect, as in TVM).
+/// in relaxvm's registry at each call (so re-registering a name takes effect, as in TVM). A
+/// running VM TIR function keeps what its handles resolved to while the registry is unchanged
+/// (see `crate::vmtir::frame::Resolved`), indexed by [`Handle::index`].
 pub struct Handle {
-    name: String,
+    /// The packed function's name.
+    pub(crate) name: String,
+    /// The handle's position among all handles given out (dense, from 0).
+    pub(crate) index: usize,
 }
 
 /// The handles given out, one per name, process-wide: libraries cache them in their globals, and
@@ -83,7 +123,8 @@ fn handle_for(name: &str) -> *mut c_void {
     let h = match handles.iter().position(|h| h.name == name) {
         Some(i) => &handles[i],
         None => {
-            handles.push(Box::new(Handle { name: name.to_string() }));
+            let index = handles.len();
+            handles.push(Box::new(Handle { name: name.to_string(), index }));
             handles.last().expect("just pushed")
         }
     };
@@ -142,13 +183,6 @@ pub unsafe extern "C" fn function_call(
     }
     // SAFETY: the caller's contract: a pointer from `handle_for`, never freed.
     let handle = unsafe { &*(handle as *const Handle) };
-    let func = match relaxvm::registry::get_global(&handle.name) {
-        Ok(f) => f,
-        Err(e) => {
-            raised::set("RuntimeError".into(), e.to_string());
-            return -1;
-        }
-    };
     let n = usize::try_from(num_args).unwrap_or(0);
     // SAFETY: `args` holds `num_args` values (checked non-null when n > 0).
     let args = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(args, n) } };
@@ -156,8 +190,15 @@ pub unsafe extern "C" fn function_call(
         // A call of a compiled function's native code (or of a kernel it runs on this thread):
         // through the VM, with its objects (see crate::vmtir).
         // SAFETY: the caller's contract, as below.
-        return unsafe { crate::vmtir::frame::call(&handle.name, func, args, result) };
+        return unsafe { crate::vmtir::frame::call(handle, args, result) };
     }
+    let func = match relaxvm::registry::get_global(&handle.name) {
+        Ok(f) => f,
+        Err(e) => {
+            raised::set("RuntimeError".into(), e.to_string());
+            return -1;
+        }
+    };
     let mut copies = convert::CallbackArgs::default();
     // SAFETY: every DLTensor and string pointer among `args` is live for this call (the
     // kernel's own), and its elements stay writable until the kernel's call returns.
@@ -212,19 +253,25 @@ pub unsafe extern "C" fn handle_init_once(
     if handle_addr.is_null() {
         return -1;
     }
-    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    // SAFETY: the caller's contract; the lock orders first initializations.
-    unsafe {
-        if !(*handle_addr).is_null() {
-            return 0;
-        }
-        let mut out = std::ptr::null_mut();
-        let rc = init(&mut out);
-        if rc == 0 {
-            *handle_addr = out;
-        }
-        rc
+    // SAFETY: the caller's contract: a valid, pointer-aligned location, which every caller
+    // (this function, under the lock) writes atomically.
+    let slot = unsafe { AtomicPtr::from_ptr(handle_addr) };
+    // Native code calls this before every use of a handle (a compiled function, at each call of
+    // a builtin): once set, the handle is read without the lock.
+    if !slot.load(Ordering::Acquire).is_null() {
+        return 0;
     }
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    if !slot.load(Ordering::Acquire).is_null() {
+        return 0;
+    }
+    let mut out = std::ptr::null_mut();
+    // SAFETY: the caller's contract: `init` is callable; the lock orders first initializations.
+    let rc = unsafe { init(&mut out) };
+    if rc == 0 {
+        slot.store(out, Ordering::Release);
+    }
+    rc
 }
 
 #[cfg(test)]

@@ -155,3 +155,26 @@ fn what_a_failing_function_wrote_goes_back_and_bad_dltensors_are_refused() {
     assert!(err.unwrap().contains("device type 2"));
     assert_eq!(memory, [5.0, 0.0]);
 }
+
+#[test]
+fn workspaces_small_and_mapped_are_aligned_writable_and_freed() {
+    use super::{alloc_workspace, free_workspace, MAPPED_WORKSPACE};
+    // Below, at and above the size from which workspaces are mapped (the header counts).
+    for n in [1usize, 4096, MAPPED_WORKSPACE - 64, MAPPED_WORKSPACE, 3 << 20] {
+        let p = alloc_workspace(1, 0, n as u64, 2, 32).cast::<u8>();
+        assert!(!p.is_null() && (p as usize).is_multiple_of(64), "{n}: {p:p}");
+        // SAFETY: the workspace holds `n` bytes.
+        unsafe {
+            std::ptr::write_bytes(p, 0xab, n);
+            assert_eq!((*p, *p.add(n - 1)), (0xab, 0xab));
+        }
+        // SAFETY: returned by alloc_workspace, freed once.
+        assert_eq!(unsafe { free_workspace(1, 0, p.cast()) }, 0);
+    }
+    // More than the address space holds: null and a MemoryError, never an abort.
+    raised::clear();
+    assert!(alloc_workspace(1, 0, u64::MAX - 8, 2, 32).is_null());
+    assert!(raised::take("w").to_string().contains("cannot allocate a workspace"));
+    assert!(alloc_workspace(1, 0, 1 << 62, 2, 32).is_null());
+    assert!(raised::take("w").to_string().contains("cannot allocate a workspace"));
+}

@@ -36,6 +36,9 @@ pub struct Cell {
     header: TVMFFIObject,
     dl: DLTensor,
     value: Value,
+    /// How many registers of the running function hold the cell (relaxvm's count, which native
+    /// code never sees: it does not count references in the header).
+    holders: u32,
 }
 
 // SAFETY: the raw pointers in `header` (null) and `dl` (into the tensor `value` owns) are
@@ -69,14 +72,16 @@ impl Cell {
             },
         };
         let header = TVMFFIObject { combined_ref_count: 1, type_index, padding: 0, deleter: std::ptr::null() };
-        Box::new(Cell { header, dl, value })
+        Box::new(Cell { header, dl, value, holders: 0 })
     }
 }
 
 /// Cells owned by one list or one running function, by address.
 #[derive(Default)]
 pub struct Cells {
-    by_address: HashMap<usize, Box<Cell>>,
+    // Addresses are found at every call native code makes: hashed by a multiplication (the
+    // addresses are relaxvm's own allocations, not input an attacker picks to collide).
+    by_address: HashMap<usize, Box<Cell>, rustc_hash::FxBuildHasher>,
 }
 
 /// A tensor passed to native code as an aligned, compact copy (see [`Cells::hand_out`]).
@@ -101,10 +106,20 @@ impl Cells {
             }
             _ => {}
         }
-        match convert::scalar_to_ffi(&v, &|| String::new()) {
-            Ok(Some(any)) => Ok(any),
-            _ => Ok(self.insert(v)),
+        if matches!(
+            v,
+            Value::Null | Value::Int(_) | Value::Float(_) | Value::Bool(_) | Value::DType(_) | Value::Device(_)
+        ) {
+            if let Ok(Some(any)) = convert::scalar_to_ffi(&v, &String::new) {
+                return Ok(any);
+            }
         }
+        Ok(self.insert(v))
+    }
+
+    /// No cells yet, with room for `n` before the table grows.
+    pub fn with_capacity(n: usize) -> Self {
+        Cells { by_address: HashMap::with_capacity_and_hasher(n, Default::default()) }
     }
 
     fn insert(&mut self, v: Value) -> TVMFFIAny {
@@ -125,9 +140,26 @@ impl Cells {
         self.by_address.contains_key(&address)
     }
 
-    /// Drops the cell at `address` (nothing when it is not one of these).
-    pub fn remove(&mut self, address: usize) {
-        self.by_address.remove(&address);
+    /// Counts one more register holding the cell at `address`; false when it is not one of these.
+    pub fn hold(&mut self, address: usize) -> bool {
+        match self.by_address.get_mut(&address) {
+            Some(c) => {
+                c.holders += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Counts one register fewer holding the cell at `address`, dropping the cell when none
+    /// holds it any more (nothing when it is not one of these).
+    pub fn unhold(&mut self, address: usize) {
+        if let Some(c) = self.by_address.get_mut(&address) {
+            c.holders = c.holders.saturating_sub(1);
+            if c.holders == 0 {
+                self.by_address.remove(&address);
+            }
+        }
     }
 }
 

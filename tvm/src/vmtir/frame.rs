@@ -4,17 +4,18 @@
 //! and calls of packed functions through `TVMFFIFunctionCall` (routed here by `ffi::services`).
 //!
 //! A [`Frame`] lives on the Rust stack of `super::invoke` while its native function runs,
-//! and is reachable from the callbacks through a thread-local stack of pointers. Only the
+//! and is reachable from the callbacks through a thread-local pointer to the innermost one. Only the
 //! innermost frame is ever used, and only for the length of one callback step (never across
 //! a call into the VM, which may push and pop frames of its own): so no two mutable borrows of
 //! one frame exist at once.
 
 use super::cells::{self, Cells, Prepared, Staged};
 use crate::ffi::abi::{type_index, TVMFFIAny};
+use crate::ffi::services::Handle;
 use crate::ffi::{convert, raised};
 use relaxvm::{CallCtx, Callable, Closure, Error, Result, Value};
 use smallvec::SmallVec;
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -42,6 +43,38 @@ pub struct Frame {
     /// carries), even when the machine code goes on (TVM's code ignores the AnyList functions'
     /// return codes). Once set, every later callback of the function refuses.
     pub error: Option<Error>,
+    /// What the function handles native code called resolved to, by [`Handle::index`]: the
+    /// VM's cache, lent to the frame while it runs (see [`Resolved`]).
+    pub resolved: Vec<Option<Resolved>>,
+}
+
+/// A function handle's packed function as the VM calls it, looked up at registry generation
+/// `generation`: the lookup stands while the registry is unchanged (a re-registered name takes
+/// effect at the next call, as without the cache).
+#[derive(Clone)]
+pub struct Resolved {
+    generation: u64,
+    func: Value,
+}
+
+impl Frame {
+    /// The function `handle` names, looked up in the registry unless the frame has it from the
+    /// same generation of the registry.
+    fn resolve(&mut self, handle: &Handle) -> Result<Value> {
+        let generation = relaxvm::registry::generation();
+        if let Some(Some(r)) = self.resolved.get(handle.index) {
+            if r.generation == generation {
+                return Ok(r.func.clone());
+            }
+        }
+        let packed = relaxvm::registry::get_global(&handle.name)?;
+        let func = Value::Func(Arc::new(Closure { callable: Callable::Packed(packed), captured: Vec::new() }));
+        if self.resolved.len() <= handle.index {
+            self.resolved.resize(handle.index + 1, None);
+        }
+        self.resolved[handle.index] = Some(Resolved { generation, func: func.clone() });
+        Ok(func)
+    }
 }
 
 impl Frame {
@@ -80,39 +113,42 @@ impl Frame {
         unsafe { copies.value(a) }
     }
 
-    /// Releases the cell `old` held, unless another register still holds it.
+    /// Releases the cell a register held in `old`, unless another register still holds it.
     fn release(&mut self, old: TVMFFIAny) {
-        if cells::is_object(&old) && !self.regs.iter().any(|r| cells::is_object(r) && r.payload == old.payload) {
-            self.owned.remove(old.payload as usize);
+        if cells::is_object(&old) {
+            self.owned.unhold(old.payload as usize);
         }
     }
 }
 
 thread_local! {
-    /// The running VM TIR functions of this thread, innermost last.
-    static FRAMES: RefCell<Vec<*mut Frame>> = const { RefCell::new(Vec::new()) };
+    /// The innermost running VM TIR function of this thread (null when none runs); the frames
+    /// it was entered from are kept by their [`Entered`] guards.
+    static INNERMOST: Cell<*mut Frame> = const { Cell::new(std::ptr::null_mut()) };
 }
 
-/// Keeps `frame` the innermost running function of this thread while it lives.
-pub struct Entered(());
+/// Keeps `frame` the innermost running function of this thread while it lives, then makes the
+/// frame it was entered from (if any) the innermost again.
+pub struct Entered {
+    outer: *mut Frame,
+}
 
 impl Entered {
-    /// Pushes `frame`; it must stay in place, unused by its owner, until this is dropped.
+    /// Enters `frame`; it must stay in place, unused by its owner, until this is dropped.
     pub fn enter(frame: *mut Frame) -> Self {
-        FRAMES.with(|f| f.borrow_mut().push(frame));
-        Entered(())
+        Entered { outer: INNERMOST.with(|f| f.replace(frame)) }
     }
 }
 
 impl Drop for Entered {
     fn drop(&mut self) {
-        FRAMES.with(|f| f.borrow_mut().pop());
+        INNERMOST.with(|f| f.set(self.outer));
     }
 }
 
 /// Whether a VM TIR function runs on this thread (its native code's calls then come here).
 pub fn running() -> bool {
-    FRAMES.with(|f| !f.borrow().is_empty())
+    INNERMOST.with(|f| !f.get().is_null())
 }
 
 /// Records `e` as the innermost frame's failure, unless it failed before (the first stays).
@@ -125,32 +161,29 @@ fn fail(e: Error) {
     });
 }
 
-/// An error when the innermost frame failed before: native code that goes on after a failure
-/// gets nothing more done.
-fn refuse_after_failure(what: &str) -> Result<()> {
-    with_innermost(|frame| match &frame.error {
-        Some(e) => Err(Error::value(format!("{what}: VM TIR function {:?} failed before: {e}", frame.name))),
-        None => Ok(()),
-    })
-}
-
 /// Runs `step` on the innermost frame; an error (`RuntimeError`) when there is none.
 fn with_innermost<R>(step: impl FnOnce(&mut Frame) -> Result<R>) -> Result<R> {
-    let frame = FRAMES.with(|f| f.borrow().last().copied());
-    let Some(frame) = frame else {
+    let frame = INNERMOST.with(|f| f.get());
+    if frame.is_null() {
         return Err(Error::value("an AnyList function called outside a running VM TIR function"));
-    };
-    // SAFETY: `Entered` pushed a pointer to a live frame that its owner does not use while the
-    // native code runs, and pops it before the frame goes; every use of it is one of these
+    }
+    // SAFETY: `Entered` set a pointer to a live frame that its owner does not use while the
+    // native code runs, and restores the outer one before the frame goes; every use of it is one of these
     // steps, none nested in another (see the module's note).
     step(unsafe { &mut *frame })
 }
 
-/// Ends a C entry point: 0, or -1 with the error raised for native code to report. A panic is
-/// caught here: it never unwinds into native code.
-fn finish(what: &str, body: impl FnOnce() -> Result<()>) -> i32 {
+/// Runs C entry point `what` on the innermost frame: 0, or -1 with the error raised for native
+/// code to report (and kept as the frame's failure). A frame that failed before refuses (native
+/// code that goes on after a failure gets nothing more done). A panic is caught here: it never
+/// unwinds into native code.
+fn finish(what: &str, body: impl FnOnce(&mut Frame) -> Result<()>) -> i32 {
     let _unguarded = crate::ffi::guard::Unguarded::enter();
-    let outcome = match catch_unwind(AssertUnwindSafe(|| refuse_after_failure(what).and_then(|()| body()))) {
+    let step = |frame: &mut Frame| match &frame.error {
+        Some(e) => Err(Error::value(format!("{what}: VM TIR function {:?} failed before: {e}", frame.name))),
+        None => body(frame),
+    };
+    let outcome = match catch_unwind(AssertUnwindSafe(|| with_innermost(step))) {
         Ok(r) => r,
         Err(_) => Err(Error::value(format!("{what} panicked"))),
     };
@@ -224,28 +257,26 @@ pub unsafe extern "C" fn RVMBackendAnyListSetPackedArg(
     args: *mut TVMFFIAny,
     offset: i32,
 ) -> i32 {
-    let rc = finish("TVMBackendAnyListSetPackedArg", || {
-        let what = "TVMBackendAnyListSetPackedArg";
+    let what = "TVMBackendAnyListSetPackedArg";
+    let rc = finish(what, |frame| {
         let offset = usize::try_from(offset).map_err(|_| Error::value(format!("{what}: negative offset")))?;
         if args.is_null() {
             return Err(Error::value(format!("{what}: a null argument stack")));
         }
-        let item = with_innermost(|frame| {
-            let p = list.cast_const().cast::<TVMFFIAny>();
-            let items: &[TVMFFIAny] = if p == frame.regs.as_ptr() {
-                &frame.regs
-            } else if p == frame.consts.anys.as_ptr() {
-                &frame.consts.anys
-            } else if p == frame.funcs.anys.as_ptr() {
-                &frame.funcs.anys
-            } else {
-                return Err(Error::value(format!(
-                    "{what}: {list:p} is not a list of the running function {:?}",
-                    frame.name
-                )));
-            };
-            Ok(items[checked(index, items.len(), what)?])
-        })?;
+        let p = list.cast_const().cast::<TVMFFIAny>();
+        let items: &[TVMFFIAny] = if p == frame.regs.as_ptr() {
+            &frame.regs
+        } else if p == frame.consts.anys.as_ptr() {
+            &frame.consts.anys
+        } else if p == frame.funcs.anys.as_ptr() {
+            &frame.funcs.anys
+        } else {
+            return Err(Error::value(format!(
+                "{what}: {list:p} is not a list of the running function {:?}",
+                frame.name
+            )));
+        };
+        let item = items[checked(index, items.len(), what)?];
         // SAFETY: the caller's contract: `args[offset]` is writable.
         unsafe { args.add(offset).write(item) };
         Ok(())
@@ -274,8 +305,8 @@ pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
     args: *mut TVMFFIAny,
     offset: i32,
 ) -> i32 {
-    finish("TVMBackendAnyListMoveFromPackedReturn", || {
-        let what = "TVMBackendAnyListMoveFromPackedReturn";
+    let what = "TVMBackendAnyListMoveFromPackedReturn";
+    finish(what, |frame| {
         let offset = usize::try_from(offset).map_err(|_| Error::value(format!("{what}: negative offset")))?;
         if args.is_null() {
             return Err(Error::value(format!("{what}: a null result")));
@@ -284,24 +315,24 @@ pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
         let slot = unsafe { args.add(offset) };
         // SAFETY: as above.
         let new = unsafe { slot.read() };
-        with_innermost(|frame| {
-            if cells::is_object(&new) && !frame.owned.contains(new.payload as usize) {
-                return Err(cells::unknown_object(&new, what));
+        if cells::is_object(&new) && !frame.owned.contains(new.payload as usize) {
+            return Err(cells::unknown_object(&new, what));
+        }
+        if !cells::storable(&new) {
+            return Err(Error::value(format!(
+                "{what}: a value of tvm-ffi type index {} cannot be kept in a register (a pointer relaxvm did not hand out)",
+                new.type_index
+            )));
+        }
+        let regs = registers_of(frame, list, what)?;
+        let i = checked(index, regs.len(), what)?;
+        let old = std::mem::replace(&mut regs[i], new);
+        if old.payload != new.payload || old.type_index != new.type_index {
+            if cells::is_object(&new) {
+                frame.owned.hold(new.payload as usize);
             }
-            if !cells::storable(&new) {
-                return Err(Error::value(format!(
-                    "{what}: a value of tvm-ffi type index {} cannot be kept in a register (a pointer relaxvm did not hand out)",
-                    new.type_index
-                )));
-            }
-            let regs = registers_of(frame, list, what)?;
-            let i = checked(index, regs.len(), what)?;
-            let old = std::mem::replace(&mut regs[i], new);
-            if old.payload != new.payload || old.type_index != new.type_index {
-                frame.release(old);
-            }
-            Ok(())
-        })?;
+            frame.release(old);
+        }
         // SAFETY: as above; a move leaves None behind, as tvm-ffi's does.
         unsafe { slot.write(TVMFFIAny::NONE) };
         Ok(())
@@ -311,31 +342,30 @@ pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
 /// `TVMBackendAnyListResetItem(list, index)`: register `index` becomes None.
 ///
 /// # Safety
-/// A list that is not relaxvm's goes to the next definition (another runtime's), which
-/// requires `list` to be that runtime's list with an item `index`.
+/// None beyond the C signature: `list` is compared with the running function's lists, never
+/// read unless it is one of them.
 #[no_mangle]
 pub unsafe extern "C" fn RVMBackendAnyListResetItem(list: *mut c_void, index: i32) -> i32 {
-    finish("TVMBackendAnyListResetItem", || {
-        let what = "TVMBackendAnyListResetItem";
-        with_innermost(|frame| {
-            let regs = registers_of(frame, list, what)?;
-            let i = checked(index, regs.len(), what)?;
-            let old = std::mem::replace(&mut regs[i], TVMFFIAny::NONE);
-            frame.release(old);
-            Ok(())
-        })
+    let what = "TVMBackendAnyListResetItem";
+    finish(what, |frame| {
+        let regs = registers_of(frame, list, what)?;
+        let i = checked(index, regs.len(), what)?;
+        let old = std::mem::replace(&mut regs[i], TVMFFIAny::NONE);
+        frame.release(old);
+        Ok(())
     })
 }
 
-/// A call by native code of the innermost running function to packed function `name` of the
-/// registry (`TVMFFIFunctionCall` on a handle from the library's lookup): the arguments become
+/// A call by native code of the innermost running function to the packed function `handle`
+/// names (`TVMFFIFunctionCall` on a handle from the library's lookup): the arguments become
 /// values, the call goes through the VM ([`CallCtx::call_named`]: a step, seen by the
 /// instrument hook), and the result is stored for native code as a new cell of the frame.
 ///
 /// # Safety
 /// `args` holds `args.len()` values whose DLTensors and strings are live for the call;
 /// `result` is writable.
-pub unsafe fn call(name: &str, func: relaxvm::PackedFunc, args: &[TVMFFIAny], result: *mut TVMFFIAny) -> i32 {
+pub unsafe fn call(handle: &Handle, args: &[TVMFFIAny], result: *mut TVMFFIAny) -> i32 {
+    let name = handle.name.as_str();
     let prepared = with_innermost(|frame| {
         if let Some(e) = &frame.error {
             return Err(Error::value(format!(
@@ -343,23 +373,31 @@ pub unsafe fn call(name: &str, func: relaxvm::PackedFunc, args: &[TVMFFIAny], re
                 frame.name
             )));
         }
+        let f = match frame.resolve(handle) {
+            Ok(f) => f,
+            // Not the frame's failure: the call never started (native code reports it).
+            Err(e) => return Ok(Err(e)),
+        };
         let mut copies = convert::CallbackArgs::default();
         let mut values: SmallVec<[Value; 8]> = SmallVec::with_capacity(args.len());
         for (i, a) in args.iter().enumerate() {
             // SAFETY: the caller's contract.
             values.push(unsafe { frame.value_of(a, &mut copies, &|| format!("argument {i} of a call of {name:?}")) }?);
         }
-        Ok((values, frame.ctx, copies))
+        Ok(Ok((f, values, frame.ctx, copies)))
     });
-    let (values, ctx, copies) = match prepared {
-        Ok(p) => p,
+    let (f, values, ctx, copies) = match prepared {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => {
+            raised::set("RuntimeError".into(), e.to_string());
+            return -1;
+        }
         Err(e) => {
             raised::set_error(&e);
             fail(e);
             return -1;
         }
     };
-    let f = Value::Func(Arc::new(Closure { callable: Callable::Packed(func), captured: Vec::new() }));
     // SAFETY: `ctx` is the live context of the packed call running the innermost frame, which
     // its owner does not use while native code runs (see `super::invoke`); no other reference
     // to it is used during this call.
@@ -368,27 +406,17 @@ pub unsafe fn call(name: &str, func: relaxvm::PackedFunc, args: &[TVMFFIAny], re
     drop(values);
     // SAFETY: the DLTensors native code passed are still live (it is inside this call).
     unsafe { copies.write_back() };
-    match out {
-        Ok(v) => {
-            let stored = with_innermost(|frame| {
-                let ctx_ptr = frame.ctx_ptr();
-                let mut staged = std::mem::take(&mut frame.staged);
-                let any = frame.owned.hand_out(v, ctx_ptr, &mut staged);
-                frame.staged = staged;
-                any
-            });
-            match stored {
-                Ok(any) => {
-                    // SAFETY: the caller's contract.
-                    unsafe { result.write(any) };
-                    0
-                }
-                Err(e) => {
-                    raised::set_error(&e);
-                    fail(e);
-                    -1
-                }
-            }
+    let stored = out.and_then(|v| {
+        with_innermost(|frame| {
+            let ctx_ptr = frame.ctx_ptr();
+            frame.owned.hand_out(v, ctx_ptr, &mut frame.staged)
+        })
+    });
+    match stored {
+        Ok(any) => {
+            // SAFETY: the caller's contract.
+            unsafe { result.write(any) };
+            0
         }
         Err(e) => {
             raised::set_error(&e);

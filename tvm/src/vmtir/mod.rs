@@ -40,7 +40,7 @@ use cells::{Cells, Prepared};
 use frame::{Entered, Frame};
 use relaxvm::{Arg, Error, FuncInfo, Instruction, PackedFunc, Result, Value};
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The prefix TVM gives the machine code of VM TIR function `NAME`.
 pub const PREFIX: &str = "__vmtir__";
@@ -97,6 +97,8 @@ pub fn wrap_functions(funcs: &mut Vec<FuncInfo>, instrs: &mut Vec<Instruction>, 
 struct Lists {
     consts: Arc<Prepared>,
     funcs: Arc<Prepared>,
+    /// What function handles resolved to, lent to each outermost frame (see [`frame::Resolved`]).
+    resolved: Mutex<Vec<Option<frame::Resolved>>>,
 }
 
 /// The lists of the VM `ctx` calls from, made on first use and kept in the VM.
@@ -109,7 +111,11 @@ fn lists_of(ctx: &mut relaxvm::CallCtx<'_>, name: &str) -> Result<Arc<Lists>> {
             return Ok(Arc::clone(lists));
         }
     }
-    let lists = Arc::new(Lists { consts: Arc::new(Prepared::new(consts)?), funcs: Arc::new(Prepared::new(funcs)?) });
+    let lists = Arc::new(Lists {
+        consts: Arc::new(Prepared::new(consts)?),
+        funcs: Arc::new(Prepared::new(funcs)?),
+        resolved: Mutex::new(Vec::new()),
+    });
     *slot = Value::Object(Arc::new(Box::new(Arc::clone(&lists))));
     Ok(lists)
 }
@@ -118,6 +124,7 @@ fn lists_of(ctx: &mut relaxvm::CallCtx<'_>, name: &str) -> Result<Arc<Lists>> {
 /// library loaded), called with the function's inputs followed by its register count.
 pub fn adapter(native_name: &str, f: SafeCall, keep: Arc<dyn std::any::Any + Send + Sync>) -> PackedFunc {
     let name: Arc<str> = native_name.into();
+    let short: Arc<str> = native_name.strip_prefix(PREFIX).unwrap_or(native_name).into();
     PackedFunc::new(native_name, move |ctx, args| {
         let _loaded = &keep;
         let registers = match args.last() {
@@ -130,20 +137,20 @@ pub fn adapter(native_name: &str, f: SafeCall, keep: Arc<dyn std::any::Any + Sen
             ))
         })?;
         let lists = lists_of(ctx, &name)?;
-        invoke(&name, f, ctx, &args[..args.len() - 1], registers, &lists)
+        invoke(&short, f, ctx, &args[..args.len() - 1], registers, &lists)
     })
 }
 
 /// Runs machine code `f` of VM TIR function `name` on `inputs`.
 fn invoke(
-    native_name: &str,
+    name_arc: &Arc<str>,
     f: SafeCall,
     ctx: &mut relaxvm::CallCtx<'_>,
     inputs: &[Value],
     registers: usize,
     lists: &Lists,
 ) -> Result<Value> {
-    let name = native_name.strip_prefix(PREFIX).unwrap_or(native_name);
+    let name: &str = name_arc;
     if registers <= inputs.len() || registers > MAX_REGISTERS as usize {
         return Err(Error::value(format!(
             "VM TIR function {name:?}: {registers} registers cannot hold its {} inputs and its result (at most {MAX_REGISTERS})",
@@ -159,19 +166,27 @@ fn invoke(
     })?;
     regs.resize(registers, TVMFFIAny::NONE);
     let ctx_raw: *mut relaxvm::CallCtx<'_> = ctx;
+    // The VM's resolved handles, lent to this frame (a nested frame of the same VM finds none
+    // and resolves its own, which are dropped when it returns).
+    let resolved = std::mem::take(&mut *lists.resolved.lock().unwrap_or_else(|p| p.into_inner()));
     let mut frame = Frame {
-        name: name.into(),
+        name: Arc::clone(name_arc),
         regs,
-        owned: Cells::default(),
+        owned: Cells::with_capacity(registers),
         consts: Arc::clone(&lists.consts),
         funcs: Arc::clone(&lists.funcs),
         ctx: ctx_raw.cast(),
         staged: Vec::new(),
         error: None,
+        resolved,
     };
     let ctx_ptr = frame.ctx_ptr();
     for (i, v) in inputs.iter().enumerate() {
-        frame.regs[i] = frame.owned.hand_out(v.clone(), ctx_ptr, &mut frame.staged)?;
+        let any = frame.owned.hand_out(v.clone(), ctx_ptr, &mut frame.staged)?;
+        if cells::is_object(&any) {
+            frame.owned.hold(any.payload as usize);
+        }
+        frame.regs[i] = any;
     }
     let anys = [
         TVMFFIAny::ptr(type_index::OPAQUE_PTR, ctx_ptr),
@@ -222,6 +237,11 @@ fn invoke(
         let ret = frame.regs[inputs.len()];
         value_of_result(&frame, &ret, name)
     };
+    let mut kept = lists.resolved.lock().unwrap_or_else(|p| p.into_inner());
+    if kept.is_empty() {
+        *kept = std::mem::take(&mut frame.resolved);
+    }
+    drop(kept);
     write_back_staged(&frame, name)?;
     // A tensor passed as a copy comes back as itself, as from a bytecode function.
     outcome.map(|v| originals(v, &frame.staged))

@@ -120,11 +120,16 @@ unsafe extern "C" fn failing_call_fn(_: *mut c_void, _: *const TVMFFIAny, _: i32
 /// An executable of one VM TIR function `f` of one input, with two registers and constants
 /// (shape (16,), dtype uint8), whose machine code is `code`; the VM that runs it.
 fn vm_with(code: SafeCall) -> VirtualMachine {
+    vm_with_registers(code, 2)
+}
+
+/// [`vm_with`] with `registers` registers.
+fn vm_with_registers(code: SafeCall, registers: u32) -> VirtualMachine {
     relaxvm_builtins::ensure_registered();
     let mut funcs = vec![FuncInfo::bytecode("f", 0, 0, 1, 2)];
     let mut instrs = Vec::new();
     let constants = vec![Value::Shape([16].into()), Value::str("uint8")];
-    wrap_functions(&mut funcs, &mut instrs, &[Compiled { index: 0, num_args: 1, registers: 2 }]).unwrap();
+    wrap_functions(&mut funcs, &mut instrs, &[Compiled { index: 0, num_args: 1, registers }]).unwrap();
     let exe = Executable::from_parts(ExecutableParts { funcs, constants, instrs, ..Default::default() }).unwrap();
     let mut overrides = Registry::new();
     overrides.register(adapter("__vmtir__f", code, Arc::new(())), false).unwrap();
@@ -269,4 +274,76 @@ fn an_int_input_under_an_instrument_is_an_input() {
     vm.set_instrument(Some(Box::new(|_| Ok(InstrumentAction::Continue))));
     let out = vm.invoke("f", &[Value::Int(4_294_967_295)]).unwrap();
     assert_eq!(out.as_int().unwrap(), 4_294_967_295);
+}
+
+/// Calls `test.vmtir.which` and leaves its result in register 1.
+unsafe extern "C" fn which_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    let mut stack = [TVMFFIAny::NONE];
+    let rc = call_by_name("test.vmtir.which", &[], &mut stack[0]);
+    if rc != 0 {
+        return rc;
+    }
+    // SAFETY: the result is at offset 0.
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 0) }
+}
+
+#[test]
+fn a_name_registered_again_takes_effect_at_the_next_call() {
+    // The VM keeps what handles resolved to, but only while the registry is unchanged.
+    let which = |n: i64| PackedFunc::from_fn("test.vmtir.which", move |_| Ok(Value::Int(n)));
+    relaxvm::registry::register_global(which(1), true).unwrap();
+    let mut vm = vm_with(which_fn);
+    assert_eq!(vm.invoke("f", &[tensor()]).unwrap().as_int().unwrap(), 1);
+    assert_eq!(vm.invoke("f", &[tensor()]).unwrap().as_int().unwrap(), 1);
+    relaxvm::registry::register_global(which(2), true).unwrap();
+    assert_eq!(vm.invoke("f", &[tensor()]).unwrap().as_int().unwrap(), 2);
+    relaxvm::registry::remove_global("test.vmtir.which");
+    let e = vm.invoke("f", &[tensor()]).unwrap_err().to_string();
+    assert!(e.contains("test.vmtir.which"), "{e}");
+}
+
+/// Copies register `from` with `vm.builtin.copy` into register `to`; the return code.
+///
+/// # Safety
+/// `r` is the running function's register list.
+unsafe fn copy_register(r: *mut c_void, from: i32, to: i32) -> i32 {
+    let mut stack = [TVMFFIAny::NONE; 2];
+    // SAFETY: room for one argument.
+    if unsafe { RVMBackendAnyListSetPackedArg(r, from, stack.as_mut_ptr(), 0) } != 0 {
+        return -1;
+    }
+    let (head, tail) = stack.split_at_mut(1);
+    if call_by_name("vm.builtin.copy", head, &mut tail[0]) != 0 {
+        return -1;
+    }
+    // SAFETY: the result is at offset 1.
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(r, to, stack.as_mut_ptr(), 1) }
+}
+
+/// Puts one object into registers 1 and 2, lets go of it in one, then the other: while one
+/// register holds it, it stays usable; once none does, its address is refused.
+unsafe extern "C" fn held_twice_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    let mut stack = [TVMFFIAny::NONE];
+    // SAFETY: `r` is the register list; every stack access is at offset 0 of a one-item stack.
+    unsafe {
+        assert_eq!(copy_register(r, 0, 1), 0);
+        assert_eq!(RVMBackendAnyListSetPackedArg(r, 1, stack.as_mut_ptr(), 0), 0);
+        let object = stack[0];
+        assert_eq!(RVMBackendAnyListMoveFromPackedReturn(r, 2, stack.as_mut_ptr(), 0), 0);
+        assert_eq!(RVMBackendAnyListResetItem(r, 1), 0);
+        assert_eq!(copy_register(r, 2, 3), 0, "register 2 still holds the object");
+        assert_eq!(RVMBackendAnyListResetItem(r, 2), 0);
+        stack[0] = object;
+        RVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 0)
+    }
+}
+
+#[test]
+fn an_object_two_registers_hold_lives_until_both_let_go() {
+    let e = vm_with_registers(held_twice_fn, 4).invoke("f", &[tensor()]).unwrap_err().to_string();
+    assert!(e.contains("that it has released"), "{e}");
 }

@@ -52,6 +52,8 @@ impl VirtualMachine {
     /// Calls `f` without the hook: a packed function directly, a bytecode function on a frame.
     fn call_plain(&mut self, f: &Closure, args: &[Value]) -> Result<Value> {
         match &f.callable {
+            // Native code calls builtins, which capture nothing: their arguments go as they are.
+            Callable::Packed(p) if f.captured.is_empty() => p.call(&mut CallCtx::new(self), args),
             Callable::Packed(p) => {
                 let all: SmallVec<[Value; 8]> = args.iter().chain(&f.captured).cloned().collect();
                 p.call(&mut CallCtx::new(self), &all)
