@@ -121,3 +121,45 @@ def test_the_example_runs_on_relaxvm_alone():
     assert sum(line.startswith("top-p, sequence") for line in lines) == 4, done.stdout
     assert "sequences {0: 26, 1: 23, 2: 23, 3: 23}" in done.stdout, done.stdout
     assert "sequences {0: 26}" in lines[-1], done.stdout
+
+
+@pytest.mark.skipif(SUITE is None, reason=SKIP_REASON)
+def test_profile_and_trace_of_a_decode_step_list_the_cache_kernels():
+    """The kernels the paged KV cache runs for a layer (split/RoPE, append, decode attention)
+    are calls the profiler and the tracer see, inside the cache builtin that made them and at
+    its instruction, under their own names, as kernel rows."""
+    m = next(x for x in MANIFEST["models"] if x["name"] == "mha_h16_l2")
+    vm = rx.VirtualMachine(rx.load_module(os.path.join(SUITE, m["library"])), rx.cpu(), profile=True)
+    params = [rx.tensor(p) for p in build_llm.load_params(os.path.join(SUITE, m["params"]))]
+    f = rx.get_global_func
+    cache = vm["create_paged_kv_cache"](*[rx.Shape([d]) for d in (4, 256, 64, build_llm.PAGE_SIZE, 0)])
+    f("vm.builtin.kv_state_add_sequence")(cache, 0)
+    hidden = m["config"]["hidden"]
+    f("vm.builtin.kv_state_begin_forward")(cache, rx.Shape([0]), rx.Shape([5]))
+    vm["prefill"](rx.tensor(np.ones((1, 5, hidden), "float32")), cache, params)
+    f("vm.builtin.kv_state_end_forward")(cache)
+    x = rx.tensor(np.ones((1, 1, hidden), "float32"))
+    fused = "vm.builtin.attention_kv_cache_attention_with_fused_qkv"
+    kernels = {"fused_rope", "tir_kv_cache_transpose_append", "batch_decode_paged_kv_cpu"}
+
+    f("vm.builtin.kv_state_begin_forward")(cache, rx.Shape([0]), rx.Shape([1]))
+    report = vm.profile("decode", x, cache, params)
+    f("vm.builtin.kv_state_end_forward")(cache)
+    rows = {r.name: r for r in report.rows}
+    layers = m["config"]["layers"]
+    for k in kernels:
+        assert k in rows, list(rows)
+        assert rows[k].kind == "kernel" and rows[k].count == layers, (k, rows[k].kind, rows[k].count)
+    assert rows[fused].count == layers
+
+    f("vm.builtin.kv_state_popn")(cache, 0, 1)
+    f("vm.builtin.kv_state_begin_forward")(cache, rx.Shape([0]), rx.Shape([1]))
+    trace = vm.trace("decode", x, cache, params)
+    f("vm.builtin.kv_state_end_forward")(cache)
+    steps = list(trace)
+    for s in steps:
+        if s.callee in kernels:
+            # Inside the builtin: one level deeper, at its instruction.
+            parent = max((p for p in steps if p.callee == fused and p.index < s.index), key=lambda p: p.index)
+            assert s.depth == parent.depth + 1 and (s.function, s.pc) == (parent.function, parent.pc)
+    assert {s.callee for s in steps} >= kernels | {fused}

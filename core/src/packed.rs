@@ -56,9 +56,9 @@ impl<'a> CallCtx<'a> {
         }
     }
 
-    /// Calls function value `f`, named `name`, for native code the VM runs (see
-    /// [`VmHandle::call_named`]): a step of the calling VM that its instrument hook sees.
-    /// Outside a VM, as [`call`](Self::call).
+    /// Calls function value `f`, named `name`, for native code the VM runs or for a builtin
+    /// (see [`VmHandle::call_named`]): a step of the calling VM that its instrument hook sees
+    /// (the profiler and tracer list it). Outside a VM, as [`call`](Self::call).
     pub fn call_named(&mut self, name: &str, f: &Value, args: &[Value]) -> Result<Value> {
         match &mut self.vm {
             Some(vm) => vm.call_named(name, f.as_func()?, args),

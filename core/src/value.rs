@@ -143,8 +143,10 @@ pub trait VmHandle {
     }
     /// Calls `f` (named `name`) on behalf of native code the VM is running (a VM TIR function
     /// of a TVM `exec_mode="compiled"` model calling a builtin or closure through its
-    /// function table): the call counts as a step (limits, interrupts) and the instrument hook
-    /// sees it, as it sees a `call` instruction. Without a VM, a plain call.
+    /// function table) or of a builtin (a KV cache calling its kernels): the call counts as a
+    /// step (limits, interrupts) and the instrument hook sees it, as it sees a `call`
+    /// instruction, attributed to the instruction whose packed call made it. Without a VM, a
+    /// plain call.
     fn call_named(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
         let _ = name;
         self.call_closure(f, args)

@@ -10,50 +10,13 @@
 //! otherwise.
 
 use super::cache::{PagedKvCache, State, Step};
+use super::checks::{check_tensor, check_writable};
 use super::create::{AttnKind, RopeMode};
+use super::kernel::call_kernel as call;
 use relaxvm::{CallCtx, Error, Result, Shape, Tensor, Value};
 
 fn err(msg: impl std::fmt::Display) -> Error {
     Error::value(msg.to_string())
-}
-
-/// Calls kernel `f` (named `what` in errors).
-fn call(ctx: &mut CallCtx<'_>, f: &Value, what: &str, args: &[Value]) -> Result<()> {
-    ctx.call(f, args).map(drop).map_err(|e| e.context(&format!("{what} kernel")))
-}
-
-/// Checks that tensor `t` (argument `what`) has the cache's dtype and `dims` (`None`: any).
-pub(crate) fn check_tensor(
-    cache: &PagedKvCache,
-    t: &Tensor,
-    what: &str,
-    dims: &[Option<i64>],
-    dtype: relaxvm::DataType,
-) -> Result<()> {
-    if t.dtype() != dtype {
-        return Err(err(format!("{what}: expected dtype {dtype}, found {}", t.dtype())));
-    }
-    let shape = t.shape();
-    let ok = shape.len() == dims.len() && shape.iter().zip(dims).all(|(&s, d)| d.is_none_or(|d| d == s));
-    if !ok {
-        let want: Vec<String> = dims.iter().map(|d| d.map_or("_".to_string(), |d| d.to_string())).collect();
-        return Err(err(format!("{what}: expected shape ({}), found {shape}", want.join(", "))));
-    }
-    if !t.is_contiguous() {
-        return Err(err(format!("{what}: expected a contiguous tensor, found strides {:?}", t.strides())));
-    }
-    let _ = cache;
-    Ok(())
-}
-
-/// Checks that the kernels may write output `t` (argument `what`), before any kernel runs: a
-/// write into read-only memory is refused by the kernel guard, and an operation refused midway
-/// would leave a layer's pages unappended (attack finding kvcache/03).
-pub(crate) fn check_writable(t: &Tensor, what: &str) -> Result<()> {
-    if t.storage().is_frozen() || t.storage().is_sealed() {
-        return Err(err(format!("{what}: expected a writable tensor, found read-only memory")));
-    }
-    Ok(())
 }
 
 /// A view of the first `rows` rows of contiguous `t` with the trailing `dims`.
@@ -81,6 +44,37 @@ impl PagedKvCache {
         st.step.as_ref().ok_or_else(|| err("no forward step: call vm.builtin.kv_state_begin_forward first"))
     }
 
+    /// The checks of the entry points that take q (and k, v) and write o (and lse): the layer,
+    /// the step, then each tensor's dtype and shape (the step's tokens as rows) and that the
+    /// outputs are writable. Returns the local layer and the step.
+    fn checked<'a>(
+        &self,
+        st: &'a State,
+        layer: i64,
+        q: &Tensor,
+        kv: Option<(&Tensor, &Tensor)>,
+        o: &Tensor,
+        lse: Option<&Tensor>,
+    ) -> Result<(usize, &'a Step)> {
+        let local = self.local_layer(layer)?;
+        let c = &self.cfg;
+        let step = self.step(st)?;
+        let total = Some(step.plan.total_len());
+        let (qo, kvh) = (Some(c.num_qo_heads), Some(c.num_kv_heads));
+        check_tensor(q, "q", &[total, qo, Some(c.qk_head_dim)], c.dtype)?;
+        if let Some((k, v)) = kv {
+            check_tensor(k, "k", &[total, kvh, Some(c.qk_head_dim)], c.dtype)?;
+            check_tensor(v, "v", &[total, kvh, Some(c.v_head_dim)], c.dtype)?;
+        }
+        check_tensor(o, "output", &[total, qo, Some(c.v_head_dim)], c.dtype)?;
+        check_writable(o, "output")?;
+        if let Some(lse) = lse {
+            check_tensor(lse, "lse", &[total, qo], relaxvm::DataType::F32)?;
+            check_writable(lse, "lse")?;
+        }
+        Ok((local, step))
+    }
+
     fn rotary_mode(&self) -> Value {
         Value::Int(i64::from(self.cfg.rope_mode == RopeMode::Inline))
     }
@@ -100,8 +94,8 @@ impl PagedKvCache {
         let step = self.step(st)?;
         let total = step.plan.total_len();
         let heads = c.num_qo_heads + 2 * c.num_kv_heads;
-        check_tensor(self, qkv, "qkv", &[None, Some(heads), Some(c.qk_head_dim)], c.dtype)?;
-        check_tensor(self, o, "output", &[Some(qkv.shape()[0]), Some(c.num_qo_heads), Some(c.qk_head_dim)], c.dtype)?;
+        check_tensor(qkv, "qkv", &[None, Some(heads), Some(c.qk_head_dim)], c.dtype)?;
+        check_tensor(o, "output", &[Some(qkv.shape()[0]), Some(c.num_qo_heads), Some(c.qk_head_dim)], c.dtype)?;
         check_writable(o, "output")?;
         if qkv.shape()[0] < total {
             return Err(err(format!(
@@ -150,15 +144,7 @@ impl PagedKvCache {
         v: &Tensor,
         o: &Tensor,
     ) -> Result<()> {
-        let local = self.local_layer(layer)?;
-        let c = &self.cfg;
-        let step = self.step(st)?;
-        let total = step.plan.total_len();
-        check_tensor(self, q, "q", &[Some(total), Some(c.num_qo_heads), Some(c.qk_head_dim)], c.dtype)?;
-        check_tensor(self, k, "k", &[Some(total), Some(c.num_kv_heads), Some(c.qk_head_dim)], c.dtype)?;
-        check_tensor(self, v, "v", &[Some(total), Some(c.num_kv_heads), Some(c.v_head_dim)], c.dtype)?;
-        check_tensor(self, o, "output", &[Some(total), Some(c.num_qo_heads), Some(c.v_head_dim)], c.dtype)?;
-        check_writable(o, "output")?;
+        let (local, step) = self.checked(st, layer, q, Some((k, v)), o, None)?;
         let (q, k, v, o) =
             (Value::Tensor(q.clone()), Value::Tensor(k.clone()), Value::Tensor(v.clone()), Value::Tensor(o.clone()));
         self.attention_internal(ctx, step, layer, local, &q, &k, &v, &o, sm_scale)
@@ -178,17 +164,8 @@ impl PagedKvCache {
         o: &Tensor,
         lse: &Tensor,
     ) -> Result<()> {
-        self.local_layer(layer)?;
+        let (_, step) = self.checked(st, layer, q, Some((k, v)), o, Some(lse))?;
         let c = &self.cfg;
-        let step = self.step(st)?;
-        let total = step.plan.total_len();
-        check_tensor(self, q, "q", &[Some(total), Some(c.num_qo_heads), Some(c.qk_head_dim)], c.dtype)?;
-        check_tensor(self, k, "k", &[Some(total), Some(c.num_kv_heads), Some(c.qk_head_dim)], c.dtype)?;
-        check_tensor(self, v, "v", &[Some(total), Some(c.num_kv_heads), Some(c.v_head_dim)], c.dtype)?;
-        check_tensor(self, o, "output", &[Some(total), Some(c.num_qo_heads), Some(c.v_head_dim)], c.dtype)?;
-        check_writable(o, "output")?;
-        check_tensor(self, lse, "lse", &[Some(total), Some(c.num_qo_heads)], relaxvm::DataType::F32)?;
-        check_writable(lse, "lse")?;
         let t = |x: &Tensor| Value::Tensor(x.clone());
         // TVM runs a layer that is not plain MHA through its MLA path, which calls the same
         // ragged kernel without RoPE.
@@ -208,15 +185,8 @@ impl PagedKvCache {
         o: &Tensor,
         lse: &Tensor,
     ) -> Result<()> {
-        let local = self.local_layer(layer)?;
+        let (local, step) = self.checked(st, layer, q, None, o, Some(lse))?;
         let c = &self.cfg;
-        let step = self.step(st)?;
-        let total = step.plan.total_len();
-        check_tensor(self, q, "q", &[Some(total), Some(c.num_qo_heads), Some(c.qk_head_dim)], c.dtype)?;
-        check_tensor(self, o, "output", &[Some(total), Some(c.num_qo_heads), Some(c.v_head_dim)], c.dtype)?;
-        check_writable(o, "output")?;
-        check_tensor(self, lse, "lse", &[Some(total), Some(c.num_qo_heads)], relaxvm::DataType::F32)?;
-        check_writable(lse, "lse")?;
         if c.attn_kinds[layer as usize] != AttnKind::Mha {
             // TVM sends it to the MLA path, whose kernel a CPU cache does not have: refused
             // once a depth has pages to attend to; with none, nothing runs (as in TVM).
@@ -304,6 +274,7 @@ impl PagedKvCache {
         o: &Value,
         sm_scale: f64,
     ) -> Result<()> {
+        let kind = self.cfg.attn_kinds[layer as usize];
         let total = step.plan.total_len();
         let merged_lse =
             Self::scratch_view(&self.scratch.merged_lse, vec![total, self.cfg.num_qo_heads], relaxvm::DataType::F32)?;
@@ -313,7 +284,6 @@ impl PagedKvCache {
             self.self_attn(ctx, step, q, k, v, o, &merged_lse, sm_scale, self.rotary_mode())?;
         }
         let self_done = !first;
-        let kind = self.cfg.attn_kinds[layer as usize];
         let causal = !step.plan.append_before_attn && kind == AttnKind::MhaSliding;
         let cross_done = self.cross_attn(ctx, step, layer, local, q, o, &merged_lse, sm_scale, first, causal)?;
         if !self_done && !cross_done {
@@ -479,7 +449,6 @@ impl PagedKvCache {
         let c = &self.cfg;
         for (t, what) in [(k, "k"), (v, "v")] {
             check_tensor(
-                self,
                 t,
                 what,
                 &[Some(c.num_layers), Some(end - start), Some(c.num_kv_heads), Some(c.qk_head_dim)],

@@ -83,7 +83,13 @@ pub(crate) struct State {
     pub(crate) pool: Pool,
     pub(crate) step: Option<Step>,
     /// A checkpoint import begun by `prepare_import` and not finished.
-    pub(crate) import: Option<super::checkpoint::Import>,
+    pub(crate) import: Option<Import>,
+}
+
+/// A checkpoint import begun by `prepare_import`: which layers have been imported.
+#[derive(Clone, Debug)]
+pub(crate) struct Import {
+    pub(crate) imported: Vec<bool>,
 }
 
 /// The paged KV cache (`relax.vm.PagedAttentionKVCache`).
@@ -213,7 +219,7 @@ impl PagedKvCache {
         let Some(c) = copy else { return Ok(()) };
         for page in &self.pages {
             let args = [page.clone(), Value::Int(c.src.into()), Value::Int(c.dst.into()), Value::Int(c.len.into())];
-            ctx.call(&self.kernels.copy_single_page, &args).map_err(|e| e.context("copy_single_page kernel"))?;
+            super::kernel::call_kernel(ctx, &self.kernels.copy_single_page, "copy_single_page", &args)?;
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 //! copied in logical order into a `(1, num_logical_pages, 2, num_kv_heads, page_size, head_dim)`
 //! tensor, the unused tail of a partial last page zeroed.
 
-use super::cache::{PagedKvCache, State};
+use super::cache::{Import, PagedKvCache, State};
 use super::create::{AttnKind, RopeMode};
 use super::pool::Tree;
 use relaxvm::{Error, Result, Tensor, Value};
@@ -15,12 +15,6 @@ use serde_json::Value as Json;
 const CACHE_TYPE: &str = "relax.vm.PagedAttentionKVCache";
 const FORMAT_VERSION: i64 = 1;
 const PAGE_GROUP_LAYOUT: &str = "1,num_logical_pages,2,num_kv_heads,page_size,qk_head_dim";
-
-/// An import begun by `prepare_import`: which layers have been imported.
-#[derive(Clone, Debug)]
-pub(crate) struct Import {
-    pub(crate) imported: Vec<bool>,
-}
 
 fn err(msg: impl std::fmt::Display) -> Error {
     Error::value(msg.to_string())
@@ -251,7 +245,7 @@ impl PagedKvCache {
             return Err(err(format!("group {group} is out of range: expected 0 to {}", c.num_layers - 1)));
         }
         let dims = [Some(1), Some(n), Some(2), Some(c.num_kv_heads), Some(i64::from(c.page_size)), Some(c.qk_head_dim)];
-        super::attention::check_tensor(self, t, what, &dims, c.dtype)
+        super::checks::check_tensor(t, what, &dims, c.dtype)
     }
 
     /// `export_page_group`: layer `group`'s pages of sequence `id` into `dst`.
@@ -260,7 +254,7 @@ impl PagedKvCache {
         let len = st.pool.seq(id)?.seq_length;
         let n = self.logical_pages(len);
         self.check_group(group, dst, n, "dst")?;
-        super::attention::check_writable(dst, "dst")?;
+        super::checks::check_writable(dst, "dst")?;
         let pages = self.checkpoint_pages(st, id)?;
         let Value::Tensor(layer) = &self.pages[group as usize] else { unreachable!("pages are tensors") };
         let pb = self.page_bytes() as usize;
@@ -313,7 +307,7 @@ impl PagedKvCache {
         let s = st.pool.seqs.get_mut(&0).expect("just added");
         s.seq_length = len;
         s.tree = Tree::default();
-        st.import = Some(super::checkpoint::Import { imported: vec![false; self.cfg.num_layers as usize] });
+        st.import = Some(Import { imported: vec![false; self.cfg.num_layers as usize] });
         Ok(())
     }
 

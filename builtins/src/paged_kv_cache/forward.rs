@@ -6,12 +6,10 @@
 //! save 32 times the pages), appending before attention only for decode at the last depth, and
 //! the page numbers the appends take, in batch order.
 
-use super::pool::{Pool, Sequence};
+use super::pool::{Pool, Sequence, MAX_DEPTH};
+use super::sliding_mask::{self, Columns, SlidingFirstRow};
 use super::tree::{self, TreeArrays};
 use relaxvm::{Error, Result};
-
-/// TVM's `kPagedKVCacheMaxBlockDepth`.
-pub(crate) const MAX_DEPTH: usize = 2;
 
 /// The arrays of one depth: one row per (coalesced) block.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -27,6 +25,9 @@ pub(crate) struct DepthArrays {
     pub(crate) k_rope_pos_offset: Vec<i32>,
     pub(crate) k_rope_pos_offset_sliding: Vec<i32>,
     pub(crate) use_decode_kernel: bool,
+    /// What the causal sliding-window prefill kernel's first row needed (`mha_sliding` layers
+    /// in a step that appends after attention; see `sliding_mask`).
+    pub(crate) sliding_first_row: SlidingFirstRow,
 }
 
 /// Everything one forward step's kernels read, on the host.
@@ -300,6 +301,19 @@ pub(crate) fn begin(
             if let Some(w) = lw {
                 a.k_rope_pos_offset_sliding.push((block.start_pos + total - w).max(0));
             }
+        }
+    }
+    if let (Some(w), false) = (lw, append_before_attn) {
+        for a in depths.iter_mut().filter(|a| !a.use_decode_kernel) {
+            let columns = Columns {
+                qo_indptr: &a.qo_indptr,
+                page_indptr: &a.page_indptr_sliding,
+                last_page_len: &a.last_page_len,
+                sink_size: &a.sink_size,
+                window_offset: &mut a.sliding_window_offset,
+                k_rope_pos_offset: &mut a.k_rope_pos_offset_sliding,
+            };
+            a.sliding_first_row = sliding_mask::define_first_row(columns, w, ps);
         }
     }
     if !append_before_attn {

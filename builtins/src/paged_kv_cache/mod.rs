@@ -11,9 +11,12 @@
 mod attention;
 mod cache;
 mod checkpoint;
+mod checks;
 mod create;
 mod forward;
+mod kernel;
 mod pool;
+mod sliding_mask;
 mod tree;
 
 pub use cache::PagedKvCache;
@@ -226,7 +229,7 @@ fn commit_accepted(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) ->
                 let indptr = cache::int_tensor(indptr)?;
                 for page in &c.pages {
                     let args = [page.clone(), indptr.clone(), Value::Tensor(src_dst.clone()), Value::Int(batch)];
-                    ctx.call(&c.kernels.compact_copy, &args).map_err(|e| e.context("compact_copy kernel"))?;
+                    kernel::call_kernel(ctx, &c.kernels.compact_copy, "compact_copy", &args)?;
                 }
             }
         }
@@ -376,7 +379,7 @@ fn merge_attn_output_inplace(name: &'static str, ctx: &mut CallCtx<'_>, args: &[
         .map(|i| tensor(name, args, i, ["o_self_attn", "lse_self_attn", "o_cross_attn", "lse_cross_attn"][i - 1]))
         .collect::<Result<_>>()?;
     for (x, what) in [(t[0], "o_self_attn"), (t[1], "lse_self_attn")] {
-        attention::check_writable(x, what).map_err(in_name(name))?;
+        checks::check_writable(x, what).map_err(in_name(name))?;
     }
     let Some(merge) = c.kernels.merge_inplace.get(1) else {
         return Err(value_err(
@@ -385,7 +388,7 @@ fn merge_attn_output_inplace(name: &'static str, ctx: &mut CallCtx<'_>, args: &[
         ));
     };
     let _st = c.lock(name)?;
-    ctx.call(merge, &args[1..5]).map_err(|e| e.context(&format!("{name}: merge kernel")))?;
+    kernel::call_kernel(ctx, merge, &format!("{name}: merge"), &args[1..5])?;
     Ok(Value::tuple(vec![args[1].clone(), args[2].clone()]))
 }
 

@@ -16,6 +16,10 @@
 use relaxvm::{Error, Result};
 use std::collections::BTreeMap;
 
+/// The depths of blocks a step's kernels take (TVM's `kPagedKVCacheMaxBlockDepth`): a deeper
+/// chain's tail is concatenated to its block at the last depth.
+pub(crate) const MAX_DEPTH: usize = 2;
+
 /// A page id that sliding-window sequences borrow while their slid-out pages are not yet freed.
 pub(crate) const TEMP_PAGE: i32 = -1;
 

@@ -5,8 +5,7 @@
 //! `CommitAcceptedTokenTreeNodes`, including their quirks (the chain flags of all depths are
 //! reset at each depth; the chain test of a commit is the last sequence's).
 
-use super::forward::MAX_DEPTH;
-use super::pool::Pool;
+use super::pool::{Pool, MAX_DEPTH};
 use relaxvm::{Error, Result};
 use std::collections::BTreeMap;
 

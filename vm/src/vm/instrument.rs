@@ -100,7 +100,15 @@ impl VirtualMachine {
         let args = self.load_args(code, pc, base);
         let name = self.exe.funcs()[func as usize].name.clone();
         let (caller, at) = self.call_site(pc);
-        let Some(mut hook) = self.instrument.take() else { return Ok(Some(args)) };
+        // A packed call's site, for the calls it makes through the VM; `hook_after_call` pops
+        // it (a bytecode call's callee has its own frame).
+        let packed = !matches!(code.ops[pc], Op::CallBytecode { .. });
+        let Some(mut hook) = self.instrument.take() else {
+            if packed {
+                self.packed_sites.push(at);
+            }
+            return Ok(Some(args));
+        };
         let call = InstrumentCall {
             func: &code.func_values[func as usize],
             name: &name,
@@ -118,6 +126,9 @@ impl VirtualMachine {
             }
             return Ok(None);
         }
+        if packed {
+            self.packed_sites.push(at);
+        }
         Ok(Some(args))
     }
 
@@ -128,6 +139,7 @@ impl VirtualMachine {
     #[inline(never)]
     pub(super) fn hook_after_call(&mut self, pc: usize, args: Option<CallArgs>, ret: Result<Value>) -> Result<Value> {
         let args = args.unwrap_or_default();
+        self.packed_sites.pop();
         let (caller, at) = self.call_site(pc);
         match ret {
             Ok(v) => {
@@ -147,6 +159,12 @@ impl VirtualMachine {
 pub(super) type CallArgs = SmallVec<[Value; 8]>;
 
 impl VirtualMachine {
+    /// The site (index within its caller) of the innermost instrumented packed call in
+    /// progress: where a call that a builtin makes through the VM is attributed.
+    pub(super) fn packed_site(&self) -> usize {
+        self.packed_sites.last().copied().unwrap_or(0)
+    }
+
     /// The running function's name and the index within it of instruction `pc`.
     fn call_site(&self, pc: usize) -> (String, usize) {
         self.site_in(self.frames.last(), pc)

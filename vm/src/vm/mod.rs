@@ -59,6 +59,10 @@ pub struct VirtualMachine {
     /// Instrumented bytecode calls in progress, innermost last: their "after" hook runs when
     /// the frame at `depth` returns (they run on the frame stack, not nested natively).
     instrumented: Vec<InstrumentedFrame>,
+    /// The sites (index within the caller) of the instrumented packed calls in progress,
+    /// innermost last: a call a builtin makes through the VM ([`CallCtx::call_named`]) is
+    /// attributed to the instruction of the builtin that made it.
+    packed_sites: Vec<usize>,
     poll: Option<PollHook>,
     /// Per entry of [`Code::call_fns`], what its calls keep between calls
     /// ([`CallCtx::site_cache`]).
@@ -96,6 +100,7 @@ impl VirtualMachine {
             interrupt: InterruptHandle::default(),
             instrument: None,
             instrumented: Vec::new(),
+            packed_sites: Vec::new(),
             poll: None,
             site_caches,
             saved: HashMap::new(),

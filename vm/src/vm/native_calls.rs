@@ -24,17 +24,20 @@ impl VirtualMachine {
         if self.instrument.is_none() {
             return self.call_plain(f, args);
         }
-        // The caller is the bytecode function whose packed call entered the native code: a
-        // compiled function's wrapper, whose one call is its instruction 0.
+        // The caller is the bytecode function whose packed call entered the native code (a
+        // compiled function's wrapper, whose one call is its instruction 0) or the builtin
+        // making this call (a KV cache running its kernels): the call belongs to that packed
+        // call's instruction.
         let caller = self.frames.last().map(|fr| self.exe.funcs()[fr.func as usize].name.clone()).unwrap_or_default();
+        let pc = self.packed_site();
         let fval = Value::Func(Arc::new(f.clone()));
         let all: SmallVec<[Value; 8]> = args.iter().chain(&f.captured).cloned().collect();
-        let before = InstrumentCall { func: &fval, name, before: true, args: &all, ret: None, caller: &caller, pc: 0 };
+        let before = InstrumentCall { func: &fval, name, before: true, args: &all, ret: None, caller: &caller, pc };
         if self.hook(&before)? == InstrumentAction::Skip {
             return Ok(Value::Null);
         }
         let result = self.call_plain(f, args);
-        let after = |ret| InstrumentCall { func: &fval, name, before: false, args: &all, ret, caller: &caller, pc: 0 };
+        let after = |ret| InstrumentCall { func: &fval, name, before: false, args: &all, ret, caller: &caller, pc };
         match result {
             Ok(ret) => {
                 let call = after(Some(&ret));
