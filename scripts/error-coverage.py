@@ -12,7 +12,11 @@ characters. Tests are Rust tests (``tests/`` folders, ``tests.rs``/``*_tests.rs`
 folders (the C API's), and Python tests (``tests/``). Tests assert messages with their values
 filled in (``"alignment 0x1003 is not a power of two"``), so a whole fragment would be too
 strict. Messages whose fragments are all shorter than ``MIN_FRAGMENT`` are built from parts that
-carry the meaning (``"{name}: {msg}"``) and are not tracked on their own.
+carry the meaning (``"{name}: {msg}"``) and are not tracked on their own. A test counts only for
+the messages of crates it can run (its own crate, that crate's dependencies; for Python tests,
+the extension's crates, and the C API for those that build C programs): the C API and the Python
+extension hold copies of some messages, and a test of one copy says nothing of the other.
+(Copies of a message at two sites of one crate are still counted as one.)
 
 A message no test causes must be listed in ``scripts/error-coverage-exempt.txt`` with why: an
 internal error that no input reaches, or one left to the owner of code being changed. A listed
@@ -190,28 +194,77 @@ def windows(fragment: str) -> list[str]:
     return [fragment[i : i + WINDOW] for i in range(len(fragment) - WINDOW + 1)]
 
 
-def collect() -> tuple[list[Message], str]:
-    messages, tests = [], []
+#: Python tests reach the crates the extension links; those that build C programs against
+#: include/relaxvm.h (the C blocks of the docs) reach the C API too.
+PYTHON_CRATE = "python"
+C_API_CRATE = "capi"
+
+
+def crate_deps() -> dict[str, set[str]]:
+    """Each crate's folder: the folders of the workspace crates its tests can run (itself, its
+    dependencies of every kind, and their normal dependencies), from the Cargo.toml files."""
+    names, normal, dev = {}, {}, {}
     for crate in CRATES:
+        # The keys of [package] and the dependency tables (tomllib is Python 3.11+).
+        section, normal[crate], dev[crate] = "", set(), set()
+        for line in (ROOT / crate / "Cargo.toml").read_text().splitlines():
+            header = re.match(r"^\[([^\]]+)\]", line)
+            key = re.match(r"^([A-Za-z0-9_-]+)\s*[=.]", line)
+            if header:
+                section = header.group(1)
+            elif section == "package" and key and key.group(1) == "name":
+                names[line.split("=", 1)[1].strip().strip('"')] = crate
+            elif section in ("dependencies", "build-dependencies") and key:
+                normal[crate].add(key.group(1))
+            elif section == "dev-dependencies" and key:
+                dev[crate].add(key.group(1))
+    normal = {crate: {names[d] for d in deps if d in names} for crate, deps in normal.items()}
+    dev = {crate: {names[d] for d in deps if d in names} for crate, deps in dev.items()}
+    closure = {}
+    for crate in CRATES:
+        seen = {crate} | normal[crate] | dev[crate]
+        todo = list(seen - {crate})
+        while todo:
+            for d in normal[todo.pop()] - seen:
+                seen.add(d)
+                todo.append(d)
+        closure[crate] = seen
+    return closure
+
+
+def collect() -> tuple[list[Message], dict[str, str], dict[str, set[str]]]:
+    """The messages; the tests' text by where the tests live (a crate's folder, "py" for the
+    Python tests, "py-c" for those that also build C programs); and which crates each of those
+    reaches: a message is tested only by the tests of a crate that can run its code (the C API
+    and the Python extension carry copies of some messages, whose tests prove nothing about the
+    other copy)."""
+    messages, tests = [], {}
+    for crate in CRATES:
+        texts = tests.setdefault(crate, [])
         for path in sorted((ROOT / crate).rglob("*.rs")):
             if "target" in path.relative_to(ROOT).parts:
                 continue
             src = path.read_text()
             if is_test_file(path):
-                tests.append(test_strings(src))
+                texts.append(test_strings(src))
                 continue
             code, test_part = split_tests(src)
-            tests.append(test_strings(test_part))
+            texts.append(test_strings(test_part))
             messages += messages_of(path, code)
         for path in sorted((ROOT / crate / "tests").rglob("*")) if (ROOT / crate / "tests").is_dir() else []:
             if path.is_file() and path.suffix in (".txt", ".stderr", ".out") and path.stat().st_size < 4 << 20:
-                tests.append(path.read_text(errors="replace"))
+                texts.append(path.read_text(errors="replace"))
             elif path.is_file() and path.suffix in (".c", ".cpp"):
                 # The C API's C test programs (capi/tests/c/misuse.c: run by scripts/test-c-api.sh).
-                tests.append(test_strings(path.read_text()))
+                texts.append(test_strings(path.read_text()))
     for path in sorted((ROOT / "tests").rglob("*.py")):
-        tests.append(test_strings(without_comments(path.read_text())))
-    return messages, "\n".join(tests)
+        src = path.read_text()
+        tests.setdefault("py-c" if "relaxvm.h" in src else "py", []).append(test_strings(without_comments(src)))
+    closure = crate_deps()
+    reach = {crate: closure[crate] for crate in CRATES}
+    reach["py"] = closure[PYTHON_CRATE]
+    reach["py-c"] = closure[PYTHON_CRATE] | closure[C_API_CRATE]
+    return messages, {where: "\n".join(texts) for where, texts in tests.items()}, reach
 
 
 #: An exemption: the file, the message's longest fragment as a JSON string, and why.
@@ -237,14 +290,20 @@ def main() -> int:
     ap.add_argument("--list", action="store_true", help="print every message and its status")
     ap.add_argument("--update", action="store_true", help="rewrite the exemptions (see above)")
     opts = ap.parse_args()
-    messages, tests = collect()
+    messages, tests, reach = collect()
     exempt = read_exemptions()
-    # Every window of every fragment, looked up in one pass over the tests' text.
+    # Every window of every fragment, looked up in one pass over each group of tests' text.
     wanted = {w for m in messages for p in m.pieces for w in windows(p)}
-    seen = {tests[i : i + n] for n in {len(w) for w in wanted} for i in range(len(tests) - n + 1)} & wanted
+    lengths = {len(w) for w in wanted}
+    seen = {
+        where: {text[i : i + n] for n in lengths for i in range(len(text) - n + 1)} & wanted
+        for where, text in tests.items()
+    }
     used = set()
     for m in messages:
-        m.tested = any(w in seen for p in m.pieces for w in windows(p))
+        crate = m.path.split("/", 1)[0]
+        groups = [seen[where] for where in tests if crate in reach[where]]
+        m.tested = any(w in g for p in m.pieces for w in windows(p) for g in groups)
         key = (m.path, m.fragment)
         if key in exempt and not m.tested:
             m.exempt = exempt[key]

@@ -328,3 +328,98 @@ fn a_c_function_calling_the_vm_that_runs_it_is_refused() {
         ok(rvm_vm_free(vm));
     }
 }
+
+#[test]
+fn getters_of_the_wrong_kind_and_null_handles() {
+    // SAFETY: live handles or NULL, which the API checks; valid out pointers.
+    unsafe {
+        let f = rvm_value_new_float(1.5);
+        let (mut i, mut p, mut n, mut dims, mut item) = (0i64, null::<c_char>(), 0usize, null::<i64>(), null_mut());
+        is(rvm_value_get_int(f, &mut i), RVM_ERROR_TYPE, "rvm_value_get_int: expected an int, found the float 1.5");
+        is(
+            rvm_value_get_str(f, &mut p, &mut n),
+            RVM_ERROR_TYPE,
+            "rvm_value_get_str: expected a string, found the float 1.5",
+        );
+        is(
+            rvm_value_get_shape(f, &mut dims, &mut n),
+            RVM_ERROR_TYPE,
+            "rvm_value_get_shape: expected a shape or a tensor, found the float 1.5",
+        );
+        is(
+            rvm_value_tuple_get(f, 0, &mut item),
+            RVM_ERROR_TYPE,
+            "rvm_value_tuple_get: expected a tuple, found the float 1.5",
+        );
+        is(
+            rvm_value_get_int(null(), &mut i),
+            RVM_ERROR_INVALID_ARGUMENT,
+            "rvm_value_get_int: expected an rvm_value handle, found NULL",
+        );
+        ok(rvm_value_free(f));
+        let exe = exe_of(ADD);
+        let mut name = null::<c_char>();
+        is(
+            rvm_executable_function_name(exe, 5, &mut name),
+            RVM_ERROR_INDEX,
+            "rvm_executable_function_name: index 5 out of range for 1 functions",
+        );
+        ok(rvm_executable_free(exe));
+        // A dims array at an odd address.
+        let raw = [0u8; 24];
+        let odd = raw.as_ptr().wrapping_add(1).cast::<i64>();
+        let mut v = null_mut();
+        is(
+            rvm_value_new_shape(odd, 2, &mut v),
+            RVM_ERROR_INVALID_ARGUMENT,
+            &format!("rvm_value_new_shape: dims: pointer {odd:?} is not aligned"),
+        );
+    }
+}
+
+/// A C function for the registration test; never called.
+unsafe extern "C" fn unused(
+    _: *mut c_void,
+    _: *const *const rvm_value,
+    _: usize,
+    _: *mut *mut rvm_value,
+) -> *mut rvm_error {
+    null_mut()
+}
+
+#[test]
+fn a_name_registered_twice_without_override_is_refused() {
+    // SAFETY: valid names and functions.
+    unsafe {
+        ok(rvm_register_func(c"errsb.twice".as_ptr(), Some(unused), null_mut(), None, true));
+        is(
+            rvm_register_func(c"errsb.twice".as_ptr(), Some(unused), null_mut(), None, false),
+            RVM_ERROR_ALREADY_REGISTERED,
+            "rvm_register_func: function \"errsb.twice\" is already registered (pass allow_override to replace it)",
+        );
+    }
+}
+
+#[test]
+fn dlpack_data_and_shape_pointers() {
+    let (mut data, mut shape) = ([1.0f32, 2.0, 3.0], [3i64]);
+    let mut v = null_mut();
+    let cases: [(fn(&mut DLManagedTensorVersioned), &str); 4] = [
+        (
+            |m| m.dl_tensor.data = null_mut(),
+            "rvm_value_from_dlpack: DLPack tensor of 3 elements has a NULL data pointer",
+        ),
+        (
+            |m| m.dl_tensor.byte_offset = 1,
+            "rvm_value_from_dlpack: DLPack tensor data is not aligned to its element size",
+        ),
+        (|m| m.dl_tensor.dtype.lanes = 2, "rvm_value_from_dlpack: DLPack tensors with 2 lanes are not supported"),
+        (|m| m.dl_tensor.shape = null_mut(), "rvm_value_from_dlpack: DLPack tensor of ndim 1 has a NULL shape pointer"),
+    ];
+    for (corrupt, message) in cases {
+        let mut m = tensor(&mut data, &mut shape);
+        corrupt(&mut m);
+        // SAFETY: a managed tensor whose header the API checks before using its memory.
+        is(unsafe { rvm_value_from_dlpack(&mut m, &mut v) }, RVM_ERROR_VALUE, message);
+    }
+}
