@@ -1,6 +1,6 @@
 //! The running VM TIR functions of each thread, and what their native code calls: the three
 //! AnyList functions TVM's runtime exports (`TVMBackendAnyList*`, which relaxvm defines as
-//! `RVMBackendAnyList*` and binds in the libraries it opens, see [`rebind_anylist_imports`]),
+//! `RVMBackendAnyList*` and binds in the libraries it opens, see `crate::ffi::rebind`),
 //! and calls of packed functions through `TVMFFIFunctionCall` (routed here by `ffi::services`).
 //!
 //! A [`Frame`] lives on the Rust stack of `super::invoke` while its native function runs,
@@ -206,35 +206,6 @@ fn registers_of<'f>(frame: &'f mut Frame, list: *mut c_void, what: &str) -> Resu
         "{what}: {list:p} is not the register list of the running function {:?} (the constant and function lists are read-only)",
         frame.name
     )))
-}
-
-/// The AnyList functions TVM's machine code imports.
-pub const ANYLIST_IMPORTS: [&str; 3] =
-    ["TVMBackendAnyListSetPackedArg", "TVMBackendAnyListMoveFromPackedReturn", "TVMBackendAnyListResetItem"];
-
-/// Renames, in the bytes of a library relaxvm is about to open (its private copy), every
-/// reference to the AnyList functions to relaxvm's own names (`TVMBackend...` becomes
-/// `RVMBackend...`, the same length): the library then binds relaxvm's definitions, which no
-/// other runtime has, and relaxvm never exports TVM's names, so the libraries another runtime
-/// (TVM's) loads keep binding that runtime's. Returns whether anything was renamed. The names
-/// occur only in the symbol string tables; `hole` (the program blob, left out of the copy) is
-/// not touched.
-pub fn rebind_anylist_imports(bytes: &mut [u8], hole: Option<std::ops::Range<usize>>) -> bool {
-    let mut renamed = false;
-    for name in ANYLIST_IMPORTS {
-        let mut pattern = name.as_bytes().to_vec();
-        pattern.push(0);
-        let mut at = 0;
-        while let Some(found) = bytes[at..].windows(pattern.len()).position(|w| w == pattern.as_slice()) {
-            let start = at + found;
-            if !hole.as_ref().is_some_and(|h| h.contains(&start)) {
-                bytes[start] = b'R';
-                renamed = true;
-            }
-            at = start + pattern.len();
-        }
-    }
-    renamed
 }
 
 /// Checks `index` against a list of `len` items.
