@@ -337,6 +337,9 @@ pub unsafe extern "C" fn RVMBackendAnyListResetItem(list: *mut c_void, index: i3
 /// `result` is writable.
 pub unsafe fn call(handle: &Handle, args: &[TVMFFIAny], result: *mut TVMFFIAny) -> i32 {
     let name = handle.name.as_str();
+    // Filled in place (a few hundred bytes, not moved through the results below).
+    let mut values: SmallVec<[Value; 8]> = SmallVec::new();
+    let mut copies = convert::CallbackArgs::default();
     let prepared = with_innermost(|frame| {
         if let Some(e) = &frame.error {
             return Err(Error::value(format!(
@@ -349,15 +352,14 @@ pub unsafe fn call(handle: &Handle, args: &[TVMFFIAny], result: *mut TVMFFIAny) 
             // Not the frame's failure: the call never started (native code reports it).
             Err(e) => return Ok(Err(e)),
         };
-        let mut copies = convert::CallbackArgs::default();
-        let mut values: SmallVec<[Value; 8]> = SmallVec::with_capacity(args.len());
+        values.reserve(args.len());
         for (i, a) in args.iter().enumerate() {
             // SAFETY: the caller's contract.
             values.push(unsafe { frame.value_of(a, &mut copies, &|| format!("argument {i} of a call of {name:?}")) }?);
         }
-        Ok(Ok((f, values, frame.ctx, copies)))
+        Ok(Ok((f, frame.ctx)))
     });
-    let (f, values, ctx, copies) = match prepared {
+    let (f, ctx) = match prepared {
         Ok(Ok(p)) => p,
         Ok(Err(e)) => {
             raised::set("RuntimeError".into(), e.to_string());
