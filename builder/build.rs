@@ -1,11 +1,12 @@
-//! The `relaxvm` CLI opens TVM libraries, which bind `TVMFFIErrorSetRaisedFromCStrParts` from
-//! the global scope: the executable must export it (see tvm/src/ffi/visibility.rs).
+//! The `relaxvm` CLI opens TVM libraries, whose copies bind relaxvm's
+//! `RVMFFIErrorSetRaisedFromCStrParts` from the global scope: the executable must export it
+//! (see tvm/src/ffi/rebind.rs and visibility.rs).
 
 fn main() {
-    // The AnyList functions: what compiled functions (exec_mode="compiled") call.
+    // The error setter kernels call, and the AnyList functions compiled functions
+    // (exec_mode="compiled") call.
     for symbol in [
-        "TVMFFIErrorSetRaisedFromCStrParts",
-        "TVMFFIErrorSetRaisedFromCStr",
+        "RVMFFIErrorSetRaisedFromCStrParts",
         "RVMBackendAnyListSetPackedArg",
         "RVMBackendAnyListMoveFromPackedReturn",
         "RVMBackendAnyListResetItem",

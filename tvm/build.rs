@@ -1,5 +1,7 @@
-//! The tests of this crate open TVM libraries, which bind `TVMFFIErrorSetRaisedFromCStrParts`
-//! from the global scope: their executables must export it (see src/ffi/visibility.rs). A
+//! The tests of this crate open TVM libraries, whose copies bind relaxvm's
+//! `RVMFFIErrorSetRaisedFromCStrParts` (and, compiled-mode ones, the `RVMBackendAnyList*`
+//! functions) from the global scope: their executables must export them (see
+//! src/ffi/rebind.rs and src/ffi/visibility.rs). A
 //! program of another crate that opens TVM libraries needs the same link arguments in its own
 //! build script (as builder/build.rs has for the CLI). Cargo refuses the `-examples` and
 //! `-benches` forms for a package without such targets; add them here with the first one.
@@ -12,8 +14,7 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/guard.c");
     cc::Build::new().file("csrc/guard.c").compile("relaxvm_guard");
     for symbol in [
-        "TVMFFIErrorSetRaisedFromCStrParts",
-        "TVMFFIErrorSetRaisedFromCStr",
+        "RVMFFIErrorSetRaisedFromCStrParts",
         "RVMBackendAnyListSetPackedArg",
         "RVMBackendAnyListMoveFromPackedReturn",
         "RVMBackendAnyListResetItem",

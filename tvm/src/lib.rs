@@ -30,9 +30,9 @@
 //! # }
 //! ```
 //!
-//! A program that opens TVM libraries must export the two error functions their kernels bind
-//! (`-Wl,--export-dynamic-symbol=TVMFFIErrorSetRaisedFromCStrParts` and
-//! `...=TVMFFIErrorSetRaisedFromCStr`) and, for compiled-mode models, the three list functions
+//! A program that opens TVM libraries must export the error function their kernels bind, under
+//! relaxvm's name (`-Wl,--export-dynamic-symbol=RVMFFIErrorSetRaisedFromCStrParts`: relaxvm
+//! defines none of TVM's names, see `ffi::rebind`) and, for compiled-mode models, the three list functions
 //! `RVMBackendAnyList{SetPackedArg,MoveFromPackedReturn,ResetItem}`: see this crate's and
 //! `relaxvm-builder`'s build scripts.
 

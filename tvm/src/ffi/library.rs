@@ -2,7 +2,7 @@
 //! its kernels as packed functions.
 
 use super::abi::{ParallelLambda, SafeCall};
-use super::{kernel, pool, private_copy, services, visibility};
+use super::{kernel, pool, private_copy, rebind, services, visibility};
 use crate::elf;
 use relaxvm::{Error, NativeLibrary, PackedFunc, Result};
 use std::collections::HashMap;
@@ -98,14 +98,9 @@ impl Library {
         }
         // The loader maps a private copy of the validated bytes (see private_copy.rs).
         let hole = elf::exported_symbol_range(bytes, "__tvm_ffi__library_bin").map_err(at)?;
-        // Compiled functions (exec_mode="compiled") bind relaxvm's AnyList functions.
-        let mut rebound = None;
-        if bytes.windows(b"TVMBackendAnyList".len()).any(|w| w == b"TVMBackendAnyList") {
-            let mut patched = bytes.to_vec();
-            crate::vmtir::frame::rebind_anylist_imports(&mut patched, hole.clone());
-            rebound = Some(patched);
-        }
-        let copy = private_copy::create(rebound.as_deref().unwrap_or(bytes), hole)
+        // The library binds relaxvm's functions under relaxvm's names (see rebind.rs).
+        let renamed = rebind::renamed_offsets(bytes, hole.clone());
+        let copy = private_copy::create(bytes, hole, &renamed)
             .map_err(|e| at(Error::value(format!("cannot make a private copy to load: {e}"))))?;
         let target = private_copy::proc_path(&copy);
         if already_loaded(&target) {

@@ -12,8 +12,10 @@
 //!
 //! The C side kernels see (what TVM 0.27's LLVM codegen emits, `codegen_cpu.cc`):
 //!
-//! - one undefined import, `TVMFFIErrorSetRaisedFromCStrParts`, bound by the dynamic loader
-//!   from the global scope (`visibility.rs`); libm functions (`expf`...), also unnamed;
+//! - one undefined import, `TVMFFIErrorSetRaisedFromCStrParts` (and the AnyList functions in
+//!   compiled-mode models), renamed in the private copy to relaxvm's own name (`rebind.rs`) and
+//!   bound by the dynamic loader from the global scope (`visibility.rs`); libm functions
+//!   (`expf`...), unnamed;
 //! - pointer slots filled after loading, each only when a kernel uses it:
 //!   `__tvm_ffi__library_ctx`, `__TVMFFIFunctionCall`, `__TVMFFIEnvModLookupFromImports`,
 //!   `__TVMFFIHandleInitOnce` (calls by name), `__TVMFFIErrorSetRaisedFromCStr`,
@@ -30,6 +32,7 @@
 //! | `kernel.rs` | one kernel call |
 //! | `library.rs` | `Library::open`: validate, dlopen, fill the service slots, find kernels |
 //! | `private_copy.rs` | the copy of a library's bytes the loader maps (one mapping per runtime) |
+//! | `rebind.rs` | the imports the copy binds under relaxvm's own names |
 //! | `pool.rs` | parallel launches and the barrier, on `relaxvm::pool` |
 //! | `raised.rs` | the errors kernels raise (`TVMFFIErrorSetRaisedFromCStr*`) |
 //! | `services.rs` | workspace memory and calls from kernels into the registry |
@@ -43,6 +46,7 @@ mod library;
 pub mod pool;
 mod private_copy;
 pub mod raised;
+mod rebind;
 pub mod services;
 mod visibility;
 

@@ -21,8 +21,9 @@ use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::FileExt;
 
-/// A memory file holding `bytes`, with `hole` (if any) left unwritten (reads as zeros).
-pub fn create(bytes: &[u8], hole: Option<Range<usize>>) -> std::io::Result<File> {
+/// A memory file holding `bytes`, with `hole` (if any) left unwritten (reads as zeros) and the
+/// byte at each of `renamed` (outside the hole) replaced by `R` (see `rebind.rs`).
+pub fn create(bytes: &[u8], hole: Option<Range<usize>>, renamed: &[usize]) -> std::io::Result<File> {
     // SAFETY: memfd_create takes a NUL-terminated name and flags; it returns a new descriptor
     // or -1.
     let fd = unsafe { libc::memfd_create(c"relaxvm-tvm-library".as_ptr(), libc::MFD_CLOEXEC) };
@@ -35,6 +36,9 @@ pub fn create(bytes: &[u8], hole: Option<Range<usize>>) -> std::io::Result<File>
     file.write_all_at(&bytes[..hole.start], 0)?;
     file.write_all_at(&bytes[hole.end..], hole.end as u64)?;
     file.set_len(bytes.len() as u64)?;
+    for &at in renamed.iter().filter(|at| **at < bytes.len() && !hole.contains(at)) {
+        file.write_all_at(b"R", at as u64)?;
+    }
     Ok(file)
 }
 
@@ -50,7 +54,7 @@ mod tests {
     #[test]
     fn the_copy_holds_the_bytes_with_the_hole_zeroed() {
         let bytes: Vec<u8> = (0..10_000u32).map(|i| (i % 251 + 1) as u8).collect();
-        let copy = create(&bytes, Some(100..9000)).unwrap();
+        let copy = create(&bytes, Some(100..9000), &[]).unwrap();
         let read = std::fs::read(proc_path(&copy)).unwrap();
         assert_eq!(read.len(), bytes.len());
         assert_eq!(&read[..100], &bytes[..100]);
@@ -58,7 +62,11 @@ mod tests {
         assert_eq!(&read[9000..], &bytes[9000..]);
         // No hole, or one that does not fit: everything is copied.
         for hole in [None, Some(5..20_000)] {
-            assert_eq!(std::fs::read(proc_path(&create(&bytes, hole).unwrap())).unwrap(), bytes);
+            assert_eq!(std::fs::read(proc_path(&create(&bytes, hole, &[]).unwrap())).unwrap(), bytes);
         }
+        // Renamed bytes become `R`, except in the hole or past the end.
+        let read =
+            std::fs::read(proc_path(&create(&bytes, Some(100..9000), &[3, 500, 9500, 20_000]).unwrap())).unwrap();
+        assert_eq!((read[3], read[500], read[9500], read.len()), (b'R', 0, b'R', bytes.len()));
     }
 }

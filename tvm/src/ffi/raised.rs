@@ -2,18 +2,15 @@
 //! the runtime takes it from after a kernel returns non-zero.
 //!
 //! Kernels import `TVMFFIErrorSetRaisedFromCStrParts` (an undefined symbol of every TVM
-//! library) and reach `TVMFFIErrorSetRaisedFromCStr` through a pointer slot; both are defined
-//! here with C linkage so that the dynamic loader can bind them (see `visibility.rs`).
-//!
-//! When TVM's own runtime (`libtvm_ffi.so`) sits in the process's global scope ahead of
-//! relaxvm's definition (Python code that imported `tvm` first), the loader binds kernels to
-//! TVM's function instead, and the error lands in TVM's thread-local slot: it is then taken from
-//! there with TVM's C API (`TVMFFIErrorMoveFromRaised`), see `ForeignErrors`.
+//! library), which the copy relaxvm loads imports as `RVMFFIErrorSetRaisedFromCStrParts`
+//! (`rebind.rs`), defined here with C linkage so that the dynamic loader binds it (see
+//! `visibility.rs`); they reach `TVMFFIErrorSetRaisedFromCStr` through a pointer slot. relaxvm
+//! defines no function under TVM's names, so the libraries TVM's runtime opens in the same
+//! process keep binding TVM's.
 
-use super::abi::{type_index, TVMFFIByteArray, TVMFFIErrorCell, TVMFFIObject};
 use relaxvm::{Error, ErrorKind};
 use std::cell::RefCell;
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, CStr};
 use std::sync::{Arc, OnceLock};
 
 thread_local! {
@@ -83,10 +80,9 @@ pub fn set(kind: String, message: String) {
     CARRIED.with(|c| c.borrow_mut().take());
 }
 
-/// Takes the error the current thread recorded, as `(kind, message)`: relaxvm's own slot
-/// first, then TVM's when kernels are bound to TVM's runtime (see `ForeignErrors`).
+/// Takes the error the current thread recorded, as `(kind, message)`.
 pub fn take_raw() -> Option<(String, String)> {
-    RAISED.with(|r| r.borrow_mut().take()).or_else(take_foreign)
+    RAISED.with(|r| r.borrow_mut().take())
 }
 
 /// Takes the error the current thread recorded, as a relaxvm error about `what` (e.g. `kernel
@@ -131,121 +127,26 @@ pub fn clear() {
     CARRIED.with(|c| c.borrow_mut().take());
 }
 
-/// TVM's error functions, used when the dynamic loader binds kernels'
-/// `TVMFFIErrorSetRaisedFromCStrParts` to a tvm-ffi runtime already in the process instead of
-/// relaxvm's definition.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ForeignErrors {
-    /// `TVMFFIErrorMoveFromRaised(TVMFFIObjectHandle* result)`.
-    move_from_raised: unsafe extern "C" fn(*mut *mut c_void),
-    /// `TVMFFIObjectDecRef(TVMFFIObjectHandle obj)`.
-    dec_ref: unsafe extern "C" fn(*mut c_void) -> i32,
-}
-
-static FOREIGN: OnceLock<ForeignErrors> = OnceLock::new();
-
-impl ForeignErrors {
-    /// The error functions at these addresses.
-    ///
-    /// # Safety
-    /// `move_from_raised` and `dec_ref` are non-null addresses of tvm-ffi's
-    /// `TVMFFIErrorMoveFromRaised` and `TVMFFIObjectDecRef` (those signatures), in a library
-    /// that stays loaded for the rest of the process.
-    pub(crate) unsafe fn new(move_from_raised: *const c_void, dec_ref: *const c_void) -> Self {
-        // SAFETY: the caller's contract: functions with exactly these C signatures.
-        unsafe {
-            ForeignErrors {
-                move_from_raised: std::mem::transmute::<*const c_void, unsafe extern "C" fn(*mut *mut c_void)>(
-                    move_from_raised,
-                ),
-                dec_ref: std::mem::transmute::<*const c_void, unsafe extern "C" fn(*mut c_void) -> i32>(dec_ref),
-            }
-        }
-    }
-
-    /// Makes [`take`] read errors from this runtime too (the first registration wins: a process
-    /// has one tvm-ffi runtime).
-    pub(crate) fn install(self) {
-        let _ = FOREIGN.set(self);
-    }
-
-    /// Whether a foreign runtime is installed.
-    pub(crate) fn installed() -> bool {
-        FOREIGN.get().is_some()
-    }
-}
-
-/// Text of borrowed bytes.
-///
-/// # Safety
-/// `b.data` is null or valid for `b.size` bytes.
-unsafe fn byte_text(b: TVMFFIByteArray) -> String {
-    if b.data.is_null() {
-        return String::new();
-    }
-    // SAFETY: the caller's contract.
-    String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(b.data, b.size) }).into_owned()
-}
-
-/// The error in the foreign runtime's slot for this thread, taken (and released).
-fn take_foreign() -> Option<(String, String)> {
-    let f = FOREIGN.get()?;
-    let mut obj: *mut c_void = std::ptr::null_mut();
-    // SAFETY: `move_from_raised` is tvm-ffi's TVMFFIErrorMoveFromRaised (ForeignErrors::new's
-    // contract); it writes an owned error handle, or null when no error is raised.
-    unsafe { (f.move_from_raised)(&mut obj) };
-    if obj.is_null() {
-        return None;
-    }
-    // SAFETY: a tvm-ffi object handle points at its TVMFFIObject header.
-    let header = unsafe { &*(obj as *const TVMFFIObject) };
-    let raised = if header.type_index == type_index::ERROR {
-        // SAFETY: an error object's body, a TVMFFIErrorCell, follows its header
-        // (TVMFFIErrorGetCellPtr in c_api.h); its byte arrays live as long as the object.
-        unsafe {
-            let cell = &*(obj.cast::<u8>().add(std::mem::size_of::<TVMFFIObject>()) as *const TVMFFIErrorCell);
-            (byte_text(cell.kind), byte_text(cell.message))
-        }
-    } else {
-        ("RuntimeError".to_string(), format!("raised an object of tvm-ffi type index {}", header.type_index))
-    };
-    // SAFETY: we own the reference TVMFFIErrorMoveFromRaised handed out; nothing uses `obj`
-    // after this.
-    unsafe { (f.dec_ref)(obj) };
-    Some(raised)
-}
-
-/// `TVMFFIErrorSetRaisedFromCStr(kind, message)`.
+/// What relaxvm stores in a library's `__TVMFFIErrorSetRaisedFromCStr` slot
+/// (`TVMFFIErrorSetRaisedFromCStr(kind, message)`): not exported, so that taking its address
+/// inside a shared library cannot yield another object's definition of an exported name.
 ///
 /// # Safety
 /// `kind` and `message` are null or NUL-terminated strings.
-#[no_mangle]
-pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStr(kind: *const c_char, message: *const c_char) {
-    // SAFETY: forwarded from the caller's contract.
-    let (k, m) = unsafe { (text(kind), text(message)) };
-    set(k, m);
-}
-
-/// What relaxvm stores in a library's `__TVMFFIErrorSetRaisedFromCStr` slot: the same as
-/// [`TVMFFIErrorSetRaisedFromCStr`], but not exported, so that taking its address inside a
-/// shared library cannot yield another object's definition of the exported name.
-///
-/// # Safety
-/// As [`TVMFFIErrorSetRaisedFromCStr`].
 pub(crate) unsafe extern "C" fn set_raised_from_cstr_slot(kind: *const c_char, message: *const c_char) {
     // SAFETY: forwarded from the caller's contract.
     let (k, m) = unsafe { (text(kind), text(message)) };
     set(k, m);
 }
 
-/// `TVMFFIErrorSetRaisedFromCStrParts(kind, parts, num_parts)`: the message is the parts
-/// concatenated.
+/// `TVMFFIErrorSetRaisedFromCStrParts(kind, parts, num_parts)`, under relaxvm's name (see the
+/// module's note): the message is the parts concatenated.
 ///
 /// # Safety
 /// `kind` is null or a NUL-terminated string; `parts` is null or points to `num_parts` pointers,
 /// each null or NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStrParts(
+pub unsafe extern "C" fn RVMFFIErrorSetRaisedFromCStrParts(
     kind: *const c_char,
     parts: *const *const c_char,
     num_parts: i32,
@@ -269,13 +170,13 @@ mod tests {
     fn parts_are_joined_and_taken_once() {
         let parts = [c"shape ".as_ptr(), c"mismatch".as_ptr()];
         // SAFETY: static NUL-terminated strings and an array of two of them.
-        unsafe { TVMFFIErrorSetRaisedFromCStrParts(c"ValueError".as_ptr(), parts.as_ptr(), 2) };
+        unsafe { RVMFFIErrorSetRaisedFromCStrParts(c"ValueError".as_ptr(), parts.as_ptr(), 2) };
         let e = take("kernel \"k\"");
         assert!(matches!(e.kind(), ErrorKind::Raised { kind, .. } if kind == "ValueError"));
         assert!(e.to_string().contains("kernel \"k\" raised ValueError: shape mismatch"), "{e}");
         assert!(take("x").to_string().contains("without setting an error message"));
         // SAFETY: null pointers are accepted.
-        unsafe { TVMFFIErrorSetRaisedFromCStr(std::ptr::null(), std::ptr::null()) };
+        unsafe { set_raised_from_cstr_slot(std::ptr::null(), std::ptr::null()) };
         clear();
         assert!(take("x").to_string().contains("without setting"));
     }
@@ -304,76 +205,5 @@ mod tests {
         let e = take("k");
         assert!(matches!(e.kind(), ErrorKind::External(inner) if inner.to_string() == "passes: on a worker"), "{e}");
         clear();
-    }
-
-    /// A stand-in for TVM's runtime: its own error slot, read through its C API.
-    const FAKE_RUNTIME: &str = r#"
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-typedef struct { const char* data; size_t size; } ByteArray;
-typedef struct { uint64_t refs; int32_t type_index; uint32_t pad; void* deleter;
-                 ByteArray kind, message, backtrace; void* update; void* cause; void* extra; } Error;
-static __thread Error* raised = 0;
-int released = 0;
-static ByteArray copy(const char* s) { ByteArray b = {strdup(s), strlen(s)}; return b; }
-void fake_raise(int32_t type_index, const char* kind, const char* message) {
-  Error* e = calloc(1, sizeof(Error));
-  e->refs = 1; e->type_index = type_index; e->kind = copy(kind); e->message = copy(message);
-  raised = e;
-}
-void TVMFFIErrorMoveFromRaised(void** out) { *out = raised; raised = 0; }
-int TVMFFIObjectDecRef(void* obj) {
-  Error* e = obj;
-  free((void*)e->kind.data); free((void*)e->message.data); free(e);
-  ++released;
-  return 0;
-}
-"#;
-
-    #[test]
-    fn errors_in_a_foreign_runtime_slot_are_taken_from_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let (c, so) = (dir.path().join("fake.c"), dir.path().join("fake.so"));
-        std::fs::write(&c, FAKE_RUNTIME).unwrap();
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-        let out = std::process::Command::new(&cc).args(["-shared", "-fPIC", "-o"]).arg(&so).arg(&c).output();
-        let out = out.unwrap_or_else(|e| panic!("the C compiler {cc:?} is needed for this test: {e}"));
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        // SAFETY: a library built above, without initializers; kept loaded (leaked) because the
-        // installed functions must stay valid for the process. A static holds it (LeakSanitizer
-        // counts what a global reaches as live, not leaked).
-        static LIB: std::sync::OnceLock<libloading::Library> = std::sync::OnceLock::new();
-        let lib = LIB.get_or_init(|| unsafe { libloading::Library::new(&so) }.unwrap());
-        // SAFETY: the symbols have the types the C source above declares.
-        unsafe {
-            let raise = *lib.get::<unsafe extern "C" fn(i32, *const c_char, *const c_char)>(b"fake_raise").unwrap();
-            let take_fn = *lib.get::<unsafe extern "C" fn(*mut *mut c_void)>(b"TVMFFIErrorMoveFromRaised").unwrap();
-            let dec_ref = *lib.get::<unsafe extern "C" fn(*mut c_void) -> i32>(b"TVMFFIObjectDecRef").unwrap();
-            let released = *lib.get::<*const i32>(b"released").unwrap();
-            ForeignErrors::new(take_fn as *const c_void, dec_ref as *const c_void).install();
-            assert!(ForeignErrors::installed());
-            clear();
-            raise(type_index::ERROR, c"KeyError".as_ptr(), c"no such key".as_ptr());
-            let e = take("kernel \"k\"");
-            assert!(matches!(e.kind(), ErrorKind::Raised { kind, .. } if kind == "KeyError"), "{e:?}");
-            assert_eq!(e.to_string(), "kernel \"k\" raised KeyError: no such key");
-            assert_eq!(*released, 1, "the error object is released once");
-            // Taken: nothing is left in either slot.
-            assert!(take_raw().is_none());
-            // relaxvm's own slot comes first.
-            set("TypeError".into(), "ours".into());
-            raise(type_index::ERROR, c"ValueError".as_ptr(), c"theirs".as_ptr());
-            assert_eq!(take_raw(), Some(("TypeError".into(), "ours".into())));
-            assert_eq!(take_raw(), Some(("ValueError".into(), "theirs".into())));
-            // An object that is not an error is reported as such, and released.
-            raise(70, c"x".as_ptr(), c"y".as_ptr());
-            let (kind, message) = take_raw().unwrap();
-            assert_eq!(
-                (kind.as_str(), message.as_str()),
-                ("RuntimeError", "raised an object of tvm-ffi type index 70")
-            );
-            assert_eq!(*released, 3);
-        }
     }
 }

@@ -1,7 +1,8 @@
 //! Making the runtime's C symbols resolvable by the libraries it opens (and the C math
 //! library, which TVM's libraries use without naming it).
 //!
-//! Every TVM library imports `TVMFFIErrorSetRaisedFromCStrParts`, and the dynamic loader binds
+//! Every TVM library imports `TVMFFIErrorSetRaisedFromCStrParts`, which the copy relaxvm loads
+//! imports as `RVMFFIErrorSetRaisedFromCStrParts` (`rebind.rs`), and the dynamic loader binds
 //! it from the global scope when the library is opened. relaxvm defines it (`raised.rs`), but
 //! where that definition is visible depends on the program:
 //!
@@ -11,19 +12,20 @@
 //!   the crates' build scripts arrange (`-Wl,--export-dynamic-symbol=...`).
 //!
 //! Either way, the definition the loader will bind is checked before a library is opened, so a
-//! program that cannot provide it gets an error, never a library that fails later.
+//! program that cannot provide it gets an error, never a library that fails later. What the
+//! global scope gains this way are relaxvm's names only (`RVM...`): no library Apache TVM opens
+//! in the same process binds them.
 
-use super::raised::{ForeignErrors, TVMFFIErrorSetRaisedFromCStrParts};
+use super::raised::RVMFFIErrorSetRaisedFromCStrParts;
 use relaxvm::{Error, Result};
 use std::ffi::{c_void, CStr};
 use std::sync::Once;
 
-const SYMBOL: &CStr = c"TVMFFIErrorSetRaisedFromCStrParts";
+const SYMBOL: &CStr = c"RVMFFIErrorSetRaisedFromCStrParts";
 
-/// Ensures kernels can bind `TVMFFIErrorSetRaisedFromCStrParts` and that their errors can be
-/// read: relaxvm's definition is promoted to the global scope once per process, then the
-/// definition the loader binds is checked at every call (a tvm-ffi runtime loaded later may
-/// change it).
+/// Ensures kernels can bind `RVMFFIErrorSetRaisedFromCStrParts`: relaxvm's definition is
+/// promoted to the global scope once per process, then the definition the loader binds is
+/// checked at every call (another copy of relaxvm loaded later may change it).
 pub fn ensure_runtime_symbols() -> Result<()> {
     static PROMOTE: Once = Once::new();
     PROMOTE.call_once(promote);
@@ -93,42 +95,21 @@ fn check_binding() -> std::result::Result<(), String> {
     let path = object_of(bound);
     let ours = match (path, our_object()) {
         (Some(bound_in), Some(ours_in)) => same_object(bound_in, ours_in),
-        _ => bound == TVMFFIErrorSetRaisedFromCStrParts as *const c_void,
+        _ => bound == RVMFFIErrorSetRaisedFromCStrParts as *const c_void,
     };
-    if ours || ForeignErrors::installed() {
+    if ours {
         return Ok(());
     }
-    // Another definition wins (TVM's runtime, loaded globally before relaxvm): kernels' errors
-    // go to its thread-local slot, which its C API reads.
+    // Another copy of relaxvm, global before this one: kernels' errors would go to its slot.
     let shown = path
         // SAFETY: dladdr's path is a NUL-terminated string of a loaded object.
         .map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
         .unwrap_or_else(|| "an unknown object".into());
-    let handle = match path {
-        // SAFETY: RTLD_NOLOAD only returns a handle of the already loaded object, which stays
-        // loaded (the handle is never closed).
-        Some(p) => unsafe { libc::dlopen(p, libc::RTLD_NOW | libc::RTLD_NOLOAD) },
-        None => std::ptr::null_mut(),
-    };
-    let find = |sym: &CStr| {
-        // SAFETY: a live handle (checked non-null) and a NUL-terminated name.
-        (!handle.is_null()).then(|| unsafe { libc::dlsym(handle, sym.as_ptr()) }).filter(|p| !p.is_null())
-    };
-    match (find(c"TVMFFIErrorMoveFromRaised"), find(c"TVMFFIObjectDecRef")) {
-        (Some(take), Some(dec_ref)) => {
-            // SAFETY: the object defines tvm-ffi's C API under these names (it defines the
-            // error setter kernels bind), and stays loaded (never closed above).
-            unsafe { ForeignErrors::new(take, dec_ref) }.install();
-            Ok(())
-        }
-        _ => Err(format!(
-            "{name} resolves to {shown}, not to relaxvm, and that object has no TVMFFIErrorMoveFromRaised: errors raised by kernels could not be read"
-        )),
-    }
+    Err(format!("{name} resolves to {shown}, not to this copy of relaxvm: errors raised by kernels could not be read"))
 }
 
 /// relaxvm's AnyList functions, which the libraries it opens bind under these names
-/// (`crate::vmtir::frame::rebind_anylist_imports`), with their definitions.
+/// (`super::rebind`), with their definitions.
 fn anylist_symbols() -> [(&'static CStr, *const c_void); 3] {
     use crate::vmtir::frame;
     type Move = unsafe extern "C" fn(*mut c_void, i32, *mut super::abi::TVMFFIAny, i32) -> i32;

@@ -1,6 +1,6 @@
 //! The running VM TIR functions of each thread, and what their native code calls: the three
 //! AnyList functions TVM's runtime exports (`TVMBackendAnyList*`, which relaxvm defines as
-//! `RVMBackendAnyList*` and binds in the libraries it opens, see [`rebind_anylist_imports`]),
+//! `RVMBackendAnyList*` and binds in the libraries it opens, see `crate::ffi::rebind`),
 //! and calls of packed functions through `TVMFFIFunctionCall` (routed here by `ffi::services`).
 //!
 //! A [`Frame`] lives on the Rust stack of `super::invoke` while its native function runs,
@@ -208,35 +208,6 @@ fn registers_of<'f>(frame: &'f mut Frame, list: *mut c_void, what: &str) -> Resu
     )))
 }
 
-/// The AnyList functions TVM's machine code imports.
-pub const ANYLIST_IMPORTS: [&str; 3] =
-    ["TVMBackendAnyListSetPackedArg", "TVMBackendAnyListMoveFromPackedReturn", "TVMBackendAnyListResetItem"];
-
-/// Renames, in the bytes of a library relaxvm is about to open (its private copy), every
-/// reference to the AnyList functions to relaxvm's own names (`TVMBackend...` becomes
-/// `RVMBackend...`, the same length): the library then binds relaxvm's definitions, which no
-/// other runtime has, and relaxvm never exports TVM's names, so the libraries another runtime
-/// (TVM's) loads keep binding that runtime's. Returns whether anything was renamed. The names
-/// occur only in the symbol string tables; `hole` (the program blob, left out of the copy) is
-/// not touched.
-pub fn rebind_anylist_imports(bytes: &mut [u8], hole: Option<std::ops::Range<usize>>) -> bool {
-    let mut renamed = false;
-    for name in ANYLIST_IMPORTS {
-        let mut pattern = name.as_bytes().to_vec();
-        pattern.push(0);
-        let mut at = 0;
-        while let Some(found) = bytes[at..].windows(pattern.len()).position(|w| w == pattern.as_slice()) {
-            let start = at + found;
-            if !hole.as_ref().is_some_and(|h| h.contains(&start)) {
-                bytes[start] = b'R';
-                renamed = true;
-            }
-            at = start + pattern.len();
-        }
-    }
-    renamed
-}
-
 /// Checks `index` against a list of `len` items.
 fn checked(index: i32, len: usize, what: &str) -> Result<usize> {
     usize::try_from(index)
@@ -366,6 +337,9 @@ pub unsafe extern "C" fn RVMBackendAnyListResetItem(list: *mut c_void, index: i3
 /// `result` is writable.
 pub unsafe fn call(handle: &Handle, args: &[TVMFFIAny], result: *mut TVMFFIAny) -> i32 {
     let name = handle.name.as_str();
+    // Filled in place (a few hundred bytes, not moved through the results below).
+    let mut values: SmallVec<[Value; 8]> = SmallVec::new();
+    let mut copies = convert::CallbackArgs::default();
     let prepared = with_innermost(|frame| {
         if let Some(e) = &frame.error {
             return Err(Error::value(format!(
@@ -378,15 +352,14 @@ pub unsafe fn call(handle: &Handle, args: &[TVMFFIAny], result: *mut TVMFFIAny) 
             // Not the frame's failure: the call never started (native code reports it).
             Err(e) => return Ok(Err(e)),
         };
-        let mut copies = convert::CallbackArgs::default();
-        let mut values: SmallVec<[Value; 8]> = SmallVec::with_capacity(args.len());
+        values.reserve(args.len());
         for (i, a) in args.iter().enumerate() {
             // SAFETY: the caller's contract.
             values.push(unsafe { frame.value_of(a, &mut copies, &|| format!("argument {i} of a call of {name:?}")) }?);
         }
-        Ok(Ok((f, values, frame.ctx, copies)))
+        Ok(Ok((f, frame.ctx)))
     });
-    let (f, values, ctx, copies) = match prepared {
+    let (f, ctx) = match prepared {
         Ok(Ok(p)) => p,
         Ok(Err(e)) => {
             raised::set("RuntimeError".into(), e.to_string());

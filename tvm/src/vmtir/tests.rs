@@ -253,21 +253,6 @@ fn the_anylist_functions_outside_a_compiled_function_are_errors() {
 }
 
 #[test]
-fn the_anylist_imports_of_a_library_are_rebound_to_relaxvm() {
-    use super::frame::rebind_anylist_imports;
-    let mut bytes =
-        b"\0TVMBackendAnyListResetItem\0xTVMBackendAnyListSetPackedArg\0TVMBackendAnyListResetItemZ".to_vec();
-    assert!(rebind_anylist_imports(&mut bytes, None));
-    assert_eq!(
-        &bytes[..],
-        &b"\0RVMBackendAnyListResetItem\0xRVMBackendAnyListSetPackedArg\0TVMBackendAnyListResetItemZ"[..]
-    );
-    // Nothing inside the program blob is touched.
-    let mut blob = b"TVMBackendAnyListResetItem\0".to_vec();
-    assert!(!rebind_anylist_imports(&mut blob, Some(0..27)));
-}
-
-#[test]
 fn an_int_input_under_an_instrument_is_an_input() {
     // compiled/04: the general path once took the first int argument for the register count.
     let mut vm = vm_with(copy_fn);
