@@ -105,61 +105,69 @@ def rows(row_type: type, quick: bool) -> list[Any]:
         return setup
 
     rng = np.random.default_rng(1)
-    return _llm_rows(row_type, folder) + [
-        row_type(
-            "TVM MLP 32-32-10, batch 1 (VM overhead)",
-            "us/call",
-            1,
-            model("mlp_small", rng.standard_normal((1, 32), dtype="float32")),
-            "<= 1/2 peer",
-        ),
-        row_type(
-            "TVM MLP 784-256-10, batch 1",
-            "us/call",
-            1,
-            model("mlp", rng.standard_normal((1, 784), dtype="float32")),
-            "",
-        ),
-        row_type(
-            "TVM MLP 784-256-10, batch 256",
-            "us/call",
-            1,
-            model("mlp", rng.standard_normal((256, 784), dtype="float32")),
-            "= peer",
-        ),
-        row_type(
-            "TVM transformer block 32x128",
-            "us/call",
-            1,
-            model("block", rng.standard_normal((32, 128), dtype="float32")),
-            "",
-        ),
-        row_type(
-            "TVM MLP 32-32-10, batch 1, compiled mode (VM TIR)",
-            "us/call",
-            1,
-            model("mlp_small-compiled", rng.standard_normal((1, 32), dtype="float32")),
-            "",
-        ),
-        row_type(
-            "TVM transformer block 32x128, compiled mode (VM TIR)",
-            "us/call",
-            1,
-            model("block-compiled", rng.standard_normal((32, 128), dtype="float32")),
-            "",
-        ),
-    ]
+    return (
+        _llm_rows(row_type, folder)
+        + _llm_rows(row_type, folder, LLM_MICRO, 384)
+        + [
+            row_type(
+                "TVM MLP 32-32-10, batch 1 (VM overhead)",
+                "us/call",
+                1,
+                model("mlp_small", rng.standard_normal((1, 32), dtype="float32")),
+                "<= 1/2 peer",
+            ),
+            row_type(
+                "TVM MLP 784-256-10, batch 1",
+                "us/call",
+                1,
+                model("mlp", rng.standard_normal((1, 784), dtype="float32")),
+                "",
+            ),
+            row_type(
+                "TVM MLP 784-256-10, batch 256",
+                "us/call",
+                1,
+                model("mlp", rng.standard_normal((256, 784), dtype="float32")),
+                "= peer",
+            ),
+            row_type(
+                "TVM transformer block 32x128",
+                "us/call",
+                1,
+                model("block", rng.standard_normal((32, 128), dtype="float32")),
+                "",
+            ),
+            row_type(
+                "TVM MLP 32-32-10, batch 1, compiled mode (VM TIR)",
+                "us/call",
+                1,
+                model("mlp_small-compiled", rng.standard_normal((1, 32), dtype="float32")),
+                "",
+            ),
+            row_type(
+                "TVM transformer block 32x128, compiled mode (VM TIR)",
+                "us/call",
+                1,
+                model("block-compiled", rng.standard_normal((32, 128), dtype="float32")),
+                "",
+            ),
+        ]
+    )
 
 
 # The LLM rows: the tiny Llama of examples/llm_model.py (paged KV cache, TVM's CPU attention
 # kernels), one engine step per call. Each call ends with `popn` of the tokens it added, so that
 # every call runs at the same context length (the pops are in both sides' times).
 LLM_MODEL = "mha_h16_l2"
+# A model so small (hidden 16, one layer) that a step is mostly the runtime's own work (the VM,
+# the cache's bookkeeping, kernel calls), with a cache of 384 tokens (TVM's CPU attention
+# kernels loop over the whole page capacity, so a small one keeps them cheap too).
+LLM_MICRO = "micro_h8_l1"
 LLM_CONTEXT = 64  # tokens already in each sequence when a decode step is timed
 LLM_PREFILL = 64  # tokens of the prefill row
 
 
-def _llm_rows(row_type: type, folder: str) -> list[Any]:
+def _llm_rows(row_type: type, folder: str, model: str = LLM_MODEL, capacity: int = 1024) -> list[Any]:
     import sys
 
     import tvm_ffi
@@ -170,8 +178,8 @@ def _llm_rows(row_type: type, folder: str) -> list[Any]:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
     from llm_model import PAGE_SIZE, compile_tiny_llama
 
-    out = os.path.join(folder, "llm")
-    info = compile_tiny_llama(LLM_MODEL, out, np.random.default_rng(2))
+    out = os.path.join(folder, f"llm-{model}")
+    info = compile_tiny_llama(model, out, np.random.default_rng(2))
     tvm_path, ours_path = os.path.join(out, "model.so"), os.path.join(out, "model-relaxvm.so")
     shutil.copyfile(tvm_path, ours_path)
     with np.load(os.path.join(out, "params.npz")) as z:
@@ -187,7 +195,7 @@ def _llm_rows(row_type: type, folder: str) -> list[Any]:
             vm = relax.VirtualMachine(tvm.runtime.load_module(tvm_path), tvm.cpu())
             func, shape = tvm.get_global_func, tvm_ffi.Shape
         w = [b.tensor(p) for p in params]
-        dims = [8, 1024, 256, PAGE_SIZE, 0]
+        dims = [8, capacity, 256, PAGE_SIZE, 0]
         cache = vm["create_paged_kv_cache"](*[shape([d]) for d in dims])
         begin, end = func("vm.builtin.kv_state_begin_forward"), func("vm.builtin.kv_state_end_forward")
         popn = func("vm.builtin.kv_state_popn")
@@ -235,7 +243,7 @@ def _llm_rows(row_type: type, folder: str) -> list[Any]:
         return step
 
     # Labels start with "TVM " as the other rows of this file (tests/test_bench_table.py).
-    ctx = f"{LLM_MODEL}, context {LLM_CONTEXT}"
+    ctx = f"{model}, context {LLM_CONTEXT}"
     return [
         row_type(
             f"TVM tiny Llama decode step (begin_forward + decode + end_forward), batch 1 ({ctx})",
