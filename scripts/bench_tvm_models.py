@@ -107,6 +107,7 @@ def rows(row_type: type, quick: bool) -> list[Any]:
     rng = np.random.default_rng(1)
     return (
         _llm_rows(row_type, folder)
+        + _llm_rows(row_type, folder, LLM_MICRO, 384)
         + _resnet_rows(row_type, folder, quick)
         + _load_rows(row_type, folder, quick)
         + [
@@ -160,11 +161,15 @@ def rows(row_type: type, quick: bool) -> list[Any]:
 # kernels), one engine step per call. Each call ends with `popn` of the tokens it added, so that
 # every call runs at the same context length (the pops are in both sides' times).
 LLM_MODEL = "mha_h16_l2"
+# A model so small (hidden 16, one layer) that a step is mostly the runtime's own work (the VM,
+# the cache's bookkeeping, kernel calls), with a cache of 384 tokens (TVM's CPU attention
+# kernels loop over the whole page capacity, so a small one keeps them cheap too).
+LLM_MICRO = "micro_h8_l1"
 LLM_CONTEXT = 64  # tokens already in each sequence when a decode step is timed
 LLM_PREFILL = 64  # tokens of the prefill row
 
 
-def _llm_rows(row_type: type, folder: str) -> list[Any]:
+def _llm_rows(row_type: type, folder: str, model: str = LLM_MODEL, capacity: int = 1024) -> list[Any]:
     import sys
 
     import tvm_ffi
@@ -175,8 +180,8 @@ def _llm_rows(row_type: type, folder: str) -> list[Any]:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
     from llm_model import PAGE_SIZE, compile_tiny_llama
 
-    out = os.path.join(folder, "llm")
-    info = compile_tiny_llama(LLM_MODEL, out, np.random.default_rng(2))
+    out = os.path.join(folder, f"llm-{model}")
+    info = compile_tiny_llama(model, out, np.random.default_rng(2))
     tvm_path, ours_path = os.path.join(out, "model.so"), os.path.join(out, "model-relaxvm.so")
     shutil.copyfile(tvm_path, ours_path)
     with np.load(os.path.join(out, "params.npz")) as z:
@@ -192,7 +197,7 @@ def _llm_rows(row_type: type, folder: str) -> list[Any]:
             vm = relax.VirtualMachine(tvm.runtime.load_module(tvm_path), tvm.cpu())
             func, shape = tvm.get_global_func, tvm_ffi.Shape
         w = [b.tensor(p) for p in params]
-        dims = [8, 1024, 256, PAGE_SIZE, 0]
+        dims = [8, capacity, 256, PAGE_SIZE, 0]
         cache = vm["create_paged_kv_cache"](*[shape([d]) for d in dims])
         begin, end = func("vm.builtin.kv_state_begin_forward"), func("vm.builtin.kv_state_end_forward")
         popn = func("vm.builtin.kv_state_popn")
@@ -240,7 +245,7 @@ def _llm_rows(row_type: type, folder: str) -> list[Any]:
         return step
 
     # Labels start with "TVM " as the other rows of this file (tests/test_bench_table.py).
-    ctx = f"{LLM_MODEL}, context {LLM_CONTEXT}"
+    ctx = f"{model}, context {LLM_CONTEXT}"
     return [
         row_type(
             f"TVM tiny Llama decode step (begin_forward + decode + end_forward), batch 1 ({ctx})",

@@ -345,12 +345,18 @@ for text in bad:
     else:
         raise AssertionError("accepted " + text[:80])
 export = f("vm.builtin.attention_kv_cache_export_page_group")
-for args in [(0, 2, zeros(1, 2, 2, 2, 16, 8)), (0, -1, zeros(1, 2, 2, 2, 16, 8)), (0, 0, zeros(1, 3, 2, 2, 16, 8)),
-             (0, 0, rx.tensor(np.zeros((1, 2, 2, 2, 16, 8), "float64"))), (1, 0, zeros(1, 2, 2, 2, 16, 8))]:
+for args, want in [
+    ((0, 2, zeros(1, 2, 2, 2, 16, 8)), "group 2 is out of range: expected 0 to 1"),
+    ((0, -1, zeros(1, 2, 2, 2, 16, 8)), "group -1 is out of range: expected 0 to 1"),
+    ((0, 0, zeros(1, 3, 2, 2, 16, 8)), "dst: expected shape (1, 2, 2, 2, 16, 8), found (1, 3, 2, 2, 16, 8)"),
+    ((0, 0, rx.tensor(np.zeros((1, 2, 2, 2, 16, 8), "float64"))), "dst: expected dtype float32, found float64"),
+    ((1, 0, zeros(1, 2, 2, 2, 16, 8)), "checkpoints support sequence id 0 only, found 1"),
+]:
     try:
         export(c, *args)
-    except rx.VMError as e:
-        pass
+    except rx.VMValueError as e:
+        assert want in str(e) and "export_page_group" in str(e), (want, str(e))
+        assert repr(c) == before, (args[:2], repr(c))
     else:
         raise AssertionError(f"export accepted {args[:2]}")
 groups = []

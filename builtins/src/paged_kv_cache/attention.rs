@@ -103,10 +103,7 @@ impl PagedKvCache {
                 qkv.shape()[0]
             )));
         }
-        let dt = c.dtype;
-        let q = Self::scratch_view(&self.scratch.q, vec![total, c.num_qo_heads, c.qk_head_dim], dt)?;
-        let k = Self::scratch_view(&self.scratch.k, vec![total, c.num_kv_heads, c.qk_head_dim], dt)?;
-        let v = Self::scratch_view(&self.scratch.v, vec![total, c.num_kv_heads, c.qk_head_dim], dt)?;
+        let (q, k, v) = (&step.aux.views.q, &step.aux.views.k, &step.aux.views.v);
         let (qkv_v, o_v) = if total != qkv.shape()[0] {
             (rows_view(qkv, total, &[heads, c.qk_head_dim])?, rows_view(o, total, &[c.num_qo_heads, c.qk_head_dim])?)
         } else {
@@ -123,7 +120,7 @@ impl PagedKvCache {
         if step.plan.append_before_attn {
             call(ctx, &self.kernels.transpose_append, "transpose_append", &append_args)?;
         }
-        self.attention_internal(ctx, step, layer, local, &q, &k, &v, &o_v, sm_scale)?;
+        self.attention_internal(ctx, step, layer, local, q, k, v, &o_v, sm_scale)?;
         if !step.plan.append_before_attn {
             call(ctx, &self.kernels.transpose_append, "transpose_append", &append_args)?;
         }
@@ -275,17 +272,15 @@ impl PagedKvCache {
         sm_scale: f64,
     ) -> Result<()> {
         let kind = self.cfg.attn_kinds[layer as usize];
-        let total = step.plan.total_len();
-        let merged_lse =
-            Self::scratch_view(&self.scratch.merged_lse, vec![total, self.cfg.num_qo_heads], relaxvm::DataType::F32)?;
+        let merged_lse = &step.aux.views.merged_lse;
         let mut first = true;
         if !step.plan.append_before_attn {
             first = false;
-            self.self_attn(ctx, step, q, k, v, o, &merged_lse, sm_scale, self.rotary_mode())?;
+            self.self_attn(ctx, step, q, k, v, o, merged_lse, sm_scale, self.rotary_mode())?;
         }
         let self_done = !first;
         let causal = !step.plan.append_before_attn && kind == AttnKind::MhaSliding;
-        let cross_done = self.cross_attn(ctx, step, layer, local, q, o, &merged_lse, sm_scale, first, causal)?;
+        let cross_done = self.cross_attn(ctx, step, layer, local, q, o, merged_lse, sm_scale, first, causal)?;
         if !self_done && !cross_done {
             return Err(err("neither self-attention nor cross-attention ran (no tokens and no cached blocks)"));
         }
@@ -315,9 +310,7 @@ impl PagedKvCache {
         } else {
             (Some(&self.kernels.prefill), Some(&self.kernels.decode))
         };
-        let total = step.plan.total_len();
-        let tmp_out = Self::scratch_view(&self.scratch.out, vec![total, c.num_qo_heads, c.v_head_dim], c.dtype)?;
-        let tmp_lse = Self::scratch_view(&self.scratch.lse, vec![total, c.num_qo_heads], relaxvm::DataType::F32)?;
+        let (tmp_out, tmp_lse) = (&step.aux.views.out, &step.aux.views.lse);
         let aux = &step.aux;
         let mut computed = false;
         for (d, dt) in aux.depths.iter().enumerate() {

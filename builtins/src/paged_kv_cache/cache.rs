@@ -9,6 +9,7 @@
 
 use super::create::{Config, Kernels};
 use super::forward::{Limits, Plan};
+use super::packed::Packer;
 use super::pool::{PageCopy, Pool};
 use relaxvm::pool::{is_me_or_my_launcher, thread_key};
 use relaxvm::{CallCtx, Device, Error, NamedObject, Result, Shape, Storage, Tensor, Value};
@@ -76,6 +77,21 @@ pub(crate) struct AuxTensors {
     pub(crate) k_ragged_rope_pos_offset: Value,
     pub(crate) q_rope_position_map: Value,
     pub(crate) append_position_map: Value,
+    /// The scratch views of the step's size, made once per step instead of once per layer.
+    pub(crate) views: ScratchViews,
+}
+
+/// Views of the scratch storages for a step of `total` tokens.
+pub(crate) struct ScratchViews {
+    /// The split q, k, v: `(total, heads, qk_head_dim)`.
+    pub(crate) q: Value,
+    pub(crate) k: Value,
+    pub(crate) v: Value,
+    /// A partial output `(total, num_qo_heads, v_head_dim)` and log-sum-exps `(total, num_qo_heads)`.
+    pub(crate) out: Value,
+    pub(crate) lse: Value,
+    /// The merged log-sum-exps, `(total, num_qo_heads)`.
+    pub(crate) merged_lse: Value,
 }
 
 /// What the lock guards.
@@ -152,13 +168,6 @@ fn alloc(dims: &[i64], dtype: relaxvm::DataType) -> Result<Storage> {
 /// An int32 tensor holding `v`.
 pub(crate) fn int_tensor(v: &[i32]) -> Result<Value> {
     Ok(Value::Tensor(Tensor::from_vec(Shape::from(vec![v.len() as i64]), v.to_vec())?))
-}
-
-/// A `(rows, n)` int32 tensor of the rows laid end to end.
-fn int_matrix(rows: &[&[i32]]) -> Result<Value> {
-    let n = rows.first().map_or(0, |r| r.len());
-    let data: Vec<i32> = rows.iter().flat_map(|r| r.iter().copied()).collect();
-    Ok(Value::Tensor(Tensor::from_vec(Shape::from(vec![rows.len() as i64, n as i64]), data)?))
 }
 
 impl PagedKvCache {
@@ -250,13 +259,40 @@ impl PagedKvCache {
         }
     }
 
-    /// The plan's arrays as tensors (TVM's SyncAuxArrayToDevice).
+    /// The plan's arrays as tensors (TVM's SyncAuxArrayToDevice), all views of one storage.
     pub(crate) fn aux_tensors(&self, plan: &Plan) -> Result<AuxTensors> {
+        let mut p = Packer::default();
+        let per_depth: Vec<[usize; 9]> = plan
+            .depths
+            .iter()
+            .map(|d| {
+                let info = vec![&d.last_page_len[..], &d.sliding_window_offset, &d.sink_size];
+                [
+                    p.vector(&d.qo_indptr),
+                    p.vector(&d.page_indptr),
+                    p.vector(&d.page_indices),
+                    if self.cfg.support_sliding_window { p.matrix(info.clone()) } else { p.vector(&d.last_page_len) },
+                    p.vector(&d.k_rope_pos_offset),
+                    p.vector(&d.page_indptr_sliding),
+                    p.vector(&d.page_indices_sliding),
+                    p.matrix(info),
+                    p.vector(&d.k_rope_pos_offset_sliding),
+                ]
+            })
+            .collect();
+        let step = [
+            p.vector(&plan.cur_append_length_indptr),
+            p.vector(&plan.k_ragged_rope_pos_offset),
+            p.vector(&plan.q_rope_position_map),
+            p.vector(&plan.append_position_map),
+        ];
+        let t = p.finish()?;
         let depths = plan
             .depths
             .iter()
+            .zip(&per_depth)
             .enumerate()
-            .map(|(i, d)| {
+            .map(|(i, (d, ix))| {
                 let tree = if plan.tree.is_chain[i] {
                     None
                 } else {
@@ -264,32 +300,42 @@ impl PagedKvCache {
                     let pairs = Tensor::from_vec(Shape::from(vec![mask.len() as i64 / 2, 2]), mask.clone())?;
                     Some((int_tensor(&plan.tree.mn_indptr[i])?, Value::Tensor(pairs)))
                 };
-                let length_info = if self.cfg.support_sliding_window {
-                    int_matrix(&[&d.last_page_len, &d.sliding_window_offset, &d.sink_size])?
-                } else {
-                    int_tensor(&d.last_page_len)?
-                };
                 Ok(DepthTensors {
-                    qo_indptr: int_tensor(&d.qo_indptr)?,
-                    page_indptr: int_tensor(&d.page_indptr)?,
-                    page_indices: int_tensor(&d.page_indices)?,
+                    qo_indptr: t[ix[0]].clone(),
+                    page_indptr: t[ix[1]].clone(),
+                    page_indices: t[ix[2]].clone(),
                     page_indices_len: d.page_indices.len(),
-                    length_info,
-                    k_rope_pos_offset: int_tensor(&d.k_rope_pos_offset)?,
-                    page_indptr_sliding: int_tensor(&d.page_indptr_sliding)?,
-                    page_indices_sliding: int_tensor(&d.page_indices_sliding)?,
-                    length_info_sliding: int_matrix(&[&d.last_page_len, &d.sliding_window_offset, &d.sink_size])?,
-                    k_rope_pos_offset_sliding: int_tensor(&d.k_rope_pos_offset_sliding)?,
+                    length_info: t[ix[3]].clone(),
+                    k_rope_pos_offset: t[ix[4]].clone(),
+                    page_indptr_sliding: t[ix[5]].clone(),
+                    page_indices_sliding: t[ix[6]].clone(),
+                    length_info_sliding: t[ix[7]].clone(),
+                    k_rope_pos_offset_sliding: t[ix[8]].clone(),
                     tree,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(AuxTensors {
             depths,
-            cur_append_length_indptr: int_tensor(&plan.cur_append_length_indptr)?,
-            k_ragged_rope_pos_offset: int_tensor(&plan.k_ragged_rope_pos_offset)?,
-            q_rope_position_map: int_tensor(&plan.q_rope_position_map)?,
-            append_position_map: int_tensor(&plan.append_position_map)?,
+            cur_append_length_indptr: t[step[0]].clone(),
+            k_ragged_rope_pos_offset: t[step[1]].clone(),
+            q_rope_position_map: t[step[2]].clone(),
+            append_position_map: t[step[3]].clone(),
+            views: self.scratch_views(plan.total_len())?,
+        })
+    }
+
+    /// The scratch views for a step of `total` tokens.
+    fn scratch_views(&self, total: i64) -> Result<ScratchViews> {
+        let (c, f32) = (&self.cfg, relaxvm::DataType::F32);
+        let view = |s: &Storage, shape: Vec<i64>, dtype| Self::scratch_view(s, shape, dtype);
+        Ok(ScratchViews {
+            q: view(&self.scratch.q, vec![total, c.num_qo_heads, c.qk_head_dim], c.dtype)?,
+            k: view(&self.scratch.k, vec![total, c.num_kv_heads, c.qk_head_dim], c.dtype)?,
+            v: view(&self.scratch.v, vec![total, c.num_kv_heads, c.qk_head_dim], c.dtype)?,
+            out: view(&self.scratch.out, vec![total, c.num_qo_heads, c.v_head_dim], c.dtype)?,
+            lse: view(&self.scratch.lse, vec![total, c.num_qo_heads], f32)?,
+            merged_lse: view(&self.scratch.merged_lse, vec![total, c.num_qo_heads], f32)?,
         })
     }
 

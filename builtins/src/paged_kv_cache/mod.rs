@@ -15,6 +15,7 @@ mod checks;
 mod create;
 mod forward;
 mod kernel;
+mod packed;
 mod pool;
 mod sliding_mask;
 mod tree;
