@@ -40,6 +40,7 @@
 //!   none of them.
 #![deny(missing_docs)]
 
+pub mod allocator;
 pub mod arcstr;
 pub mod block_cache;
 pub mod bytecode;
@@ -56,6 +57,7 @@ pub mod input_file;
 mod instr_text;
 pub mod int_op;
 pub mod location;
+pub mod long_calls;
 mod names;
 pub mod native;
 #[cfg(feature = "tooling")]
@@ -82,6 +84,7 @@ pub mod value_conv;
 pub mod verify;
 pub mod vm;
 
+pub use allocator::Allocator;
 pub use arcstr::ArcStr;
 pub use bytecode::{Arg, Instruction, RegIdx};
 pub use cost::Cost;

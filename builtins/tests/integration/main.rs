@@ -5,6 +5,7 @@ mod constants;
 mod error_table;
 mod interrupts;
 mod numpy_tables;
+mod pooled_views;
 mod profile;
 mod robustness;
 mod trace;
