@@ -6,7 +6,7 @@ tests that failed (a mutant no test kills has "rc": 0). Usage: mutation-check.py
 It edits the working tree while it runs (each file is restored in a `finally`): run it in a
 copy of the repository (e.g. `git worktree add`) if you keep working meanwhile. The mutants:
 the specialised shape steps (builtins/src/shape_heap/site.rs), the batched and tiled matmul
-(builtins/src/tensor_ops/tiled.rs), the trace comparison (vm/src/trace/compare.rs) and the
+(builtins/src/tensor_ops/tiled.rs), the trace comparison (tools/src/trace/compare.rs) and the
 paged KV cache's bookkeeping (builtins/src/paged_kv_cache/).
 """
 
@@ -68,28 +68,28 @@ MUTANTS = [
         ["-p", "relaxvm-builtins", "--lib", "tensor_ops"],
     ),
     (
-        "vm/src/trace/compare.rs",
+        "tools/src/trace/compare.rs",
         "a == b || (a.is_nan() && b.is_nan()) ||",
         "a == b || (a.is_nan() || b.is_nan()) ||",
         "close: NaN agrees with any number",
         ["-p", "relaxvm-builtins", "--test", "integration", "trace::"],
     ),
     (
-        "vm/src/trace/compare.rs",
+        "tools/src/trace/compare.rs",
         "let agree = if exact { p == q } else { close(pf, qf, tol) };",
         "let agree = close(pf, qf, tol);",
         "tensor_difference: integers compared with the float tolerance",
         ["-p", "relaxvm-builtins", "--test", "integration", "trace::"],
     ),
     (
-        "vm/src/trace/compare.rs",
+        "tools/src/trace/compare.rs",
         "for (slot, d) in at.iter_mut().zip(dims).rev() {",
         "for (slot, d) in at.iter_mut().zip(dims) {",
         "position: the flat index decoded from the first axis",
         ["-p", "relaxvm-builtins", "--test", "integration", "trace::"],
     ),
     (
-        "vm/src/trace/compare.rs",
+        "tools/src/trace/compare.rs",
         "returned.sort_by_key(|s| (s.end, std::cmp::Reverse(s.depth)));",
         "returned.sort_by_key(|s| s.index);",
         "first_difference: steps compared in start order instead of return order",

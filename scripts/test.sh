@@ -54,22 +54,23 @@ section doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --qui
 # would cost minutes of compiling what the test builds compile anyway.
 section package cargo package --workspace --exclude relaxvm-python --no-verify --allow-dirty --quiet
 lean_tree() {
-  # The runtime an embedder links: relaxvm without its default `tooling` feature, and the
+  # The runtime an embedder links: relaxvm without its default `tooling` feature (and so the
+  # layers below it: relaxvm-core, relaxvm-isa and relaxvm-tools without theirs), and the
   # builder without its CLI, compile none of the tooling crates.
   local tree
-  tree="$(cargo tree -p relaxvm --no-default-features -e normal --prefix none;
-    cargo tree -p relaxvm-builder --no-default-features -e normal --prefix none)"
+  tree="$(for p in relaxvm relaxvm-core relaxvm-isa relaxvm-tools relaxvm-builder; do
+    cargo tree -p "$p" --no-default-features -e normal --prefix none; done)"
   if grep -E '^(zip|csv|serde_json|serde|tempfile|clap|indicatif|env_logger) ' <<<"$tree"; then
     echo "the lean runtime pulls the tooling crates above" >&2
     return 1
   fi
-  cargo check --quiet -p relaxvm --no-default-features
+  cargo check --quiet -p relaxvm -p relaxvm-core -p relaxvm-isa -p relaxvm-tools --no-default-features
   echo "lean runtime: $(sed 's/ (.*//' <<<"$tree" | sort -u | wc -l) crates"
 }
 section lean-runtime lean_tree
 section cargo-test cargo test --workspace --exclude relaxvm-python
 
-# vm holds the unsafe memory code (storage, tensor views, the mapped format), builtins the
+# core holds the unsafe memory code (storage, tensor views), isa the mapped format, builtins the
 # kernels' unzeroed outputs, tvm the foreign calls into TVM libraries. (The python crate's unsafe
 # code has no Rust tests: scripts/asan-python.sh runs the pytest suite against an ASan build.)
 # Stable rustc with RUSTC_BOOTSTRAP=1 accepts -Zsanitizer; an explicit --target keeps build
@@ -80,7 +81,7 @@ asan=(env RELAXVM_BLOCK_CACHE=0 ASAN_OPTIONS=allocator_may_return_null=1:detect_
   RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address")
 # ASan's quarantine keeps freed memory resident, so the resident-memory test (run above without
 # it) would measure the sanitizer, not relaxvm.
-section cargo-test-asan "${asan[@]}" cargo test --quiet -p relaxvm -p relaxvm-builtins -p relaxvm-tvm \
+section cargo-test-asan "${asan[@]}" cargo test --quiet -p relaxvm-core -p relaxvm-isa -p relaxvm-tools -p relaxvm -p relaxvm-builtins -p relaxvm-tvm \
   --target "$host" --target-dir "$root/target/asan" --lib --tests -- --skip resident_memory_stays_flat_over_100k_calls
 
 # fuzz/ is a workspace of its own (cargo-fuzz's layout); built as cargo-fuzz would without its

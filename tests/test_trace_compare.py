@@ -1,6 +1,6 @@
 """Trace.first_difference compares floats as numpy's isclose(equal_nan=True) does (#31 finding
 11: +inf and -inf, and float16's largest value and inf, were called equal). The table below is
-the one vm/src/trace/close_tests.rs holds: numpy is checked against it here, and relaxvm
+the one tools/src/trace/close_tests.rs holds: numpy is checked against it here, and relaxvm
 against numpy, for float16, float32 and float64."""
 
 import numpy as np

@@ -32,6 +32,14 @@
 //!
 //! ## Features
 //!
+//! ## Crates
+//!
+//! This crate is the interpreter and the one crate users depend on: it re-exports the layers
+//! below it at their usual paths. `relaxvm-core` holds the data model (values, tensors,
+//! packed functions, the registry, errors), `relaxvm-isa` the instruction set and executables
+//! (bytecode, signatures, the binary format, the verifier, the text form), `relaxvm-tools` the
+//! profiler, the tracer and `.npy` files.
+//!
 //! - `tooling` (default): the profiler's CSV, JSON and Chrome-trace reports
 //!   ([`profile::ProfileReport::csv`]...), the tracer ([`trace`]), `.npy` files ([`npy`]),
 //!   signature reflection records and saving executables to files ([`Executable::save`]), with
@@ -40,49 +48,21 @@
 //!   none of them.
 #![deny(missing_docs)]
 
-pub mod allocator;
-pub mod arcstr;
-pub mod block_cache;
-pub mod bytecode;
-pub mod chunks;
 mod code;
-pub mod cost;
-pub mod device;
-pub mod dtype;
-pub mod element;
-pub mod error;
-pub mod executable;
-pub mod format;
-pub mod input_file;
-mod instr_text;
-pub mod int_op;
-pub mod location;
 pub mod long_calls;
-mod names;
-pub mod native;
-#[cfg(feature = "tooling")]
-pub mod npy;
-pub mod object;
-pub mod packed;
-mod parts;
-pub mod pool;
-pub mod profile;
-pub mod python_dump;
-mod recent_shapes;
-pub mod registry;
-pub mod shape;
-pub mod storage;
-pub mod tensor;
-mod tensor_fmt;
-pub mod tensor_text;
-pub mod text;
-#[cfg(feature = "tooling")]
-pub mod trace;
-pub mod types;
-pub mod value;
-pub mod value_conv;
-pub mod verify;
 pub mod vm;
+
+// The data model (relaxvm-core), at the paths it had before it became its own crate.
+pub use relaxvm_core::{
+    allocator, arcstr, block_cache, chunks, cost, device, dispatch_dtype, dtype, element, error, input_file, instrument, int_op,
+    location, native, object, packed, pool, registry, shape, storage, tensor, tensor_text, value, value_conv,
+};
+// The instruction set (relaxvm-isa).
+pub use relaxvm_isa::{bytecode, executable, format, python_dump, text, types, verify};
+// The tools (relaxvm-tools).
+pub use relaxvm_tools::profile;
+#[cfg(feature = "tooling")]
+pub use relaxvm_tools::{npy, trace};
 
 pub use allocator::Allocator;
 pub use arcstr::ArcStr;

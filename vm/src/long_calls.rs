@@ -88,8 +88,7 @@ pub fn may_run_long(exe: &Executable, costs: &[CalleeCost], start: usize) -> boo
 mod tests {
     use super::*;
     use crate::bytecode::Arg;
-    use crate::executable::ExecutableParts;
-    use crate::parts::FuncInfo;
+    use crate::executable::{ExecutableParts, FuncInfo};
     use crate::value::Value;
     use crate::PackedFunc;
 

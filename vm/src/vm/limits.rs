@@ -3,6 +3,7 @@
 
 use super::VirtualMachine;
 use crate::error::{ErrorKind, Result};
+pub use crate::input_file::PollHook;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -37,11 +38,6 @@ impl Default for VmConfig {
         }
     }
 }
-
-/// A hook the VM calls every [`POLL_INTERVAL`] steps while it runs; an error it returns stops
-/// the run. Embedders deliver signals with it (the Python package turns Ctrl-C into
-/// `KeyboardInterrupt` this way).
-pub type PollHook = Arc<dyn Fn() -> Result<()> + Send + Sync>;
 
 /// The native stack a call into the interpreter must find left: enough for the interpreter,
 /// a packed function and the host code (e.g. Python's) between it and the next entry.

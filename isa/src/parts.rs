@@ -47,7 +47,7 @@ pub struct FuncInfo {
     /// The parameters' names (empty, or one per input). With a signature, exactly its names.
     pub param_names: Vec<String>,
     /// The parameter and result types (bytecode functions), checked at the call boundary by
-    /// [`VirtualMachine::invoke`](crate::VirtualMachine::invoke).
+    /// `VirtualMachine::invoke` (in `relaxvm`).
     pub signature: Option<Signature>,
 }
 

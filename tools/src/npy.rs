@@ -8,10 +8,10 @@
 //! here is read by a small parser that accepts exactly numpy's three keys in linear time.
 //!
 //! ```
-//! use relaxvm::Tensor;
+//! use relaxvm_core::Tensor;
 //! let t = Tensor::from_vec([2, 2], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
-//! let bytes = relaxvm::npy::to_bytes(&t).unwrap();
-//! let back = relaxvm::npy::from_bytes(&bytes).unwrap();
+//! let bytes = relaxvm_tools::npy::to_bytes(&t).unwrap();
+//! let back = relaxvm_tools::npy::from_bytes(&bytes).unwrap();
 //! assert!(back.content_eq(&t));
 //! ```
 

@@ -21,7 +21,8 @@ impl<'a> CallCtx<'a> {
     }
 
     /// A context inside a VM that calls its function `entry` (an index of the VM's own).
-    pub(crate) fn calling(vm: &'a mut dyn VmHandle, entry: u32) -> Self {
+    #[doc(hidden)] // the interpreter's
+    pub fn calling(vm: &'a mut dyn VmHandle, entry: u32) -> Self {
         CallCtx { vm: Some(vm), entry: Some(entry) }
     }
 
@@ -268,7 +269,7 @@ impl PackedFunc {
 
 /// The error for a panic that unwound out of the function called `name`.
 #[cold]
-pub(crate) fn panic_error(name: &str, payload: Box<dyn std::any::Any + Send>) -> Error {
+pub fn panic_error(name: &str, payload: Box<dyn std::any::Any + Send>) -> Error {
     ErrorKind::Panic(format!("{name}: {}", panic_message(&*payload))).into()
 }
 

@@ -1,7 +1,6 @@
 //! The verifier's one error type: what is wrong ([`VerifyErrorKind`]) and where (function,
 //! instruction, operand, source location).
 
-use crate::bytecode::Slot;
 use crate::location::Location;
 use std::fmt;
 
@@ -176,7 +175,7 @@ pub enum VerifyErrorKind {
     TooManyRegisters {
         /// Declared registers.
         regs: u32,
-        /// [`MAX_REGISTERS`](super::MAX_REGISTERS).
+        /// `relaxvm::verify::MAX_REGISTERS`.
         max: u32,
     },
     /// More inputs than registers.
@@ -350,4 +349,22 @@ mod tests {
         let e = e.within("the TVM program").within("m.so");
         assert_eq!(e.to_string(), "m.so: the TVM program: the entry function \"main\" is not in the function table");
     }
+}
+
+/// Names one operand of an instruction, so that an error about it can point at it (the
+/// assembler turns a slot into a source column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Slot {
+    /// The function a `call` calls.
+    Callee,
+    /// A `call` argument, by position.
+    Arg(usize),
+    /// A `call`'s destination register.
+    Dst,
+    /// The register `ret` returns.
+    Result,
+    /// The register `if` tests.
+    Cond,
+    /// The relative jump of `goto` or `if`.
+    Offset,
 }

@@ -20,9 +20,9 @@
 //! | consumer | where |
 //! | --- | --- |
 //! | interpreter's decoded form | `vm/src/code.rs` |
-//! | verifier | `vm/src/verify/` (through [`Instruction::operands`], [`Instruction::successors`]) |
-//! | binary encoder/decoder | `vm/src/format/instructions.rs` (opcode and kind numbers from here) |
-//! | text printer / `as_python` | `vm/src/text.rs`, `vm/src/python_dump.rs` |
+//! | verifier | `isa/src/verify/` (through [`Instruction::operands`], [`Instruction::successors`]) |
+//! | binary encoder/decoder | `isa/src/format/instructions.rs` (opcode and kind numbers from here) |
+//! | text printer / `as_python` | `isa/src/text.rs`, `isa/src/python_dump.rs` |
 //! | assembler | `builder/src/asm/` (parses into `Instruction<Name>`, resolves with [`Instruction::try_map_funcs`]) |
 //! | formalize, link, reachability | `builder/src/` (through [`Instruction::map_regs`], [`Instruction::map_indices`], [`Instruction::funcs`]) |
 //! | TVM importer | `tvm/src/vmexec/code.rs` |
@@ -30,6 +30,9 @@
 //! Instructions are generic over how a function reference is held: a table index
 //! ([`FuncIdx`], the default) in executables, a name while the assembler has not yet resolved
 //! names.
+
+/// Names one operand of an instruction (defined with the verifier's error, which points at one).
+pub use relaxvm_core::verify_error::Slot;
 
 /// A register index within a frame.
 pub type RegIdx = u32;
@@ -201,24 +204,6 @@ pub enum Instruction<F = FuncIdx> {
         /// The relative jump taken when the condition is zero.
         false_offset: i64,
     },
-}
-
-/// Names one operand of an instruction, so that an error about it can point at it (the
-/// assembler turns a slot into a source column).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Slot {
-    /// The function a `call` calls.
-    Callee,
-    /// A `call` argument, by position.
-    Arg(usize),
-    /// A `call`'s destination register.
-    Dst,
-    /// The register `ret` returns.
-    Result,
-    /// The register `if` tests.
-    Cond,
-    /// The relative jump of `goto` or `if`.
-    Offset,
 }
 
 /// One operand, as [`Instruction::operands`] visits it.

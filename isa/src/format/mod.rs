@@ -5,8 +5,8 @@
 //! closed by a checksum section:
 //!
 //! ```
-//! use relaxvm::format::{self, SaveOptions};
-//! use relaxvm::{Executable, ExecutableParts, FuncInfo, Instruction};
+//! use relaxvm_isa::format::{self, SaveOptions};
+//! use relaxvm_isa::{Executable, ExecutableParts, FuncInfo, Instruction};
 //!
 //! let exe = Executable::from_parts(ExecutableParts {
 //!     funcs: vec![FuncInfo::bytecode("id", 0, 1, 1, 1).with_param_names(["x"])],
@@ -153,7 +153,7 @@ pub fn save_to_bytes(exe: &Executable, opts: &SaveOptions) -> Vec<u8> {
 }
 
 /// Encodes `exe` as `opts` asks, or says why it cannot be saved. The bytes grow fallibly: when
-/// memory runs out the error is [`ErrorKind::Alloc`](crate::ErrorKind::Alloc), never an abort.
+/// memory runs out the error is [`ErrorKind::Alloc`](relaxvm_core::ErrorKind::Alloc), never an abort.
 pub fn try_save_to_bytes(exe: &Executable, opts: &SaveOptions) -> Result<Vec<u8>> {
     let mut out = writer::VecSink::default();
     let written = writer::write(exe, opts, &mut out);

@@ -147,7 +147,7 @@ pub trait VmHandle {
     fn call_closure(&mut self, f: &Closure, args: &[Value]) -> Result<Value>;
     /// The VM's default device.
     fn device(&self) -> Device;
-    /// Checks for an interrupt or a signal (see [`crate::VirtualMachine::poll`]).
+    /// Checks for an interrupt or a signal (see `relaxvm::VirtualMachine::poll`).
     fn poll(&mut self) -> Result<()>;
     /// The value kept for the called function `entry` (see [`CallCtx::site_cache`]); `None`
     /// when the handle keeps none.

@@ -1,6 +1,6 @@
 //! The profiler: where the time of one call goes, per callee, in every build.
 //!
-//! [`VirtualMachine::profile`](crate::VirtualMachine::profile) runs a function once with a
+//! `relaxvm::VirtualMachine::profile` runs a function once with a
 //! recorder installed as the instrument hook, so it costs nothing while profiling is off (the
 //! interpreter's uninstrumented path is unchanged). Each call a `call` instruction makes is
 //! timed: leaf callees (builtins, kernels, Python functions) count their exclusive time,

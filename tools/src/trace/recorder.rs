@@ -4,7 +4,7 @@ use super::copy::{copy_value, same_contents, value_bytes};
 use super::{StepValues, Trace, TraceStep};
 use crate::arcstr::ArcStr;
 use crate::value::Value;
-use crate::vm::{InstrumentAction, InstrumentCall};
+use relaxvm_core::instrument::{InstrumentAction, InstrumentCall};
 use std::collections::{HashMap, VecDeque};
 
 /// What one step's record costs the budget besides its values.
@@ -20,7 +20,7 @@ struct Open {
 }
 
 /// The state of a traced run.
-pub(crate) struct TraceRecorder {
+pub struct TraceRecorder {
     max_bytes: usize,
     /// The bytes of steps and values currently held.
     bytes: usize,
@@ -38,7 +38,7 @@ pub(crate) struct TraceRecorder {
 
 impl TraceRecorder {
     /// A recorder keeping at most `max_bytes` of steps and values.
-    pub(crate) fn new(max_bytes: usize) -> Self {
+    pub fn new(max_bytes: usize) -> Self {
         TraceRecorder {
             max_bytes,
             bytes: 0,
@@ -61,7 +61,7 @@ impl TraceRecorder {
     }
 
     /// The hook's work for one call event.
-    pub(crate) fn record(&mut self, call: &InstrumentCall<'_>) -> InstrumentAction {
+    pub fn record(&mut self, call: &InstrumentCall<'_>) -> InstrumentAction {
         if call.before {
             self.start(call);
         } else {
@@ -151,7 +151,7 @@ impl TraceRecorder {
 
     /// The trace: calls still open (the run failed inside them) are closed as failed, with
     /// the arguments they were given.
-    pub(crate) fn into_trace(mut self, function: &str, result: Value) -> Trace {
+    pub fn into_trace(mut self, function: &str, result: Value) -> Trace {
         while let Some(open) = self.open.last() {
             let args = open.args.clone().unwrap_or_default();
             self.finish(&args, &Value::Null, true);

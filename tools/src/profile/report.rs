@@ -145,7 +145,7 @@ pub const OVERHEAD_ROW: &str = "(vm overhead)";
 impl ProfileReport {
     /// A report from the recorded rows and events: the overhead row is the time of the run
     /// that no leaf callee accounts for.
-    pub(crate) fn new(function: &str, total_ns: u64, mut rows: Vec<ProfileRow>, events: Vec<TraceEvent>) -> Self {
+    pub fn new(function: &str, total_ns: u64, mut rows: Vec<ProfileRow>, events: Vec<TraceEvent>) -> Self {
         let leaves: u64 = rows.iter().filter(|r| r.kind != CallKind::Vm).map(|r| r.total_ns).sum();
         let overhead = total_ns.saturating_sub(leaves);
         rows.push(ProfileRow {

@@ -19,10 +19,15 @@
 //! refused after at most `size + 8` bytes, and one that shrank is an error, never a short read.
 
 use crate::error::{Error, Result};
-use crate::vm::PollHook;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A hook the VM calls every `POLL_INTERVAL` steps while it runs; an error it returns stops
+/// the run. Embedders deliver signals with it (the Python package turns Ctrl-C into
+/// `KeyboardInterrupt` this way).
+pub type PollHook = Arc<dyn Fn() -> Result<()> + Send + Sync>;
 
 /// The default size limit of an input file: 16 GiB, far above any model relaxvm runs, far
 /// below what reading a device by mistake would take.

@@ -1,7 +1,7 @@
 //! Native libraries an executable calls into: compiled kernels (e.g. a TVM-compiled `.so`).
 //!
 //! The core crate never opens a library itself (no FFI here). A loader crate (`relaxvm-tvm`)
-//! opens one and attaches it to an [`Executable`](crate::Executable) as an
+//! opens one and attaches it to an `Executable` (`relaxvm::Executable`) as an
 //! `Arc<dyn NativeLibrary>`; a VM built from that executable resolves packed-function names in
 //! its libraries before the registries, as TVM's VM resolves a module's imports first. A saved
 //! executable keeps only a [`LibraryRef`] (the path and a content hash), which the loader

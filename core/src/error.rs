@@ -98,9 +98,9 @@ pub enum ErrorKind {
     /// The per-invocation step budget ran out.
     #[error("step budget of {0} steps (bytecode calls and backward jumps) exhausted")]
     StepBudget(u64),
-    /// An executable that fails verification (see [`crate::verify`]): what and where.
+    /// An executable that fails verification (see `relaxvm::verify`): what and where.
     #[error("invalid executable: {0}")]
-    Invalid(crate::verify::error::VerifyError),
+    Invalid(crate::verify_error::VerifyError),
     /// A binary executable that cannot be decoded.
     #[error("malformed executable file: {0}")]
     Format(String),
@@ -195,7 +195,7 @@ impl Error {
     }
 
     /// The verification failure this error is, if it is one.
-    pub fn as_invalid(&self) -> Option<&crate::verify::error::VerifyError> {
+    pub fn as_invalid(&self) -> Option<&crate::verify_error::VerifyError> {
         match &*self.0 {
             ErrorKind::Invalid(e) => Some(e),
             _ => None,
@@ -232,9 +232,9 @@ impl From<ErrorKind> for Error {
     }
 }
 
-impl From<crate::verify::error::VerifyError> for Error {
+impl From<crate::verify_error::VerifyError> for Error {
     #[cold]
-    fn from(e: crate::verify::error::VerifyError) -> Self {
+    fn from(e: crate::verify_error::VerifyError) -> Self {
         ErrorKind::Invalid(e).into()
     }
 }

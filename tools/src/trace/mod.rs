@@ -1,7 +1,7 @@
 //! The tracer: every call one run makes, in order, with copies of what it was given and what
 //! it produced — to find which step produced a wrong value.
 //!
-//! [`VirtualMachine::trace`](crate::VirtualMachine::trace) runs a function once with a
+//! `relaxvm::VirtualMachine::trace` runs a function once with a
 //! recorder installed as the instrument hook (so, like the profiler, it costs nothing while
 //! not asked for). Each `call` instruction that runs is one [`TraceStep`], numbered in the
 //! order the calls start: its caller and pc, its callee, its nesting depth and copies of its
@@ -29,7 +29,7 @@ mod tests;
 pub use compare::{Tolerance, TraceDifference};
 pub use file::Opaque;
 pub use load::{LOAD_LIMIT_BASE, LOAD_LIMIT_PER_FILE_BYTE, MAX_JSON_DEPTH};
-pub(crate) use recorder::TraceRecorder;
+pub use recorder::TraceRecorder;
 
 use crate::arcstr::ArcStr;
 use crate::error::Error;
@@ -96,7 +96,7 @@ impl TraceStep {
     }
 }
 
-/// Every call of one run ([`VirtualMachine::trace`](crate::VirtualMachine::trace)).
+/// Every call of one run (`relaxvm::VirtualMachine::trace`).
 #[derive(Clone, Debug, Default)]
 pub struct Trace {
     /// The function that was run.

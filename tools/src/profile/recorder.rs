@@ -2,8 +2,8 @@
 
 use super::report::{ProfileRow, TraceEvent};
 use crate::value::Value;
-use crate::vm::{InstrumentAction, InstrumentCall};
 use indexmap::IndexMap;
+use relaxvm_core::instrument::{InstrumentAction, InstrumentCall};
 use std::time::Instant;
 
 /// How many distinct argument descriptions a row keeps (a loop over many shapes would
@@ -27,8 +27,10 @@ struct Open {
 pub struct Recorder {
     t0: Instant,
     open: Vec<Open>,
-    pub(crate) rows: IndexMap<String, ProfileRow>,
-    pub(crate) events: Vec<TraceEvent>,
+    /// One row per callee, in the order of their first calls.
+    pub rows: IndexMap<String, ProfileRow>,
+    /// The Chrome-trace events, in the order the calls started.
+    pub events: Vec<TraceEvent>,
 }
 
 /// `float32(2, 3), int 4`: the argument types and shapes of a call.

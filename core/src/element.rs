@@ -49,7 +49,7 @@ impl_half_element!(f16 => F16, bf16 => BF16);
 /// Runs `$body` with `$t` bound to the Rust element type of `$dtype`.
 ///
 /// ```
-/// use relaxvm::{dispatch_dtype, DataType};
+/// use relaxvm_core::{dispatch_dtype, DataType};
 /// let size = dispatch_dtype!(DataType::F32, T => std::mem::size_of::<T>());
 /// assert_eq!(size, 4);
 /// ```

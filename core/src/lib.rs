@@ -1,0 +1,56 @@
+//! # relaxvm-core
+//!
+//! relaxvm's data model: what a program computes with and what can go wrong. Values
+//! ([`Value`]) and the packed functions they call ([`PackedFunc`], the global [`Registry`]),
+//! tensors ([`Tensor`]) with their data types, devices, shapes and storage, the thread pool
+//! kernels split their work on, and the one error type ([`Error`]), including the verifier's
+//! ([`verify_error`]). It knows nothing of bytecode or of the interpreter: the instruction set
+//! (`relaxvm-isa`), the tools (`relaxvm-tools`) and the interpreter (`relaxvm`) build on it.
+//! Most users depend on `relaxvm`, which re-exports these modules at their usual paths.
+#![deny(missing_docs)]
+
+pub mod allocator;
+pub mod arcstr;
+pub mod block_cache;
+pub mod chunks;
+pub mod cost;
+pub mod device;
+pub mod dtype;
+pub mod element;
+pub mod error;
+pub mod input_file;
+pub mod instrument;
+pub mod int_op;
+pub mod location;
+pub mod native;
+pub mod object;
+pub mod packed;
+pub mod pool;
+mod recent_shapes;
+pub mod registry;
+pub mod shape;
+pub mod storage;
+pub mod tensor;
+mod tensor_fmt;
+pub mod tensor_text;
+pub mod value;
+pub mod value_conv;
+pub mod verify_error;
+
+pub use arcstr::ArcStr;
+pub use cost::Cost;
+pub use device::{Device, DeviceType};
+pub use dtype::DataType;
+pub use error::{Error, ErrorKind, Result};
+pub use half;
+pub use int_op::IntOp;
+pub use location::Location;
+pub use native::{LibraryRef, NativeLibrary};
+pub use object::{Named, NamedObject};
+pub use packed::{BinaryFn, CallCtx, PackedFunc, SelectFn, TypedFn, VmHandle};
+pub use registry::Registry;
+pub use shape::Shape;
+pub use storage::{Storage, StorageRead};
+pub use tensor::{Element, Tensor, TensorView};
+pub use value::{Callable, Closure, Value};
+pub use value_conv::{FromValue, IntoValue};
