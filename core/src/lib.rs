@@ -37,6 +37,7 @@ pub mod value;
 pub mod value_conv;
 pub mod verify_error;
 
+pub use allocator::Allocator;
 pub use arcstr::ArcStr;
 pub use cost::Cost;
 pub use device::{Device, DeviceType};
