@@ -237,9 +237,12 @@ class Row:
         target: str,
         peer_ok: bool = True,
         reference: tuple[str, Callable[[], Any]] | None = None,
+        baseline: Callable | None = None,
     ):
         """``reference``, when given, is the same work done otherwise (``("numpy", f)``,
-        ``("CPython", f)``): the row's peer column is that."""
+        ``("CPython", f)``): the row's peer column is that. ``baseline``, when given, sets up
+        the same work without what the row measures (a plain run beside a profiled one): the
+        row is the difference of the two, each side's best round."""
         self.label, self.unit, self.per, self.setup, self.target, self.peer_ok, self.reference = (
             label,
             unit,
@@ -249,6 +252,7 @@ class Row:
             peer_ok,
             reference,
         )
+        self.baseline = baseline
 
 
 def rows(quick: bool) -> list[Row]:
@@ -285,6 +289,22 @@ def rows(quick: bool) -> list[Row]:
         ib.convert_constant(weights)
         return lambda: ib.convert_constant(weights)
 
+    profiled_calls = 1000
+
+    def copies() -> Any:
+        ib = rx.ExecBuilder()
+        emit_copies(profiled_calls)(ib)
+        return ib.get()
+
+    def profiled(b: Backend) -> Callable[[], Any]:
+        # relaxvm only: TVM's profiler (`vm.profile`) reports per-op times of its own kind.
+        vm = rx.VirtualMachine(copies(), profile=True)
+        return lambda: vm.profile("main", x4)
+
+    def unprofiled(b: Backend) -> Callable[[], Any]:
+        f = rx.VirtualMachine(copies())["main"]
+        return lambda: f(x4)
+
     def callbacks(b: Backend) -> Callable[[], Any]:
         b.register("bench.py_identity", lambda x: x)
         return call(emit_callbacks(1000), "main", x4)(b)
@@ -295,51 +315,60 @@ def rows(quick: bool) -> list[Row]:
             "ns/call",
             1,
             call(emit_identity, "id", x4),
-            "<= 1/3 peer",
+            "<= 1/5 peer",
         ),
         Row(
             "Python -> VM call, identity on a numpy array (peer: its tensor)",
             "ns/call",
             1,
             identity_numpy,
-            "<= 1/3 peer",
+            "<= 1/4 peer",
         ),
         Row(
             "Python -> VM call, identity on an int",
             "ns/call",
             1,
             call(emit_identity, "id", scalar=7),
-            "<= 1/3 peer",
+            "<= 1/4 peer",
         ),
         Row(
             "VM -> registered Python function",
             "ns/call",
             1000,
             callbacks,
-            "<= 1/2 peer",
+            "<= 1/3 peer",
         ),
         Row(
             "dispatch, call vm.builtin.copy",
             "ns/instr",
             straight,
             call(emit_copies(straight), "main", x4),
-            "<= 1/15 peer",
+            "<= 1/40 peer",
         ),
         Row(
             "shape-heap triple",
             "ns/triple",
             1000,
             call(emit_shape_heap(1000), "main", np.ones((32, 16), "float32")),
-            "<= 1/4 peer",
+            "<= 1/7 peer",
         ),
         Row(
             "counting loop (5 instr/iter)",
             "ns/iter",
             loop_n,
             call(emit_sum, "sum", scalar=loop_n),
-            "<= 1/6 CPython",
+            "<= 1/10 CPython",
             False,
             ("CPython", lambda: python_sum(loop_n)),
+        ),
+        Row(
+            "profiler cost per call (vm.profile less a plain run)",
+            "ns/call",
+            profiled_calls,
+            profiled,
+            "<= 150",
+            False,
+            baseline=unprofiled,
         ),
         Row(
             "fib(25), bytecode calls",
@@ -412,10 +441,14 @@ def measure_row(row: Row, backends: list[Backend], rounds: int, min_seconds: flo
     if measure is not None:  # a row measured its own way (runs in child processes)
         return measure([b.name for b in backends if b.name == "relaxvm" or row.peer_ok])
     fns = {b.name: row.setup(b) for b in backends if b.name == "relaxvm" or row.peer_ok}
+    if row.baseline is not None:
+        fns["baseline"] = row.baseline(backends[0])
     best = {name: float("inf") for name in fns}
     for _ in range(rounds):  # alternate: ours, peer, ours, peer...
         for name, fn in fns.items():
             best[name] = min(best[name], best_time(fn, min_seconds) / row.per * scale(row.unit))
+    if row.baseline is not None:
+        best["relaxvm"] -= best.pop("baseline")
     return best
 
 

@@ -116,7 +116,7 @@ def rows(row_type: type, quick: bool) -> list[Any]:
                 "us/call",
                 1,
                 model("mlp_small", rng.standard_normal((1, 32), dtype="float32")),
-                "<= 1/2 peer",
+                "<= 1/4 peer",
             ),
             row_type(
                 "TVM MLP 784-256-10, batch 1",

@@ -23,10 +23,10 @@ use relaxvm::{CallCtx, DataType, Device, DeviceType, Error, PackedFunc, Result, 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.alloc_storage", ctx alloc_storage).specialized(specialize_alloc_storage),
-    builtin!("vm.builtin.alloc_tensor", alloc_tensor).specialized(specialize_alloc_tensor),
+    builtin!("vm.builtin.alloc_tensor", ctx alloc_tensor).specialized(specialize_alloc_tensor),
     builtin!("vm.builtin.reshape", reshape),
-    builtin!("vm.builtin.copy", select identity).constant_time(),
-    builtin!("vm.builtin.move", select identity).constant_time(),
+    builtin!("vm.builtin.copy", identity identity).constant_time(),
+    builtin!("vm.builtin.move", identity identity).constant_time(),
     builtin!("vm.builtin.null_value", null_value).constant_time(),
     builtin!("vm.builtin.ensure_zero_offset", ensure_zero_offset),
     builtin!("vm.builtin.to_device", to_device),
@@ -97,7 +97,7 @@ fn make_storage(name: &str, ctx: &mut CallCtx<'_>, dims: &[i64], dtype: DataType
         .try_fold(dtype.itemsize() as i128, |acc, d| acc.checked_mul(i128::from(*d)))
         .ok_or_else(|| Error::alloc(u128::MAX, format!("storage size {} overflows (in {name})", Shape::from(dims))))?;
     let device = ctx.device();
-    let storage = site_alloc::storage(ctx.site_cache(), nbytes, device).map_err(|e| in_builtin(name, e))?;
+    let storage = site_alloc::storage(ctx.pool_cache(), nbytes, device).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Storage(storage))
 }
 
@@ -121,14 +121,14 @@ fn tensor_plan(name: &str, offset: i64, args: &[Value]) -> Result<(usize, DataTy
 }
 
 /// `alloc_tensor(storage, offset, shape, dtype, [scope])`: a view of the storage.
-fn alloc_tensor(name: &'static str, args: &[Value]) -> Result<Value> {
+fn alloc_tensor(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
     args::arity_range(name, args, 4, 5)?;
     let storage = tensor_storage(name, args)?;
     // The types first (the dtype's is checked in the plan), then the values.
     let offset = args::int(name, args, 1, "byte offset")?;
     let shape = args::shape(name, args, 2, "shape")?;
     let (offset, dtype) = tensor_plan(name, offset, args)?;
-    make_tensor(name, storage, offset, shape, dtype)
+    make_tensor(name, ctx, storage, offset, shape, dtype)
 }
 
 /// `alloc_tensor` specialised to a call whose offset, dtype and scope are fixed (as TVM emits
@@ -138,10 +138,10 @@ fn specialize_alloc_tensor(name: &'static str, fixed: &[Option<&Value>]) -> Opti
     args::arity_range(name, &args, 4, 5).ok()?;
     let offset = args::int(name, &args, 1, "byte offset").ok()?;
     let (offset, dtype) = tensor_plan(name, offset, &args).ok()?;
-    let f = PackedFunc::from_fn(name, move |args| {
+    let f = PackedFunc::new(name, move |ctx, args| {
         let storage = tensor_storage(name, args)?;
         let shape = args::shape(name, args, 2, "shape")?;
-        make_tensor(name, storage, offset, shape, dtype)
+        make_tensor(name, ctx, storage, offset, shape, dtype)
     });
     // It reads the storage, the offset (fixed) and the shape.
     Some(f.reading_first(3))
@@ -155,10 +155,22 @@ fn tensor_storage<'a>(name: &str, args: &'a [Value]) -> Result<&'a Storage> {
     }
 }
 
-/// A tensor viewing `storage`.
-fn make_tensor(name: &str, storage: &Storage, offset: usize, shape: &Shape, dtype: DataType) -> Result<Value> {
-    let t = Tensor::from_parts(storage.clone(), offset, shape.clone(), None, dtype).map_err(|e| in_builtin(name, e))?;
-    Ok(Value::Tensor(t))
+/// A tensor viewing `storage`: in the header the call site kept from its last call when
+/// nothing else holds that header and the VM pools allocations (see
+/// [`Tensor::view_in_slot`]), else a new one.
+fn make_tensor(
+    name: &str,
+    ctx: &mut CallCtx<'_>,
+    storage: &Storage,
+    offset: usize,
+    shape: &Shape,
+    dtype: DataType,
+) -> Result<Value> {
+    let t = match ctx.pool_cache() {
+        Some(slot) => Tensor::view_in_slot(slot, storage, offset, shape, dtype),
+        None => Tensor::from_parts(storage.clone(), offset, shape.clone(), None, dtype),
+    };
+    Ok(Value::Tensor(t.map_err(|e| in_builtin(name, e))?))
 }
 
 /// The tensor itself when it is contiguous, else a contiguous copy (an error, not a panic,

@@ -212,7 +212,7 @@ fn specialize_alloc_shape_heap(name: &'static str, fixed: &[Option<&Value>]) -> 
 fn make_heap(name: &str, ctx: &mut CallCtx<'_>, size: i64) -> Result<Value> {
     let device = ctx.device();
     let heap =
-        site_alloc::own_tensor(ctx.site_cache(), size, DataType::I64, device).map_err(|e| in_builtin(name, e))?;
+        site_alloc::own_tensor(ctx.pool_cache(), size, DataType::I64, device).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Tensor(heap))
 }
 

@@ -8,10 +8,14 @@
 //! [`Tensor::is_sole`]) and has the size asked for, it is handed out again, zeroed as new
 //! storage is, with no allocation or free. Anything still held is never handed out twice: the
 //! site then allocates anew and keeps the new one. As TVM's pooled allocator keeps freed blocks,
-//! a VM keeps each site's last allocation while it lives. (Tensor headers are not kept: a kept
-//! header would hold its storage, which then could never be free at the next call.)
+//! a VM keeps each site's last allocation while it lives. `alloc_tensor`'s sites keep their
+//! last tensor header likewise ([`relaxvm::Tensor::view_in_slot`]); before each call from
+//! outside, the VM has such headers let go of the storage they view, so that the storage's own
+//! site finds it free. With TVM's `memory_cfg="naive"` ([`relaxvm::Allocator::Naive`]) no site
+//! keeps anything ([`CallCtx::pool_cache`] is `None`).
 //!
 //! [`CallCtx::site_cache`]: relaxvm::CallCtx::site_cache
+//! [`CallCtx::pool_cache`]: relaxvm::CallCtx::pool_cache
 
 use relaxvm::{DataType, Device, Result, Shape, Storage, Tensor, Value};
 

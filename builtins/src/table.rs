@@ -102,6 +102,14 @@ macro_rules! builtin {
             specialize: None,
         }
     };
+    ($name:literal, identity $f:path) => {
+        $crate::table::Builtin {
+            name: $name,
+            make: |n| relaxvm::PackedFunc::select(n, $f).returning_its_argument(),
+            cost: relaxvm::Cost::Unbounded,
+            specialize: None,
+        }
+    };
     ($name:literal, binary $f:path) => {
         $crate::table::Builtin {
             name: $name,

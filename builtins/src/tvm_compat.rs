@@ -17,9 +17,10 @@
 //! changes nothing. Compiled programs emit it after the item's last read, so no program result
 //! differs — only the moment the memory is freed.
 //!
-//! `memory_manager.clear`: TVM frees the blocks its pooled allocators keep for reuse. relaxvm
-//! allocates without a pool (storage is freed when its last tensor is dropped), so there is
-//! nothing to release and the builtin does nothing.
+//! `memory_manager.clear`: TVM frees the blocks its pooled allocators keep for reuse. Called
+//! by a program, it drops what the calling VM's allocation sites keep (see
+//! [`CallCtx::clear_pools`]); called from outside any VM it has nothing to free, since each
+//! VM's pool is its own and goes with the VM.
 
 use crate::args::{self, in_ctx, type_err, value_err};
 use crate::table::{builtin, Builtin};
@@ -29,7 +30,7 @@ use relaxvm::{CallCtx, Error, Result, Value};
 pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.tuple_reset_item", tuple_reset_item),
     builtin!("vm.builtin.call_tir_dyn", ctx call_tir_dyn),
-    builtin!("vm.builtin.memory_manager.clear", memory_manager_clear),
+    builtin!("vm.builtin.memory_manager.clear", ctx memory_manager_clear),
     builtin!("vm.builtin.check_string_info", check_string_info),
     builtin!("vm.builtin.invoke_debug_func", ctx invoke_debug_func),
 ];
@@ -64,9 +65,10 @@ fn call_tir_dyn(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Re
     ctx.call(&args[0], &call_args)
 }
 
-/// `memory_manager.clear()`: nothing to free (see the module docs).
-fn memory_manager_clear(name: &'static str, args: &[Value]) -> Result<Value> {
+/// `memory_manager.clear()`: drops the calling VM's pooled blocks (see the module docs).
+fn memory_manager_clear(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
     args::arity(name, args, 0)?;
+    ctx.clear_pools();
     Ok(Value::Null)
 }
 

@@ -9,6 +9,7 @@
 //! Most users depend on `relaxvm`, which re-exports these modules at their usual paths.
 #![deny(missing_docs)]
 
+pub mod allocator;
 pub mod arcstr;
 pub mod block_cache;
 pub mod chunks;
@@ -36,6 +37,7 @@ pub mod value;
 pub mod value_conv;
 pub mod verify_error;
 
+pub use allocator::Allocator;
 pub use arcstr::ArcStr;
 pub use cost::Cost;
 pub use device::{Device, DeviceType};

@@ -12,7 +12,7 @@ use std::sync::Arc;
 // The types are declared beside `Value`, which holds packed functions (a value can be a
 // function, and a function takes values); their methods live here. The paths stay
 // `relaxvm::packed::*`.
-pub use crate::value::{BinaryFn, CallCtx, PackedFnSig, PackedFunc, SelectFn, Specializer, VmHandle};
+pub use crate::value::{BinaryFn, CallCtx, CallHints, PackedFnSig, PackedFunc, SelectFn, Specializer, VmHandle};
 
 impl<'a> CallCtx<'a> {
     /// A context inside a VM.
@@ -39,6 +39,26 @@ impl<'a> CallCtx<'a> {
     pub fn site_cache(&mut self) -> Option<&mut Value> {
         let entry = self.entry?;
         self.vm.as_mut()?.site_cache(entry)
+    }
+
+    /// The site cache of an allocating builtin ([`site_cache`](Self::site_cache)) when the
+    /// VM pools allocations ([`crate::allocator::Allocator::Pooled`], TVM's default
+    /// `memory_cfg`); `None` when it allocates at every call, and outside a VM.
+    pub fn pool_cache(&mut self) -> Option<&mut Value> {
+        let entry = self.entry?;
+        let vm = self.vm.as_mut()?;
+        if vm.allocator() != crate::allocator::Allocator::Pooled {
+            return None;
+        }
+        vm.site_cache(entry)
+    }
+
+    /// Drops what the calling VM's allocation sites keep for reuse ([`VmHandle::clear_pools`]);
+    /// nothing outside a VM.
+    pub fn clear_pools(&mut self) {
+        if let Some(vm) = self.vm.as_mut() {
+            vm.clear_pools();
+        }
     }
 
     /// The VM's default device (CPU 0 outside a VM).
@@ -94,11 +114,7 @@ impl PackedFunc {
         PackedFunc {
             f: Arc::new(f),
             name: name.into(),
-            binary: None,
-            select: None,
-            int_op: None,
-            specializer: None,
-            reads: None,
+            hints: CallHints::default(),
             cost: Cost::Unbounded,
             origin: None,
         }
@@ -108,13 +124,26 @@ impl PackedFunc {
     pub fn select(name: &str, f: SelectFn) -> Self {
         let owned: Arc<str> = name.into();
         let mut p = PackedFunc::new(name, move |_, args| f(&owned, args).cloned());
-        p.select = Some(f);
+        p.hints.select = Some(f);
         p
     }
 
     /// The selecting function, when the function was made with [`PackedFunc::select`].
     pub fn as_select(&self) -> Option<SelectFn> {
-        self.select
+        self.hints.select
+    }
+
+    /// The same selecting function ([`PackedFunc::select`]), declared to return its argument
+    /// itself when called with one (TVM's `vm.builtin.copy`, which copies no data): the
+    /// interpreter then runs a call of it on one register as a register move.
+    pub fn returning_its_argument(mut self) -> Self {
+        self.hints.identity = self.hints.select.is_some();
+        self
+    }
+
+    /// What [`returning_its_argument`](Self::returning_its_argument) declared.
+    pub fn returns_its_argument(&self) -> bool {
+        self.hints.identity
     }
 
     /// A packed function of exactly two arguments given as a plain function; calls with two
@@ -125,26 +154,26 @@ impl PackedFunc {
             [a, b] => f(a, b),
             _ => Err(Error::arity(&*owned, "2", args.len())),
         });
-        p.binary = Some(f);
+        p.hints.binary = Some(f);
         p
     }
 
     /// The two-argument plain function, when the function was made with [`PackedFunc::binary`].
     pub fn as_binary(&self) -> Option<BinaryFn> {
-        self.binary
+        self.hints.binary
     }
 
     /// The same binary function, declared to compute `op` when both operands are ints: the
     /// interpreter then computes it inline for two ints and calls the function for anything
     /// else (so the function stays the definition: it must agree with [`IntOp::apply`] on ints).
     pub fn with_int_op(mut self, op: IntOp) -> Self {
-        self.int_op = Some(op);
+        self.hints.int_op = Some(op);
         self
     }
 
     /// What [`with_int_op`](Self::with_int_op) declared.
     pub fn as_int_op(&self) -> Option<IntOp> {
-        self.int_op
+        self.hints.int_op
     }
 
     /// The same function, with a way to specialise it to a call site's fixed operands: the
@@ -155,7 +184,7 @@ impl PackedFunc {
         mut self,
         specialize: impl Fn(&[Option<&Value>]) -> Option<PackedFunc> + Send + Sync + 'static,
     ) -> Self {
-        self.specializer = Some(Arc::new(specialize));
+        self.hints.specializer = Some(Arc::new(specialize));
         self
     }
 
@@ -163,7 +192,7 @@ impl PackedFunc {
     /// named and costed as this one; `None` when it has no specializer or that declined (or
     /// panicked: the general function then serves the call, and reports what is wrong).
     pub fn specialize(&self, fixed: &[Option<&Value>]) -> Option<PackedFunc> {
-        let specializer = self.specializer.as_ref()?;
+        let specializer = self.hints.specializer.as_ref()?;
         let special = catch_unwind(AssertUnwindSafe(|| specializer(fixed))).ok().flatten()?;
         Some(PackedFunc { name: self.name.clone(), cost: self.cost, origin: self.origin.clone(), ..special })
     }
@@ -173,13 +202,13 @@ impl PackedFunc {
     /// then passes only those `n` (for the shape-heap builtins, the registers). Called with
     /// more, it ignores the rest; with fewer, it must fail as it would for a short list.
     pub fn reading_first(mut self, n: usize) -> Self {
-        self.reads = u32::try_from(n).ok();
+        self.hints.reads = u32::try_from(n).ok();
         self
     }
 
     /// What [`reading_first`](Self::reading_first) declared.
     pub fn reads_first(&self) -> Option<usize> {
-        self.reads.map(|n| n as usize)
+        self.hints.reads.map(|n| n as usize)
     }
 
     /// A packed function that does not need the VM.

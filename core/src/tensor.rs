@@ -49,37 +49,7 @@ impl Tensor {
         strides: Option<Vec<i64>>,
         dtype: DataType,
     ) -> Result<Self> {
-        let n = numel(&shape).ok_or_else(|| {
-            Error::value(format!(
-                "invalid tensor shape {shape}: dimensions must be non-negative and their product must fit in memory"
-            ))
-        })?;
-        // ndarray (and any consumer indexing with isize) needs the product of the non-zero
-        // dimensions, in bytes, to fit in isize even when the tensor is empty.
-        // (Folded in place: a vector of the non-zero dimensions cost an allocation per tensor.)
-        let nonzero =
-            shape.iter().filter(|d| **d != 0).try_fold(1usize, |acc, d| acc.checked_mul(usize::try_from(*d).ok()?));
-        let fits = nonzero.and_then(|m| m.checked_mul(dtype.itemsize())).is_some_and(|b| b <= isize::MAX as usize);
-        if !fits {
-            return Err(Error::value(format!("tensor shape {shape} is too large for dtype {dtype}")));
-        }
-        let strides = strides.filter(|s| *s != contiguous_strides(&shape));
-        if let Some(s) = &strides {
-            if s.len() != shape.len() {
-                return Err(Error::value(format!("strides {s:?} do not match shape {shape}")));
-            }
-            if s.iter().any(|x| *x < 0) {
-                return Err(Error::value(format!("negative strides {s:?} are not supported")));
-            }
-        }
-        let needed = if n == 0 { 0 } else { extent(&shape, strides.as_deref(), dtype)? };
-        let end = byte_offset.checked_add(needed);
-        if end.is_none_or(|e| e > storage.len()) {
-            return Err(Error::value(format!(
-                "tensor of shape {shape} and dtype {dtype} at byte offset {byte_offset} needs {needed} bytes, but the storage has {}",
-                storage.len()
-            )));
-        }
+        let strides = check_view(&storage, byte_offset, &shape, strides, dtype)?;
         Ok(Tensor(Arc::new(Inner {
             storage,
             byte_offset,
@@ -430,6 +400,50 @@ impl<T: fmt::Debug> fmt::Debug for TensorView<'_, T> {
     }
 }
 
+/// Checks that a view of `storage` at `byte_offset` with `shape`, `strides` (in elements;
+/// `None` for C-contiguous) and `dtype` has every element inside the storage; the strides to
+/// keep (`None` when they are the contiguous ones).
+fn check_view(
+    storage: &Storage,
+    byte_offset: usize,
+    shape: &Shape,
+    strides: Option<Vec<i64>>,
+    dtype: DataType,
+) -> Result<Option<Vec<i64>>> {
+    let n = numel(shape).ok_or_else(|| {
+        Error::value(format!(
+            "invalid tensor shape {shape}: dimensions must be non-negative and their product must fit in memory"
+        ))
+    })?;
+    // ndarray (and any consumer indexing with isize) needs the product of the non-zero
+    // dimensions, in bytes, to fit in isize even when the tensor is empty.
+    // (Folded in place: a vector of the non-zero dimensions cost an allocation per tensor.)
+    let nonzero =
+        shape.iter().filter(|d| **d != 0).try_fold(1usize, |acc, d| acc.checked_mul(usize::try_from(*d).ok()?));
+    let fits = nonzero.and_then(|m| m.checked_mul(dtype.itemsize())).is_some_and(|b| b <= isize::MAX as usize);
+    if !fits {
+        return Err(Error::value(format!("tensor shape {shape} is too large for dtype {dtype}")));
+    }
+    let strides = strides.filter(|s| *s != contiguous_strides(shape));
+    if let Some(s) = &strides {
+        if s.len() != shape.len() {
+            return Err(Error::value(format!("strides {s:?} do not match shape {shape}")));
+        }
+        if s.iter().any(|x| *x < 0) {
+            return Err(Error::value(format!("negative strides {s:?} are not supported")));
+        }
+    }
+    let needed = if n == 0 { 0 } else { extent(shape, strides.as_deref(), dtype)? };
+    let end = byte_offset.checked_add(needed);
+    if end.is_none_or(|e| e > storage.len()) {
+        return Err(Error::value(format!(
+        "tensor of shape {shape} and dtype {dtype} at byte offset {byte_offset} needs {needed} bytes, but the storage has {}",
+        storage.len()
+        )));
+    }
+    Ok(strides)
+}
+
 /// Bytes spanned from the first to the last element, inclusive.
 fn extent(shape: &[i64], strides: Option<&[i64]>, dtype: DataType) -> Result<usize> {
     let overflow = || Error::value(format!("tensor of shape {:?} is too large", shape));
@@ -453,6 +467,7 @@ impl fmt::Debug for Tensor {
     }
 }
 
+mod pooled;
 pub mod seal;
 
 #[cfg(test)]

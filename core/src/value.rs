@@ -115,16 +115,30 @@ pub type Specializer = dyn Fn(&[Option<&Value>]) -> Option<PackedFunc> + Send + 
 pub struct PackedFunc {
     pub(crate) f: Arc<PackedFnSig>,
     pub(crate) name: Arc<str>,
+    /// What the interpreter's decoder may call instead of `f` (never a different result).
+    pub(crate) hints: CallHints,
+    pub(crate) cost: Cost,
+    pub(crate) origin: Option<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+/// The interpreter's speed hints of a packed function: other forms of the same function that
+/// the decoder (`crate::code`) calls instead of the general one where a call site allows. Each
+/// computes what the function computes (the same results and errors); none is needed.
+#[derive(Clone, Default)]
+pub struct CallHints {
+    /// The function as a plain function of two values ([`PackedFunc::binary`]).
     pub(crate) binary: Option<BinaryFn>,
+    /// The function as one that returns an argument by reference ([`PackedFunc::select`]).
     pub(crate) select: Option<SelectFn>,
+    /// Called with one argument, the function returns it itself
+    /// ([`PackedFunc::returning_its_argument`]): a call on one register is a register move.
+    pub(crate) identity: bool,
     /// The operation a [`BinaryFn`] computes on two ints, which the interpreter runs inline.
     pub(crate) int_op: Option<crate::int_op::IntOp>,
     pub(crate) specializer: Option<Arc<Specializer>>,
     /// How many leading arguments it reads, when it reads only those (see
     /// [`PackedFunc::reading_first`]).
     pub(crate) reads: Option<u32>,
-    pub(crate) cost: Cost,
-    pub(crate) origin: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// What a packed function can reach of the VM that calls it (for `vm_state` builtins).
@@ -141,6 +155,14 @@ pub trait VmHandle {
         let _ = entry;
         None
     }
+    /// The allocator the VM's builtins use ([`crate::allocator::Allocator`]); a handle that
+    /// keeps no site caches allocates at every call.
+    fn allocator(&self) -> crate::allocator::Allocator {
+        crate::allocator::Allocator::Naive
+    }
+    /// Drops the blocks and tensor headers the allocation sites keep for reuse (TVM's
+    /// `vm.builtin.memory_manager.clear`); a handle that keeps none has nothing to do.
+    fn clear_pools(&mut self) {}
     /// Calls `f` (named `name`) on behalf of native code the VM is running (a VM TIR function
     /// of a TVM `exec_mode="compiled"` model calling a builtin or closure through its
     /// function table) or of a builtin (a KV cache calling its kernels): the call counts as a

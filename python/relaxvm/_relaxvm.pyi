@@ -818,6 +818,9 @@ class VirtualMachine:
 
     NAIVE_ALLOCATOR: int
     POOLED_ALLOCATOR: int
+    @property
+    def memory_allocator(self) -> str:
+        """The allocator ``memory_cfg`` chose for the VM's device: ``"pooled"`` (the default) or ``"naive"``."""
     def __new__(
         cls,
         exec: Executable,
@@ -840,8 +843,10 @@ class VirtualMachine:
         registers held by all frames together (16,777,216, i.e. 256 MiB). Each must be >= 1.
         ``profile=True`` enables ``profile()``; it does not slow other calls. ``memory_cfg`` is
         checked as TVM checks it (``"naive"``, ``"pooled"``, or a dict from devices to
-        ``NAIVE_ALLOCATOR``/``POOLED_ALLOCATOR``; anything else raises); relaxvm has one
-        allocator for every choice (see docs/tvm.md)."""
+        ``NAIVE_ALLOCATOR``/``POOLED_ALLOCATOR``; anything else raises) and chooses the
+        allocator for the VM's device (``memory_allocator``): pooled, TVM's default, hands each
+        allocation site's last block and tensor header out again once nothing holds it; naive
+        allocates at every call."""
     def profile(self, func_name: str, *args: _VMValue, **kwargs: _VMValue) -> ProfileReport:
         """Runs ``func_name`` once and returns where its time went, per callee. Needs
         ``profile=True``; raises ``VMValueError`` otherwise, and the call's own error if it

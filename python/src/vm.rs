@@ -18,7 +18,7 @@ use crate::vm_lock::Shared;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
-use relaxvm::{Callable, FuncKind, InstrumentAction, Value, VirtualMachine, VmConfig};
+use relaxvm::{Allocator, Callable, FuncKind, InstrumentAction, Value, VirtualMachine, VmConfig};
 use std::sync::Arc;
 
 const _: () = assert!(relaxvm::trace::DEFAULT_MAX_BYTES == 268435456, "VirtualMachine.trace's default");
@@ -30,7 +30,7 @@ pub struct PyVirtualMachine {
     exe: Py<PyExecutable>,
     /// Per function-table entry: a packed function that is cheap to call with the GIL held
     /// (it calls Python, or is a constant-time builtin).
-    gil_costs: Vec<gil::GilCost>,
+    gil_costs: Vec<relaxvm::long_calls::CalleeCost>,
     /// `vm[name]` results by name, so that `vm["f"](x)` in a loop resolves `f` once.
     functions: Py<PyDict>,
 }
@@ -144,24 +144,29 @@ fn limit(name: &str, value: Option<i64>) -> PyResult<Option<usize>> {
 const NAIVE_ALLOCATOR: i64 = 1;
 const POOLED_ALLOCATOR: i64 = 2;
 
-/// Checks `memory_cfg` as TVM does: `None`, `"naive"` or `"pooled"`, or a dict from devices
-/// to an allocator kind. relaxvm has one allocator for every choice (blocks come from the
-/// system allocator and return to it when the last tensor using them goes; see docs/tvm.md),
-/// so a valid value changes nothing, and an invalid one is an error, never ignored.
-fn check_memory_cfg(cfg: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-    let Some(cfg) = cfg.filter(|c| !c.is_none()) else { return Ok(()) };
-    let kind_ok = |v: &Bound<'_, PyAny>| match v.extract::<String>() {
-        Ok(s) => s == "naive" || s == "pooled",
-        Err(_) => v.extract::<i64>().is_ok_and(|k| k == NAIVE_ALLOCATOR || k == POOLED_ALLOCATOR),
+/// The allocator `memory_cfg` chooses for the VM's `device`, by TVM's rule: `None` is pooled,
+/// `"naive"` or `"pooled"` applies to every device, and a dict from devices to an allocator
+/// kind gives each listed device its kind (a device it does not list gets the pooled one).
+/// An invalid value is an error, never ignored.
+fn memory_cfg_allocator(cfg: Option<&Bound<'_, PyAny>>, device: relaxvm::Device) -> PyResult<Allocator> {
+    let Some(cfg) = cfg.filter(|c| !c.is_none()) else { return Ok(Allocator::Pooled) };
+    let kind = |v: &Bound<'_, PyAny>| match v.extract::<String>() {
+        Ok(s) if s == "naive" => Some(Allocator::Naive),
+        Ok(s) if s == "pooled" => Some(Allocator::Pooled),
+        Ok(_) => None,
+        Err(_) => match v.extract::<i64>() {
+            Ok(NAIVE_ALLOCATOR) => Some(Allocator::Naive),
+            Ok(POOLED_ALLOCATOR) => Some(Allocator::Pooled),
+            _ => None,
+        },
     };
     if cfg.is_instance_of::<PyString>() {
-        if !kind_ok(cfg) {
-            return Err(PyValueError::new_err(format!(
-                "memory_cfg must be \"naive\" or \"pooled\", found {}",
-                cfg.repr()?
-            )));
-        }
-        return Ok(());
+        return match kind(cfg) {
+            Some(k) => Ok(k),
+            None => {
+                Err(PyValueError::new_err(format!("memory_cfg must be \"naive\" or \"pooled\", found {}", cfg.repr()?)))
+            }
+        };
     }
     let Ok(dict) = cfg.cast::<PyDict>() else {
         return Err(PyTypeError::new_err(format!(
@@ -169,17 +174,21 @@ fn check_memory_cfg(cfg: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
             cfg.get_type().name()?
         )));
     };
-    for (device, kind) in dict.iter() {
-        extract_device(Some(&device))?;
-        if !kind_ok(&kind) {
+    let mut chosen = Allocator::Pooled;
+    for (key, value) in dict.iter() {
+        let listed = extract_device(Some(&key))?;
+        let Some(k) = kind(&value) else {
             return Err(PyValueError::new_err(format!(
                 "memory_cfg[{}] must be VirtualMachine.NAIVE_ALLOCATOR (1), POOLED_ALLOCATOR (2), \"naive\" or \"pooled\", found {}",
-                device.repr()?,
-                kind.repr()?
+                key.repr()?,
+                value.repr()?
             )));
+        };
+        if listed == device {
+            chosen = k;
         }
     }
-    Ok(())
+    Ok(chosen)
 }
 
 /// TVM's `set_input` conversion: numbers become 0-d tensors (int and bool int32, float
@@ -222,6 +231,16 @@ impl PyVirtualMachine {
     #[classattr]
     const POOLED_ALLOCATOR: i64 = POOLED_ALLOCATOR;
 
+    /// The allocator `memory_cfg` chose for the VM's device: `"pooled"` (TVM's default: each
+    /// allocation site hands out its last block again once nothing holds it) or `"naive"`.
+    #[getter]
+    fn memory_allocator(&self, py: Python<'_>) -> PyResult<&'static str> {
+        self.shared.with(py, |vm| match vm.allocator() {
+            Allocator::Naive => "naive",
+            Allocator::Pooled => "pooled",
+        })
+    }
+
     /// A VM for `exec` whose builtins allocate on `device` (default `rx.cpu()`). Every packed
     /// function the executable calls must be registered: missing ones raise `KeyError`. The
     /// keyword-only limits are those of `relaxvm::VmConfig` (`None` keeps its default).
@@ -242,7 +261,8 @@ impl PyVirtualMachine {
         step_budget: Option<i64>,
         max_stack_registers: Option<i64>,
     ) -> PyResult<Self> {
-        check_memory_cfg(memory_cfg)?;
+        // Checked first, as TVM does (the VM's device is known below).
+        memory_cfg_allocator(memory_cfg, relaxvm::Device::cpu(0))?;
         let defaults = VmConfig::default();
         let config = VmConfig {
             max_call_depth: limit("max_call_depth", max_call_depth)?.unwrap_or(defaults.max_call_depth),
@@ -268,11 +288,13 @@ impl PyVirtualMachine {
             }
             other => extract_device(other)?,
         };
+        let allocator = memory_cfg_allocator(memory_cfg, device)?;
         let exe = Arc::clone(&exec.get().0);
         let gil_costs = gil::gil_costs(&exe);
         let mut vm = VirtualMachine::new(exe).py_err(py)?;
         *vm.config_mut() = config;
         vm.set_device(device);
+        vm.set_allocator(allocator);
         vm.set_poll_hook(Some(Arc::new(deliver_signals)));
         let shared = Arc::new(Shared::new(vm));
         Ok(PyVirtualMachine { shared, exe: exec, gil_costs, functions: PyDict::new(py).unbind() })

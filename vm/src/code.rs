@@ -131,6 +131,12 @@ pub(crate) enum Op {
         a: Reg,
         dst: u32,
     },
+    /// A call on one register of a function that returns its argument itself
+    /// ([`PackedFunc::returning_its_argument`], `vm.builtin.copy`), into a register: a move.
+    Move {
+        a: Reg,
+        dst: u32,
+    },
     /// A call of a bytecode function of this executable.
     CallBytecode {
         func: u32,
@@ -314,6 +320,9 @@ impl Code {
                     Some(p) => match (p.as_binary(), p.as_int_op(), p.as_select(), &srcs[..]) {
                         (Some(f), Some(op), _, &[a, b]) if dst != VOID => Op::IntBinary { op, f, a, b, dst },
                         (Some(f), _, _, &[a, b]) => Op::CallBinary { f, a, b, dst },
+                        (_, _, Some(_), &[a]) if dst != VOID && a & CONST_BIT == 0 && p.returns_its_argument() => {
+                            Op::Move { a: Reg(a), dst }
+                        }
                         (_, _, Some(f), &[a]) if dst != VOID && a & CONST_BIT == 0 => {
                             Op::CallSelect1 { f, func: self.shared_fn(func, p), a: Reg(a), dst }
                         }
@@ -539,7 +548,7 @@ impl Code {
                 [reg(a.0), reg(b.0)].into_iter().collect()
             }
             Op::IntAddJumpImm { a, imm, .. } => [reg(a.0), Value::Int(imm)].into_iter().collect(),
-            Op::CallSelect1 { a, .. } => [reg(a.0)].into_iter().collect(),
+            Op::CallSelect1 { a, .. } | Op::Move { a, .. } => [reg(a.0)].into_iter().collect(),
             Op::Ret { .. } | Op::Goto { .. } | Op::If { .. } => smallvec::SmallVec::new(),
         }
     }

@@ -49,11 +49,12 @@
 #![deny(missing_docs)]
 
 mod code;
+pub mod long_calls;
 pub mod vm;
 
 // The data model (relaxvm-core), at the paths it had before it became its own crate.
 pub use relaxvm_core::{
-    arcstr, block_cache, chunks, cost, device, dispatch_dtype, dtype, element, error, input_file, instrument, int_op,
+    allocator, arcstr, block_cache, chunks, cost, device, dispatch_dtype, dtype, element, error, input_file, instrument, int_op,
     location, native, object, packed, pool, registry, shape, storage, tensor, tensor_text, value, value_conv,
 };
 // The instruction set (relaxvm-isa).
@@ -63,6 +64,7 @@ pub use relaxvm_tools::profile;
 #[cfg(feature = "tooling")]
 pub use relaxvm_tools::{npy, trace};
 
+pub use allocator::Allocator;
 pub use arcstr::ArcStr;
 pub use bytecode::{Arg, Instruction, RegIdx};
 pub use cost::Cost;

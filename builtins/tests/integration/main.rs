@@ -9,6 +9,7 @@ mod kv_checkpoint_errors;
 mod kv_errors;
 mod lm_errors;
 mod numpy_tables;
+mod pooled_views;
 mod profile;
 mod robustness;
 mod trace;

@@ -35,13 +35,17 @@ pub struct Recorder {
 
 /// `float32(2, 3), int 4`: the argument types and shapes of a call.
 pub(crate) fn describe_args(args: &[Value]) -> String {
+    use std::fmt::Write;
     let mut out = String::new();
     for (i, a) in args.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
         match a {
-            Value::Tensor(t) => out.push_str(&format!("{}{}", t.dtype(), t.shape())),
+            // Written in place: a `format!` per tensor was an allocation per call profiled.
+            Value::Tensor(t) => {
+                let _ = write!(out, "{}{}", t.dtype(), t.shape());
+            }
             Value::Int(_) | Value::Float(_) | Value::Bool(_) => out.push_str(a.type_name()),
             other => out.push_str(&other.describe()),
         }
@@ -80,7 +84,11 @@ impl Recorder {
             parent.children_ns += dur;
         }
         let counted = if open.bytecode { dur } else { dur.saturating_sub(open.children_ns) };
-        let row = self.rows.entry(open.name.clone()).or_insert_with(|| ProfileRow::new(&open.name, open.bytecode));
+        // Looked up by reference first: the name is copied only for a new row.
+        let row = match self.rows.get_index_of(open.name.as_str()) {
+            Some(i) => &mut self.rows[i],
+            None => self.rows.entry(open.name.clone()).or_insert_with(|| ProfileRow::new(&open.name, open.bytecode)),
+        };
         row.add(counted);
         if row.shapes.len() < MAX_SHAPES_PER_ROW && !row.shapes.contains(&open.shapes) {
             row.shapes.push(open.shapes.clone());

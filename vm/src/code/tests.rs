@@ -87,3 +87,42 @@ fn a_specialised_call_passes_only_the_operands_its_function_reads() {
     let ints: Vec<i64> = args.iter().map(|v| v.as_int().unwrap()).collect();
     assert_eq!(ints, [40, 40, 7]);
 }
+
+#[test]
+fn a_call_returning_its_one_register_argument_is_a_move() {
+    let mut overrides = Registry::new();
+    fn first<'a>(_: &str, a: &'a [Value]) -> Result<&'a Value> {
+        Ok(&a[0])
+    }
+    overrides.register(PackedFunc::select("t.id", first).returning_its_argument(), true).unwrap();
+    overrides.register(PackedFunc::select("t.sel", first), true).unwrap();
+    let call = |func, args: Vec<Arg>, dst| Instruction::Call { func, args, dst };
+    let instrs = vec![
+        call(1, vec![Arg::Reg(0)], Some(1)),
+        call(2, vec![Arg::Reg(0)], Some(1)),
+        // Not a move: no destination, a constant operand, two operands.
+        call(1, vec![Arg::Reg(0)], None),
+        call(1, vec![Arg::Imm(3)], Some(1)),
+        call(1, vec![Arg::Reg(0), Arg::Reg(1)], Some(1)),
+        Instruction::Ret { result: 1 },
+    ];
+    let funcs = vec![
+        FuncInfo::bytecode("main", 0, instrs.len() as u32, 1, 2),
+        FuncInfo::packed("t.id"),
+        FuncInfo::packed("t.sel"),
+    ];
+    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, ..Default::default() }).unwrap();
+    let code = Code::decode(&exe, &overrides).unwrap();
+    let kinds: Vec<&str> = code
+        .ops
+        .iter()
+        .map(|op| match op {
+            Op::Move { .. } => "move",
+            Op::CallSelect1 { .. } => "select1",
+            Op::CallSelect { .. } => "select",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["move", "select1", "select", "select", "select", "other"]);
+    assert!(!PackedFunc::from_fn("t.f", |_| Ok(Value::Null)).returning_its_argument().returns_its_argument());
+}

@@ -49,9 +49,10 @@ impl VirtualMachine {
     #[inline(never)]
     pub(super) fn instrument_after(&mut self, ret: &Value) -> Result<()> {
         let frame = self.instrumented.pop().expect("checked by the caller");
-        let (caller, at) = self.call_site(frame.pc);
+        let exe = Arc::clone(&self.exe);
+        let (caller, at) = site_in(&exe, self.frames.last(), frame.pc);
         // The callee's frame is gone: the error is located at the caller's call.
-        self.hook_after(frame.pc, &frame.args, Some(ret), &caller, at).map_err(|e| self.locate(frame.pc, e))
+        self.hook_after(frame.pc, &frame.args, Some(ret), caller, at).map_err(|e| self.locate(frame.pc, e))
     }
 
     /// The instrument hook after each instrumented bytecode call whose frame an error unwinds
@@ -62,9 +63,10 @@ impl VirtualMachine {
         while self.instrumented.last().is_some_and(|f| f.depth > depth) {
             let frame = self.instrumented.pop().expect("checked above");
             // The caller's frame is the one below the callee's.
-            let (caller, at) = self.site_in(frame.depth.checked_sub(2).and_then(|i| self.frames.get(i)), frame.pc);
+            let exe = Arc::clone(&self.exe);
+            let (caller, at) = site_in(&exe, frame.depth.checked_sub(2).and_then(|i| self.frames.get(i)), frame.pc);
             // The run's error is what the caller sees; the hook's own is dropped.
-            let _ = self.hook_after(frame.pc, &frame.args, None, &caller, at);
+            let _ = self.hook_after(frame.pc, &frame.args, None, caller, at);
         }
     }
 
@@ -72,12 +74,13 @@ impl VirtualMachine {
     /// call at `pc` with `args` returned `ret` (`None`: it raised).
     fn hook_after(&mut self, pc: usize, args: &[Value], ret: Option<&Value>, caller: &str, at: usize) -> Result<()> {
         let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
-        let name = self.exe.funcs()[func as usize].name.clone();
         let Some(mut hook) = self.instrument.take() else { return Ok(()) };
-        let code = Arc::clone(&self.code);
+        // Held apart from `self` (which the hook's removal borrows): the names are borrowed
+        // from them, not copied, at every call.
+        let (exe, code) = (Arc::clone(&self.exe), Arc::clone(&self.code));
         let call = InstrumentCall {
             func: &code.func_values[func as usize],
-            name: &name,
+            name: &exe.funcs()[func as usize].name,
             before: false,
             args,
             ret,
@@ -98,8 +101,8 @@ impl VirtualMachine {
     pub(super) fn hook_before_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<Option<CallArgs>> {
         let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
         let args = self.load_args(code, pc, base);
-        let name = self.exe.funcs()[func as usize].name.clone();
-        let (caller, at) = self.call_site(pc);
+        let exe = Arc::clone(&self.exe);
+        let (caller, at) = site_in(&exe, self.frames.last(), pc);
         // A packed call's site, for the calls it makes through the VM; `hook_after_call` pops
         // it (a bytecode call's callee has its own frame).
         let packed = !matches!(code.ops[pc], Op::CallBytecode { .. });
@@ -111,11 +114,11 @@ impl VirtualMachine {
         };
         let call = InstrumentCall {
             func: &code.func_values[func as usize],
-            name: &name,
+            name: &exe.funcs()[func as usize].name,
             before: true,
             args: &args,
             ret: None,
-            caller: &caller,
+            caller,
             pc: at,
         };
         let before = call_hook(&mut hook, &call);
@@ -140,15 +143,16 @@ impl VirtualMachine {
     pub(super) fn hook_after_call(&mut self, pc: usize, args: Option<CallArgs>, ret: Result<Value>) -> Result<Value> {
         let args = args.unwrap_or_default();
         self.packed_sites.pop();
-        let (caller, at) = self.call_site(pc);
+        let exe = Arc::clone(&self.exe);
+        let (caller, at) = site_in(&exe, self.frames.last(), pc);
         match ret {
             Ok(v) => {
-                self.hook_after(pc, &args, Some(&v), &caller, at).map_err(|e| self.locate(pc, e))?;
+                self.hook_after(pc, &args, Some(&v), caller, at).map_err(|e| self.locate(pc, e))?;
                 Ok(v)
             }
             Err(e) => {
                 // The call's error is what the caller sees; the hook's own is dropped.
-                let _ = self.hook_after(pc, &args, None, &caller, at);
+                let _ = self.hook_after(pc, &args, None, caller, at);
                 Err(e)
             }
         }
@@ -164,21 +168,17 @@ impl VirtualMachine {
     pub(super) fn packed_site(&self) -> usize {
         self.packed_sites.last().copied().unwrap_or(0)
     }
+}
 
-    /// The running function's name and the index within it of instruction `pc`.
-    fn call_site(&self, pc: usize) -> (String, usize) {
-        self.site_in(self.frames.last(), pc)
-    }
-
-    /// The name of `frame`'s function and the index within it of instruction `pc`.
-    fn site_in(&self, frame: Option<&super::Frame>, pc: usize) -> (String, usize) {
-        match frame {
-            Some(frame) => {
-                let f = &self.exe.funcs()[frame.func as usize];
-                (f.name.clone(), pc - f.start_instr as usize)
-            }
-            None => (String::new(), pc),
+/// The name of `frame`'s function and the index within it of instruction `pc` (the whole
+/// program's index and no name without a frame).
+fn site_in<'e>(exe: &'e crate::executable::Executable, frame: Option<&super::Frame>, pc: usize) -> (&'e str, usize) {
+    match frame {
+        Some(frame) => {
+            let f = &exe.funcs()[frame.func as usize];
+            (&f.name, pc - f.start_instr as usize)
         }
+        None => ("", pc),
     }
 }
 

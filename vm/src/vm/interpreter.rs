@@ -207,6 +207,25 @@ impl VirtualMachine {
                         }
                         ip = ip.add(1);
                     }
+                    Op::Move { a, dst } => {
+                        prefetch_ahead(ip);
+                        if INSTRUMENTED {
+                            // The hook sees the call, and is given its result (a clone: the hook
+                            // may keep it).
+                            let hooked = hook_before!();
+                            let ret = hook_after!(hooked, Ok(fp.get(a.0).clone()))?;
+                            set_reg(fp.get_mut(dst), ret);
+                        } else {
+                            let v = fp.get(a.0);
+                            // The destination often holds this very value already (a copy in a
+                            // loop): then there is nothing to do, not even reference counting.
+                            if !v.same_object(fp.get(dst)) {
+                                let v = v.clone();
+                                set_reg(fp.get_mut(dst), v);
+                            }
+                        }
+                        ip = ip.add(1);
+                    }
                     Op::CallSelect { func, args, nargs, dst, patches, npatches } => {
                         prefetch_ahead(ip);
                         let hooked = hook_before!();

@@ -4,6 +4,7 @@
 //! recurse on the native stack. The native stack grows only when a packed function re-enters
 //! the VM (e.g. `vm.builtin.invoke_closure`), and that nesting is bounded separately.
 
+use crate::allocator::Allocator;
 use crate::code::{Callee, Code, VOID};
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
@@ -67,6 +68,8 @@ pub struct VirtualMachine {
     /// Per entry of [`Code::call_fns`], what its calls keep between calls
     /// ([`CallCtx::site_cache`]).
     site_caches: Vec<Value>,
+    /// Whether allocating builtins reuse their sites' blocks ([`Allocator`]).
+    allocator: Allocator,
     saved: HashMap<String, Value>,
     /// What native code the VM runs keeps per VM ([`VmHandle::program_lists`]): a compiled
     /// model's constant and function lists.
@@ -103,6 +106,7 @@ impl VirtualMachine {
             packed_sites: Vec::new(),
             poll: None,
             site_caches,
+            allocator: Allocator::default(),
             saved: HashMap::new(),
             native_state: Value::Null,
             inputs: HashMap::new(),
@@ -118,6 +122,44 @@ impl VirtualMachine {
     /// The default device builtins allocate on.
     pub fn set_device(&mut self, device: Device) {
         self.device = device;
+    }
+
+    /// Chooses how allocating builtins get their memory (TVM's `memory_cfg`; [`Allocator`],
+    /// pooled unless set). Switching to [`Allocator::Naive`] drops what the sites kept.
+    pub fn set_allocator(&mut self, allocator: Allocator) {
+        self.allocator = allocator;
+        if allocator == Allocator::Naive {
+            self.drop_pooled();
+        }
+    }
+
+    /// Drops the storages and tensor headers the allocation sites keep.
+    fn drop_pooled(&mut self) {
+        for c in &mut self.site_caches {
+            if matches!(c, Value::Storage(_) | Value::Tensor(_)) {
+                *c = Value::Null;
+            }
+        }
+    }
+
+    /// The allocator chosen by [`set_allocator`](Self::set_allocator).
+    pub fn allocator(&self) -> Allocator {
+        self.allocator
+    }
+
+    /// Before a call from outside: the tensor headers the sites keep let go of the storage
+    /// they share with other holders (see [`Tensor::release_shared_storage`]), so that each
+    /// storage's own site finds it free. Between calls from outside nothing of the VM's runs,
+    /// so what the last call's registers held has been dropped or is held by the caller.
+    ///
+    /// [`Tensor::release_shared_storage`]: crate::Tensor::release_shared_storage
+    #[inline]
+    fn release_kept_views(&mut self) {
+        for c in &mut self.site_caches {
+            if let Value::Tensor(_) = c {
+                crate::tensor::Tensor::release_shared_storage(c);
+            }
+        }
     }
 
     /// The limits.
@@ -178,6 +220,7 @@ impl VirtualMachine {
         let closure = f.as_func()?;
         if self.reentry == 0 {
             self.start_counting();
+            self.release_kept_views();
         }
         let Some(index) = self.bytecode_index(closure)? else { return self.call_closure(closure, args) };
         // One look at the function's entry serves both checks.
@@ -482,6 +525,14 @@ impl VmHandle for VirtualMachine {
 
     fn site_cache(&mut self, entry: u32) -> Option<&mut Value> {
         self.site_caches.get_mut(entry as usize)
+    }
+
+    fn allocator(&self) -> Allocator {
+        self.allocator
+    }
+
+    fn clear_pools(&mut self) {
+        self.drop_pooled();
     }
 
     fn call_named(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
