@@ -453,7 +453,5 @@ impl fmt::Debug for Tensor {
     }
 }
 
-pub mod seal;
-
 #[cfg(test)]
 mod tests;
