@@ -36,6 +36,8 @@
 //! `RVMBackendAnyList{SetPackedArg,MoveFromPackedReturn,ResetItem}`: see this crate's and
 //! `relaxvm-builder`'s build scripts.
 
+#![deny(missing_docs)]
+
 pub mod elf;
 pub mod ffi;
 pub mod import;
