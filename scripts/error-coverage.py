@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CRATES = ["core", "isa", "tools", "vm", "builtins", "builder", "tvm", "python"]
+CRATES = ["core", "isa", "tools", "vm", "builtins", "builder", "cli", "tvm", "python"]
 EXEMPT = ROOT / "scripts" / "error-coverage-exempt.txt"
 
 #: A fragment shorter than this says too little to find a message by.

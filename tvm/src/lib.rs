@@ -34,7 +34,7 @@
 //! (`-Wl,--export-dynamic-symbol=TVMFFIErrorSetRaisedFromCStrParts` and
 //! `...=TVMFFIErrorSetRaisedFromCStr`) and, for compiled-mode models, the three list functions
 //! `RVMBackendAnyList{SetPackedArg,MoveFromPackedReturn,ResetItem}`: see this crate's and
-//! `relaxvm-builder`'s build scripts.
+//! `relaxvm-cli`'s build scripts.
 
 #![deny(missing_docs)]
 

@@ -3,9 +3,6 @@
 mod asm;
 mod builder;
 mod check;
-mod cli;
-mod cli_io;
-mod cli_tvm;
 mod common;
 mod formalize;
 mod golden;

@@ -1,4 +1,4 @@
-//! The `relaxvm` CLI opens TVM libraries, which bind `TVMFFIErrorSetRaisedFromCStrParts` from
+//! The `relaxvm` CLI (and its tests) open TVM libraries, which bind `TVMFFIErrorSetRaisedFromCStrParts` from
 //! the global scope: the executable must export it (see tvm/src/ffi/visibility.rs).
 
 fn main() {
@@ -12,7 +12,5 @@ fn main() {
     ] {
         println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol={symbol}");
         println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol={symbol}");
-        println!("cargo:rustc-link-arg-benches=-Wl,--export-dynamic-symbol={symbol}");
-        println!("cargo:rustc-link-arg-examples=-Wl,--export-dynamic-symbol={symbol}");
     }
 }

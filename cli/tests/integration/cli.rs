@@ -1,8 +1,8 @@
 //! The `relaxvm` command-line tool, run as a process.
 
 use assert_cmd::Command;
+use relaxvm::npy;
 use relaxvm::Tensor;
-use relaxvm_builder::npy;
 use std::path::{Path, PathBuf};
 
 const SUM: &str = "\

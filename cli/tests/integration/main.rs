@@ -1,0 +1,5 @@
+//! Integration tests of relaxvm-cli: the `relaxvm` command line run as a process.
+
+mod cli;
+mod cli_io;
+mod cli_tvm;
