@@ -13,6 +13,7 @@ pub mod arcstr;
 pub mod chunks;
 pub mod cost;
 pub mod device;
+pub mod dlpack;
 pub mod dtype;
 pub mod element;
 pub mod error;
