@@ -9,7 +9,7 @@ cd "$root"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 
-cargo build --quiet -p relaxvm-capi -p relaxvm-builder
+cargo build --quiet -p relaxvm-capi -p relaxvm-cli
 lib="$root/target/debug"
 "$lib/relaxvm" asm examples/c/add.txt -o "$out/add.rvx"
 "$lib/relaxvm" asm capi/tests/c/loop.txt -o "$out/loop.rvx"

@@ -48,6 +48,9 @@ section() {
 }
 
 section fmt cargo fmt --all -- --check
+# The rules docs/architecture.md states: layers, no import circles, where unsafe and foreign
+# code may be, no `_` arm over instructions, file lengths, documented public items.
+section architecture python3 "$root/scripts/check-architecture.py"
 section clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 section doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 # The crates as crates.io would receive them; --no-verify: a verify build of each packaged crate

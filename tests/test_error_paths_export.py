@@ -1,4 +1,4 @@
-"""Refusals of a tensor's exports (python/src/tensor_export.rs): the buffer protocol asked for a
+"""Refusals of a tensor's exports (python/src/tensor/export.rs): the buffer protocol asked for a
 layout the tensor does not have, numpy's array interface and the buffer protocol of a dtype numpy
 lacks, and a pickled tensor rebuilt from a buffer of the wrong size. Each test checks the
 exception's class and its whole message."""

@@ -3,7 +3,7 @@
 //! functions) from the global scope: their executables must export them (see
 //! src/ffi/rebind.rs and src/ffi/visibility.rs). A
 //! program of another crate that opens TVM libraries needs the same link arguments in its own
-//! build script (as builder/build.rs has for the CLI). Cargo refuses the `-examples` and
+//! build script (as cli/build.rs has for the CLI). Cargo refuses the `-examples` and
 //! `-benches` forms for a package without such targets; add them here with the first one.
 //!
 //! It also compiles the C side of the kernel-call guard (`csrc/guard.c`, see

@@ -10,11 +10,9 @@
 //! * [`link()`] — merges executables into one, resolving functions declared in one and defined
 //!   in another to direct calls (and [`ExecBuilder::import_executable`] imports one into a
 //!   builder); [`drop_unreachable`] removes what the entry function cannot reach.
-//! * `npy` (feature `cli`) — reads and writes numpy `.npy` files as tensors.
-//! * the `relaxvm` command-line tool (feature `cli`, on by default): `asm`, `dis`, `stats`,
-//!   `verify`, `run`, `profile`, `trace`, `link`. A library user turns it off, which keeps clap,
-//!   indicatif, serde_json and the TVM loader out of the build:
-//!   `relaxvm-builder = { version = "0.1", default-features = false }`.
+//!
+//! The `relaxvm` command-line tool (`asm`, `dis`, `stats`, `verify`, `run`, `profile`,
+//! `trace`, `link`) is the crate `relaxvm-cli`, built on this one.
 //!
 //! ```
 //! use relaxvm::{Arg, Value, VirtualMachine};
@@ -53,12 +51,7 @@ mod formalize;
 mod func_table;
 pub mod link;
 mod link_error;
-#[cfg(feature = "cli")]
-pub use relaxvm::npy;
 pub mod reachability;
-
-#[cfg(feature = "cli")]
-pub mod cli;
 
 pub use asm::{assemble, AsmError};
 pub use check::check_executable;

@@ -12,18 +12,18 @@
 use crate::error::{guard, rvm_error, rvm_error_code::*, CError};
 use crate::input::{check_out, write_out};
 use crate::value::{new_value, rvm_value, value_arg};
-use relaxvm::{DataType, Device, Storage, Tensor, Value};
-use relaxvm_tvm::ffi::abi::{
-    DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY,
-    DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
+use relaxvm::dlpack::{
+    checked_layout, DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, Layout, LayoutError,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
 };
+use relaxvm::{Device, Storage, Tensor, Value};
 use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// `DLPACK_FLAG_BITMASK_READ_ONLY` of dlpack.h, for C (the same as
-/// `relaxvm_tvm::ffi::abi::DLPACK_FLAG_BITMASK_READ_ONLY`, checked when compiling).
+/// `relaxvm::dlpack::DLPACK_FLAG_BITMASK_READ_ONLY`, checked when compiling).
 pub const RVM_DLPACK_FLAG_READ_ONLY: u64 = 1;
 const _: () = assert!(RVM_DLPACK_FLAG_READ_ONLY == DLPACK_FLAG_BITMASK_READ_ONLY);
 /// The DLPack major version relaxvm exchanges (`DLManagedTensorVersioned.version.major`).
@@ -67,48 +67,6 @@ fn bad(msg: String) -> CError {
     CError::new(RVM_ERROR_VALUE, msg)
 }
 
-/// The address of the first element and the extent in bytes of the memory `dl` describes,
-/// checked: non-negative dims and strides, an extent within `isize`, non-NULL data when there is
-/// an element, no overflow of `data + byte_offset + extent`.
-fn checked_extent(dl: &DLTensor, shape: &[i64], strides: Option<&[i64]>, itemsize: usize) -> Result<usize, CError> {
-    let mut numel: usize = 1;
-    for (i, d) in shape.iter().enumerate() {
-        let d = usize::try_from(*d).map_err(|_| bad(format!("DLPack shape[{i}] is {d}; dimensions must be >= 0")))?;
-        numel = numel.saturating_mul(d);
-    }
-    let too_large = || bad(format!("DLPack tensor of shape {shape:?} overflows the address space"));
-    let extent = if numel == 0 {
-        0
-    } else {
-        let st = strides.map(<[i64]>::to_vec).unwrap_or_else(|| relaxvm::tensor::contiguous_strides(shape));
-        if let Some((i, s)) = st.iter().enumerate().find(|(_, s)| **s < 0) {
-            return Err(bad(format!("DLPack strides[{i}] is {s}: relaxvm takes tensors whose strides are all >= 0")));
-        }
-        let span = shape
-            .iter()
-            .zip(&st)
-            .try_fold(1usize, |acc, (d, s)| (*d as usize - 1).checked_mul(*s as usize)?.checked_add(acc));
-        span.and_then(|n| n.checked_mul(itemsize)).filter(|b| *b <= isize::MAX as usize).ok_or_else(too_large)?
-    };
-    if numel > 0 && dl.data.is_null() {
-        return Err(bad(format!("DLPack tensor of {numel} elements has a NULL data pointer")));
-    }
-    let start = (dl.data as usize)
-        .checked_add(dl.byte_offset as usize)
-        .filter(|_| dl.byte_offset <= isize::MAX as u64)
-        .ok_or_else(|| bad(format!("DLPack byte_offset {} overflows the address space", dl.byte_offset)))?;
-    if start.checked_add(extent).is_none() {
-        return Err(bad(format!(
-            "DLPack data + byte_offset {} + extent {extent} overflows the address space",
-            dl.byte_offset
-        )));
-    }
-    if !start.is_multiple_of(itemsize) {
-        return Err(bad("DLPack tensor data is not aligned to its element size".into()));
-    }
-    Ok(extent)
-}
-
 /// Wraps `m`'s memory as a tensor. On error nothing was taken: the caller still owns `m`.
 ///
 /// # Safety
@@ -129,30 +87,13 @@ unsafe fn import(m: *mut DLManagedTensorVersioned) -> Result<Tensor, CError> {
             dl.device.device_type, dl.device.device_id
         )));
     }
-    if dl.dtype.lanes != 1 {
-        return Err(bad(format!("DLPack tensors with {} lanes are not supported", dl.dtype.lanes)));
-    }
-    let dtype = DataType::from_dlpack(dl.dtype.code, dl.dtype.bits).map_err(CError::from)?;
-    let ndim = usize::try_from(dl.ndim).map_err(|_| bad(format!("DLPack ndim {} is negative", dl.ndim)))?;
-    if ndim > 64 {
-        return Err(bad(format!("DLPack ndim {ndim} is more than the 64 supported")));
-    }
-    if ndim > 0 && dl.shape.is_null() {
-        return Err(bad(format!("DLPack tensor of ndim {ndim} has a NULL shape pointer")));
-    }
-    // SAFETY: the producer guarantees `shape` (and `strides`, when non-null) hold `ndim` entries;
-    // `shape` was checked non-null above.
-    let shape: Vec<i64> =
-        if ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(dl.shape, ndim) }.to_vec() };
-    let strides: Option<Vec<i64>> = if dl.strides.is_null() || ndim == 0 {
-        None
-    } else {
-        // SAFETY: as above, `strides` is non-null here.
-        Some(unsafe { std::slice::from_raw_parts(dl.strides, ndim) }.to_vec())
-    };
-    let extent = checked_extent(dl, &shape, strides.as_deref(), dtype.itemsize())?;
+    // SAFETY: the producer's promise, as the caller guarantees.
+    let Layout { dtype, shape, strides, extent } = unsafe { checked_layout(dl) }.map_err(|e| match e {
+        LayoutError::DType(e) => CError::from(e),
+        LayoutError::Lanes(m) | LayoutError::Invalid(m) => bad(m),
+    })?;
     let read_only = mt.flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0;
-    // `wrapping_add` keeps the producer's provenance; `checked_extent` proved the sum does not wrap.
+    // `wrapping_add` keeps the producer's provenance; `checked_layout` proved the sum does not wrap.
     let start = dl.data.cast::<u8>().wrapping_add(dl.byte_offset as usize);
     let ptr = NonNull::new(start).unwrap_or(NonNull::<u64>::dangling().cast());
     let armed = Arc::new(AtomicBool::new(false));

@@ -3,6 +3,8 @@
 //! [`Error`] is a single boxed pointer so that `Result<Value, Error>` stays small on the
 //! interpreter's hot path; the detail lives in [`ErrorKind`].
 
+pub mod verify;
+
 use std::fmt;
 use std::sync::Arc;
 
@@ -100,7 +102,7 @@ pub enum ErrorKind {
     StepBudget(u64),
     /// An executable that fails verification (see `relaxvm::verify`): what and where.
     #[error("invalid executable: {0}")]
-    Invalid(crate::verify_error::VerifyError),
+    Invalid(verify::VerifyError),
     /// A binary executable that cannot be decoded.
     #[error("malformed executable file: {0}")]
     Format(String),
@@ -195,7 +197,7 @@ impl Error {
     }
 
     /// The verification failure this error is, if it is one.
-    pub fn as_invalid(&self) -> Option<&crate::verify_error::VerifyError> {
+    pub fn as_invalid(&self) -> Option<&verify::VerifyError> {
         match &*self.0 {
             ErrorKind::Invalid(e) => Some(e),
             _ => None,
@@ -232,9 +234,9 @@ impl From<ErrorKind> for Error {
     }
 }
 
-impl From<crate::verify_error::VerifyError> for Error {
+impl From<verify::VerifyError> for Error {
     #[cold]
-    fn from(e: crate::verify_error::VerifyError) -> Self {
+    fn from(e: verify::VerifyError) -> Self {
         ErrorKind::Invalid(e).into()
     }
 }
@@ -286,6 +288,17 @@ fn plural(noun: &str) -> String {
 /// `noun`, plural unless `n` is 1 (for a list that follows: "packed function not found: f").
 fn noun(n: usize, noun: &str) -> String {
     format!("{noun}{}", if n == 1 { "" } else { "s" })
+}
+
+/// The message of a panic payload: the text of `panic!("...")` (a `&str` or a `String`), or
+/// a note that the payload is something else.
+#[cold]
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+        (Some(s), _) => (*s).to_string(),
+        (_, Some(s)) => s.clone(),
+        _ => "a panic without a message".to_string(),
+    }
 }
 
 #[cfg(test)]

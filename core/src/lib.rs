@@ -4,29 +4,27 @@
 //! ([`Value`]) and the packed functions they call ([`PackedFunc`], the global [`Registry`]),
 //! tensors ([`Tensor`]) with their data types, devices, shapes and storage, the thread pool
 //! kernels split their work on, and the one error type ([`Error`]), including the verifier's
-//! ([`verify_error`]). It knows nothing of bytecode or of the interpreter: the instruction set
+//! ([`error::verify`]). It knows nothing of bytecode or of the interpreter: the instruction set
 //! (`relaxvm-isa`), the tools (`relaxvm-tools`) and the interpreter (`relaxvm`) build on it.
 //! Most users depend on `relaxvm`, which re-exports these modules at their usual paths.
 #![deny(missing_docs)]
 
 pub mod allocator;
 pub mod arcstr;
-pub mod block_cache;
 pub mod chunks;
 pub mod cost;
 pub mod device;
+pub mod dlpack;
 pub mod dtype;
 pub mod element;
 pub mod error;
 pub mod input_file;
 pub mod instrument;
-pub mod int_op;
 pub mod location;
 pub mod native;
 pub mod object;
 pub mod packed;
 pub mod pool;
-mod recent_shapes;
 pub mod registry;
 pub mod shape;
 pub mod storage;
@@ -35,7 +33,10 @@ mod tensor_fmt;
 pub mod tensor_text;
 pub mod value;
 pub mod value_conv;
-pub mod verify_error;
+
+// Modules that live inside others, also at the crate root (their paths before they moved).
+pub use storage::block_cache;
+pub use value::int_op;
 
 pub use allocator::Allocator;
 pub use arcstr::ArcStr;

@@ -2,6 +2,7 @@
 
 use crate::cost::Cost;
 use crate::device::Device;
+pub use crate::error::panic_message;
 use crate::error::{Error, ErrorKind, Result};
 use crate::int_op::IntOp;
 use crate::value::{Callable, Value};
@@ -271,17 +272,6 @@ impl PackedFunc {
 #[cold]
 pub fn panic_error(name: &str, payload: Box<dyn std::any::Any + Send>) -> Error {
     ErrorKind::Panic(format!("{name}: {}", panic_message(&*payload))).into()
-}
-
-/// The message of a panic payload: the text of `panic!("...")` (a `&str` or a `String`), or
-/// a note that the payload is something else.
-#[cold]
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
-        (Some(s), _) => (*s).to_string(),
-        (_, Some(s)) => s.clone(),
-        _ => "a panic without a message".to_string(),
-    }
 }
 
 impl std::fmt::Debug for PackedFunc {

@@ -34,7 +34,7 @@ pub use barrier::{Barrier, Broken};
 pub use fill::{Sink, POLL_EVERY};
 pub use lineage::{is_me_or_my_launcher, launcher, thread_key};
 
-use crate::packed::panic_message;
+use crate::error::panic_message;
 use crate::{Error, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, TryLockError};

@@ -1,5 +1,7 @@
 //! Shape tuples: immutable, cheaply cloned lists of dimensions.
 
+mod recent;
+
 use smallvec::SmallVec;
 use std::fmt;
 use std::ops::Deref;
@@ -22,7 +24,7 @@ impl Shape {
     /// one (shared, no allocation), else a new one, remembered. For shapes made again and again,
     /// such as those a compiled model or its caller make at every call.
     pub fn recent(dims: &[i64]) -> Self {
-        crate::recent_shapes::shape_of_dims(dims)
+        recent::shape_of_dims(dims)
     }
 
     /// The dimensions.
@@ -34,7 +36,7 @@ impl Shape {
     /// equality's `memcmp` for a few dimensions).
     #[inline]
     pub fn has_dims(&self, dims: &[i64]) -> bool {
-        crate::recent_shapes::same_dims(&self.0, dims)
+        recent::same_dims(&self.0, dims)
     }
 
     /// True when both handles share one shape object.

@@ -39,6 +39,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+pub mod block_cache;
 pub mod read_only;
 
 /// The alignment of memory the runtime allocates (a cache line; what DLPack consumers expect).
@@ -92,7 +93,7 @@ impl Drop for Block {
                 let layout = padded_layout(self.len).expect("layout was valid");
                 // SAFETY: `base` came from the global allocator with exactly this layout (see
                 // `alloc`), and this block, its one owner, is going away.
-                if !unsafe { crate::block_cache::keep(layout.size(), base) } {
+                if !unsafe { block_cache::keep(layout.size(), base) } {
                     // SAFETY: as above; the cache did not take it.
                     unsafe { std::alloc::dealloc(base, layout) }
                 }
@@ -134,7 +135,7 @@ impl Storage {
         }
         let layout = padded_layout(nbytes)?;
         // A block of this size freed on this thread, zeroed again, else a new one.
-        let base = crate::block_cache::take_zeroed(layout.size()).unwrap_or_else(|| {
+        let base = block_cache::take_zeroed(layout.size()).unwrap_or_else(|| {
             // SAFETY: the layout has a non-zero size (`nbytes` > 0).
             unsafe { std::alloc::alloc_zeroed(layout) }
         });

@@ -468,7 +468,6 @@ impl fmt::Debug for Tensor {
 }
 
 mod pooled;
-pub mod seal;
 
 #[cfg(test)]
 mod tests;

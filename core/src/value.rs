@@ -2,6 +2,9 @@
 //! A value can be a packed function, which takes values: so the packed-function types are
 //! declared here, beside [`Value`], and made and called by the methods in [`crate::packed`].
 
+pub mod int_op;
+pub mod seal;
+
 use crate::arcstr::ArcStr;
 use crate::cost::Cost;
 use crate::device::Device;

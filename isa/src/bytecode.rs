@@ -32,7 +32,7 @@
 //! names.
 
 /// Names one operand of an instruction (defined with the verifier's error, which points at one).
-pub use relaxvm_core::verify_error::Slot;
+pub use relaxvm_core::error::verify::Slot;
 
 /// A register index within a frame.
 pub type RegIdx = u32;

@@ -54,7 +54,7 @@ impl Executable {
         crate::verify::verify(&parts)?;
         freeze_constants(&parts.constants)?;
         // Frozen storage refuses safe writes; read-only pages refuse native code's too.
-        crate::tensor::seal::seal_constants(&mut parts.constants)?;
+        crate::value::seal::seal_constants(&mut parts.constants)?;
         let func_map = parts.funcs.iter().enumerate().map(|(i, f)| (f.name.clone(), i as u32)).collect();
         let mut locations = parts.locations;
         if locations.iter().all(Option::is_none) {

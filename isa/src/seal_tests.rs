@@ -1,4 +1,4 @@
-//! Executables seal their constants (see `relaxvm_core::tensor::seal`) however they are made:
+//! Executables seal their constants (see `relaxvm_core::value::seal`) however they are made:
 //! built from parts, saved and loaded from bytes, from a file, or mapped.
 
 use crate::storage::read_only;

@@ -1,5 +1,5 @@
 """``python -m relaxvm`` and the ``relaxvm`` console script: the command-line tool (``relaxvm
---help``), the same as the native binary ``cargo install --path builder`` builds."""
+--help``), the same as the native binary ``cargo install --path cli`` builds."""
 
 import logging
 import os

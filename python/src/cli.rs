@@ -10,7 +10,7 @@ use std::ffi::OsString;
 #[pyfunction]
 pub fn _cli_main(py: Python<'_>, argv: Vec<OsString>) -> u8 {
     let sink = relaxvm_builtins::output::set_sink(None);
-    let status = py.detach(|| relaxvm_builder::cli::main_from(argv));
+    let status = py.detach(|| relaxvm_cli::main_from(argv));
     relaxvm_builtins::output::set_sink(sink);
     status
 }

@@ -20,59 +20,14 @@ use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
-use relaxvm::{DataType, Device, DeviceType, Storage, Tensor};
+use relaxvm::dlpack::{
+    checked_layout, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor, Layout,
+    LayoutError, DLPACK_FLAG_BITMASK_READ_ONLY,
+};
+use relaxvm::{Device, DeviceType, Storage, Tensor};
 use std::ffi::{c_void, CStr};
 use std::ptr::NonNull;
 
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct DLDevice {
-    device_type: i32,
-    device_id: i32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct DLDataType {
-    code: u8,
-    bits: u8,
-    lanes: u16,
-}
-
-#[repr(C)]
-struct DLTensor {
-    data: *mut c_void,
-    device: DLDevice,
-    ndim: i32,
-    dtype: DLDataType,
-    shape: *mut i64,
-    strides: *mut i64,
-    byte_offset: u64,
-}
-
-#[repr(C)]
-struct DLManagedTensor {
-    dl_tensor: DLTensor,
-    manager_ctx: *mut c_void,
-    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
-}
-
-#[repr(C)]
-struct DLPackVersion {
-    major: u32,
-    minor: u32,
-}
-
-#[repr(C)]
-struct DLManagedTensorVersioned {
-    version: DLPackVersion,
-    manager_ctx: *mut c_void,
-    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
-    flags: u64,
-    dl_tensor: DLTensor,
-}
-
-const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;
 const DLTENSOR: &CStr = c"dltensor";
 const USED_DLTENSOR: &CStr = c"used_dltensor";
 const DLTENSOR_VERSIONED: &CStr = c"dltensor_versioned";
@@ -215,31 +170,13 @@ unsafe fn import_tensor(py: Python<'_>, dl: &DLTensor, owner: Imported, read_onl
         device_type: DeviceType::from_code(dl.device.device_type).py_err(py)?,
         device_id: dl.device.device_id,
     };
-    if dl.dtype.lanes != 1 {
-        return Err(PyTypeError::new_err(format!("DLPack tensors with {} lanes are not supported", dl.dtype.lanes)));
-    }
-    let dtype = DataType::from_dlpack(dl.dtype.code, dl.dtype.bits).py_err(py)?;
-    let ndim =
-        usize::try_from(dl.ndim).map_err(|_| PyBufferError::new_err(format!("DLPack ndim {} is negative", dl.ndim)))?;
-    if ndim > 0 && dl.shape.is_null() {
-        return Err(PyBufferError::new_err(format!("DLPack tensor of ndim {ndim} has a NULL shape pointer")));
-    }
-    // SAFETY: the producer guarantees `shape` (and `strides`, when non-null) hold `ndim` entries;
-    // `shape` was checked non-null above.
-    let shape: Vec<i64> =
-        if ndim == 0 { vec![] } else { unsafe { std::slice::from_raw_parts(dl.shape, ndim) }.to_vec() };
-    let strides: Option<Vec<i64>> = if dl.strides.is_null() || ndim == 0 {
-        None
-    } else {
-        // SAFETY: as above, `strides` is non-null here.
-        Some(unsafe { std::slice::from_raw_parts(dl.strides, ndim) }.to_vec())
-    };
-    let start = checked_start(dl, &shape, strides.as_deref(), dtype.itemsize())?;
-    let (start, extent) = (start.0, start.1);
-    if !start.is_multiple_of(dtype.itemsize()) {
-        return Err(PyBufferError::new_err("DLPack tensor data is not aligned to its element size"));
-    }
-    // `wrapping_add` keeps the producer's provenance; `checked_start` proved the sum does not wrap.
+    // SAFETY: the producer's promise, as the caller guarantees.
+    let Layout { dtype, shape, strides, extent } = unsafe { checked_layout(dl) }.map_err(|e| match e {
+        LayoutError::Lanes(m) => PyTypeError::new_err(m),
+        LayoutError::DType(e) => crate::errors::to_pyerr(py, e),
+        LayoutError::Invalid(m) => PyBufferError::new_err(m),
+    })?;
+    // `wrapping_add` keeps the producer's provenance; `checked_layout` proved the sum does not wrap.
     let start = dl.data.cast::<u8>().wrapping_add(dl.byte_offset as usize);
     let ptr = NonNull::new(start).unwrap_or(NonNull::<u64>::dangling().cast());
     // SAFETY: the producer keeps `extent` bytes from `start` alive until its deleter runs,
@@ -255,48 +192,6 @@ unsafe fn import_tensor(py: Python<'_>, dl: &DLTensor, owner: Imported, read_onl
         t.storage().freeze();
     }
     Ok(t)
-}
-
-/// Checks that the memory a DLTensor describes is addressable: non-negative dims and strides, an
-/// extent that fits `isize`, a non-NULL `data` when there is an element to read, and
-/// `data + byte_offset + extent` without overflow. Returns the first element's address and the
-/// extent in bytes.
-fn checked_start(dl: &DLTensor, shape: &[i64], strides: Option<&[i64]>, itemsize: usize) -> PyResult<(usize, usize)> {
-    let mut numel: usize = 1;
-    for (i, d) in shape.iter().enumerate() {
-        let d = usize::try_from(*d)
-            .map_err(|_| PyBufferError::new_err(format!("DLPack shape[{i}] is {d}; dimensions must be >= 0")))?;
-        numel = numel.saturating_mul(d);
-    }
-    let too_large = || PyBufferError::new_err(format!("DLPack tensor of shape {shape:?} overflows the address space"));
-    let extent = if numel == 0 {
-        0
-    } else {
-        let st = strides.map(<[i64]>::to_vec).unwrap_or_else(|| relaxvm::tensor::contiguous_strides(shape));
-        if st.iter().any(|s| *s < 0) {
-            return Err(PyBufferError::new_err("DLPack tensors with negative strides are not supported"));
-        }
-        // The span from the first element to one past the last, in elements.
-        let span = shape
-            .iter()
-            .zip(&st)
-            .try_fold(1usize, |acc, (d, s)| (*d as usize - 1).checked_mul(*s as usize)?.checked_add(acc));
-        span.and_then(|n| n.checked_mul(itemsize)).filter(|b| *b <= isize::MAX as usize).ok_or_else(too_large)?
-    };
-    if numel > 0 && dl.data.is_null() {
-        return Err(PyBufferError::new_err(format!("DLPack tensor of {numel} elements has a NULL data pointer")));
-    }
-    let start = (dl.data as usize).checked_add(dl.byte_offset as usize).filter(|_| dl.byte_offset <= isize::MAX as u64);
-    let start = start.ok_or_else(|| {
-        PyBufferError::new_err(format!("DLPack byte_offset {} overflows the address space", dl.byte_offset))
-    })?;
-    if start.checked_add(extent).is_none() {
-        return Err(PyBufferError::new_err(format!(
-            "DLPack data + byte_offset {} + extent {extent} overflows the address space",
-            dl.byte_offset
-        )));
-    }
-    Ok((start, extent))
 }
 
 /// Takes the tensor out of a DLPack capsule, renaming the capsule as consumed; frozen when the

@@ -24,14 +24,15 @@ mod signals;
 mod signature;
 mod stdout;
 mod tensor;
-mod tensor_export;
 mod testing;
 mod timing;
 mod trace;
-mod vectorcall;
 mod vm;
 mod vm_function;
 mod vm_lock;
+
+// CPython's vectorcall entry of a VM function, by its short path.
+use vm_function::vectorcall;
 
 use pyo3::prelude::*;
 
@@ -81,7 +82,7 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device::device, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::tensor, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::tensor_from_bytes, m)?)?;
-    m.add_function(wrap_pyfunction!(tensor_export::_tensor_from_buffer, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor::export::_tensor_from_buffer, m)?)?;
     m.add_function(wrap_pyfunction!(registry::_registered_python_func, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::empty, m)?)?;
     m.add_function(wrap_pyfunction!(recent_arrays::clear_array_cache, m)?)?;

@@ -4,6 +4,8 @@
 //! (`crate::from_numpy`). `Tensor.numpy()` returns an array viewing the tensor's
 //! storage whose `base` is the tensor, so the memory lives as long as either side needs it.
 
+pub(crate) mod export;
+
 use crate::device::{extract_device, PyDevice};
 use crate::dtype::extract_dtype;
 use crate::errors::IntoPyResult;
@@ -327,24 +329,24 @@ impl PyTensor {
     /// Pickling: protocol 5 passes the bytes as an out-of-band-capable `pickle.PickleBuffer`,
     /// older protocols copy them into the pickle.
     fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i64) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        crate::tensor_export::reduce_ex(slf, protocol)
+        export::reduce_ex(slf, protocol)
     }
 
     /// The buffer protocol: `memoryview(t)` views the tensor's memory (read-only for a constant).
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: c_int) -> PyResult<()> {
         // SAFETY: CPython passes a view for us to fill (get_buffer's contract).
-        unsafe { crate::tensor_export::get_buffer(&slf, view, flags) }
+        unsafe { export::get_buffer(&slf, view, flags) }
     }
 
     unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
         // SAFETY: CPython releases each view __getbuffer__ filled once.
-        unsafe { crate::tensor_export::release_buffer(view) }
+        unsafe { export::release_buffer(view) }
     }
 
     /// numpy's array interface (version 3), for libraries that read it instead of `__array__`.
     #[getter]
     fn __array_interface__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
-        crate::tensor_export::array_interface(slf)
+        export::array_interface(slf)
     }
 
     /// `t[index] = value`: numpy's assignment, in place (`t[:] = x` fills the whole tensor).

@@ -1,9 +1,10 @@
 //! `vm["name"]`: a VM function resolved once, called like a Python function.
 
+pub(crate) mod vectorcall;
+
 use crate::binding::{bind, convert_arg, Params};
 use crate::convert::{held_value, quick_value, to_py, Args};
 use crate::signature::{inspect_signature, inspect_untyped, typed_to_py};
-use crate::vectorcall;
 use crate::vm_lock::Shared;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -25,7 +26,7 @@ pub struct PyVmFunction {
     pub(crate) name: String,
     pub(crate) params: Vec<String>,
     pub(crate) sig: Option<Arc<Signature>>,
-    /// The entry CPython's vectorcall protocol calls (see [`crate::vectorcall`]).
+    /// The entry CPython's vectorcall protocol calls (see [`vectorcall`]).
     pub(crate) vectorcall: vectorcall::Entry,
 }
 

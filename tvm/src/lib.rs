@@ -34,7 +34,9 @@
 //! relaxvm's name (`-Wl,--export-dynamic-symbol=RVMFFIErrorSetRaisedFromCStrParts`: relaxvm
 //! defines none of TVM's names, see `ffi::rebind`) and, for compiled-mode models, the three list functions
 //! `RVMBackendAnyList{SetPackedArg,MoveFromPackedReturn,ResetItem}`: see this crate's and
-//! `relaxvm-builder`'s build scripts.
+//! `relaxvm-cli`'s build scripts.
+
+#![deny(missing_docs)]
 
 pub mod elf;
 pub mod ffi;

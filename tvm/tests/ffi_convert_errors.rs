@@ -102,6 +102,13 @@ fn dltensors_relaxvm_cannot_copy_are_value_errors_naming_the_field() {
         kind(tensor_arg(&t).expect_err("refused")),
         r#"Value("a DLTensor whose data pointer, byte_offset 4 and extent 16 overflow")"#
     );
+    // A negative dimension: no element count.
+    let mut negative = [-3i64];
+    let t = dl(at, &mut negative, std::ptr::null_mut());
+    assert_eq!(
+        kind(tensor_arg(&t).expect_err("refused")),
+        r#"Value("a DLTensor with shape (-3,): expected dimensions >= 0 whose product fits in int64")"#
+    );
     // A vector dtype.
     let mut t = dl(at, &mut shape, std::ptr::null_mut());
     t.dtype = DLDataType { code: 2, bits: 32, lanes: 4 };

@@ -30,7 +30,7 @@ fn f32s(v: &[f32]) -> Tensor {
 /// `t` as an executable's constant: its bytes moved into read-only pages.
 fn constant(t: Tensor) -> Tensor {
     let mut c = [Value::Tensor(t)];
-    relaxvm::tensor::seal::seal_constants(&mut c).unwrap();
+    relaxvm::value::seal::seal_constants(&mut c).unwrap();
     let t = c[0].as_tensor().unwrap().clone();
     assert!(t.storage().is_sealed());
     t

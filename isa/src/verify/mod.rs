@@ -13,7 +13,7 @@
 //! Errors are one type, [`VerifyError`], naming the function, instruction, operand and source
 //! location.
 
-pub use relaxvm_core::verify_error as error;
+pub use relaxvm_core::error::verify as error;
 mod flow;
 mod function;
 mod signature;

@@ -1,5 +1,6 @@
-//! The C types of the tvm-ffi ABI and DLPack that kernels exchange with the runtime, laid out
-//! as `tvm/ffi/c_api.h` and `dlpack.h` declare them (sizes checked at compile time).
+//! The C types of the tvm-ffi ABI that kernels exchange with the runtime, laid out as
+//! `tvm/ffi/c_api.h` declares them (sizes checked at compile time); DLPack's, declared in
+//! `relaxvm::dlpack`, are re-exported here.
 
 use std::ffi::c_void;
 
@@ -44,83 +45,12 @@ pub struct TVMFFIAny {
     pub payload: u64,
 }
 
-/// `DLDevice`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DLDevice {
-    /// `kDLCPU` = 1.
-    pub device_type: i32,
-    /// The device ordinal.
-    pub device_id: i32,
-}
-
-/// `DLDataType`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DLDataType {
-    /// `kDLInt` 0, `kDLUInt` 1, `kDLFloat` 2, `kDLBfloat` 4, `kDLBool` 6.
-    pub code: u8,
-    /// Bits per lane.
-    pub bits: u8,
-    /// Lanes (1 for scalars).
-    pub lanes: u16,
-}
-
-/// `DLTensor`: a borrowed view of tensor memory.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct DLTensor {
-    /// The data pointer (relaxvm passes the element at the view's origin).
-    pub data: *mut c_void,
-    /// Where the memory lives.
-    pub device: DLDevice,
-    /// The number of dimensions.
-    pub ndim: i32,
-    /// The element type.
-    pub dtype: DLDataType,
-    /// `ndim` extents.
-    pub shape: *mut i64,
-    /// `ndim` strides in elements, or null for a compact row-major tensor.
-    pub strides: *mut i64,
-    /// Bytes from `data` to the first element.
-    pub byte_offset: u64,
-}
-
-/// `DLPackVersion`: the DLPack ABI version a managed tensor follows.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DLPackVersion {
-    /// Incompatible changes bump it (1 for DLPack 1.x).
-    pub major: u32,
-    /// Compatible additions bump it.
-    pub minor: u32,
-}
-
-/// `DLManagedTensorVersioned` (DLPack 1.x): a tensor handed from a producer to a consumer, who
-/// calls `deleter` once when done with it.
-#[repr(C)]
-#[derive(Debug)]
-pub struct DLManagedTensorVersioned {
-    /// The DLPack version of this structure.
-    pub version: DLPackVersion,
-    /// The producer's context (what keeps the memory alive).
-    pub manager_ctx: *mut c_void,
-    /// Frees the tensor and its context; null when nothing is to be freed.
-    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
-    /// Bit flags: [`DLPACK_FLAG_BITMASK_READ_ONLY`], [`DLPACK_FLAG_BITMASK_IS_COPIED`].
-    pub flags: u64,
-    /// The tensor.
-    pub dl_tensor: DLTensor,
-}
-
-/// `DLPACK_FLAG_BITMASK_READ_ONLY`: the consumer must not write the tensor's memory.
-pub const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;
-/// `DLPACK_FLAG_BITMASK_IS_COPIED`: the producer copied the data for this tensor.
-pub const DLPACK_FLAG_BITMASK_IS_COPIED: u64 = 1 << 1;
-/// The DLPack major version these declarations follow.
-pub const DLPACK_MAJOR_VERSION: u32 = 1;
-/// The DLPack minor version these declarations follow.
-pub const DLPACK_MINOR_VERSION: u32 = 1;
+// DLPack's structures, declared once in the data model (the C API and the Python package use
+// them too).
+pub use relaxvm::dlpack::{
+    DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
+};
 
 /// `TVMParallelGroupEnv`: what a parallel task knows of its group.
 #[repr(C)]
@@ -184,11 +114,7 @@ pub struct TVMFFIErrorCell {
 const _: () = assert!(std::mem::size_of::<TVMFFIAny>() == 16);
 const _: () = assert!(std::mem::size_of::<TVMFFIObject>() == 24);
 const _: () = assert!(std::mem::size_of::<TVMFFIErrorCell>() == 72);
-const _: () = assert!(std::mem::size_of::<DLDataType>() == 4);
-const _: () = assert!(std::mem::size_of::<DLDevice>() == 8);
-const _: () = assert!(std::mem::size_of::<DLTensor>() == 48);
 const _: () = assert!(std::mem::size_of::<TVMParallelGroupEnv>() == 16);
-const _: () = assert!(std::mem::size_of::<DLManagedTensorVersioned>() == 80);
 
 impl TVMFFIAny {
     /// None.

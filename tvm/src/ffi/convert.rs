@@ -293,7 +293,9 @@ fn layout_of(t: &DLTensor) -> Result<Layout> {
         // SAFETY: as above.
         .then(|| unsafe { std::slice::from_raw_parts(t.strides, ndim) }.to_vec());
     let shape = Shape::new(dims.clone());
-    let elems = relaxvm::shape::numel(&shape).ok_or_else(|| Error::value(format!("invalid shape {shape}")))?;
+    let elems = relaxvm::shape::numel(&shape).ok_or_else(|| {
+        Error::value(format!("a DLTensor with shape {shape}: expected dimensions >= 0 whose product fits in int64"))
+    })?;
     // The span from the first element to one past the last, in elements.
     let span = match &strides {
         _ if elems == 0 => 0,

@@ -476,7 +476,7 @@ impl VirtualMachine {
     pub(super) fn load_args(&self, code: &Code, pc: usize, base: usize) -> SmallVec<[Value; 8]> {
         let nargs = match &self.exe.instrs()[pc] {
             Instruction::Call { args, .. } => args.len(),
-            _ => 0,
+            Instruction::Ret { .. } | Instruction::Goto { .. } | Instruction::If { .. } => 0,
         };
         code.call_args(&code.ops[pc], nargs, |r| self.regs[base + r as usize].clone())
     }

@@ -1,8 +1,8 @@
 //! The `relaxvm` command line on a model compiled by Apache TVM (the relaxvm-tvm fixture).
 
 use assert_cmd::Command;
+use relaxvm::npy;
 use relaxvm::Tensor;
-use relaxvm_builder::npy;
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {

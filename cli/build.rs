@@ -1,4 +1,4 @@
-//! The `relaxvm` CLI opens TVM libraries, whose copies bind relaxvm's
+//! The `relaxvm` CLI (and its tests) open TVM libraries, whose copies bind relaxvm's
 //! `RVMFFIErrorSetRaisedFromCStrParts` from the global scope: the executable must export it
 //! (see tvm/src/ffi/rebind.rs and visibility.rs).
 
@@ -13,7 +13,5 @@ fn main() {
     ] {
         println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol={symbol}");
         println!("cargo:rustc-link-arg-tests=-Wl,--export-dynamic-symbol={symbol}");
-        println!("cargo:rustc-link-arg-benches=-Wl,--export-dynamic-symbol={symbol}");
-        println!("cargo:rustc-link-arg-examples=-Wl,--export-dynamic-symbol={symbol}");
     }
 }

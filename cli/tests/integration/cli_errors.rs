@@ -87,9 +87,7 @@ fn write_files(dir: &Path, files: Files) {
         match *name {
             // Empty placeholders: the shared program, and a one-element float32 tensor.
             "p.txt" if contents.is_empty() => std::fs::write(&path, program()).unwrap(),
-            "one.npy" => {
-                relaxvm_builder::npy::save(&relaxvm::Tensor::from_vec([1], vec![2.5f32]).unwrap(), &path).unwrap()
-            }
+            "one.npy" => relaxvm::npy::save(&relaxvm::Tensor::from_vec([1], vec![2.5f32]).unwrap(), &path).unwrap(),
             _ => std::fs::write(&path, contents).unwrap(),
         }
     }

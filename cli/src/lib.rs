@@ -4,6 +4,11 @@
 //! Every command that reads an executable accepts the binary format (`.rvx`) or the text form
 //! (`relaxvm dis` output, see `docs/text-format.md`). Failures print `error: MESSAGE` on one
 //! line to standard error and exit with status 1 (2 for usage errors).
+//!
+//! The crate is the binary and what the Python package's `python -m relaxvm` runs
+//! ([`main_from`]); it builds on the builder (assembler, linker, check), the builtins and the
+//! TVM loader.
+#![deny(missing_docs)]
 
 mod error;
 mod io;
@@ -14,6 +19,10 @@ mod show;
 mod trace;
 
 pub use error::CliError;
+
+// The builder's items and the .npy files, under the paths this crate's files name them by.
+use relaxvm::npy;
+use relaxvm_builder::{assemble, check_executable, AsmError, CheckError, LinkOptions};
 
 use clap::{Args, Parser, Subcommand};
 use relaxvm::error::counted;
@@ -271,7 +280,7 @@ fn link(a: LinkArgs) -> Result<(), CliError> {
     let names: Vec<String> = a.inputs.iter().map(|p| p.display().to_string()).collect();
     let modules: Vec<(&str, &relaxvm::Executable)> = names.iter().map(String::as_str).zip(&exes).collect();
     let options = crate::LinkOptions { entry: a.entry, drop_unreachable: a.drop_unreachable, keep: a.keep };
-    let linked = crate::link(&modules, &options).map_err(|e| CliError::new(e.to_string()))?;
+    let linked = relaxvm_builder::link(&modules, &options).map_err(|e| CliError::new(e.to_string()))?;
     io::write_executable(&linked, &a.output, a.strip, a.format_version)
 }
 
