@@ -82,3 +82,42 @@ cap_at(4 << 20)
 rx.Shape(dims)
 """
     ).assert_raises("MemoryError", r"^out of memory reading a shape$")
+
+
+def test_a_trace_array_larger_than_the_memory_left_is_a_memory_error(tmp_path):
+    # 64 MiB of zeros deflate to some 64 KiB: within the load limit given, not within the
+    # 16 MiB of memory left.
+    import io
+    import json
+    import zipfile
+
+    import numpy as np
+
+    n = 64 << 20
+    meta = {
+        "format": "relaxvm-trace",
+        "version": 1,
+        "function": "main",
+        "skipped": 0,
+        "max_bytes": 1,
+        "steps": [],
+        "result": {"tensor": {"array": "z", "dtype": "uint8", "shape": [n]}},
+    }
+    buf = io.BytesIO()
+    np.save(buf, np.frombuffer(json.dumps(meta).encode(), np.uint8))
+    path = tmp_path / "t.npz"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("__trace__.npy", buf.getvalue())
+        zeros = io.BytesIO()
+        np.save(zeros, np.zeros(n, np.uint8))
+        z.writestr("z.npy", zeros.getvalue())
+    run_attack(
+        CAP_AT
+        + f"""
+import relaxvm as rx
+cap_at(16 << 20)
+rx.Trace.load({str(path)!r}, limit=1 << 30)
+"""
+    ).assert_raises(
+        "VMMemoryError", r'^cannot allocate 67108992 bytes: cannot read trace .*/t\.npz: array "z": out of memory$'
+    )

@@ -16,7 +16,7 @@ use super::file::{Encoded, Meta, FORMAT, META, VERSION};
 use super::{StepValues, Trace, TraceStep};
 use crate::arcstr::ArcStr;
 use crate::dtype::DataType;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::npy;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
@@ -70,7 +70,13 @@ impl Trace {
         let limit = limit.unwrap_or_else(|| Self::load_limit(size));
         let zip = zip::ZipArchive::new(BufReader::new(file)).map_err(|e| fail(&e))?;
         let mut archive = Archive { zip, limit, used: 0, arrays: HashMap::new() };
-        read_trace(&mut archive).map_err(|e| fail(&e))
+        read_trace(&mut archive).map_err(|e| match e.into_kind() {
+            // Memory the allocator refused stays an allocation error (a MemoryError in Python).
+            ErrorKind::Alloc { bytes, reason } => {
+                Error::alloc(bytes, format!("cannot read trace {}: {reason}", path.display()))
+            }
+            other => fail(&Error::from(other)),
+        })
     }
 }
 
@@ -177,7 +183,10 @@ fn read_trace(archive: &mut Archive) -> Result<Trace> {
     }
     let mut decoder = Decoder { archive, tuples: HashMap::new() };
     let mut steps = Vec::new();
-    steps.try_reserve_exact(meta.steps.len()).map_err(|_| Error::value(format!("{META}: too many steps")))?;
+    steps.try_reserve_exact(meta.steps.len()).map_err(|_| {
+        let bytes = (meta.steps.len() as u128).saturating_mul(std::mem::size_of::<TraceStep>() as u128);
+        Error::alloc(bytes, format!("{META}: too many steps"))
+    })?;
     for s in meta.steps {
         let at = |what: &str| format!("step{}.{what}", s.index);
         let values = match s.values {
