@@ -9,13 +9,15 @@
 //! happens once the block's cached length reaches the window `W` (row 0 sees columns
 //! `kv_len - W + 1 ..`), the row's result depends on what an earlier call left in that slot:
 //! in TVM, leftovers of its C++ runtime (process-dependent, ASLR), in relaxvm, of its own
-//! frames. Later rows and blocks read the value the row before left, which is defined.
+//! frames. Later rows and blocks read the value the row before left, which is defined but not
+//! theirs: a row whose scores are far below that value underflows to NaN (attack finding
+//! kvcache/01), in TVM as here; those rows are left as TVM runs them (its bytes).
 //!
 //! relaxvm makes that first row defined without changing the kernel: the first kernel row
 //! (block) with cached columns, when its row 0 would start masked, is given a window offset
 //! `s = kv_len - W + 1` larger (and its RoPE offset as much), so the kernel skips the `s`
 //! leading columns row 0 masks instead of visiting them. Each row `r` then masks the same
-//! columns as before (`col' = col - s >= r`), row 0's first column is visible, and the result
+//! columns as before (`col' = col - s >= r`), row 0's first column is visible, and its result
 //! is what TVM gives whenever its stale value is harmless (no larger than the row's first
 //! score): the masked columns contribute exactly zero either way. (A block holding an attention
 //! sink, whose columns come first and would stay, cannot occur: relaxvm refuses a sequence's own
