@@ -232,7 +232,7 @@ def crate_deps() -> dict[str, set[str]]:
     return closure
 
 
-def collect() -> tuple[list[Message], dict[str, str], dict[str, set[str]]]:
+def collect_grouped() -> tuple[list[Message], dict[str, str], dict[str, set[str]]]:
     """The messages; the tests' text by where the tests live (a crate's folder, "py" for the
     Python tests, "py-c" for those that also build C programs); and which crates each of those
     reaches: a message is tested only by the tests of a crate that can run its code (the C API
@@ -267,6 +267,12 @@ def collect() -> tuple[list[Message], dict[str, str], dict[str, set[str]]]:
     return messages, {where: "\n".join(texts) for where, texts in tests.items()}, reach
 
 
+def collect() -> tuple[list[Message], str]:
+    """The messages, and every test's text in one (whichever crates it reaches)."""
+    messages, tests, _ = collect_grouped()
+    return messages, "\n".join(tests.values())
+
+
 #: An exemption: the file, the message's longest fragment as a JSON string, and why.
 EXEMPT_LINE = re.compile(r'^(\S+) \| ("(?:[^"\\]|\\.)*") \| (\S.*)$')
 
@@ -290,7 +296,7 @@ def main() -> int:
     ap.add_argument("--list", action="store_true", help="print every message and its status")
     ap.add_argument("--update", action="store_true", help="rewrite the exemptions (see above)")
     opts = ap.parse_args()
-    messages, tests, reach = collect()
+    messages, tests, reach = collect_grouped()
     exempt = read_exemptions()
     # Every window of every fragment, looked up in one pass over each group of tests' text.
     wanted = {w for m in messages for p in m.pieces for w in windows(p)}
