@@ -4,15 +4,18 @@
 The messages are the format strings given to the error constructors (``Error::value``,
 ``value_err``, pyo3's ``new_err``, the C API's ``CError::new``/``CError::invalid``,
 ``#[error("...")]`` of the error enums, ...) in the crates' non-test source. A message counts as
-tested when a distinctive piece of its text appears in a string of a test: ``WINDOW`` consecutive
-characters of its longest fragment (the text between ``{...}`` placeholders) when that is at
-least ``WINDOW`` long, else the whole of one of its fragments of at least ``MIN_FRAGMENT``
-characters. Tests are Rust tests (``tests/`` folders, ``tests.rs``/``*_tests.rs`` files and
-``#[cfg(test)]`` modules, and the expected outputs kept beside them), the C programs in those
-folders (the C API's), and Python tests (``tests/``). Tests assert messages with their values
-filled in (``"alignment 0x1003 is not a power of two"``), so a whole fragment would be too
-strict. Messages whose fragments are all shorter than ``MIN_FRAGMENT`` are built from parts that
-carry the meaning (``"{name}: {msg}"``) and are not tracked on their own. A test counts only for
+tested when a string of a test holds the whole of it (its literal with the longest fragment, the
+placeholders filled in with anything on one line), or a distinctive piece of it: ``WINDOW``
+consecutive characters of its longest fragment (the text between ``{...}`` placeholders) when
+that is at least ``WINDOW`` long, else the whole of one of its fragments of at least
+``MIN_FRAGMENT`` characters, and in either case a piece that no message of another text contains
+(a piece two messages share identifies neither). Tests are Rust tests (``tests/`` folders,
+``tests.rs``/``*_tests.rs`` files and ``#[cfg(test)]`` modules, and the expected outputs kept
+beside them), the C programs in those folders (the C API's), and Python tests (``tests/``, their
+comments left out). Tests assert messages with their values filled in (``"alignment 0x1003 is
+not a power of two"``), so a whole fragment would be too strict. Messages whose fragments are all
+shorter than ``MIN_FRAGMENT`` are built from parts that carry the meaning (``"{name}: {msg}"``)
+and are not tracked on their own. A test counts only for
 the messages of crates it can run (its own crate, that crate's dependencies; for Python tests,
 the extension's crates, and the C API for those that build C programs): the C API and the Python
 extension hold copies of some messages, and a test of one copy says nothing of the other.
@@ -188,6 +191,31 @@ def without_comments(python: str) -> str:
         return python
 
 
+def distinctive_windows(messages: list[Message]) -> dict[str, set[str]]:
+    """For each message text, the windows of its pieces that no message of another text has in
+    any of its fragments (copies of one text at several sites share theirs)."""
+    texts = {m.text: m for m in messages}
+    everything = "\x00".join({p for m in messages for p in fragments_of(m)})
+    own = {}
+    for text, m in texts.items():
+        mine = "\x00".join(set(fragments_of(m)))
+        own[text] = {w for p in m.pieces for w in windows(p) if everything.count(w) == mine.count(w)}
+    return own
+
+
+def template(m: Message) -> re.Pattern[str]:
+    """The literal holding the message's longest fragment, its placeholders as wildcards within
+    one line: a test that holds the whole message, values filled in."""
+    literal = next(lit for lit in m.text.split(" | ") if m.fragment in fragments(lit))
+    parts = [re.escape(p) for p in fragments(literal)]
+    return re.compile(r"[^\n]{0,200}?".join(p for p in parts if p))
+
+
+def fragments_of(m: Message) -> list[str]:
+    """Every literal fragment of a message (long or short)."""
+    return [p for lit in m.text.split(" | ") for p in fragments(lit) if p]
+
+
 def windows(fragment: str) -> list[str]:
     if len(fragment) <= WINDOW:
         return [fragment]
@@ -232,7 +260,7 @@ def crate_deps() -> dict[str, set[str]]:
     return closure
 
 
-def collect() -> tuple[list[Message], dict[str, str], dict[str, set[str]]]:
+def collect_grouped() -> tuple[list[Message], dict[str, str], dict[str, set[str]]]:
     """The messages; the tests' text by where the tests live (a crate's folder, "py" for the
     Python tests, "py-c" for those that also build C programs); and which crates each of those
     reaches: a message is tested only by the tests of a crate that can run its code (the C API
@@ -267,6 +295,12 @@ def collect() -> tuple[list[Message], dict[str, str], dict[str, set[str]]]:
     return messages, {where: "\n".join(texts) for where, texts in tests.items()}, reach
 
 
+def collect() -> tuple[list[Message], str]:
+    """The messages, and every test's text in one (whichever crates it reaches)."""
+    messages, tests, _ = collect_grouped()
+    return messages, "\n".join(tests.values())
+
+
 #: An exemption: the file, the message's longest fragment as a JSON string, and why.
 EXEMPT_LINE = re.compile(r'^(\S+) \| ("(?:[^"\\]|\\.)*") \| (\S.*)$')
 
@@ -290,10 +324,13 @@ def main() -> int:
     ap.add_argument("--list", action="store_true", help="print every message and its status")
     ap.add_argument("--update", action="store_true", help="rewrite the exemptions (see above)")
     opts = ap.parse_args()
-    messages, tests, reach = collect()
+    messages, tests, reach = collect_grouped()
     exempt = read_exemptions()
     # Every window of every fragment, looked up in one pass over each group of tests' text.
-    wanted = {w for m in messages for p in m.pieces for w in windows(p)}
+    # A window that another message's text contains identifies neither ("... does not fit in 64
+    # bits" ends two messages): only windows found in no other message's fragments count.
+    own = distinctive_windows(messages)
+    wanted = {w for ws in own.values() for w in ws}
     lengths = {len(w) for w in wanted}
     seen = {
         where: {text[i : i + n] for n in lengths for i in range(len(text) - n + 1)} & wanted
@@ -303,7 +340,8 @@ def main() -> int:
     for m in messages:
         crate = m.path.split("/", 1)[0]
         groups = [seen[where] for where in tests if crate in reach[where]]
-        m.tested = any(w in g for p in m.pieces for w in windows(p) for g in groups)
+        texts = [tests[where] for where in tests if crate in reach[where]]
+        m.tested = any(w in g for w in own[m.text] for g in groups) or any(template(m).search(t) for t in texts)
         key = (m.path, m.fragment)
         if key in exempt and not m.tested:
             m.exempt = exempt[key]

@@ -360,6 +360,12 @@ const CASES: &[Case] = &[
         |b| vec![(phdr(b, PT_TLS, 0) + 48, le64(3))],
         &["thread-local segment with file size 0x0, memory size 0x20, alignment 0x3: expected file <= memory, a power-of-two alignment up to a page"],
     ),
+    case(
+        "the unwinding table outside the segments",
+        Lib::Mlp,
+        |b| vec![(phdr(b, 0x6474_e550, 0) + 16, le64(0x10_0000))],
+        &["invalid ELF shared library: PT_GNU_EH_FRAME (address 0x100000, 92 bytes) lies outside the loaded segments"],
+    ),
     // The dynamic section.
     case(
         "no DT_NULL",
@@ -543,6 +549,12 @@ const CASES: &[Case] = &[
         Lib::Mlp,
         |b| vec![(dynsym(b, "__tvm_ffi_add") + 4, vec![0x1a])],
         &["dynamic symbol 9 (__tvm_ffi_add): type 10: expected no type (0), object (1), function (2) or section (3) (thread-local and indirect functions are refused)"],
+    ),
+    case(
+        "a function moved in the dynamic symbol table only",
+        Lib::Mlp,
+        |b| vec![(dynsym(b, "__tvm_ffi_add") + 8, le64(0x1114))],
+        &["dynamic symbol 9 (__tvm_ffi_add): address 0x1114, size 2837, info 0x12 in the dynamic symbol table, but 0x1110, 2837, 0x12 in the symbol table"],
     ),
     case(
         "an import with a value",

@@ -129,3 +129,68 @@ fn a_library_that_changes_while_it_is_checked_is_unusable() {
         other => panic!("expected unusable, got {other:?}"),
     }
 }
+
+#[test]
+fn files_that_are_no_library_are_named_by_their_first_bytes() {
+    use relaxvm_tvm::import::{check_libraries, LibraryState};
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "not a model at all").unwrap();
+    let e = load_module(&text).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Format(_)), "{e:?}");
+    assert!(
+        e.to_string().ends_with(&format!(
+            "{}: not an ELF shared library, a TVM relax.VMExecutable or a relaxvm executable (the file starts with bytes 6e 6f 74 20 61 20 6d 6f)",
+            text.display()
+        )),
+        "{e}"
+    );
+    // A referenced library emptied: the check says so.
+    let so = dir.path().join("model.so");
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mlp.so"), &so).unwrap();
+    let exe = inspect_module(&so).unwrap();
+    std::fs::write(&so, b"").unwrap();
+    let checks = check_libraries(&exe, Some(dir.path()), &Default::default());
+    match &checks[0].state {
+        LibraryState::Unusable { error, .. } => {
+            assert_eq!(
+                error,
+                &format!("malformed executable file: {}: not an ELF shared library (an empty file)", so.display())
+            )
+        }
+        other => panic!("expected unusable, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_library_that_grows_past_the_limit_while_it_is_hashed_is_unusable() {
+    use relaxvm_tvm::import::{check_libraries, LibraryState};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join("model.so");
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mlp.so"), &so).unwrap();
+    let exe = inspect_module(&so).unwrap();
+    let size = std::fs::metadata(&so).unwrap().len();
+    // The size is checked when the file is opened (exactly the limit: accepted); the first poll,
+    // before the first read, appends a kilobyte, which the streaming hash then reads past the limit.
+    let target = so.clone();
+    let opts = relaxvm::input_file::ReadOptions {
+        max_bytes: size,
+        poll: Some(Arc::new(move || {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(&target).unwrap();
+            if f.metadata().unwrap().len() == size {
+                f.write_all(&[0; 1024]).unwrap();
+            }
+            Ok(())
+        })),
+    };
+    let checks = check_libraries(&exe, Some(dir.path()), &opts);
+    match &checks[0].state {
+        LibraryState::Unusable { error, .. } => assert_eq!(
+            error,
+            &format!("{}: the file holds more than the input size limit of {size} bytes", so.display())
+        ),
+        other => panic!("expected unusable, got {other:?}"),
+    }
+}

@@ -115,6 +115,8 @@ fn header_and_function_table() {
     assert!(with(Program { kind: 2, registers: 1, ..Default::default() }).ends_with(
         "relax.VMExecutable at byte 28: VM TIR function 0 (\"main\") has 1 registers for 1 inputs; it needs one more, for its result"
     ));
+    assert!(with(Program { kind: 2, registers: (1 << 22) + 1, ..Default::default() })
+        .ends_with("VM TIR function \"main\" declares 4194305 registers; at most 4194304 are supported"));
     assert!(with(Program { name: vec![0x6d, 0xff], ..Default::default() })
         .ends_with("relax.VMExecutable at byte 40: function name is not valid UTF-8"));
     let cut = &encode(&Program::default())[..4];
@@ -140,6 +142,12 @@ fn scopes_and_constants() {
     assert!(c(tensor(TENSOR_MAGIC, 2, 1))
         .contains("tensor constant on device type 2; relaxvm runs CPU (device type 1) programs"));
     assert!(c(tensor(TENSOR_MAGIC, 1, 65)).contains("tensor ndim 65 (expected 0..=64)"));
+    // A shape whose element count overflows, and a byte count that does not match the shape.
+    let header = || W::default().i32(70).u64(TENSOR_MAGIC).u64(0).i32(1).i32(0);
+    let huge = header().i32(2).bytes(&[2, 32, 1, 0]).i64(i64::MAX).i64(2).i64(4).0;
+    assert!(c(huge).contains("tensor shape [9223372036854775807, 2] is invalid or too large"));
+    let short = header().i32(1).bytes(&[2, 32, 1, 0]).i64(1).i64(5).bytes(&[0; 5]).0;
+    assert!(c(short).contains("tensor of shape [1] and dtype float32 declares 5 bytes, expected 4"));
 }
 
 #[test]
