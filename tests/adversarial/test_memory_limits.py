@@ -3,6 +3,8 @@ VM's register and frame stacks, a bytes object, a shape's dimensions and a file'
 past what the allocator gives (limits set above the machine) are a MemoryError naming what could
 not be allocated, never an abort."""
 
+import re
+
 import pytest
 from attack import run_attack
 
@@ -32,10 +34,16 @@ vm["deep"](1)
 """
 
 
-@pytest.mark.parametrize(("regs", "what"), [(1 << 20, "register stack"), (1, "frame stack")])
-def test_a_stack_the_allocator_cannot_grow_is_a_memory_error(regs, what):
+@pytest.mark.parametrize(
+    ("regs", "message"),
+    [
+        (1 << 20, "the register stack cannot grow (out of memory)"),
+        (1, "the frame stack cannot grow (out of memory)"),
+    ],
+)
+def test_a_stack_the_allocator_cannot_grow_is_a_memory_error(regs, message):
     run_attack(CAP_AT + f"REGS = {regs}\n" + DEEP).assert_raises(
-        "VMMemoryError", rf"cannot allocate \d+ bytes: the {what} cannot grow \(out of memory\)"
+        "VMMemoryError", r"cannot allocate \d+ bytes: " + re.escape(message)
     )
 
 

@@ -236,10 +236,13 @@ fn token_trees_need_normal_rope_and_no_sliding_window() {
     let mut check = Check::default();
     let inline = create(&with(&[(8, i(2))]));
     let sliding = create(&create_args(&[4, 64, 16, 16, 1]));
-    for (c, why) in [(inline, "inline RoPE"), (sliding, "sliding windows")] {
+    for (c, message) in [
+        (inline, "token trees are not supported with inline RoPE"),
+        (sliding, "token trees are not supported with sliding windows"),
+    ] {
         ok("vm.builtin.kv_state_add_sequence", &[c.clone(), i(0)]);
         let args = [c.clone(), shape(&[0]), shape(&[2]), shape(&[-1, 0])];
-        check.err(begin, &args, &format!("{begin}: token trees are not supported with {why}"));
+        check.err(begin, &args, &format!("{begin}: {message}"));
     }
     check.done();
 }

@@ -124,7 +124,7 @@ fn run_errors_are_one_line() {
     assert!(e.contains("vm.builtin.int.add") || e.contains("int"), "{e}");
     assert!(e.contains("in function \"sum\""), "{e}");
     let e = failure(relaxvm().arg("run").arg(&prog).args(["nope"]));
-    assert!(e.contains("unknown function \"nope\"; its functions are: "), "{e}");
+    assert!(e.contains(": unknown function \"nope\"; its functions are: "), "{e}");
     let e = failure(relaxvm().arg("run").arg(&prog).args(["sum", "100000000", "--max-steps", "1000"]));
     assert!(e.contains("step budget of 1000"), "{e}");
     let e = failure(relaxvm().arg("run").arg(&prog).args(["scale", "missing.npy", "1"]));
