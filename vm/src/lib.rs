@@ -54,8 +54,9 @@ pub mod vm;
 
 // The data model (relaxvm-core), at the paths it had before it became its own crate.
 pub use relaxvm_core::{
-    allocator, arcstr, block_cache, chunks, cost, device, dispatch_dtype, dtype, element, error, input_file, instrument, int_op,
-    location, native, object, packed, pool, registry, shape, storage, tensor, tensor_text, value, value_conv,
+    allocator, arcstr, block_cache, chunks, cost, device, dispatch_dtype, dtype, element, error, input_file,
+    instrument, int_op, location, native, object, packed, pool, registry, shape, storage, tensor, tensor_text, value,
+    value_conv,
 };
 // The instruction set (relaxvm-isa).
 pub use relaxvm_isa::{bytecode, executable, format, python_dump, text, types, verify};
