@@ -175,7 +175,10 @@ fn memory_cfg_allocator(cfg: Option<&Bound<'_, PyAny>>, device: relaxvm::Device)
         )));
     };
     let mut chosen = Allocator::Pooled;
-    for (key, value) in dict.iter() {
+    // A snapshot of the items: reading a kind or a device can run Python code (`__index__`,
+    // `__repr__`) that changes the dict, which a live iteration of it would not survive.
+    for item in dict.items().iter() {
+        let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
         let listed = extract_device(Some(&key))?;
         let Some(k) = kind(&value) else {
             return Err(PyValueError::new_err(format!(

@@ -121,3 +121,28 @@ c = f(x(3))
 print(same, c.__array_interface__["data"][0] != b.__array_interface__["data"][0])
 """
     ).assert_ok("True True")
+
+
+def test_a_memory_cfg_dict_changed_while_read_is_read_from_a_snapshot():
+    # Attack finding perf/01: reading a kind (`__index__`) or a device can run Python code that
+    # changes the dict; a live iteration of it panicked. The items are read from a snapshot.
+    attack(
+        """
+cfg = {}
+class Evil:
+    def __index__(self):
+        cfg["cpu:1"] = "pooled"  # grows the dict being read
+        return 1
+    def __repr__(self):
+        cfg.clear()
+        return "Evil()"
+cfg[rx.cpu(0)] = Evil()
+cfg["cpu:2"] = "naive"
+print(model(cfg).memory_allocator)
+cfg = {rx.cpu(0): Evil(), "cpu:3": 7}
+try:
+    model(cfg)
+except ValueError as e:
+    print("ValueError", "must be VirtualMachine.NAIVE_ALLOCATOR" in str(e))
+"""
+    ).assert_ok("naive\nValueError True")
