@@ -41,13 +41,43 @@ from pathlib import Path
 try:
     import tomllib
 except ModuleNotFoundError:  # Python < 3.11
-    import tomli as tomllib
+    try:
+        import tomli as tomllib
+    except ModuleNotFoundError:
+        tomllib = None
 
 MAX_LINES = 600
 INSTRUCTION_ENUMS = ("Instruction", "Opcode", "ArgKind")
 #: Code lines a `// SAFETY:` comment may sit above the `unsafe` it covers (a statement spanning
 #: lines, or one note for the branches of an `if`).
 SAFETY_REACH = 8
+
+
+def load_toml(text: str) -> dict:
+    """A manifest's tables: with tomllib when there is one, else the little of TOML the checks
+    read (section headers, `key = ...` lines, and `members = [...]` on one or more lines)."""
+    if tomllib is not None:
+        return tomllib.loads(text)
+    out: dict = {}
+    table: dict = out
+    text = re.sub(r"\[([^\[\]]*)\]", lambda m: "[" + m.group(1).replace("\n", " ") + "]", text)
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        header = re.fullmatch(r"\[([\w.-]+)\]", line)
+        if header:
+            table = out
+            for part in header.group(1).split("."):
+                table = table.setdefault(part, {})
+        elif "=" in line:
+            key, value = (x.strip() for x in line.split("=", 1))
+            key = key.split(".", 1)[0].strip('"')  # `relaxvm.workspace = true` names relaxvm
+            if key in table and "." in line.split("=", 1)[0]:
+                continue
+            if value.startswith("["):
+                table[key] = re.findall(r'"([^"]*)"', value)
+            else:
+                table[key] = value.strip('"')
+    return out
 
 
 @dataclass
@@ -141,7 +171,7 @@ def check_layers(root: Path, crates: list[Crate]) -> list[str]:
         if not manifest.is_file():
             errors.append(f"{c.directory}/Cargo.toml: missing (crate {c.name} of docs/architecture.md)")
             continue
-        toml = tomllib.loads(manifest.read_text())
+        toml = load_toml(manifest.read_text())
         if toml.get("package", {}).get("name") != c.name:
             errors.append(f"{c.directory}/Cargo.toml: the package is not named {c.name}")
         for section in ("dependencies", "build-dependencies"):
@@ -154,7 +184,7 @@ def check_layers(root: Path, crates: list[Crate]) -> list[str]:
                         f"{c.directory}/Cargo.toml: [{section}] {c.name} (layer {c.layer}) depends on "
                         f"{dep} (layer {other.layer}): crates depend only on lower layers"
                     )
-    members = tomllib.loads((root / "Cargo.toml").read_text()).get("workspace", {}).get("members", [])
+    members = load_toml((root / "Cargo.toml").read_text()).get("workspace", {}).get("members", [])
     for m in members:
         if m.rstrip("/") not in {c.directory for c in crates}:
             errors.append(f"Cargo.toml: workspace member {m} has no row in docs/architecture.md's table of crates")

@@ -220,3 +220,10 @@ def test_main_reports_violations_and_exits_1(tree: Path, capsys) -> None:
     write(tree, "top/src/lib.rs", "//! A crate.\npub mod a;\npub mod b;\n")
     assert check.main(["--root", str(tree)]) == 1
     assert "missing_docs" in capsys.readouterr().out
+
+
+def test_the_manifest_reader_without_tomllib_finds_the_same_layer_violation(tree: Path, monkeypatch) -> None:
+    monkeypatch.setattr(check, "tomllib", None)  # Python < 3.11 without tomli
+    assert errors(tree) == []
+    write(tree, "base/Cargo.toml", manifest("base", ["top"]).replace("top = {", "top.workspace = true\n#"))
+    assert any("base (layer 0) depends on top (layer 1)" in e for e in errors(tree))

@@ -15,7 +15,7 @@ pub(crate) struct ConstantPool {
 }
 
 impl ConstantPool {
-    /// The index of a constant equal to `v` ([`Value::same_as`]), adding `v` if there is none.
+    /// The index of a constant equal to `v` ([`Value::content_eq`]), adding `v` if there is none.
     /// Tuples of constants are constants too (TVM's `Array` constants), nested at most
     /// [`MAX_TUPLE_DEPTH`] deep, as the binary format stores them.
     pub fn intern(&mut self, v: Value) -> Result<u32, BuildError> {
@@ -33,7 +33,7 @@ impl ConstantPool {
     ) -> Result<Result<u32, BuildError>, E> {
         let Some(h) = content_hash(v, 0) else { return Ok(Err(BuildError::UnsupportedConstant(v.type_name()))) };
         let candidates = self.by_hash.entry(h).or_default();
-        if let Some(&i) = candidates.iter().find(|&&i| self.values[i as usize].same_as(v)) {
+        if let Some(&i) = candidates.iter().find(|&&i| self.values[i as usize].content_eq(v)) {
             return Ok(Ok(i));
         }
         let Ok(i) = u32::try_from(self.values.len()) else {
@@ -51,7 +51,7 @@ impl ConstantPool {
     }
 }
 
-/// A hash consistent with [`Value::same_as`] for the kinds a constant may be (tuples of them
+/// A hash consistent with [`Value::content_eq`] for the kinds a constant may be (tuples of them
 /// included, `depth` levels in); `None` for the others (functions, storage, objects...) and
 /// for tuples nested too deep.
 fn content_hash(v: &Value, depth: usize) -> Option<u64> {

@@ -236,7 +236,7 @@ impl ExecBuilder {
     }
 
     /// Adds a constant to the pool and returns its index; a constant equal to one already
-    /// there ([`Value::same_as`]: tensors by content) returns that one's index. Tuples,
+    /// there ([`Value::content_eq`]: tensors by content) returns that one's index. Tuples,
     /// functions, storage and other runtime objects cannot be constants.
     pub fn convert_constant(&mut self, v: Value) -> Result<u32, BuildError> {
         self.constants.intern(v)

@@ -18,14 +18,14 @@ pub(crate) struct Body {
 
 /// One entry of the table.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Entry {
+pub(crate) struct FuncSlot {
     /// The kind given to `declare_function`, if any.
     pub declared: Option<FuncKind>,
     /// The body, once `function()` opened it.
     pub body: Option<Body>,
 }
 
-impl Entry {
+impl FuncSlot {
     /// What the entry is now: bytecode once defined or declared so, packed otherwise.
     pub fn kind(&self) -> FuncKind {
         match (&self.body, self.declared) {
@@ -38,7 +38,7 @@ impl Entry {
 /// The table.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FuncTable {
-    entries: IndexMap<String, Entry>,
+    entries: IndexMap<String, FuncSlot>,
 }
 
 impl FuncTable {
@@ -47,7 +47,7 @@ impl FuncTable {
         if let Some(i) = self.entries.get_index_of(name) {
             return i as u32;
         }
-        self.entries.insert(name.to_string(), Entry::default());
+        self.entries.insert(name.to_string(), FuncSlot::default());
         (self.entries.len() - 1) as u32
     }
 
@@ -103,7 +103,7 @@ impl FuncTable {
     }
 
     /// The entry at `index`.
-    pub fn get(&self, index: u32) -> Option<(&str, &Entry)> {
+    pub fn get(&self, index: u32) -> Option<(&str, &FuncSlot)> {
         self.entries.get_index(index as usize).map(|(n, e)| (n.as_str(), e))
     }
 
@@ -118,7 +118,7 @@ impl FuncTable {
     }
 
     /// Every entry in table order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Entry)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &FuncSlot)> {
         self.entries.iter().map(|(n, e)| (n.as_str(), e))
     }
 

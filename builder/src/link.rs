@@ -6,7 +6,7 @@
 //! declare (a packed entry, e.g. from `declare_function`) becomes that bytecode function, so calls
 //! to it become direct bytecode calls; a name that no module defines stays a packed entry for a
 //! registry to provide when a VM is built; a name two modules define is an error naming both.
-//! The constant pools are merged with equal constants ([`Value::same_as`](relaxvm::Value::same_as))
+//! The constant pools are merged with equal constants ([`Value::content_eq`](relaxvm::Value::content_eq))
 //! stored once. Every instruction's function and constant indices are remapped; registers,
 //! jumps, locations, parameter names and signatures are kept as they are, so the linked
 //! executable behaves exactly as its parts did.

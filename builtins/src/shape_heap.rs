@@ -465,7 +465,7 @@ const INLINE_RANK: usize = 8;
 
 /// The work of `make_shape` once its pairs are parsed; `last` is the call site's cache, when it
 /// has one: the shape it holds is reused when its dimensions are the same, else the new one
-/// ([`Shape::recent`]) replaces it.
+/// ([`Shape::interned`]) replaces it.
 fn build_shape(name: &'static str, args: &[Value], pairs: &[(i64, i64)], last: Option<&mut Value>) -> Result<Value> {
     let heap = Heap::arg(name, args, 0)?;
     let (mut inline, mut long) = ([0i64; INLINE_RANK], Vec::new());

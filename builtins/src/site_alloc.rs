@@ -43,7 +43,7 @@ pub(crate) fn storage(cache: Option<&mut Value>, nbytes: i128, device: Device) -
 pub(crate) fn own_tensor(cache: Option<&mut Value>, len: i64, dtype: DataType, device: Device) -> Result<Tensor> {
     let new = || {
         let storage = Storage::alloc_checked(i128::from(len) * dtype.itemsize() as i128, device)?;
-        Tensor::from_parts(storage, 0, Shape::recent(&[len]), None, dtype)
+        Tensor::from_parts(storage, 0, Shape::interned(&[len]), None, dtype)
     };
     let Some(cache) = cache else { return new() };
     if let Value::Tensor(t) = cache {

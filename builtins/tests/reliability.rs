@@ -358,8 +358,8 @@ fn deeply_nested_tuples_and_closures_drop_print_and_compare_without_native_recur
         let a = vm.invoke("nest", &[Value::Int(n)]).unwrap();
         let b = vm.invoke("nest", &[Value::Int(n)]).unwrap();
         let c = vm.invoke("nest", &[Value::Int(n - 1)]).unwrap();
-        assert!(a.same_as(&b));
-        assert!(!a.same_as(&c));
+        assert!(a.content_eq(&b));
+        assert!(!a.content_eq(&c));
         let text = a.to_string();
         assert!(text.starts_with("((((") && text.contains("(...)") && text.len() < 1000, "{text}");
         drop((a, b, c));

@@ -1,10 +1,14 @@
 //! A shared immutable string one pointer wide, so that [`Value`](crate::Value) stays 16 bytes.
+//!
+//! It is an `Arc<String>`: a thin pointer to a header that holds the string's own pointer, so
+//! reading the text follows two pointers. An `Arc<str>` would read in one, but is two words wide
+//! (pointer and length) and would make every `Value` 24 bytes.
 
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
-/// A reference-counted string behind a thin pointer. Derefs to `str`.
+/// A reference-counted string behind a thin pointer (an `Arc<String>`). Derefs to `str`.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct ArcStr(Arc<String>);
 

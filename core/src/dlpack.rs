@@ -310,7 +310,8 @@ mod tests {
 
     #[test]
     fn an_empty_tensor_needs_no_data() {
-        let dl = header(null_mut(), &mut [0, 3], None, 0);
+        let mut shape = [0, 3];
+        let dl = header(null_mut(), &mut shape, None, 0);
         // SAFETY: as in `error`.
         assert_eq!(unsafe { checked_layout(&dl) }.unwrap().extent, 0);
     }

@@ -20,10 +20,11 @@ impl Shape {
         Shape::from(dims.into())
     }
 
-    /// A shape of `dims`: one made recently on this thread with equal dimensions when there is
-    /// one (shared, no allocation), else a new one, remembered. For shapes made again and again,
-    /// such as those a compiled model or its caller make at every call.
-    pub fn recent(dims: &[i64]) -> Self {
+    /// A shape of `dims`, interned per thread: one made recently on this thread with equal
+    /// dimensions when there is one (shared, no allocation), else a new one, remembered. For
+    /// shapes made again and again, such as those a compiled model or its caller make at every
+    /// call.
+    pub fn interned(dims: &[i64]) -> Self {
         recent::shape_of_dims(dims)
     }
 

@@ -358,7 +358,7 @@ impl Value {
     }
 
     /// Structural equality: tensors by content, functions and objects by identity.
-    pub fn same_as(&self, other: &Value) -> bool {
+    pub fn content_eq(&self, other: &Value) -> bool {
         // Tuples are compared with a heap stack, not by recursion: nesting can be arbitrarily deep.
         // Each pair of tuples (by address) is compared once: shared tuples, such as `v = (v, v)`
         // nested 40 deep, would otherwise unfold into exponentially many pairs. Skipping a pair
@@ -387,7 +387,7 @@ impl Value {
         }
     }
 
-    /// [`same_as`](Self::same_as) for everything but two tuples.
+    /// [`content_eq`](Self::content_eq) for everything but two tuples.
     fn same_leaf(&self, other: &Value) -> bool {
         match (self, other) {
             (Value::Null, Value::Null) | (Value::VmState, Value::VmState) => true,
@@ -553,18 +553,18 @@ mod tests {
     }
 
     #[test]
-    fn same_as_is_linear_in_shared_tuples() {
+    fn content_eq_is_linear_in_shared_tuples() {
         // Two separately built values (no tuple shared between them) 2^40 leaves each: only a
         // walk that compares each pair of tuples once finishes.
         let (a, b) = (doubled(40, Value::Int(1)), doubled(40, Value::Int(1)));
-        assert!(a.same_as(&b) && a.same_as(&a));
-        assert!(!a.same_as(&doubled(40, Value::Int(2))));
-        assert!(!a.same_as(&doubled(39, Value::Int(1))));
+        assert!(a.content_eq(&b) && a.content_eq(&a));
+        assert!(!a.content_eq(&doubled(40, Value::Int(2))));
+        assert!(!a.content_eq(&doubled(39, Value::Int(1))));
         // A difference in one leaf deep inside, where every other leaf agrees, is still found.
         let t = |x: i64| Tensor::from_vec([1], vec![x]).unwrap();
         let odd = doubled(39, Value::tuple(vec![Value::Tensor(t(1)), Value::Tensor(t(2))]));
         let even = doubled(39, Value::tuple(vec![Value::Tensor(t(1)), Value::Tensor(t(1))]));
-        assert!(!odd.same_as(&even) && odd.same_as(&odd));
+        assert!(!odd.content_eq(&even) && odd.content_eq(&odd));
     }
 
     #[test]
@@ -633,8 +633,8 @@ mod tests {
     fn display_and_equality() {
         let t = Value::tuple(vec![Value::Int(1), Value::Float(2.0), Value::Null]);
         assert_eq!(t.to_string(), "(1, 2.0, None)");
-        assert!(t.same_as(&t.clone()));
-        assert!(!Value::Int(1).same_as(&Value::Float(1.0)));
+        assert!(t.content_eq(&t.clone()));
+        assert!(!Value::Int(1).content_eq(&Value::Float(1.0)));
         assert_eq!(Value::tuple(vec![Value::Int(1)]).to_string(), "(1,)");
     }
 }

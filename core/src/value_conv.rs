@@ -116,7 +116,7 @@ mod tests {
             format!("{:?}", <String as FromValue>::from_value(&Value::Int(4)).expect_err("an error")),
             r#"Type { expected: "str", found: "int 4" }"#
         );
-        assert!(Value::from(3i32).same_as(&Value::Int(3)));
+        assert!(Value::from(3i32).content_eq(&Value::Int(3)));
         assert_eq!(i64::from_value(&Value::from(7i64)).unwrap(), 7);
     }
 }

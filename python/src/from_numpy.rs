@@ -85,7 +85,7 @@ pub fn numpy_to_tensor(a: &Bound<'_, PyUntypedArray>) -> PyResult<(Tensor, bool)
     let storage = unsafe { Storage::from_external(ptr, extent, Device::cpu(0), Box::new(owner)) };
     // A numpy bool view of other bytes (`uint8_array.view(bool)`) may hold 2..255: read as true.
     // Callers pass arrays of the same few shapes: a recent equal shape saves an allocation.
-    Tensor::from_parts(storage, 0, relaxvm::Shape::recent(&dims), strides, dtype)
+    Tensor::from_parts(storage, 0, relaxvm::Shape::interned(&dims), strides, dtype)
         .and_then(Tensor::with_normalized_bools)
         .map(|t| {
             // A bool array holding other bytes than 0 and 1 was copied, normalised.

@@ -80,7 +80,7 @@ impl Header {
 
 /// A kept view: the header it was made from, the tensor, and its `rx.Tensor` object once the
 /// array came a second time.
-struct Entry {
+struct Remembered {
     header: Header,
     /// The header's dtype, held so that its address cannot be reused by another dtype while
     /// the entry compares it (the array and the data are held by the tensor's storage).
@@ -91,7 +91,7 @@ struct Entry {
 
 /// A thread's kept views, replaced in turn.
 struct Recent {
-    entries: [Option<Entry>; SLOTS],
+    entries: [Option<Remembered>; SLOTS],
     next: usize,
 }
 
@@ -99,7 +99,7 @@ impl Recent {
     const EMPTY: Recent = Recent { entries: [const { None }; SLOTS], next: 0 };
 
     /// The entry of an array with header `h`.
-    fn entry(&mut self, h: &Header) -> Option<&mut Entry> {
+    fn entry(&mut self, h: &Header) -> Option<&mut Remembered> {
         self.entries.iter_mut().flatten().find(|e| e.header == *h)
     }
 }
@@ -143,7 +143,7 @@ pub fn tensor_of(a: &Bound<'_, PyUntypedArray>) -> PyResult<Tensor> {
                 let mut r = r.borrow_mut();
                 let slot = r.next;
                 r.next = (slot + 1) % SLOTS;
-                r.entries[slot].replace(Entry { header, _descr: descr, tensor: tensor.clone(), object: None })
+                r.entries[slot].replace(Remembered { header, _descr: descr, tensor: tensor.clone(), object: None })
             })
             .ok()
             .flatten();

@@ -4,7 +4,7 @@ use crate::convert::Args;
 use crate::vm_function::PyVmFunction;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use std::time::Instant;
+use relaxvm::timing::{self, Summary, TimingOptions};
 
 /// Timing of repeated runs (seconds), like TVM's `BenchmarkResult`.
 #[pyclass(module = "relaxvm", name = "BenchmarkResult", frozen)]
@@ -31,24 +31,8 @@ pub struct BenchmarkResult {
 
 impl BenchmarkResult {
     fn new(results: Vec<f64>) -> Self {
-        let n = results.len().max(1) as f64;
-        let mean = results.iter().sum::<f64>() / n;
-        let mut sorted = results.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = match sorted.len() {
-            0 => 0.0,
-            l if l % 2 == 1 => sorted[l / 2],
-            l => (sorted[l / 2 - 1] + sorted[l / 2]) / 2.0,
-        };
-        let std = (results.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
-        BenchmarkResult {
-            min: sorted.first().copied().unwrap_or(0.0),
-            max: sorted.last().copied().unwrap_or(0.0),
-            results,
-            mean,
-            median,
-            std,
-        }
+        let Summary { results, mean, median, min, max, std } = Summary::of(results);
+        BenchmarkResult { results, mean, median, min, max, std }
     }
 }
 
@@ -128,41 +112,20 @@ impl TimeEvaluator {
     }
 }
 
-/// Runs `run` once to warm up, then `repeat` timed repeats of at least `min_ms` milliseconds
-/// each (of `number` runs, doubled until long enough), sleeping `cooldown` every `every`
-/// repeats: the seconds per run of each repeat.
+/// Times `run` on `vm` as `time_evaluator` asks (`relaxvm::timing::time_runs`), polling the VM
+/// after each run: a short function never reaches the interpreter's own checks.
 fn time_runs(
     vm: &mut relaxvm::VirtualMachine,
     number: usize,
     repeat: usize,
-    min_ms: f64,
+    min_repeat_ms: f64,
     cooldown: std::time::Duration,
-    every: usize,
+    repeats_to_cooldown: usize,
     mut run: impl FnMut(&mut relaxvm::VirtualMachine) -> relaxvm::Result<()>,
 ) -> relaxvm::Result<Vec<f64>> {
-    run(vm)?; // warm-up
-              // Not preallocated: `repeat` is the caller's number (up to usize::MAX); the vector grows
-              // with the repeats actually run.
-    let mut results = Vec::new();
-    let mut n = number.max(1);
-    for r in 0..repeat.max(1) {
-        if r > 0 && r % every == 0 && !cooldown.is_zero() {
-            std::thread::sleep(cooldown);
-        }
-        loop {
-            let t0 = Instant::now();
-            for _ in 0..n {
-                run(vm)?;
-                // A short function never reaches the interpreter's own checks.
-                vm.poll()?;
-            }
-            let dt = t0.elapsed().as_secs_f64();
-            if dt * 1e3 >= min_ms || n >= 1 << 30 {
-                results.push(dt / n as f64);
-                break;
-            }
-            n = (n * 2).max((n as f64 * min_ms / (dt * 1e3).max(1e-6)) as usize);
-        }
-    }
-    Ok(results)
+    let options = TimingOptions { number, repeat, min_repeat_ms, cooldown, repeats_to_cooldown };
+    timing::time_runs(&options, || {
+        run(vm)?;
+        vm.poll()
+    })
 }

@@ -27,7 +27,7 @@ pub struct PyVmFunction {
     pub(crate) params: Vec<String>,
     pub(crate) sig: Option<Arc<Signature>>,
     /// The entry CPython's vectorcall protocol calls (see [`vectorcall`]).
-    pub(crate) vectorcall: vectorcall::Entry,
+    pub(crate) vectorcall: vectorcall::VectorcallFn,
 }
 
 /// Sets `e` as the current Python error and returns null, as a C entry point reports it.

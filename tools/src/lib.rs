@@ -1,9 +1,10 @@
 //! # relaxvm-tools
 //!
 //! What relaxvm offers to look into a run: the profiler ([`profile`], where the time of one call
-//! goes), the tracer (`trace`, every call of a run with copies of its values, saved as `.npz`)
-//! and numpy's `.npy` files (`npy`), with the files and reports they write. Both are hooks of
-//! the interpreter's instrument protocol ([`relaxvm_core::instrument`]); the interpreter
+//! goes), the tracer (`trace`, every call of a run with copies of its values, saved as `.npz`),
+//! numpy's `.npy` files (`npy`), with the files and reports they write, and timing repeated
+//! runs ([`timing`], TVM's `time_evaluator`). The profiler and the tracer are hooks of the
+//! interpreter's instrument protocol ([`relaxvm_core::instrument`]); the interpreter
 //! (`relaxvm`) installs them for `VirtualMachine::profile` and `VirtualMachine::trace`.
 //!
 //! ## Features
@@ -26,5 +27,6 @@ use relaxvm_isa::format;
 #[cfg(feature = "tooling")]
 pub mod npy;
 pub mod profile;
+pub mod timing;
 #[cfg(feature = "tooling")]
 pub mod trace;

@@ -61,9 +61,9 @@ pub use relaxvm_core::{
 // The instruction set (relaxvm-isa).
 pub use relaxvm_isa::{bytecode, executable, format, python_dump, text, types, verify};
 // The tools (relaxvm-tools).
-pub use relaxvm_tools::profile;
 #[cfg(feature = "tooling")]
 pub use relaxvm_tools::{npy, trace};
+pub use relaxvm_tools::{profile, timing};
 
 pub use allocator::Allocator;
 pub use arcstr::ArcStr;

@@ -11,12 +11,12 @@ use std::collections::HashMap;
 /// The parsed program: constants, the function table in source order and the entry function.
 pub(super) struct Program {
     pub constants: Vec<Value>,
-    pub entries: Vec<Entry>,
+    pub entries: Vec<FuncDecl>,
     pub entry: Option<(String, Pos)>,
 }
 
 /// One function-table entry: `.packed NAME` or `@NAME ...:` with its body.
-pub(super) struct Entry {
+pub(super) struct FuncDecl {
     pub name: String,
     pub pos: Pos,
     pub body: Option<Body>,
@@ -108,7 +108,7 @@ pub(super) fn parse(text: &str) -> Result<Program, AsmError> {
                 let pos = c.pos();
                 let name = c.name("a function name")?;
                 c.expect_end()?;
-                add_entry(&mut program, &mut seen, Entry { name, pos, body: None })?;
+                add_entry(&mut program, &mut seen, FuncDecl { name, pos, body: None })?;
             }
             _ if Opcode::from_mnemonic(word).is_some() => {
                 let Some(body) = current.and_then(|e| program.entries[e].body.as_mut()) else {
@@ -134,7 +134,7 @@ pub(super) fn parse(text: &str) -> Result<Program, AsmError> {
     Ok(program)
 }
 
-fn add_entry(program: &mut Program, seen: &mut HashMap<String, usize>, entry: Entry) -> Result<usize, AsmError> {
+fn add_entry(program: &mut Program, seen: &mut HashMap<String, usize>, entry: FuncDecl) -> Result<usize, AsmError> {
     if entry.name.is_empty() {
         return Err(entry.pos.error("function names must not be empty"));
     }
@@ -170,7 +170,7 @@ fn parse_const(c: &mut Cursor<'_>, constants: &mut Vec<Value>) -> Result<(), Asm
 }
 
 /// `@NAME inputs=N [regs=M] [params=(a, b) | sig=(a: T, b: U) -> R]:`
-fn parse_header(c: &mut Cursor<'_>) -> Result<Entry, AsmError> {
+fn parse_header(c: &mut Cursor<'_>) -> Result<FuncDecl, AsmError> {
     let header = c.pos();
     c.expect("@", "'@'")?;
     let pos = c.pos();
@@ -241,7 +241,7 @@ fn parse_header(c: &mut Cursor<'_>) -> Result<Entry, AsmError> {
         (None, None) => Vec::new(),
     };
     let body = Body { num_inputs, regs, params, sig, instrs: Vec::new() };
-    Ok(Entry { name, pos, body: Some(body) })
+    Ok(FuncDecl { name, pos, body: Some(body) })
 }
 
 /// `(a: T, b: U) -> R`, in the syntax of [`Signature`]'s text form.

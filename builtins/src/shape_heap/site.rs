@@ -253,17 +253,17 @@ fn make_dims(name: &'static str, args: &[Value], steps: &[Make], slots: usize) -
 }
 
 /// A shape of `dims`: the one `last` (the call site's cache) holds when it has these
-/// dimensions, else a new one ([`Shape::recent`]), which `last` then keeps.
+/// dimensions, else a new one ([`Shape::interned`]), which `last` then keeps.
 #[inline]
 pub(super) fn recent_or_last(dims: &[i64], last: Option<&mut Value>) -> Value {
     match last {
         Some(Value::Shape(s)) if s.has_dims(dims) => Value::Shape(s.clone()),
         Some(last) => {
-            let made = Value::Shape(Shape::recent(dims));
+            let made = Value::Shape(Shape::interned(dims));
             *last = made.clone();
             made
         }
-        None => Value::Shape(Shape::recent(dims)),
+        None => Value::Shape(Shape::interned(dims)),
     }
 }
 

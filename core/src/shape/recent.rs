@@ -1,4 +1,4 @@
-//! The shapes made last on this thread through [`Shape::recent`] (by `make_shape`,
+//! The shapes made last on this thread through [`Shape::interned`] (by `make_shape`,
 //! `alloc_shape_heap` and numpy arrays passed in), handed out again for equal dimensions.
 //!
 //! Shapes are immutable values, so a result equal to a recent one can be that one, shared (a

@@ -17,7 +17,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
 /// The signature of a vectorcall entry (`vectorcallfunc`).
-pub type Entry = unsafe extern "C" fn(
+pub type VectorcallFn = unsafe extern "C" fn(
     callable: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargsf: usize,

@@ -198,7 +198,7 @@ fn value_difference(a: &Value, b: &Value, tol: Tolerance, depth: usize, equal: &
         (Value::Func(_) | Value::Storage(_) | Value::Object(_) | Value::VmState, _) => {
             (opaque_kind(a) != opaque_kind(b)).then(|| format!("{} vs {}", a.describe(), b.describe()))
         }
-        _ => (!a.same_as(b)).then(|| format!("{} vs {}", a.describe(), b.describe())),
+        _ => (!a.content_eq(b)).then(|| format!("{} vs {}", a.describe(), b.describe())),
     }
 }
 

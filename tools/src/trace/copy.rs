@@ -120,7 +120,7 @@ pub(super) mod tests {
             v = Value::tuple(vec![v]);
         }
         let c = copy_value(&v).unwrap();
-        assert!(c.same_as(&v) && !c.same_object(&v));
+        assert!(c.content_eq(&v) && !c.same_object(&v));
         assert!(value_bytes(&v) >= 8);
     }
 

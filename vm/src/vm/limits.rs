@@ -7,7 +7,8 @@ pub use crate::input_file::PollHook;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Limits of one VM.
+/// The configuration of one VM: its limits (depth, re-entry, steps, registers) and whether
+/// it may be profiled.
 #[derive(Clone, Debug)]
 pub struct VmConfig {
     /// The deepest chain of bytecode frames before a call fails with a stack-overflow error.

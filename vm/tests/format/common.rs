@@ -135,7 +135,7 @@ pub fn assert_same(a: &Executable, b: &Executable) {
     assert_eq!(a.instrs(), b.instrs());
     assert_eq!(a.constants().len(), b.constants().len());
     for (i, (x, y)) in a.constants().iter().zip(b.constants()).enumerate() {
-        assert!(x.same_as(y), "constant {i}: {x:?} != {y:?}");
+        assert!(x.content_eq(y), "constant {i}: {x:?} != {y:?}");
     }
     for i in 0..a.instrs().len() {
         assert_eq!(a.location(i), b.location(i), "location of instruction {i}");
