@@ -87,6 +87,17 @@ impl<'a> CallCtx<'a> {
         }
     }
 
+    /// Calls function value `f`, named `name`, for a builtin in the middle of an operation a
+    /// stop would leave half done (see [`VmHandle::call_observed`]): the calling VM's
+    /// instrument hook sees it, but it is no step (no budget, no interrupt between two such
+    /// calls). Outside a VM, as [`call`](Self::call).
+    pub fn call_observed(&mut self, name: &str, f: &Value, args: &[Value]) -> Result<Value> {
+        match &mut self.vm {
+            Some(vm) => vm.call_observed(name, f.as_func()?, args),
+            None => self.call(f, args),
+        }
+    }
+
     /// The calling VM's constants, function values and native-code slot (see
     /// [`VmHandle::program_lists`]); `None` outside a VM.
     pub fn program_lists(&mut self) -> Option<crate::value::ProgramLists<'_>> {

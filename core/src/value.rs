@@ -4,6 +4,9 @@
 
 pub mod int_op;
 pub mod seal;
+mod vm_handle;
+
+pub use vm_handle::{CallCtx, ProgramLists, VmHandle};
 
 use crate::arcstr::ArcStr;
 use crate::cost::Cost;
@@ -142,56 +145,6 @@ pub struct CallHints {
     /// How many leading arguments it reads, when it reads only those (see
     /// [`PackedFunc::reading_first`]).
     pub(crate) reads: Option<u32>,
-}
-
-/// What a packed function can reach of the VM that calls it (for `vm_state` builtins).
-pub trait VmHandle {
-    /// Calls a function value (bytecode or packed) with `args` followed by its captures.
-    fn call_closure(&mut self, f: &Closure, args: &[Value]) -> Result<Value>;
-    /// The VM's default device.
-    fn device(&self) -> Device;
-    /// Checks for an interrupt or a signal (see `relaxvm::VirtualMachine::poll`).
-    fn poll(&mut self) -> Result<()>;
-    /// The value kept for the called function `entry` (see [`CallCtx::site_cache`]); `None`
-    /// when the handle keeps none.
-    fn site_cache(&mut self, entry: u32) -> Option<&mut Value> {
-        let _ = entry;
-        None
-    }
-    /// The allocator the VM's builtins use ([`crate::allocator::Allocator`]); a handle that
-    /// keeps no site caches allocates at every call.
-    fn allocator(&self) -> crate::allocator::Allocator {
-        crate::allocator::Allocator::Naive
-    }
-    /// Drops the blocks and tensor headers the allocation sites keep for reuse (TVM's
-    /// `vm.builtin.memory_manager.clear`); a handle that keeps none has nothing to do.
-    fn clear_pools(&mut self) {}
-    /// Calls `f` (named `name`) on behalf of native code the VM is running (a VM TIR function
-    /// of a TVM `exec_mode="compiled"` model calling a builtin or closure through its
-    /// function table) or of a builtin (a KV cache calling its kernels): the call counts as a
-    /// step (limits, interrupts) and the instrument hook sees it, as it sees a `call`
-    /// instruction, attributed to the instruction whose packed call made it. Without a VM, a
-    /// plain call.
-    fn call_named(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
-        let _ = name;
-        self.call_closure(f, args)
-    }
-    /// The executable's constants, the VM's function table as values, and one slot the VM
-    /// keeps for native code it runs (a compiled model's lists, made once per VM); `None` when
-    /// the handle has no program.
-    fn program_lists(&mut self) -> Option<ProgramLists<'_>> {
-        None
-    }
-}
-
-/// What [`VmHandle::program_lists`] returns: constants, function values, the native code's slot.
-pub type ProgramLists<'a> = (&'a [Value], &'a [Value], &'a mut Value);
-
-/// The context of one packed-function call: the calling VM, if any, and the entry of the
-/// function the VM called (for [`CallCtx::site_cache`]).
-pub struct CallCtx<'a> {
-    pub(crate) vm: Option<&'a mut dyn VmHandle>,
-    pub(crate) entry: Option<u32>,
 }
 
 impl Value {

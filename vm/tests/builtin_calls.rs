@@ -1,6 +1,7 @@
-//! Calls a builtin makes through the VM (`CallCtx::call_named`, as the paged KV cache runs its
-//! kernels): each is a step, and an event of the profiler and of the instrument hook, attributed
-//! to the instruction of the builtin that made it.
+//! Calls a builtin makes through the VM: `CallCtx::call_named` (each a step, as compiled code's
+//! calls are) and `CallCtx::call_observed` (no step, as the paged KV cache runs its kernels, so
+//! that nothing stops it between two layers); both are events of the profiler and of the
+//! instrument hook, attributed to the instruction of the builtin that made them.
 
 use relaxvm::registry::register_global;
 use relaxvm::{
@@ -19,18 +20,27 @@ fn setup() {
             let once = ctx.call_named("bc.kernel", &a[0], &a[1..2])?;
             ctx.call_named("bc.kernel", &a[0], &[once])
         }));
+        reg(PackedFunc::new("bc.observed", |ctx: &mut CallCtx<'_>, a: &[Value]| {
+            let once = ctx.call_observed("bc.kernel", &a[0], &a[1..2])?;
+            ctx.call_observed("bc.kernel", &a[0], &[once])
+        }));
     });
 }
 
 /// main(x) = bc.builtin(bc.kernel, bc.add(x, 1)): the builtin's call is instruction 1.
 fn vm() -> VirtualMachine {
+    vm_calling("bc.builtin")
+}
+
+/// main(x) = BUILTIN(bc.kernel, bc.add(x, 1)).
+fn vm_calling(builtin: &str) -> VirtualMachine {
     use Arg::*;
     setup();
     let call = |func, args, dst| Instruction::Call { func, args, dst };
     let exe = Executable::from_parts(ExecutableParts {
         funcs: vec![
             FuncInfo::bytecode("main", 0, 3, 1, 3),
-            FuncInfo::packed("bc.builtin"),
+            FuncInfo::packed(builtin),
             FuncInfo::packed("bc.kernel"),
             FuncInfo::packed("bc.add"),
         ],
@@ -98,4 +108,16 @@ fn each_kernel_call_is_a_step_of_the_budget() {
     assert!(matches!(e.root().kind(), ErrorKind::StepBudget(1)), "{e}");
     m.config_mut().step_budget = Some(3);
     assert_eq!(m.invoke("main", &[Value::Int(3)]).unwrap().as_int().unwrap(), 16);
+}
+
+#[test]
+fn observed_calls_are_no_steps_but_the_hook_sees_them() {
+    // A budget of one step is enough for main's entry: the builtin's two kernel calls are not
+    // steps, so neither a budget nor an interrupt can stop it between them.
+    let mut m = vm_calling("bc.observed");
+    m.config_mut().step_budget = Some(1);
+    assert_eq!(m.invoke("main", &[Value::Int(3)]).unwrap().as_int().unwrap(), 16);
+    let report = m.profile("main", &[Value::Int(3)]).unwrap();
+    let kernel = report.rows.iter().find(|r| r.name == "bc.kernel").expect("the kernel is a row");
+    assert_eq!(kernel.count, 2);
 }

@@ -536,6 +536,11 @@ impl VmHandle for VirtualMachine {
     }
 
     fn call_named(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
+        self.count_step()?;
+        self.native_call(name, f, args)
+    }
+
+    fn call_observed(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
         self.native_call(name, f, args)
     }
 

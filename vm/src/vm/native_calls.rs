@@ -18,9 +18,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 impl VirtualMachine {
-    /// Calls `f` (named `name`) for native code running in this VM's innermost frame.
+    /// Calls `f` (named `name`) for native code running in this VM's innermost frame, or for a
+    /// builtin: the instrument hook sees it. The caller counts the step, if it is one.
     pub(super) fn native_call(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
-        self.count_step()?;
         if self.instrument.is_none() {
             return self.call_plain(f, args);
         }
