@@ -43,7 +43,7 @@ pub struct Frame {
     /// carries), even when the machine code goes on (TVM's code ignores the AnyList functions'
     /// return codes). Once set, every later callback of the function refuses.
     pub error: Option<Error>,
-    /// What the function handles native code called resolved to, by [`Handle::index`]: the
+    /// What the function handles native code called resolved to, by the handle's `index`: the
     /// VM's cache, lent to the frame while it runs (see [`Resolved`]).
     pub resolved: Vec<Option<Resolved>>,
 }
