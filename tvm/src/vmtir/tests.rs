@@ -332,3 +332,35 @@ fn an_object_two_registers_hold_lives_until_both_let_go() {
     let e = vm_with_registers(held_twice_fn, 4).invoke("f", &[tensor()]).unwrap_err().to_string();
     assert!(e.contains("that it has released"), "{e}");
 }
+
+/// Calls `test.vmtir.kept` and leaves its result in register 1.
+unsafe extern "C" fn kept_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    let mut stack = [TVMFFIAny::NONE];
+    let rc = call_by_name("test.vmtir.kept", &[], &mut stack[0]);
+    if rc != 0 {
+        return rc;
+    }
+    // SAFETY: the result is at offset 0.
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 0) }
+}
+
+#[test]
+fn a_replaced_or_removed_function_is_not_kept_by_the_vm() {
+    // perf/02: what a handle resolved to lived in the VM after the call, so a replaced
+    // function (and whatever it holds, e.g. the VM itself) was never dropped.
+    let marker = Arc::new(());
+    let held = Arc::clone(&marker);
+    let which = PackedFunc::from_fn("test.vmtir.kept", move |_| {
+        let _ = &held;
+        Ok(Value::Int(1))
+    });
+    relaxvm::registry::register_global(which, true).unwrap();
+    let mut vm = vm_with(kept_fn);
+    assert_eq!(vm.invoke("f", &[tensor()]).unwrap().as_int().unwrap(), 1);
+    assert_eq!(Arc::strong_count(&marker), 2, "the registry holds the function");
+    drop(relaxvm::registry::remove_global("test.vmtir.kept"));
+    assert_eq!(Arc::strong_count(&marker), 1, "nothing else does, the VM included");
+    drop(vm);
+}
