@@ -276,7 +276,7 @@ unsafe extern "C" fn which_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _:
 
 #[test]
 fn a_name_registered_again_takes_effect_at_the_next_call() {
-    // The VM keeps what handles resolved to, but only while the registry is unchanged.
+    // A handle resolves again after the registry changed: a re-registered name takes effect.
     let which = |n: i64| PackedFunc::from_fn("test.vmtir.which", move |_| Ok(Value::Int(n)));
     relaxvm::registry::register_global(which(1), true).unwrap();
     let mut vm = vm_with(which_fn);
