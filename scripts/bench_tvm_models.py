@@ -8,6 +8,7 @@ loader fills the library's runtime-service slots with its own functions.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -77,6 +78,8 @@ def rows(row_type: type, quick: bool) -> list[Any]:
     except ImportError:
         return []
     folder = tempfile.mkdtemp(prefix="relaxvm-bench-")
+    # The models (the large-constant rows write 2 x 256 MiB) go when the bench ends.
+    atexit.register(shutil.rmtree, folder, True)
     libs: dict[str, tuple[str, str]] = {}
     for name, mod in _models().items():
         path = os.path.join(folder, f"{name}.so")

@@ -151,6 +151,17 @@ mod tests {
     }
 
     #[test]
+    fn every_change_of_the_registry_changes_its_generation() {
+        // Other tests may change the registry meanwhile: the generation only grows.
+        let g0 = generation();
+        register_global(PackedFunc::typed("t.generation", |a: i64| a), true).unwrap();
+        let g1 = generation();
+        assert!(g1 > g0, "a registration");
+        drop(remove_global("t.generation"));
+        assert!(generation() > g1, "a removal");
+    }
+
+    #[test]
     fn a_replaced_or_removed_function_is_dropped_outside_the_lock() {
         for remove in [false, true] {
             let owned = RegistersOnDrop;

@@ -104,7 +104,7 @@ pub unsafe extern "C" fn free_workspace(_device_type: i32, _device_id: i32, ptr:
 /// What a function handle given to a kernel points at: the name of a packed function, resolved
 /// in relaxvm's registry at each call (so re-registering a name takes effect, as in TVM). A
 /// running VM TIR function keeps what its handles resolved to while the registry is unchanged
-/// (see `crate::vmtir::frame::Resolved`), indexed by [`Handle::index`].
+/// (see `crate::vmtir::frame::Resolved`), indexed by its `index`.
 pub struct Handle {
     /// The packed function's name.
     pub(crate) name: String,

@@ -43,8 +43,9 @@ pub struct Frame {
     /// carries), even when the machine code goes on (TVM's code ignores the AnyList functions'
     /// return codes). Once set, every later callback of the function refuses.
     pub error: Option<Error>,
-    /// What the function handles native code called resolved to, by [`Handle::index`]: the
-    /// VM's cache, lent to the frame while it runs (see [`Resolved`]).
+    /// What the function handles native code called resolved to, by the handle's `index`, for
+    /// this call only (see [`Resolved`]): nothing outlives the call, so a function replaced in
+    /// or removed from the registry is never kept alive by a VM (attack perf/02).
     pub resolved: Vec<Option<Resolved>>,
 }
 

@@ -40,7 +40,7 @@ use cells::{Cells, Prepared};
 use frame::{Entered, Frame};
 use relaxvm::{Arg, Error, FuncInfo, Instruction, PackedFunc, Result, Value};
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The prefix TVM gives the machine code of VM TIR function `NAME`.
 pub const PREFIX: &str = "__vmtir__";
@@ -97,8 +97,6 @@ pub fn wrap_functions(funcs: &mut Vec<FuncInfo>, instrs: &mut Vec<Instruction>, 
 struct Lists {
     consts: Arc<Prepared>,
     funcs: Arc<Prepared>,
-    /// What function handles resolved to, lent to each outermost frame (see [`frame::Resolved`]).
-    resolved: Mutex<Vec<Option<frame::Resolved>>>,
 }
 
 /// The lists of the VM `ctx` calls from, made on first use and kept in the VM.
@@ -111,11 +109,7 @@ fn lists_of(ctx: &mut relaxvm::CallCtx<'_>, name: &str) -> Result<Arc<Lists>> {
             return Ok(Arc::clone(lists));
         }
     }
-    let lists = Arc::new(Lists {
-        consts: Arc::new(Prepared::new(consts)?),
-        funcs: Arc::new(Prepared::new(funcs)?),
-        resolved: Mutex::new(Vec::new()),
-    });
+    let lists = Arc::new(Lists { consts: Arc::new(Prepared::new(consts)?), funcs: Arc::new(Prepared::new(funcs)?) });
     *slot = Value::Object(Arc::new(Box::new(Arc::clone(&lists))));
     Ok(lists)
 }
@@ -166,9 +160,6 @@ fn invoke(
     })?;
     regs.resize(registers, TVMFFIAny::NONE);
     let ctx_raw: *mut relaxvm::CallCtx<'_> = ctx;
-    // The VM's resolved handles, lent to this frame (a nested frame of the same VM finds none
-    // and resolves its own, which are dropped when it returns).
-    let resolved = std::mem::take(&mut *lists.resolved.lock().unwrap_or_else(|p| p.into_inner()));
     let mut frame = Frame {
         name: Arc::clone(name_arc),
         regs,
@@ -178,7 +169,7 @@ fn invoke(
         ctx: ctx_raw.cast(),
         staged: Vec::new(),
         error: None,
-        resolved,
+        resolved: Vec::new(),
     };
     let ctx_ptr = frame.ctx_ptr();
     for (i, v) in inputs.iter().enumerate() {
@@ -237,11 +228,6 @@ fn invoke(
         let ret = frame.regs[inputs.len()];
         value_of_result(&frame, &ret, name)
     };
-    let mut kept = lists.resolved.lock().unwrap_or_else(|p| p.into_inner());
-    if kept.is_empty() {
-        *kept = std::mem::take(&mut frame.resolved);
-    }
-    drop(kept);
     write_back_staged(&frame, name)?;
     // A tensor passed as a copy comes back as itself, as from a bytecode function.
     outcome.map(|v| originals(v, &frame.staged))

@@ -276,7 +276,7 @@ unsafe extern "C" fn which_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _:
 
 #[test]
 fn a_name_registered_again_takes_effect_at_the_next_call() {
-    // The VM keeps what handles resolved to, but only while the registry is unchanged.
+    // A handle resolves again after the registry changed: a re-registered name takes effect.
     let which = |n: i64| PackedFunc::from_fn("test.vmtir.which", move |_| Ok(Value::Int(n)));
     relaxvm::registry::register_global(which(1), true).unwrap();
     let mut vm = vm_with(which_fn);
@@ -331,4 +331,36 @@ unsafe extern "C" fn held_twice_fn(_: *mut c_void, args: *const TVMFFIAny, _: i3
 fn an_object_two_registers_hold_lives_until_both_let_go() {
     let e = vm_with_registers(held_twice_fn, 4).invoke("f", &[tensor()]).unwrap_err().to_string();
     assert!(e.contains("that it has released"), "{e}");
+}
+
+/// Calls `test.vmtir.kept` and leaves its result in register 1.
+unsafe extern "C" fn kept_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    let mut stack = [TVMFFIAny::NONE];
+    let rc = call_by_name("test.vmtir.kept", &[], &mut stack[0]);
+    if rc != 0 {
+        return rc;
+    }
+    // SAFETY: the result is at offset 0.
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 0) }
+}
+
+#[test]
+fn a_replaced_or_removed_function_is_not_kept_by_the_vm() {
+    // perf/02: what a handle resolved to lived in the VM after the call, so a replaced
+    // function (and whatever it holds, e.g. the VM itself) was never dropped.
+    let marker = Arc::new(());
+    let held = Arc::clone(&marker);
+    let which = PackedFunc::from_fn("test.vmtir.kept", move |_| {
+        let _ = &held;
+        Ok(Value::Int(1))
+    });
+    relaxvm::registry::register_global(which, true).unwrap();
+    let mut vm = vm_with(kept_fn);
+    assert_eq!(vm.invoke("f", &[tensor()]).unwrap().as_int().unwrap(), 1);
+    assert_eq!(Arc::strong_count(&marker), 2, "the registry holds the function");
+    drop(relaxvm::registry::remove_global("test.vmtir.kept"));
+    assert_eq!(Arc::strong_count(&marker), 1, "nothing else does, the VM included");
+    drop(vm);
 }
