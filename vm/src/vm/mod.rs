@@ -25,11 +25,12 @@ mod interpreter;
 mod limits;
 mod native_calls;
 mod recording;
+mod registers;
 pub use entry::Entry;
 use instrument::InstrumentedFrame;
 pub use instrument::{Instrument, InstrumentAction, InstrumentCall};
-use interpreter::set_reg;
 pub use limits::{InterruptHandle, PollHook, VmConfig, MIN_NATIVE_STACK, POLL_INTERVAL};
+use registers::set_reg;
 
 #[derive(Clone, Copy)]
 struct Frame {
