@@ -287,7 +287,7 @@ mod tests {
         assert_eq!(error(&header(data, &mut [2, -1], None, 0)), "DLPack shape[1] is -1; dimensions must be >= 0");
         assert_eq!(
             error(&header(data, &mut [2], Some(&mut [-1]), 0)),
-            "DLPack tensors with negative strides are not supported"
+            "DLPack strides[0] is -1: relaxvm takes tensors whose strides are all >= 0"
         );
         assert_eq!(
             error(&header(data, &mut [1 << 62], None, 0)),
