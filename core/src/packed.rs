@@ -409,7 +409,7 @@ mod tests {
         let mut ctx = CallCtx::detached();
         assert_eq!(ctx.call(&clo, &[Value::Int(1)]).unwrap().as_int().unwrap(), 11);
         let bc = Value::Func(Arc::new(Closure {
-            callable: Callable::Bytecode { index: 0, name: "f".into() },
+            callable: Callable::Bytecode { index: 0, name: "f".into(), program: None },
             captured: vec![],
         }));
         assert_eq!(

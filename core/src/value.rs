@@ -70,8 +70,13 @@ pub enum Callable {
     Bytecode {
         /// Index in the function table.
         index: u32,
-        /// The function's name (to find it again in another executable).
+        /// The function's name (to find it again in another VM of its executable).
         name: Arc<str>,
+        /// The executable (an `Arc<Executable>` of `relaxvm-isa`, held weakly) whose VM made
+        /// this value: a VM runs it only if it runs that executable, so a closure passed to a
+        /// VM of another program never runs that program's function of the same name. `None`
+        /// for a value made by name outside any VM, which the running VM looks up by name.
+        program: Option<std::sync::Weak<dyn Any + Send + Sync>>,
     },
     /// A packed function.
     Packed(PackedFunc),

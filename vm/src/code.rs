@@ -195,8 +195,11 @@ pub(crate) struct Code {
 
 impl Code {
     /// Decodes `exe`, resolving packed functions from `overrides` then the process-wide registry.
-    pub fn decode(exe: &Executable, overrides: &Registry) -> Result<Code> {
+    pub fn decode(exe: &Arc<Executable>, overrides: &Registry) -> Result<Code> {
         let global = crate::registry::global();
+        // What this executable's function values name as their program (see `Callable::Bytecode`).
+        let program: Arc<dyn std::any::Any + Send + Sync> = Arc::clone(exe) as _;
+        let program = Arc::downgrade(&program);
         let mut missing = Vec::new();
         let mut callees = Vec::with_capacity(exe.funcs().len());
         let mut func_values = Vec::with_capacity(exe.funcs().len());
@@ -205,7 +208,11 @@ impl Code {
             let (callee, callable) = match f.kind {
                 FuncKind::Bytecode => (
                     Callee::Bytecode { start: f.start_instr, regs: f.register_file_size },
-                    Callable::Bytecode { index: i as u32, name: f.name.as_str().into() },
+                    Callable::Bytecode {
+                        index: i as u32,
+                        name: f.name.as_str().into(),
+                        program: Some(program.clone()),
+                    },
                 ),
                 FuncKind::Packed => match overrides.get(&f.name).cloned().or_else(|| resolve(exe, &global, &f.name)) {
                     Some(p) => (Callee::Packed(p.clone()), Callable::Packed(p)),

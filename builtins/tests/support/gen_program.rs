@@ -415,7 +415,7 @@ fn function(u: &mut Unstructured<'_>, funcs: &[FuncInfo]) -> Result<Value> {
     let index = u.choose_index(funcs.len())?;
     let f = &funcs[index];
     let callable = match f.kind {
-        FuncKind::Bytecode => Callable::Bytecode { index: index as u32, name: f.name.as_str().into() },
+        FuncKind::Bytecode => Callable::Bytecode { index: index as u32, name: f.name.as_str().into(), program: None },
         FuncKind::Packed => match registry::get_global(&f.name).ok() {
             Some(p) => Callable::Packed(p),
             None => return Ok(Value::Null),

@@ -106,7 +106,7 @@ mod tests {
         heap.write(0, &[5; 16]).unwrap();
         let empty = Tensor::zeros([0], DataType::F32, Device::cpu(0)).unwrap();
         let closure = Value::Func(Arc::new(Closure {
-            callable: Callable::Bytecode { index: 0, name: "f".into() },
+            callable: Callable::Bytecode { index: 0, name: "f".into(), program: None },
             captured: vec![Value::Tensor(a.clone())],
         }));
         let outside = Arc::new(vec![Value::Tensor(a.clone()), Value::Storage(heap.clone())]);

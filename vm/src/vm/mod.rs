@@ -337,7 +337,7 @@ impl VirtualMachine {
     fn bytecode_index(&self, c: &Closure) -> Result<Option<u32>> {
         match &c.callable {
             Callable::Packed(_) => Ok(None),
-            Callable::Bytecode { index, name } => {
+            Callable::Bytecode { index, name, program } => {
                 // A function value this VM made (or a closure of one) shares its name with
                 // the table entry: a pointer comparison then stands for the string comparison.
                 if self
@@ -347,6 +347,14 @@ impl VirtualMachine {
                     .is_some_and(|n| n.as_ref().is_some_and(|n| Arc::ptr_eq(n, name)))
                 {
                     return Ok(Some(*index));
+                }
+                // Another VM's value: only a VM of the same executable runs it (by index).
+                if let Some(p) = program {
+                    if p.as_ptr() as *const u8 != Arc::as_ptr(&self.exe) as *const u8 {
+                        return Err(Error::value(format!(
+                            "function {name:?} is a closure of another executable: call it with the VM that made it"
+                        )));
+                    }
                 }
                 let same = self
                     .exe
