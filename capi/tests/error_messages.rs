@@ -400,11 +400,14 @@ fn a_name_registered_twice_without_override_is_refused() {
     }
 }
 
+/// A change to one field of a DLPack tensor, and the message the import must then give.
+type Damage = (fn(&mut DLManagedTensorVersioned), &'static str);
+
 #[test]
 fn dlpack_data_and_shape_pointers() {
     let (mut data, mut shape) = ([1.0f32, 2.0, 3.0], [3i64]);
     let mut v = null_mut();
-    let cases: [(fn(&mut DLManagedTensorVersioned), &str); 4] = [
+    let cases: [Damage; 4] = [
         (
             |m| m.dl_tensor.data = null_mut(),
             "rvm_value_from_dlpack: DLPack tensor of 3 elements has a NULL data pointer",
