@@ -238,3 +238,19 @@ fn an_entry_measures_the_native_stack_left() {
     let e = outcome.unwrap_err();
     assert!(matches!(e.root().kind(), ErrorKind::NativeStack { .. }), "{e}");
 }
+
+#[test]
+fn a_function_value_runs_only_in_vms_of_its_own_executable() {
+    let exe = exe();
+    let (mut a, b) = (VirtualMachine::new(exe.clone()).unwrap(), VirtualMachine::new(exe).unwrap());
+    // Another VM of the same executable runs B's value (by index).
+    let id = b.get_function("id").unwrap();
+    assert_eq!(a.invoke_closure(&id, &[Value::Int(4)]).unwrap().as_int().unwrap(), 4);
+    // A VM of another executable, with a function of the same name, refuses it.
+    let e = vm().invoke_closure(&id, &[Value::Int(4)]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Value(_)), "{e:?}");
+    assert!(
+        e.to_string().contains("function \"id\" is a closure of another executable: call it with the VM that made it"),
+        "{e}"
+    );
+}
