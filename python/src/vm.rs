@@ -33,6 +33,8 @@ pub struct PyVirtualMachine {
     gil_costs: Vec<relaxvm::long_calls::CalleeCost>,
     /// `vm[name]` results by name, so that `vm["f"](x)` in a loop resolves `f` once.
     functions: Py<PyDict>,
+    /// What `memory_cfg` chose at construction (fixed since): read without the VM's lock.
+    allocator: Allocator,
 }
 
 fn instrument_hook(callback: Py<PyAny>) -> relaxvm::vm::Instrument {
@@ -237,11 +239,11 @@ impl PyVirtualMachine {
     /// The allocator `memory_cfg` chose for the VM's device: `"pooled"` (TVM's default: each
     /// allocation site hands out its last block again once nothing holds it) or `"naive"`.
     #[getter]
-    fn memory_allocator(&self, py: Python<'_>) -> PyResult<&'static str> {
-        self.shared.with(py, |vm| match vm.allocator() {
+    fn memory_allocator(&self) -> &'static str {
+        match self.allocator {
             Allocator::Naive => "naive",
             Allocator::Pooled => "pooled",
-        })
+        }
     }
 
     /// A VM for `exec` whose builtins allocate on `device` (default `rx.cpu()`). Every packed
@@ -300,7 +302,7 @@ impl PyVirtualMachine {
         vm.set_allocator(allocator);
         vm.set_poll_hook(Some(Arc::new(deliver_signals)));
         let shared = Arc::new(Shared::new(vm));
-        Ok(PyVirtualMachine { shared, exe: exec, gil_costs, functions: PyDict::new(py).unbind() })
+        Ok(PyVirtualMachine { shared, exe: exec, gil_costs, functions: PyDict::new(py).unbind(), allocator })
     }
 
     /// The function `name` (bytecode or saved) as a callable taking positional arguments, or

@@ -106,6 +106,19 @@ print(vm.memory_allocator, [float(f(x(k)).numpy()[0]) for k in range(3)])
     ).assert_ok(f"{cfg or 'pooled'} [0.0, 1.0, 2.0]")
 
 
+@pytest.mark.parametrize(
+    ("cfg", "chosen"),
+    [
+        ("{rx.cpu(0): rx.VirtualMachine.NAIVE_ALLOCATOR}", "naive"),
+        ("{rx.cpu(0): rx.VirtualMachine.POOLED_ALLOCATOR}", "pooled"),
+        # Another device's entry does not apply to the VM's device, which is then pooled.
+        ("{rx.cpu(1): rx.VirtualMachine.NAIVE_ALLOCATOR}", "pooled"),
+    ],
+)
+def test_a_memory_cfg_dict_chooses_the_allocator_of_the_vms_device(cfg, chosen):
+    attack(f"print(model({cfg}).memory_allocator)").assert_ok(chosen)
+
+
 def test_a_pooled_site_reuses_a_result_once_it_is_dropped():
     # The mechanism works (no test that cannot fail): with the result dropped, the next call
     # gets the same memory back; with it kept, other memory.
