@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 // `DLPACK_FLAG_BITMASK_READ_ONLY` of dlpack.h, for C (the same as
-// `relaxvm_tvm::ffi::abi::DLPACK_FLAG_BITMASK_READ_ONLY`, checked when compiling).
+// `relaxvm::dlpack::DLPACK_FLAG_BITMASK_READ_ONLY`, checked when compiling).
 #define RVM_DLPACK_FLAG_READ_ONLY 1
 
 // The DLPack major version relaxvm exchanges (`DLManagedTensorVersioned.version.major`).
@@ -261,6 +261,8 @@ typedef struct rvm_vm_options {
   // is created once per process: asking for another size once it exists is an error.
   uint32_t num_threads;
 } rvm_vm_options;
+
+
 
 #ifdef __cplusplus
 extern "C" {
