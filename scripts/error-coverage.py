@@ -199,7 +199,9 @@ def distinctive_windows(messages: list[Message]) -> dict[str, set[str]]:
     own = {}
     for text, m in texts.items():
         mine = "\x00".join(set(fragments_of(m)))
-        own[text] = {w for p in m.pieces for w in windows(p) if everything.count(w) == mine.count(w)}
+        # Compared without the spaces at a window's ends: a fragment ends where a placeholder
+        # begins, so " does not fit" in one message and "does not fit" in another are shared.
+        own[text] = {w for p in m.pieces for w in windows(p) if everything.count(w.strip()) == mine.count(w.strip())}
     return own
 
 

@@ -154,7 +154,12 @@ def test_dlpack_tensors_the_vm_cannot_take():
         Exported(np.zeros(2, np.float32), (2, 0)),
     )
     reversed_ = np.arange(4, dtype=np.float32)[::-1]
-    raises(BufferError, "DLPack strides[0] is -1: relaxvm takes tensors whose strides are all >= 0", rx.from_dlpack, Exported(reversed_))
+    raises(
+        BufferError,
+        "DLPack strides[0] is -1: relaxvm takes tensors whose strides are all >= 0",
+        rx.from_dlpack,
+        Exported(reversed_),
+    )
 
 
 def test_call_py_func_with_the_wrong_arguments():

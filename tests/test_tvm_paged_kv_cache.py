@@ -98,7 +98,10 @@ def test_refused_calls_say_what_was_expected_and_leave_the_cache_usable() -> Non
         (lambda: f("vm.builtin.kv_state_add_sequence")(cache, 0), "already in the KV cache"),
         (lambda: f("vm.builtin.kv_state_popn")(cache, 0, 7), "expected 0 to its length 6"),
         (lambda: f("vm.builtin.kv_state_fork_sequence")(cache, 5, 9, -1), "cannot fork from sequence 5"),
-        (lambda: f("vm.builtin.kv_state_fork_sequence")(cache, 0, 0, -1), "cannot fork onto sequence 0"),
+        (
+            lambda: f("vm.builtin.kv_state_fork_sequence")(cache, 0, 0, -1),
+            "cannot fork onto sequence 0: it is already in the KV cache",
+        ),
         (lambda: f("vm.builtin.kv_state_remove_sequence")(cache, 3), "not in the KV cache"),
         (lambda: f("vm.builtin.kv_state_begin_forward")(cache, rx.Shape([0, 3]), rx.Shape([1, 1]), None), "sequence 3"),
         (
