@@ -10,7 +10,7 @@ import test_tvm_paged_kv_cache as T  # noqa: E402
 
 import relaxvm as rx  # noqa: E402
 
-pkv, corpus, API = T.pkv, T.corpus, T.API
+pkv, corpus, API = T.pko, T.corpus, T.API
 cfg = next(c for c in T.CONFIGS if c.get("layer_window"))
 print("config", cfg["name"], cfg["layer_window"], cfg["num_qo_heads"], cfg["num_kv_heads"], cfg["head_dim"])
 w, qo, kv, d = cfg["layer_window"], cfg["num_qo_heads"], cfg["num_kv_heads"], cfg["head_dim"]
