@@ -4,34 +4,9 @@
 
 use relaxvm_tvm::{library_bin, vmexec};
 
-/// A writer of TVM's little-endian dmlc stream.
-#[derive(Default)]
-struct W(Vec<u8>);
-
-impl W {
-    fn u64(mut self, v: u64) -> Self {
-        self.0.extend(v.to_le_bytes());
-        self
-    }
-    fn i64(mut self, v: i64) -> Self {
-        self.0.extend(v.to_le_bytes());
-        self
-    }
-    fn i32(mut self, v: i32) -> Self {
-        self.0.extend(v.to_le_bytes());
-        self
-    }
-    fn bytes(mut self, b: &[u8]) -> Self {
-        self.0.extend(b);
-        self
-    }
-    fn str(self, s: &str) -> Self {
-        self.u64(s.len() as u64).bytes(s.as_bytes())
-    }
-    fn vec_i64(self, v: &[i64]) -> Self {
-        v.iter().fold(self.u64(v.len() as u64), |w, x| w.i64(*x))
-    }
-}
+#[path = "support/dmlc.rs"]
+mod dmlc;
+use dmlc::W;
 
 /// The parts of a program to vary; `Default` is a valid one: `main(x) { ret x }`.
 struct Program {

@@ -6,31 +6,9 @@
 use relaxvm::ErrorKind;
 use relaxvm_tvm::vmexec;
 
-/// A writer of TVM's little-endian dmlc stream.
-#[derive(Default, Clone)]
-struct W(Vec<u8>);
-
-impl W {
-    fn u64(mut self, v: u64) -> Self {
-        self.0.extend(v.to_le_bytes());
-        self
-    }
-    fn i64(mut self, v: i64) -> Self {
-        self.0.extend(v.to_le_bytes());
-        self
-    }
-    fn i32(mut self, v: i32) -> Self {
-        self.0.extend(v.to_le_bytes());
-        self
-    }
-    fn bytes(mut self, b: &[u8]) -> Self {
-        self.0.extend(b);
-        self
-    }
-    fn str(self, s: &str) -> Self {
-        self.u64(s.len() as u64).bytes(s.as_bytes())
-    }
-}
+#[path = "support/dmlc.rs"]
+mod dmlc;
+use dmlc::W;
 
 /// The fields of a one-function program to vary; `Default` is `main(x) { ret x }`.
 #[derive(Clone)]
@@ -70,7 +48,7 @@ fn encode(p: &Program) -> Vec<u8> {
         None => w.u64(0),
     };
     w = w.u64(1).i64(0);
-    p.code.iter().fold(w.u64(p.code.len() as u64), |w, x| w.i64(*x)).0
+    w.vec_i64(&p.code).0
 }
 
 /// A tensor constant: type index, magic, reserved, device, ndim, dtype, shape, nbytes, data.
