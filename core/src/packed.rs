@@ -18,18 +18,25 @@ pub use crate::value::{BinaryFn, CallCtx, CallHints, PackedFnSig, PackedFunc, Se
 impl<'a> CallCtx<'a> {
     /// A context inside a VM.
     pub fn new(vm: &'a mut dyn VmHandle) -> Self {
-        CallCtx { vm: Some(vm), entry: None }
+        CallCtx { vm: Some(vm), entry: None, site: None }
     }
 
     /// A context inside a VM that calls its function `entry` (an index of the VM's own).
     #[doc(hidden)] // the interpreter's
     pub fn calling(vm: &'a mut dyn VmHandle, entry: u32) -> Self {
-        CallCtx { vm: Some(vm), entry: Some(entry) }
+        CallCtx { vm: Some(vm), entry: Some(entry), site: None }
+    }
+
+    /// A context inside a VM for a call from a site of native code that keeps its own cache
+    /// `site` (see [`VmHandle::call_named_at`]).
+    #[doc(hidden)] // the interpreter's
+    pub fn at_site(vm: &'a mut dyn VmHandle, site: &'a mut Value) -> Self {
+        CallCtx { vm: Some(vm), entry: None, site: Some(site) }
     }
 
     /// A context outside any VM (bytecode closures cannot be called from it).
     pub fn detached() -> CallCtx<'static> {
-        CallCtx { vm: None, entry: None }
+        CallCtx { vm: None, entry: None, site: None }
     }
 
     /// A value the calling VM keeps for this call site between calls, null at first: an inline
@@ -38,6 +45,9 @@ impl<'a> CallCtx<'a> {
     /// call site; sites that call the general function share its one. It is the VM's own (no
     /// other thread reaches it); `None` outside a VM and for calls made by instruments.
     pub fn site_cache(&mut self) -> Option<&mut Value> {
+        if self.site.is_some() {
+            return self.site.as_deref_mut();
+        }
         let entry = self.entry?;
         self.vm.as_mut()?.site_cache(entry)
     }
@@ -46,12 +56,14 @@ impl<'a> CallCtx<'a> {
     /// VM pools allocations ([`crate::allocator::Allocator::Pooled`], TVM's default
     /// `memory_cfg`); `None` when it allocates at every call, and outside a VM.
     pub fn pool_cache(&mut self) -> Option<&mut Value> {
-        let entry = self.entry?;
         let vm = self.vm.as_mut()?;
         if vm.allocator() != crate::allocator::Allocator::Pooled {
             return None;
         }
-        vm.site_cache(entry)
+        if self.site.is_some() {
+            return self.site.as_deref_mut();
+        }
+        vm.site_cache(self.entry?)
     }
 
     /// Drops what the calling VM's allocation sites keep for reuse ([`VmHandle::clear_pools`]);
@@ -83,6 +95,15 @@ impl<'a> CallCtx<'a> {
     pub fn call_named(&mut self, name: &str, f: &Value, args: &[Value]) -> Result<Value> {
         match &mut self.vm {
             Some(vm) => vm.call_named(name, f.as_func()?, args),
+            None => self.call(f, args),
+        }
+    }
+
+    /// As [`call_named`](Self::call_named), from a call site of native code that keeps its
+    /// own site cache `site` (see [`VmHandle::call_named_at`]).
+    pub fn call_named_at(&mut self, name: &str, f: &Value, args: &[Value], site: &mut Value) -> Result<Value> {
+        match &mut self.vm {
+            Some(vm) => vm.call_named_at(name, f.as_func()?, args, site),
             None => self.call(f, args),
         }
     }

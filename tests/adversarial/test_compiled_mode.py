@@ -274,3 +274,38 @@ print(vm.invoke_closure(vm["main"], x, x).numpy().tolist())
 """
     )
     run_attack(code).assert_ok("[2.0]")
+
+
+#: foo(x) = tile(x, (1, 2)) into a tensor the machine code allocates (alloc_storage and
+#: alloc_tensor through function handles), compiled.
+TILE = ("test_vm_compile_e2e", "test_vm_build")
+
+
+@pytest.mark.parametrize("cfg", ["pooled", "naive"])
+def test_compiled_allocations_follow_memory_cfg_and_never_hand_out_a_kept_result(cfg) -> None:
+    # F9: the machine code's allocation sites pool as bytecode's do. The hazard is a result,
+    # a numpy view of one, or a tensor a callback stashed, handed out again while still held.
+    out = run_attack(
+        f"""
+import numpy as np, relaxvm as rx
+STASH = []
+@rx.register_func("test.vm.tile", override=True)
+def _tile(a, b):
+    b[:] = np.tile(a.numpy(), (1, 2))
+    if len(STASH) < 20:
+        STASH.append((b, b.numpy().copy()))
+vm = rx.VirtualMachine(rx.load_module({model(*TILE)!r}), memory_cfg={cfg!r})
+f = vm["foo"]
+def x(k):
+    return np.full((32, 16), k, "float32")
+kept = [f(rx.tensor(x(k))) for k in range(20)]
+views = [np.asarray(f(rx.tensor(x(100 + k)))) for k in range(20)]
+for k in range(300):
+    assert f(rx.tensor(x(-k))).numpy().tolist() == np.tile(x(-k), (1, 2)).tolist()
+assert all(t.numpy().tolist() == np.tile(x(k), (1, 2)).tolist() for k, t in enumerate(kept))
+assert all(v.tolist() == np.tile(x(100 + k), (1, 2)).tolist() for k, v in enumerate(views))
+assert all(np.array_equal(b.numpy(), copy) for b, copy in STASH)
+print(vm.memory_allocator)
+"""
+    )
+    out.assert_ok(cfg)

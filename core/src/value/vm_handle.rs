@@ -36,6 +36,15 @@ pub trait VmHandle {
         let _ = name;
         self.call_closure(f, args)
     }
+    /// As [`Self::call_named`], for a call site of native code that keeps its own site cache
+    /// `site` (a compiled-mode function keeps one per call it makes): a packed function called
+    /// gets `site` as its [`CallCtx::site_cache`] (and, when the VM pools allocations, as its
+    /// [`CallCtx::pool_cache`]), as a `call` instruction's builtin gets the instruction's. A
+    /// handle that keeps no site caches ignores it.
+    fn call_named_at(&mut self, name: &str, f: &Closure, args: &[Value], site: &mut Value) -> Result<Value> {
+        let _ = site;
+        self.call_named(name, f, args)
+    }
     /// Calls `f` (named `name`) for a builtin in the middle of an operation a stop would leave
     /// half done (a KV cache running its kernels layer by layer under its lock): the
     /// instrument hook sees it as it sees [`Self::call_named`]'s calls, but it is no step, so
@@ -60,4 +69,7 @@ pub type ProgramLists<'a> = (&'a [Value], &'a [Value], &'a mut Value);
 pub struct CallCtx<'a> {
     pub(crate) vm: Option<&'a mut dyn VmHandle>,
     pub(crate) entry: Option<u32>,
+    /// The site cache of the calling site when the caller keeps it (native code's call sites,
+    /// [`VmHandle::call_named_at`]); `entry` is then unused.
+    pub(crate) site: Option<&'a mut Value>,
 }

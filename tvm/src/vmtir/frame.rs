@@ -47,6 +47,8 @@ pub struct Frame {
     /// this call only (see [`Resolved`]): nothing outlives the call, so a function replaced in
     /// or removed from the registry is never kept alive by a VM (attack perf/02).
     pub resolved: Vec<Option<Resolved>>,
+    /// The caches of the function's call sites for this run ([`super::sites`]).
+    pub sites: super::sites::Running,
 }
 
 /// A function handle's packed function as the VM calls it, looked up at registry generation
@@ -358,9 +360,9 @@ pub unsafe fn call(handle: &Handle, args: &[TVMFFIAny], result: *mut TVMFFIAny) 
             // SAFETY: the caller's contract.
             values.push(unsafe { frame.value_of(a, &mut copies, &|| format!("argument {i} of a call of {name:?}")) }?);
         }
-        Ok(Ok((f, frame.ctx)))
+        Ok(Ok((f, frame.ctx, frame.sites.next(handle.index))))
     });
-    let (f, ctx) = match prepared {
+    let (f, ctx, mut site) = match prepared {
         Ok(Ok(p)) => p,
         Ok(Err(e)) => {
             raised::set("RuntimeError".into(), e.to_string());
@@ -375,16 +377,25 @@ pub unsafe fn call(handle: &Handle, args: &[TVMFFIAny], result: *mut TVMFFIAny) 
     // SAFETY: `ctx` is the live context of the packed call running the innermost frame, which
     // its owner does not use while native code runs (see `super::invoke`); no other reference
     // to it is used during this call.
-    let out = catch_unwind(AssertUnwindSafe(|| unsafe { &mut *ctx }.call_named(name, &f, &values)))
-        .unwrap_or_else(|p| Err(Error::value(format!("{name} panicked: {}", relaxvm::packed::panic_message(&*p)))));
+    let out = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: as above.
+        let ctx = unsafe { &mut *ctx };
+        match &mut site {
+            Some(site) => ctx.call_named_at(name, &f, &values, &mut site.cache),
+            None => ctx.call_named(name, &f, &values),
+        }
+    }))
+    .unwrap_or_else(|p| Err(Error::value(format!("{name} panicked: {}", relaxvm::packed::panic_message(&*p)))));
     drop(values);
     // SAFETY: the DLTensors native code passed are still live (it is inside this call).
     unsafe { copies.write_back() };
-    let stored = out.and_then(|v| {
-        with_innermost(|frame| {
-            let ctx_ptr = frame.ctx_ptr();
-            frame.owned.hand_out(v, ctx_ptr, &mut frame.staged)
-        })
+    let stored = with_innermost(|frame| {
+        if let Some(site) = site {
+            frame.sites.put_back(site);
+        }
+        let v = out?;
+        let ctx_ptr = frame.ctx_ptr();
+        frame.owned.hand_out(v, ctx_ptr, &mut frame.staged)
     });
     match stored {
         Ok(any) => {

@@ -33,6 +33,7 @@
 
 mod cells;
 pub mod frame;
+mod sites;
 
 use crate::ffi::abi::{type_index, SafeCall, TVMFFIAny};
 use crate::ffi::{guard, kernel, pool, raised};
@@ -93,10 +94,12 @@ pub fn wrap_functions(funcs: &mut Vec<FuncInfo>, instrs: &mut Vec<Instruction>, 
     Ok(())
 }
 
-/// A VM's constant and function lists as native code reads them.
+/// A VM's constant and function lists as native code reads them, and the site caches of its
+/// VM TIR functions' calls.
 struct Lists {
     consts: Arc<Prepared>,
     funcs: Arc<Prepared>,
+    sites: sites::SiteCaches,
 }
 
 /// The lists of the VM `ctx` calls from, made on first use and kept in the VM.
@@ -109,7 +112,11 @@ fn lists_of(ctx: &mut relaxvm::CallCtx<'_>, name: &str) -> Result<Arc<Lists>> {
             return Ok(Arc::clone(lists));
         }
     }
-    let lists = Arc::new(Lists { consts: Arc::new(Prepared::new(consts)?), funcs: Arc::new(Prepared::new(funcs)?) });
+    let lists = Arc::new(Lists {
+        consts: Arc::new(Prepared::new(consts)?),
+        funcs: Arc::new(Prepared::new(funcs)?),
+        sites: sites::SiteCaches::default(),
+    });
     *slot = Value::Object(Arc::new(Box::new(Arc::clone(&lists))));
     Ok(lists)
 }
@@ -119,6 +126,10 @@ fn lists_of(ctx: &mut relaxvm::CallCtx<'_>, name: &str) -> Result<Arc<Lists>> {
 pub fn adapter(native_name: &str, f: SafeCall, keep: Arc<dyn std::any::Any + Send + Sync>) -> PackedFunc {
     let name: Arc<str> = native_name.into();
     let short: Arc<str> = native_name.strip_prefix(PREFIX).unwrap_or(native_name).into();
+    // Names the function's site caches in each VM's lists (a library's functions are made
+    // once per load, so ids never repeat while a VM lives).
+    static NEXT_ID: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     PackedFunc::new(native_name, move |ctx, args| {
         let _loaded = &keep;
         let registers = match args.last() {
@@ -131,7 +142,10 @@ pub fn adapter(native_name: &str, f: SafeCall, keep: Arc<dyn std::any::Any + Sen
             ))
         })?;
         let lists = lists_of(ctx, &name)?;
-        invoke(&short, f, ctx, &args[..args.len() - 1], registers, &lists)
+        let mut sites = lists.sites.take(id);
+        let out = invoke(&short, f, ctx, &args[..args.len() - 1], registers, &lists, &mut sites);
+        lists.sites.put(id, sites);
+        out
     })
 }
 
@@ -143,6 +157,7 @@ fn invoke(
     inputs: &[Value],
     registers: usize,
     lists: &Lists,
+    sites: &mut sites::Running,
 ) -> Result<Value> {
     let name: &str = name_arc;
     if registers <= inputs.len() || registers > MAX_REGISTERS as usize {
@@ -170,6 +185,7 @@ fn invoke(
         staged: Vec::new(),
         error: None,
         resolved: Vec::new(),
+        sites: std::mem::take(sites),
     };
     let ctx_ptr = frame.ctx_ptr();
     for (i, v) in inputs.iter().enumerate() {
@@ -228,6 +244,7 @@ fn invoke(
         let ret = frame.regs[inputs.len()];
         value_of_result(&frame, &ret, name)
     };
+    *sites = std::mem::take(&mut frame.sites);
     write_back_staged(&frame, name)?;
     // A tensor passed as a copy comes back as itself, as from a bytecode function.
     outcome.map(|v| originals(v, &frame.staged))

@@ -141,6 +141,9 @@ impl VirtualMachine {
                 *c = Value::Null;
             }
         }
+        // Native code's call sites keep their caches in its state (a compiled model's lists),
+        // which is made again at its next use.
+        self.native_state = Value::Null;
     }
 
     /// The allocator chosen by [`set_allocator`](Self::set_allocator).
@@ -546,11 +549,16 @@ impl VmHandle for VirtualMachine {
 
     fn call_named(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
         self.count_step()?;
-        self.native_call(name, f, args)
+        self.native_call(name, f, args, None)
+    }
+
+    fn call_named_at(&mut self, name: &str, f: &Closure, args: &[Value], site: &mut Value) -> Result<Value> {
+        self.count_step()?;
+        self.native_call(name, f, args, Some(site))
     }
 
     fn call_observed(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
-        self.native_call(name, f, args)
+        self.native_call(name, f, args, None)
     }
 
     fn program_lists(&mut self) -> Option<crate::value::ProgramLists<'_>> {

@@ -20,9 +20,16 @@ use std::sync::Arc;
 impl VirtualMachine {
     /// Calls `f` (named `name`) for native code running in this VM's innermost frame, or for a
     /// builtin: the instrument hook sees it. The caller counts the step, if it is one.
-    pub(super) fn native_call(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
+    /// `site` is the call site's own cache, when native code keeps one per site.
+    pub(super) fn native_call(
+        &mut self,
+        name: &str,
+        f: &Closure,
+        args: &[Value],
+        site: Option<&mut Value>,
+    ) -> Result<Value> {
         if self.instrument.is_none() {
-            return self.call_plain(f, args);
+            return self.call_plain(f, args, site);
         }
         // The caller is the bytecode function whose packed call entered the native code (a
         // compiled function's wrapper, whose one call is its instruction 0) or the builtin
@@ -36,7 +43,7 @@ impl VirtualMachine {
         if self.hook(&before)? == InstrumentAction::Skip {
             return Ok(Value::Null);
         }
-        let result = self.call_plain(f, args);
+        let result = self.call_plain(f, args, site);
         let after = |ret| InstrumentCall { func: &fval, name, before: false, args: &all, ret, caller: &caller, pc };
         match result {
             Ok(ret) => {
@@ -53,10 +60,13 @@ impl VirtualMachine {
     }
 
     /// Calls `f` without the hook: a packed function directly, a bytecode function on a frame.
-    fn call_plain(&mut self, f: &Closure, args: &[Value]) -> Result<Value> {
+    fn call_plain(&mut self, f: &Closure, args: &[Value], site: Option<&mut Value>) -> Result<Value> {
         match &f.callable {
             // Native code calls builtins, which capture nothing: their arguments go as they are.
-            Callable::Packed(p) if f.captured.is_empty() => p.call(&mut CallCtx::new(self), args),
+            Callable::Packed(p) if f.captured.is_empty() => match site {
+                Some(site) => p.call(&mut CallCtx::at_site(self, site), args),
+                None => p.call(&mut CallCtx::new(self), args),
+            },
             Callable::Packed(p) => {
                 let all: SmallVec<[Value; 8]> = args.iter().chain(&f.captured).cloned().collect();
                 p.call(&mut CallCtx::new(self), &all)
