@@ -16,7 +16,10 @@
 //! the runtime services a kernel calls that run more Rust code or hold a lock (a packed
 //! function by name, a first-use initializer, a parallel launch) run [`Unguarded`], so a fault
 //! in them is never jumped over. (The other services only copy a value into memory the
-//! kernel owns, never a constant.) The skipped frames are therefore kernel frames and the C library
+//! kernel owns, never a constant. Compiled mode's AnyList functions run guarded too, at every
+//! register access of a compiled function: they touch only their frame's memory, run no
+//! destructor, and write to memory native code gave them last, with nothing left to drop; see
+//! `crate::vmtir::frame`'s `finish`.) The skipped frames are therefore kernel frames and the C library
 //! functions kernels call (`memset`, `expf`), which own nothing that must be released; the
 //! faulting write itself did not happen. What a faulting kernel leaves behind: its outputs are
 //! partly written, and workspace it allocated and had not freed yet is leaked.

@@ -49,7 +49,7 @@ unsafe impl Send for Cell {}
 unsafe impl Sync for Cell {}
 
 impl Cell {
-    fn new(value: Value) -> Box<Cell> {
+    fn new(value: Value) -> Cell {
         let type_index = match &value {
             Value::Tensor(_) => object_index::TENSOR,
             Value::Shape(_) => object_index::SHAPE,
@@ -72,16 +72,25 @@ impl Cell {
             },
         };
         let header = TVMFFIObject { combined_ref_count: 1, type_index, padding: 0, deleter: std::ptr::null() };
-        Box::new(Cell { header, dl, value, holders: 0 })
+        Cell { header, dl, value, holders: 0 }
     }
 }
 
 /// Cells owned by one list or one running function, by address.
+// Boxed cells keep their addresses (which native code holds) while the lists move.
+#[allow(clippy::vec_box)]
 #[derive(Default)]
 pub struct Cells {
     // Addresses are found at every call native code makes: hashed by a multiplication (the
     // addresses are relaxvm's own allocations, not input an attacker picks to collide).
     by_address: HashMap<usize, Box<Cell>, rustc_hash::FxBuildHasher>,
+    /// Cells no register holds any more, whose values are not dropped yet: the AnyList
+    /// functions that let go of a cell run inside the kernel-call guard, where no destructor
+    /// may run (a value's may run any code, a Python finalizer); [`Cells::drop_released`]
+    /// drops them from outside it.
+    released: Vec<Box<Cell>>,
+    /// Emptied cells, reused for the next values (no allocation per result).
+    spare: Vec<Box<Cell>>,
 }
 
 /// A tensor passed to native code as an aligned, compact copy (see [`Cells::hand_out`]).
@@ -119,11 +128,27 @@ impl Cells {
 
     /// No cells yet, with room for `n` before the table grows.
     pub fn with_capacity(n: usize) -> Self {
-        Cells { by_address: HashMap::with_capacity_and_hasher(n, Default::default()) }
+        Cells { by_address: HashMap::with_capacity_and_hasher(n, Default::default()), ..Default::default() }
+    }
+
+    /// Drops the values of the cells no register holds any more (see `released`); their
+    /// memory is reused for later cells. Runs destructors: not inside the kernel-call guard.
+    pub fn drop_released(&mut self) {
+        for mut c in self.released.drain(..) {
+            c.value = Value::Null;
+            self.spare.push(c);
+        }
     }
 
     fn insert(&mut self, v: Value) -> TVMFFIAny {
-        let cell = Cell::new(v);
+        let cell = match self.spare.pop() {
+            Some(mut spare) => {
+                // Its value is None (`drop_released`): overwriting it runs no destructor.
+                *spare = Cell::new(v);
+                spare
+            }
+            None => Box::new(Cell::new(v)),
+        };
         let address = &*cell as *const Cell as usize;
         let any = TVMFFIAny::ptr(cell.header.type_index, (&*cell as *const Cell).cast());
         self.by_address.insert(address, cell);
@@ -151,13 +176,16 @@ impl Cells {
         }
     }
 
-    /// Counts one register fewer holding the cell at `address`, dropping the cell when none
-    /// holds it any more (nothing when it is not one of these).
+    /// Counts one register fewer holding the cell at `address`, releasing the cell when none
+    /// holds it any more (nothing when it is not one of these): its address is then refused,
+    /// and its value dropped by the next [`Cells::drop_released`] (no destructor runs here).
     pub fn unhold(&mut self, address: usize) {
         if let Some(c) = self.by_address.get_mut(&address) {
             c.holders = c.holders.saturating_sub(1);
             if c.holders == 0 {
-                self.by_address.remove(&address);
+                if let Some(cell) = self.by_address.remove(&address) {
+                    self.released.push(cell);
+                }
             }
         }
     }

@@ -47,7 +47,7 @@ pub struct Frame {
     /// this call only (see [`Resolved`]): nothing outlives the call, so a function replaced in
     /// or removed from the registry is never kept alive by a VM (attack perf/02).
     pub resolved: Vec<Option<Resolved>>,
-    /// The caches of the function's call sites for this run ([`super::sites`]).
+    /// The caches of the function's call sites for this run (see `super::sites`).
     pub sites: super::sites::Running,
 }
 
@@ -116,7 +116,8 @@ impl Frame {
         unsafe { copies.value(a) }
     }
 
-    /// Releases the cell a register held in `old`, unless another register still holds it.
+    /// Releases the cell a register held in `old`, unless another register still holds it
+    /// (its value is dropped later, see [`Cells::drop_released`]).
     fn release(&mut self, old: TVMFFIAny) {
         if cells::is_object(&old) {
             self.owned.unhold(old.payload as usize);
@@ -176,12 +177,20 @@ fn with_innermost<R>(step: impl FnOnce(&mut Frame) -> Result<R>) -> Result<R> {
     step(unsafe { &mut *frame })
 }
 
-/// Runs C entry point `what` on the innermost frame: 0, or -1 with the error raised for native
-/// code to report (and kept as the frame's failure). A frame that failed before refuses (native
-/// code that goes on after a failure gets nothing more done). A panic is caught here: it never
-/// unwinds into native code.
-fn finish(what: &str, body: impl FnOnce(&mut Frame) -> Result<()>) -> i32 {
-    let _unguarded = crate::ffi::guard::Unguarded::enter();
+/// Runs C entry point `what` on the innermost frame: `Ok` with what the body made, or -1 with
+/// the error raised for native code to report (and kept as the frame's failure). A frame that
+/// failed before refuses (native code that goes on after a failure gets nothing more done). A
+/// panic is caught here: it never unwinds into native code.
+///
+/// It runs inside the caller's kernel-call guard (unlike a call of a packed function, which
+/// leaves it, `crate::ffi::guard::Unguarded`): the body only reads and writes the frame's own
+/// memory and runs no destructor of a value (cells let go of are dropped later,
+/// [`Cells::drop_released`]), so nothing it does writes to read-only pages, and a fault the
+/// guard would jump over cannot happen in it. The one write to memory native code gave, its
+/// argument stack, is made by the C entry point after this returns, as its last step: if that
+/// faults on read-only pages, the jump skips only that entry point's frame, which holds
+/// nothing to drop, and the function fails with the fault's error.
+fn finish<R>(what: &str, body: impl FnOnce(&mut Frame) -> Result<R>) -> std::result::Result<R, i32> {
     let step = |frame: &mut Frame| match &frame.error {
         Some(e) => Err(Error::value(format!("{what}: VM TIR function {:?} failed before: {e}", frame.name))),
         None => body(frame),
@@ -190,14 +199,11 @@ fn finish(what: &str, body: impl FnOnce(&mut Frame) -> Result<()>) -> i32 {
         Ok(r) => r,
         Err(_) => Err(Error::value(format!("{what} panicked"))),
     };
-    match outcome {
-        Ok(()) => 0,
-        Err(e) => {
-            raised::set_error(&e);
-            fail(e);
-            -1
-        }
-    }
+    outcome.map_err(|e| {
+        raised::set_error(&e);
+        fail(e);
+        -1
+    })
 }
 
 /// The register list of `frame`, which `list` must be: the only list native code may write.
@@ -232,7 +238,7 @@ pub unsafe extern "C" fn RVMBackendAnyListSetPackedArg(
     offset: i32,
 ) -> i32 {
     let what = "TVMBackendAnyListSetPackedArg";
-    let rc = finish(what, |frame| {
+    let item = finish(what, |frame| {
         let offset = usize::try_from(offset).map_err(|_| Error::value(format!("{what}: negative offset")))?;
         if args.is_null() {
             return Err(Error::value(format!("{what}: a null argument stack")));
@@ -250,20 +256,27 @@ pub unsafe extern "C" fn RVMBackendAnyListSetPackedArg(
                 frame.name
             )));
         };
-        let item = items[checked(index, items.len(), what)?];
-        // SAFETY: the caller's contract: `args[offset]` is writable.
-        unsafe { args.add(offset).write(item) };
-        Ok(())
+        Ok((offset, items[checked(index, items.len(), what)?]))
     });
-    if rc != 0 && !args.is_null() {
-        if let Ok(offset) = usize::try_from(offset) {
-            // TVM's code goes on after a failure: the slot must not keep what it held before
-            // (a value of an earlier call, maybe released since).
-            // SAFETY: the caller's contract: `args[offset]` is writable.
-            unsafe { args.add(offset).write(TVMFFIAny::NONE) };
+    match item {
+        Ok((offset, item)) => {
+            // SAFETY: the caller's contract: `args[offset]` is writable. The last step (see
+            // `finish`): nothing in this frame is left to drop.
+            unsafe { args.add(offset).write(item) };
+            0
+        }
+        Err(rc) => {
+            if !args.is_null() {
+                if let Ok(offset) = usize::try_from(offset) {
+                    // TVM's code goes on after a failure: the slot must not keep what it held
+                    // before (a value of an earlier call, maybe released since).
+                    // SAFETY: the caller's contract: `args[offset]` is writable.
+                    unsafe { args.add(offset).write(TVMFFIAny::NONE) };
+                }
+            }
+            rc
         }
     }
-    rc
 }
 
 /// `TVMBackendAnyListMoveFromPackedReturn(list, index, args, offset)`: moves the result of a
@@ -280,7 +293,7 @@ pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
     offset: i32,
 ) -> i32 {
     let what = "TVMBackendAnyListMoveFromPackedReturn";
-    finish(what, |frame| {
+    let slot = finish(what, |frame| {
         let offset = usize::try_from(offset).map_err(|_| Error::value(format!("{what}: negative offset")))?;
         if args.is_null() {
             return Err(Error::value(format!("{what}: a null result")));
@@ -307,10 +320,17 @@ pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
             }
             frame.release(old);
         }
-        // SAFETY: as above; a move leaves None behind, as tvm-ffi's does.
-        unsafe { slot.write(TVMFFIAny::NONE) };
-        Ok(())
-    })
+        Ok(slot)
+    });
+    match slot {
+        Ok(slot) => {
+            // SAFETY: as above; a move leaves None behind, as tvm-ffi's does. The last step
+            // (see `finish`): nothing in this frame is left to drop.
+            unsafe { slot.write(TVMFFIAny::NONE) };
+            0
+        }
+        Err(rc) => rc,
+    }
 }
 
 /// `TVMBackendAnyListResetItem(list, index)`: register `index` becomes None.
@@ -321,13 +341,14 @@ pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
 #[no_mangle]
 pub unsafe extern "C" fn RVMBackendAnyListResetItem(list: *mut c_void, index: i32) -> i32 {
     let what = "TVMBackendAnyListResetItem";
-    finish(what, |frame| {
+    let done = finish(what, |frame| {
         let regs = registers_of(frame, list, what)?;
         let i = checked(index, regs.len(), what)?;
         let old = std::mem::replace(&mut regs[i], TVMFFIAny::NONE);
         frame.release(old);
         Ok(())
-    })
+    });
+    done.err().unwrap_or(0)
 }
 
 /// A call by native code of the innermost running function to the packed function `handle`
@@ -344,6 +365,9 @@ pub unsafe fn call(handle: &Handle, args: &[TVMFFIAny], result: *mut TVMFFIAny) 
     let mut values: SmallVec<[Value; 8]> = SmallVec::new();
     let mut copies = convert::CallbackArgs::default();
     let prepared = with_innermost(|frame| {
+        // Outside the kernel-call guard here (`services::function_call`): the values of the
+        // cells let go of since the last call are dropped.
+        frame.owned.drop_released();
         if let Some(e) = &frame.error {
             return Err(Error::value(format!(
                 "a call of {name:?}: VM TIR function {:?} failed before: {e}",
