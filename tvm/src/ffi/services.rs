@@ -186,11 +186,11 @@ pub unsafe extern "C" fn function_call(
     let n = usize::try_from(num_args).unwrap_or(0);
     // SAFETY: `args` holds `num_args` values (checked non-null when n > 0).
     let args = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(args, n) } };
-    if crate::vmtir::frame::running() {
+    if let Some(frame) = crate::vmtir::frame::innermost() {
         // A call of a compiled function's native code (or of a kernel it runs on this thread):
         // through the VM, with its objects (see crate::vmtir).
         // SAFETY: the caller's contract, as below.
-        return unsafe { crate::vmtir::frame::call(handle, args, result) };
+        return unsafe { crate::vmtir::frame::call(frame, handle, args, result) };
     }
     let func = match relaxvm::registry::get_global(&handle.name) {
         Ok(f) => f,

@@ -150,9 +150,26 @@ impl Drop for Entered {
     }
 }
 
-/// Whether a VM TIR function runs on this thread (its native code's calls then come here).
-pub fn running() -> bool {
-    INNERMOST.with(|f| !f.get().is_null())
+/// The innermost VM TIR function running on this thread, if any (its native code's calls
+/// then come here, to [`call`]).
+pub fn innermost() -> Option<Innermost> {
+    std::ptr::NonNull::new(INNERMOST.with(|f| f.get())).map(Innermost)
+}
+
+/// The innermost running frame of this thread, as [`innermost`] found it: valid while its
+/// native code's call that found it lasts (the frame's [`Entered`] outlives the call).
+pub struct Innermost(std::ptr::NonNull<Frame>);
+
+impl Innermost {
+    /// Runs `step` on the frame (as [`with_innermost`], without the thread-local lookup).
+    fn with<R>(&self, step: impl FnOnce(&mut Frame) -> R) -> R {
+        // SAFETY: the pointer `Entered` set, read during this native call of the frame's
+        // function, on this thread: the frame is live and innermost again whenever this runs
+        // (a call into the VM in between pushes and pops its own frames before it returns), and
+        // its owner does not use it while native code runs; each use is one step, none nested
+        // in another (see the module's note).
+        step(unsafe { &mut *self.0.as_ptr() })
+    }
 }
 
 /// Records `e` as the innermost frame's failure, unless it failed before (the first stays).
@@ -359,12 +376,12 @@ pub unsafe extern "C" fn RVMBackendAnyListResetItem(list: *mut c_void, index: i3
 /// # Safety
 /// `args` holds `args.len()` values whose DLTensors and strings are live for the call;
 /// `result` is writable.
-pub unsafe fn call(handle: &Handle, args: &[TVMFFIAny], result: *mut TVMFFIAny) -> i32 {
+pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result: *mut TVMFFIAny) -> i32 {
     let name = handle.name.as_str();
     // Filled in place (a few hundred bytes, not moved through the results below).
     let mut values: SmallVec<[Value; 8]> = SmallVec::new();
     let mut copies = convert::CallbackArgs::default();
-    let prepared = with_innermost(|frame| {
+    let prepared = frame.with(|frame| {
         // Outside the kernel-call guard here (`services::function_call`): the values of the
         // cells let go of since the last call are dropped.
         frame.owned.drop_released();
@@ -413,7 +430,7 @@ pub unsafe fn call(handle: &Handle, args: &[TVMFFIAny], result: *mut TVMFFIAny) 
     drop(values);
     // SAFETY: the DLTensors native code passed are still live (it is inside this call).
     unsafe { copies.write_back() };
-    let stored = with_innermost(|frame| {
+    let stored = frame.with(|frame| {
         if let Some(site) = site {
             frame.sites.put_back(site);
         }
