@@ -400,7 +400,7 @@ fn compiled_allocation_sites_follow_memory_cfg() {
 static READ_ONLY_STACK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Gives `TVMBackendAnyListSetPackedArg` an argument stack in read-only pages (a hostile
-/// library's constant), then the same for `TVMBackendAnyListMoveFromPackedReturn`.
+/// library's constant).
 unsafe extern "C" fn read_only_stack_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
     // SAFETY: the adapter passes 4 values.
     let (_, r, _, _) = unsafe { lists(args) };
@@ -409,16 +409,26 @@ unsafe extern "C" fn read_only_stack_fn(_: *mut c_void, args: *const TVMFFIAny, 
     unsafe { RVMBackendAnyListSetPackedArg(r, 0, stack, 0) }
 }
 
+/// The same for `TVMBackendAnyListMoveFromPackedReturn`, whose "result" (zeros: None) is in
+/// read-only pages, so the None it leaves behind cannot be written (attack perf/02).
+unsafe extern "C" fn read_only_result_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    let stack = READ_ONLY_STACK.load(std::sync::atomic::Ordering::SeqCst) as *mut TVMFFIAny;
+    // SAFETY: the stack is readable; its write faults, which the guard turns into an error.
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(r, 1, stack, 0) }
+}
+
 #[test]
 fn an_argument_stack_in_read_only_pages_is_a_fault_of_the_function() {
     let pages = relaxvm::storage::read_only::ReadOnlyPages::filled(4096, |_| Ok(())).unwrap();
     READ_ONLY_STACK.store(pages.as_ptr().as_ptr() as usize, std::sync::atomic::Ordering::SeqCst);
-    let mut vm = vm_with(read_only_stack_fn);
-    for _ in 0..3 {
-        let e = vm.invoke("f", &[tensor()]).unwrap_err().to_string();
-        assert!(e.contains("VM TIR function \"f\" wrote to read-only memory"), "{e}");
+    for code in [read_only_stack_fn as SafeCall, read_only_result_fn] {
+        let mut vm = vm_with(code);
+        for _ in 0..3 {
+            let e = vm.invoke("f", &[tensor()]).unwrap_err().to_string();
+            assert!(e.contains("VM TIR function \"f\" wrote to read-only memory"), "{e}");
+        }
     }
-    // The VM and its compiled function work on.
-    assert!(vm.invoke("f", &[tensor()]).is_err());
     drop(pages);
 }
