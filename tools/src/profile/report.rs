@@ -4,6 +4,7 @@
 #[cfg(feature = "tooling")]
 use serde_json::{json, Value as Json};
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// What kind of function a row is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,8 +83,8 @@ impl ProfileRow {
 /// One call, as the Chrome trace format shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceEvent {
-    /// The callee.
-    pub name: String,
+    /// The callee (shared by its events).
+    pub name: Arc<str>,
     /// When it started, from the start of the run.
     pub start_ns: u64,
     /// How long it took (inclusive).
@@ -93,9 +94,9 @@ pub struct TraceEvent {
     /// The `call` instruction's index within `caller`.
     pub pc: usize,
     /// The calling bytecode function.
-    pub caller: String,
+    pub caller: Arc<str>,
     /// The argument types and shapes.
-    pub shapes: String,
+    pub shapes: Arc<str>,
 }
 
 /// How [`ProfileReport::table`] orders rows.
@@ -273,10 +274,10 @@ impl ProfileReport {
             self.rows.iter().map(|r| (r.name.as_str(), r.kind)).collect();
         events.extend(self.events.iter().map(|e| {
             json!({
-                "name": e.name,
-                "cat": kinds.get(e.name.as_str()).map_or("builtin", |k| k.name()),
+                "name": &*e.name,
+                "cat": kinds.get(&*e.name).map_or("builtin", |k| k.name()),
                 "ph": "X", "ts": us(e.start_ns), "dur": us(e.dur_ns), "pid": 1, "tid": 1,
-                "args": {"shapes": e.shapes, "caller": e.caller, "pc": e.pc, "depth": e.depth + 1},
+                "args": {"shapes": &*e.shapes, "caller": &*e.caller, "pc": e.pc, "depth": e.depth + 1},
             })
         }));
         json!({"traceEvents": events, "displayTimeUnit": "ns"}).to_string()
