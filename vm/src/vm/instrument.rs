@@ -132,7 +132,7 @@ impl VirtualMachine {
     #[inline(never)]
     pub(super) fn hook_after_call(
         &mut self,
-        code: &Code,
+        code: &DecodedProgram,
         pc: usize,
         args: Option<CallArgs>,
         ret: Result<Value>,
@@ -161,7 +161,7 @@ impl VirtualMachine {
 /// are lent, not copied or reference-counted, at each call.
 struct Site<'a> {
     exe: &'a crate::executable::Executable,
-    code: &'a Code,
+    code: &'a DecodedProgram,
     pc: usize,
     caller: &'a str,
     at: usize,
