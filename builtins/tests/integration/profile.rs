@@ -35,7 +35,7 @@ fn counts_times_and_forms() {
     // twice's inclusive time holds its add's
     assert!(row("twice").total_ns >= row("vm.op.add").total_ns);
     assert_eq!(report.events.len(), 12);
-    assert!(report.events.iter().filter(|e| &*e.name == "vm.op.add").all(|e| e.depth == 1 && &*e.caller == "twice"));
+    assert!(report.events.iter().filter(|e| e.name == "vm.op.add").all(|e| e.depth == 1 && e.caller == "twice"));
     let table = report.table(SortBy::Name, None);
     assert!(table.lines().nth(2).unwrap().starts_with("(vm overhead)"), "{table}");
     assert_eq!(report.csv().lines().count(), report.rows.len() + 1);

@@ -1,18 +1,18 @@
 //! The instrument hook that records the calls of one profiled run.
 //!
 //! Its work per call is what a profile needs and no more: two clock reads, a few table lookups
-//! and one event pushed. Names, callers and argument descriptions are interned once each (the
-//! events share them, `Arc<str>`), and a call's arguments are described as text only when they
-//! differ in type or shape from the previous call of the same callee.
+//! and one compact record pushed, with no allocation and no reference counting. Names, callers
+//! and argument descriptions are interned once each in the log's text table, and a call's
+//! arguments are described as text only when they differ in type or shape from the previous
+//! call of the same callee.
 
-use super::report::{ProfileRow, TraceEvent};
+use super::report::{CallLog, CallRecord, ProfileRow};
 use crate::value::Value;
 use relaxvm_core::dtype::DataType;
 use relaxvm_core::instrument::{InstrumentAction, InstrumentCall};
 use relaxvm_core::shape::Shape;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Arc;
 use std::time::Instant;
 
 /// How many distinct argument descriptions a row keeps (a loop over many shapes would
@@ -26,26 +26,29 @@ struct Open {
     start: Instant,
     /// Inclusive time of the calls it made.
     children_ns: u64,
-    shapes: Arc<str>,
+    /// The texts (see [`CallLog::text`]) of its argument description and of its caller.
+    shapes: u32,
+    caller: u32,
     pc: usize,
-    caller: Arc<str>,
 }
 
 /// What the recorder knows of one callee name.
 struct Callee {
-    name: Arc<str>,
+    /// Its name, a text of the log.
+    name: u32,
     bytecode: bool,
     /// Its row in [`Recorder::rows`], once a call of it returned.
     row: Option<usize>,
     /// The argument kinds of its last call and their description (see [`ArgKind`]).
     last_args: Vec<ArgKind>,
-    last_shapes: Arc<str>,
+    last_shapes: u32,
+    /// The descriptions its row lists (at most [`MAX_SHAPES_PER_ROW`]).
+    row_shapes: Vec<u32>,
 }
 
 /// What [`describe_args`] writes of one argument, kept to compare with the next call's: a
 /// tensor's dtype and shape (the shape shared, not copied), a scalar's type, anything else's
 /// description.
-#[derive(PartialEq)]
 enum ArgKind {
     Tensor(DataType, Shape),
     Scalar(&'static str),
@@ -86,29 +89,30 @@ impl Hasher for AddrHasher {
         }
     }
     fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64 ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = (n as u64 ^ self.0.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 
-/// Names by the address and length of the text the VM lends (its executable's, unchanged for
-/// the run): a repeated name is found without reading its text.
+/// Texts by the address and length of the text the VM lends (its executable's, unchanged for
+/// the run): a repeated name is found without reading its text (the text is compared too, as
+/// an address names the same text only while it is lent).
 type ByAddr = HashMap<(usize, usize), u32, BuildHasherDefault<AddrHasher>>;
 
-/// What a profiled run records: one open call per nesting level, and the rows and events of
+/// What a profiled run records: one open call per nesting level, and the rows and the log of
 /// the calls that returned.
 pub struct Recorder {
     t0: Instant,
     open: Vec<Open>,
     callees: Vec<Callee>,
     callee_at: ByAddr,
-    /// Callee names by text, for a name lent from another address.
-    callee_named: HashMap<Arc<str>, u32>,
-    callers: Vec<Arc<str>>,
+    /// Callees by name text (a name lent from another address).
+    callee_named: HashMap<u32, u32>,
     caller_at: ByAddr,
+    /// Texts by content, to intern each once.
+    text_ids: HashMap<Box<str>, u32>,
     /// One row per callee, in the order of their first returns.
     rows: Vec<ProfileRow>,
-    /// The Chrome-trace events, in the order the calls returned.
-    events: Vec<TraceEvent>,
+    log: CallLog,
 }
 
 /// `float32(2, 3), int 4`: the argument types and shapes of a call.
@@ -145,17 +149,17 @@ impl Recorder {
             callees: Vec::new(),
             callee_at: ByAddr::default(),
             callee_named: HashMap::new(),
-            callers: Vec::new(),
             caller_at: ByAddr::default(),
+            text_ids: HashMap::new(),
             rows: Vec::new(),
-            events: Vec::new(),
+            log: CallLog::default(),
         }
     }
 
-    /// The rows (one per callee, in the order of their first returns) and the events (in the
-    /// order the calls returned).
-    pub fn into_parts(self) -> (Vec<ProfileRow>, Vec<TraceEvent>) {
-        (self.rows, self.events)
+    /// The rows (one per callee, in the order of their first returns) and the log of the
+    /// calls (in the order they returned).
+    pub fn into_parts(self) -> (Vec<ProfileRow>, CallLog) {
+        (self.rows, self.log)
     }
 
     /// The hook's work for one call event.
@@ -165,7 +169,7 @@ impl Recorder {
             let callee = self.callee(call);
             let shapes = self.shapes(callee, call.args);
             let caller = self.caller(call.caller);
-            self.open.push(Open { callee, start: now, children_ns: 0, shapes, pc: call.pc, caller });
+            self.open.push(Open { callee, start: now, children_ns: 0, shapes, caller, pc: call.pc });
             return InstrumentAction::Continue;
         }
         // An after-event without its before-event cannot happen (the VM pairs them); ignore it
@@ -177,47 +181,60 @@ impl Recorder {
         }
         let callee = &mut self.callees[open.callee as usize];
         let counted = if callee.bytecode { dur } else { dur.saturating_sub(open.children_ns) };
+        let texts = &self.log.texts;
         let row = *callee.row.get_or_insert_with(|| {
-            self.rows.push(ProfileRow::new(&callee.name, callee.bytecode));
+            self.rows.push(ProfileRow::new(&texts[callee.name as usize], callee.bytecode));
             self.rows.len() - 1
         });
         let row = &mut self.rows[row];
         row.add(counted);
-        if row.shapes.len() < MAX_SHAPES_PER_ROW && !row.shapes.iter().any(|s| **s == *open.shapes) {
-            row.shapes.push(open.shapes.to_string());
+        if callee.row_shapes.len() < MAX_SHAPES_PER_ROW && !callee.row_shapes.contains(&open.shapes) {
+            callee.row_shapes.push(open.shapes);
+            row.shapes.push(texts[open.shapes as usize].to_string());
         }
-        self.events.push(TraceEvent {
-            name: Arc::clone(&callee.name),
-            start_ns: nanos(open.start.duration_since(self.t0)),
-            dur_ns: dur,
-            depth: self.open.len(),
-            pc: open.pc,
+        self.log.records.push(CallRecord {
+            name: callee.name,
             caller: open.caller,
             shapes: open.shapes,
+            depth: self.open.len(),
+            start_ns: nanos(open.start.duration_since(self.t0)),
+            dur_ns: dur,
+            pc: open.pc,
         });
         InstrumentAction::Continue
     }
 
+    /// `text`'s index in the log's text table, added if new.
+    fn intern(&mut self, text: &str) -> u32 {
+        if let Some(&i) = self.text_ids.get(text) {
+            return i;
+        }
+        let i = u32::try_from(self.log.texts.len()).expect("fewer than 2^32 distinct texts");
+        self.log.texts.push(text.into());
+        self.text_ids.insert(text.into(), i);
+        i
+    }
+
     /// The callee of `call`, interned.
     fn callee(&mut self, call: &InstrumentCall<'_>) -> u32 {
-        // The text is compared too: an address names the same text only while it is lent.
         if let Some(&i) = self.callee_at.get(&addr(call.name)) {
-            if *self.callees[i as usize].name == *call.name {
+            if *self.log.texts[self.callees[i as usize].name as usize] == *call.name {
                 return i;
             }
         }
-        let i = match self.callee_named.get(call.name) {
+        let name = self.intern(call.name);
+        let i = match self.callee_named.get(&name) {
             Some(&i) => i,
             None => {
-                let name: Arc<str> = call.name.into();
                 let bytecode = matches!(call.func, Value::Func(c) if matches!(c.callable, crate::value::Callable::Bytecode { .. }));
                 let i = u32::try_from(self.callees.len()).expect("fewer callees than functions");
                 self.callees.push(Callee {
-                    name: Arc::clone(&name),
+                    name,
                     bytecode,
                     row: None,
                     last_args: Vec::new(),
-                    last_shapes: "".into(),
+                    last_shapes: u32::MAX,
+                    row_shapes: Vec::new(),
                 });
                 self.callee_named.insert(name, i);
                 i
@@ -229,35 +246,37 @@ impl Recorder {
 
     /// The description of `args` for a call of `callee`: the previous call's when the types
     /// and shapes are the same.
-    fn shapes(&mut self, callee: u32, args: &[Value]) -> Arc<str> {
-        let c = &mut self.callees[callee as usize];
-        let same = c.last_args.len() == args.len() && c.last_args.iter().zip(args).all(|(k, v)| k.matches(v));
-        if !same {
-            c.last_args = args.iter().map(ArgKind::of).collect();
-            c.last_shapes = describe_args(args).into();
+    fn shapes(&mut self, callee: u32, args: &[Value]) -> u32 {
+        let c = &self.callees[callee as usize];
+        let same = c.last_shapes != u32::MAX
+            && c.last_args.len() == args.len()
+            && c.last_args.iter().zip(args).all(|(k, v)| k.matches(v));
+        if same {
+            return c.last_shapes;
         }
-        Arc::clone(&c.last_shapes)
+        let shapes = self.intern(&describe_args(args));
+        let c = &mut self.callees[callee as usize];
+        c.last_args = args.iter().map(ArgKind::of).collect();
+        c.last_shapes = shapes;
+        shapes
     }
 
     /// The calling function's name, interned.
-    fn caller(&mut self, caller: &str) -> Arc<str> {
-        let i = match self.caller_at.get(&addr(caller)) {
-            Some(&i) if *self.callers[i as usize] == *caller => i,
+    fn caller(&mut self, caller: &str) -> u32 {
+        match self.caller_at.get(&addr(caller)) {
+            Some(&i) if *self.log.texts[i as usize] == *caller => i,
             _ => {
-                let i = u32::try_from(self.callers.len()).expect("fewer callers than functions");
-                self.callers.push(caller.into());
+                let i = self.intern(caller);
                 self.caller_at.insert(addr(caller), i);
                 i
             }
-        };
-        Arc::clone(&self.callers[i as usize])
+        }
     }
 }
 
 fn nanos(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,7 +315,7 @@ mod tests {
         ];
         run(&mut rec, &calls);
         let (rows, events) = rec.into_parts();
-        let shapes: Vec<&str> = events.iter().map(|e| &*e.shapes).collect();
+        let shapes: Vec<&str> = events.iter().map(|e| e.shapes).collect();
         let want: Vec<String> = calls.iter().map(|(_, a)| describe_args(a)).collect();
         assert_eq!(shapes, want);
         assert_eq!(rows.len(), 1);
@@ -318,6 +337,7 @@ mod tests {
         let (rows, events) = rec.into_parts();
         let rows: Vec<(&str, u64)> = rows.iter().map(|r| (r.name.as_str(), r.count)).collect();
         assert_eq!(rows, [("same", 2), ("one", 1), ("two", 1)]);
-        assert!(events.iter().all(|e| &*e.caller == "main" && e.pc == 3));
+        assert!(events.iter().all(|e| e.caller == "main" && e.pc == 3));
+        assert_eq!(events.len(), 4);
     }
 }
