@@ -134,22 +134,24 @@ impl VirtualMachine {
         &mut self,
         code: &DecodedProgram,
         pc: usize,
-        args: Option<CallArgs>,
+        args: Option<&[Value]>,
         ret: Result<Value>,
     ) -> Result<Value> {
+        // Borrowed, not moved: the arguments stay in the loop's frame (a move of the inline
+        // list is a copy of its whole buffer).
         let args = args.unwrap_or_default();
         self.packed_sites.pop();
         let (caller, at) = site_in(&self.exe, self.frames.last(), pc);
         let call = Site { exe: &self.exe, code, pc, caller, at };
         match ret {
             Ok(v) => {
-                let after = call.hook_after(&mut self.instrument, &args, Some(&v));
+                let after = call.hook_after(&mut self.instrument, args, Some(&v));
                 after.map_err(|e| self.locate(pc, e))?;
                 Ok(v)
             }
             Err(e) => {
                 // The call's error is what the caller sees; the hook's own is dropped.
-                let _ = call.hook_after(&mut self.instrument, &args, None);
+                let _ = call.hook_after(&mut self.instrument, args, None);
                 Err(e)
             }
         }
