@@ -39,8 +39,8 @@ struct Callee {
     bytecode: bool,
     /// Its row in [`Recorder::rows`], once a call of it returned.
     row: Option<usize>,
-    /// The argument kinds of its last call and their description (see [`ArgKind`]).
-    last_args: Vec<ArgKind>,
+    /// The argument kinds of its last call and their description (see [`ArgLook`]).
+    last_args: Vec<ArgLook>,
     last_shapes: u32,
     /// The descriptions its row lists (at most [`MAX_SHAPES_PER_ROW`]).
     row_shapes: Vec<u32>,
@@ -49,26 +49,26 @@ struct Callee {
 /// What [`describe_args`] writes of one argument, kept to compare with the next call's: a
 /// tensor's dtype and shape (the shape shared, not copied), a scalar's type, anything else's
 /// description.
-enum ArgKind {
+enum ArgLook {
     Tensor(DataType, Shape),
     Scalar(&'static str),
     Other,
 }
 
-impl ArgKind {
-    fn of(v: &Value) -> ArgKind {
+impl ArgLook {
+    fn of(v: &Value) -> ArgLook {
         match v {
-            Value::Tensor(t) => ArgKind::Tensor(t.dtype(), t.shape().clone()),
-            Value::Int(_) | Value::Float(_) | Value::Bool(_) => ArgKind::Scalar(v.type_name()),
-            _ => ArgKind::Other,
+            Value::Tensor(t) => ArgLook::Tensor(t.dtype(), t.shape().clone()),
+            Value::Int(_) | Value::Float(_) | Value::Bool(_) => ArgLook::Scalar(v.type_name()),
+            _ => ArgLook::Other,
         }
     }
 
     /// Whether `v` is described as this kind was (`Other` always describes afresh).
     fn matches(&self, v: &Value) -> bool {
         match (self, v) {
-            (ArgKind::Tensor(d, s), Value::Tensor(t)) => *d == t.dtype() && s == t.shape(),
-            (ArgKind::Scalar(n), Value::Int(_) | Value::Float(_) | Value::Bool(_)) => *n == v.type_name(),
+            (ArgLook::Tensor(d, s), Value::Tensor(t)) => *d == t.dtype() && s == t.shape(),
+            (ArgLook::Scalar(n), Value::Int(_) | Value::Float(_) | Value::Bool(_)) => *n == v.type_name(),
             _ => false,
         }
     }
@@ -256,7 +256,7 @@ impl Recorder {
         }
         let shapes = self.intern(&describe_args(args));
         let c = &mut self.callees[callee as usize];
-        c.last_args = args.iter().map(ArgKind::of).collect();
+        c.last_args = args.iter().map(ArgLook::of).collect();
         c.last_shapes = shapes;
         shapes
     }
