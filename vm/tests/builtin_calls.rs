@@ -66,7 +66,7 @@ fn the_profiler_lists_the_kernels_a_builtin_calls_at_its_instruction() {
     let kernel = report.rows.iter().find(|r| r.name == "bc.kernel").unwrap();
     assert_eq!(kernel.count, 2);
     let events: Vec<(&str, usize, usize, &str)> =
-        report.events.iter().map(|e| (e.name.as_str(), e.depth, e.pc, e.caller.as_str())).collect();
+        report.events.iter().map(|e| (e.name, e.depth, e.pc, e.caller)).collect();
     // Returned in order: the add, the kernel twice inside the builtin (depth 1), the builtin.
     assert_eq!(
         events,

@@ -13,4 +13,4 @@ mod recorder;
 mod report;
 
 pub use recorder::Recorder;
-pub use report::{CallKind, ProfileReport, ProfileRow, SortBy, TraceEvent};
+pub use report::{CallKind, CallLog, ProfileReport, ProfileRow, SortBy, TraceEvent};

@@ -79,11 +79,11 @@ impl ProfileRow {
     }
 }
 
-/// One call, as the Chrome trace format shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TraceEvent {
+/// One call, as the Chrome trace format shows it (what [`CallLog::iter`] gives).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceEvent<'a> {
     /// The callee.
-    pub name: String,
+    pub name: &'a str,
     /// When it started, from the start of the run.
     pub start_ns: u64,
     /// How long it took (inclusive).
@@ -93,9 +93,55 @@ pub struct TraceEvent {
     /// The `call` instruction's index within `caller`.
     pub pc: usize,
     /// The calling bytecode function.
-    pub caller: String,
+    pub caller: &'a str,
     /// The argument types and shapes.
-    pub shapes: String,
+    pub shapes: &'a str,
+}
+
+/// Every call of a profiled run, in the order they returned: one compact record per call,
+/// whose texts (callee, caller, argument description) are interned once each in a table, so
+/// that recording a call allocates nothing and counts no references.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallLog {
+    pub(super) records: Vec<CallRecord>,
+    pub(super) texts: Vec<Box<str>>,
+}
+
+/// One call of a [`CallLog`]: its texts as indices into the log's table.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct CallRecord {
+    pub(super) name: u32,
+    pub(super) caller: u32,
+    pub(super) shapes: u32,
+    pub(super) depth: usize,
+    pub(super) start_ns: u64,
+    pub(super) dur_ns: u64,
+    pub(super) pc: usize,
+}
+
+impl CallLog {
+    /// How many calls it holds.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether it holds no call.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The calls, in the order they returned.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = TraceEvent<'_>> + '_ {
+        self.records.iter().map(|r| TraceEvent {
+            name: &self.texts[r.name as usize],
+            start_ns: r.start_ns,
+            dur_ns: r.dur_ns,
+            depth: r.depth,
+            pc: r.pc,
+            caller: &self.texts[r.caller as usize],
+            shapes: &self.texts[r.shapes as usize],
+        })
+    }
 }
 
 /// How [`ProfileReport::table`] orders rows.
@@ -136,7 +182,7 @@ pub struct ProfileReport {
     /// One row per callee, in order of first return, then the `(vm overhead)` row.
     pub rows: Vec<ProfileRow>,
     /// Every call, in order of return.
-    pub events: Vec<TraceEvent>,
+    pub events: CallLog,
 }
 
 /// The name of the row holding the interpreter's own time.
@@ -145,7 +191,7 @@ pub const OVERHEAD_ROW: &str = "(vm overhead)";
 impl ProfileReport {
     /// A report from the recorded rows and events: the overhead row is the time of the run
     /// that no leaf callee accounts for.
-    pub fn new(function: &str, total_ns: u64, mut rows: Vec<ProfileRow>, events: Vec<TraceEvent>) -> Self {
+    pub fn new(function: &str, total_ns: u64, mut rows: Vec<ProfileRow>, events: CallLog) -> Self {
         let leaves: u64 = rows.iter().filter(|r| r.kind != CallKind::Vm).map(|r| r.total_ns).sum();
         let overhead = total_ns.saturating_sub(leaves);
         rows.push(ProfileRow {
@@ -274,7 +320,7 @@ impl ProfileReport {
         events.extend(self.events.iter().map(|e| {
             json!({
                 "name": e.name,
-                "cat": kinds.get(e.name.as_str()).map_or("builtin", |k| k.name()),
+                "cat": kinds.get(e.name).map_or("builtin", |k| k.name()),
                 "ph": "X", "ts": us(e.start_ns), "dur": us(e.dur_ns), "pid": 1, "tid": 1,
                 "args": {"shapes": e.shapes, "caller": e.caller, "pc": e.pc, "depth": e.depth + 1},
             })

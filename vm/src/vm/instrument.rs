@@ -11,7 +11,6 @@ use crate::packed::panic_error;
 use crate::value::Value;
 use smallvec::SmallVec;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
 
 /// An instrumented bytecode call whose frame is running.
 pub(super) struct InstrumentedFrame {
@@ -54,10 +53,11 @@ impl VirtualMachine {
     #[inline(never)]
     pub(super) fn instrument_after(&mut self, ret: &Value) -> Result<()> {
         let frame = self.instrumented.pop().expect("checked by the caller");
-        let exe = Arc::clone(&self.exe);
-        let (caller, at) = site_in(&exe, self.frames.last(), frame.pc);
+        let (caller, at) = site_in(&self.exe, self.frames.last(), frame.pc);
         // The callee's frame is gone: the error is located at the caller's call.
-        self.hook_after(frame.pc, &frame.args, Some(ret), caller, at).map_err(|e| self.locate(frame.pc, e))
+        let call = Site { exe: &self.exe, code: &self.code, pc: frame.pc, caller, at };
+        let after = call.hook_after(&mut self.instrument, &frame.args, Some(ret));
+        after.map_err(|e| self.locate(frame.pc, e))
     }
 
     /// The instrument hook after each instrumented bytecode call whose frame an error unwinds
@@ -68,33 +68,12 @@ impl VirtualMachine {
         while self.instrumented.last().is_some_and(|f| f.depth > depth) {
             let frame = self.instrumented.pop().expect("checked above");
             // The caller's frame is the one below the callee's.
-            let exe = Arc::clone(&self.exe);
-            let (caller, at) = site_in(&exe, frame.depth.checked_sub(2).and_then(|i| self.frames.get(i)), frame.pc);
+            let below = frame.depth.checked_sub(2).and_then(|i| self.frames.get(i));
+            let (caller, at) = site_in(&self.exe, below, frame.pc);
+            let call = Site { exe: &self.exe, code: &self.code, pc: frame.pc, caller, at };
             // The run's error is what the caller sees; the hook's own is dropped.
-            let _ = self.hook_after(frame.pc, &frame.args, None, caller, at);
+            let _ = call.hook_after(&mut self.instrument, &frame.args, None);
         }
-    }
-
-    /// Calls the hook, if one is still installed (a callback may have removed it), after the
-    /// call at `pc` with `args` returned `ret` (`None`: it raised).
-    fn hook_after(&mut self, pc: usize, args: &[Value], ret: Option<&Value>, caller: &str, at: usize) -> Result<()> {
-        let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
-        let Some(mut hook) = self.instrument.take() else { return Ok(()) };
-        // Held apart from `self` (which the hook's removal borrows): the names are borrowed
-        // from them, not copied, at every call.
-        let (exe, code) = (Arc::clone(&self.exe), Arc::clone(&self.code));
-        let call = InstrumentCall {
-            func: &code.func_values[func as usize],
-            name: &exe.funcs()[func as usize].name,
-            before: false,
-            args,
-            ret,
-            caller,
-            pc: at,
-        };
-        let after = call_hook(&mut hook, &call);
-        self.instrument = Some(hook);
-        after.map(|_| ())
     }
 
     /// The instrument hook before the call at `pc`: the call's arguments, for the hook after it
@@ -111,8 +90,9 @@ impl VirtualMachine {
     ) -> Result<Option<CallArgs>> {
         let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
         let args = self.load_args(code, pc, base);
-        let exe = Arc::clone(&self.exe);
-        let (caller, at) = site_in(&exe, self.frames.last(), pc);
+        // The names are borrowed from the executable, a field apart from the hook's.
+        let exe = &*self.exe;
+        let (caller, at) = site_in(exe, self.frames.last(), pc);
         // A packed call's site, for the calls it makes through the VM; `hook_after_call` pops
         // it (a bytecode call's callee has its own frame).
         let packed = !matches!(code.ops[pc], Op::CallBytecode { .. });
@@ -150,22 +130,63 @@ impl VirtualMachine {
     /// goes on, unless the hook fails after a call that succeeded.
     #[cold]
     #[inline(never)]
-    pub(super) fn hook_after_call(&mut self, pc: usize, args: Option<CallArgs>, ret: Result<Value>) -> Result<Value> {
+    pub(super) fn hook_after_call(
+        &mut self,
+        code: &DecodedProgram,
+        pc: usize,
+        args: Option<&[Value]>,
+        ret: Result<Value>,
+    ) -> Result<Value> {
+        // Borrowed, not moved: the arguments stay in the loop's frame (a move of the inline
+        // list is a copy of its whole buffer).
         let args = args.unwrap_or_default();
         self.packed_sites.pop();
-        let exe = Arc::clone(&self.exe);
-        let (caller, at) = site_in(&exe, self.frames.last(), pc);
+        let (caller, at) = site_in(&self.exe, self.frames.last(), pc);
+        let call = Site { exe: &self.exe, code, pc, caller, at };
         match ret {
             Ok(v) => {
-                self.hook_after(pc, &args, Some(&v), caller, at).map_err(|e| self.locate(pc, e))?;
+                let after = call.hook_after(&mut self.instrument, args, Some(&v));
+                after.map_err(|e| self.locate(pc, e))?;
                 Ok(v)
             }
             Err(e) => {
                 // The call's error is what the caller sees; the hook's own is dropped.
-                let _ = self.hook_after(pc, &args, None, caller, at);
+                let _ = call.hook_after(&mut self.instrument, args, None);
                 Err(e)
             }
         }
+    }
+}
+
+/// A call the hook is told about after it: the instruction at `pc`, made by `caller` at its
+/// index `at`. Borrowed from the VM's fields apart from its hook, so the names the hook sees
+/// are lent, not copied or reference-counted, at each call.
+struct Site<'a> {
+    exe: &'a crate::executable::Executable,
+    code: &'a DecodedProgram,
+    pc: usize,
+    caller: &'a str,
+    at: usize,
+}
+
+impl Site<'_> {
+    /// Calls the hook, if one is still installed (a callback may have removed it), after the
+    /// call with `args` returned `ret` (`None`: it raised).
+    fn hook_after(&self, instrument: &mut Option<Instrument>, args: &[Value], ret: Option<&Value>) -> Result<()> {
+        let Instruction::Call { func, .. } = self.exe.instrs()[self.pc] else { unreachable!("a call") };
+        let Some(mut hook) = instrument.take() else { return Ok(()) };
+        let call = InstrumentCall {
+            func: &self.code.func_values[func as usize],
+            name: &self.exe.funcs()[func as usize].name,
+            before: false,
+            args,
+            ret,
+            caller: self.caller,
+            pc: self.at,
+        };
+        let after = call_hook(&mut hook, &call);
+        *instrument = Some(hook);
+        after.map(|_| ())
     }
 }
 

@@ -90,7 +90,7 @@ impl VirtualMachine {
                 macro_rules! hook_after {
                     ($args:expr, $ret:expr) => {
                         if INSTRUMENTED {
-                            let ret = self.hook_after_call(at.pc(), $args, $ret);
+                            let ret = self.hook_after_call(code, at.pc(), $args.as_deref(), $ret);
                             fp = self.frame_regs(base);
                             ret
                         } else {

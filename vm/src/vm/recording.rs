@@ -40,20 +40,17 @@ impl VirtualMachine {
         }
         let f = self.get_function(name)?;
         let t0 = Instant::now();
-        let recorder = Arc::new(Mutex::new(Recorder::new(t0)));
-        let hook_recorder = Arc::clone(&recorder);
         let start = Instant::now();
-        let result = self.run_with_hook(&f, args, move |call| lock(&hook_recorder).record(call));
+        let (result, recorder) = self.run_with_hook(&f, args, Recorder::new(t0), Recorder::record);
         let total_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         result?;
-        let recorder = std::mem::replace(&mut *lock(&recorder), Recorder::new(t0));
-        let mut rows: Vec<_> = recorder.rows.into_values().collect();
+        let (mut rows, events) = recorder.unwrap_or_else(|| Recorder::new(t0)).into_parts();
         for row in rows.iter_mut().filter(|r| r.kind == CallKind::Builtin) {
             if self.is_kernel(&row.name) {
                 row.kind = CallKind::Kernel;
             }
         }
-        Ok(ProfileReport::new(name, total_ns, rows, recorder.events))
+        Ok(ProfileReport::new(name, total_ns, rows, events))
     }
 
     /// Runs function `name` once with `args`, recording every call it makes with copies of its
@@ -68,30 +65,40 @@ impl VirtualMachine {
         args: &[Value],
         options: TraceOptions,
     ) -> std::result::Result<Trace, TracedError> {
-        let recorder = Arc::new(Mutex::new(TraceRecorder::new(options.max_bytes)));
-        let hook_recorder = Arc::clone(&recorder);
-        let result = self
-            .get_function(name)
-            .and_then(|f| self.run_with_hook(&f, args, move |call| lock(&hook_recorder).record(call)));
-        let recorder = std::mem::replace(&mut *lock(&recorder), TraceRecorder::new(0));
+        let (result, recorder) = match self.get_function(name) {
+            Ok(f) => self.run_with_hook(&f, args, TraceRecorder::new(options.max_bytes), TraceRecorder::record),
+            Err(e) => (Err(e), None),
+        };
+        let recorder = recorder.unwrap_or_else(|| TraceRecorder::new(0));
         match result {
             Ok(value) => Ok(recorder.into_trace(name, value)),
             Err(error) => Err(TracedError { error, trace: Box::new(recorder.into_trace(name, Value::Null)) }),
         }
     }
 
-    /// Calls `f` with `hook` as the instrument hook, then puts back the hook that was there,
-    /// whether the call succeeded or not.
-    fn run_with_hook(
+    /// Calls `f` with `recorder` (its method `record`) as the instrument hook, then puts back
+    /// the hook that was there, whether the call succeeded or not. The recorder comes back
+    /// (`None` only if a callback of the run took the hook away and still holds it).
+    fn run_with_hook<R: Send + 'static>(
         &mut self,
         f: &Value,
         args: &[Value],
-        mut hook: impl FnMut(&InstrumentCall<'_>) -> InstrumentAction + Send + 'static,
-    ) -> Result<Value> {
-        let saved = self.instrument.replace(Box::new(move |call| Ok(hook(call))));
+        recorder: R,
+        record: fn(&mut R, &InstrumentCall<'_>) -> InstrumentAction,
+    ) -> (Result<Value>, Option<R>) {
+        // The hook owns the recorder, so recording takes no lock; it hands the recorder back
+        // through `out` when it is dropped: below, or earlier if a callback replaces it.
+        let out = Arc::new(Mutex::new(None));
+        let mut owned = HandBack { recorder: Some(recorder), out: Arc::clone(&out) };
+        let hook = move |call: &InstrumentCall<'_>| match owned.recorder.as_mut() {
+            Some(r) => Ok(record(r, call)),
+            None => Ok(InstrumentAction::Continue),
+        };
+        let saved = self.instrument.replace(Box::new(hook));
         let result = self.invoke_closure(f, args);
         self.instrument = saved;
-        result
+        let recorder = lock(&out).take();
+        (result, recorder)
     }
 
     /// True when packed function `name` resolved to a kernel of the executable's native
@@ -108,8 +115,19 @@ impl VirtualMachine {
     }
 }
 
-/// The recorder behind `m`: a panic in a hook while it held the lock leaves it usable (the
-/// panic became the run's error).
+/// A recorder owned by the instrument hook, handed to `out` when the hook is dropped.
+struct HandBack<R> {
+    recorder: Option<R>,
+    out: Arc<Mutex<Option<R>>>,
+}
+
+impl<R> Drop for HandBack<R> {
+    fn drop(&mut self) {
+        *lock(&self.out) = self.recorder.take();
+    }
+}
+
+/// The slot behind `m`; a poisoned lock (a panic while it was held) still gives it.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
