@@ -97,7 +97,7 @@ fn make_storage(name: &str, ctx: &mut CallCtx<'_>, dims: &[i64], dtype: DataType
         .try_fold(dtype.itemsize() as i128, |acc, d| acc.checked_mul(i128::from(*d)))
         .ok_or_else(|| Error::alloc(u128::MAX, format!("storage size {} overflows (in {name})", Shape::from(dims))))?;
     let device = ctx.device();
-    let storage = site_alloc::storage(ctx.pool_cache(), nbytes, device).map_err(|e| in_builtin(name, e))?;
+    let storage = site_alloc::storage(ctx.pool_sites(), nbytes, device).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Storage(storage))
 }
 
