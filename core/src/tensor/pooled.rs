@@ -70,15 +70,15 @@ impl Tensor {
     pub fn site_storage_is_free(caches: &[Value], own: usize) -> bool {
         let Some(Value::Storage(s)) = caches.get(own) else { return false };
         let handles = s.handles();
-        let kept = if handles == 1 {
-            0
-        } else {
+        if handles != 1 {
             let views =
-                |c: &Value| matches!(c, Value::Tensor(t) if Arc::strong_count(&t.0) == 1 && t.storage().ptr_eq(s));
-            caches.iter().enumerate().filter(|(i, c)| *i != own && views(c)).count()
-        };
-        if kept + 1 != handles {
-            return false;
+                |c: &&Value| matches!(c, Value::Tensor(t) if Arc::strong_count(&t.0) == 1 && t.storage().ptr_eq(s));
+            // The sites after this one first (a program views a storage after allocating it),
+            // up to the last holder to account for.
+            let others = caches[own + 1..].iter().chain(&caches[..own]);
+            if others.filter(views).take(handles - 1).count() + 1 != handles {
+                return false;
+            }
         }
         // Every handle is this VM's own, and none can be cloned meanwhile (a header only its
         // slot holds cannot be): order what their earlier users did before the reuse, as
