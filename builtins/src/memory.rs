@@ -97,7 +97,14 @@ fn make_storage(name: &str, ctx: &mut CallCtx<'_>, dims: &[i64], dtype: DataType
         .try_fold(dtype.itemsize() as i128, |acc, d| acc.checked_mul(i128::from(*d)))
         .ok_or_else(|| Error::alloc(u128::MAX, format!("storage size {} overflows (in {name})", Shape::from(dims))))?;
     let device = ctx.device();
-    let storage = site_alloc::storage(ctx.pool_cache(), nbytes, device).map_err(|e| in_builtin(name, e))?;
+    // A site whose VM lends it only its own cache (no table of every site's: native code's
+    // sites) pools as well; it then sees no kept header of another site.
+    let sites = if ctx.pool_sites().is_some() {
+        ctx.pool_sites()
+    } else {
+        ctx.pool_cache().map(|own| (std::slice::from_mut(own), 0))
+    };
+    let storage = site_alloc::storage(sites, nbytes, device).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Storage(storage))
 }
 
@@ -297,6 +304,43 @@ mod tests {
         let describe = |r: Result<Value>| format!("{:?}", r.map(|v| v.describe()));
         let special = crate::table::specialised(BUILTINS, name, args, regs).map(|s| describe(s(args)));
         (describe(call(name, args)), special)
+    }
+
+    /// A VM handle that lends each call only its own site cache (as native code's call sites
+    /// get theirs), pooling.
+    struct OneSite(Value);
+
+    impl relaxvm::VmHandle for OneSite {
+        fn call_closure(&mut self, _: &relaxvm::Closure, _: &[Value]) -> Result<Value> {
+            unreachable!("not called")
+        }
+        fn device(&self) -> Device {
+            Device::cpu(0)
+        }
+        fn poll(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn site_cache(&mut self, _: u32) -> Option<&mut Value> {
+            Some(&mut self.0)
+        }
+        fn allocator(&self) -> relaxvm::Allocator {
+            relaxvm::Allocator::Pooled
+        }
+    }
+
+    #[test]
+    fn a_site_with_only_its_own_cache_pools_its_storage() {
+        let mut vm = OneSite(Value::Null);
+        let args = [Value::VmState, Value::Shape([64].into()), 0.into(), Value::str("uint8")];
+        let mut alloc = || alloc_storage("vm.builtin.alloc_storage", &mut CallCtx::calling(&mut vm, 0), &args).unwrap();
+        let first = alloc();
+        let Value::Storage(s) = &first else { panic!("storage expected") };
+        assert!(!s.is_sole(), "the site keeps the storage it made");
+        let first_ptr = s.as_ptr();
+        drop(first);
+        let again = alloc();
+        let Value::Storage(s) = &again else { panic!("storage expected") };
+        assert_eq!(s.as_ptr(), first_ptr, "the site's storage comes back once free");
     }
 
     #[test]

@@ -3,15 +3,17 @@
 //! the site made last: an arena per call site, planned by the first call.
 //!
 //! A compiled model allocates the same storages at every call and drops them at its end. Each
-//! site keeps the last one it made; at the next call, when that one is no longer held anywhere
-//! else (no register, tensor, numpy array or result the caller kept: [`Storage::is_sole`],
-//! [`Tensor::is_sole`]) and has the size asked for, it is handed out again, zeroed as new
-//! storage is, with no allocation or free. Anything still held is never handed out twice: the
-//! site then allocates anew and keeps the new one. As TVM's pooled allocator keeps freed blocks,
-//! a VM keeps each site's last allocation while it lives. `alloc_tensor`'s sites keep their
-//! last tensor header likewise ([`relaxvm::Tensor::view_in_slot`]); before each call from
-//! outside, the VM has such headers let go of the storage they view, so that the storage's own
-//! site finds it free. With TVM's `memory_cfg="naive"` ([`relaxvm::Allocator::Naive`]) no site
+//! site keeps the last one it made; at the next call (or the next run of the site within one
+//! call: a loop, a recursion), when that one is no longer held anywhere else (no register,
+//! tensor, numpy array or result the caller kept: [`Storage::is_sole`], [`Tensor::is_sole`])
+//! and has the size asked for, it is handed out again, zeroed as new storage is, with no
+//! allocation or free. Anything still held is never handed out twice: the site then allocates
+//! anew and keeps the new one. As TVM's pooled allocator keeps freed blocks, a VM keeps each
+//! site's last allocation while it lives. `alloc_tensor`'s sites keep their last tensor header
+//! likewise ([`relaxvm::Tensor::view_in_slot`]), still viewing its storage: a storage site
+//! counts such headers, when nothing else holds them, as no holders
+//! ([`relaxvm::Tensor::site_storage_is_free`]), so that the header's site finds the same view
+//! at its next run. With TVM's `memory_cfg="naive"` ([`relaxvm::Allocator::Naive`]) no site
 //! keeps anything ([`CallCtx::pool_cache`] is `None`).
 //!
 //! [`CallCtx::site_cache`]: relaxvm::CallCtx::site_cache
@@ -20,20 +22,25 @@
 use relaxvm::{DataType, Device, Result, Shape, Storage, Tensor, Value};
 
 /// `nbytes` of zeroed storage on `device`: the site's last storage when that is free and of the
-/// same size, else new storage, which becomes the site's last. `cache` is the site's cache
-/// (`None` when the call has none).
-pub(crate) fn storage(cache: Option<&mut Value>, nbytes: i128, device: Device) -> Result<Storage> {
-    let Some(cache) = cache else { return Storage::alloc_checked(nbytes, device) };
-    if let Value::Storage(s) = cache {
+/// same size, else new storage, which becomes the site's last. `sites` is every site cache of
+/// the VM and the index of this site's ([`CallCtx::pool_sites`]; `None` when the call has
+/// none).
+///
+/// [`CallCtx::pool_sites`]: relaxvm::CallCtx::pool_sites
+pub(crate) fn storage(sites: Option<(&mut [Value], usize)>, nbytes: i128, device: Device) -> Result<Storage> {
+    let Some((caches, own)) = sites else { return Storage::alloc_checked(nbytes, device) };
+    if let Value::Storage(s) = &caches[own] {
         let fits = i128::try_from(s.len()).is_ok_and(|len| len == nbytes) && s.device() == device;
-        // A sole handle has no reader or writer but us: the zeroing cannot fail, but if it
-        // did, new storage serves the call.
-        if fits && s.is_sole() && s.write_with(|b| b.fill(0)).is_ok() {
+        // Free, it has no reader or writer but us: the zeroing cannot fail, but if it did,
+        // new storage serves the call.
+        if fits && Tensor::site_storage_is_free(caches, own) && s.write_with(|b| b.fill(0)).is_ok() {
             return Ok(s.clone());
         }
+        // Replaced: the headers other sites keep no longer keep it.
+        Tensor::release_site_storage_views(caches, own);
     }
     let s = Storage::alloc_checked(nbytes, device)?;
-    *cache = Value::Storage(s.clone());
+    caches[own] = Value::Storage(s.clone());
     Ok(s)
 }
 
@@ -72,30 +79,98 @@ mod tests {
     #[test]
     fn a_site_reuses_its_storage_only_once_nothing_else_holds_it() {
         let dev = Device::cpu(0);
-        let mut cache = Value::Null;
-        let a = storage(Some(&mut cache), 64, dev).unwrap();
+        let mut caches = [Value::Null];
+        macro_rules! site {
+            () => {
+                Some((&mut caches[..], 0))
+            };
+        }
+        let a = storage(site!(), 64, dev).unwrap();
         a.write(0, &[7; 64]).unwrap();
         // Still held (by `a`): a second call gets other storage.
-        let b = storage(Some(&mut cache), 64, dev).unwrap();
+        let b = storage(site!(), 64, dev).unwrap();
         assert!(!b.ptr_eq(&a));
         drop(a);
         drop(b);
         // Only the cache holds the last one: it comes back, zeroed.
-        let c = storage(Some(&mut cache), 64, dev).unwrap();
-        assert!(c.ptr_eq(cached(&cache)));
+        let c = storage(site!(), 64, dev).unwrap();
+        assert!(c.ptr_eq(cached(&caches[0])));
         assert!(c.bytes().iter().all(|x| *x == 0));
         c.write(0, &[1]).unwrap();
         drop(c);
         // Another size: new storage.
-        let d = storage(Some(&mut cache), 32, dev).unwrap();
+        let d = storage(site!(), 32, dev).unwrap();
         assert_eq!(d.len(), 32);
         // A tensor viewing the last storage holds it.
         drop(d);
-        let view = Tensor::from_parts(cached(&cache).clone(), 0, Shape::from(&[8][..]), None, DataType::F32).unwrap();
-        let e = storage(Some(&mut cache), 32, dev).unwrap();
+        let view =
+            Tensor::from_parts(cached(&caches[0]).clone(), 0, Shape::from(&[8][..]), None, DataType::F32).unwrap();
+        let e = storage(site!(), 32, dev).unwrap();
         assert!(!e.ptr_eq(view.storage()));
         // Without a cache, always new.
         assert!(storage(None, 32, dev).unwrap().bytes().iter().all(|x| *x == 0));
+    }
+
+    /// Sites: 0 a storage site, 1 and 2 tensor sites keeping headers (1 views the storage).
+    fn sites_with_a_kept_view(dev: Device) -> ([Value; 3], Storage) {
+        let mut caches = [Value::Null, Value::Null, Value::Null];
+        let s = storage(Some((&mut caches[..], 0)), 64, dev).unwrap();
+        let t = Tensor::view_in_slot(&mut caches[1], &s, 0, &Shape::from(&[16][..]), DataType::F32).unwrap();
+        let other = Storage::alloc(64, dev).unwrap();
+        Tensor::view_in_slot(&mut caches[2], &other, 0, &Shape::from(&[16][..]), DataType::F32).unwrap();
+        drop(t);
+        (caches, s)
+    }
+
+    #[test]
+    fn a_header_only_its_site_keeps_does_not_hold_the_storage_it_views() {
+        let dev = Device::cpu(0);
+        let (mut caches, s) = sites_with_a_kept_view(dev);
+        s.write(0, &[5; 64]).unwrap();
+        // Held by `s`: not free, and the kept header keeps viewing it meanwhile.
+        let fresh = storage(Some((&mut caches[..], 0)), 64, dev).unwrap();
+        assert!(!fresh.ptr_eq(&s));
+        assert!(!caches[1].as_tensor().unwrap().storage().ptr_eq(&s), "the replaced storage is let go of");
+        drop((s, fresh));
+        // Now the header views the new one, and only it and the site hold that: it comes back.
+        let s = cached(&caches[0]).clone();
+        Tensor::view_in_slot(&mut caches[1], &s, 0, &Shape::from(&[16][..]), DataType::F32).unwrap();
+        s.write(0, &[5; 64]).unwrap();
+        drop(s);
+        let again = storage(Some((&mut caches[..], 0)), 64, dev).unwrap();
+        assert!(again.ptr_eq(cached(&caches[0])));
+        assert!(again.bytes().iter().all(|x| *x == 0), "zeroed again");
+        // The header still views it, and its site makes the same view without a new header.
+        let kept = caches[1].as_tensor().unwrap().clone();
+        assert!(kept.storage().ptr_eq(&again));
+        drop(kept);
+        let view = Tensor::view_in_slot(&mut caches[1], &again, 0, &Shape::from(&[16][..]), DataType::F32).unwrap();
+        assert!(view.ptr_eq(caches[1].as_tensor().unwrap()));
+    }
+
+    #[test]
+    fn a_kept_header_something_else_holds_keeps_the_storage_in_use() {
+        let dev = Device::cpu(0);
+        let (mut caches, s) = sites_with_a_kept_view(dev);
+        drop(s);
+        let result = caches[1].as_tensor().unwrap().clone();
+        result.storage().write(0, &[3; 64]).unwrap();
+        let fresh = storage(Some((&mut caches[..], 0)), 64, dev).unwrap();
+        assert!(!fresh.ptr_eq(result.storage()));
+        assert_eq!(result.storage().bytes()[0], 3, "the held view's data is untouched");
+    }
+
+    #[test]
+    fn a_replaced_storage_is_let_go_of_by_the_headers_only_their_sites_keep() {
+        let dev = Device::cpu(0);
+        let (mut caches, s) = sites_with_a_kept_view(dev);
+        // Another size: the site's storage is replaced, and the kept view lets go of it.
+        let fresh = storage(Some((&mut caches[..], 0)), 32, dev).unwrap();
+        assert!(s.is_sole(), "only the test's handle is left");
+        assert!(!caches[1].as_tensor().unwrap().storage().ptr_eq(&s));
+        // The unrelated header keeps its view.
+        assert_eq!(caches[2].as_tensor().unwrap().numel(), 16);
+        drop(fresh);
     }
 
     #[test]

@@ -66,6 +66,20 @@ impl<'a> CallCtx<'a> {
         vm.site_cache(self.entry?)
     }
 
+    /// Every site cache of the calling VM and the index of this call's among them, when the
+    /// VM pools allocations (as [`pool_cache`](Self::pool_cache)): an allocating site sees
+    /// which other sites' kept values still hold its block. `None` when it allocates at every
+    /// call, and outside a VM.
+    pub fn pool_sites(&mut self) -> Option<(&mut [Value], usize)> {
+        let entry = self.entry? as usize;
+        let vm = self.vm.as_mut()?;
+        if vm.allocator() != crate::allocator::Allocator::Pooled {
+            return None;
+        }
+        let caches = vm.site_caches();
+        (entry < caches.len()).then_some((caches, entry))
+    }
+
     /// Drops what the calling VM's allocation sites keep for reuse ([`VmHandle::clear_pools`]);
     /// nothing outside a VM.
     pub fn clear_pools(&mut self) {

@@ -251,6 +251,13 @@ impl Storage {
         sole(&self.0)
     }
 
+    /// How many handles share the block, this one included (a snapshot: other threads may
+    /// drop theirs meanwhile). A cache that accounts for every other holder
+    /// (`Tensor::site_storage_is_free`) may hand the block out again.
+    pub(crate) fn handles(&self) -> usize {
+        Arc::strong_count(&self.0)
+    }
+
     /// The bytes, read-only, for as long as the guard lives (safe writes wait for it to drop).
     pub fn bytes(&self) -> StorageRead<'_> {
         let state = &self.0.state;

@@ -163,3 +163,78 @@ fn memory_manager_clear_drops_what_the_sites_keep() {
     assert!(a.storage().as_ptr() != storage && b.storage().as_ptr() != storage);
     assert_eq!((values(&a), values(&b)), (vec![3.0; 4], vec![4.0; 4]));
 }
+
+/// `looped(x, n)`: n runs of one storage site and one tensor site viewing it (a loop in one
+/// call), each filling the view from `x` and recording the address of the storage it got
+/// (with `t.record`), the registers let go of before the next run, as Relax's `kill` does.
+fn looped(record: PackedFunc) -> VirtualMachine {
+    let mut reg = Registry::new();
+    relaxvm_builtins::register_all(&mut reg).unwrap();
+    reg.register(record, true).unwrap();
+    let funcs = vec![
+        FuncInfo::bytecode("looped", 0, 11, 2, 6),
+        FuncInfo::packed("vm.builtin.alloc_storage"),
+        FuncInfo::packed("vm.builtin.alloc_tensor"),
+        FuncInfo::packed("t.record"),
+        FuncInfo::packed("vm.builtin.null_value"),
+        FuncInfo::packed("vm.builtin.int.add"),
+        FuncInfo::packed("vm.builtin.int.lt"),
+    ];
+    let instrs = vec![
+        // r2 = 0 (the runs so far)
+        call(5, vec![Imm(0), Imm(0)], Some(2)),
+        // loop: r3 = storage; r4 = a view of it; record(x, r4); let go of both
+        call(1, vec![VmState, Const(0), Imm(0), Const(1)], Some(3)),
+        call(2, vec![Reg(3), Imm(0), Const(2), Const(3)], Some(4)),
+        call(3, vec![Reg(0), Reg(4)], None),
+        call(4, vec![], Some(3)),
+        call(4, vec![], Some(4)),
+        // r2 += 1; r5 = r2 < n; again while r5
+        call(5, vec![Reg(2), Imm(1)], Some(2)),
+        call(6, vec![Reg(2), Reg(1)], Some(5)),
+        Instruction::If { cond: 5, false_offset: 2 },
+        Instruction::Goto { offset: -8 },
+        Instruction::Ret { result: 2 },
+    ];
+    let constants = vec![shape(&[16]), dtype(DataType::U8), shape(&[4]), dtype(DataType::F32)];
+    let parts = ExecutableParts { funcs, instrs, constants, ..Default::default() };
+    VirtualMachine::with_overrides(Arc::new(Executable::from_parts(parts).unwrap()), &reg).unwrap()
+}
+
+/// Review finding F4: a tensor site's kept header, which still views the storage of its last
+/// run, does not keep that storage from its own site: a loop's runs of the storage site reuse
+/// one block, where each run allocated anew while the header pinned the last one.
+#[test]
+fn a_storage_site_run_in_a_loop_allocates_once() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<(usize, usize, f32)>::new()));
+    let record = {
+        let seen = Arc::clone(&seen);
+        PackedFunc::from_fn("t.record", move |a| {
+            let (x, out) = (a[0].as_tensor()?, a[1].as_tensor()?);
+            // The view starts zeroed, as new storage does, then gets x.
+            let fresh = out.to_vec::<f32>()?.iter().all(|v| *v == 0.0);
+            out.storage().write(out.byte_offset(), &x.storage().bytes()[..x.nbytes()])?;
+            let first = out.to_vec::<f32>()?[0];
+            seen.lock().unwrap().push((
+                out.storage().as_ptr() as usize,
+                out.object_id(),
+                if fresh { first } else { -1.0 },
+            ));
+            Ok(Value::Null)
+        })
+    };
+    let mut vm = looped(record);
+    for call in 0..2 {
+        seen.lock().unwrap().clear();
+        let runs = vm.invoke("looped", &[tensor(&[4], vec![2.5f32; 4]), Value::Int(6)]).unwrap();
+        assert_eq!(runs.as_int().unwrap(), 6);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 6);
+        // One storage (allocated at the first run of the first call) and one header for every
+        // run, each zeroed before the program wrote it.
+        let storages: std::collections::BTreeSet<usize> = seen.iter().map(|s| s.0).collect();
+        let headers: std::collections::BTreeSet<usize> = seen.iter().map(|s| s.1).collect();
+        assert_eq!((storages.len(), headers.len()), (1, 1), "call {call}: {seen:?}");
+        assert!(seen.iter().all(|s| s.2 == 2.5), "call {call}: every run's view started zeroed: {seen:?}");
+    }
+}

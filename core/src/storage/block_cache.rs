@@ -48,10 +48,31 @@ fn layout(size: usize) -> std::alloc::Layout {
     std::alloc::Layout::from_size_align(size, crate::storage::MALLOC_ALIGN).expect("a layout that was allocated")
 }
 
-/// Whether blocks are kept (unless `RELAXVM_BLOCK_CACHE=0`).
+/// Whether blocks are kept: unless `RELAXVM_BLOCK_CACHE` turns them off (see [`switch`]).
 pub fn enabled() -> bool {
     static ENABLED: OnceLock<bool> = OnceLock::new();
-    *ENABLED.get_or_init(|| std::env::var_os("RELAXVM_BLOCK_CACHE").is_none_or(|v| v != "0"))
+    *ENABLED.get_or_init(|| {
+        let Some(v) = std::env::var_os("RELAXVM_BLOCK_CACHE") else { return true };
+        let text = v.to_string_lossy();
+        switch(&text).unwrap_or_else(|| {
+            // A debugging switch (memory checkers need it off): a value it cannot read turns
+            // it off, and says so.
+            log::error!(
+                "RELAXVM_BLOCK_CACHE={text:?} is not a switch (expected 0/1, off/on, false/true or no/yes): the block caches are off"
+            );
+            false
+        })
+    })
+}
+
+/// A switch's value from the environment: `0`/`off`/`false`/`no` or `1`/`on`/`true`/`yes`,
+/// in any case and with surrounding spaces; `None` for anything else.
+pub fn switch(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "0" | "off" | "false" | "no" => Some(false),
+        "1" | "on" | "true" | "yes" => Some(true),
+        _ => None,
+    }
 }
 
 /// True for allocations of `size` bytes (a storage plus its alignment padding) that are kept.
@@ -126,6 +147,19 @@ mod tests {
     use crate::Device;
 
     // Each test runs on a thread of its own, so it sees only its own thread's cache.
+
+    #[test]
+    fn the_switch_reads_the_usual_spellings_and_nothing_else() {
+        for off in ["0", "off", "OFF", " false", "no ", " 0 "] {
+            assert_eq!(switch(off), Some(false), "{off:?}");
+        }
+        for on in ["1", "on", "True", "yes"] {
+            assert_eq!(switch(on), Some(true), "{on:?}");
+        }
+        for neither in ["", "2", "disable", "o f f"] {
+            assert_eq!(switch(neither), None, "{neither:?}");
+        }
+    }
 
     #[test]
     fn a_freed_block_is_reused_zeroed_for_the_same_size() {

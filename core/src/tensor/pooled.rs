@@ -1,8 +1,13 @@
 //! Tensor headers kept by a call site between calls, as a pooled allocator keeps blocks: a
 //! compiled model makes the same views of the same storages at every call, and a header that
 //! nothing but its site holds any more is made into the next view in place (no allocation,
-//! no free). A header anything else holds (a register, a tuple, a result the caller kept, a
-//! Python object) is never changed: the site then makes a new one and keeps that.
+//! no free; when the view is the one it already is, not even its checks run again). A header
+//! anything else holds (a register, a tuple, a result the caller kept, a Python object) is
+//! never changed: the site then makes a new one and keeps that.
+//!
+//! A kept header still views the storage of its last view, so that storage's own site counts
+//! such headers as no holders ([`Tensor::site_storage_is_free`]): nothing can read a header only
+//! its site holds until that site makes it a view again.
 
 use super::{check_view, Tensor};
 use crate::dtype::DataType;
@@ -27,14 +32,28 @@ impl Tensor {
             // `get_mut` succeeds only for the one handle (no other strong or weak reference),
             // and orders what the dropped handles did before the writes below.
             if let Some(inner) = Arc::get_mut(kept) {
-                check_view(storage, byte_offset, shape, None, dtype)?;
-                inner.storage = storage.clone();
-                inner.byte_offset = byte_offset;
-                inner.dtype = dtype;
-                if !matches!(&inner.shape, Value::Shape(s) if s.ptr_eq(shape)) {
-                    inner.shape = Value::Shape(shape.clone());
+                let same_shape = matches!(&inner.shape, Value::Shape(s) if s.ptr_eq(shape));
+                // The view it already is (a model's next run of this site): its checks passed
+                // for exactly these parts, none of which can change (a storage's length is
+                // fixed, a shape immutable).
+                let same = same_shape
+                    && inner.storage.ptr_eq(storage)
+                    && inner.byte_offset == byte_offset
+                    && inner.dtype == dtype
+                    && inner.strides.is_none();
+                if !same {
+                    check_view(storage, byte_offset, shape, None, dtype)?;
+                    if !inner.storage.ptr_eq(storage) {
+                        inner.storage = storage.clone();
+                    }
+                    inner.byte_offset = byte_offset;
+                    inner.dtype = dtype;
+                    if !same_shape {
+                        inner.shape = Value::Shape(shape.clone());
+                    }
+                    inner.strides = None;
                 }
-                inner.strides = None;
+                // A binding's object, if one was made, is gone (it held the header).
                 *inner.binding.get_mut() = std::ptr::null_mut();
                 return Ok(Tensor(Arc::clone(kept)));
             }
@@ -42,6 +61,43 @@ impl Tensor {
         let t = Tensor::from_parts(storage.clone(), byte_offset, shape.clone(), None, dtype)?;
         *slot = Value::Tensor(t.clone());
         Ok(t)
+    }
+
+    /// Whether the storage the call site `caches[own]` kept (a [`Value::Storage`]) is free for
+    /// that site to hand out again: its only other holders are tensor headers other sites of
+    /// `caches` keep and nothing else holds (they view it from an earlier run: see the module
+    /// docs). `false` when `caches[own]` holds no storage.
+    pub fn site_storage_is_free(caches: &[Value], own: usize) -> bool {
+        let Some(Value::Storage(s)) = caches.get(own) else { return false };
+        let handles = s.handles();
+        if handles != 1 {
+            let views =
+                |c: &&Value| matches!(c, Value::Tensor(t) if Arc::strong_count(&t.0) == 1 && t.storage().ptr_eq(s));
+            // The sites after this one first (a program views a storage after allocating it),
+            // up to the last holder to account for.
+            let others = caches[own + 1..].iter().chain(&caches[..own]);
+            if others.filter(views).take(handles - 1).count() + 1 != handles {
+                return false;
+            }
+        }
+        // Every handle is this VM's own, and none can be cloned meanwhile (a header only its
+        // slot holds cannot be): order what their earlier users did before the reuse, as
+        // `Storage::is_sole` does.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        true
+    }
+
+    /// The headers other sites of `caches` keep that view the storage site `caches[own]` kept
+    /// let go of it ([`Tensor::release_shared_storage`]): called when the site replaces its
+    /// storage, which then goes once nothing else holds it.
+    pub fn release_site_storage_views(caches: &mut [Value], own: usize) {
+        let Some(Value::Storage(s)) = caches.get(own) else { return };
+        let s = s.clone();
+        for (i, c) in caches.iter_mut().enumerate() {
+            if i != own && matches!(c, Value::Tensor(t) if t.storage().ptr_eq(&s)) {
+                Tensor::release_shared_storage(c);
+            }
+        }
     }
 
     /// When `slot` holds a tensor header that nothing else holds, viewing storage that
@@ -116,6 +172,51 @@ mod tests {
         assert_eq!(e.to_string(), from_parts.to_string());
         // The refused view left the kept header as it was.
         assert_eq!(slot.as_tensor().unwrap().byte_offset(), 0);
+    }
+
+    #[test]
+    fn the_same_view_again_is_the_same_header_unchanged() {
+        let mut slot = Value::Null;
+        let s = storage(64);
+        let shape = Shape::from(&[4][..]);
+        let a = Tensor::view_in_slot(&mut slot, &s, 16, &shape, DataType::F32).unwrap();
+        drop(a);
+        let b = Tensor::view_in_slot(&mut slot, &s, 16, &shape, DataType::F32).unwrap();
+        assert!(b.ptr_eq(slot.as_tensor().unwrap()));
+        assert!(b.storage().ptr_eq(&s) && b.shape().ptr_eq(&shape));
+        assert_eq!((b.byte_offset(), b.dtype(), b.is_contiguous()), (16, DataType::F32, true));
+        drop(b);
+        // An equal shape that is another object is checked and taken as any new view.
+        let other = Shape::from(&[4][..]);
+        let c = Tensor::view_in_slot(&mut slot, &s, 16, &other, DataType::F32).unwrap();
+        assert!(c.shape().ptr_eq(&other));
+    }
+
+    #[test]
+    fn a_site_storage_is_free_when_only_headers_no_one_else_holds_view_it() {
+        let s = storage(64);
+        let shape = Shape::from(&[4][..]);
+        let mut caches = vec![Value::Storage(s.clone()), Value::Null, Value::Null, Value::Null];
+        let t1 = Tensor::view_in_slot(&mut caches[1], &s, 0, &shape, DataType::F32).unwrap();
+        let t2 = Tensor::view_in_slot(&mut caches[2], &s, 16, &shape, DataType::F32).unwrap();
+        // A header of other storage does not count.
+        Tensor::view_in_slot(&mut caches[3], &storage(16), 0, &shape, DataType::F32).unwrap();
+        drop(s);
+        assert!(!Tensor::site_storage_is_free(&caches, 0), "t1 and t2 hold their headers");
+        drop(t1);
+        assert!(!Tensor::site_storage_is_free(&caches, 0), "t2 still holds its header");
+        let kept_storage = t2.storage().clone();
+        drop(t2);
+        assert!(!Tensor::site_storage_is_free(&caches, 0), "a handle of the storage is held");
+        drop(kept_storage);
+        assert!(Tensor::site_storage_is_free(&caches, 0));
+        // Not a storage site: never free.
+        assert!(!Tensor::site_storage_is_free(&caches, 1));
+        assert!(!Tensor::site_storage_is_free(&caches, 9));
+        // Letting go: both views of it lose it, the other header keeps its own.
+        Tensor::release_site_storage_views(&mut caches, 0);
+        assert!(matches!(&caches[0], Value::Storage(s) if s.is_sole()));
+        assert_eq!(caches[3].as_tensor().unwrap().numel(), 4);
     }
 
     #[test]

@@ -19,6 +19,12 @@ pub trait VmHandle {
         let _ = entry;
         None
     }
+    /// Every call site's kept value ([`Self::site_cache`] of each entry, by entry): an
+    /// allocating site checks which of the others still view its block
+    /// ([`CallCtx::pool_sites`]). Empty when the handle keeps none.
+    fn site_caches(&mut self) -> &mut [Value] {
+        &mut []
+    }
     /// The allocator the VM's builtins use ([`crate::allocator::Allocator`]); a handle that
     /// keeps no site caches allocates at every call.
     fn allocator(&self) -> crate::allocator::Allocator {

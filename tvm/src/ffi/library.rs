@@ -54,6 +54,8 @@ struct Inner {
     vmtir: HashMap<String, SafeCall>,
     /// Unloading the library invalidates every kernel pointer: it lives as long as any kernel.
     _lib: libloading::os::unix::Library,
+    /// Unloading it also gives back the workspace blocks kept for its kernels.
+    _workspaces: super::mapped_blocks::ReleaseOnDrop,
     /// The private copy it was loaded from (as `/proc/self/fd/N`): held open so that no other
     /// library gets the same descriptor, hence the same name, which the dynamic loader would
     /// take for this already-loaded library.
@@ -154,7 +156,15 @@ impl Library {
 
         let hash = crate::import::content_hash(bytes);
         log::debug!("opened {} ({} kernels, content hash {hash:#018x})", path.display(), kernels.len());
-        let inner = Inner { path: path.to_path_buf(), hash, kernels, vmtir, _lib: lib, _file: copy };
+        let inner = Inner {
+            path: path.to_path_buf(),
+            hash,
+            kernels,
+            vmtir,
+            _lib: lib,
+            _workspaces: Default::default(),
+            _file: copy,
+        };
         Ok(Arc::new(Library { inner: Arc::new(inner) }))
     }
 

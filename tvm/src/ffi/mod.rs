@@ -31,6 +31,7 @@
 //! | `guard.rs` | every call into kernel code: a write to a constant becomes an error |
 //! | `kernel.rs` | one kernel call |
 //! | `library.rs` | `Library::open`: validate, dlopen, fill the service slots, find kernels |
+//! | `mapped_blocks.rs` | mapped workspace blocks kept for the next workspace |
 //! | `private_copy.rs` | the copy of a library's bytes the loader maps (one mapping per runtime) |
 //! | `rebind.rs` | the imports the copy binds under relaxvm's own names |
 //! | `pool.rs` | parallel launches and the barrier, on `relaxvm::pool` |
@@ -43,6 +44,7 @@ pub mod convert;
 pub mod guard;
 pub(crate) mod kernel;
 mod library;
+pub mod mapped_blocks;
 pub mod pool;
 mod private_copy;
 pub mod raised;

@@ -20,9 +20,13 @@ const WORKSPACE_HEADER: usize = relaxvm::storage::ALIGNMENT;
 /// every call, often on pool threads: through `malloc`, each free of a mapped block raises the
 /// allocator's mapping threshold, later blocks then come from the heap or a thread's arena and
 /// stay resident after they are freed (a run's peak memory then depends on which thread freed
-/// what). Mapped directly, a workspace is resident only while a kernel holds it. (The size of
-/// `malloc`'s initial mapping threshold.)
+/// what). Mapped directly, a workspace is resident only while a kernel holds it, or while the
+/// few kept for the next workspace ([`super::mapped_blocks`]) wait. (The size of `malloc`'s
+/// initial mapping threshold.)
 const MAPPED_WORKSPACE: usize = 128 << 10;
+
+/// The size mapped for a block of `size` bytes: whole pages.
+const PAGE: usize = 4096;
 
 /// `TVMBackendAllocWorkspace(device_type, device_id, nbytes, dtype_code_hint, dtype_bits_hint)`:
 /// 64-byte-aligned memory, or null (the kernel then reports an error) when it cannot be had.
@@ -45,36 +49,47 @@ pub extern "C" fn alloc_workspace(
         raised::set("MemoryError".into(), format!("cannot allocate a workspace of {nbytes} bytes"));
         return std::ptr::null_mut();
     };
-    let base = if layout.size() >= MAPPED_WORKSPACE {
-        // SAFETY: an anonymous private mapping of a non-zero size at an address the system
-        // picks: no existing memory is touched. The result is page-aligned (so 64-aligned).
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                layout.size(),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            std::ptr::null_mut()
-        } else {
-            p.cast::<u8>()
-        }
+    let (size, base) = if layout.size() >= MAPPED_WORKSPACE {
+        map(layout.size())
     } else {
         // SAFETY: the layout has a non-zero size (it includes the header).
-        unsafe { std::alloc::alloc(layout) }
+        (layout.size(), unsafe { std::alloc::alloc(layout) })
     };
     if base.is_null() {
         raised::set("MemoryError".into(), format!("cannot allocate a workspace of {nbytes} bytes"));
         return std::ptr::null_mut();
     }
-    // SAFETY: `base` is valid for `layout.size()` bytes, aligned to 64, so the header fits.
+    // SAFETY: `base` is valid for `size` bytes (at least `layout.size()`), aligned to 64, so the
+    // header fits.
     unsafe {
-        base.cast::<usize>().write(layout.size());
+        base.cast::<usize>().write(size);
         base.add(WORKSPACE_HEADER).cast()
+    }
+}
+
+/// A mapped block of at least `size` bytes (at least [`MAPPED_WORKSPACE`]), with its size: a
+/// kept one when one fits, else a new mapping of whole pages; null when the system has none.
+fn map(size: usize) -> (usize, *mut u8) {
+    if let Some(kept) = super::mapped_blocks::take(size) {
+        return kept;
+    }
+    let Some(len) = size.checked_next_multiple_of(PAGE) else { return (size, std::ptr::null_mut()) };
+    // SAFETY: an anonymous private mapping of a non-zero size at an address the system picks:
+    // no existing memory is touched. The result is page-aligned (so 64-aligned).
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        (len, std::ptr::null_mut())
+    } else {
+        (len, p.cast::<u8>())
     }
 }
 
@@ -88,12 +103,15 @@ pub unsafe extern "C" fn free_workspace(_device_type: i32, _device_id: i32, ptr:
     }
     // SAFETY: `ptr` came from `alloc_workspace`, so the header sits WORKSPACE_HEADER bytes
     // before it and records the size of the block, which tells how it was allocated: mapped
-    // (at least MAPPED_WORKSPACE bytes) or with this layout.
+    // (at least MAPPED_WORKSPACE bytes, the mapping's whole length) or with this layout. The
+    // kernel is done with it, so the cache may keep it.
     unsafe {
         let base = ptr.cast::<u8>().sub(WORKSPACE_HEADER);
         let size = base.cast::<usize>().read();
         if size >= MAPPED_WORKSPACE {
-            libc::munmap(base.cast(), size);
+            if !super::mapped_blocks::keep(size, base) {
+                libc::munmap(base.cast(), size);
+            }
         } else {
             std::alloc::dealloc(base, Layout::from_size_align_unchecked(size, WORKSPACE_HEADER));
         }

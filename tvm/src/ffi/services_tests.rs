@@ -178,3 +178,39 @@ fn workspaces_small_and_mapped_are_aligned_writable_and_freed() {
     assert!(alloc_workspace(1, 0, 1 << 62, 2, 32).is_null());
     assert!(raised::take("w").to_string().contains("cannot allocate a workspace"));
 }
+
+#[test]
+fn a_freed_mapped_workspace_is_kept_for_the_next_of_about_its_size_until_released() {
+    use super::{alloc_workspace, free_workspace};
+    use crate::ffi::mapped_blocks::{kept, release_all, take, MAX_BYTES};
+    // A size no other test asks for, nor one within a quarter of it (the cache is the
+    // process's).
+    let n = 333 * 4096 + 100;
+    let p = alloc_workspace(1, 0, n as u64, 2, 32);
+    // SAFETY: the workspace holds `n` bytes; returned by alloc_workspace, freed once.
+    unsafe {
+        std::ptr::write_bytes(p.cast::<u8>(), 0xcd, n);
+        assert_eq!(free_workspace(1, 0, p), 0);
+    }
+    if !relaxvm::block_cache::enabled() {
+        // RELAXVM_BLOCK_CACHE=0: nothing is kept.
+        assert!(take(n).is_none());
+        return;
+    }
+    assert!(kept().1 <= MAX_BYTES);
+    // Much bigger or much smaller requests do not get it; one of about its size does.
+    let big = alloc_workspace(1, 0, 2 * n as u64, 2, 32);
+    let small = alloc_workspace(1, 0, (n / 2) as u64, 2, 32);
+    let again = alloc_workspace(1, 0, (n - 1000) as u64, 2, 32);
+    assert!(big != p && small != p);
+    assert_eq!(again, p, "the kept block comes back");
+    // SAFETY: each returned by alloc_workspace, freed once.
+    unsafe {
+        assert_eq!(*again.cast::<u8>(), 0xcd, "workspaces are not zeroed, as in TVM");
+        for w in [big, small, again] {
+            assert_eq!(free_workspace(1, 0, w), 0);
+        }
+    }
+    release_all();
+    assert!(take(n).is_none(), "released");
+}

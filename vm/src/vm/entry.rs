@@ -81,7 +81,6 @@ impl VirtualMachine {
             None => {
                 if self.reentry == 0 {
                     self.start_counting();
-                    self.release_kept_views();
                 }
                 self.run(e.index, args, &[])
             }
@@ -135,7 +134,6 @@ impl VirtualMachine {
         }
         std::mem::forget(made);
         self.start_counting();
-        self.release_kept_views();
         self.reentry = 1;
         // A plain loop: `resize_with` is an out-of-line call here.
         for _ in nargs..e.regs as usize {

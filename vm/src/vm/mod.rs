@@ -157,21 +157,6 @@ impl VirtualMachine {
         self.allocator
     }
 
-    /// Before a call from outside: the tensor headers the sites keep let go of the storage
-    /// they share with other holders (see [`Tensor::release_shared_storage`]), so that each
-    /// storage's own site finds it free. Between calls from outside nothing of the VM's runs,
-    /// so what the last call's registers held has been dropped or is held by the caller.
-    ///
-    /// [`Tensor::release_shared_storage`]: crate::Tensor::release_shared_storage
-    #[inline]
-    fn release_kept_views(&mut self) {
-        for c in &mut self.site_caches {
-            if let Value::Tensor(_) = c {
-                crate::tensor::Tensor::release_shared_storage(c);
-            }
-        }
-    }
-
     /// A handle that interrupts this VM from another thread.
     pub fn interrupt_handle(&self) -> InterruptHandle {
         self.interrupt.clone()
@@ -220,7 +205,6 @@ impl VirtualMachine {
         let closure = f.as_func()?;
         if self.reentry == 0 {
             self.start_counting();
-            self.release_kept_views();
         }
         let Some(index) = self.bytecode_index(closure)? else { return self.call_closure(closure, args) };
         // One look at the function's entry serves both checks.
@@ -533,6 +517,10 @@ impl VmHandle for VirtualMachine {
 
     fn site_cache(&mut self, entry: u32) -> Option<&mut Value> {
         self.site_caches.get_mut(entry as usize)
+    }
+
+    fn site_caches(&mut self) -> &mut [Value] {
+        &mut self.site_caches
     }
 
     fn allocator(&self) -> Allocator {
