@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CRATES = ["core", "isa", "tools", "vm", "builtins", "builder", "cli", "tvm", "python", "capi"]
+CRATES = ["threads", "core", "isa", "tools", "vm", "builtins", "builder", "cli", "tvm", "python", "capi"]
 EXEMPT = ROOT / "scripts" / "error-coverage-exempt.txt"
 
 #: A fragment shorter than this says too little to find a message by.

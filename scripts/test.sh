@@ -58,17 +58,17 @@ section doc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --qui
 section package cargo package --workspace --exclude relaxvm-python --no-verify --allow-dirty --quiet
 lean_tree() {
   # The runtime an embedder links: relaxvm without its default `tooling` feature (and so the
-  # layers below it: relaxvm-core, relaxvm-isa and relaxvm-tools without theirs), the builtins
+  # layers below it: relaxvm-threads, relaxvm-core, relaxvm-isa and relaxvm-tools without theirs), the builtins
   # without their default `json` feature, and the builder without its CLI, compile none of the
   # tooling crates.
   local tree
-  tree="$(for p in relaxvm relaxvm-core relaxvm-isa relaxvm-tools relaxvm-builtins relaxvm-builder; do
+  tree="$(for p in relaxvm relaxvm-threads relaxvm-core relaxvm-isa relaxvm-tools relaxvm-builtins relaxvm-builder; do
     cargo tree -p "$p" --no-default-features -e normal --prefix none; done)"
   if grep -E '^(zip|csv|serde_json|serde|tempfile|clap|indicatif|env_logger) ' <<<"$tree"; then
     echo "the lean runtime pulls the tooling crates above" >&2
     return 1
   fi
-  cargo check --quiet -p relaxvm -p relaxvm-core -p relaxvm-isa -p relaxvm-tools --no-default-features
+  cargo check --quiet -p relaxvm -p relaxvm-threads -p relaxvm-core -p relaxvm-isa -p relaxvm-tools --no-default-features
   # Without `json`, the builtins that read JSON stay registered and fail naming the feature.
   cargo test --quiet -p relaxvm-builtins --no-default-features --lib json_absent
   echo "lean runtime: $(sed 's/ (.*//' <<<"$tree" | sort -u | wc -l) crates"
@@ -89,7 +89,7 @@ asan=(env RELAXVM_BLOCK_CACHE=0 ASAN_OPTIONS=allocator_may_return_null=1:detect_
   RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address")
 # ASan's quarantine keeps freed memory resident, so the resident-memory test (run above without
 # it) would measure the sanitizer, not relaxvm.
-section cargo-test-asan "${asan[@]}" cargo test --quiet -p relaxvm-core -p relaxvm-isa -p relaxvm-tools -p relaxvm -p relaxvm-builtins -p relaxvm-tvm \
+section cargo-test-asan "${asan[@]}" cargo test --quiet -p relaxvm-threads -p relaxvm-core -p relaxvm-isa -p relaxvm-tools -p relaxvm -p relaxvm-builtins -p relaxvm-tvm \
   -p relaxvm-capi \
   --target "$host" --target-dir "$root/target/asan" --lib --tests -- --skip resident_memory_stays_flat_over_100k_calls
 

@@ -11,7 +11,7 @@
 
 use crate::args::{self, in_builtin, type_err, value_err};
 use crate::table::{builtin, Builtin};
-use relaxvm::{CallCtx, Closure, Error, Result, Value};
+use relaxvm::{CallCtx, Closure, Error, Result, Selected, Value};
 use std::sync::Arc;
 
 /// The builtins of this module.
@@ -30,7 +30,7 @@ fn make_tuple(_name: &'static str, args: &[Value]) -> Result<Value> {
 }
 
 /// `tuple_getitem(tuple, i)`.
-fn tuple_getitem<'a>(name: &str, args: &'a [Value]) -> Result<&'a Value> {
+fn tuple_getitem<'a>(name: &str, args: &'a [Value]) -> Result<Selected<'a>> {
     args::arity(name, args, 2)?;
     let items = match &args[0] {
         Value::Tuple(t) => t,
@@ -40,6 +40,7 @@ fn tuple_getitem<'a>(name: &str, args: &'a [Value]) -> Result<&'a Value> {
     usize::try_from(i)
         .ok()
         .and_then(|i| items.get(i))
+        .map(Selected::Value)
         .ok_or_else(|| Error::index(format!("tuple (in {name})"), i, items.len()))
 }
 

@@ -18,7 +18,9 @@
 use crate::args::{self, in_builtin, type_err, value_err};
 use crate::site_alloc;
 use crate::table::{builtin, Builtin};
-use relaxvm::{CallCtx, DataType, Device, DeviceType, Error, PackedFunc, Result, Shape, Storage, Tensor, Value};
+use relaxvm::{
+    CallCtx, DataType, Device, DeviceType, Error, PackedFunc, Result, Selected, Shape, Storage, Tensor, Value,
+};
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
@@ -217,9 +219,9 @@ fn reshape(name: &'static str, args: &[Value]) -> Result<Value> {
 }
 
 /// `copy(x)` / `move(x)`: `x` itself, as TVM's `vm.builtin.copy` does.
-fn identity<'a>(name: &str, args: &'a [Value]) -> Result<&'a Value> {
+fn identity<'a>(name: &str, args: &'a [Value]) -> Result<Selected<'a>> {
     args::arity(name, args, 1)?;
-    Ok(&args[0])
+    Ok(Selected::Value(&args[0]))
 }
 
 /// `null_value()`: null.

@@ -28,7 +28,7 @@ use crate::args::{self, in_builtin, type_err, value_err};
 use crate::site_alloc;
 use crate::table::{builtin, Builtin};
 use crate::tensor_ops::num::Num;
-use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, PackedFunc, Result, Shape, Tensor, Value};
+use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, PackedFunc, Result, Selected, Shape, Tensor, Value};
 use smallvec::SmallVec;
 
 /// The builtins of this module.
@@ -218,9 +218,9 @@ fn make_heap(name: &str, ctx: &mut CallCtx<'_>, size: i64) -> Result<Value> {
 
 /// `shape_of(tensor)`: the tensor's shape, lent by reference: the interpreter clones it only
 /// when the destination does not hold it already (a selecting builtin, like `vm.builtin.copy`).
-fn shape_of<'a>(name: &str, args: &'a [Value]) -> Result<&'a Value> {
+fn shape_of<'a>(name: &str, args: &'a [Value]) -> Result<Selected<'a>> {
     args::arity(name, args, 1)?;
-    Ok(args::tensor(name, args, 0, "tensor")?.shape_value())
+    Ok(Selected::Shape(args::tensor(name, args, 0, "tensor")?.shape()))
 }
 
 /// `store_shape(shape, heap, idx_0, ..., idx_{n-1})`: `heap[idx_i] = shape[i]`.

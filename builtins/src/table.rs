@@ -80,8 +80,9 @@ impl Builtin {
 /// `builtin!("vm.builtin.x", ctx f)` for `fn f(name, ctx: &mut CallCtx, args) -> Result<Value>`;
 /// `builtin!("vm.builtin.x", binary f)` for `fn f(&Value, &Value) -> Result<Value>`, which the
 /// interpreter calls directly with two operands (the scalar builtins);
-/// `builtin!("vm.builtin.x", select f)` for `fn f<'a>(name: &str, args: &'a [Value]) -> Result<&'a Value>`,
-/// whose result the interpreter clones only when the destination does not already hold it.
+/// `builtin!("vm.builtin.x", select f)` for
+/// `fn f<'a>(name: &str, args: &'a [Value]) -> Result<Selected<'a>>`, whose result the
+/// interpreter clones only when the destination does not already hold it.
 ///
 /// The function is a fn item called inside a closure, so it is inlined: a call costs one
 /// indirect jump (through the `PackedFunc`), which matters for the scalar builtins.

@@ -290,16 +290,8 @@ fn noun(n: usize, noun: &str) -> String {
     format!("{noun}{}", if n == 1 { "" } else { "s" })
 }
 
-/// The message of a panic payload: the text of `panic!("...")` (a `&str` or a `String`), or
-/// a note that the payload is something else.
-#[cold]
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
-        (Some(s), _) => (*s).to_string(),
-        (_, Some(s)) => s.clone(),
-        _ => "a panic without a message".to_string(),
-    }
-}
+/// The message of a panic payload (the thread pool's, which needs it without this crate).
+pub use relaxvm_threads::panic_message;
 
 #[cfg(test)]
 mod tests {

@@ -2,16 +2,16 @@
 //!
 //! relaxvm's data model: what a program computes with and what can go wrong. Values
 //! ([`Value`]) and the packed functions they call ([`PackedFunc`], the global [`Registry`]),
-//! tensors ([`Tensor`]) with their data types, devices, shapes and storage, the thread pool
-//! kernels split their work on, and the one error type ([`Error`]), including the verifier's
-//! ([`error::verify`]). It knows nothing of bytecode or of the interpreter: the instruction set
-//! (`relaxvm-isa`), the tools (`relaxvm-tools`) and the interpreter (`relaxvm`) build on it.
+//! tensors ([`Tensor`]) with their data types, devices, shapes and storage, and the one error
+//! type ([`Error`]), including the verifier's ([`error::verify`]). The thread pool kernels split
+//! their work on is the crate `relaxvm-threads`, re-exported as [`pool`]. It knows nothing of
+//! bytecode or of the interpreter: the instruction set (`relaxvm-isa`), the tools
+//! (`relaxvm-tools`) and the interpreter (`relaxvm`) build on it.
 //! Most users depend on `relaxvm`, which re-exports these modules at their usual paths.
 #![deny(missing_docs)]
 
 pub mod allocator;
 pub mod arc_string;
-pub mod chunks;
 pub mod cost;
 pub mod device;
 pub mod dlpack;
@@ -35,6 +35,7 @@ pub mod value;
 pub mod value_conv;
 
 // Modules that live inside others, also at the crate root (their paths before they moved).
+pub use relaxvm_threads::chunks;
 pub use storage::block_cache;
 pub use value::int_op;
 
@@ -60,7 +61,7 @@ pub use int_op::IntOp;
 pub use location::Location;
 pub use native::{LibraryRef, NativeLibrary};
 pub use object::{Named, NamedObject};
-pub use packed::{BinaryFn, CallCtx, PackedFunc, SelectFn, TypedFn, VmHandle};
+pub use packed::{BinaryFn, CallCtx, PackedFunc, SelectFn, Selected, TypedFn, VmHandle};
 pub use registry::Registry;
 pub use shape::Shape;
 pub use storage::{Storage, StorageRead};

@@ -13,7 +13,9 @@ use std::sync::Arc;
 // The types are declared beside `Value`, which holds packed functions (a value can be a
 // function, and a function takes values); their methods live here. The paths stay
 // `relaxvm::packed::*`.
-pub use crate::value::{BinaryFn, CallCtx, CallHints, PackedFnSig, PackedFunc, SelectFn, Specializer, VmHandle};
+pub use crate::value::{
+    BinaryFn, CallCtx, CallHints, PackedFnSig, PackedFunc, SelectFn, Selected, Specializer, VmHandle,
+};
 
 impl<'a> CallCtx<'a> {
     /// A context inside a VM.
@@ -170,7 +172,7 @@ impl PackedFunc {
     /// A packed function that returns (a part of) one of its arguments; see [`SelectFn`].
     pub fn select(name: &str, f: SelectFn) -> Self {
         let owned: Arc<str> = name.into();
-        let mut p = PackedFunc::new(name, move |_, args| f(&owned, args).cloned());
+        let mut p = PackedFunc::new(name, move |_, args| f(&owned, args).map(Selected::to_value));
         p.hints.select = Some(f);
         p
     }
@@ -420,8 +422,8 @@ mod tests {
 
     #[test]
     fn select_functions_return_their_argument() {
-        fn first<'a>(name: &str, args: &'a [Value]) -> Result<&'a Value> {
-            args.first().ok_or_else(|| Error::arity(name, "1", 0))
+        fn first<'a>(name: &str, args: &'a [Value]) -> Result<Selected<'a>> {
+            args.first().map(Selected::Value).ok_or_else(|| Error::arity(name, "1", 0))
         }
         let f = PackedFunc::select("s.first", first);
         assert!(f.as_select().is_some());

@@ -7,7 +7,6 @@ pub use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::shape::{numel, Shape};
 use crate::storage::{Storage, StorageRead};
-use crate::value::Value;
 use ndarray::{ArrayD, ArrayViewD, IxDyn, ShapeBuilder};
 use std::ffi::c_void;
 use std::fmt;
@@ -22,9 +21,7 @@ struct Inner {
     storage: Storage,
     byte_offset: usize,
     dtype: DataType,
-    /// Always a [`Value::Shape`]: held as a value so that `vm.builtin.shape_of` can lend it to
-    /// the interpreter by reference (see [`Tensor::shape_value`]).
-    shape: Value,
+    shape: Shape,
     /// Strides in elements; `None` means C-contiguous.
     strides: Option<Arc<[i64]>>,
     /// See [`Tensor::binding_slot`].
@@ -54,7 +51,7 @@ impl Tensor {
             storage,
             byte_offset,
             dtype,
-            shape: Value::Shape(shape),
+            shape,
             strides: strides.map(Into::into),
             binding: AtomicPtr::new(std::ptr::null_mut()),
         })))
@@ -123,17 +120,10 @@ impl Tensor {
     }
 
     /// The shape.
+    /// The shape. A builtin that returns it by reference (`vm.builtin.shape_of`, a
+    /// `SelectFn` returning `Selected::Shape`) lets the interpreter skip the reference counting
+    /// when the destination register already holds this very shape.
     pub fn shape(&self) -> &Shape {
-        match &self.0.shape {
-            Value::Shape(s) => s,
-            _ => unreachable!("a tensor's shape is stored as Value::Shape"),
-        }
-    }
-
-    /// The shape as a [`Value::Shape`] borrowed from the tensor: a builtin that returns a
-    /// tensor's shape by reference (`vm.builtin.shape_of`) lets the interpreter skip the
-    /// reference counting when the destination register already holds this very shape.
-    pub fn shape_value(&self) -> &Value {
         &self.0.shape
     }
 
@@ -468,6 +458,7 @@ impl fmt::Debug for Tensor {
 }
 
 mod pooled;
+pub use pooled::TensorSlot;
 
 #[cfg(test)]
 mod tests;

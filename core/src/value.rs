@@ -4,8 +4,10 @@
 
 pub mod int_op;
 pub mod seal;
+mod selected;
 mod vm_handle;
 
+pub use selected::Selected;
 pub use vm_handle::{CallCtx, ProgramLists, VmHandle};
 
 use crate::arc_string::ArcString;
@@ -108,10 +110,10 @@ pub type PackedFnSig = dyn Fn(&mut CallCtx<'_>, &[Value]) -> Result<Value> + Sen
 /// calls directly, without building an argument list.
 pub type BinaryFn = fn(&Value, &Value) -> Result<Value>;
 
-/// A function that returns one of its arguments, or a part of one, by reference (`copy`,
-/// `tuple_getitem`): the interpreter then skips the reference-count traffic of a result that the
-/// destination register already holds. It is given the function's name for its errors.
-pub type SelectFn = for<'a> fn(&str, &'a [Value]) -> Result<&'a Value>;
+/// A function that returns one of its arguments, or a part of one, by reference ([`Selected`]:
+/// `copy`, `tuple_getitem`, `shape_of`): the interpreter then skips the reference-count traffic
+/// of a result the destination register already holds. It is given its name for its errors.
+pub type SelectFn = for<'a> fn(&str, &'a [Value]) -> Result<Selected<'a>>;
 
 /// Makes, for one call site, a version of a packed function specialised to the operands fixed
 /// at load: it is given the call's operands, `Some` for those fixed (immediates, constants,

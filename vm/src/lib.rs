@@ -78,7 +78,7 @@ pub use int_op::IntOp;
 pub use location::Location;
 pub use native::{LibraryRef, NativeLibrary};
 pub use object::{Named, NamedObject};
-pub use packed::{BinaryFn, CallCtx, PackedFunc, SelectFn, TypedFn, VmHandle};
+pub use packed::{BinaryFn, CallCtx, PackedFunc, SelectFn, Selected, TypedFn, VmHandle};
 pub use registry::Registry;
 #[allow(deprecated)]
 pub use relaxvm_core::{arcstr, ArcStr};

@@ -48,7 +48,9 @@ fn setup() {
             register_global(PackedFunc::binary(name, int_fn(op)).with_int_op(op), true).unwrap();
         }
         register_global(
-            PackedFunc::select("d.first", |name, a| a.first().ok_or_else(|| Error::arity(name, "1", a.len()))),
+            PackedFunc::select("d.first", |name, a| {
+                a.first().map(relaxvm::Selected::Value).ok_or_else(|| Error::arity(name, "1", a.len()))
+            }),
             true,
         )
         .unwrap();
@@ -58,7 +60,9 @@ fn setup() {
         register_global(PackedFunc::binary("d.odd_lt", |_, _| Ok(Value::str("odd"))).with_int_op(IntOp::Lt), true)
             .unwrap();
         register_global(
-            PackedFunc::select("d.last", |name, a| a.last().ok_or_else(|| Error::arity(name, "1+", a.len()))),
+            PackedFunc::select("d.last", |name, a| {
+                a.last().map(relaxvm::Selected::Value).ok_or_else(|| Error::arity(name, "1+", a.len()))
+            }),
             true,
         )
         .unwrap();

@@ -18,7 +18,7 @@ fn setup() {
         reg(PackedFunc::from_fn("t.fail", |_| Err(relaxvm::Error::value("boom"))));
         reg(PackedFunc::from_fn("t.tuple", |a| Ok(Value::tuple(a.to_vec()))));
         reg(PackedFunc::select("t.second", |name, a| {
-            a.get(1).ok_or_else(|| relaxvm::Error::arity(name, "2", a.len()))
+            a.get(1).map(relaxvm::Selected::Value).ok_or_else(|| relaxvm::Error::arity(name, "2", a.len()))
         }));
         reg(PackedFunc::new("t.call", |ctx: &mut CallCtx<'_>, a: &[Value]| {
             assert!(matches!(a[0], Value::VmState));

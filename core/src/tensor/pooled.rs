@@ -14,25 +14,34 @@ use crate::dtype::DataType;
 use crate::error::Result;
 use crate::shape::Shape;
 use crate::storage::Storage;
-use crate::value::Value;
 use std::sync::{Arc, OnceLock};
+
+/// Where a call site keeps a tensor header between calls: a place that may hold a tensor
+/// (a `Value`, its site cache, which implements this beside the value type). Defined here so
+/// that tensors need not know the value type.
+pub trait TensorSlot {
+    /// The tensor the slot holds, if it holds one.
+    fn tensor_mut(&mut self) -> Option<&mut Tensor>;
+    /// Makes the slot hold `t`.
+    fn hold(&mut self, t: Tensor);
+}
 
 impl Tensor {
     /// The contiguous view [`Tensor::from_parts`] makes of `storage` (same checks, same
     /// errors), made in the header `slot` holds when nothing else holds that header; otherwise
     /// a new header, which `slot` then holds.
     pub fn view_in_slot(
-        slot: &mut Value,
+        slot: &mut impl TensorSlot,
         storage: &Storage,
         byte_offset: usize,
         shape: &Shape,
         dtype: DataType,
     ) -> Result<Tensor> {
-        if let Value::Tensor(Tensor(kept)) = slot {
+        if let Some(Tensor(kept)) = slot.tensor_mut() {
             // `get_mut` succeeds only for the one handle (no other strong or weak reference),
             // and orders what the dropped handles did before the writes below.
             if let Some(inner) = Arc::get_mut(kept) {
-                let same_shape = matches!(&inner.shape, Value::Shape(s) if s.ptr_eq(shape));
+                let same_shape = inner.shape.ptr_eq(shape);
                 // The view it already is (a model's next run of this site): its checks passed
                 // for exactly these parts, none of which can change (a storage's length is
                 // fixed, a shape immutable).
@@ -49,7 +58,7 @@ impl Tensor {
                     inner.byte_offset = byte_offset;
                     inner.dtype = dtype;
                     if !same_shape {
-                        inner.shape = Value::Shape(shape.clone());
+                        inner.shape = shape.clone();
                     }
                     inner.strides = None;
                 }
@@ -59,7 +68,7 @@ impl Tensor {
             }
         }
         let t = Tensor::from_parts(storage.clone(), byte_offset, shape.clone(), None, dtype)?;
-        *slot = Value::Tensor(t.clone());
+        slot.hold(t.clone());
         Ok(t)
     }
 
@@ -106,8 +115,8 @@ impl Tensor {
     /// a view again. A kept header must not keep its storage from being free, or the storage's
     /// own site could never hand that storage out again; storage only the header holds stays
     /// (it is the header's own, as the shape heap's tensor is).
-    pub fn release_shared_storage(slot: &mut Value) {
-        let Value::Tensor(Tensor(kept)) = slot else { return };
+    pub fn release_shared_storage(slot: &mut impl TensorSlot) {
+        let Some(Tensor(kept)) = slot.tensor_mut() else { return };
         let Some(inner) = Arc::get_mut(kept) else { return };
         if inner.storage.is_sole() {
             return;
@@ -115,7 +124,7 @@ impl Tensor {
         let (storage, shape) = empty();
         inner.storage = storage.clone();
         inner.byte_offset = 0;
-        inner.shape = Value::Shape(shape.clone());
+        inner.shape = shape.clone();
         inner.strides = None;
         *inner.binding.get_mut() = std::ptr::null_mut();
     }
@@ -134,6 +143,7 @@ fn empty() -> &'static (Storage, Shape) {
 mod tests {
     use super::*;
     use crate::device::Device;
+    use crate::value::Value;
 
     fn storage(n: usize) -> Storage {
         Storage::alloc(n, Device::cpu(0)).unwrap()

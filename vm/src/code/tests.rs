@@ -8,8 +8,8 @@ use crate::registry::Registry;
 #[test]
 fn call_sites_share_their_callees_entry_unless_specialised() {
     let mut overrides = Registry::new();
-    fn first<'a>(_: &str, a: &'a [Value]) -> Result<&'a Value> {
-        Ok(&a[0])
+    fn first<'a>(_: &str, a: &'a [Value]) -> Result<crate::Selected<'a>> {
+        Ok(crate::Selected::Value(&a[0]))
     }
     overrides.register(PackedFunc::select("t.sel", first), true).unwrap();
     overrides.register(PackedFunc::from_fn("t.plain", |_| Ok(Value::Null)), true).unwrap();
@@ -91,8 +91,8 @@ fn a_specialised_call_passes_only_the_operands_its_function_reads() {
 #[test]
 fn a_call_returning_its_one_register_argument_is_a_move() {
     let mut overrides = Registry::new();
-    fn first<'a>(_: &str, a: &'a [Value]) -> Result<&'a Value> {
-        Ok(&a[0])
+    fn first<'a>(_: &str, a: &'a [Value]) -> Result<crate::Selected<'a>> {
+        Ok(crate::Selected::Value(&a[0]))
     }
     overrides.register(PackedFunc::select("t.id", first).returning_its_argument(), true).unwrap();
     overrides.register(PackedFunc::select("t.sel", first), true).unwrap();

@@ -16,7 +16,7 @@ use crate::code::{Callee, DecodedProgram, Op, Reg, Src, CONST_BIT, VOID};
 use crate::error::{Error, ErrorKind, Result};
 use crate::int_op::IntOp;
 use crate::packed::{panic_error, BinaryFn, CallCtx};
-use crate::value::Value;
+use crate::value::{Selected, Value};
 use smallvec::SmallVec;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -191,15 +191,15 @@ impl VirtualMachine {
                         };
                         if INSTRUMENTED {
                             // The hook is given the result (a clone: the hook may keep it).
-                            let ret = picked.cloned().map_err(|e| self.locate_at(at, e));
+                            let ret = picked.map(Selected::to_value).map_err(|e| self.locate_at(at, e));
                             let ret = hook_after!(hooked, ret)?;
                             set_reg(fp.get_mut(dst), ret);
                         } else {
                             // `dst` is a register: a select without one is decoded as `CallSelect`.
                             match picked {
-                                Ok(v) if v.same_object(fp.get(dst)) => {}
+                                Ok(v) if v.is_held_by(fp.get(dst)) => {}
                                 Ok(v) => {
-                                    let v = v.clone();
+                                    let v = v.to_value();
                                     set_reg(fp.get_mut(dst), v);
                                 }
                                 Err(e) => return Err(self.locate_at(at, e)),
@@ -235,7 +235,7 @@ impl VirtualMachine {
                         let picked = catch_unwind(AssertUnwindSafe(|| select(p.name(), argv)));
                         let picked = picked.unwrap_or_else(|payload| Err(panic_error(p.name(), payload)));
                         if INSTRUMENTED {
-                            let ret = picked.cloned().map_err(|e| self.locate_at(at, e));
+                            let ret = picked.map(Selected::to_value).map_err(|e| self.locate_at(at, e));
                             let ret = hook_after!(hooked, ret)?;
                             if dst != VOID {
                                 set_reg(fp.get_mut(dst), ret);
@@ -245,7 +245,7 @@ impl VirtualMachine {
                                 // A result the destination already holds needs no write (and no
                                 // reference-count traffic); anything else is cloned out of the
                                 // borrow.
-                                (dst != VOID && !v.same_object(fp.get(dst))).then(|| v.clone())
+                                (dst != VOID && !v.is_held_by(fp.get(dst))).then(|| v.to_value())
                             });
                             if let Some(v) = picked.map_err(|e| self.locate_at(at, e))? {
                                 set_reg(fp.get_mut(dst), v);

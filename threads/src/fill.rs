@@ -15,8 +15,7 @@
 //! times on any number of threads, and when a poll fails, every task stops at its next piece
 //! or progress report.
 
-use super::Pool;
-use crate::{Error, Result};
+use crate::{FillError, Pool};
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -96,20 +95,18 @@ impl Pool {
     ///
     /// An error, leaving `out` as it was, when the spare capacity is too small, a poll failed,
     /// a piece was not written in full (or overflowed), or a piece's code panicked.
-    pub fn fill<T: Copy + Send>(
+    pub fn fill<T: Copy + Send, E>(
         &self,
         out: &mut Vec<T>,
         len: usize,
         piece: usize,
         max_tasks: usize,
-        poll: &mut dyn FnMut() -> Result<()>,
+        poll: &mut dyn FnMut() -> Result<(), E>,
         fill: &(dyn Fn(usize, &mut Sink<'_, T>) + Sync),
-    ) -> Result<()> {
+    ) -> Result<(), FillError<E>> {
         let spare = out.capacity() - out.len();
         if spare < len {
-            return Err(Error::value(format!(
-                "pool fill: expected room for {len} more elements, found room for {spare}"
-            )));
+            return Err(FillError::NoRoom { needed: len, room: spare });
         }
         if len == 0 {
             return Ok(());
@@ -157,7 +154,7 @@ impl Pool {
                 ));
             }
         };
-        let worker = |_: &super::Task<'_>| {
+        let worker = |_: &crate::Task<'_>| {
             take_pieces(&mut |work| {
                 let before = done.fetch_add(work, Ordering::Relaxed);
                 if before / POLL_EVERY != before.saturating_add(work) / POLL_EVERY {
@@ -172,7 +169,7 @@ impl Pool {
             })
         };
         let mut polls = Polls { made: 0, poll, error: None };
-        let mut caller = |_: &super::Task<'_>| {
+        let mut caller = |_: &crate::Task<'_>| {
             let mut progress = |work: usize| {
                 if stop.load(Ordering::Acquire) {
                     return false;
@@ -203,10 +200,10 @@ impl Pool {
         // Taking pieces from a queue: the caller can finish alone, helpers are optional.
         let result = self.help_caller(task_count, &worker, &mut caller);
         if let Some(e) = polls.error {
-            return Err(e);
+            return Err(FillError::Poll(e));
         }
         if let Err(failures) = result {
-            return Err(Error::value(format!("pool fill: {}", super::describe(&failures))));
+            return Err(FillError::Pieces(failures));
         }
         // The caller's task stops only when no piece is left, and none failed and no poll
         // did: each piece was written in full.
@@ -251,14 +248,14 @@ impl<I> Drop for Running<'_, I> {
 }
 
 /// The caller's polls: one per [`POLL_EVERY`] elements of work done.
-struct Polls<'a> {
+struct Polls<'a, E> {
     made: usize,
-    poll: &'a mut dyn FnMut() -> Result<()>,
+    poll: &'a mut dyn FnMut() -> Result<(), E>,
     /// The failed poll's error.
-    error: Option<Error>,
+    error: Option<E>,
 }
 
-impl Polls<'_> {
+impl<E> Polls<'_, E> {
     /// Makes the polls due when `done` elements of work are done; false (and `stop` set) when
     /// one fails.
     fn catch_up(&mut self, done: usize, stop: &AtomicBool) -> bool {

@@ -6,7 +6,7 @@
 //! Chunks have a fixed size, so what is computed per chunk — and anything made of the results,
 //! which come back in chunk order — does not depend on how many threads there are.
 
-use crate::pool::{Pool, Task};
+use crate::{Pool, Task};
 use std::convert::Infallible;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -54,7 +54,7 @@ pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() || a.len() <= CHUNK {
         return a == b;
     }
-    map_chunks(crate::pool::global(), a.len(), CHUNK, |r| a[r.clone()] == b[r]).into_iter().all(|eq| eq)
+    map_chunks(crate::global(), a.len(), CHUNK, |r| a[r.clone()] == b[r]).into_iter().all(|eq| eq)
 }
 
 #[cfg(test)]

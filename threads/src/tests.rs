@@ -6,6 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 type Outcome = std::result::Result<(), Failures<String>>;
 
+/// A fill's poll that never stops it.
+fn no_poll() -> Result<(), String> {
+    Ok(())
+}
+
 #[test]
 fn tasks_run_concurrently_on_distinct_threads_and_task_0_on_the_caller() {
     let pool = Pool::new(4);
@@ -182,7 +187,7 @@ fn fill_writes_every_piece_once() {
     for (len, piece, tasks) in [(10_000usize, 1000usize, 2usize), (10_001, 999, 8), (5, 100, 2), (7, 1, 1), (0, 4, 2)] {
         let mut out = vec![-1i64];
         out.reserve_exact(len);
-        pool.fill(&mut out, len, piece, tasks, &mut || Ok(()), &|start, sink| {
+        pool.fill(&mut out, len, piece, tasks, &mut no_poll, &|start, sink| {
             let n = sink.capacity();
             sink.extend((start..start + n).map(|i| i as i64 * 2));
         })
@@ -196,24 +201,24 @@ fn fill_writes_every_piece_once() {
 fn fill_refuses_short_or_long_pieces_panics_and_missing_room() {
     let pool = Pool::new(2);
     let mut out: Vec<u8> = Vec::with_capacity(100);
-    let e = pool.fill(&mut out, 100, 10, 2, &mut || Ok(()), &|start, sink| {
+    let e = pool.fill(&mut out, 100, 10, 2, &mut no_poll, &|start, sink| {
         let n = if start == 50 { 3 } else { sink.capacity() };
         sink.extend(std::iter::repeat_n(1, n));
     });
     assert!(e.unwrap_err().to_string().contains("the piece at element 50 expected 10 elements, found 3"));
     assert!(out.is_empty());
-    let e = pool.fill(&mut out, 100, 10, 2, &mut || Ok(()), &|_, sink| {
+    let e = pool.fill(&mut out, 100, 10, 2, &mut no_poll, &|_, sink| {
         sink.extend(std::iter::repeat_n(1, 10));
         sink.push(2);
     });
     assert!(e.unwrap_err().to_string().contains("expected 10 elements, found 10 and more"));
-    let e = pool.fill(&mut out, 100, 10, 2, &mut || Ok(()), &|start, sink| {
+    let e = pool.fill(&mut out, 100, 10, 2, &mut no_poll, &|start, sink| {
         sink.extend(std::iter::repeat_n(1, 20));
         assert!(start < 90, "piece {start} fails");
     });
     let e = e.unwrap_err().to_string();
     assert!(e.contains("expected 10 elements, found 10 and more") || e.contains("piece 90 fails"), "{e}");
-    let e = pool.fill(&mut out, 101, 10, 2, &mut || Ok(()), &|_, _| {}).unwrap_err().to_string();
+    let e = pool.fill(&mut out, 101, 10, 2, &mut no_poll, &|_, _| {}).unwrap_err().to_string();
     assert_eq!(e, "pool fill: expected room for 101 more elements, found room for 100");
     assert!(out.is_empty());
 }
@@ -232,7 +237,7 @@ fn a_fill_polls_every_few_mib_of_work_and_a_failing_poll_stops_it() {
             len,
             1000,
             threads,
-            &mut || {
+            &mut || -> Result<(), String> {
                 polls += 1;
                 Ok(())
             },
@@ -252,7 +257,7 @@ fn a_fill_polls_every_few_mib_of_work_and_a_failing_poll_stops_it() {
             &mut || {
                 calls += 1;
                 if calls == 2 {
-                    Err(Error::value("stop here"))
+                    Err("stop here".to_string())
                 } else {
                     Ok(())
                 }
@@ -289,7 +294,7 @@ fn a_fill_polls_for_the_work_of_every_task_whichever_thread_does_it() {
             &mut || {
                 polls += 1;
                 if Some(polls) == fail_at {
-                    Err(Error::value("the last poll"))
+                    Err("the last poll".to_string())
                 } else {
                     Ok(())
                 }
@@ -335,7 +340,7 @@ fn a_long_piece_reports_progress_and_stops_when_a_poll_fails() {
             &mut || {
                 calls += 1;
                 if calls == 2 {
-                    Err(Error::value("interrupted"))
+                    Err("interrupted".to_string())
                 } else {
                     Ok(())
                 }
@@ -398,7 +403,7 @@ fn the_environment_sets_the_pool_size() {
     let Ok(exe) = std::env::current_exe() else { return };
     let child = |value: Option<&str>| {
         let mut cmd = std::process::Command::new(&exe);
-        cmd.args(["--ignored", "--exact", "pool::tests::child_reports_the_pool_size", "--nocapture"]);
+        cmd.args(["--ignored", "--exact", "tests::child_reports_the_pool_size", "--nocapture"]);
         match value {
             Some(v) => cmd.env(NUM_THREADS_VAR, v),
             None => cmd.env_remove(NUM_THREADS_VAR),
