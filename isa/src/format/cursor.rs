@@ -53,6 +53,13 @@ impl<'a> Cursor<'a> {
         Ok(b)
     }
 
+    /// A dtype's one-byte tag (the constants and the signatures sections share it).
+    pub fn dtype(&mut self) -> Result<crate::dtype::DataType> {
+        let at = self.pos;
+        let tag = self.byte()?;
+        crate::dtype::DataType::from_tag(tag).map_err(|_| self.err_at(at, format!("unknown dtype tag {tag}")))
+    }
+
     /// `n` bytes.
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
         if n > self.remaining() {

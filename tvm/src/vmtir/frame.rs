@@ -231,7 +231,7 @@ pub unsafe extern "C" fn RVMBackendAnyListSetPackedArg(
 ) -> i32 {
     let what = "TVMBackendAnyListSetPackedArg";
     let rc = finish(what, |frame| {
-        let offset = usize::try_from(offset).map_err(|_| Error::value(format!("{what}: negative offset")))?;
+        let offset = usize::try_from(offset).map_err(|_| negative_offset(what))?;
         if args.is_null() {
             return Err(Error::value(format!("{what}: a null argument stack")));
         }
@@ -279,7 +279,7 @@ pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
 ) -> i32 {
     let what = "TVMBackendAnyListMoveFromPackedReturn";
     finish(what, |frame| {
-        let offset = usize::try_from(offset).map_err(|_| Error::value(format!("{what}: negative offset")))?;
+        let offset = usize::try_from(offset).map_err(|_| negative_offset(what))?;
         if args.is_null() {
             return Err(Error::value(format!("{what}: a null result")));
         }
@@ -398,4 +398,9 @@ pub unsafe fn call(handle: &Handle, args: &[TVMFFIAny], result: *mut TVMFFIAny) 
             -1
         }
     }
+}
+
+/// The refusal of a negative argument-stack offset, named by the callback (`what`) that got it.
+fn negative_offset(what: &str) -> Error {
+    Error::value(format!("{what}: negative offset"))
 }
