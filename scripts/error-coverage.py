@@ -315,7 +315,8 @@ def same_text_sites(messages: list[Message]) -> list[list[Message]]:
     (a function that builds the message)."""
     sites: dict[tuple[str, str], list[Message]] = {}
     for m in messages:
-        sites.setdefault((m.path.split("/", 1)[0], m.text), []).append(m)
+        # Compared as they print: "{name}" and "{sym}" are both a value filled in.
+        sites.setdefault((m.path.split("/", 1)[0], PLACEHOLDER.sub("{}", m.text)), []).append(m)
     return [group for group in sites.values() if len(group) > 1]
 
 

@@ -113,7 +113,7 @@ fn put_index(name: &str, dtype: DataType, i: i64, out: &mut [u8]) -> Result<()> 
         DataType::F64 => out.copy_from_slice(&(i as f64).to_le_bytes()),
         DataType::U8 => out.copy_from_slice(&(i as u8).to_le_bytes()),
         DataType::I8 => out.copy_from_slice(&(i as i8).to_le_bytes()),
-        other => return Err(value_err(name, format!("Unsupported output dtype: {other}"))),
+        other => return Err(value_err(name, format!("internal error: index output dtype {other} was not checked"))),
     }
     Ok(())
 }

@@ -44,7 +44,7 @@ fn the_legacy_kv_caches_name_the_argument_and_the_item() {
     let view = "vm.builtin.attention_kv_cache_view";
     assert_eq!(
         refused(view, &[cache, shape(&[1])], value),
-        format!("{view}: view: expected a shape of 2 dimensions (1, 2), found (1,)")
+        format!("{view}: attention_kv_cache view: expected a shape of 2 dimensions (0, 2), found (1,)")
     );
 }
 

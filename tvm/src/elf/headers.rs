@@ -24,19 +24,19 @@ pub fn parse(bytes: &[u8]) -> Result<ElfFile64<'_, Endianness>> {
         let head: Vec<String> = bytes.iter().take(4).map(|b| format!("{b:02x}")).collect();
         return Err(bad(format!("not an ELF file: it starts with bytes [{}], expected 7f 45 4c 46", head.join(" "))));
     }
-    // The class and data-encoding bytes (4 and 5) are read below: one check for both.
+    // The class and the data encoding when the file has them (what is wrong first), then one
+    // check of the identification's length.
+    if let Some(&c) = bytes.get(4).filter(|&&c| c != elf::ELFCLASS64) {
+        return Err(bad(format!("ELF class {c}, expected {} (64-bit)", elf::ELFCLASS64)));
+    }
+    if let Some(&d) = bytes.get(5).filter(|&&d| d != elf::ELFDATA2LSB) {
+        return Err(bad(format!("ELF data encoding {d}, expected {} (little-endian)", elf::ELFDATA2LSB)));
+    }
     if bytes.len() < IDENT_LEN {
         return Err(bad(format!(
-            "the file ends inside the ELF identification: {} bytes, expected at least {}",
-            bytes.len(),
-            IDENT_LEN
+            "the file ends inside the ELF identification: {} bytes, expected at least {IDENT_LEN}",
+            bytes.len()
         )));
-    }
-    if bytes[4] != elf::ELFCLASS64 {
-        return Err(bad(format!("ELF class {}, expected {} (64-bit)", bytes[4], elf::ELFCLASS64)));
-    }
-    if bytes[5] != elf::ELFDATA2LSB {
-        return Err(bad(format!("ELF data encoding {}, expected {} (little-endian)", bytes[5], elf::ELFDATA2LSB)));
     }
     // The `object` crate refuses another entry size too, but without saying what it found.
     if let Some(size) = bytes.get(54..56) {
