@@ -256,7 +256,7 @@ MUTANTS = [
         "if everything.count(w.strip()) == mine.count(w.strip())}",
         "if everything.count(w) == mine.count(w)}",
         "error coverage: a window is compared with its end spaces (a shared phrase after a placeholder counts)",
-        ["pytest", "tests/adversarial/test_attack_findings.py", "-k", "error_coverage"],
+        ["pytest", "tests/test_error_coverage_rules.py"],
     ),
 ]
 only = [int(a) for a in sys.argv[1:]] or range(len(MUTANTS))

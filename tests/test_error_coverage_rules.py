@@ -96,3 +96,18 @@ def test_the_tree_has_no_text_at_two_sites_of_a_crate() -> None:
     messages, _, _ = EC.collect_grouped()
     found = [[f"{m.path}:{m.line}" for m in g] for g in EC.same_text_sites(messages)]
     assert found == []
+
+
+def test_a_phrase_shared_after_a_placeholder_identifies_neither_message() -> None:
+    # Y's fragment starts where its placeholder ends ("{n} does not fit ..."), so it has no space
+    # before "does"; X has the phrase after a word. Windows are compared without their end
+    # spaces: " does not fit in the fro" of X is shared with Y, and a test causing Y (its value
+    # filled in) is no test of X.
+    tail = "does not fit in the " + "frobnicator table"
+    x = _messages("core/src/x.rs", f'fn a() -> E {{ value_err("widget count {tail}") }}')
+    y = _messages("core/src/y.rs", f'fn b(n: u32) -> E {{ value_err(format!("{{n}} {tail}")) }}')
+    own = EC.distinctive_windows(x + y)
+    caused_y = f"5 {tail}"
+    assert not [w for w in own[x[0].text] if w in caused_y]
+    # X's own words still identify it.
+    assert any(w in f"widget count {tail}" for w in own[x[0].text])
