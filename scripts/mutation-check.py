@@ -9,9 +9,8 @@ the specialised shape steps (builtins/src/shape_heap/site.rs), the batched and t
 (builtins/src/tensor_ops/tiled.rs), the trace comparison (tools/src/trace/compare.rs) and the
 paged KV cache's bookkeeping (builtins/src/paged_kv_cache/); stop 40's pooled allocation
 (builtins/src/site_alloc.rs, core/src/tensor/pooled.rs), the sliding window's first row
-(builtins/src/paged_kv_cache/sliding_mask.rs), observed calls (vm/src/vm/mod.rs), compiled mode's
-per-call handle cache (tvm/src/vmtir/frame.rs) and the rules of scripts/error-coverage.py (whose
-tests run under pytest).
+(builtins/src/paged_kv_cache/sliding_mask.rs), observed calls (vm/src/vm/mod.rs) and the rules of
+scripts/error-coverage.py (whose tests run under pytest).
 """
 
 import json
@@ -151,8 +150,8 @@ MUTANTS = [
         ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
     ),
     # Stop 40's code: pooled allocation reuse (site_alloc.rs, core's tensor/pooled.rs), the
-    # sliding-window first row, observed calls, compiled mode's per-call handle cache, and the
-    # rules of scripts/error-coverage.py (run by pytest: a first argument "pytest").
+    # sliding-window first row, observed calls, and the rules of scripts/error-coverage.py (run by
+    # pytest: a first argument "pytest").
     (
         "builtins/src/site_alloc.rs",
         "if fits && s.is_sole() && s.write_with(|b| b.fill(0)).is_ok() {",
@@ -222,13 +221,6 @@ MUTANTS = [
         "Result<Value> {\n        self.call_closure(f, args)\n    }\n\n    fn program_lists",
         "observed calls: a builtin's observed call is not seen by the profiler and the instrument",
         ["-p", "relaxvm", "--test", "builtin_calls"],
-    ),
-    (
-        "tvm/src/vmtir/frame.rs",
-        "            if r.generation == generation {",
-        "            if r.generation <= generation {",
-        "compiled mode: a handle resolved before the registry changed is used after the change",
-        ["-p", "relaxvm-tvm", "--lib", "vmtir"],
     ),
     (
         "scripts/error-coverage.py",
