@@ -19,7 +19,9 @@ and are not tracked on their own. A test counts only for
 the messages of crates it can run (its own crate, that crate's dependencies; for Python tests,
 the extension's crates, and the C API for those that build C programs): the C API and the Python
 extension hold copies of some messages, and a test of one copy says nothing of the other.
-(Copies of a message at two sites of one crate are still counted as one.)
+A message whose text appears at several sites of one crate is a finding of its own: a test
+that causes the text cannot tell which site it reached (give each site its context in the text,
+or build the message in one function the sites call).
 
 A message no test causes must be listed in ``scripts/error-coverage-exempt.txt`` with why: an
 internal error that no input reaches, or one left to the owner of code being changed. A listed
@@ -32,7 +34,7 @@ causes (remove its line), so the list only shrinks.
 Usage: ``scripts/error-coverage.py [--list] [--update]`` (``--list`` prints every message and
 its status; ``--update`` rewrites the list: stale lines dropped, new untested messages added as
 "not yet tested", the reasons of the others kept). Exits 1 when a message is neither tested nor
-exempted, or an exemption is stale.
+exempted, an exemption is stale, or one text is the message of several sites of a crate.
 """
 
 from __future__ import annotations
@@ -145,7 +147,8 @@ def messages_of(path: Path, code: str) -> list[Message]:
     for rx in (CONSTRUCTORS, ATTRIBUTE):
         for m in rx.finditer(code):
             args = call_args(code, m.end() - 1)
-            literals = [unescape(s.group(2) if s.group(2) is not None else s.group(3)) for s in STRING.finditer(args)]
+            found_literals = list(STRING.finditer(args))
+            literals = [unescape(s.group(2) if s.group(2) is not None else s.group(3)) for s in found_literals]
             pieces = [p for lit in literals for p in fragments(lit)]
             if not pieces:
                 continue
@@ -156,12 +159,15 @@ def messages_of(path: Path, code: str) -> list[Message]:
             # The longest fragment when it is long enough to be distinctive on its own
             # ("numpy has no" would find every message that starts so); else each one that is.
             usable = [best] if len(best) >= WINDOW else [p for p in pieces if len(p) >= MIN_FRAGMENT]
-            found.append(Message(rel, line, " | ".join(literals), best, usable))
-    # `Err(Error::value(...))` is one message, matched twice.
+            # Where its first literal starts in the file: one message however many calls wrap it.
+            at = m.end() + found_literals[0].start()
+            found.append((at, Message(rel, line, " | ".join(literals), best, usable)))
+    # `Err(Error::value(...))` is one message, matched twice (on one line or two): the call that
+    # holds its first literal nearest is kept.
     unique = {}
-    for msg in sorted(found, key=lambda m: m.line):
-        unique.setdefault((msg.line, msg.fragment), msg)
-    return list(unique.values())
+    for at, msg in sorted(found, key=lambda f: (f[0], -f[1].line)):
+        unique.setdefault(at, msg)
+    return sorted(unique.values(), key=lambda m: m.line)
 
 
 #: A string literal of a test: Rust (plain or raw) or Python (any quote, any prefix).
@@ -303,6 +309,17 @@ def collect() -> tuple[list[Message], str]:
     return messages, "\n".join(tests.values())
 
 
+def same_text_sites(messages: list[Message]) -> list[list[Message]]:
+    """Messages of one text at several sites of one crate: a test that causes the text cannot
+    tell which site it reached, so each site must name its context or the sites share one source
+    (a function that builds the message)."""
+    sites: dict[tuple[str, str], list[Message]] = {}
+    for m in messages:
+        # Compared as they print: "{name}" and "{sym}" are both a value filled in.
+        sites.setdefault((m.path.split("/", 1)[0], PLACEHOLDER.sub("{}", m.text)), []).append(m)
+    return [group for group in sites.values() if len(group) > 1]
+
+
 #: An exemption: the file, the message's longest fragment as a JSON string, and why.
 EXEMPT_LINE = re.compile(r'^(\S+) \| ("(?:[^"\\]|\\.)*") \| (\S.*)$')
 
@@ -350,6 +367,7 @@ def main() -> int:
             used.add(key)
     untested = [m for m in messages if not m.tested and m.exempt is None]
     stale = [k for k in exempt if k not in used]
+    repeated = same_text_sites(messages)
     if opts.list:
         for m in messages:
             status = "tested" if m.tested else ("exempt: " + m.exempt if m.exempt else "UNTESTED")
@@ -361,11 +379,14 @@ def main() -> int:
         print(f"  untested: {m.path}:{m.line}: {m.fragment!r}  (message: {m.text!r})")
     for path, frag in stale:
         print(f"  stale exemption (no untested message at {path} has this fragment): {frag!r}")
+    for group in repeated:
+        where = ", ".join(f"{m.path}:{m.line}" for m in group)
+        print(f"  one message at {len(group)} sites of a crate ({where}): {group[0].text!r}")
     if opts.update:
         write_exemptions(messages, exempt)
         print(f"rewrote {EXEMPT.relative_to(ROOT)}")
         return 0
-    return 1 if untested or stale else 0
+    return 1 if untested or stale or repeated else 0
 
 
 #: The reason given to a message added by `--update`.

@@ -7,7 +7,10 @@ It edits the working tree while it runs (each file is restored in a `finally`): 
 copy of the repository (e.g. `git worktree add`) if you keep working meanwhile. The mutants:
 the specialised shape steps (builtins/src/shape_heap/site.rs), the batched and tiled matmul
 (builtins/src/tensor_ops/tiled.rs), the trace comparison (tools/src/trace/compare.rs) and the
-paged KV cache's bookkeeping (builtins/src/paged_kv_cache/).
+paged KV cache's bookkeeping (builtins/src/paged_kv_cache/); stop 40's pooled allocation
+(builtins/src/site_alloc.rs, core/src/tensor/pooled.rs), the sliding window's first row
+(builtins/src/paged_kv_cache/sliding_mask.rs), observed calls (vm/src/vm/mod.rs) and the rules of
+scripts/error-coverage.py (whose tests run under pytest).
 """
 
 import json
@@ -17,6 +20,8 @@ import sys
 import time
 
 os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: The Python that runs the pytest mutants' tests (the repository's venv, else this one).
+PYTHON = ".venv/bin/python" if os.path.exists(".venv/bin/python") else sys.executable
 MUTANTS = [
     (
         "builtins/src/shape_heap/site.rs",
@@ -69,8 +74,8 @@ MUTANTS = [
     ),
     (
         "tools/src/trace/compare.rs",
-        "a == b || (a.is_nan() && b.is_nan()) ||",
-        "a == b || (a.is_nan() || b.is_nan()) ||",
+        "return a.is_nan() && b.is_nan();",
+        "return a.is_nan() || b.is_nan();",
         "close: NaN agrees with any number",
         ["-p", "relaxvm-builtins", "--test", "integration", "trace::"],
     ),
@@ -97,8 +102,8 @@ MUTANTS = [
     ),
     (
         "builtins/src/paged_kv_cache/pool.rs",
-        "free_pages: (0..num_total_pages).rev().collect(),",
-        "free_pages: (0..num_total_pages).collect(),",
+        "free_pages.extend((0..num_total_pages).rev());",
+        "free_pages.extend(0..num_total_pages);",
         "paged KV cache: pages handed out from the highest id down instead of from 0 up (TVM's order)",
         ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
     ),
@@ -144,6 +149,107 @@ MUTANTS = [
         "paged KV cache: a commit keeps copies of nodes already in place (compares the wrong end)",
         ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
     ),
+    # Stop 40's code: pooled allocation reuse (site_alloc.rs, core's tensor/pooled.rs), the
+    # sliding-window first row, observed calls, and the rules of scripts/error-coverage.py (run by
+    # pytest: a first argument "pytest").
+    (
+        "builtins/src/site_alloc.rs",
+        "if fits && s.is_sole() && s.write_with(|b| b.fill(0)).is_ok() {",
+        "if fits && s.write_with(|b| b.fill(0)).is_ok() {",
+        "site alloc: a site hands out its last storage while something else still holds it",
+        ["-p", "relaxvm-builtins", "--lib", "site_alloc"],
+    ),
+    (
+        "builtins/src/site_alloc.rs",
+        "if fits && s.is_sole() && s.write_with(|b| b.fill(0)).is_ok() {",
+        "if fits && s.is_sole() && s.write_with(|_| ()).is_ok() {",
+        "site alloc: reused storage is not zeroed",
+        ["-p", "relaxvm-builtins", "--lib", "site_alloc"],
+    ),
+    (
+        "builtins/src/site_alloc.rs",
+        "let sole = same && t.is_sole() && t.storage().is_sole();",
+        "let sole = same && t.is_sole();",
+        "site alloc: a site's own tensor is reused while its storage is held elsewhere",
+        ["-p", "relaxvm-builtins", "--lib", "site_alloc"],
+    ),
+    (
+        "core/src/tensor/pooled.rs",
+        "                check_view(storage, byte_offset, shape, None, dtype)?;\n",
+        "",
+        "pooled header: a kept header is made into a view without the checks from_parts makes",
+        ["-p", "relaxvm-core", "--lib", "tensor::pooled"],
+    ),
+    (
+        "core/src/tensor/pooled.rs",
+        "        if inner.storage.is_sole() {\n            return;",
+        "        if !inner.storage.is_sole() {\n            return;",
+        "pooled header: a free header lets go of its own storage and keeps shared storage",
+        ["-p", "relaxvm-core", "--lib", "tensor::pooled"],
+    ),
+    (
+        "builtins/src/paged_kv_cache/sliding_mask.rs",
+        "let shift = c.kv_len(b, ps) - window + 1;",
+        "let shift = c.kv_len(b, ps) - window;",
+        "sliding first row: the shift one column short (row 0's first column stays masked)",
+        ["-p", "relaxvm-builtins", "--lib", "sliding_mask"],
+    ),
+    (
+        "builtins/src/paged_kv_cache/sliding_mask.rs",
+        "    c.k_rope_pos_offset[b] += shift;\n",
+        "",
+        "sliding first row: the window moves but the RoPE offset does not",
+        ["-p", "relaxvm-builtins", "--lib", "sliding_mask"],
+    ),
+    (
+        "builtins/src/paged_kv_cache/sliding_mask.rs",
+        "c.qo_indptr[b + 1] > c.qo_indptr[b] && c.kv_len(b, ps) > 0)",
+        "c.qo_indptr[b + 1] > c.qo_indptr[b])",
+        "sliding first row: a row without cached columns is taken as the first visited",
+        ["-p", "relaxvm-builtins", "--lib", "sliding_mask"],
+    ),
+    (
+        "builtins/src/paged_kv_cache/sliding_mask.rs",
+        "if shift <= 0 || c.sink_size[b] > 0 {",
+        "if shift <= 0 {",
+        "sliding first row: a row with an attention sink is moved (skipping tokens after the sink)",
+        ["-p", "relaxvm-builtins", "--lib", "sliding_mask"],
+    ),
+    (
+        "vm/src/vm/mod.rs",
+        "Result<Value> {\n        self.native_call(name, f, args)\n    }\n\n    fn program_lists",
+        "Result<Value> {\n        self.call_closure(f, args)\n    }\n\n    fn program_lists",
+        "observed calls: a builtin's observed call is not seen by the profiler and the instrument",
+        ["-p", "relaxvm", "--test", "builtin_calls"],
+    ),
+    (
+        "scripts/error-coverage.py",
+        "return [group for group in sites.values() if len(group) > 1]",
+        "return [group for group in sites.values() if len(group) > 2]",
+        "error coverage: one message text at two sites of a crate is not a finding",
+        ["pytest", "tests/test_error_coverage_rules.py"],
+    ),
+    (
+        "scripts/error-coverage.py",
+        "        unique.setdefault(at, msg)",
+        "        unique.setdefault((msg.line, msg.fragment), msg)",
+        "error coverage: a message wrapped in two calls on two lines counts as two sites",
+        ["pytest", "tests/test_error_coverage_rules.py"],
+    ),
+    (
+        "scripts/error-coverage.py",
+        'sites.setdefault((m.path.split("/", 1)[0], PLACEHOLDER.sub("{}", m.text)), []).append(m)',
+        'sites.setdefault((m.path.split("/", 1)[0], m.text), []).append(m)',
+        "error coverage: two sites whose texts differ only in a placeholder's name are not a finding",
+        ["pytest", "tests/test_error_coverage_rules.py"],
+    ),
+    (
+        "scripts/error-coverage.py",
+        "if everything.count(w.strip()) == mine.count(w.strip())}",
+        "if everything.count(w) == mine.count(w)}",
+        "error coverage: a window is compared with its end spaces (a shared phrase after a placeholder counts)",
+        ["pytest", "tests/test_error_coverage_rules.py"],
+    ),
 ]
 only = [int(a) for a in sys.argv[1:]] or range(len(MUTANTS))
 for i in only:
@@ -153,13 +259,17 @@ for i in only:
     open(path, "w").write(src.replace(old, new))
     t = time.time()
     try:
-        r = subprocess.run(["nice", "-n", "10", "cargo", "test", "--quiet", *args], capture_output=True, text=True)
+        if args[0] == "pytest":
+            cmd = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args[1:]]
+        else:
+            cmd = ["cargo", "test", "--quiet", *args]
+        r = subprocess.run(["nice", "-n", "10", *cmd], capture_output=True, text=True)
     finally:
         open(path, "w").write(src)
     out = r.stdout + r.stderr
     failed = [
         line.split()[1] for line in out.splitlines() if line.startswith("test ") and line.rstrip().endswith("FAILED")
-    ]
+    ] + [line.split()[1] for line in out.splitlines() if line.startswith("FAILED ")]
     if not failed:
         failed = [line.strip() for line in out.splitlines() if line.startswith("    ") and "::" in line][:8]
     rec = {

@@ -3,6 +3,7 @@
 # assembles the example programs, compiles examples/c/*.c, *.cpp and capi/tests/c/misuse.c with
 # the system's cc and c++ under AddressSanitizer (LeakSanitizer included), and runs them: with a
 # TVM model from the corpus when RELAXVM_TVM_CORPUS is set. Any sanitizer report fails the run.
+# Then capi/tests/c/runtime_symbols.c, with the repository's TVM model (tvm/tests/data/mlp.so).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -32,3 +33,17 @@ for prog in run_model_c run_model_cpp; do
 done
 echo "-- misuse"
 "$out/misuse" "$out/loop.rvx"
+# Kernels that could not bind relaxvm's error function (capi/tests/c/runtime_symbols.c), with the
+# repository's TVM model (no sanitizer: the static library is not built with one, and a
+# preloaded library comes before the sanitizer's runtime): a program linked with the static
+# library without the export flags of relaxvm-tvm's build.rs, then one linked with the shared
+# library run with a preloaded definition of the function.
+model_so="$(realpath tvm/tests/data/mlp.so)"
+cc -std=c11 -Wall -Wextra -Werror -Iinclude capi/tests/c/runtime_symbols.c "$lib/librelaxvm_capi.a" -lpthread -ldl -lm \
+  -o "$out/unexported"
+cc -std=c11 -Wall -Wextra -Werror -Iinclude capi/tests/c/runtime_symbols.c "${link[@]}" -o "$out/preloaded"
+cc -std=c11 -Wall -Wextra -Werror -shared -fPIC capi/tests/c/preload_raised.c -o "$out/preload_raised.so"
+echo "-- runtime symbols: unexported"
+"$out/unexported" unexported "$model_so"
+echo "-- runtime symbols: preloaded"
+LD_PRELOAD="$out/preload_raised.so" "$out/preloaded" preloaded "$model_so"

@@ -53,7 +53,7 @@ def test_runtime_failure_names_function_instruction_and_location():
 def test_vm_works_after_an_error():
     vm = failing_vm()
     for _ in range(3):
-        with pytest.raises(rx.VMError):
+        with pytest.raises(rx.VMTypeError, match="vm.builtin.int.add"):
             vm["main"]("x")
         assert vm["main"](41) == 42
 

@@ -80,7 +80,7 @@ def test_remove(unique_name):
     rx.register_func(name, lambda: 0)
     rx.remove_global_func(name)
     assert name not in rx.list_global_func_names()
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match=f'cannot remove "{name}": no global function has that name'):
         rx.remove_global_func(name)
 
 

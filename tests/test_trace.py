@@ -265,11 +265,14 @@ def test_reentrant_python_callbacks_and_caught_errors_keep_steps_paired():
         ib.emit_call("vm.builtin.int.add", args=[ib.r(1), ib.imm(1)], dst=ib.r(2))
         ib.emit_ret(ib.r(2))
 
+    caught = []
+
     def catch(x):
+        # The callback catches the inner VM's error (what the test is about) and records it.
         try:
             vm2["fail"]("not a number")
-        except rx.VMError:
-            pass
+        except rx.VMError as e:
+            caught.append((type(e).__name__, "vm.op.add" in str(e)))
         return x
 
     rx.register_func("test.trace.catch", catch, override=True)
@@ -278,6 +281,7 @@ def test_reentrant_python_callbacks_and_caught_errors_keep_steps_paired():
     trace = vm.trace("main", 5)
     assert [(s.callee, s.depth) for s in trace] == [("test.trace.catch", 0), ("vm.builtin.int.add", 0)]
     assert trace.result == 6
+    assert caught == [("VMTypeError", True)]
 
 
 def test_ctrl_c_during_a_trace_leaves_the_vm_usable():

@@ -113,7 +113,7 @@ fn put_index(name: &str, dtype: DataType, i: i64, out: &mut [u8]) -> Result<()> 
         DataType::F64 => out.copy_from_slice(&(i as f64).to_le_bytes()),
         DataType::U8 => out.copy_from_slice(&(i as u8).to_le_bytes()),
         DataType::I8 => out.copy_from_slice(&(i as i8).to_le_bytes()),
-        other => return Err(value_err(name, format!("Unsupported output dtype: {other}"))),
+        other => return Err(value_err(name, format!("internal error: index output dtype {other} was not checked"))),
     }
     Ok(())
 }
@@ -263,9 +263,12 @@ fn topk_polled(name: &'static str, args: &[Value], poll: &mut dyn FnMut() -> Res
     let k = if k < 1 { n } else { usize::try_from(k).map_err(|_| value_err(name, "k too large"))? };
     let mut out_dims = dims.clone();
     out_dims[axis] = k as i64;
-    for t in [values_out, indices_out].into_iter().flatten() {
-        if t.shape().dims() != out_dims.as_slice() {
-            return Err(value_err(name, format!("output of shape {} where {:?} is needed", t.shape(), out_dims)));
+    for (which, t) in [("values", values_out), ("indices", indices_out)] {
+        if let Some(t) = t.filter(|t| t.shape().dims() != out_dims.as_slice()) {
+            return Err(value_err(
+                name,
+                format!("the {which} output has shape {}, expected {out_dims:?} (k={k} along axis {axis})", t.shape()),
+            ));
         }
     }
     // TVM writes min(k, n) results per line and leaves the rest of the outputs (k > n) as they

@@ -90,6 +90,8 @@ mod tests {
         // Still held (by `a`): a second call gets other storage.
         let b = storage(site!(), 64, dev).unwrap();
         assert!(!b.ptr_eq(&a));
+        // The site keeps `b`: written here, it must come back zeroed.
+        b.write(0, &[5; 64]).unwrap();
         drop(a);
         drop(b);
         // Only the cache holds the last one: it comes back, zeroed.

@@ -53,9 +53,7 @@ pub unsafe fn slice_arg<'a, T>(p: *const T, len: usize, what: &str) -> Result<&'
 /// # Safety
 /// `out` is NULL or valid for a write of `T`.
 pub unsafe fn write_out<T>(out: *mut T, value: T, what: &str) -> Result<(), CError> {
-    if out.is_null() {
-        return Err(CError::invalid(format!("{what}: the output pointer is NULL")));
-    }
+    check_out(out, what)?;
     // SAFETY: non-null and valid for writes, as the caller guarantees.
     unsafe { out.write(value) };
     Ok(())

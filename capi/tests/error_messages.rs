@@ -426,3 +426,59 @@ fn dlpack_data_and_shape_pointers() {
         is(unsafe { rvm_value_from_dlpack(&mut m, &mut v) }, RVM_ERROR_VALUE, message);
     }
 }
+
+/// The VM that `frees_its_vm` frees (set before the call that runs it).
+static FREED_WHILE_RUNNING: std::sync::atomic::AtomicPtr<rvm_vm> = std::sync::atomic::AtomicPtr::new(null_mut());
+
+/// A C function that frees the VM running it: relaxvm leaks the VM rather than free memory the
+/// running call uses, and says so; the function returns that error as its own.
+unsafe extern "C" fn frees_its_vm(
+    _: *mut c_void,
+    _: *const *const rvm_value,
+    _: usize,
+    _: *mut *mut rvm_value,
+) -> *mut rvm_error {
+    // SAFETY: the live VM running this call.
+    unsafe { rvm_vm_free(FREED_WHILE_RUNNING.load(std::sync::atomic::Ordering::SeqCst)) }
+}
+
+/// Run by `a_vm_freed_while_it_runs_a_call_is_leaked_not_freed` in a child process: the VM it
+/// leaks on purpose must not fail the sanitizer's leak check of the tests around it.
+#[test]
+#[ignore = "run in a child process (it leaks a VM on purpose)"]
+fn child_frees_the_vm_that_runs_it() {
+    // SAFETY: a valid name and function; live handles.
+    unsafe {
+        ok(rvm_register_func(c"errsb.frees_its_vm".as_ptr(), Some(frees_its_vm), null_mut(), None, true));
+        let vm = vm_of(
+            "@main inputs=0 regs=1:\n  call  errsb.frees_its_vm  dst: %0\n  ret  %0\n.packed errsb.frees_its_vm\n",
+        );
+        FREED_WHILE_RUNNING.store(vm, std::sync::atomic::Ordering::SeqCst);
+        let mut out = null_mut();
+        let (code, msg) = error_of(rvm_vm_call(vm, c"main".as_ptr(), null(), 0, &mut out));
+        assert_eq!(code, RVM_ERROR_BUSY, "{msg}");
+        assert_eq!(
+            msg,
+            "errsb.frees_its_vm: rvm_vm_free: the VM is running a call; it was leaked, not freed\n  in function \"main\", \
+             instruction 0: call  errsb.frees_its_vm  dst: %0"
+        );
+        // The handle was taken: it is no longer a live VM.
+        let e = error_of(rvm_vm_free(vm));
+        assert_eq!(e.0, RVM_ERROR_INVALID_ARGUMENT, "{}", e.1);
+    }
+}
+
+#[test]
+fn a_vm_freed_while_it_runs_a_call_is_leaked_not_freed() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_frees_the_vm_that_runs_it", "--ignored", "--test-threads=1"])
+        .env("ASAN_OPTIONS", "detect_leaks=0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

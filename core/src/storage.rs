@@ -122,7 +122,12 @@ pub(crate) const PADDING: usize = ALIGNMENT - MALLOC_ALIGN;
 fn padded_layout(len: usize) -> Result<Layout> {
     len.checked_add(PADDING)
         .and_then(|size| Layout::from_size_align(size, MALLOC_ALIGN).ok())
-        .ok_or_else(|| Error::alloc(len as u128, "size exceeds the address space"))
+        .ok_or_else(|| beyond_address_space(len as u128))
+}
+
+/// The one error for a storage size no allocation can have (every size check returns it).
+fn beyond_address_space(nbytes: u128) -> Error {
+    Error::alloc(nbytes, "size exceeds the address space")
 }
 
 impl Storage {
@@ -169,9 +174,9 @@ impl Storage {
         if nbytes < 0 {
             return Err(Error::value(format!("storage size must be non-negative, got {nbytes}")));
         }
-        let n = usize::try_from(nbytes).map_err(|_| Error::alloc(nbytes as u128, "size exceeds the address space"))?;
+        let n = usize::try_from(nbytes).map_err(|_| beyond_address_space(nbytes as u128))?;
         if n > isize::MAX as usize - ALIGNMENT {
-            return Err(Error::alloc(n as u128, "size exceeds the address space"));
+            return Err(beyond_address_space(n as u128));
         }
         Storage::alloc(n, device)
     }
@@ -548,7 +553,12 @@ mod tests {
         assert!(read_only::contains(s.as_ptr() as usize));
         let e = s.write(0, &[1]).unwrap_err();
         assert!(e.to_string().contains("read-only"), "{e}");
-        assert!(s.write_with(|_| ()).is_err());
+        let e = s.write_with(|_| ()).unwrap_err();
+        assert!(matches!(e.kind(), crate::error::ErrorKind::Value(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "cannot write to 4 bytes of read-only storage (a constant of an executable, or read-only memory)"
+        );
         assert_eq!(
             format!("{:?}", Storage::from_read_only_pages(pages.clone(), 98, 4).expect_err("an error")),
             r#"Index { what: "read-only pages", index: 102, len: 100 }"#

@@ -92,9 +92,7 @@ impl Tensor {
         let numel = numel(&shape).ok_or_else(|| {
             Error::value(format!("invalid tensor shape {shape}: dimensions must be non-negative and fit in memory"))
         })?;
-        let expected = numel
-            .checked_mul(dtype.itemsize())
-            .ok_or_else(|| Error::value(format!("tensor of shape {shape} is too large")))?;
+        let expected = numel.checked_mul(dtype.itemsize()).ok_or_else(|| too_large(&shape))?;
         if bytes.len() != expected {
             return Err(Error::value(format!(
                 "a {dtype} tensor of shape {shape} needs {expected} bytes of data, found {}",
@@ -434,9 +432,14 @@ fn check_view(
     Ok(strides)
 }
 
+/// The refusal of a shape whose bytes overflow the address space (its dimensions as a shape).
+fn too_large(shape: &[i64]) -> Error {
+    Error::value(format!("tensor of shape {} is too large", Shape::from(shape)))
+}
+
 /// Bytes spanned from the first to the last element, inclusive.
 fn extent(shape: &[i64], strides: Option<&[i64]>, dtype: DataType) -> Result<usize> {
-    let overflow = || Error::value(format!("tensor of shape {:?} is too large", shape));
+    let overflow = || too_large(shape);
     let last = match strides {
         None => numel(shape).ok_or_else(overflow)?.saturating_sub(1),
         Some(s) => shape

@@ -142,10 +142,7 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
     let py = ob.py();
     // Exact builtin types first: the common scalar arguments cost one pointer comparison.
     if PyInt::is_exact_type_of(ob) {
-        return ob
-            .extract::<i64>()
-            .map(Value::Int)
-            .map_err(|_| PyOverflowError::new_err("int does not fit in 64 bits"));
+        return ob.extract::<i64>().map(Value::Int).map_err(|_| int_overflow());
     }
     if let Ok(t) = ob.cast::<PyTensor>() {
         return Ok(Value::Tensor(t.get().0.clone()));
@@ -185,10 +182,7 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
         return Ok(o.get().0.clone());
     }
     if PyInt::is_type_of(ob) {
-        return ob
-            .extract::<i64>()
-            .map(Value::Int)
-            .map_err(|_| PyOverflowError::new_err("int does not fit in 64 bits"));
+        return ob.extract::<i64>().map(Value::Int).map_err(|_| int_overflow());
     }
     if PyFloat::is_type_of(ob) {
         return Ok(Value::Float(ob.extract()?));
@@ -514,4 +508,9 @@ pub fn python_packed_func(f: &Bound<'_, PyAny>) -> PyResult<PackedFunc> {
     }
     let origin: Arc<dyn std::any::Any + Send + Sync> = Arc::new(f.clone().unbind());
     Ok(packed_from_callable(&callable_name(f), f.clone().unbind()).with_origin(origin))
+}
+
+/// The refusal of a Python int (exactly `int` or a subclass) beyond `i64`.
+fn int_overflow() -> PyErr {
+    PyOverflowError::new_err("int does not fit in 64 bits")
 }

@@ -60,9 +60,7 @@ impl PyDevice {
             }
         }
         let id = device_id.unwrap_or(0);
-        if id < 0 {
-            return Err(PyValueError::new_err(format!("device id must be non-negative, got {id}")));
-        }
+        check_id(id)?;
         Ok(PyDevice(Device { device_type: parse_type(device_type)?, device_id: id }))
     }
 
@@ -131,9 +129,7 @@ impl PyDevice {
 #[pyfunction]
 #[pyo3(signature = (dev_id = 0))]
 pub fn cpu(dev_id: i32) -> PyResult<PyDevice> {
-    if dev_id < 0 {
-        return Err(PyValueError::new_err(format!("device id must be non-negative, got {dev_id}")));
-    }
+    check_id(dev_id)?;
     Ok(PyDevice(Device::cpu(dev_id)))
 }
 
@@ -142,4 +138,12 @@ pub fn cpu(dev_id: i32) -> PyResult<PyDevice> {
 #[pyo3(signature = (dev_type, dev_id = None))]
 pub fn device(dev_type: &Bound<'_, PyAny>, dev_id: Option<i32>) -> PyResult<PyDevice> {
     PyDevice::new(dev_type, dev_id)
+}
+
+/// The refusal of a negative device id (the one check of `Device(...)` and `cpu(...)`).
+fn check_id(id: i32) -> PyResult<()> {
+    if id < 0 {
+        return Err(PyValueError::new_err(format!("device id must be non-negative, got {id}")));
+    }
+    Ok(())
 }

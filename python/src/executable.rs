@@ -55,10 +55,7 @@ impl PyExecutable {
 
     /// The parameter names of bytecode function `name` (empty when it was built without them).
     fn param_names(&self, name: &str) -> PyResult<Vec<String>> {
-        self.0
-            .func(name)
-            .map(|f| f.param_names.clone())
-            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("no function named {name:?}")))
+        self.0.func(name).map(|f| f.param_names.clone()).ok_or_else(|| no_function(name))
     }
 
     /// The IREE reflection record of function `name`'s signature: `{"a": [...], "r": [...]}`
@@ -85,10 +82,7 @@ impl PyExecutable {
 
     /// The number of inputs of bytecode function `name`.
     fn num_inputs(&self, name: &str) -> PyResult<u32> {
-        self.0
-            .func(name)
-            .map(|f| f.num_args)
-            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(format!("no function named {name:?}")))
+        self.0.func(name).map(|f| f.num_args).ok_or_else(|| no_function(name))
     }
 
     /// The executable in the binary `.rvx` format (without locations and parameter names when
@@ -292,4 +286,9 @@ fn consent(arg: Option<&Bound<'_, PyAny>>) -> PyResult<format::NativeLibraries> 
         return Ok(NativeLibraries::Allow(paths));
     }
     Err(bad())
+}
+
+/// The `KeyError` of a query about a bytecode function the executable does not have.
+fn no_function(name: &str) -> PyErr {
+    pyo3::exceptions::PyKeyError::new_err(format!("no function named {name:?}"))
 }

@@ -131,5 +131,5 @@ pub fn remove_global_func(name: &str) -> PyResult<()> {
     drop(python);
     registry::remove_global(name)
         .map(drop)
-        .ok_or_else(|| PyKeyError::new_err(format!("no global function named {name:?}")))
+        .ok_or_else(|| PyKeyError::new_err(format!("cannot remove {name:?}: no global function has that name")))
 }

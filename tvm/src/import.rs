@@ -108,8 +108,7 @@ pub fn load_module_with(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Ex
             let exe = program_of_elf(&bytes, path)?;
             // The library is loaded from the bytes just read (and validated), under its real
             // path, which a saved executable records.
-            let real = std::fs::canonicalize(path)
-                .map_err(|e| Error::value(format!("cannot resolve {}: {e}", path.display())))?;
+            let real = canonical(path)?;
             let lib = NativeLib::open_bytes(&real, &bytes)?;
             Ok(exe.with_libraries(vec![Library::opened(lib)]))
         }
@@ -367,8 +366,14 @@ fn read(path: &Path, opts: &ReadOptions) -> Result<Vec<u8>> {
 }
 
 fn absolute(path: &Path) -> Result<String> {
-    let p = std::fs::canonicalize(path).map_err(|e| Error::value(format!("cannot resolve {}: {e}", path.display())))?;
-    Ok(p.to_string_lossy().into_owned())
+    Ok(canonical(path)?.to_string_lossy().into_owned())
+}
+
+/// `path` made absolute with its links resolved: a library is recorded, and loaded, by its real
+/// path. It can fail after the file was read (removed or renamed in between, or a path that names
+/// no file, as `/proc/self/fd/N` of a deleted file does).
+fn canonical(path: &Path) -> Result<std::path::PathBuf> {
+    std::fs::canonicalize(path).map_err(|e| Error::value(format!("cannot resolve {}: {e}", path.display())))
 }
 
 #[cfg(test)]

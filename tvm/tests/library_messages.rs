@@ -194,3 +194,21 @@ fn a_library_that_grows_past_the_limit_while_it_is_hashed_is_unusable() {
         other => panic!("expected unusable, got {other:?}"),
     }
 }
+
+/// A model read through `/proc/self/fd/N` of a file removed after it was opened: the bytes read,
+/// but the path names no file, so the real path that a loaded model records cannot be had. (The
+/// same refusal as a file removed between the read and the resolution, made deterministic.)
+#[test]
+fn a_model_whose_path_cannot_be_resolved_after_the_read_is_named() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("mlp.so");
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mlp.so"), &copy).unwrap();
+    let file = std::fs::File::open(&copy).unwrap();
+    std::fs::remove_file(&copy).unwrap();
+    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let want = format!("cannot resolve {path}: No such file or directory (os error 2)");
+    assert_eq!(value_error(inspect_module(&path).unwrap_err()), want);
+    assert_eq!(value_error(load_module(&path).unwrap_err()), want);
+    drop(file);
+}

@@ -64,3 +64,15 @@ fn bfloat16_cannot_be_saved_as_npy() {
     assert_eq!(format!("{e:?}"), r#"Dtype("bfloat16 has no numpy dtype")"#);
     assert_eq!(e.to_string(), "unsupported .npy dtype: bfloat16 has no numpy dtype");
 }
+
+#[test]
+fn a_dtype_relaxvm_has_not_names_the_descr_and_what_it_takes() {
+    // complex64: numpy has it, relaxvm does not.
+    let e =
+        from_bytes(&npy("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", &[0; 8])).expect_err("refused");
+    assert!(matches!(e, NpyError::Dtype(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "unsupported .npy dtype: \"<c8\": expected bool, int8..int64, uint8..uint64, float16, float32 or float64"
+    );
+}

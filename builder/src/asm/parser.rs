@@ -136,7 +136,8 @@ pub(super) fn parse(text: &str) -> Result<Program, AsmError> {
 
 fn add_entry(program: &mut Program, seen: &mut HashMap<String, usize>, entry: FuncDecl) -> Result<usize, AsmError> {
     if entry.name.is_empty() {
-        return Err(entry.pos.error("function names must not be empty"));
+        // The builder's own refusal, at the name's position (one message for both front ends).
+        return Err(entry.pos.error(crate::BuildError::EmptyName.to_string()));
     }
     if let Some(&prev) = seen.get(&entry.name) {
         let line = program.entries[prev].pos.line;

@@ -229,6 +229,7 @@ const ERRORS: &[(&str, &str)] = &[
     ("@f inputs=2 params=(a):\n ret %0", "1:4: 1 parameter name(s) for inputs=2"),
     ("@f inputs=2 regs=1:\n ret %0", "1:13: regs=1 cannot hold inputs=2"),
     ("@f inputs=0 regs=4294967295:\n ret %0", "1:13: regs=4294967295 exceeds the limit of 1048576"),
+    ("@f inputs=2000000:\n ret %0", "1:4: inputs=2000000 exceeds the limit of 1048576 registers"),
     ("@f inputs=1:", "1:2: function \"f\" has no instructions (it must end in ret)"),
     ("@f inputs=1:\n ret 0", "2:6: expected a register like %0, found \"0\""),
     ("@f inputs=1:\n ret %0 %1", "2:9: expected end of line, found \"%1\""),

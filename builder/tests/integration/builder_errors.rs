@@ -29,6 +29,12 @@ fn builder_misuse_names_the_call_and_the_function() {
     let e = ib.function("h", u32::MAX, None).unwrap_err();
     assert!(matches!(&e, BuildError::TooManyInputs { num_inputs: u32::MAX, .. }), "{e:?}");
     assert_eq!(e.to_string(), "function \"h\" has 4294967295 inputs, more than the limit of 1048576 registers");
+
+    // get() while a function is open: the builder is left as it was.
+    ib.function("k", 1, None).unwrap();
+    let e = ib.get().unwrap_err();
+    assert!(matches!(&e, BuildError::FunctionStillOpen(n) if n == "k"), "{e:?}");
+    assert_eq!(e.to_string(), "function \"k\" is still open: call end_function() before get()");
 }
 
 #[test]

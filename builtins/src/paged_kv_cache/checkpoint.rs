@@ -323,17 +323,21 @@ impl PagedKvCache {
         let int = |o: &serde_json::Map<String, Json>, k: &str| -> Result<i64> {
             field(o, k)?.as_i64().ok_or_else(|| err(format!("checkpoint metadata field {k:?} must be an integer")))
         };
+        // One message for every field that differs from the cache's.
+        let differs = |k: &str, v: &dyn std::fmt::Display, got: &dyn std::fmt::Display| {
+            err(format!("checkpoint metadata field {k:?}: expected {v}, found {got}"))
+        };
         let want_int = |o: &serde_json::Map<String, Json>, k: &str, v: i64| -> Result<()> {
             let got = int(o, k)?;
             if got != v {
-                return Err(err(format!("checkpoint metadata field {k:?}: expected {v}, found {got}")));
+                return Err(differs(k, &v, &got));
             }
             Ok(())
         };
         let want = |k: &str, v: Json| -> Result<()> {
             let got = field(obj, k)?;
             if got != v {
-                return Err(err(format!("checkpoint metadata field {k:?}: expected {v}, found {got}")));
+                return Err(differs(k, &v, &got));
             }
             Ok(())
         };
@@ -422,7 +426,7 @@ impl PagedKvCache {
     pub(crate) fn import_page_group(&self, st: &mut State, id: i64, group: i64, src: &Tensor) -> Result<()> {
         self.check_checkpoint_layout()?;
         let Some(import) = &st.import else {
-            return Err(err("no checkpoint import in progress: call prepare_import first"));
+            return Err(no_import());
         };
         self.check_checkpoint_seq(st, id)?;
         let n = self.logical_pages(st.pool.seq(id)?.seq_length);
@@ -451,7 +455,7 @@ impl PagedKvCache {
     pub(crate) fn finish_import(&self, st: &mut State, id: i64) -> Result<()> {
         self.check_checkpoint_layout()?;
         let Some(import) = &st.import else {
-            return Err(err("no checkpoint import in progress: call prepare_import first"));
+            return Err(no_import());
         };
         self.check_checkpoint_seq(st, id)?;
         if let Some(g) = import.imported.iter().position(|&done| !done) {
@@ -460,6 +464,11 @@ impl PagedKvCache {
         st.import = None;
         Ok(())
     }
+}
+
+/// The refusal of an import step (a page group, or the finish) before `prepare_import`.
+fn no_import() -> Error {
+    err("no checkpoint import in progress: call prepare_import first")
 }
 
 #[cfg(test)]

@@ -53,11 +53,17 @@ fn refused_calls_change_nothing() {
     assert!(p.add(0).unwrap_err().to_string().contains("already in the KV cache"));
     assert!(p.remove(9).unwrap_err().to_string().contains("not in the KV cache"));
     assert!(p.popn(0, 18).unwrap_err().to_string().contains("expected 0 to its length 17"));
-    assert!(p.popn(0, -1).is_err());
+    assert_eq!(
+        p.popn(0, -1).unwrap_err().to_string(),
+        "cannot pop -1 tokens from sequence 0: expected 0 to its length 17"
+    );
     assert!(p.fork(9, 1, -1).unwrap_err().to_string().contains("cannot fork from sequence 9"));
     assert!(p.fork(0, 0, -1).unwrap_err().to_string().contains("cannot fork onto sequence 0"));
     assert!(p.fork(0, 1, 18).unwrap_err().to_string().contains("out of range"));
-    assert!(p.fork(0, 1, -2).is_err());
+    assert_eq!(
+        p.fork(0, 1, -2).unwrap_err().to_string(),
+        "fork position -2 is out of range: expected -1 (the end) or 0 to 17 (the length of sequence 0)"
+    );
     assert!(p.enable_sliding_window(0, 8, 2).unwrap_err().to_string().contains("without sliding-window support"));
     assert_eq!(format!("{p:?}"), before);
     // Step checks: a missing sequence, a duplicate, zero length, too many tokens.
@@ -66,8 +72,14 @@ fn refused_calls_change_nothing() {
     assert!(forward::check(&p, &[0, 0], &[1, 1], &l).unwrap_err().to_string().contains("twice"));
     assert!(forward::check(&p, &[0], &[0], &l).unwrap_err().to_string().contains("positive append length"));
     assert!(forward::check(&p, &[0], &[300], &l).unwrap_err().to_string().contains("prefill chunk size"));
-    assert!(forward::check(&p, &[0], &[1, 2], &l).is_err());
-    assert!(forward::check(&p, &[], &[], &l).is_err());
+    assert_eq!(
+        forward::check(&p, &[0], &[1, 2], &l).unwrap_err().to_string(),
+        "expected as many append lengths as sequence ids, found 1 ids and 2 lengths"
+    );
+    assert_eq!(
+        forward::check(&p, &[], &[], &l).unwrap_err().to_string(),
+        "expected at least one sequence in the batch, found none"
+    );
     assert_eq!(format!("{p:?}"), before);
 }
 

@@ -4,7 +4,7 @@
 //! the compiler vectorises; other shapes go through ndarray's broadcasting iterators, on the
 //! calling thread, polling for interrupts every few MiB (a broadcast view may be huge).
 
-use super::num::{dispatch_float, Float, Num};
+use super::num::{dispatch_float, not_a_float, Float, Num};
 use super::promote::float_for;
 use super::{
     broadcast_shapes, numel, operand_array, operands_type, parallel, promoted_type, shaped, tensor_value, try_vec,
@@ -91,7 +91,7 @@ pub(super) fn binary(name: &'static str, args: &[Value], poll: Poll<'_>, op: Bin
         // numpy goes straight to a float loop for `int_array / python_int`: no bounds check.
         let fd = float_for_division(promoted_type(&ops));
         return dispatch_float!(fd, T => float_binary::<T>(name, &ops, &shape, poll),
-            _ => Err(Error::value(format!("{name}: internal error: {fd} is not a float type"))));
+            _ => Err(not_a_float(name, fd)));
     }
     let dtype = operands_type(name, &ops)?;
     if op == Binary::Sub && dtype == DataType::Bool {
@@ -292,7 +292,7 @@ pub(super) fn unary(name: &'static str, args: &[Value], poll: Poll<'_>, op: Unar
         Unary::Exp | Unary::Sqrt => {
             let fd = float_for(dtype);
             dispatch_float!(fd, T => num_unary::<T>(name, &x, poll, if op == Unary::Exp { T::exponential } else { T::square_root }),
-                _ => Err(Error::value(format!("{name}: internal error: {fd} is not a float type"))))
+                _ => Err(not_a_float(name, fd)))
         }
     }
 }

@@ -201,6 +201,12 @@ macro_rules! dispatch_float {
 }
 pub(crate) use dispatch_float;
 
+/// The fallback of a [`dispatch_float!`] over a dtype already chosen to be a float: the one
+/// message of every such site (reached only by a bug in that choice).
+pub(crate) fn not_a_float(name: &str, dtype: relaxvm::DataType) -> relaxvm::Error {
+    relaxvm::Error::value(format!("{name}: internal error: {dtype} is not a float type"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,7 +65,7 @@ pub(crate) fn fill_pieces<T: Copy + Send>(
     };
     match pool::global().fill(out, len, piece, tasks, &mut keep, fill) {
         Ok(()) => Ok(()),
-        Err(e) => Err(polled.unwrap_or_else(|| Error::value(format!("{name}: internal error: {e}")))),
+        Err(e) => Err(polled.unwrap_or_else(|| internal_error(name, e))),
     }
 }
 
@@ -180,7 +180,13 @@ pub(crate) fn for_each_piece<P, I: Iterator<Item = P> + Send>(
 
 /// A failure of an operator's task: a panic, a bug (its tasks return no errors).
 fn internal(name: &str, failures: Failures<Infallible>) -> Error {
-    Error::value(format!("{name}: internal error: {}", pool::describe(&failures)))
+    internal_error(name, pool::describe(&failures))
+}
+
+/// A builtin's error from a failure that only a bug causes (the pool's or ndarray's), the one
+/// message of such sites.
+pub(super) fn internal_error(name: &str, e: impl std::fmt::Display) -> Error {
+    Error::value(format!("{name}: internal error: {e}"))
 }
 
 #[cfg(test)]

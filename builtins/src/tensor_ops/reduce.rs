@@ -6,12 +6,12 @@
 //! integers, the input's for floats. Integer sums wrap; float sums are pairwise, as numpy's,
 //! with `float16`/`bfloat16` accumulated in `float32`.
 
-use super::num::Num;
+use super::num::{not_a_float, Num};
 use super::{numel, operand_array, operands_type, parallel, shaped, tensor_value, try_vec, Operand, Poll};
 use crate::args::{self, type_err, value_err};
 use ndarray::{ArrayD, ArrayViewD};
 use relaxvm::dtype::TypeClass;
-use relaxvm::{pool, CallCtx, DataType, Error, Result, Value};
+use relaxvm::{pool, CallCtx, DataType, Result, Value};
 
 /// `vm.op.sum(x, [axis, [keepdims]])`.
 pub(crate) fn sum(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
@@ -42,7 +42,7 @@ pub(super) fn sum_polled(name: &'static str, args: &[Value], poll: Poll<'_>) -> 
                     .map(|a| tensor_value(a.mapv(half::f16::from_f32))),
                 DataType::BF16 => sum_as::<f32>(name, &x, &axes, keepdims, &mut *poll)
                     .map(|a| tensor_value(a.mapv(half::bf16::from_f32))),
-                other => Err(Error::value(format!("{name}: internal error: {other} is not a float type"))),
+                other => Err(not_a_float(name, other)),
             }
         }
     }

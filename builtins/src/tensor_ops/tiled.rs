@@ -149,7 +149,7 @@ pub(crate) fn batched<T: Num, O: Send>(
         let bad = |s: &[usize]| value_err(name, format!("cannot broadcast an operand to {}", fmt_shape(s)));
         let a = a.broadcast(IxDyn(&fa)).ok_or_else(|| bad(&fa))?;
         let b = b.broadcast(IxDyn(&fb)).ok_or_else(|| bad(&fb))?;
-        let internal = |e: ndarray::ShapeError| Error::value(format!("{name}: internal error: {e}"));
+        let internal = |e: ndarray::ShapeError| parallel::internal_error(name, e);
         // The operands of batch element `bi`.
         let operands = |bi: usize| -> Result<(ArrayView2<'_, T>, ArrayView2<'_, T>)> {
             let (mut av, mut bv) = (a.view(), b.view());

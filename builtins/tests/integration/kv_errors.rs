@@ -454,3 +454,66 @@ fn token_trees_past_their_limits() {
     );
     check.done();
 }
+
+/// Refusals of calls out of their order (a step's attention before or after the step, a step or
+/// a fork while a token tree waits for its commit), and of checkpoint metadata whose values were
+/// changed: each with its whole message.
+#[test]
+fn calls_out_of_order_and_changed_checkpoints() {
+    let mut check = Check::default();
+    let n = |name: &str, m: &str| format!("{name}: {m}");
+    check.err(
+        CREATE,
+        &with(&[(6, shape(&[0, 2]))]),
+        &n(CREATE, "linear-attention layers are not supported (TVM does not implement them)"),
+    );
+    let c = create(&create_args(&[4, 64, 16, 16, 0]));
+    ok("vm.builtin.kv_state_add_sequence", &[c.clone(), i(0)]);
+    let positions = "vm.builtin.attention_kv_cache_get_query_positions";
+    let want = "no forward step: call vm.builtin.kv_state_begin_forward first";
+    check.err(positions, std::slice::from_ref(&c), &n(positions, want));
+    // The step's attention after the step ended.
+    step(&c, &[0], &[3], None);
+    let fused = "vm.builtin.attention_kv_cache_attention_with_fused_qkv";
+    let args = [c.clone(), i(0), Value::Float(0.5), zeros(&[3, 8, 8]), zeros(&[3, 4, 8])];
+    check.err(fused, &args, &n(fused, "the forward step has ended: call vm.builtin.kv_state_begin_forward first"));
+
+    // A token tree left uncommitted: no step without a tree, no fork.
+    step(&c, &[0], &[2], Some(&[-1, 0]));
+    let begin = "vm.builtin.kv_state_begin_forward";
+    check.err(
+        begin,
+        &[c.clone(), shape(&[0]), shape(&[1])],
+        &n(
+            begin,
+            "sequence 0 has an uncommitted token tree: call commit_accepted_token_tree_nodes before a step without a tree",
+        ),
+    );
+    let fork = "vm.builtin.kv_state_fork_sequence";
+    check.err(
+        fork,
+        &[c.clone(), i(0), i(1), i(-1)],
+        &n(
+            fork,
+            "cannot fork from sequence 0: the token tree of its last step is not committed (call commit_accepted_token_tree_nodes)",
+        ),
+    );
+    let commit = "vm.builtin.attention_kv_cache_commit_accepted_token_tree_nodes";
+    ok(commit, &[c.clone(), shape(&[0]), shape(&[1])]);
+
+    // Checkpoint metadata of sequence 0 (5 tokens: 1 page of 16), changed one field at a time.
+    let meta = call("vm.builtin.attention_kv_cache_get_checkpoint_metadata", &[c.clone(), i(0)]).unwrap();
+    let Value::Str(meta) = &meta else { panic!("metadata: {meta:?}") };
+    let meta = meta.to_string();
+    assert!(meta.contains("\"seq_length\":5,"), "{meta}");
+    let prepare = "vm.builtin.attention_kv_cache_prepare_import";
+    for (from, to, want) in [
+        ("\"seq_length\":5,", "\"seq_length\":-1,", "checkpoint seq_length -1 is out of range"),
+        ("\"shape\":[1,1,2,2,16,8]", "\"shape\":[1,1,2,2,16,9]", "page group 0: expected shape [1,1,2,2,16,8]"),
+    ] {
+        assert!(meta.contains(from), "{from} not in {meta}");
+        let changed = meta.replacen(from, to, 1);
+        check.err(prepare, &[c.clone(), i(0), Value::str(&changed)], &n(prepare, want));
+    }
+    check.done();
+}

@@ -14,3 +14,4 @@ mod profile;
 mod robustness;
 mod trace;
 mod vm_programs;
+mod whole_messages;

@@ -42,6 +42,11 @@ const TUPLE: u8 = 10;
 /// How deeply tuple constants may nest (the decoder recurses once per level).
 pub const MAX_TUPLE_DEPTH: usize = 32;
 
+/// The refusal of a tuple deeper than [`MAX_TUPLE_DEPTH`], saved or loaded.
+fn tuples_too_deep() -> String {
+    format!("tuples nest deeper than {MAX_TUPLE_DEPTH} levels")
+}
+
 /// Where each tensor constant's bytes go in the tensor data section.
 #[derive(Default)]
 pub struct BlobPlan<'a> {
@@ -117,7 +122,7 @@ fn encode_value<'a>(
         }
         Value::Tuple(items) => {
             if depth >= MAX_TUPLE_DEPTH {
-                return Err(format!("tuples nest deeper than {MAX_TUPLE_DEPTH} levels"));
+                return Err(tuples_too_deep());
             }
             out.push(TUPLE);
             varint::put(out, items.len() as u64);
@@ -125,11 +130,8 @@ fn encode_value<'a>(
                 encode_value(item, out, strings, blob, depth + 1)?;
             }
         }
-        Value::Func(_) | Value::Storage(_) | Value::VmState | Value::Object(_) => {
-            return Err(format!("a {} cannot be saved in an executable file", v.type_name()))
-        }
-        // `Value` is non-exhaustive: a kind the data model gains later is not saved until this
-        // writer learns it.
+        // Functions, storage, the VM state and objects; and, `Value` being non-exhaustive, a kind
+        // the data model gains later, until this writer learns it.
         _ => return Err(format!("a {} cannot be saved in an executable file", v.type_name())),
     }
     Ok(())
@@ -175,7 +177,7 @@ fn decode_value(
             }
             Value::Shape(Shape::from(dims))
         }
-        DTYPE => Value::DType(dtype(c)?),
+        DTYPE => Value::DType(c.dtype()?),
         DEVICE => {
             let code_at = c.pos();
             let code = i32::try_from(c.varint()?).map_err(|_| c.err_at(code_at, "device type code out of range"))?;
@@ -187,7 +189,7 @@ fn decode_value(
         TENSOR => Value::Tensor(tensor(c, blob, at)?),
         TUPLE => {
             if depth >= MAX_TUPLE_DEPTH {
-                return Err(c.err_at(at, format!("tuples nest deeper than {MAX_TUPLE_DEPTH} levels")));
+                return Err(c.err_at(at, tuples_too_deep()));
             }
             let n = c.count("tuple item", 1)?;
             let mut items = Vec::with_capacity(n);
@@ -200,14 +202,8 @@ fn decode_value(
     })
 }
 
-fn dtype(c: &mut Cursor<'_>) -> Result<DataType> {
-    let at = c.pos();
-    let tag = c.byte()?;
-    DataType::from_tag(tag).map_err(|_| c.err_at(at, format!("unknown dtype tag {tag}")))
-}
-
 fn tensor(c: &mut Cursor<'_>, blob: &Blob, at: usize) -> Result<Tensor> {
-    let dtype = dtype(c)?;
+    let dtype = c.dtype()?;
     let ndim = c.count("dimension", 1)?;
     let mut dims = Vec::with_capacity(ndim);
     let mut numel: u128 = 1;

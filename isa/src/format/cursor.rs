@@ -53,6 +53,13 @@ impl<'a> Cursor<'a> {
         Ok(b)
     }
 
+    /// A dtype's one-byte tag (the constants and the signatures sections share it).
+    pub fn dtype(&mut self) -> Result<crate::dtype::DataType> {
+        let at = self.pos;
+        let tag = self.byte()?;
+        crate::dtype::DataType::from_tag(tag).map_err(|_| self.err_at(at, format!("unknown dtype tag {tag}")))
+    }
+
     /// `n` bytes.
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
         if n > self.remaining() {
@@ -87,7 +94,7 @@ impl<'a> Cursor<'a> {
     pub fn u32(&mut self, what: &str) -> Result<u32> {
         let at = self.pos;
         let v = self.varint()?;
-        u32::try_from(v).map_err(|_| self.err_at(at, format!("{what} {v} does not fit in 32 bits")))
+        u32::try_from(v).map_err(|_| self.beyond_u32(at, what, v))
     }
 
     /// A varint that must be below `bound`; `what` names it in the error.
@@ -116,7 +123,12 @@ impl<'a> Cursor<'a> {
     pub fn index32(&mut self, what: &str, bound: usize) -> Result<u32> {
         let at = self.pos;
         let i = self.index(what, bound)?;
-        u32::try_from(i).map_err(|_| self.err_at(at, format!("{what} {i} does not fit in 32 bits")))
+        u32::try_from(i).map_err(|_| self.beyond_u32(at, what, i))
+    }
+
+    /// The refusal of a 32-bit field's value `v` (read at `at`; `what` names the field).
+    fn beyond_u32(&self, at: usize, what: &str, v: impl std::fmt::Display) -> Error {
+        self.err_at(at, format!("{what} {v} does not fit in 32 bits"))
     }
 
     /// A count of items that take at least `min_bytes` bytes each (or, with `per_byte > 1`, of

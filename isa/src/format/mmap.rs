@@ -2,7 +2,7 @@
 //! constant costs neither a copy nor resident memory until its pages are read. The mapping is
 //! read-only, so the constants are sealed as they are (no copy into other read-only pages).
 
-use super::{located, reader, LoadOptions};
+use super::{empty_file, located, reader, LoadOptions};
 use crate::error::{Error, Result};
 use crate::executable::Executable;
 use crate::input_file;
@@ -19,7 +19,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Executable> {
     // A regular file within the size limit: a device or a procfs file is never mapped.
     let opened = input_file::open(path, opts.read.max_bytes)?;
     if opened.is_empty() {
-        return Err(with_path(Error::format("header at byte 0: the file is empty")));
+        return Err(empty_file(path));
     }
     let file = opened.into_file();
     // SAFETY: `map_copy_read_only` maps the file privately without write access: tensor

@@ -206,6 +206,11 @@ pub fn load_file_with(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Exec
     }
 }
 
+/// The refusal of an empty file, whichever reader (mapped or owned) opened it.
+fn empty_file(path: &Path) -> crate::error::Error {
+    located(path, crate::error::Error::format("header at byte 0: the file is empty"))
+}
+
 /// `e` with the file's path in front of its message.
 fn located(path: &Path, e: crate::error::Error) -> crate::error::Error {
     use crate::error::{Error, ErrorKind};

@@ -2,7 +2,7 @@
 //! the file afterwards (truncating it, rewriting it in place) can reach a loaded executable, and
 //! every byte is checked against the file's checksums before any of it is used.
 
-use super::{located, reader, LoadOptions};
+use super::{empty_file, located, reader, LoadOptions};
 use crate::error::{Error, Result};
 use crate::executable::Executable;
 use crate::input_file;
@@ -17,7 +17,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Executable> {
     // A regular file within the size limit (fifos, devices and procfs files are refused).
     let mut file = input_file::open(path, opts.read.max_bytes)?;
     if file.is_empty() {
-        return Err(at(Error::format("header at byte 0: the file is empty")));
+        return Err(empty_file(path));
     }
     let len = usize::try_from(file.len()).map_err(|_| at(Error::alloc(u128::from(file.len()), "file too large")))?;
     // Read straight into pages that become read-only once filled: the tensor constants view

@@ -22,10 +22,9 @@
 use super::cursor::Cursor;
 use super::strings::{Budget, StringTable, Strings};
 use super::varint;
-use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::executable::{Executable, FuncInfo};
-use crate::types::{Dim, Signature, Type, MAX_TYPE_DEPTH};
+use crate::types::{negative_dimension, types_too_deep, Dim, Signature, Type, MAX_TYPE_DEPTH};
 
 const ANY: u8 = 0;
 const SCALAR: u8 = 1;
@@ -93,8 +92,7 @@ fn encode_type<'a>(t: &'a Type, out: &mut Vec<u8>, strings: &mut StringTable<'a>
                     match d {
                         Dim::Unknown => varint::put(out, 0),
                         Dim::Static(n) => {
-                            let n = u64::try_from(*n)
-                                .map_err(|_| Error::value(format!("tensor dimension {n} is negative")))?;
+                            let n = u64::try_from(*n).map_err(|_| Error::value(negative_dimension(*n)))?;
                             // n <= i64::MAX, so 2n + 1 fits in u64.
                             varint::put(out, 2 * n + 1);
                         }
@@ -151,13 +149,13 @@ pub fn decode(mut c: Cursor<'_>, funcs: &mut [FuncInfo], strings: &Strings<'_>, 
 fn decode_type(c: &mut Cursor<'_>, strings: &Strings<'_>, budget: &mut Budget, depth: usize) -> Result<Type> {
     let at = c.pos();
     if depth > MAX_TYPE_DEPTH {
-        return Err(c.err_at(at, format!("types nest more than {MAX_TYPE_DEPTH} deep")));
+        return Err(c.err_at(at, types_too_deep()));
     }
     budget.charge(NODE_COST, c, at)?;
     let tag = c.byte()?;
     Ok(match tag {
         ANY => Type::Any,
-        SCALAR => Type::Scalar(dtype(c)?),
+        SCALAR => Type::Scalar(c.dtype()?),
         STR => Type::Str,
         OBJECT => Type::Object,
         TENSOR => {
@@ -166,7 +164,7 @@ fn decode_type(c: &mut Cursor<'_>, strings: &Strings<'_>, budget: &mut Budget, d
             if flags & !(HAS_DTYPE | HAS_RANK | CONTIGUOUS) != 0 {
                 return Err(c.err_at(flags_at, format!("unknown tensor type flags {flags:#04x}")));
             }
-            let dtype = if flags & HAS_DTYPE != 0 { Some(dtype(c)?) } else { None };
+            let dtype = if flags & HAS_DTYPE != 0 { Some(c.dtype()?) } else { None };
             let dims = if flags & HAS_RANK != 0 {
                 let n = c.count("dimension", 1)?;
                 budget.charge(n as u64 * 24, c, flags_at)?;
@@ -223,12 +221,6 @@ fn decode_type(c: &mut Cursor<'_>, strings: &Strings<'_>, budget: &mut Budget, d
         }
         other => return Err(c.err_at(at, format!("unknown type tag {other:#04x}"))),
     })
-}
-
-fn dtype(c: &mut Cursor<'_>) -> Result<DataType> {
-    let at = c.pos();
-    let tag = c.byte()?;
-    DataType::from_tag(tag).map_err(|_| c.err_at(at, format!("unknown dtype tag {tag}")))
 }
 
 /// Encodes the entry function, or `None` when none is set.

@@ -93,3 +93,13 @@ impl Signature {
 /// How deeply types may nest (bounds the recursion of the parser, the binary decoder, printing
 /// and checking on hostile input); the verifier rejects deeper types.
 pub const MAX_TYPE_DEPTH: usize = 64;
+
+/// The refusal of a type deeper than [`MAX_TYPE_DEPTH`] (the verifier's and the file reader's).
+pub(crate) fn types_too_deep() -> String {
+    format!("types nest more than {MAX_TYPE_DEPTH} deep")
+}
+
+/// The refusal of a negative static dimension (the verifier's and the file writer's).
+pub(crate) fn negative_dimension(n: i64) -> String {
+    format!("tensor dimension {n} is negative")
+}

@@ -1,7 +1,7 @@
 //! Well-formed signatures: what a signature must satisfy before a VM checks arguments with it.
 
 use crate::names::is_plain_name;
-use crate::types::{Dim, Signature, Type, MAX_TYPE_DEPTH};
+use crate::types::{negative_dimension, types_too_deep, Dim, Signature, Type, MAX_TYPE_DEPTH};
 use std::collections::HashSet;
 
 /// Checks that a signature is well formed: parameter names distinct and not empty, types nested
@@ -24,14 +24,14 @@ pub fn verify_signature(sig: &Signature) -> std::result::Result<(), String> {
 
 fn verify_type(t: &Type, depth: usize) -> std::result::Result<(), String> {
     if depth > MAX_TYPE_DEPTH {
-        return Err(format!("types nest more than {MAX_TYPE_DEPTH} deep"));
+        return Err(types_too_deep());
     }
     match t {
         Type::Any | Type::Scalar(_) | Type::Str | Type::Object | Type::Shape(_) => Ok(()),
         Type::Tensor { dims, .. } => {
             for d in dims.iter().flatten() {
                 match d {
-                    Dim::Static(n) if *n < 0 => return Err(format!("tensor dimension {n} is negative")),
+                    Dim::Static(n) if *n < 0 => return Err(negative_dimension(*n)),
                     Dim::Symbolic(s) if !is_plain_name(s) => {
                         return Err(format!("symbolic dimension {s:?} is not a plain name"))
                     }

@@ -72,9 +72,7 @@ impl Trace {
         let mut archive = Archive { zip, limit, used: 0, arrays: HashMap::new() };
         read_trace(&mut archive).map_err(|e| match e.into_kind() {
             // Memory the allocator refused stays an allocation error (a MemoryError in Python).
-            ErrorKind::Alloc { bytes, reason } => {
-                Error::alloc(bytes, format!("cannot read trace {}: {reason}", path.display()))
-            }
+            ErrorKind::Alloc { bytes, reason } => Error::alloc(bytes, fail(&reason).to_string()),
             other => fail(&Error::from(other)),
         })
     }

@@ -15,21 +15,28 @@ pub const HOST_MACHINE: (u16, &str) = (elf::EM_AARCH64, "AArch64");
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 pub const HOST_MACHINE: (u16, &str) = (elf::EM_NONE, "this machine");
 
+/// The length of the ELF identification (`e_ident`, ELF's `EI_NIDENT`) that starts every file.
+const IDENT_LEN: usize = 16;
+
 /// Parses the headers (the `object` crate checks the tables it reads lie inside the file).
 pub fn parse(bytes: &[u8]) -> Result<ElfFile64<'_, Endianness>> {
     if !bytes.starts_with(b"\x7fELF") {
         let head: Vec<String> = bytes.iter().take(4).map(|b| format!("{b:02x}")).collect();
         return Err(bad(format!("not an ELF file: it starts with bytes [{}], expected 7f 45 4c 46", head.join(" "))));
     }
-    match bytes.get(4) {
-        Some(&elf::ELFCLASS64) => {}
-        Some(c) => return Err(bad(format!("ELF class {c}, expected {} (64-bit)", elf::ELFCLASS64))),
-        None => return Err(bad("the file ends inside the ELF identification")),
+    // The class and the data encoding when the file has them (what is wrong first), then one
+    // check of the identification's length.
+    if let Some(&c) = bytes.get(4).filter(|&&c| c != elf::ELFCLASS64) {
+        return Err(bad(format!("ELF class {c}, expected {} (64-bit)", elf::ELFCLASS64)));
     }
-    match bytes.get(5) {
-        Some(&elf::ELFDATA2LSB) => {}
-        Some(d) => return Err(bad(format!("ELF data encoding {d}, expected {} (little-endian)", elf::ELFDATA2LSB))),
-        None => return Err(bad("the file ends inside the ELF identification")),
+    if let Some(&d) = bytes.get(5).filter(|&&d| d != elf::ELFDATA2LSB) {
+        return Err(bad(format!("ELF data encoding {d}, expected {} (little-endian)", elf::ELFDATA2LSB)));
+    }
+    if bytes.len() < IDENT_LEN {
+        return Err(bad(format!(
+            "the file ends inside the ELF identification: {} bytes, expected at least {IDENT_LEN}",
+            bytes.len()
+        )));
     }
     // The `object` crate refuses another entry size too, but without saying what it found.
     if let Some(size) = bytes.get(54..56) {

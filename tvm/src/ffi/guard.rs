@@ -237,6 +237,7 @@ mod tests {
         let u = Unguarded::enter();
         drop(u);
         let pages = ReadOnlyPages::filled(1, |_| Ok(())).unwrap();
-        assert!(store_at(pages.as_ptr().as_ptr()).unwrap().is_err());
+        let at = pages.as_ptr().as_ptr();
+        assert_eq!(store_at(at).unwrap(), Err(Fault(at as usize)));
     }
 }

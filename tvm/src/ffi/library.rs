@@ -127,8 +127,8 @@ impl Library {
                 cname.push(0);
                 // SAFETY: `name` is a data symbol the library exports (read from its dynamic
                 // symbol table); for a slot it is a pointer-sized, pointer-aligned variable.
-                let slot: libloading::os::unix::Symbol<*mut *const c_void> =
-                    unsafe { lib.get(&cname) }.map_err(|e| at(Error::value(format!("cannot resolve {name}: {e}"))))?;
+                let slot: libloading::os::unix::Symbol<*mut *const c_void> = unsafe { lib.get(&cname) }
+                    .map_err(|e| at(Error::value(format!("cannot resolve runtime-service slot {name}: {e}"))))?;
                 // SAFETY: as above; writing a function pointer is what TVM's loader does.
                 unsafe { (*slot).write(value) };
             }
@@ -145,8 +145,8 @@ impl Library {
             cname.push(0);
             // SAFETY: `sym` is a function the library exports with the tvm-ffi safe-call
             // signature (what TVM's codegen emits for every `__tvm_ffi_` function).
-            let f: libloading::os::unix::Symbol<SafeCall> =
-                unsafe { lib.get(&cname) }.map_err(|e| at(Error::value(format!("cannot resolve {sym}: {e}"))))?;
+            let f: libloading::os::unix::Symbol<SafeCall> = unsafe { lib.get(&cname) }
+                .map_err(|e| at(Error::value(format!("cannot resolve kernel {sym}: {e}"))))?;
             if compiled {
                 vmtir.insert(kernel.to_string(), *f);
             } else {

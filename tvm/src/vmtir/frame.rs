@@ -256,7 +256,7 @@ pub unsafe extern "C" fn RVMBackendAnyListSetPackedArg(
 ) -> i32 {
     let what = "TVMBackendAnyListSetPackedArg";
     let item = finish(what, |frame| {
-        let offset = usize::try_from(offset).map_err(|_| Error::value(format!("{what}: negative offset")))?;
+        let offset = usize::try_from(offset).map_err(|_| negative_offset(what))?;
         if args.is_null() {
             return Err(Error::value(format!("{what}: a null argument stack")));
         }
@@ -311,7 +311,7 @@ pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
 ) -> i32 {
     let what = "TVMBackendAnyListMoveFromPackedReturn";
     let slot = finish(what, |frame| {
-        let offset = usize::try_from(offset).map_err(|_| Error::value(format!("{what}: negative offset")))?;
+        let offset = usize::try_from(offset).map_err(|_| negative_offset(what))?;
         if args.is_null() {
             return Err(Error::value(format!("{what}: a null result")));
         }
@@ -450,4 +450,9 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
             -1
         }
     }
+}
+
+/// The refusal of a negative argument-stack offset, named by the callback (`what`) that got it.
+fn negative_offset(what: &str) -> Error {
+    Error::value(format!("{what}: negative offset"))
 }

@@ -224,11 +224,13 @@ fn invoke(
             unsafe { guard::safe_call(f, anys.as_ptr(), 4, &mut result) }
         }))
     };
+    // Where a fault or a raised error happened, for either message.
+    let context = format!("VM TIR function {name:?}");
     let rc = match called {
         Ok(Ok(Ok(rc))) => rc,
         Ok(Ok(Err(fault))) => {
             raised::clear();
-            return Err(fault.error(&format!("VM TIR function {name:?}")));
+            return Err(fault.error(&context));
         }
         Ok(Err(e)) => return Err(e),
         Err(_) => -1,
@@ -239,7 +241,7 @@ fn invoke(
         raised::clear();
         Err(e)
     } else if rc != 0 {
-        Err(raised::take(&format!("VM TIR function {name:?}")))
+        Err(raised::take(&context))
     } else {
         let ret = frame.regs[inputs.len()];
         value_of_result(&frame, &ret, name)

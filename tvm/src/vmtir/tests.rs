@@ -432,3 +432,43 @@ fn an_argument_stack_in_read_only_pages_is_a_fault_of_the_function() {
     }
     drop(pages);
 }
+
+/// Passes register 0 to `test.vmtir.write`, which writes into the tensor it is given.
+unsafe extern "C" fn writes_input_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    let mut stack = [TVMFFIAny::NONE; 2];
+    // SAFETY: room for one argument at offset 0.
+    if unsafe { RVMBackendAnyListSetPackedArg(r, 0, stack.as_mut_ptr(), 0) } != 0 {
+        return -1;
+    }
+    let (head, tail) = stack.split_at_mut(1);
+    call_by_name("test.vmtir.write", head, &mut tail[0])
+}
+
+#[test]
+fn a_write_into_a_read_only_input_through_its_copy_is_refused() {
+    relaxvm::registry::register_global(
+        PackedFunc::from_fn("test.vmtir.write", |a| {
+            a[0].as_tensor()?.storage().write(0, &[9])?;
+            Ok(Value::Null)
+        }),
+        true,
+    )
+    .unwrap();
+    // Read-only memory that is not sealed (as a read-only DLPack import is): kernels get a copy,
+    // and what they change in it cannot be written back.
+    let t = Tensor::from_vec([3], vec![1.0f32, 2.0, 3.0]).unwrap();
+    t.storage().freeze();
+    let e = vm_with(writes_input_fn).invoke("f", &[Value::Tensor(t.clone())]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Value(_)), "{e:?}");
+    assert_eq!(
+        e.root().to_string(),
+        "VM TIR function \"f\" wrote to a tensor of shape (3,) in read-only memory (a constant or a read-only import)"
+    );
+    assert_eq!(t.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0]);
+    // A writable input gets the write.
+    let w = Tensor::from_vec([3], vec![1.0f32, 2.0, 3.0]).unwrap();
+    vm_with(writes_input_fn).invoke("f", &[Value::Tensor(w.clone())]).unwrap();
+    assert_eq!(w.storage().bytes()[0], 9);
+}

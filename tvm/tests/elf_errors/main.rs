@@ -60,6 +60,13 @@ fn not_elf_names_the_bytes_found() {
     assert!(matches!(e.kind(), ErrorKind::Format(_)), "{e:?}");
     assert_eq!(
         e.to_string(),
-        "malformed executable file: invalid ELF shared library: the file ends inside the ELF identification"
+        "malformed executable file: invalid ELF shared library: the file ends inside the ELF identification: 4 bytes, expected at least 16"
+    );
+    // One byte short of the identification (its class byte present, the data byte too).
+    let e = elf::validate(b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00").unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Format(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "malformed executable file: invalid ELF shared library: the file ends inside the ELF identification: 15 bytes, expected at least 16"
     );
 }

@@ -214,6 +214,6 @@ fn site_in<'e>(exe: &'e crate::executable::Executable, frame: Option<&super::Fra
 }
 
 /// Calls the instrument hook; a panic in it becomes an error, and the hook stays installed.
-fn call_hook(hook: &mut Instrument, call: &InstrumentCall<'_>) -> Result<InstrumentAction> {
+pub(super) fn call_hook(hook: &mut Instrument, call: &InstrumentCall<'_>) -> Result<InstrumentAction> {
     catch_unwind(AssertUnwindSafe(|| hook(call))).unwrap_or_else(|p| Err(panic_error("instrument hook", p)))
 }

@@ -8,13 +8,12 @@
 //! Kept apart from the interpreter loops: this path never runs inside them (the native code
 //! was entered from a packed call, and calls back through [`crate::CallCtx::call_named`]).
 
-use super::instrument::InstrumentCall;
+use super::instrument::{call_hook, InstrumentCall};
 use super::{InstrumentAction, VirtualMachine};
 use crate::error::Result;
-use crate::packed::{panic_error, CallCtx};
+use crate::packed::CallCtx;
 use crate::value::{Callable, Closure, Value};
 use smallvec::SmallVec;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 impl VirtualMachine {
@@ -78,8 +77,7 @@ impl VirtualMachine {
     /// Runs the instrument hook, if one is still installed, on `call`.
     fn hook(&mut self, call: &InstrumentCall<'_>) -> Result<InstrumentAction> {
         let Some(mut hook) = self.instrument.take() else { return Ok(InstrumentAction::Continue) };
-        let out =
-            catch_unwind(AssertUnwindSafe(|| hook(call))).unwrap_or_else(|p| Err(panic_error("instrument hook", p)));
+        let out = call_hook(&mut hook, call);
         self.instrument = Some(hook);
         out
     }

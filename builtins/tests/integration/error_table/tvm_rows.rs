@@ -219,7 +219,7 @@ pub(super) fn cases() -> Vec<(&'static str, Vec<Value>, Want)> {
         (
             "tvm.contrib.sort.sort",
             vec![tensor(&[2], vec![1.0f32, 2.0]), tensor(&[3], vec![0.0f32; 3]), i(0), Value::Bool(true)],
-            E(Kind::Value, &["output of shape (3,)"]),
+            E(Kind::Value, &["output of shape (3,) where [2] is needed"]),
         ),
         // Descending along the last axis: [3, 1] -> [0, 1]; [2, 5] -> [1, 0].
         (
@@ -250,6 +250,33 @@ pub(super) fn cases() -> Vec<(&'static str, Vec<Value>, Want)> {
             "tvm.contrib.sort.topk",
             vec![topk_x(), tensor(&[5], vec![0i32; 5]), i(0), i(0), s("mode"), Value::Bool(true)],
             E(Kind::Value, &["Unsupported ret type: mode"]),
+        ),
+        // Outputs of the wrong shape, named: k=2 of 5 along axis 0 needs (2,) outputs.
+        (
+            "tvm.contrib.sort.topk",
+            vec![
+                topk_x(),
+                tensor(&[3], vec![0i32; 3]),
+                tensor(&[2], vec![0i64; 2]),
+                i(2),
+                i(0),
+                s("both"),
+                Value::Bool(false),
+            ],
+            E(Kind::Value, &["the values output has shape (3,), expected [2] (k=2 along axis 0)"]),
+        ),
+        (
+            "tvm.contrib.sort.topk",
+            vec![
+                topk_x(),
+                tensor(&[2], vec![0i32; 2]),
+                tensor(&[4], vec![0i64; 4]),
+                i(2),
+                i(0),
+                s("both"),
+                Value::Bool(false),
+            ],
+            E(Kind::Value, &["the indices output has shape (4,), expected [2] (k=2 along axis 0)"]),
         ),
         (
             "tvm.contrib.sort.topk",

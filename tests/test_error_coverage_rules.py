@@ -1,0 +1,113 @@
+"""The rules of scripts/error-coverage.py, on made-up sources: a message text at two sites of one
+crate is a finding (a test causing it cannot tell which site it reached), a message wrapped in
+two constructor calls is one message, and copies in two crates are not a finding (each crate's
+tests prove their own copy)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("error_coverage", os.path.join(ROOT, "scripts", "error-coverage.py"))
+    ec = importlib.util.module_from_spec(spec)
+    sys.modules["error_coverage"] = ec
+    spec.loader.exec_module(ec)
+    return ec
+
+
+EC = _script()
+
+
+def _messages(path: str, code: str):
+    return EC.messages_of(EC.ROOT / path, code)
+
+
+# The texts are built from halves: written whole here, they would count as tests of themselves.
+TEXT = "the widget " + "frobnicator {n} is out of alignment"
+
+
+def test_one_text_at_two_sites_of_a_crate_is_a_finding() -> None:
+    code = f"""
+fn a(n: u32) -> Result<()> {{ Err(Error::value(format!("{TEXT}"))) }}
+fn b(n: u32) -> Result<()> {{ Err(Error::value(format!("{TEXT}"))) }}
+"""
+    messages = _messages("core/src/fake.rs", code)
+    assert [(m.line, m.text) for m in messages] == [(2, TEXT), (3, TEXT)]
+    (group,) = EC.same_text_sites(messages)
+    assert [m.line for m in group] == [2, 3]
+
+
+def test_the_sites_may_be_in_two_files_of_one_crate() -> None:
+    one = _messages("isa/src/a.rs", f'fn a() -> E {{ value_err(format!("{TEXT}")) }}')
+    two = _messages("isa/src/b/c.rs", f'fn b() -> E {{ value_err(format!("{TEXT}")) }}')
+    (group,) = EC.same_text_sites(one + two)
+    assert sorted(m.path for m in group) == ["isa/src/a.rs", "isa/src/b/c.rs"]
+
+
+def test_copies_in_two_crates_are_not_a_finding() -> None:
+    one = _messages("python/src/a.rs", f'fn a() -> E {{ value_err(format!("{TEXT}")) }}')
+    two = _messages("capi/src/a.rs", f'fn a() -> E {{ value_err(format!("{TEXT}")) }}')
+    assert EC.same_text_sites(one + two) == []
+
+
+def test_one_site_made_a_function_is_not_a_finding() -> None:
+    code = f"""
+fn misaligned(n: u32) -> Error {{ Error::value(format!("{TEXT}")) }}
+fn a(n: u32) -> Result<()> {{ Err(misaligned(n)) }}
+fn b(n: u32) -> Result<()> {{ Err(misaligned(n + 1)) }}
+"""
+    messages = _messages("core/src/fake.rs", code)
+    assert [m.text for m in messages] == [TEXT]
+    assert EC.same_text_sites(messages) == []
+
+
+def test_a_message_in_two_nested_calls_over_two_lines_is_one_message() -> None:
+    # `Err(` on one line and the constructor holding the literal on the next were two sites.
+    code = f"""
+fn a(c: &Cursor, n: u32) -> Result<()> {{
+    return Err(
+        c.err_at(0, format!("{TEXT}"))
+    );
+}}
+"""
+    messages = _messages("isa/src/fake.rs", code)
+    assert [(m.line, m.text) for m in messages] == [(4, TEXT)]
+    assert EC.same_text_sites(messages) == []
+
+
+def test_two_texts_that_differ_only_in_a_placeholder_are_one_text() -> None:
+    # The values filled in at run time do not tell sites apart, nor do the placeholders' names.
+    other = TEXT.replace("{n}", "{count:?}")
+    code = f"""
+fn a(n: u32) -> Error {{ Error::value(format!("{TEXT}")) }}
+fn b(n: u32) -> Error {{ Error::value(format!("{TEXT}", n = n + 1)) }}
+fn c(count: u32) -> Error {{ Error::value(format!("{other}")) }}
+"""
+    (group,) = EC.same_text_sites(_messages("core/src/fake.rs", code))
+    assert [m.line for m in group] == [2, 3, 4]
+
+
+def test_the_tree_has_no_text_at_two_sites_of_a_crate() -> None:
+    messages, _, _ = EC.collect_grouped()
+    found = [[f"{m.path}:{m.line}" for m in g] for g in EC.same_text_sites(messages)]
+    assert found == []
+
+
+def test_a_phrase_shared_after_a_placeholder_identifies_neither_message() -> None:
+    # Y's fragment starts where its placeholder ends ("{n} does not fit ..."), so it has no space
+    # before "does"; X has the phrase after a word. Windows are compared without their end
+    # spaces: " does not fit in the fro" of X is shared with Y, and a test causing Y (its value
+    # filled in) is no test of X.
+    tail = "does not fit in the " + "frobnicator table"
+    x = _messages("core/src/x.rs", f'fn a() -> E {{ value_err("widget count {tail}") }}')
+    y = _messages("core/src/y.rs", f'fn b(n: u32) -> E {{ value_err(format!("{{n}} {tail}")) }}')
+    own = EC.distinctive_windows(x + y)
+    caused_y = f"5 {tail}"
+    assert not [w for w in own[x[0].text] if w in caused_y]
+    # X's own words still identify it.
+    assert any(w in f"widget count {tail}" for w in own[x[0].text])
