@@ -180,6 +180,12 @@ impl Tensor {
         crate::storage::sole(&self.0)
     }
 
+    /// How many handles this tensor object has (for a site's cache to tell a header only it
+    /// keeps: see `value/site_views.rs`).
+    pub(crate) fn handle_count(&self) -> usize {
+        Arc::strong_count(&self.0)
+    }
+
     /// True when both handles are the same tensor object.
     pub fn ptr_eq(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

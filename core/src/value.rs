@@ -5,6 +5,7 @@
 pub mod int_op;
 pub mod seal;
 mod selected;
+mod site_views;
 mod vm_handle;
 
 pub use selected::Selected;
