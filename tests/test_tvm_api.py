@@ -30,7 +30,7 @@ def test_memory_cfg_values_tvm_accepts(cfg):
 @pytest.mark.parametrize(
     "cfg,error,match",
     [
-        ("arena", ValueError, 'memory_cfg must be "naive" or "pooled", found \'arena\''),
+        ("arena", ValueError, 'memory_cfg must be "naive" or "pooled", found "arena"'),
         (3, TypeError, "memory_cfg is expected be string or dictionary, but received int"),
         ({rx.cpu(): 7}, ValueError, r"memory_cfg\[.*\] must be VirtualMachine.NAIVE_ALLOCATOR"),
         ({"gpu": 1}, ValueError, "gpu"),
