@@ -1,0 +1,91 @@
+//! `relaxvm.types` printed by the VM's printer: each Python type describes itself as a tuple
+//! naming its production of the type grammar and holding its parts (`("list", item)`), a part
+//! being such a tuple or a type's text form; this converts that to a `relaxvm::Type`, whose
+//! `Display` is the one printer of the grammar (`as_text()` prints signatures with it too).
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString, PyTuple};
+use relaxvm::types::MAX_TYPE_DEPTH;
+use relaxvm::{DataType, Dim, Signature, Type};
+
+/// The type `spec` describes, `depth` levels inside the outermost.
+fn to_type(spec: &Bound<'_, PyAny>, depth: usize) -> PyResult<Type> {
+    if depth > MAX_TYPE_DEPTH {
+        // Deeper types are refused by the parser and the verifier; the bound also keeps this
+        // recursion within the stack.
+        return Err(PyValueError::new_err(format!("types nest at most {MAX_TYPE_DEPTH} deep")));
+    }
+    if let Ok(text) = spec.cast::<PyString>() {
+        let text = text.to_cow()?;
+        return text.parse::<Type>().map_err(|e| PyValueError::new_err(format!("invalid type {text:?}: {e}")));
+    }
+    let spec = spec.cast::<PyTuple>()?;
+    let form: String = spec.get_item(0)?.extract()?;
+    let part = |i: usize| spec.get_item(i);
+    Ok(match form.as_str() {
+        "any" => Type::Any,
+        "object" => Type::Object,
+        "str" => Type::Str,
+        "scalar" => Type::Scalar(dtype(&part(1)?)?),
+        "tensor" => {
+            let dims = part(1)?;
+            let dims = if dims.is_none() {
+                None
+            } else {
+                let dims = dims.cast::<PyTuple>()?;
+                Some(dims.iter().map(|d| dim(&d)).collect::<PyResult<Vec<_>>>()?)
+            };
+            let dtype = part(2)?;
+            let dtype = if dtype.is_none() { None } else { Some(self::dtype(&dtype)?) };
+            Type::Tensor { dtype, dims, contiguous: part(3)?.extract()? }
+        }
+        "shape" => Type::Shape(part(1)?.extract()?),
+        "tuple" => Type::Tuple(part(1)?.try_iter()?.map(|t| to_type(&t?, depth + 1)).collect::<PyResult<_>>()?),
+        "list" => Type::List(Box::new(to_type(&part(1)?, depth + 1)?)),
+        // In the order given: `relaxvm.types.Dict` sorts its slots as `Type::dict` does.
+        "dict" => Type::Dict(named(&part(1)?, depth + 1)?),
+        other => return Err(PyValueError::new_err(format!("unknown form of type {other:?}"))),
+    })
+}
+
+/// An element type by the short name `relaxvm.types` keeps (`"f32"`, `"bool"`).
+fn dtype(name: &Bound<'_, PyAny>) -> PyResult<DataType> {
+    let name: String = name.extract()?;
+    name.parse().map_err(|e: relaxvm::Error| PyValueError::new_err(e.to_string()))
+}
+
+/// A tensor dimension: an int fixed, a str a symbol, `None` any.
+fn dim(d: &Bound<'_, PyAny>) -> PyResult<Dim> {
+    Ok(if d.is_none() {
+        Dim::Unknown
+    } else if let Ok(s) = d.cast::<PyString>() {
+        Dim::Symbolic(s.to_cow()?.into_owned())
+    } else {
+        Dim::Static(d.extract()?)
+    })
+}
+
+/// `(name, spec)` pairs as names and types.
+fn named(pairs: &Bound<'_, PyAny>, depth: usize) -> PyResult<Vec<(String, Type)>> {
+    pairs
+        .try_iter()?
+        .map(|pair| {
+            let (name, spec): (String, Bound<'_, PyAny>) = pair?.extract()?;
+            Ok((name, to_type(&spec, depth)?))
+        })
+        .collect()
+}
+
+/// The text form of the type `spec` describes (see the module's documentation).
+#[pyfunction]
+pub fn _type_text(spec: &Bound<'_, PyAny>) -> PyResult<String> {
+    Ok(to_type(spec, 0)?.to_string())
+}
+
+/// The text form of the signature with `params` (`(name, spec)` pairs) and `result`.
+#[pyfunction]
+pub fn _signature_text(params: &Bound<'_, PyList>, result: &Bound<'_, PyAny>) -> PyResult<String> {
+    let sig = Signature { params: named(params, 0)?, result: to_type(result, 0)? };
+    Ok(sig.to_string())
+}
