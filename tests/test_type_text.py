@@ -53,3 +53,41 @@ def test_the_printer_refuses_a_form_it_does_not_know():
     assert _relaxvm._type_text(("list", ("scalar", "f32"))) == "list<f32>"
     with pytest.raises(ValueError, match='unknown form of type "nope"'):
         _relaxvm._type_text(("nope",))
+
+
+def test_a_type_never_prints_as_another_type():
+    # Attack finding layers/01: a description reaching the printer unchecked (an attribute set
+    # after construction, a subclass's `_spec`) printed text that reads as another type.
+    x = T.Tensor(("n",), "float32")
+    x.shape = ("n], f32>, y: tensor<[m",)
+    with pytest.raises(ValueError, match=r"a symbolic dimension is a plain name, got \"n\], f32>"):
+        T.Signature([("x", x)], T.int64)
+    x.shape = ("",)
+    with pytest.raises(ValueError, match='a symbolic dimension is a plain name, got ""'):
+        str(x)
+    x.shape = (-1,)
+    with pytest.raises(ValueError, match="a fixed dimension is non-negative, got -1"):
+        str(x)
+
+    class Sneaky(T.Type):
+        def _spec(self):
+            return ("tensor", ("a, b",), "f32", False)
+
+    with pytest.raises(ValueError, match='got "a, b"'):
+        Sneaky() == T.Tensor(("a", "b"), "float32")  # noqa: B015 (the comparison prints)
+
+    # Dict slots print sorted whatever order they were set in; a key twice is refused.
+    d = T.Dict({"a": T.int64, "b": T.float64})
+    d.slots = {"b": T.float64, "a": T.int64}
+    assert str(d) == "dict<{a: i64, b: f64}>" and d == T.Dict({"a": T.int64, "b": T.float64})
+
+    class Dup(T.Type):
+        def _spec(self):
+            return ("dict", [("a", "i64"), ("a", "f64")])
+
+    with pytest.raises(ValueError, match='dict keys must be distinct, got "a" twice'):
+        str(Dup())
+    sig = T.Signature([("p", T.int64)])
+    sig.params = [("p", T.int64), ("p", T.float64)]
+    with pytest.raises(ValueError, match='parameter names must be distinct, got "p" twice'):
+        str(sig)

@@ -43,8 +43,8 @@ fn to_type(spec: &Bound<'_, PyAny>, depth: usize) -> PyResult<Type> {
         "shape" => Type::Shape(part(1)?.extract()?),
         "tuple" => Type::Tuple(part(1)?.try_iter()?.map(|t| to_type(&t?, depth + 1)).collect::<PyResult<_>>()?),
         "list" => Type::List(Box::new(to_type(&part(1)?, depth + 1)?)),
-        // In the order given: `relaxvm.types.Dict` sorts its slots as `Type::dict` does.
-        "dict" => Type::Dict(named(&part(1)?, depth + 1)?),
+        // Sorted as they are passed (and as the parser reads them), whatever order was given.
+        "dict" => Type::dict(distinct(named(&part(1)?, depth + 1)?, "dict keys")?),
         other => return Err(PyValueError::new_err(format!("unknown form of type {other:?}"))),
     })
 }
@@ -55,14 +55,24 @@ fn dtype(name: &Bound<'_, PyAny>) -> PyResult<DataType> {
     name.parse().map_err(|e: relaxvm::Error| PyValueError::new_err(e.to_string()))
 }
 
-/// A tensor dimension: an int fixed, a str a symbol, `None` any.
+/// A tensor dimension: an int fixed, a str a symbol, `None` any. Checked as the parser checks
+/// them (whatever path the description came by: an attribute set after construction, a
+/// subclass's `_spec`), so that a type never prints as text that reads as another type.
 fn dim(d: &Bound<'_, PyAny>) -> PyResult<Dim> {
     Ok(if d.is_none() {
         Dim::Unknown
     } else if let Ok(s) = d.cast::<PyString>() {
-        Dim::Symbolic(s.to_cow()?.into_owned())
+        let s = s.to_cow()?;
+        if !relaxvm::text::is_plain_name(&s) {
+            return Err(PyValueError::new_err(format!("a symbolic dimension is a plain name, got {s:?}")));
+        }
+        Dim::Symbolic(s.into_owned())
     } else {
-        Dim::Static(d.extract()?)
+        let n: i64 = d.extract()?;
+        if n < 0 {
+            return Err(PyValueError::new_err(format!("a fixed dimension is non-negative, got {n}")));
+        }
+        Dim::Static(n)
     })
 }
 
@@ -77,6 +87,15 @@ fn named(pairs: &Bound<'_, PyAny>, depth: usize) -> PyResult<Vec<(String, Type)>
         .collect()
 }
 
+/// `pairs` when their names are distinct (`what` names them in the error).
+fn distinct(pairs: Vec<(String, Type)>, what: &str) -> PyResult<Vec<(String, Type)>> {
+    let mut seen = std::collections::HashSet::new();
+    if let Some((name, _)) = pairs.iter().find(|(name, _)| !seen.insert(name.as_str())) {
+        return Err(PyValueError::new_err(format!("{what} must be distinct, got {name:?} twice")));
+    }
+    Ok(pairs)
+}
+
 /// The text form of the type `spec` describes (see the module's documentation).
 #[pyfunction]
 pub fn _type_text(spec: &Bound<'_, PyAny>) -> PyResult<String> {
@@ -86,6 +105,6 @@ pub fn _type_text(spec: &Bound<'_, PyAny>) -> PyResult<String> {
 /// The text form of the signature with `params` (`(name, spec)` pairs) and `result`.
 #[pyfunction]
 pub fn _signature_text(params: &Bound<'_, PyList>, result: &Bound<'_, PyAny>) -> PyResult<String> {
-    let sig = Signature { params: named(params, 0)?, result: to_type(result, 0)? };
+    let sig = Signature { params: distinct(named(params, 0)?, "parameter names")?, result: to_type(result, 0)? };
     Ok(sig.to_string())
 }
