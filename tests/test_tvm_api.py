@@ -34,6 +34,8 @@ def test_memory_cfg_values_tvm_accepts(cfg):
         (3, TypeError, "memory_cfg is expected be string or dictionary, but received int"),
         ({rx.cpu(): 7}, ValueError, r"memory_cfg\[.*\] must be VirtualMachine.NAIVE_ALLOCATOR"),
         ({"gpu": 1}, ValueError, "gpu"),
+        # One device in two spellings with contradicting allocators (attack finding other/01).
+        ({rx.cpu(0): "naive", "cpu:0": "pooled"}, ValueError, 'memory_cfg names cpu:0 twice: "naive" and "pooled"'),
     ],
 )
 def test_memory_cfg_rejects_what_tvm_rejects(cfg, error, match):

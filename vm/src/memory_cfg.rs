@@ -84,6 +84,16 @@ pub enum MemoryCfgError {
         /// What the entry holds.
         found: AllocatorName,
     },
+    /// One device named twice (in several spellings) with different allocators.
+    #[error("memory_cfg names {device} twice: {first} and {second}")]
+    Conflicting {
+        /// The device.
+        device: Device,
+        /// Its first entry.
+        first: AllocatorName,
+        /// Its later entry, naming another allocator.
+        second: AllocatorName,
+    },
     /// Neither a string nor a map (TVM's message, a `TypeError` in Python).
     #[error("memory_cfg is expected be string or dictionary, but received {0}")]
     NotStringOrDict(String),
@@ -104,10 +114,24 @@ impl MemoryCfg {
             MemoryCfg::All(name) => name.allocator().ok_or_else(|| MemoryCfgError::UnknownName(name.clone())),
             MemoryCfg::PerDevice(entries) => {
                 let mut chosen = Allocator::Pooled;
+                // Each device's first entry: a later one naming another allocator contradicts
+                // it (a map keyed by spellings can name one device twice), never silently wins.
+                let mut first: Vec<(Device, &AllocatorName, Allocator)> = Vec::new();
                 for (listed, name) in entries {
                     let allocator = name
                         .allocator()
                         .ok_or_else(|| MemoryCfgError::UnknownEntry { device: *listed, found: name.clone() })?;
+                    match first.iter().find(|(d, _, _)| d == listed) {
+                        Some((_, earlier, a)) if *a != allocator => {
+                            return Err(MemoryCfgError::Conflicting {
+                                device: *listed,
+                                first: (*earlier).clone(),
+                                second: name.clone(),
+                            })
+                        }
+                        Some(_) => {}
+                        None => first.push((*listed, name, allocator)),
+                    }
                     if *listed == device {
                         chosen = allocator;
                     }
@@ -173,6 +197,12 @@ mod tests {
             );
         }
         assert_eq!(AllocatorName::Other("Evil()".into()).to_string(), "Evil()");
+        // One device twice: agreeing entries are fine, contradicting ones an error (attack
+        // finding other/01), whichever device the VM runs on.
+        let twice = |second| MemoryCfg::PerDevice(vec![(Device::cpu(0), name("naive")), (Device::cpu(0), second)]);
+        assert_eq!(twice(AllocatorName::Kind(NAIVE_ALLOCATOR)).allocator_for(cpu), Ok(Allocator::Naive));
+        let e = twice(name("pooled")).allocator_for(Device::cpu(1)).unwrap_err();
+        assert_eq!(e.to_string(), r#"memory_cfg names cpu:0 twice: "naive" and "pooled""#);
         // The runtime's error carries the same text (for `?` in an embedder's code).
         let e: crate::Error = MemoryCfgError::NotStringOrDict("list".into()).into();
         assert!(e.to_string().ends_with("but received list"), "{e}");
