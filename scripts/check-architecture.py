@@ -24,6 +24,12 @@ rules are those of its "Rules" section:
    and a listed file that is short enough again, or gone, must be removed from the list.
 7. ``docs``: every crate's root says ``#![deny(missing_docs)]`` (public items documented),
    except those whose row says ``(no public API)`` in its concern.
+8. ``state``: a crate whose row says ``(conversions only)`` in its concern (the Python binding)
+   keeps no process-wide tables: no ``static`` (``thread_local!`` ones included) whose type holds
+   a collection (``HashMap``, ``Vec``, ...). A registry or a table by name there is logic Rust
+   and C users miss; it belongs in a crate below. Exceptions are listed in
+   ``scripts/binding-state.txt`` as ``path | NAME | why``; a listed static that is gone must be
+   removed from the list.
 
 Usage: ``scripts/check-architecture.py [--root DIR]``. Prints every violation and exits 1 if
 there is one.
@@ -672,6 +678,63 @@ def check_docs(root: Path, crates: list[Crate]) -> list[str]:
     return errors
 
 
+# ----------------------------------------------------------------------------------------- state
+
+#: A static item: its name and its type (up to the `=`).
+STATIC = re.compile(r"(?<!')\bstatic\s+(?:mut\s+)?([A-Za-z_]\w*)\s*:(?!:)\s*([^=;]*)")
+COLLECTION = re.compile(r"\b(?:HashMap|HashSet|BTreeMap|BTreeSet|IndexMap|IndexSet|Vec|VecDeque|SmallVec)\b")
+#: A type alias of the file (followed, so that an alias does not hide a collection).
+TYPE_ALIAS = re.compile(r"\btype\s+(\w+)\b[^=;]*=\s*([^;]*);")
+
+
+def holds_collection(ty: str, aliases: dict[str, str], depth: int = 0) -> bool:
+    if COLLECTION.search(ty):
+        return True
+    names = set(re.findall(r"\b\w+\b", ty)) & set(aliases)
+    return depth < 8 and any(holds_collection(aliases[n], aliases, depth + 1) for n in names)
+
+
+def read_allowed_state(root: Path) -> set[tuple[str, str]]:
+    allowed = set()
+    path = root / "scripts" / "binding-state.txt"
+    if path.is_file():
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            parts = [x.strip() for x in line.split("|")]
+            if len(parts) != 3 or not all(parts):
+                raise SystemExit(f"scripts/binding-state.txt:{n}: expected `path | NAME | why`")
+            allowed.add((parts[0], parts[1]))
+    return allowed
+
+
+def check_state(root: Path, crates: list[Crate]) -> list[str]:
+    errors = []
+    allowed = read_allowed_state(root)
+    seen = set()
+    for c in crates:
+        if "(conversions only)" not in c.concern:
+            continue
+        for p in rust_files(root, c):
+            rel = str(p.relative_to(root))
+            code = without_test_modules(strip_comments_and_strings(p.read_text()))
+            aliases = {m.group(1): m.group(2) for m in TYPE_ALIAS.finditer(code)}
+            for m in STATIC.finditer(code):
+                if not holds_collection(m.group(2), aliases):
+                    continue
+                if (rel, m.group(1)) in allowed:
+                    seen.add((rel, m.group(1)))
+                    continue
+                line = code.count("\n", 0, m.start()) + 1
+                errors.append(
+                    f"{rel}:{line}: static {m.group(1)} keeps a process-wide table in {c.name}, whose row "
+                    "says (conversions only): move the table and its logic into a crate below"
+                )
+    for rel, name in sorted(allowed - seen):
+        errors.append(f"scripts/binding-state.txt: {rel} has no static {name} holding a collection: remove its line")
+    return errors
+
+
 CHECKS = {
     "layers": check_layers,
     "circles": check_circles,
@@ -679,6 +742,7 @@ CHECKS = {
     "wildcard": check_wildcards,
     "length": check_lengths,
     "docs": check_docs,
+    "state": check_state,
 }
 
 

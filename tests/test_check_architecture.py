@@ -216,6 +216,31 @@ def test_a_crate_without_deny_missing_docs_fails(tree: Path) -> None:
     assert any("top/src/lib.rs: no #![deny(missing_docs)]" in e for e in errors(tree))
 
 
+def test_a_table_kept_by_a_conversions_only_crate_fails_unless_listed(tree: Path) -> None:
+    # The Python binding's second registry of Python functions was such a table (#34 item 3).
+    registry = (
+        "//! A registry.\ntype Funcs = std::collections::HashMap<String, u32>;\n"
+        "fn funcs() -> &'static std::sync::Mutex<Funcs> {\n"
+        "    static FUNCS: std::sync::OnceLock<std::sync::Mutex<Funcs>> = std::sync::OnceLock::new();\n"
+        "    FUNCS.get_or_init(Default::default)\n}\n"
+        'static NAME: &str = "Vec<u8> in a string is no table";\n'
+        "thread_local! { static SEEN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) }; }\n"
+    )
+    write(tree, "edge/src/registry.rs", registry)
+    assert errors(tree) == [], "the edge crate's row does not say (conversions only)"
+    write(tree, "docs/architecture.md", DOC.replace("the boundary (no public API)", "the boundary (conversions only)"))
+    assert [e for e in errors(tree) if "static" in e] == [
+        "edge/src/registry.rs:4: static FUNCS keeps a process-wide table in edge, whose row says "
+        "(conversions only): move the table and its logic into a crate below"
+    ]
+    write(tree, "edge/src/registry.rs", registry.replace("Funcs>> =", "Vec<u8>>> ="))
+    assert any("static FUNCS keeps a process-wide table" in e for e in errors(tree)), "named directly"
+    write(tree, "scripts/binding-state.txt", "# why\nedge/src/registry.rs | FUNCS | a reason\n")
+    assert not any("static" in e for e in errors(tree))
+    write(tree, "edge/src/registry.rs", "//! Nothing kept.\n")
+    assert any("binding-state.txt: edge/src/registry.rs has no static FUNCS" in e for e in errors(tree))
+
+
 def test_main_reports_violations_and_exits_1(tree: Path, capsys) -> None:
     write(tree, "top/src/lib.rs", "//! A crate.\npub mod a;\npub mod b;\n")
     assert check.main(["--root", str(tree)]) == 1

@@ -30,10 +30,12 @@ def test_memory_cfg_values_tvm_accepts(cfg):
 @pytest.mark.parametrize(
     "cfg,error,match",
     [
-        ("arena", ValueError, 'memory_cfg must be "naive" or "pooled", found \'arena\''),
+        ("arena", ValueError, 'memory_cfg must be "naive" or "pooled", found "arena"'),
         (3, TypeError, "memory_cfg is expected be string or dictionary, but received int"),
         ({rx.cpu(): 7}, ValueError, r"memory_cfg\[.*\] must be VirtualMachine.NAIVE_ALLOCATOR"),
         ({"gpu": 1}, ValueError, "gpu"),
+        # One device in two spellings with contradicting allocators (attack finding other/01).
+        ({rx.cpu(0): "naive", "cpu:0": "pooled"}, ValueError, 'memory_cfg names cpu:0 twice: "naive" and "pooled"'),
     ],
 )
 def test_memory_cfg_rejects_what_tvm_rejects(cfg, error, match):

@@ -184,6 +184,26 @@ mod tests {
     }
 
     #[test]
+    fn the_registry_keeps_a_functions_origin_until_it_is_replaced_or_removed() {
+        // A binding finds the object a registered function was made from through the registry
+        // alone (Python's `register_func` does, for pickling and its GIL policy).
+        struct Origin(&'static str);
+        let with_origin = |tag| PackedFunc::typed("t.origin", |a: i64| a).with_origin(std::sync::Arc::new(Origin(tag)));
+        let origin_of =
+            |name| global().get(name).and_then(|f| f.origin()).and_then(|o| o.downcast_ref::<Origin>()).map(|o| o.0);
+        register_global(with_origin("first"), true).unwrap();
+        assert_eq!(origin_of("t.origin"), Some("first"));
+        register_global(with_origin("second"), false).expect_err("no override without permission");
+        assert_eq!(origin_of("t.origin"), Some("first"), "a refused registration changes nothing");
+        register_global(PackedFunc::typed("t.origin", |a: i64| a), true).unwrap();
+        assert_eq!(origin_of("t.origin"), None, "the replacing function has none");
+        register_global(with_origin("third"), true).unwrap();
+        assert_eq!(origin_of("t.origin"), Some("third"));
+        drop(remove_global("t.origin"));
+        assert_eq!(origin_of("t.origin"), None);
+    }
+
+    #[test]
     fn register_get_and_override() {
         let mut r = Registry::new();
         r.register_typed("t.add", |a: i64, b: i64| a + b).unwrap();

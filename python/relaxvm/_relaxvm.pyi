@@ -58,10 +58,11 @@ __all__ = [
     "tensor_from_bytes",
     "_cli_main",
     "_is_plain_name",
-    "_name_text",
     "_register_panicking_func",
     "_tensor_from_buffer",
     "_registered_python_func",
+    "_signature_text",
+    "_type_text",
 ]
 
 _DTypeLike = Union["DataType", str, np.dtype[Any], type]
@@ -936,11 +937,15 @@ def remove_global_func(name: str) -> None:
 def _register_panicking_func(name: str, message: str) -> None:
     """Test aid: registers under ``name`` a native function that panics with ``message``."""
 
-def _name_text(name: str) -> str:
-    """The text form of a name in a signature: plain, or quoted with the VM's escapes."""
-
 def _is_plain_name(name: str) -> bool:
     """True when ``name`` needs no quotes in the text form (the VM's rule)."""
+
+def _type_text(spec: Any) -> str:
+    """The VM's text form of the type ``spec`` describes (a ``relaxvm.types`` type's ``_spec()``,
+    or a type's text form)."""
+
+def _signature_text(params: list[tuple[str, Any]], result: Any) -> str:
+    """The VM's text form of a signature from ``(name, spec)`` pairs and the result's spec."""
 
 def _cli_main(argv: list[str]) -> int:
     """Runs the ``relaxvm`` command line ``argv`` (the program's name first); returns its exit

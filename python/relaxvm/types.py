@@ -17,6 +17,10 @@ Each type renders (``str(t)``) to the text form the VM parses and prints in ``as
 
 Wherever a type is expected, its text form (a ``str``) is accepted too.
 
+Printing is the VM's: each type describes itself to the native module (``_spec()``: its form of
+the type grammar and its parts), which prints it as ``as_text()`` prints signatures; a text form
+given for a part is read by the VM's parser (so it is checked where it is given).
+
 Tensor dimensions: an ``int`` is a fixed size, a ``str`` a symbol (every dimension with the same
 symbol must agree in one call), ``None`` any size; ``shape=None`` is an unknown rank.
 """
@@ -92,11 +96,10 @@ def _dtype_text(dtype: object) -> str:
     return short
 
 
-def _name_text(name: str) -> str:
-    """A parameter name or dict key, quoted when it is not a plain name (as the VM prints it)."""
+def _check_name(name: object) -> None:
+    """A parameter name or dict key is a ``str`` (the VM quotes it where it is not plain)."""
     if not isinstance(name, str):
         raise TypeError(f"names are str, got {type(name).__name__}")
-    return _relaxvm._name_text(name)
 
 
 class Type:
@@ -104,8 +107,12 @@ class Type:
 
     __slots__ = ()
 
-    def _text(self) -> str:
+    def _spec(self) -> tuple[object, ...]:
+        """Its form of the type grammar and its parts, for the native printer."""
         raise NotImplementedError
+
+    def _text(self) -> str:
+        return _relaxvm._type_text(self._spec())
 
     def __str__(self) -> str:
         return self._text()
@@ -126,9 +133,10 @@ class Type:
 TypeLike = Union[Type, str]
 
 
-def _type_text(t: TypeLike) -> str:
+def _spec(t: TypeLike) -> object:
+    """What describes ``t`` to the native printer: a type's ``_spec()``, or the text form."""
     if isinstance(t, Type):
-        return str(t)
+        return t._spec()
     if isinstance(t, str):
         return t
     raise TypeError(f"expected a relaxvm.types type or its text form, got {type(t).__name__}")
@@ -139,8 +147,8 @@ class Any(Type):
 
     __slots__ = ()
 
-    def _text(self) -> str:
-        return "any"
+    def _spec(self) -> tuple[object, ...]:
+        return ("any",)
 
 
 class Object(Type):
@@ -148,8 +156,8 @@ class Object(Type):
 
     __slots__ = ()
 
-    def _text(self) -> str:
-        return "object"
+    def _spec(self) -> tuple[object, ...]:
+        return ("object",)
 
 
 class Str(Type):
@@ -157,8 +165,8 @@ class Str(Type):
 
     __slots__ = ()
 
-    def _text(self) -> str:
-        return "str"
+    def _spec(self) -> tuple[object, ...]:
+        return ("str",)
 
 
 class Scalar(Type):
@@ -169,8 +177,8 @@ class Scalar(Type):
     def __init__(self, dtype: object) -> None:
         self.dtype: str = _dtype_text(dtype)
 
-    def _text(self) -> str:
-        return self.dtype
+    def _spec(self) -> tuple[object, ...]:
+        return ("scalar", self.dtype)
 
 
 class Tensor(Type):
@@ -206,15 +214,8 @@ class Tensor(Type):
         self.dtype: str | None = None if dtype is None else _dtype_text(dtype)
         self.contiguous = bool(contiguous)
 
-    def _text(self) -> str:
-        if self.shape is None:
-            dims = "*"
-        else:
-            dims = "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
-        out = f"tensor<{dims}, {self.dtype or '?'}"
-        if self.contiguous:
-            out += ", contiguous"
-        return out + ">"
+    def _spec(self) -> tuple[object, ...]:
+        return ("tensor", self.shape, self.dtype, self.contiguous)
 
 
 class Shape(Type):
@@ -227,8 +228,8 @@ class Shape(Type):
             raise ValueError(f"ndim is a non-negative int or None, got {ndim!r}")
         self.ndim = ndim
 
-    def _text(self) -> str:
-        return f"shape<{'?' if self.ndim is None else self.ndim}>"
+    def _spec(self) -> tuple[object, ...]:
+        return ("shape", self.ndim)
 
 
 class Tuple(Type):
@@ -238,11 +239,10 @@ class Tuple(Type):
 
     def __init__(self, *slots: TypeLike) -> None:
         self.slots: tuple[TypeLike, ...] = slots
-        for s in slots:
-            _type_text(s)
+        self._text()  # checks the slots
 
-    def _text(self) -> str:
-        return "tuple<" + ", ".join(_type_text(s) for s in self.slots) + ">"
+    def _spec(self) -> tuple[object, ...]:
+        return ("tuple", [_spec(s) for s in self.slots])
 
 
 class List(Type):
@@ -251,11 +251,11 @@ class List(Type):
     __slots__ = ("item",)
 
     def __init__(self, item: TypeLike) -> None:
-        _type_text(item)
         self.item = item
+        self._text()  # checks the item
 
-    def _text(self) -> str:
-        return f"list<{_type_text(self.item)}>"
+    def _spec(self) -> tuple[object, ...]:
+        return ("list", _spec(self.item))
 
 
 class Dict(Type):
@@ -269,13 +269,13 @@ class Dict(Type):
         keys = [k for k, _ in items]
         if len(set(keys)) != len(keys):
             raise ValueError("dict keys must be distinct")
-        for k, t in items:
-            _name_text(k)
-            _type_text(t)
+        for k, _ in items:
+            _check_name(k)
         self.slots: dict[str, TypeLike] = dict(sorted(items, key=lambda kv: kv[0].encode()))
+        self._text()  # checks the slots' types
 
-    def _text(self) -> str:
-        return "dict<{" + ", ".join(f"{_name_text(k)}: {_type_text(t)}" for k, t in self.slots.items()) + "}>"
+    def _spec(self) -> tuple[object, ...]:
+        return ("dict", [(k, _spec(t)) for k, t in self.slots.items()])
 
 
 class Signature:
@@ -292,11 +292,10 @@ class Signature:
         names = [n for n, _ in self.params]
         if len(set(names)) != len(names):
             raise ValueError("parameter names must be distinct")
-        for n, t in self.params:
-            _name_text(n)
-            _type_text(t)
-        _type_text(result)
+        for n, _ in self.params:
+            _check_name(n)
         self.result = result
+        str(self)  # checks the types
 
     @property
     def param_names(self) -> list[str]:
@@ -304,8 +303,7 @@ class Signature:
         return [n for n, _ in self.params]
 
     def __str__(self) -> str:
-        params = ", ".join(f"{_name_text(n)}: {_type_text(t)}" for n, t in self.params)
-        return f"({params}) -> {_type_text(self.result)}"
+        return _relaxvm._signature_text([(n, _spec(t)) for n, t in self.params], _spec(self.result))
 
     def __repr__(self) -> str:
         return f"<relaxvm.types.Signature {self}>"

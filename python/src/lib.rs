@@ -27,6 +27,7 @@ mod tensor;
 mod testing;
 mod timing;
 mod trace;
+mod type_text;
 mod vm;
 mod vm_function;
 mod vm_lock;
@@ -95,8 +96,9 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry::list_global_func_names, m)?)?;
     m.add_function(wrap_pyfunction!(registry::remove_global_func, m)?)?;
     m.add_function(wrap_pyfunction!(testing::_register_panicking_func, m)?)?;
-    m.add_function(wrap_pyfunction!(signature::_name_text, m)?)?;
     m.add_function(wrap_pyfunction!(signature::_is_plain_name, m)?)?;
+    m.add_function(wrap_pyfunction!(type_text::_type_text, m)?)?;
+    m.add_function(wrap_pyfunction!(type_text::_signature_text, m)?)?;
     m.add_function(wrap_pyfunction!(cli::_cli_main, m)?)?;
     Ok(())
 }

@@ -6,31 +6,32 @@ use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCFunction, PyDict, PyString, PyTuple};
 use relaxvm::{registry, PackedFunc, Value};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
-/// Registered Python functions by name: the packed function and the callable it calls.
-type PythonFuncs = HashMap<String, (PackedFunc, Py<PyAny>)>;
+/// The origin (`PackedFunc::with_origin`) of a function `register_func` made from a Python
+/// callable: the callable. The global registry is the one record of which functions call
+/// Python; this is how the binding finds the callable again (to pickle it, and to keep the GIL
+/// around calls of it). A type of its own rather than the bare `Py<PyAny>` that a callable
+/// passed as a value carries: that one comes back to Python as itself, whereas a registered
+/// function comes back from `get_global_func` as an `rx.Closure` named after its registration
+/// (TVM returns a function object too).
+struct Registered(Py<PyAny>);
 
-/// The functions `register_func` put in the global registry that call Python, by name, with
-/// the Python callable each calls.
-fn python_backed() -> &'static Mutex<PythonFuncs> {
-    static FUNCS: OnceLock<Mutex<PythonFuncs>> = OnceLock::new();
-    FUNCS.get_or_init(Default::default)
+/// The Python callable behind `f`, when `register_func` made it from one.
+fn registered_callable(f: &PackedFunc) -> Option<&Py<PyAny>> {
+    f.origin()?.downcast_ref::<Registered>().map(|r| &r.0)
 }
 
 /// The Python callable behind the global registry's `name`, when `register_func` registered
-/// one there and it is still the registered function.
+/// one there.
 fn python_callable(py: Python<'_>, name: &str) -> Option<Py<PyAny>> {
-    let current = registry::global().get(name).cloned()?;
-    let funcs = python_backed().lock().unwrap_or_else(|p| p.into_inner());
-    funcs.get(name).filter(|(p, _)| p.ptr_eq(&current)).map(|(_, f)| f.clone_ref(py))
+    registered_callable(registry::global().get(name)?).map(|f| f.clone_ref(py))
 }
 
 /// True when the global registry's `name` is a Python function registered by `register_func`
 /// (calling it needs the GIL, so there is no point releasing the GIL around it).
 pub fn is_python_backed(name: &str) -> bool {
-    Python::attach(|py| python_callable(py, name).is_some())
+    registry::global().get(name).and_then(registered_callable).is_some()
 }
 
 /// The Python callable registered under `name` by `register_func` (None for a builtin, a
@@ -41,9 +42,9 @@ pub fn _registered_python_func(py: Python<'_>, name: &str) -> Option<Py<PyAny>> 
 }
 
 fn register(name: &str, f: &Bound<'_, PyAny>, allow_override: bool) -> PyResult<()> {
-    let (func, python) = if let Ok(c) = f.cast::<PyClosure>() {
+    let func = if let Ok(c) = f.cast::<PyClosure>() {
         let c = Arc::clone(&c.get().0);
-        (PackedFunc::new(name, move |ctx, args| ctx.call(&Value::Func(Arc::clone(&c)), args)), None)
+        PackedFunc::new(name, move |ctx, args| ctx.call(&Value::Func(Arc::clone(&c)), args))
     } else {
         if !f.is_callable() {
             return Err(PyTypeError::new_err(format!(
@@ -51,19 +52,12 @@ fn register(name: &str, f: &Bound<'_, PyAny>, allow_override: bool) -> PyResult<
                 f.get_type().name()?
             )));
         }
-        (packed_from_callable(name, f.clone().unbind()), Some(f.clone().unbind()))
+        let origin: Arc<dyn std::any::Any + Send + Sync> = Arc::new(Registered(f.clone().unbind()));
+        packed_from_callable(name, f.clone().unbind()).with_origin(origin)
     };
-    registry::register_global(func.clone(), allow_override).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let mut py_funcs = python_backed().lock().unwrap_or_else(|p| p.into_inner());
-    let replaced = if let Some(callable) = python {
-        py_funcs.insert(name.to_string(), (func, callable))
-    } else {
-        py_funcs.remove(name)
-    };
-    // The replaced callable's `__del__` may register again: it runs after the lock is released.
-    drop(py_funcs);
-    drop(replaced);
-    Ok(())
+    // A function it replaces (and so a callable's `__del__`, which may register again) is
+    // dropped after the registry's lock is released.
+    registry::register_global(func, allow_override).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 /// Registers `f` in the process-wide registry under `func_name`, where every VM looks packed
@@ -126,9 +120,7 @@ pub fn list_global_func_names() -> Vec<String> {
 /// Removes `name` from the process-wide registry (`KeyError` when absent).
 #[pyfunction]
 pub fn remove_global_func(name: &str) -> PyResult<()> {
-    // What is removed is dropped after each lock is released: a `__del__` may call back in.
-    let python = python_backed().lock().unwrap_or_else(|p| p.into_inner()).remove(name);
-    drop(python);
+    // Dropped after the registry's lock is released: a `__del__` may call back in.
     registry::remove_global(name)
         .map(drop)
         .ok_or_else(|| PyKeyError::new_err(format!("cannot remove {name:?}: no global function has that name")))

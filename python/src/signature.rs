@@ -263,15 +263,6 @@ fn typed_py<'py>(py: Python<'py>, v: &Value, t: &Type, memo: &mut ConvertedBack<
     Ok(obj)
 }
 
-/// The text form of a name in a signature: as it is when plain, else quoted with the escapes
-/// the VM's parser reads. The one rule shared by `relaxvm.types` and the VM's printer.
-#[pyfunction]
-pub fn _name_text(name: &str) -> String {
-    let mut out = String::new();
-    relaxvm::text::write_name(&mut out, name);
-    out
-}
-
 /// True when `name` needs no quotes in the text form (the VM's rule).
 #[pyfunction]
 pub fn _is_plain_name(name: &str) -> bool {

@@ -18,6 +18,8 @@ use crate::vm_lock::VmLock;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use relaxvm::memory_cfg::{AllocatorName, MemoryCfg, MemoryCfgError};
+use relaxvm::tvm_inputs::numbers_as_tensors;
 use relaxvm::{Allocator, Callable, FuncKind, InstrumentAction, Limits, Value, VirtualMachine};
 use std::sync::Arc;
 
@@ -142,87 +144,42 @@ fn limit(name: &str, value: Option<i64>) -> PyResult<Option<usize>> {
     }
 }
 
-/// TVM's allocator kinds, as `VirtualMachine.NAIVE_ALLOCATOR` and `POOLED_ALLOCATOR` name them.
-const NAIVE_ALLOCATOR: i64 = 1;
-const POOLED_ALLOCATOR: i64 = 2;
-
-/// The allocator `memory_cfg` chooses for the VM's `device`, by TVM's rule: `None` is pooled,
-/// `"naive"` or `"pooled"` applies to every device, and a dict from devices to an allocator
-/// kind gives each listed device its kind (a device it does not list gets the pooled one).
-/// An invalid value is an error, never ignored.
-fn memory_cfg_allocator(cfg: Option<&Bound<'_, PyAny>>, device: relaxvm::Device) -> PyResult<Allocator> {
-    let Some(cfg) = cfg.filter(|c| !c.is_none()) else { return Ok(Allocator::Pooled) };
-    let kind = |v: &Bound<'_, PyAny>| match v.extract::<String>() {
-        Ok(s) if s == "naive" => Some(Allocator::Naive),
-        Ok(s) if s == "pooled" => Some(Allocator::Pooled),
-        Ok(_) => None,
-        Err(_) => match v.extract::<i64>() {
-            Ok(NAIVE_ALLOCATOR) => Some(Allocator::Naive),
-            Ok(POOLED_ALLOCATOR) => Some(Allocator::Pooled),
-            _ => None,
-        },
+/// `memory_cfg` as the Python object gave it, in the Rust form whose rules
+/// ([`MemoryCfg::allocator_for`]) and errors are `relaxvm::memory_cfg`'s: a string, a dict
+/// from devices to names or kind numbers (what is neither is kept as its `repr`, for the
+/// error), or another type (kept as its type's name).
+fn memory_cfg(cfg: Option<&Bound<'_, PyAny>>) -> PyResult<MemoryCfg> {
+    let Some(cfg) = cfg.filter(|c| !c.is_none()) else { return Ok(MemoryCfg::Default) };
+    let name = |v: &Bound<'_, PyAny>| -> PyResult<AllocatorName> {
+        Ok(match v.extract::<String>() {
+            Ok(s) => AllocatorName::Name(s),
+            Err(_) => match v.extract::<i64>() {
+                Ok(k) => AllocatorName::Kind(k),
+                Err(_) => AllocatorName::Other(v.repr()?.to_string()),
+            },
+        })
     };
     if cfg.is_instance_of::<PyString>() {
-        return match kind(cfg) {
-            Some(k) => Ok(k),
-            None => {
-                Err(PyValueError::new_err(format!("memory_cfg must be \"naive\" or \"pooled\", found {}", cfg.repr()?)))
-            }
-        };
+        return Ok(MemoryCfg::All(name(cfg)?));
     }
     let Ok(dict) = cfg.cast::<PyDict>() else {
-        return Err(PyTypeError::new_err(format!(
-            "memory_cfg is expected be string or dictionary, but received {}",
-            cfg.get_type().name()?
-        )));
+        return Ok(MemoryCfg::Unsupported(cfg.get_type().name()?.to_string()));
     };
-    let mut chosen = Allocator::Pooled;
     // A snapshot of the items: reading a kind or a device can run Python code (`__index__`,
     // `__repr__`) that changes the dict, which a live iteration of it would not survive.
+    let mut entries = Vec::with_capacity(dict.len());
     for item in dict.items().iter() {
         let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
-        let listed = extract_device(Some(&key))?;
-        let Some(k) = kind(&value) else {
-            return Err(PyValueError::new_err(format!(
-                "memory_cfg[{}] must be VirtualMachine.NAIVE_ALLOCATOR (1), POOLED_ALLOCATOR (2), \"naive\" or \"pooled\", found {}",
-                key.repr()?,
-                value.repr()?
-            )));
-        };
-        if listed == device {
-            chosen = k;
-        }
+        entries.push((extract_device(Some(&key))?, name(&value)?));
     }
-    Ok(chosen)
+    Ok(MemoryCfg::PerDevice(entries))
 }
 
-/// TVM's `set_input` conversion: numbers become 0-d tensors (int and bool int32, float
-/// float32), inside tuples too; anything else is kept, and so is a number where the signature
-/// (`declared`, the type of this value's place in it) declares a scalar.
-fn numbers_as_tensors(v: Value, declared: Option<&relaxvm::Type>) -> PyResult<Value> {
-    use relaxvm::Type;
-    if matches!(declared, Some(Type::Scalar(_))) {
-        return Ok(v);
-    }
-    Ok(match &v {
-        Value::Int(i) => Value::Tensor(relaxvm::Tensor::scalar(i32::try_from(*i).map_err(|_| {
-            pyo3::exceptions::PyOverflowError::new_err(format!(
-                "set_input: {i} does not fit in int32 (what TVM makes of an int)"
-            ))
-        })?)),
-        Value::Bool(b) => Value::Tensor(relaxvm::Tensor::scalar(i32::from(*b))),
-        Value::Float(x) => Value::Tensor(relaxvm::Tensor::scalar(*x as f32)),
-        Value::Tuple(items) => {
-            let item_type = |k: usize| match declared {
-                Some(Type::Tuple(types)) => types.get(k),
-                Some(Type::List(t)) => Some(&**t),
-                Some(Type::Dict(fields)) => fields.get(k).map(|(_, t)| t),
-                _ => None,
-            };
-            let items = items.iter().enumerate().map(|(k, x)| numbers_as_tensors(x.clone(), item_type(k)));
-            Value::tuple(items.collect::<PyResult<Vec<_>>>()?)
-        }
-        _ => v,
+/// [`MemoryCfg::allocator_for`] with its errors as TVM's Python exceptions.
+fn allocator_for(cfg: &MemoryCfg, device: relaxvm::Device) -> PyResult<Allocator> {
+    cfg.allocator_for(device).map_err(|e| match e {
+        MemoryCfgError::NotStringOrDict(_) => PyTypeError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
     })
 }
 
@@ -230,20 +187,17 @@ fn numbers_as_tensors(v: Value, declared: Option<&relaxvm::Type>) -> PyResult<Va
 impl PyVirtualMachine {
     /// TVM's naive allocator kind, for `memory_cfg` dicts.
     #[classattr]
-    const NAIVE_ALLOCATOR: i64 = NAIVE_ALLOCATOR;
+    const NAIVE_ALLOCATOR: i64 = relaxvm::memory_cfg::NAIVE_ALLOCATOR;
 
     /// TVM's pooled allocator kind, for `memory_cfg` dicts.
     #[classattr]
-    const POOLED_ALLOCATOR: i64 = POOLED_ALLOCATOR;
+    const POOLED_ALLOCATOR: i64 = relaxvm::memory_cfg::POOLED_ALLOCATOR;
 
     /// The allocator `memory_cfg` chose for the VM's device: `"pooled"` (TVM's default: each
     /// allocation site hands out its last block again once nothing holds it) or `"naive"`.
     #[getter]
     fn memory_allocator(&self) -> &'static str {
-        match self.allocator {
-            Allocator::Naive => "naive",
-            Allocator::Pooled => "pooled",
-        }
+        relaxvm::memory_cfg::allocator_name(self.allocator)
     }
 
     /// A VM for `exec` whose builtins allocate on `device` (default `rx.cpu()`). Every packed
@@ -267,7 +221,8 @@ impl PyVirtualMachine {
         max_stack_registers: Option<i64>,
     ) -> PyResult<Self> {
         // Checked first, as TVM does (the VM's device is known below).
-        memory_cfg_allocator(memory_cfg, relaxvm::Device::cpu(0))?;
+        let memory_cfg = self::memory_cfg(memory_cfg)?;
+        allocator_for(&memory_cfg, relaxvm::Device::cpu(0))?;
         let defaults = Limits::default();
         let limits = Limits {
             max_call_depth: limit("max_call_depth", max_call_depth)?.unwrap_or(defaults.max_call_depth),
@@ -292,7 +247,7 @@ impl PyVirtualMachine {
             }
             other => extract_device(other)?,
         };
-        let allocator = memory_cfg_allocator(memory_cfg, device)?;
+        let allocator = allocator_for(&memory_cfg, device)?;
         let exe = Arc::clone(&exec.get().0);
         let gil_costs = gil::gil_costs(&exe);
         let mut vm = VirtualMachine::new(exe).py_err(py)?;
@@ -413,11 +368,8 @@ impl PyVirtualMachine {
             None => Params::Named(names),
         };
         assign_args(func_name, params, args, kwargs, &mut argv)?;
-        let mut inputs = argv.into_vec();
-        for (i, v) in inputs.iter_mut().enumerate() {
-            let declared = sig.and_then(|s| s.params.get(i)).map(|(_, t)| t);
-            *v = numbers_as_tensors(std::mem::take(v), declared)?;
-        }
+        let inputs = numbers_as_tensors(argv.into_vec(), sig)
+            .map_err(|e| pyo3::exceptions::PyOverflowError::new_err(e.to_string()))?;
         self.shared.with(py, |vm| vm.set_input(func_name, inputs))?.py_err(py)
     }
 

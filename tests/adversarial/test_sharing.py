@@ -154,3 +154,24 @@ vm["show"]("{}", v)
     )
     o.assert_ok()
     assert o.stdout.count("7") == 1 << 16
+
+
+def test_set_input_converts_a_shared_value_once():
+    # TVM's set_input rule (numbers become 0-d tensors, relaxvm::tvm_inputs) walked every place
+    # of the value: 2**40 steps for `v = (v, v)` nested 40 deep. Each shared tuple is converted
+    # once, and the result keeps the sharing.
+    run_attack(
+        "SIG = '(x: any) -> any'\n"
+        + PROGRAMS
+        + """
+v = 1
+for i in range(40):
+    v = (v, v)
+vm.set_input("id", v)
+vm.invoke_stateful("id")
+r = vm.get_outputs("id")
+shared, leaf = depth_and_sharing(r, 40)
+print(shared, type(leaf).__name__, int(leaf.numpy()), leaf.dtype)
+""",
+        timeout=30,
+    ).assert_ok("True Tensor 1 int32")

@@ -50,6 +50,8 @@
 
 mod code;
 pub mod long_calls;
+pub mod memory_cfg;
+pub mod tvm_inputs;
 pub mod vm;
 
 // The data model (relaxvm-core), at the paths it had before it became its own crate.

@@ -21,6 +21,10 @@ fn text_round_trips() {
     for t in ["any", "bf16", "u64", "tensor<[], i8>", "tuple<>", "list<list<f64>>", "dict<{}>", "shape<?>"] {
         assert_eq!(t.parse::<Type>().unwrap().to_string(), t);
     }
+    // Booleans print as `bool` in tensors as in scalars (`relaxvm.types` prints through this).
+    for t in ["tensor<[2], bool>", "tensor<[2], i1>"] {
+        assert_eq!(t.parse::<Type>().unwrap().to_string(), "tensor<[2], bool>");
+    }
     // Names with control characters print with \u{..} escapes, which parse back.
     let odd: Signature = "(\"a\\u{7f}\\n\\u{1F600}\": dict<{\"\\u{0}\": i64}>) -> any".parse().unwrap();
     assert_eq!(odd.params[0].0, "a\u{7f}\n\u{1F600}");

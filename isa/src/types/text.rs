@@ -43,7 +43,13 @@ impl fmt::Display for Type {
                         f.write_str("]")?;
                     }
                 }
-                write!(f, ", {}", dtype.map_or("?", |d| d.short_name()))?;
+                // `bool` as in a scalar type (its short name `i1` reads back too).
+                let dtype = match dtype {
+                    None => "?",
+                    Some(DataType::Bool) => "bool",
+                    Some(d) => d.short_name(),
+                };
+                write!(f, ", {dtype}")?;
                 if *contiguous {
                     f.write_str(", contiguous")?;
                 }
