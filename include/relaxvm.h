@@ -513,7 +513,7 @@ struct rvm_error *rvm_value_tuple_get(const struct rvm_value *v,
 // `rvm_string_free`. Thread safety: any thread.
 struct rvm_error *rvm_value_to_string(const struct rvm_value *v, char **out);
 
-// Fills `opts` with the defaults (those of `relaxvm::VmConfig`; no step budget, no profiling,
+// Fills `opts` with the defaults (those of `relaxvm::Limits`; no step budget, no profiling,
 // the thread pool as configured).
 //
 // Ownership: writes `*opts`. Thread safety: any thread.

@@ -1,5 +1,5 @@
 """How ``vm["name"]`` is called: CPython's vectorcall protocol for the common case, ``tp_call``
-for callers holding a tuple and a dict, and the same binding, conversion and errors either way;
+for callers holding a tuple and a dict, and the same argument assignment, conversion and errors either way;
 and the VM's lock shared by threads."""
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 use crate::constants::ConstantPool;
 use crate::error::{BuildError, CheckError, CheckErrorKind};
-use crate::formalize::formalize;
 use crate::func_table::{check_name, Body, FuncTable};
+use crate::renumber::renumber_registers;
 use relaxvm::verify::{
     verify_function, verify_signature, Depth, FunctionCode, Tables, VerifyError, VerifyErrorKind, MAX_REGISTERS,
 };
@@ -293,8 +293,8 @@ impl ExecBuilder {
         self.location.as_ref()
     }
 
-    /// Checks the whole program, formalizes every function and builds the executable. The
-    /// builder is left as it was, to be inspected or extended and built again.
+    /// Checks the whole program, renumbers each function's registers densely and builds the
+    /// executable. The builder is left as it was, to be inspected or extended and built again.
     pub fn get(&mut self) -> Result<BuildOutput, BuildError> {
         if let Some(open) = self.open {
             return Err(BuildError::FunctionStillOpen(self.name(open).to_string()));
@@ -319,7 +319,7 @@ impl ExecBuilder {
                 parts.funcs.push(FuncInfo::packed(name));
                 continue;
             };
-            let (instrs, regs) = formalize(body.num_inputs, &body.instrs);
+            let (instrs, regs) = renumber_registers(body.num_inputs, &body.instrs);
             let start_instr = instr_index(parts.instrs.len())?;
             parts.instrs.extend(instrs);
             parts.locations.extend(body.locations.iter().cloned());

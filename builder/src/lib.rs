@@ -47,11 +47,11 @@ pub mod check;
 mod constants;
 pub mod error;
 mod exec_builder;
-mod formalize;
 mod func_table;
 pub mod link;
 mod link_error;
 pub mod reachability;
+mod renumber;
 
 pub use asm::{assemble, AsmError};
 pub use check::check_executable;

@@ -13,7 +13,7 @@ mod gen_program;
 use arbitrary::Unstructured;
 use relaxvm::registry::Registry;
 use relaxvm::trace::TraceOptions;
-use relaxvm::{Arg, Executable, ExecutableParts, FuncInfo, Instruction, PackedFunc, Value, VirtualMachine, VmConfig};
+use relaxvm::{Arg, Executable, ExecutableParts, FuncInfo, Instruction, Limits, PackedFunc, Value, VirtualMachine};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -64,12 +64,12 @@ fn vm(exe: &Arc<Executable>) -> Option<(VirtualMachine, Log)> {
         overrides.register(logged(f, &log), true).unwrap();
     }
     let mut vm = VirtualMachine::with_overrides(Arc::clone(exe), &overrides).ok()?;
-    *vm.config_mut() = VmConfig {
+    *vm.limits_mut() = Limits {
         step_budget: Some(gen_program::STEP_BUDGET),
         max_call_depth: gen_program::MAX_CALL_DEPTH,
-        profile: true,
-        ..VmConfig::default()
+        ..Limits::default()
     };
+    vm.set_profiling_enabled(true);
     Some((vm, log))
 }
 

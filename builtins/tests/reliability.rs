@@ -4,7 +4,7 @@
 //!
 //! Resident memory over many calls is measured alone in `reliability_memory.rs`.
 
-use relaxvm::{registry, Error, ErrorKind, Executable, PackedFunc, Registry, Shape, Value, VirtualMachine, VmConfig};
+use relaxvm::{registry, Error, ErrorKind, Executable, Limits, PackedFunc, Registry, Shape, Value, VirtualMachine};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -49,11 +49,11 @@ fn overflow_on_stack(
     stack: usize,
     text: &'static str,
     func: &'static str,
-    limit: fn(&VmConfig) -> usize,
+    limit: fn(&Limits) -> usize,
 ) -> (usize, usize, i64) {
     on_stack(stack, move || {
         let mut vm = load(text);
-        let configured = limit(vm.config());
+        let configured = limit(vm.limits());
         let r = vm.invoke(func, &[Value::Int(0)]);
         let err = match root_kind(&r) {
             ErrorKind::StackOverflow(n) => *n,
@@ -66,7 +66,7 @@ fn overflow_on_stack(
 #[test]
 fn bytecode_recursion_stops_at_the_depth_limit_without_native_recursion() {
     let (err, depth, after) = overflow_on_stack(256 * 1024, RECURSE, "f", |c| c.max_call_depth);
-    assert_eq!(depth, VmConfig::default().max_call_depth);
+    assert_eq!(depth, Limits::default().max_call_depth);
     assert_eq!(err, depth);
     assert_eq!(after, 2);
 }
@@ -74,7 +74,7 @@ fn bytecode_recursion_stops_at_the_depth_limit_without_native_recursion() {
 #[test]
 fn a_lower_depth_limit_applies() {
     let mut vm = load(RECURSE);
-    vm.config_mut().max_call_depth = 50;
+    vm.limits_mut().max_call_depth = 50;
     let e = vm.invoke("f", &[Value::Int(0)]).unwrap_err();
     assert!(matches!(e.root().kind(), ErrorKind::StackOverflow(50)), "{e}");
     assert!(e.to_string().contains("in function \"f\""), "{e}");
@@ -96,8 +96,8 @@ fn the_register_stack_is_bounded() {
   ret  %1
 ",
     );
-    assert_eq!(vm.config().max_stack_registers, VmConfig::default().max_stack_registers);
-    vm.config_mut().max_stack_registers = 1 << 22;
+    assert_eq!(vm.limits().max_stack_registers, Limits::default().max_stack_registers);
+    vm.limits_mut().max_stack_registers = 1 << 22;
     let r = vm.invoke("big", &[Value::Int(0)]);
     assert!(matches!(root_kind(&r), ErrorKind::Alloc { .. }), "{:?}", r.err());
     assert!(r.unwrap_err().to_string().contains("limited to 4194304 registers"));
@@ -121,7 +121,7 @@ const REENTER: &str = "
 #[test]
 fn native_reentry_stops_at_max_reentry_on_a_small_stack() {
     let (err, limit, after) = overflow_on_stack(2 * 1024 * 1024, REENTER, "g", |c| c.max_reentry);
-    assert_eq!(limit, VmConfig::default().max_reentry);
+    assert_eq!(limit, Limits::default().max_reentry);
     assert_eq!(err, limit);
     assert_eq!(after, 2);
 }
@@ -143,7 +143,7 @@ fn reentry_below_the_limit_returns() {
   ret  %0
 ",
     );
-    let limit = vm.config().max_reentry as i64;
+    let limit = vm.limits().max_reentry as i64;
     let n = limit - 2;
     assert_eq!(vm.invoke("count", &[Value::Int(n)]).unwrap().as_int().unwrap(), n);
     assert_eq!(
@@ -197,7 +197,7 @@ fn interrupt_stops_endless_loops_and_the_vm_works_after() {
         let mut vm = load(LOOPS);
         // A guard, not a clock: a loop that never polls ends in this budget (tens of seconds)
         // instead of hanging the test, and the assertion below names it.
-        vm.config_mut().step_budget = Some(1 << 32);
+        vm.limits_mut().step_budget = Some(1 << 32);
         let handle = vm.interrupt_handle();
         let finished = Arc::new(AtomicBool::new(false));
         // Ordered by events, not by sleeping: the stopper interrupts again and again until the
@@ -222,7 +222,7 @@ fn interrupt_stops_endless_loops_and_the_vm_works_after() {
         assert_eq!(vm.invoke("ok", &[Value::Int(1)]).unwrap().as_int().unwrap(), 2, "{name}");
         // A stale interrupt does not stop the next run: that run ends in its step budget.
         vm.interrupt_handle().interrupt();
-        vm.config_mut().step_budget = Some(1_000);
+        vm.limits_mut().step_budget = Some(1_000);
         let r = vm.invoke(name, &loop_args(name));
         assert!(matches!(root_kind(&r), ErrorKind::StepBudget(1_000)), "{name}: {:?}", r.err());
     }
@@ -232,8 +232,8 @@ fn interrupt_stops_endless_loops_and_the_vm_works_after() {
 fn the_step_budget_stops_endless_loops_and_resets_per_invocation() {
     for name in ["spin", "spin_if", "spin_self", "ping"] {
         let mut vm = load(LOOPS);
-        vm.config_mut().step_budget = Some(1_000);
-        vm.config_mut().max_call_depth = 1 << 20;
+        vm.limits_mut().step_budget = Some(1_000);
+        vm.limits_mut().max_call_depth = 1 << 20;
         for _ in 0..3 {
             let r = vm.invoke(name, &loop_args(name));
             assert!(matches!(root_kind(&r), ErrorKind::StepBudget(1_000)), "{name}: {:?}", r.err());
@@ -245,7 +245,7 @@ fn the_step_budget_stops_endless_loops_and_resets_per_invocation() {
 #[test]
 fn the_step_budget_counts_steps_inside_reentrant_calls() {
     let mut vm = load(REENTER);
-    vm.config_mut().step_budget = Some(50);
+    vm.limits_mut().step_budget = Some(50);
     let r = vm.invoke("g", &[Value::Int(0)]);
     assert!(matches!(root_kind(&r), ErrorKind::StepBudget(50)), "{:?}", r.err());
     // `tree(n)` re-enters itself twice per level: 2^n calls, none of them a bytecode `call`
@@ -262,7 +262,7 @@ fn the_step_budget_counts_steps_inside_reentrant_calls() {
   ret  %0
 ",
     );
-    vm.config_mut().step_budget = Some(10_000);
+    vm.limits_mut().step_budget = Some(10_000);
     assert_eq!(vm.invoke("tree", &[Value::Int(5)]).unwrap().as_int().unwrap(), 5);
     let r = vm.invoke("tree", &[Value::Int(60)]);
     assert!(matches!(root_kind(&r), ErrorKind::StepBudget(10_000)), "{:?}", r.err());

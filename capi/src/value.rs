@@ -4,7 +4,7 @@
 use crate::error::{guard, guard_value, rvm_error, CError};
 use crate::handle::{self, publish, Handle, Kind};
 use crate::input::{slice_arg, write_out};
-use relaxvm::{ArcStr, Shape, Value};
+use relaxvm::{ArcString, Shape, Value};
 use std::ffi::c_char;
 use std::ptr;
 use std::sync::{Arc, OnceLock};
@@ -168,7 +168,7 @@ pub unsafe extern "C" fn rvm_value_new_str(
             CError::invalid(format!("rvm_value_new_str: not valid UTF-8 (byte {} of {len})", e.valid_up_to()))
         })?;
         // SAFETY: `out` was checked non-null; the caller passes a writable pointer.
-        unsafe { write_out(out, new_value(Value::Str(ArcStr::from(s))), "rvm_value_new_str") }
+        unsafe { write_out(out, new_value(Value::Str(ArcString::from(s))), "rvm_value_new_str") }
     })
 }
 

@@ -5,7 +5,7 @@ use crate::executable::{exe_arg, rvm_executable};
 use crate::handle::{self, publish, Handle, Kind};
 use crate::input::{check_out, str_arg, write_out};
 use crate::value::{new_value, rvm_value, value_arg, values_arg};
-use relaxvm::{InterruptHandle, Value, VirtualMachine, VmConfig};
+use relaxvm::{InterruptHandle, Limits, Value, VirtualMachine};
 use std::ffi::c_char;
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
@@ -43,14 +43,14 @@ pub struct rvm_vm_options {
     pub num_threads: u32,
 }
 
-/// Fills `opts` with the defaults (those of `relaxvm::VmConfig`; no step budget, no profiling,
+/// Fills `opts` with the defaults (those of `relaxvm::Limits`; no step budget, no profiling,
 /// the thread pool as configured).
 ///
 /// Ownership: writes `*opts`. Thread safety: any thread.
 #[no_mangle]
 pub unsafe extern "C" fn rvm_vm_options_init(opts: *mut rvm_vm_options) -> *mut rvm_error {
     guard(|| {
-        let d = VmConfig::default();
+        let d = Limits::default();
         let o = rvm_vm_options {
             max_call_depth: d.max_call_depth as u64,
             max_reentry: d.max_reentry as u64,
@@ -86,7 +86,8 @@ pub unsafe extern "C" fn rvm_vm_create(
         check_out(out, "rvm_vm_create")?;
         // SAFETY: the handle table checks `exe`; the caller keeps it alive during the call.
         let exe = std::sync::Arc::clone(&unsafe { exe_arg(exe, "rvm_vm_create") }?.exe);
-        let mut config = VmConfig::default();
+        let mut limits = Limits::default();
+        let mut profile = false;
         if !opts.is_null() {
             // SAFETY: non-null; the caller passes initialized options.
             let o = unsafe { &*opts };
@@ -95,15 +96,16 @@ pub unsafe extern "C" fn rvm_vm_create(
                     CError::new(RVM_ERROR_VALUE, format!("rvm_vm_create: num_threads: {}", CError::from(e).message))
                 })?;
             }
-            config.max_call_depth = usize_of(o.max_call_depth, "max_call_depth")?;
-            config.max_reentry = usize_of(o.max_reentry, "max_reentry")?;
-            config.step_budget = (o.step_budget != 0).then_some(o.step_budget);
-            config.max_stack_registers = usize_of(o.max_stack_registers, "max_stack_registers")?;
-            config.profile = o.profile;
+            limits.max_call_depth = usize_of(o.max_call_depth, "max_call_depth")?;
+            limits.max_reentry = usize_of(o.max_reentry, "max_reentry")?;
+            limits.step_budget = (o.step_budget != 0).then_some(o.step_budget);
+            limits.max_stack_registers = usize_of(o.max_stack_registers, "max_stack_registers")?;
+            profile = o.profile;
         }
         relaxvm_builtins::ensure_registered();
         let mut vm = VirtualMachine::new(exe)?;
-        *vm.config_mut() = config;
+        *vm.limits_mut() = limits;
+        vm.set_profiling_enabled(profile);
         let interrupt = vm.interrupt_handle();
         // SAFETY: checked non-null above.
         unsafe { write_out(out, publish(rvm_vm { vm: Mutex::new(vm), interrupt }), "rvm_vm_create") }

@@ -366,7 +366,7 @@ fn run_function(a: RunArgs) -> Result<(), CliError> {
         run::prepare_call(&a.input, a.func.as_deref(), &a.args, &a.inputs, &[a.output.as_deref()], &a.native)?;
     relaxvm_builtins::ensure_registered();
     let mut vm = VirtualMachine::new(Arc::new(exe))?;
-    vm.config_mut().step_budget = a.max_steps;
+    vm.limits_mut().step_budget = a.max_steps;
     let result = vm.invoke(&func, &args)?;
     // With -o -, standard output carries the saved result alone.
     if !a.output.as_deref().is_some_and(io::is_stdout) {

@@ -37,7 +37,7 @@ pub fn profile(a: ProfileArgs) -> Result<(), CliError> {
     let (exe, func, args) = a.call.prepare(&[a.trace.as_deref()])?;
     relaxvm_builtins::ensure_registered();
     let mut vm = VirtualMachine::new(Arc::new(exe))?;
-    vm.config_mut().profile = true;
+    vm.set_profiling_enabled(true);
     let mut best: Option<ProfileReport> = None;
     let bar = super::progress::runs(u64::from(a.repeat), "profiling");
     for _ in 0..a.repeat {

@@ -10,7 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod allocator;
-pub mod arcstr;
+pub mod arc_string;
 pub mod chunks;
 pub mod cost;
 pub mod device;
@@ -39,7 +39,18 @@ pub use storage::block_cache;
 pub use value::int_op;
 
 pub use allocator::Allocator;
-pub use arcstr::ArcStr;
+pub use arc_string::ArcString;
+
+/// The old name of [`ArcString`], which is an `Arc<String>`, not the `Arc<str>` it suggested.
+#[deprecated(note = "renamed to `ArcString` (an `Arc<String>`)")]
+pub type ArcStr = ArcString;
+
+/// The old path of [`arc_string`].
+#[deprecated(note = "renamed to `arc_string`")]
+pub mod arcstr {
+    #[allow(deprecated)]
+    pub use super::ArcStr;
+}
 pub use cost::Cost;
 pub use device::{Device, DeviceType};
 pub use dtype::DataType;

@@ -182,7 +182,7 @@ struct State {
     shutdown: bool,
 }
 
-struct Shared {
+struct PoolState {
     state: Mutex<State>,
     wake: Condvar,
     done: Condvar,
@@ -200,7 +200,7 @@ enum Mode {
 /// A fixed set of worker threads (started on the first launch that needs them).
 pub struct Pool {
     threads: usize,
-    shared: Arc<Shared>,
+    shared: Arc<PoolState>,
     /// Held by the thread whose launch owns the workers.
     busy: Mutex<()>,
     /// How many threads, the caller included, were started.
@@ -222,7 +222,7 @@ impl Pool {
     pub fn new(threads: usize) -> Pool {
         Pool {
             threads: threads.clamp(1, MAX_THREADS),
-            shared: Arc::new(Shared {
+            shared: Arc::new(PoolState {
                 state: Mutex::new(State { generation: 0, job: None, started: 0, running: 0, shutdown: false }),
                 wake: Condvar::new(),
                 done: Condvar::new(),
@@ -397,7 +397,7 @@ impl Drop for Pool {
 }
 
 /// A worker's loop: waits for launches and runs its task of those it takes part in.
-fn work(shared: &Shared, worker: usize, mut seen: u64) {
+fn work(shared: &PoolState, worker: usize, mut seen: u64) {
     IN_TASK.with(|t| t.set(true));
     loop {
         let job = {

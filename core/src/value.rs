@@ -8,7 +8,7 @@ mod vm_handle;
 
 pub use vm_handle::{CallCtx, ProgramLists, VmHandle};
 
-use crate::arcstr::ArcStr;
+use crate::arc_string::ArcString;
 use crate::cost::Cost;
 use crate::device::Device;
 use crate::dtype::DataType;
@@ -48,7 +48,7 @@ pub enum Value {
     // The variants above own nothing and come first, so that `owns_heap` (asked at every
     // register write) is one comparison of the tag.
     /// A string.
-    Str(ArcStr),
+    Str(ArcString),
     /// A shape tuple.
     Shape(Shape),
     /// A tensor.

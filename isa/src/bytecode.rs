@@ -24,7 +24,7 @@
 //! | binary encoder/decoder | `isa/src/format/instructions.rs` (opcode and kind numbers from here) |
 //! | text printer / `as_python` | `isa/src/text.rs`, `isa/src/python_dump.rs` |
 //! | assembler | `builder/src/asm/` (parses into `Instruction<Name>`, resolves with [`Instruction::try_map_funcs`]) |
-//! | formalize, link, reachability | `builder/src/` (through [`Instruction::map_regs`], [`Instruction::map_indices`], [`Instruction::funcs`]) |
+//! | register renumbering, link, reachability | `builder/src/` (through [`Instruction::map_regs`], [`Instruction::map_indices`], [`Instruction::funcs`]) |
 //! | TVM importer | `tvm/src/vmexec/code.rs` |
 //!
 //! Instructions are generic over how a function reference is held: a table index

@@ -486,7 +486,7 @@ class ExecBuilder:
         """Emits ``if cond false_offset``: falls through when ``cond`` is non-zero, else jumps
         by ``false_offset``."""
     def get(self) -> Executable:
-        """Checks, formalizes (renumbers registers densely) and returns the executable.
+        """Checks, renumbers registers densely and returns the executable.
 
         Raises ``CheckError`` when a function reads a register that is neither an input nor
         written on every path before; emits a ``UserWarning`` for inputs never used."""

@@ -450,8 +450,9 @@ impl PyExecBuilder {
         self.inner.import_executable(&ex.0).map_err(|e| build_error(py, e))
     }
 
-    /// Checks, formalizes and returns the executable. Raises `CheckError` when a function reads
-    /// a register that is neither an input nor written before; warns about unused inputs.
+    /// Checks, renumbers registers and returns the executable. Raises `CheckError` when a
+    /// function reads a register that is neither an input nor written before; warns about
+    /// unused inputs.
     fn get(&mut self, py: Python<'_>) -> PyResult<PyExecutable> {
         if self.in_function {
             return Err(PyValueError::new_err(

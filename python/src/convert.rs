@@ -164,7 +164,7 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
         return recent_arrays::tensor_of(a).map(Value::Tensor);
     }
     if let Ok(s) = ob.cast::<PyString>() {
-        return Ok(Value::Str(relaxvm::ArcStr::from(&*s.to_cow()?)));
+        return Ok(Value::Str(relaxvm::ArcString::from(&*s.to_cow()?)));
     }
     if ob.cast::<PyTuple>().is_ok() || ob.cast::<PyList>().is_ok() {
         return sequence_value(ob);

@@ -1,8 +1,8 @@
 //! Python bindings of relaxvm: the private module `relaxvm._relaxvm`, re-exported by the
 //! `relaxvm` package. One file per concept; this file only lists them.
 
-mod binding;
 mod builder;
+mod call_args;
 mod cli;
 mod convert;
 mod device;

@@ -68,7 +68,7 @@ pub(crate) enum Timed {
     Function(Py<PyVmFunction>),
     /// TVM's `invoke_stateful`: the evaluator's one argument names the function, which runs on
     /// the inputs `set_input` gave it (as `vm.time_evaluator("invoke_stateful", dev)("main")`).
-    Stateful(std::sync::Arc<crate::vm_lock::Shared>),
+    Stateful(std::sync::Arc<crate::vm_lock::VmLock>),
 }
 
 #[pymethods]

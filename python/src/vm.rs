@@ -2,7 +2,7 @@
 //! (see [`crate::gil`]), behind a lock shared with the functions it hands out
 //! ([`crate::vm_lock`]).
 
-use crate::binding::{bind, Params};
+use crate::call_args::{assign_args, Params};
 use crate::convert::{args_to_values, to_py, to_value, Args};
 use crate::device::extract_device;
 use crate::errors::{from_pyerr, IntoPyResult};
@@ -14,11 +14,11 @@ use crate::signature::reflection;
 use crate::timing::{TimeEvaluator, Timed};
 use crate::trace::PyTrace;
 use crate::vm_function::PyVmFunction;
-use crate::vm_lock::Shared;
+use crate::vm_lock::VmLock;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
-use relaxvm::{Allocator, Callable, FuncKind, InstrumentAction, Value, VirtualMachine, VmConfig};
+use relaxvm::{Allocator, Callable, FuncKind, InstrumentAction, Limits, Value, VirtualMachine};
 use std::sync::Arc;
 
 const _: () = assert!(relaxvm::trace::DEFAULT_MAX_BYTES == 268435456, "VirtualMachine.trace's default");
@@ -26,7 +26,7 @@ const _: () = assert!(relaxvm::trace::DEFAULT_MAX_BYTES == 268435456, "VirtualMa
 /// A virtual machine bound to one executable (TVM's `relax.VirtualMachine`).
 #[pyclass(module = "relaxvm", name = "VirtualMachine", frozen)]
 pub struct PyVirtualMachine {
-    shared: Arc<Shared>,
+    shared: Arc<VmLock>,
     exe: Py<PyExecutable>,
     /// Per function-table entry: a packed function that is cheap to call with the GIL held
     /// (it calls Python, or is a constant-time builtin).
@@ -119,8 +119,8 @@ impl PyVirtualMachine {
         Ok(f)
     }
 
-    /// The arguments of a call to `name`, bound as `vm[name](*args, **kwargs)` binds them.
-    fn bind_call(
+    /// The arguments of a call to `name`, assigned as `vm[name](*args, **kwargs)` assigns them.
+    fn call_args(
         &self,
         py: Python<'_>,
         name: &str,
@@ -248,7 +248,7 @@ impl PyVirtualMachine {
 
     /// A VM for `exec` whose builtins allocate on `device` (default `rx.cpu()`). Every packed
     /// function the executable calls must be registered: missing ones raise `KeyError`. The
-    /// keyword-only limits are those of `relaxvm::VmConfig` (`None` keeps its default).
+    /// keyword-only limits are those of `relaxvm::Limits` (`None` keeps its default).
     #[new]
     #[pyo3(signature = (
         exec, device = None, memory_cfg = None, profile = false, *,
@@ -268,14 +268,13 @@ impl PyVirtualMachine {
     ) -> PyResult<Self> {
         // Checked first, as TVM does (the VM's device is known below).
         memory_cfg_allocator(memory_cfg, relaxvm::Device::cpu(0))?;
-        let defaults = VmConfig::default();
-        let config = VmConfig {
+        let defaults = Limits::default();
+        let limits = Limits {
             max_call_depth: limit("max_call_depth", max_call_depth)?.unwrap_or(defaults.max_call_depth),
             max_reentry: limit("max_reentry", max_reentry)?.unwrap_or(defaults.max_reentry),
             step_budget: limit("step_budget", step_budget)?.map(|n| n as u64),
             max_stack_registers: limit("max_stack_registers", max_stack_registers)?
                 .unwrap_or(defaults.max_stack_registers),
-            profile,
         };
         let device = match device {
             Some(d) if d.is_instance_of::<PyList>() || d.is_instance_of::<PyTuple>() => {
@@ -297,11 +296,12 @@ impl PyVirtualMachine {
         let exe = Arc::clone(&exec.get().0);
         let gil_costs = gil::gil_costs(&exe);
         let mut vm = VirtualMachine::new(exe).py_err(py)?;
-        *vm.config_mut() = config;
+        *vm.limits_mut() = limits;
+        vm.set_profiling_enabled(profile);
         vm.set_device(device);
         vm.set_allocator(allocator);
         vm.set_poll_hook(Some(Arc::new(deliver_signals)));
-        let shared = Arc::new(Shared::new(vm));
+        let shared = Arc::new(VmLock::new(vm));
         Ok(PyVirtualMachine { shared, exe: exec, gil_costs, functions: PyDict::new(py).unbind(), allocator })
     }
 
@@ -379,7 +379,7 @@ impl PyVirtualMachine {
     ) -> PyResult<()> {
         let argv = match kwargs.filter(|k| !k.is_empty()) {
             None => args_to_values(args)?.into_vec(),
-            Some(_) => self.bind_call(py, func_name, args, kwargs)?.into_vec(),
+            Some(_) => self.call_args(py, func_name, args, kwargs)?.into_vec(),
         };
         self.shared.with(py, |vm| vm.save_function(func_name, saved_name, argv, include_return))?.py_err(py)?;
         // A saved name may shadow a function resolved before.
@@ -412,7 +412,7 @@ impl PyVirtualMachine {
             Some(sig) => Params::Typed(sig),
             None => Params::Named(names),
         };
-        bind(func_name, params, args, kwargs, &mut argv)?;
+        assign_args(func_name, params, args, kwargs, &mut argv)?;
         let mut inputs = argv.into_vec();
         for (i, v) in inputs.iter_mut().enumerate() {
             let declared = sig.and_then(|s| s.params.get(i)).map(|(_, t)| t);
@@ -499,7 +499,7 @@ impl PyVirtualMachine {
         Ok(TimeEvaluator { timed, number, repeat, min_repeat_ms, cooldown, repeats_to_cooldown })
     }
 
-    /// Runs `func_name` once with the arguments (bound as a call would bind them) and returns
+    /// Runs `func_name` once with the arguments (assigned as a call assigns them) and returns
     /// where its time went, per callee (`rx.ProfileReport`). Needs `profile=True` when the VM
     /// was made. The run's result is discarded; an error is raised as the call would raise it.
     #[pyo3(signature = (func_name, *args, **kwargs))]
@@ -510,7 +510,7 @@ impl PyVirtualMachine {
         args: &Bound<'_, PyTuple>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyProfileReport> {
-        let argv = self.bind_call(py, func_name, args, kwargs)?;
+        let argv = self.call_args(py, func_name, args, kwargs)?;
         let report = self.shared.run(py, true, |vm| vm.profile(func_name, &argv))?;
         Ok(PyProfileReport::new(report))
     }
@@ -529,7 +529,7 @@ impl PyVirtualMachine {
         max_bytes: usize,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyTrace> {
-        let argv = self.bind_call(py, func_name, args, kwargs)?;
+        let argv = self.call_args(py, func_name, args, kwargs)?;
         let options = relaxvm::trace::TraceOptions { max_bytes };
         match self.shared.run(py, true, |vm| Ok(vm.trace(func_name, &argv, options)))? {
             Ok(trace) => Ok(PyTrace::new(trace)),

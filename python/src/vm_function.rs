@@ -2,10 +2,10 @@
 
 pub(crate) mod vectorcall;
 
-use crate::binding::{bind, convert_arg, Params};
+use crate::call_args::{assign_args, convert_arg, Params};
 use crate::convert::{held_value, quick_value, to_py, Args};
 use crate::signature::{inspect_signature, inspect_untyped, typed_to_py};
-use crate::vm_lock::Shared;
+use crate::vm_lock::VmLock;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// `inspect.signature(f)` and `help(f)` show its parameters (typed when it has a signature).
 #[pyclass(module = "relaxvm", name = "VMFunction", frozen, dict)]
 pub struct PyVmFunction {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<VmLock>,
     pub(crate) func: Value,
     /// `func` resolved once, when it can be (see [`relaxvm::Entry`]).
     pub(crate) entry: Option<Entry>,
@@ -39,7 +39,7 @@ pub fn raise(py: Python<'_>, e: PyErr) -> *mut ffi::PyObject {
 }
 
 impl PyVmFunction {
-    /// Binds a call's arguments (see [`crate::binding::bind`]).
+    /// Assigns a call's arguments to the parameters (see [`crate::call_args::assign_args`]).
     #[inline]
     pub fn bind_args(
         &self,
@@ -47,7 +47,7 @@ impl PyVmFunction {
         kwargs: Option<&Bound<'_, PyDict>>,
         argv: &mut Args,
     ) -> PyResult<()> {
-        bind(&self.name, self.params(), args, kwargs, argv)
+        assign_args(&self.name, self.params(), args, kwargs, argv)
     }
 
     /// Calls it with positional arguments only (the vectorcall path: no tuple is built): a new
@@ -141,7 +141,7 @@ impl PyVmFunction {
     }
 
     /// The VM that runs it.
-    pub fn shared(&self) -> &Shared {
+    pub fn shared(&self) -> &VmLock {
         &self.shared
     }
 

@@ -28,7 +28,7 @@ fn thread_id(_py: Python<'_>) -> u64 {
 /// raced with the waiter's registration is noticed by then.
 const RECHECK: Duration = Duration::from_millis(1);
 
-/// A VM and the thread that holds it.
+/// A VM behind a lock: the VM and the thread that holds it.
 ///
 /// The lock is the `holder` word itself: 0 when free, else the holder's thread id, given back
 /// with one store. It also tells a re-entrant call (the holder is this thread, or the thread
@@ -40,7 +40,7 @@ const RECHECK: Duration = Duration::from_millis(1);
 /// read-modify-write is needed (a compare-and-swap was the most expensive instruction of a
 /// short call, a twentieth of its time). Where it has none (a free-threaded build), attached
 /// threads run in parallel and the word is taken with a compare-and-swap.
-pub struct Shared {
+pub struct VmLock {
     vm: UnsafeCell<VirtualMachine>,
     holder: AtomicU64,
     /// Threads sleeping in `wait_free`; a release wakes them only when there are some.
@@ -49,35 +49,35 @@ pub struct Shared {
     wake: Condvar,
     /// Stops the running call from any thread.
     interrupt: InterruptHandle,
-    /// Bumped by each [`Shared::interrupt`]: a waiting call that sees it move gives up.
+    /// Bumped by each [`VmLock::interrupt`]: a waiting call that sees it move gives up.
     interrupts: AtomicU64,
 }
 
 // SAFETY: the VM inside is reached only through `Held`, which exists only for the one thread
-// that set `holder` from 0 (`Shared::take`: with the GIL serialising the takers, or with a
+// that set `holder` from 0 (`VmLock::take`: with the GIL serialising the takers, or with a
 // compare-and-swap where there is none), until it stores 0 again; Acquire/Release order the
 // accesses of successive holders. `VirtualMachine` is `Send`, so moving access between threads
 // this way is sound.
-unsafe impl Sync for Shared {}
+unsafe impl Sync for VmLock {}
 
 struct Held<'a> {
-    shared: &'a Shared,
+    lock: &'a VmLock,
 }
 
 impl Held<'_> {
     fn vm(&mut self) -> &mut VirtualMachine {
-        // SAFETY: see `Sync for Shared`: this thread holds the VM until `self` drops, and the
+        // SAFETY: see `Sync for VmLock`: this thread holds the VM until `self` drops, and the
         // borrow of `self` keeps this the only reference.
-        unsafe { &mut *self.shared.vm.get() }
+        unsafe { &mut *self.lock.vm.get() }
     }
 }
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
-        self.shared.holder.store(0, Ordering::Release);
-        if self.shared.waiting.load(Ordering::Relaxed) > 0 {
-            let _g = self.shared.sleep.lock().unwrap_or_else(|p| p.into_inner());
-            self.shared.wake.notify_all();
+        self.lock.holder.store(0, Ordering::Release);
+        if self.lock.waiting.load(Ordering::Relaxed) > 0 {
+            let _g = self.lock.sleep.lock().unwrap_or_else(|p| p.into_inner());
+            self.lock.wake.notify_all();
         }
     }
 }
@@ -88,11 +88,11 @@ enum TryHold<'a> {
     Reentrant,
 }
 
-impl Shared {
+impl VmLock {
     /// `vm`, free.
     pub fn new(vm: VirtualMachine) -> Self {
         let interrupt = vm.interrupt_handle();
-        Shared {
+        VmLock {
             vm: UnsafeCell::new(vm),
             holder: AtomicU64::new(0),
             waiting: AtomicUsize::new(0),
@@ -118,7 +118,7 @@ impl Shared {
     #[inline]
     fn try_hold(&self, _py: Python<'_>, me: u64) -> TryHold<'_> {
         match self.take(me) {
-            Ok(()) => TryHold::Held(Held { shared: self }),
+            Ok(()) => TryHold::Held(Held { lock: self }),
             Err(holder) if holder == me || holder == relaxvm::pool::launcher() => TryHold::Reentrant,
             Err(_) => TryHold::Busy,
         }

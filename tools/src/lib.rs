@@ -17,7 +17,9 @@
 // The modules of the data model and the instruction set, under the paths this crate's files
 // name them by.
 #[cfg(feature = "tooling")]
-use relaxvm_core::{arcstr, dispatch_dtype, dtype, element, input_file, shape, storage, tensor, DataType, ErrorKind};
+use relaxvm_core::{
+    arc_string, dispatch_dtype, dtype, element, input_file, shape, storage, tensor, DataType, ErrorKind,
+};
 use relaxvm_core::{error, value};
 #[cfg(feature = "tooling")]
 use relaxvm_core::{Result, Shape, Tensor};

@@ -15,12 +15,12 @@ use std::sync::Arc;
 pub(crate) const VOID: u32 = u32::MAX;
 
 /// Where an operand is read: a register of the frame (a register index), or, with this bit
-/// set, a value of [`Code::consts`] fixed at decode time (immediates, constants, functions,
+/// set, a value of [`DecodedProgram::consts`] fixed at decode time (immediates, constants, functions,
 /// void and the VM state). One form for both lets a handler read any operand with one test
 /// and no enum in the way.
 pub(crate) const CONST_BIT: u32 = 1 << 31;
 
-/// An operand: a register index, or [`CONST_BIT`] plus an index into [`Code::consts`].
+/// An operand: a register index, or [`CONST_BIT`] plus an index into [`DecodedProgram::consts`].
 pub(crate) type Src = u32;
 
 /// An operand that is a register (never a constant): the specialised int ops and
@@ -32,9 +32,9 @@ pub(crate) struct Reg(pub(crate) u32);
 /// A decoded instruction; indices were proven in range by the verifier.
 #[derive(Clone, Copy)]
 pub(crate) enum Op {
-    /// A call of a packed function: `func` indexes [`Code::call_fns`], `args`
-    /// [`Code::args`] and [`Code::arg_values`], `patches` [`Code::patches`] (see
-    /// [`Code::prepare_args`]).
+    /// A call of a packed function: `func` indexes [`DecodedProgram::call_fns`], `args`
+    /// [`DecodedProgram::args`] and [`DecodedProgram::arg_values`], `patches` [`DecodedProgram::patches`] (see
+    /// [`DecodedProgram::prepare_args`]).
     CallPacked {
         func: u32,
         args: u32,
@@ -114,7 +114,7 @@ pub(crate) enum Op {
         target: u32,
     },
     /// A call of a packed function that selects its result from its arguments (`func` indexes
-    /// [`Code::call_fns`], as for [`Op::CallPacked`]).
+    /// [`DecodedProgram::call_fns`], as for [`Op::CallPacked`]).
     CallSelect {
         func: u32,
         args: u32,
@@ -165,13 +165,15 @@ pub(crate) enum Callee {
     Packed(PackedFunc),
 }
 
-pub(crate) struct Code {
+/// An executable decoded for the interpreter ([`DecodedProgram::decode`]): the ops of every
+/// function, their operands and the values fixed at load, and the functions packed calls call.
+pub(crate) struct DecodedProgram {
     pub ops: Vec<Op>,
     /// The operands of calls that take a list of them, in runs the ops index.
     pub args: Vec<Src>,
     /// `args` as an argument list ready to copy: each operand fixed at load as a bitwise copy
     /// of its value in `consts` (never dropped: `consts` owns it), each register as null, to
-    /// be patched by the call (see [`Code::prepare_args`]).
+    /// be patched by the call (see [`DecodedProgram::prepare_args`]).
     pub arg_values: Vec<ManuallyDrop<Value>>,
     /// Per packed call, the registers to patch into its list: (position in the list, register).
     pub patches: Vec<(u32, u32)>,
@@ -182,7 +184,7 @@ pub(crate) struct Code {
     /// [`Op::CallPacked`] that callee specialised to the call's fixed operands
     /// ([`PackedFunc::specialize`]).
     pub call_fns: Vec<PackedFunc>,
-    /// Per function-table entry, the index in [`Code::call_fns`] of its unspecialised entry,
+    /// Per function-table entry, the index in [`DecodedProgram::call_fns`] of its unspecialised entry,
     /// which every call site that calls it as it is shares (`u32::MAX` before the first): one
     /// entry per function, not per site, keeps the entries a long program reads in cache
     /// (100,000 `vm.builtin.copy` calls read 8.8 MB of copies at 4x the time per call).
@@ -193,9 +195,9 @@ pub(crate) struct Code {
     pub names: Vec<Option<Arc<str>>>,
 }
 
-impl Code {
+impl DecodedProgram {
     /// Decodes `exe`, resolving packed functions from `overrides` then the process-wide registry.
-    pub fn decode(exe: &Arc<Executable>, overrides: &Registry) -> Result<Code> {
+    pub fn decode(exe: &Arc<Executable>, overrides: &Registry) -> Result<DecodedProgram> {
         let global = crate::registry::global();
         // What this executable's function values name as their program (see `Callable::Bytecode`).
         let program: Arc<dyn std::any::Any + Send + Sync> = Arc::clone(exe) as _;
@@ -235,7 +237,7 @@ impl Code {
             }
             return Err(ErrorKind::MissingFunctions(missing).into());
         }
-        let mut code = Code {
+        let mut code = DecodedProgram {
             ops: Vec::new(),
             args: Vec::new(),
             arg_values: Vec::new(),
@@ -284,7 +286,7 @@ fn resolve(exe: &Executable, global: &Registry, name: &str) -> Option<PackedFunc
         .or_else(|| global.get(name).cloned())
 }
 
-impl Code {
+impl DecodedProgram {
     /// The operand `a` of a call as a [`Src`].
     fn src(&mut self, exe: &Executable, a: &Arg) -> Result<Src> {
         let value = match *a {
@@ -363,7 +365,7 @@ impl Code {
                             Value::Null
                         } else {
                             // SAFETY: a bitwise copy of a value `consts` owns and keeps for the
-                            // life of this `Code` (it only grows; its values never move out or
+                            // life of this `DecodedProgram` (it only grows; its values never move out or
                             // change); the copy is never dropped (ManuallyDrop) and is only read.
                             unsafe { std::ptr::read(&self.consts[(s & !CONST_BIT) as usize]) }
                         };
@@ -387,7 +389,7 @@ impl Code {
         p.specialize(&fixed)
     }
 
-    /// The index in [`Code::call_fns`] of function-table entry `callee`'s unspecialised
+    /// The index in [`DecodedProgram::call_fns`] of function-table entry `callee`'s unspecialised
     /// function `p`, added at its first call site and shared by the others.
     fn shared_fn(&mut self, callee: u32, p: PackedFunc) -> u32 {
         let slot = &mut self.shared_fns[callee as usize];
@@ -398,7 +400,7 @@ impl Code {
         *slot
     }
 
-    /// Adds the function a packed call calls to [`Code::call_fns`]; its index there.
+    /// Adds the function a packed call calls to [`DecodedProgram::call_fns`]; its index there.
     fn push_fn(&mut self, f: PackedFunc) -> u32 {
         self.call_fns.push(f);
         (self.call_fns.len() - 1) as u32
@@ -474,7 +476,7 @@ impl Code {
         unsafe { at(&self.call_fns, func as usize) }
     }
 
-    /// Value `index` of [`Code::consts`], without a bounds check.
+    /// Value `index` of [`DecodedProgram::consts`], without a bounds check.
     ///
     /// # Safety
     /// `index` is the index of an operand with [`CONST_BIT`] of a decoded op: `src` makes those

@@ -54,9 +54,9 @@ pub mod vm;
 
 // The data model (relaxvm-core), at the paths it had before it became its own crate.
 pub use relaxvm_core::{
-    allocator, arcstr, block_cache, chunks, cost, device, dispatch_dtype, dlpack, dtype, element, error, input_file,
-    instrument, int_op, location, native, object, packed, pool, registry, shape, storage, tensor, tensor_text, value,
-    value_conv,
+    allocator, arc_string, block_cache, chunks, cost, device, dispatch_dtype, dlpack, dtype, element, error,
+    input_file, instrument, int_op, location, native, object, packed, pool, registry, shape, storage, tensor,
+    tensor_text, value, value_conv,
 };
 // The instruction set (relaxvm-isa).
 pub use relaxvm_isa::{bytecode, executable, format, python_dump, text, types, verify};
@@ -66,7 +66,7 @@ pub use relaxvm_tools::{npy, trace};
 pub use relaxvm_tools::{profile, timing};
 
 pub use allocator::Allocator;
-pub use arcstr::ArcStr;
+pub use arc_string::ArcString;
 pub use bytecode::{Arg, Instruction, RegIdx};
 pub use cost::Cost;
 pub use device::{Device, DeviceType};
@@ -80,12 +80,16 @@ pub use native::{LibraryRef, NativeLibrary};
 pub use object::{Named, NamedObject};
 pub use packed::{BinaryFn, CallCtx, PackedFunc, SelectFn, TypedFn, VmHandle};
 pub use registry::Registry;
+#[allow(deprecated)]
+pub use relaxvm_core::{arcstr, ArcStr};
 pub use shape::Shape;
 pub use storage::{Storage, StorageRead};
 pub use tensor::{Element, Tensor, TensorView};
 pub use types::{Dim, Signature, Type};
 pub use value::{Callable, Closure, Value};
 pub use value_conv::{FromValue, IntoValue};
+#[allow(deprecated)]
+pub use vm::{ConfigMut, VmConfig};
 pub use vm::{
-    Entry, InstrumentAction, InstrumentCall, InterruptHandle, PollHook, VirtualMachine, VmConfig, POLL_INTERVAL,
+    Entry, InstrumentAction, InstrumentCall, InterruptHandle, Limits, PollHook, VirtualMachine, POLL_INTERVAL,
 };

@@ -53,7 +53,7 @@ fn vm_calling(builtin: &str) -> VirtualMachine {
     })
     .unwrap();
     let mut vm = VirtualMachine::new(Arc::new(exe)).unwrap();
-    vm.config_mut().profile = true;
+    vm.set_profiling_enabled(true);
     vm
 }
 
@@ -103,10 +103,10 @@ fn each_kernel_call_is_a_step_of_the_budget() {
     // Steps are counted at bytecode calls and backward jumps: main's entry is at most one, so
     // without its two kernel calls a budget of one step would do.
     let mut m = vm();
-    m.config_mut().step_budget = Some(1);
+    m.limits_mut().step_budget = Some(1);
     let e = m.invoke("main", &[Value::Int(3)]).unwrap_err();
     assert!(matches!(e.root().kind(), ErrorKind::StepBudget(1)), "{e}");
-    m.config_mut().step_budget = Some(3);
+    m.limits_mut().step_budget = Some(3);
     assert_eq!(m.invoke("main", &[Value::Int(3)]).unwrap().as_int().unwrap(), 16);
 }
 
@@ -115,7 +115,7 @@ fn observed_calls_are_no_steps_but_the_hook_sees_them() {
     // A budget of one step is enough for main's entry: the builtin's two kernel calls are not
     // steps, so neither a budget nor an interrupt can stop it between them.
     let mut m = vm_calling("bc.observed");
-    m.config_mut().step_budget = Some(1);
+    m.limits_mut().step_budget = Some(1);
     assert_eq!(m.invoke("main", &[Value::Int(3)]).unwrap().as_int().unwrap(), 16);
     let report = m.profile("main", &[Value::Int(3)]).unwrap();
     let kernel = report.rows.iter().find(|r| r.name == "bc.kernel").expect("the kernel is a row");

@@ -399,7 +399,7 @@ fn the_step_budget_is_exact_across_check_intervals() {
     let interval = u64::from(POLL_INTERVAL);
     let mut m = counted_spin_vm();
     for budget in [1, 2, 5, interval - 1, interval, interval + 1, 3 * interval + 7] {
-        m.config_mut().step_budget = Some(budget);
+        m.limits_mut().step_budget = Some(budget);
         let n = budget as i64;
         assert_eq!(m.invoke("spin", &[Value::Int(n)]).unwrap().as_int().unwrap(), n, "budget {budget}");
         let e = m.invoke("spin", &[Value::Int(n + 1)]).unwrap_err();

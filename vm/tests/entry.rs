@@ -102,7 +102,7 @@ fn errors_are_those_of_invoke_and_the_vm_recovers() {
     assert!(matches!(e.kind(), ErrorKind::Arity { .. }), "{e}");
     assert_eq!(e.to_string(), want);
     // A call stack that overflows part-way unwinds, and the next call starts clean.
-    m.config_mut().max_call_depth = 5;
+    m.limits_mut().max_call_depth = 5;
     let want = format!("{:?}", m.invoke("fib", &[Value::Int(10)]).unwrap_err());
     assert_eq!(format!("{:?}", m.call_entry(&fib, &[Value::Int(10)]).unwrap_err()), want);
     assert_eq!(m.call_entry(&fib, &[Value::Int(4)]).unwrap().as_int().unwrap(), 3);
@@ -112,20 +112,20 @@ fn errors_are_those_of_invoke_and_the_vm_recovers() {
 fn limits_that_refuse_the_first_frame_are_reported_as_by_invoke() {
     let mut m = vm();
     let fib = entry(&m, "fib");
-    m.config_mut().max_stack_registers = 3; // fib's frame has 5
+    m.limits_mut().max_stack_registers = 3; // fib's frame has 5
     let want = m.invoke("fib", &[Value::Int(3)]).unwrap_err().to_string();
     let e = m.call_entry(&fib, &[Value::Int(3)]).unwrap_err();
     assert!(matches!(e.root().kind(), ErrorKind::Alloc { .. }), "{e}");
     assert_eq!(e.to_string(), want);
-    m.config_mut().max_stack_registers = 1 << 20;
-    m.config_mut().max_call_depth = 0;
+    m.limits_mut().max_stack_registers = 1 << 20;
+    m.limits_mut().max_call_depth = 0;
     let e = m.call_entry(&fib, &[Value::Int(3)]).unwrap_err();
     assert!(matches!(e.root().kind(), ErrorKind::StackOverflow(0)), "{e}");
-    m.config_mut().max_call_depth = 1000;
-    m.config_mut().max_reentry = 0;
+    m.limits_mut().max_call_depth = 1000;
+    m.limits_mut().max_reentry = 0;
     let e = m.call_entry(&fib, &[Value::Int(3)]).unwrap_err();
     assert!(matches!(e.root().kind(), ErrorKind::StackOverflow(0)), "{e}");
-    m.config_mut().max_reentry = 10;
+    m.limits_mut().max_reentry = 10;
     assert_eq!(m.call_entry(&fib, &[Value::Int(6)]).unwrap().as_int().unwrap(), 8);
 }
 
@@ -133,7 +133,7 @@ fn limits_that_refuse_the_first_frame_are_reported_as_by_invoke() {
 fn each_call_has_the_whole_step_budget_and_an_instrument_sees_it() {
     let mut m = vm();
     let spin = entry(&m, "spin");
-    m.config_mut().step_budget = Some(1000);
+    m.limits_mut().step_budget = Some(1000);
     for _ in 0..2 {
         let e = m.call_entry(&spin, &[]).unwrap_err();
         assert!(matches!(e.root().kind(), ErrorKind::StepBudget(1000)), "{e}");
@@ -179,9 +179,9 @@ fn arguments_made_in_place_and_a_declined_call_leaves_the_vm_as_it_was() {
     let e = m.call_entry_with(&entry(&other, "fib"), 1, |_| unreachable!("not asked")).unwrap_err();
     assert!(e.to_string().contains("another VirtualMachine"), "{e}");
     // A call a limit refuses is declined, unasked (`call_entry` then reports it as invoke does).
-    m.config_mut().max_call_depth = 0;
+    m.limits_mut().max_call_depth = 0;
     assert!(m.call_entry_with(&fib, 1, |_| unreachable!("not asked")).unwrap().is_none());
-    m.config_mut().max_call_depth = 1000;
+    m.limits_mut().max_call_depth = 1000;
     // An error while running unwinds as `call_entry`'s does.
     let want = format!("{:?}", m.invoke("fail", &[Value::Int(1)]).unwrap_err());
     assert_eq!(format!("{:?}", m.call_entry_with(&fail, 1, |_| Some(Value::Int(1))).unwrap_err()), want);

@@ -29,12 +29,12 @@ fn unbounded_recursion_and_a_spent_step_budget() {
     let instrs =
         vec![Instruction::Call { func: 0, args: vec![Arg::Reg(0)], dst: Some(1) }, Instruction::Ret { result: 1 }];
     let mut m = vm(funcs.clone(), instrs.clone());
-    m.config_mut().max_call_depth = 50;
+    m.limits_mut().max_call_depth = 50;
     let e = m.invoke("f", &[Value::Int(1)]).unwrap_err();
     assert_eq!(root(&e), "call depth limit of 50 frames exceeded (unbounded recursion?)");
     // The same with a budget of steps (each call is one) below the depth limit.
     let mut m = vm(funcs, instrs);
-    m.config_mut().step_budget = Some(10);
+    m.limits_mut().step_budget = Some(10);
     let e = m.invoke("f", &[Value::Int(1)]).unwrap_err();
     assert_eq!(root(&e), "step budget of 10 steps (bytecode calls and backward jumps) exhausted");
 }
@@ -87,7 +87,7 @@ fn tables_and_signatures_the_verifier_refuses() {
 fn a_register_stack_past_its_limit() {
     // f needs 8 registers; the VM allows 4 in all.
     let mut m = vm(vec![FuncInfo::bytecode("f", 0, 1, 1, 8)], vec![Instruction::Ret { result: 0 }]);
-    m.config_mut().max_stack_registers = 4;
+    m.limits_mut().max_stack_registers = 4;
     let e = m.invoke("f", &[Value::Int(1)]).unwrap_err();
     assert!(matches!(e.root().kind(), ErrorKind::Alloc { .. }), "{e:?}");
     assert_eq!(root(&e), "cannot allocate 128 bytes: the register stack is limited to 4 registers");

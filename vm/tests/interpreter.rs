@@ -98,11 +98,11 @@ fn unbounded_recursion_is_an_error_and_vm_recovers() {
     use Arg::*;
     let mut m =
         vm(vec![func("f", (0, 2), 1, 2)], vec![call(0, vec![Reg(0)], Some(1)), Instruction::Ret { result: 1 }], vec![]);
-    m.config_mut().max_call_depth = 1000;
+    m.limits_mut().max_call_depth = 1000;
     let e = m.invoke("f", &[Value::Int(1)]).unwrap_err();
     assert!(matches!(e.root().kind(), ErrorKind::StackOverflow(1000)), "{e}");
     let mut fib = fib_vm();
-    fib.config_mut().max_call_depth = 5;
+    fib.limits_mut().max_call_depth = 5;
     assert_eq!(
         format!("{:?}", fib.invoke("fib", &[Value::Int(10)]).expect_err("an error")),
         r#"At { func: "fib", pc: 4, instr: "call  fib  in: %2  dst: %3", location: None, source: StackOverflow(5) }"#
@@ -310,10 +310,10 @@ fn instrument_sees_and_can_skip_calls() {
 fn step_budget_and_interrupt() {
     use Arg::*;
     let mut m = vm(vec![func("spin", (0, 1), 0, 0)], vec![Instruction::Goto { offset: 0 }], vec![]);
-    m.config_mut().step_budget = Some(1000);
+    m.limits_mut().step_budget = Some(1000);
     let e = m.invoke("spin", &[]).unwrap_err();
     assert!(matches!(e.root().kind(), ErrorKind::StepBudget(1000)), "{e}");
-    m.config_mut().step_budget = None;
+    m.limits_mut().step_budget = None;
     let h = m.interrupt_handle();
     let t = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -341,7 +341,7 @@ fn poll_hook_can_stop_a_run() {
     assert_eq!(e.root().to_string(), "signal");
     assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 3);
     m.set_poll_hook(None);
-    m.config_mut().step_budget = Some(5000);
+    m.limits_mut().step_budget = Some(5000);
     assert!(matches!(m.invoke("spin", &[]).unwrap_err().root().kind(), ErrorKind::StepBudget(_)));
 }
 

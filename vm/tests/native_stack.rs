@@ -61,7 +61,7 @@ fn deep_reentry_on_a_small_stack_is_an_error_not_a_crash() {
         .stack_size(256 << 10)
         .spawn(|| {
             let mut vm = down(true);
-            vm.config_mut().max_reentry = usize::MAX;
+            vm.limits_mut().max_reentry = usize::MAX;
             vm.invoke("down", &[Value::Int(1_000_000)])
         })
         .unwrap()
@@ -85,7 +85,7 @@ fn deep_reentry_on_a_small_stack_is_an_error_not_a_crash() {
 #[test]
 fn instrumented_recursion_uses_frames_not_reentry() {
     let mut vm = down(false);
-    vm.config_mut().max_reentry = 200;
+    vm.limits_mut().max_reentry = 200;
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = seen.clone();
     vm.set_instrument(Some(Box::new(move |c| {

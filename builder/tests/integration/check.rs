@@ -274,7 +274,7 @@ fn dataflow_agrees_with_exhaustive_search() {
         };
         assert_eq!(got, exhaustive_first_bad_read(num_inputs, &prog), "{prog:?} with {num_inputs} inputs");
         if got.is_none() {
-            // and what passes the check builds, formalizes and round-trips
+            // and what passes the check builds, renumbers and round-trips
             crate::common::build(&mut ib);
         }
         compared += 1;

@@ -6,7 +6,7 @@ mod builder;
 mod builder_errors;
 mod check;
 mod common;
-mod formalize;
 mod golden;
 mod link;
+mod renumber;
 mod run;

@@ -3,20 +3,20 @@
 
 use crate::common::{looping, registry, tensor};
 use relaxvm::profile::{CallKind, SortBy};
-use relaxvm::{ErrorKind, Value, VirtualMachine, VmConfig};
+use relaxvm::{ErrorKind, Value, VirtualMachine};
 use std::sync::{Arc, Mutex};
 
 fn vm(profile: bool) -> VirtualMachine {
     relaxvm_builtins::ensure_registered();
     let mut vm = VirtualMachine::with_overrides(looping(), registry()).unwrap();
-    *vm.config_mut() = VmConfig { profile, ..VmConfig::default() };
+    vm.set_profiling_enabled(profile);
     vm
 }
 
 #[test]
 fn profiling_must_be_enabled() {
     let e = vm(false).profile("main", &[Value::Int(1), Value::Int(1)]).unwrap_err();
-    assert!(matches!(e.kind(), ErrorKind::Value(m) if m.contains("VmConfig::profile")), "{e}");
+    assert!(matches!(e.kind(), ErrorKind::Value(m) if m.contains("set_profiling_enabled(true)")), "{e}");
 }
 
 #[test]

@@ -20,7 +20,7 @@
 use arbitrary::{Arbitrary, Result, Unstructured};
 use relaxvm::{
     registry, Arg, Callable, Closure, DataType, Device, Error, ErrorKind, Executable, ExecutableParts, FuncInfo,
-    FuncKind, Instruction, InstrumentAction, Shape, Storage, Tensor, Value, VirtualMachine, VmConfig,
+    FuncKind, Instruction, InstrumentAction, Limits, Shape, Storage, Tensor, Value, VirtualMachine,
 };
 use std::sync::Arc;
 
@@ -207,8 +207,7 @@ pub fn run_with(data: &[u8], prepare: impl FnOnce(&VirtualMachine)) {
     let Ok(exe) = Executable::from_parts(program.parts) else { return };
     let mut vm = VirtualMachine::new(Arc::new(exe)).expect("every builtin is registered");
     prepare(&vm);
-    *vm.config_mut() =
-        VmConfig { step_budget: Some(STEP_BUDGET), max_call_depth: MAX_CALL_DEPTH, ..VmConfig::default() };
+    *vm.limits_mut() = Limits { step_budget: Some(STEP_BUDGET), max_call_depth: MAX_CALL_DEPTH, ..Limits::default() };
     if let Some(mode) = program.instrument {
         let mut n = 0u64;
         vm.set_instrument(Some(Box::new(move |call| {

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 impl Type {
-    /// Checks `v` against this type, binding symbolic dimensions in `dims`; `path` names the
+    /// Checks `v` against this type, recording symbolic dimensions in `dims`; `path` names the
     /// parameter (and slot) in errors. Type and dtype mismatches are type errors; rank and
     /// dimension mismatches are value errors.
     pub fn check(&self, v: &Value, path: &str, dims: &mut HashMap<String, (i64, String)>) -> Result<()> {

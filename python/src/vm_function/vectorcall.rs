@@ -92,7 +92,7 @@ pub unsafe extern "C" fn call(
         match kwnames.filter(|_| nkw > 0) {
             None => f.call_positional(py, positional.iter().map(borrow)),
             Some(names) => {
-                // Keywords are rare on the hot path: bind them as `tp_call` would.
+                // Keywords are rare on the hot path: assign them as `tp_call` would.
                 let call = || -> PyResult<Bound<'_, PyAny>> {
                     let tuple = PyTuple::new(py, positional.iter().map(borrow))?;
                     let dict = PyDict::new(py);

@@ -14,7 +14,7 @@
 use super::copy::MAX_COPY_DEPTH;
 use super::file::{Encoded, Meta, FORMAT, META, VERSION};
 use super::{StepValues, Trace, TraceStep};
-use crate::arcstr::ArcStr;
+use crate::arc_string::ArcString;
 use crate::dtype::DataType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::npy;
@@ -208,9 +208,9 @@ fn read_trace(archive: &mut Archive) -> Result<Trace> {
         };
         steps.push(TraceStep {
             index: s.index,
-            function: ArcStr::from(s.function),
+            function: ArcString::from(s.function),
             pc: s.pc,
-            callee: ArcStr::from(s.callee),
+            callee: ArcString::from(s.callee),
             depth: s.depth,
             end: s.end,
             failed: s.failed,

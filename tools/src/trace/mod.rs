@@ -31,7 +31,7 @@ pub use file::Opaque;
 pub use load::{LOAD_LIMIT_BASE, LOAD_LIMIT_PER_FILE_BYTE, MAX_JSON_DEPTH};
 pub use recorder::TraceRecorder;
 
-use crate::arcstr::ArcStr;
+use crate::arc_string::ArcString;
 use crate::error::Error;
 use crate::value::Value;
 use std::fmt;
@@ -72,11 +72,11 @@ pub struct TraceStep {
     /// The step's number: calls are numbered from 0 in the order they start.
     pub index: usize,
     /// The bytecode function making the call.
-    pub function: ArcStr,
+    pub function: ArcString,
     /// The index of the `call` instruction within `function`.
     pub pc: usize,
     /// The called function's name.
-    pub callee: ArcStr,
+    pub callee: ArcString,
     /// How many traced calls enclose this one (0 for calls of the entry function).
     pub depth: usize,
     /// How many steps had started when this one returned: a step returned before step `s`

@@ -2,7 +2,7 @@
 
 use super::copy::{copy_value, same_contents, value_bytes};
 use super::{StepValues, Trace, TraceStep};
-use crate::arcstr::ArcStr;
+use crate::arc_string::ArcString;
 use crate::value::Value;
 use relaxvm_core::instrument::{InstrumentAction, InstrumentCall};
 use std::collections::{HashMap, VecDeque};
@@ -33,7 +33,7 @@ pub struct TraceRecorder {
     /// Indices of steps holding values, in the order they returned: the oldest values go first.
     returned: VecDeque<usize>,
     /// One shared string per function name.
-    names: HashMap<String, ArcStr>,
+    names: HashMap<String, ArcString>,
 }
 
 impl TraceRecorder {
@@ -51,11 +51,11 @@ impl TraceRecorder {
         }
     }
 
-    fn name(&mut self, s: &str) -> ArcStr {
+    fn name(&mut self, s: &str) -> ArcString {
         if let Some(n) = self.names.get(s) {
             return n.clone();
         }
-        let n = ArcStr::from(s);
+        let n = ArcString::from(s);
         self.names.insert(s.to_string(), n.clone());
         n
     }

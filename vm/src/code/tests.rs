@@ -38,7 +38,7 @@ fn call_sites_share_their_callees_entry_unless_specialised() {
         FuncInfo::packed("t.spec"),
     ];
     let exe = Executable::from_parts(ExecutableParts { funcs, instrs, ..Default::default() }).unwrap();
-    let code = Code::decode(&Arc::new(exe.clone()), &overrides).unwrap();
+    let code = DecodedProgram::decode(&Arc::new(exe.clone()), &overrides).unwrap();
     let funcs: Vec<u32> = code
         .ops
         .iter()
@@ -71,7 +71,7 @@ fn a_specialised_call_passes_only_the_operands_its_function_reads() {
     ];
     let funcs = vec![FuncInfo::bytecode("main", 0, instrs.len() as u32, 1, 2), FuncInfo::packed("t.pre")];
     let exe = Executable::from_parts(ExecutableParts { funcs, instrs, ..Default::default() }).unwrap();
-    let code = Code::decode(&Arc::new(exe.clone()), &overrides).unwrap();
+    let code = DecodedProgram::decode(&Arc::new(exe.clone()), &overrides).unwrap();
     let calls: Vec<(u32, u32)> = code
         .ops
         .iter()
@@ -112,7 +112,7 @@ fn a_call_returning_its_one_register_argument_is_a_move() {
         FuncInfo::packed("t.sel"),
     ];
     let exe = Executable::from_parts(ExecutableParts { funcs, instrs, ..Default::default() }).unwrap();
-    let code = Code::decode(&Arc::new(exe.clone()), &overrides).unwrap();
+    let code = DecodedProgram::decode(&Arc::new(exe.clone()), &overrides).unwrap();
     let kinds: Vec<&str> = code
         .ops
         .iter()

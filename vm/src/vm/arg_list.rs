@@ -3,7 +3,7 @@
 //! nothing and takes no buffer from the VM (a call back into the VM has its own); longer lists,
 //! rare, use heap room the list keeps for the rest of that entry.
 
-use crate::code::Code;
+use crate::code::DecodedProgram;
 use crate::value::Value;
 use std::mem::{ManuallyDrop, MaybeUninit};
 
@@ -25,17 +25,17 @@ impl ArgList {
         ArgList { inline: [const { MaybeUninit::uninit() }; INLINE_ARGS], spilled: Vec::new() }
     }
 
-    /// The argument list of the call whose numbers are `nums` (see [`Code::prepare_args`]),
+    /// The argument list of the call whose numbers are `nums` (see [`DecodedProgram::prepare_args`]),
     /// `reg` reading the calling frame's registers.
     ///
     /// # Safety
-    /// As for [`Code::prepare_args`]: `nums` are those of a decoded `CallPacked` or
+    /// As for [`DecodedProgram::prepare_args`]: `nums` are those of a decoded `CallPacked` or
     /// `CallSelect` op, and the slice is used only while the registers `reg` reads stay alive
     /// and unchanged.
     #[inline(always)]
     pub(super) unsafe fn fill<'s, 'a>(
         &'s mut self,
-        code: &Code,
+        code: &DecodedProgram,
         nums: (u32, u32, u32, u32),
         reg: impl Fn(u32) -> &'a Value,
     ) -> &'s [Value] {

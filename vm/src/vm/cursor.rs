@@ -64,7 +64,7 @@ impl Regs {
 }
 
 /// The decoded ops of the executable, as the loop walks them: a pointer to the first, copied
-/// into the loop so that the next op is found from a register, not through `Code`.
+/// into the loop so that the next op is found from a register, not through `DecodedProgram`.
 #[derive(Clone, Copy)]
 pub(super) struct Ops(pub(super) *const Op);
 

@@ -5,7 +5,7 @@
 
 use super::limits::check_native_stack;
 use super::{Frame, VirtualMachine};
-use crate::code::{Callee, Code, VOID};
+use crate::code::{Callee, DecodedProgram, VOID};
 use crate::error::{Error, Result};
 use crate::value::Value;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 pub struct Entry {
     /// The decoded code of the VM that resolved it: a call through another VM is refused. Held
     /// (not only compared by address) so that no other VM's code can ever have its address.
-    code: Arc<Code>,
+    code: Arc<DecodedProgram>,
     index: u32,
     num_args: u32,
     /// The function's register-file size.
@@ -155,6 +155,6 @@ impl VirtualMachine {
     /// which reports them).
     #[inline]
     fn fits_top_level(&self, top: usize) -> bool {
-        top <= self.config.max_stack_registers && self.config.max_call_depth > 0 && self.config.max_reentry > 0
+        top <= self.limits.max_stack_registers && self.limits.max_call_depth > 0 && self.limits.max_reentry > 0
     }
 }

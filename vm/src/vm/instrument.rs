@@ -4,7 +4,7 @@
 
 use super::{set_reg, VirtualMachine};
 use crate::bytecode::Instruction;
-use crate::code::{Callee, Code, Op};
+use crate::code::{Callee, DecodedProgram, Op};
 use crate::error::Result;
 pub use crate::instrument::{Instrument, InstrumentAction, InstrumentCall};
 use crate::packed::panic_error;
@@ -29,7 +29,12 @@ impl VirtualMachine {
     /// hook skips the call.
     #[cold]
     #[inline(never)]
-    pub(super) fn instrumented_bytecode_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<(usize, usize)> {
+    pub(super) fn instrumented_bytecode_call(
+        &mut self,
+        code: &DecodedProgram,
+        pc: usize,
+        base: usize,
+    ) -> Result<(usize, usize)> {
         let Op::CallBytecode { func, dst, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
         self.count_step().map_err(|e| self.locate(pc, e))?;
         let Some(args) = self.hook_before_call(code, pc, base)? else { return Ok((base, pc + 1)) };
@@ -98,7 +103,12 @@ impl VirtualMachine {
     /// run (see `run_loop`).
     #[cold]
     #[inline(never)]
-    pub(super) fn hook_before_call(&mut self, code: &Code, pc: usize, base: usize) -> Result<Option<CallArgs>> {
+    pub(super) fn hook_before_call(
+        &mut self,
+        code: &DecodedProgram,
+        pc: usize,
+        base: usize,
+    ) -> Result<Option<CallArgs>> {
         let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
         let args = self.load_args(code, pc, base);
         let exe = Arc::clone(&self.exe);

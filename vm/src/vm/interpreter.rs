@@ -12,7 +12,7 @@ use super::cursor::{prefetch_ahead, At, Ops, Regs};
 use super::registers::{set_reg, set_scalar, truncate_regs};
 use super::VirtualMachine;
 use crate::bytecode::Instruction;
-use crate::code::{Callee, Code, Op, Reg, Src, CONST_BIT, VOID};
+use crate::code::{Callee, DecodedProgram, Op, Reg, Src, CONST_BIT, VOID};
 use crate::error::{Error, ErrorKind, Result};
 use crate::int_op::IntOp;
 use crate::packed::{panic_error, BinaryFn, CallCtx};
@@ -34,10 +34,10 @@ impl VirtualMachine {
     #[inline(never)]
     pub(super) fn run_loop<const INSTRUMENTED: bool>(&mut self, depth: usize) -> Result<Value> {
         // SAFETY: `self.code` is set once, in the constructor, and never replaced or mutated, so
-        // the `Code` it points to lives as long as `self`; packed functions reach the VM only
+        // the `DecodedProgram` it points to lives as long as `self`; packed functions reach the VM only
         // through `CallCtx`, which cannot replace it either. Borrowing it through the pointer
         // (instead of cloning the `Arc`) spares two atomic operations per invocation.
-        let code: &Code = unsafe { &*Arc::as_ptr(&self.code) };
+        let code: &DecodedProgram = unsafe { &*Arc::as_ptr(&self.code) };
         let top = *self.frames.last().expect("a frame was pushed");
         // SAFETY: a frame's function is an entry of the function table.
         let Callee::Bytecode { start, .. } = *(unsafe { code.callee(top.func) }) else { unreachable!() };
@@ -338,7 +338,7 @@ impl VirtualMachine {
     #[allow(clippy::too_many_arguments)]
     unsafe fn int_into<A: Operand, B: Operand>(
         &mut self,
-        code: &Code,
+        code: &DecodedProgram,
         (op, f): (IntOp, BinaryFn),
         a: A,
         b: B,
@@ -366,7 +366,7 @@ impl VirtualMachine {
     #[allow(clippy::too_many_arguments)]
     unsafe fn int_branch<A: Operand, B: Operand>(
         &mut self,
-        code: &Code,
+        code: &DecodedProgram,
         (op, f): (IntOp, BinaryFn),
         a: A,
         b: B,
@@ -399,7 +399,7 @@ impl VirtualMachine {
     #[allow(clippy::too_many_arguments)]
     unsafe fn int_branch_slow<A: Operand, B: Operand>(
         &mut self,
-        code: &Code,
+        code: &DecodedProgram,
         f: BinaryFn,
         a: A,
         b: B,
@@ -422,7 +422,7 @@ impl VirtualMachine {
     #[allow(clippy::too_many_arguments)]
     unsafe fn int_add_imm(
         &mut self,
-        code: &Code,
+        code: &DecodedProgram,
         f: BinaryFn,
         a: Reg,
         imm: i64,
@@ -455,7 +455,7 @@ impl VirtualMachine {
         dst: u32,
         fp: Regs,
         at: At,
-        code: &Code,
+        code: &DecodedProgram,
     ) -> Result<()> {
         let v = self.call_binary(f, a.read(code, fp), &Value::Int(imm), at)?;
         set_reg(fp.get_mut(dst), v);
@@ -473,7 +473,7 @@ impl VirtualMachine {
 
     /// The arguments of the call at `pc`, cloned (for instruments; read with bounds checks, as
     /// this path is cold).
-    pub(super) fn load_args(&self, code: &Code, pc: usize, base: usize) -> SmallVec<[Value; 8]> {
+    pub(super) fn load_args(&self, code: &DecodedProgram, pc: usize, base: usize) -> SmallVec<[Value; 8]> {
         let nargs = match &self.exe.instrs()[pc] {
             Instruction::Call { args, .. } => args.len(),
             Instruction::Ret { .. } | Instruction::Goto { .. } | Instruction::If { .. } => 0,
@@ -526,7 +526,7 @@ impl VirtualMachine {
 /// `s` is an operand of a decoded op of the frame `fp` holds (a register below its
 /// register-file size, or a constant `decode_op` made), as for [`Regs::get`].
 #[inline(always)]
-unsafe fn src(code: &Code, s: Src, fp: Regs) -> &Value {
+unsafe fn src(code: &DecodedProgram, s: Src, fp: Regs) -> &Value {
     if s & CONST_BIT == 0 {
         fp.get(s)
     } else {
@@ -540,12 +540,12 @@ trait Operand: Copy {
     ///
     /// # Safety
     /// As for [`src`].
-    unsafe fn read(self, code: &Code, fp: Regs) -> &Value;
+    unsafe fn read(self, code: &DecodedProgram, fp: Regs) -> &Value;
 }
 
 impl Operand for Src {
     #[inline(always)]
-    unsafe fn read(self, code: &Code, fp: Regs) -> &Value {
+    unsafe fn read(self, code: &DecodedProgram, fp: Regs) -> &Value {
         // SAFETY: the caller's contract.
         unsafe { src(code, self, fp) }
     }
@@ -553,7 +553,7 @@ impl Operand for Src {
 
 impl Operand for Reg {
     #[inline(always)]
-    unsafe fn read(self, _: &Code, fp: Regs) -> &Value {
+    unsafe fn read(self, _: &DecodedProgram, fp: Regs) -> &Value {
         // SAFETY: the caller's contract (a register operand of the running frame).
         unsafe { fp.get(self.0) }
     }
@@ -569,7 +569,7 @@ impl Operand for Reg {
 // debug builds, where three inlined copies would swell the loop's stack frame, which every
 // re-entry into the VM nests.
 #[cfg_attr(not(debug_assertions), inline(always))]
-unsafe fn int_inline<A: Operand, B: Operand>(code: &Code, op: IntOp, a: A, b: B, fp: Regs) -> Option<Value> {
+unsafe fn int_inline<A: Operand, B: Operand>(code: &DecodedProgram, op: IntOp, a: A, b: B, fp: Regs) -> Option<Value> {
     match (a.read(code, fp), b.read(code, fp)) {
         // The operations loops use most are tested first: a compare each instead of a jump
         // through a table (the arms are `apply` itself, specialised).

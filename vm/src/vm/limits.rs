@@ -1,5 +1,5 @@
-//! The limits a VM enforces while it runs: its configuration (depth, re-entry, steps,
-//! registers), interrupts from other threads and signals (the poll hook), and the native stack.
+//! The limits a VM enforces while it runs ([`Limits`]: depth, re-entry, steps, registers),
+//! interrupts from other threads and signals (the poll hook), and the native stack.
 
 use super::VirtualMachine;
 use crate::error::{ErrorKind, Result};
@@ -7,10 +7,11 @@ pub use crate::input_file::PollHook;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// The configuration of one VM: its limits (depth, re-entry, steps, registers) and whether
-/// it may be profiled.
-#[derive(Clone, Debug)]
-pub struct VmConfig {
+/// The limits one VM enforces: call depth, re-entry, steps, registers
+/// ([`VirtualMachine::limits_mut`]). Whether the VM may be profiled is not a limit: see
+/// [`VirtualMachine::set_profiling_enabled`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
     /// The deepest chain of bytecode frames before a call fails with a stack-overflow error.
     pub max_call_depth: usize,
     /// How many times packed functions may re-enter the VM, nested, (each uses native stack).
@@ -22,21 +23,11 @@ pub struct VmConfig {
     /// fails with an allocation error. Without it, a function declaring a million registers
     /// that recursed would exhaust memory long before the depth limit.
     pub max_stack_registers: usize,
-    /// Whether [`VirtualMachine::profile`](super::VirtualMachine::profile) may run (TVM's
-    /// `profile=True`); off by default. Runs are not slower either way: profiling is a separate
-    /// entry point.
-    pub profile: bool,
 }
 
-impl Default for VmConfig {
+impl Default for Limits {
     fn default() -> Self {
-        VmConfig {
-            max_call_depth: 100_000,
-            max_reentry: 200,
-            step_budget: None,
-            max_stack_registers: 1 << 24,
-            profile: false,
-        }
+        Limits { max_call_depth: 100_000, max_reentry: 200, step_budget: None, max_stack_registers: 1 << 24 }
     }
 }
 
@@ -77,6 +68,16 @@ impl InterruptHandle {
 }
 
 impl VirtualMachine {
+    /// The limits this VM enforces.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Changes the limits (they apply from the next call on).
+    pub fn limits_mut(&mut self) -> &mut Limits {
+        &mut self.limits
+    }
+
     /// Checks, now, for what the interpreter checks every few steps: an interrupt (an
     /// [`ErrorKind::Interrupted`] error) and the poll hook (Ctrl-C in Python). For loops outside
     /// the interpreter that run for long — a builtin's inner loop, a benchmark's repetitions.
@@ -105,7 +106,7 @@ impl VirtualMachine {
 
     /// Starts counting steps for a top-level invocation with the configured budget.
     pub(super) fn start_counting(&mut self) {
-        self.steps_left = self.config.step_budget.unwrap_or(u64::MAX);
+        self.steps_left = self.limits.step_budget.unwrap_or(u64::MAX);
         self.interrupt.take();
         self.issue_fuel();
     }
@@ -125,7 +126,7 @@ impl VirtualMachine {
         if u64::from(self.issued) > self.steps_left {
             // Every later step fails the same way (a packed function may go on after the error).
             self.fuel = 1;
-            return Err(ErrorKind::StepBudget(self.config.step_budget.unwrap_or(0)).into());
+            return Err(ErrorKind::StepBudget(self.limits.step_budget.unwrap_or(0)).into());
         }
         self.steps_left -= u64::from(self.issued);
         self.issue_fuel();

@@ -5,7 +5,7 @@
 //! the VM (e.g. `vm.builtin.invoke_closure`), and that nesting is bounded separately.
 
 use crate::allocator::Allocator;
-use crate::code::{Callee, Code, VOID};
+use crate::code::{Callee, DecodedProgram, VOID};
 use crate::device::Device;
 use crate::error::{Error, ErrorKind, Result};
 use crate::executable::{Executable, FuncKind};
@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 mod arg_list;
 mod cursor;
+mod deprecated_config;
 mod entry;
 mod instrument;
 mod interpreter;
@@ -26,10 +27,12 @@ mod limits;
 mod native_calls;
 mod recording;
 mod registers;
+#[allow(deprecated)]
+pub use deprecated_config::{ConfigMut, VmConfig};
 pub use entry::Entry;
 use instrument::InstrumentedFrame;
 pub use instrument::{Instrument, InstrumentAction, InstrumentCall};
-pub use limits::{InterruptHandle, PollHook, VmConfig, MIN_NATIVE_STACK, POLL_INTERVAL};
+pub use limits::{InterruptHandle, Limits, PollHook, MIN_NATIVE_STACK, POLL_INTERVAL};
 use registers::set_reg;
 
 #[derive(Clone, Copy)]
@@ -45,9 +48,11 @@ struct Frame {
 /// A virtual machine bound to one executable.
 pub struct VirtualMachine {
     exe: Arc<Executable>,
-    code: Arc<Code>,
+    code: Arc<DecodedProgram>,
     device: Device,
-    config: VmConfig,
+    limits: Limits,
+    /// Whether [`VirtualMachine::profile`] may run ([`VirtualMachine::set_profiling_enabled`]).
+    profiling: bool,
     frames: Vec<Frame>,
     regs: Vec<Value>,
     reentry: usize,
@@ -66,7 +71,7 @@ pub struct VirtualMachine {
     /// attributed to the instruction of the builtin that made it.
     packed_sites: Vec<usize>,
     poll: Option<PollHook>,
-    /// Per entry of [`Code::call_fns`], what its calls keep between calls
+    /// Per entry of [`DecodedProgram::call_fns`], what its calls keep between calls
     /// ([`CallCtx::site_cache`]).
     site_caches: Vec<Value>,
     /// Whether allocating builtins reuse their sites' blocks ([`Allocator`]).
@@ -88,13 +93,14 @@ impl VirtualMachine {
     /// A VM that looks packed functions up in `overrides` first, then in the process-wide
     /// registry. Every name that neither provides is reported in one error.
     pub fn with_overrides(exe: Arc<Executable>, overrides: &Registry) -> Result<Self> {
-        let code = Arc::new(Code::decode(&exe, overrides)?);
+        let code = Arc::new(DecodedProgram::decode(&exe, overrides)?);
         let site_caches = vec![Value::Null; code.call_fns.len()];
         Ok(VirtualMachine {
             exe,
             code,
             device: Device::cpu(0),
-            config: VmConfig::default(),
+            limits: Limits::default(),
+            profiling: false,
             frames: Vec::new(),
             regs: Vec::new(),
             reentry: 0,
@@ -161,16 +167,6 @@ impl VirtualMachine {
                 crate::tensor::Tensor::release_shared_storage(c);
             }
         }
-    }
-
-    /// The limits.
-    pub fn config(&self) -> &VmConfig {
-        &self.config
-    }
-
-    /// Changes the limits.
-    pub fn config_mut(&mut self) -> &mut VmConfig {
-        &mut self.config
     }
 
     /// A handle that interrupts this VM from another thread.
@@ -383,8 +379,8 @@ impl VirtualMachine {
 
     /// Runs bytecode function `func` with `args` to completion, unwinding on error.
     fn run(&mut self, func: u32, args: &[Value], captured: &[Value]) -> Result<Value> {
-        if self.reentry >= self.config.max_reentry {
-            return Err(ErrorKind::StackOverflow(self.config.max_reentry).into());
+        if self.reentry >= self.limits.max_reentry {
+            return Err(ErrorKind::StackOverflow(self.limits.max_reentry).into());
         }
         // Every entry into the interpreter — the first, and each call back from a packed
         // function — measures the native stack left.
@@ -448,16 +444,16 @@ impl VirtualMachine {
         let Callee::Bytecode { regs, .. } = self.code.callees[func as usize] else {
             unreachable!("enter_frame is only called for bytecode functions")
         };
-        if self.frames.len() >= self.config.max_call_depth {
+        if self.frames.len() >= self.limits.max_call_depth {
             self.regs.truncate(base);
-            return Err(ErrorKind::StackOverflow(self.config.max_call_depth).into());
+            return Err(ErrorKind::StackOverflow(self.limits.max_call_depth).into());
         }
         let top = base + regs as usize;
-        if top > self.config.max_stack_registers {
+        if top > self.limits.max_stack_registers {
             self.regs.truncate(base);
             return Err(Error::alloc(
                 (top * std::mem::size_of::<Value>()) as u128,
-                format!("the register stack is limited to {} registers", self.config.max_stack_registers),
+                format!("the register stack is limited to {} registers", self.limits.max_stack_registers),
             ));
         }
         if let Some(caller) = self.frames.last_mut() {

@@ -13,16 +13,29 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 impl VirtualMachine {
+    /// Allows [`profile`](Self::profile) (TVM's `profile=True`); off by default, so that
+    /// profiling is always asked for. Runs are not slower either way: profiling is a separate
+    /// entry point.
+    pub fn set_profiling_enabled(&mut self, enabled: bool) {
+        self.profiling = enabled;
+    }
+
+    /// Whether [`profile`](Self::profile) may run.
+    pub fn profiling_enabled(&self) -> bool {
+        self.profiling
+    }
+
     /// Runs function `name` once with `args`, timing every call it makes (see
-    /// [`crate::profile`]). Needs [`VmConfig::profile`](super::VmConfig::profile): a VM built
+    /// [`crate::profile`]). Needs [`set_profiling_enabled`](Self::set_profiling_enabled): a VM
     /// without it refuses, so that profiling is always asked for. An instrument hook installed
     /// with [`set_instrument`](Self::set_instrument) is set aside for the run and restored
     /// after it, also when the run fails; the error is the run's.
     pub fn profile(&mut self, name: &str, args: &[Value]) -> Result<ProfileReport> {
-        if !self.config.profile {
+        if !self.profiling {
             return Err(Error::value(
-                "this VM was built without profiling: set VmConfig::profile (Python: \
-                 VirtualMachine(ex, profile=True); CLI: relaxvm profile)",
+                "this VM was built without profiling: enable it with \
+                 VirtualMachine::set_profiling_enabled(true) (Python: VirtualMachine(ex, profile=True); CLI: \
+                 relaxvm profile)",
             ));
         }
         let f = self.get_function(name)?;

@@ -1,4 +1,4 @@
-//! Formalization: dense registers, identical text for programs that differ only in register
+//! Register renumbering: dense registers, identical text for programs that differ only in register
 //! numbers.
 
 use crate::common::{build, func};

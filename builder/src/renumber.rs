@@ -1,13 +1,13 @@
 //! Register renumbering: inputs keep `0..num_inputs`, every other register is numbered densely
 //! in the order of its first write (then, for registers that are only read — which the check
 //! allows in unreachable code only — of its first read). Programs that differ only in their
-//! register numbers therefore formalize to the same instructions.
+//! register numbers therefore renumber to the same instructions.
 
 use relaxvm::{Instruction, RegIdx};
 use std::collections::HashMap;
 
 /// The renumbered instructions and the register-file size (the number of distinct registers).
-pub(crate) fn formalize(num_inputs: u32, instrs: &[Instruction]) -> (Vec<Instruction>, u64) {
+pub(crate) fn renumber_registers(num_inputs: u32, instrs: &[Instruction]) -> (Vec<Instruction>, u64) {
     let mut map: HashMap<RegIdx, RegIdx> = HashMap::new();
     let mut next = u64::from(num_inputs);
     let mut assign = |r: RegIdx, map: &mut HashMap<RegIdx, RegIdx>| {
@@ -41,7 +41,7 @@ mod tests {
             Instruction::Call { func: 0, args: vec![Reg(7)], dst: Some(100) },
             Instruction::Ret { result: 100 },
         ];
-        let (out, regs) = formalize(2, &prog);
+        let (out, regs) = renumber_registers(2, &prog);
         assert_eq!(regs, 4);
         assert_eq!(
             out,
@@ -62,7 +62,7 @@ mod tests {
             Instruction::If { cond: 40, false_offset: 1 },
             Instruction::Ret { result: 9 },
         ];
-        let (out, regs) = formalize(3, &prog);
+        let (out, regs) = renumber_registers(3, &prog);
         assert_eq!(regs, 6);
         assert_eq!(out[1], Instruction::Call { func: 0, args: vec![Reg(4)], dst: Some(3) });
         assert_eq!(out[2], Instruction::If { cond: 5, false_offset: 1 });

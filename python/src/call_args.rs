@@ -1,4 +1,4 @@
-//! Binding a Python call's positional and keyword arguments to a VM function's parameters, and
+//! Assigning a Python call's positional and keyword arguments to a VM function's parameters, and
 //! converting each to a VM value (by its parameter's type when the function has a signature).
 
 use crate::convert::{push_args, to_value, Args};
@@ -29,10 +29,10 @@ pub fn convert_arg(name: &str, params: Params<'_>, i: usize, ob: &Bound<'_, PyAn
     }
 }
 
-/// Binds `args` and `kwargs` to the parameters of function `name` into `argv`. Keyword
+/// Assigns `args` and `kwargs` to the parameters of function `name` into `argv`. Keyword
 /// arguments go by parameter name, after the positional ones; extra or missing positional
 /// arguments without keywords are left for the VM's count check.
-pub fn bind(
+pub fn assign_args(
     name: &str,
     params: Params<'_>,
     args: &Bound<'_, PyTuple>,
