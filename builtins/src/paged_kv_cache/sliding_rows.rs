@@ -98,7 +98,7 @@ impl PagedKvCache {
         let window = c
             .layer_sliding_window
             .ok_or_else(|| err("internal error: a causal sliding-window step without a layer window"))?;
-        let ps = c.page_size as i32;
+        let ps = c.page_size;
         let plan = &step.plan;
         let f32 = DataType::F32;
         let heads = c.num_qo_heads;
