@@ -296,7 +296,9 @@ fn query_positions(name: &'static str, args: &[Value]) -> Result<Value> {
     let c = the_cache(name, args)?;
     let st = c.lock(name)?;
     match &st.step {
-        Some(s) => Ok(s.aux.q_rope_position_map.clone()),
+        // A copy: the step's own array is refilled in place by the next step with its layout
+        // (attack finding kvcache/01 of the second round), and a result must never change.
+        Some(s) => cache::int_tensor(&s.plan.q_rope_position_map),
         None => Err(value_err(name, "no forward step: call vm.builtin.kv_state_begin_forward first")),
     }
 }
