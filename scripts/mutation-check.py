@@ -97,8 +97,8 @@ MUTANTS = [
     ),
     (
         "builtins/src/paged_kv_cache/pool.rs",
-        "free_pages: (0..num_total_pages).rev().collect(),",
-        "free_pages: (0..num_total_pages).collect(),",
+        "free_pages.extend((0..num_total_pages).rev());",
+        "free_pages.extend(0..num_total_pages);",
         "paged KV cache: pages handed out from the highest id down instead of from 0 up (TVM's order)",
         ["-p", "relaxvm-builtins", "--lib", "paged_kv_cache"],
     ),
