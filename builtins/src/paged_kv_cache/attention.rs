@@ -199,7 +199,7 @@ impl PagedKvCache {
             return Ok(());
         }
         let t = |x: &Tensor| Value::Tensor(x.clone());
-        self.cross_attn(ctx, step, layer, local, &t(q), &t(o), &t(lse), sm_scale, true, false, &mut Vec::new())?;
+        self.cross_attn(ctx, step, layer, local, &t(q), &t(o), &t(lse), sm_scale, true, false)?;
         Ok(())
     }
 
@@ -285,15 +285,13 @@ impl PagedKvCache {
         }
         let self_done = !first;
         let causal = !step.plan.append_before_attn && kind == AttnKind::MhaSliding;
-        let mut stale = Vec::new();
-        let cross_done =
-            self.cross_attn(ctx, step, layer, local, q, o, merged_lse, sm_scale, first, causal, &mut stale)?;
+        let cross_done = self.cross_attn(ctx, step, layer, local, q, o, merged_lse, sm_scale, first, causal)?;
         if !self_done && !cross_done {
             return Err(err("neither self-attention nor cross-attention ran (no tokens and no cached blocks)"));
         }
         if causal && cross_done {
             // TVM's kernel may leave rows NaN here (attack finding kvcache/01): see `sliding_rows`.
-            self.redo_sliding_rows(ctx, step, local, q, k, v, o, sm_scale, by_row, stale)?;
+            self.redo_sliding_rows(ctx, step, local, q, k, v, o, sm_scale, by_row)?;
         }
         Ok(())
     }
@@ -312,7 +310,6 @@ impl PagedKvCache {
         sm_scale: f64,
         mut first: bool,
         causal: bool,
-        stale: &mut Vec<i64>,
     ) -> Result<bool> {
         let c = &self.cfg;
         let kind = c.attn_kinds[layer as usize];
@@ -414,11 +411,6 @@ impl PagedKvCache {
                     Value::Float(sm_scale),
                 ];
                 call(ctx, f, "paged prefill", &args)?;
-                if causal {
-                    // Rows that may have started on a stale maximum far above their own scores
-                    // (attack finding kvcache/02): see `sliding_rows::stale_rows`.
-                    stale.extend(super::sliding_rows::stale_rows(&args[9], &step.plan.depths[d].qo_indptr)?);
-                }
             }
             if first {
                 first = false;

@@ -68,43 +68,6 @@ pub(crate) fn nonfinite_rows(o: &Value) -> Result<Vec<i64>> {
     })
 }
 
-/// How far (in the kernels' log2 units) a row's log-sum-exp may lie below the largest one the
-/// kernel visited before it. A row starts on a stale maximum `m` no larger than that largest
-/// log-sum-exp (the row that set `m` had a score `m`, and its log-sum-exp is at least its
-/// scores), and its own log-sum-exp is at most its largest score plus `log2` of its columns.
-/// Its weights `2^(s - m)` stay normal floats, with rounding-level error in their sum, while
-/// `m` is less than about `126 - 2 log2(columns)` above its largest score: 64 leaves room for
-/// windows of up to 2^25 columns, and a row further below is recomputed.
-const STALE_LSE_GAP: f32 = 64.0;
-
-/// The token rows of a causal sliding-window paged-prefill call, from its log-sum-exps `lse`
-/// (`(tokens, heads)`, log2 units) and kernel rows `qo_indptr`, that may have started on a
-/// maximum far above their own scores (attack finding kvcache/02): the kernel visits heads,
-/// then kernel rows, then their query rows, carrying its running maximum from one to the next.
-pub(crate) fn stale_rows(lse: &Value, qo_indptr: &[i32]) -> Result<Vec<i64>> {
-    let t = lse.as_tensor()?;
-    let dims = t.shape().to_vec();
-    let (tokens, heads) = (dims[0] as usize, dims[1] as usize);
-    let lse = t.to_vec::<f32>()?;
-    let mut out = Vec::new();
-    // The running maximum goes on from one head to the next, as the kernel's does.
-    let mut top = f32::NEG_INFINITY;
-    for h in 0..heads {
-        for b in 0..qo_indptr.len().saturating_sub(1) {
-            for r in qo_indptr[b] as usize..(qo_indptr[b + 1] as usize).min(tokens) {
-                let x = lse[r * heads + h];
-                if x.is_finite() && top - x > STALE_LSE_GAP {
-                    out.push(r as i64);
-                }
-                if x.is_finite() {
-                    top = top.max(x);
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// The kernel row of `indptr` (an `indptr` array) holding token row `r`, and `r`'s index in it.
 fn kernel_row(indptr: &[i32], r: i32) -> Option<(usize, i32)> {
     (0..indptr.len().saturating_sub(1)).find(|&b| indptr[b] <= r && r < indptr[b + 1]).map(|b| (b, r - indptr[b]))
@@ -126,17 +89,8 @@ impl PagedKvCache {
         o: &Value,
         sm_scale: f64,
         all: bool,
-        stale: Vec<i64>,
     ) -> Result<()> {
-        let bad: Vec<i64> = if all {
-            (0..step.plan.total_len()).collect()
-        } else {
-            let mut rows = nonfinite_rows(o)?;
-            rows.extend(stale);
-            rows.sort_unstable();
-            rows.dedup();
-            rows
-        };
+        let bad = if all { (0..step.plan.total_len()).collect() } else { nonfinite_rows(o)? };
         if bad.is_empty() {
             return Ok(());
         }
@@ -250,16 +204,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(nonfinite_rows(&Value::Tensor(t)).unwrap(), [0]);
-    }
-
-    #[test]
-    fn rows_far_below_an_earlier_visited_row_are_stale() {
-        // 3 tokens, 2 heads, one kernel row: head 0 visits 0, 1, 2, then head 1 does.
-        let lse =
-            Tensor::from_vec(Shape::from(vec![3, 2]), vec![100.0f32, 1.0, 1.0, 2.0, 50.0, f32::NEG_INFINITY]).unwrap();
-        // Head 0: rows 1 (1 < 100 - 64) and 2 (50: within 64 of 100) -> row 1; head 1 goes on
-        // from 100: rows 0 (1.0) and 1 (2.0) are stale, row 2 is not finite (left to the scan).
-        assert_eq!(stale_rows(&Value::Tensor(lse), &[0, 3]).unwrap(), [1, 0, 1]);
     }
 
     #[test]
