@@ -233,6 +233,18 @@ def _llm_rows(row_type: type, folder: str, model: str = LLM_MODEL, capacity: int
 
         return setup
 
+    def cache_calls(b: Any) -> Callable[[], Any]:
+        """The cache's own calls of a decode step, without the model: begin, end, popn."""
+        vm, cache, w, begin, end, popn, shape, seqs = engine(b, 1)
+        ids, lens = shape(seqs), shape([1])
+
+        def step() -> Any:
+            begin(cache, ids, lens)
+            end(cache)
+            return popn(cache, 0, 1)
+
+        return step
+
     def prefill(b: Any) -> Callable[[], Any]:
         vm, cache, w, begin, end, popn, shape, seqs = engine(b, 1)
         x = b.tensor(rng.standard_normal((1, LLM_PREFILL, hidden)).astype("float32"))
@@ -259,6 +271,13 @@ def _llm_rows(row_type: type, folder: str, model: str = LLM_MODEL, capacity: int
         ),
         row_type(f"TVM tiny Llama decode step, batch 4 ({ctx})", "us/call", 1, decode(4), "<= 1/2 peer"),
         row_type(f"TVM tiny Llama prefill of {LLM_PREFILL} tokens ({ctx})", "us/call", 1, prefill, "= peer"),
+        row_type(
+            f"TVM tiny Llama cache calls of a decode step (begin_forward + end_forward + popn), batch 1 ({ctx})",
+            "us/call",
+            1,
+            cache_calls,
+            "",
+        ),
     ]
 
 

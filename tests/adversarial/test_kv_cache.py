@@ -477,3 +477,31 @@ print(f("vm.builtin.attention_kv_cache_get_sequence_length")(c, 0))
 """
     )
     out.assert_ok("refused: True\nrefused: True\nrefused: True\ncommit refused: True\n3")
+
+
+def test_findings_kvcache_01_round_2_query_positions_never_change_after_the_next_step() -> None:
+    """kvcache/01 (second round): a step's arrays are refilled in place by the next step with
+    the same layout, and get_query_positions returned a view of them, so the positions a caller
+    held changed at the next step (and writing into them rewrote the cache's own array). It
+    returns a copy now."""
+    out = run_attack(
+        PRELUDE
+        + """
+c = create()
+f("vm.builtin.kv_state_add_sequence")(c, 0)
+def positions(n):
+    f("vm.builtin.kv_state_begin_forward")(c, rx.Shape([0]), rx.Shape([n]), None)
+    p = f("vm.builtin.attention_kv_cache_get_query_positions")(c)
+    f("vm.builtin.kv_state_end_forward")(c)
+    return p
+p1 = positions(1)
+p2 = positions(1)
+p3 = positions(1)
+print(p1.numpy().tolist(), p2.numpy().tolist(), p3.numpy().tolist())
+f("vm.builtin.kv_state_begin_forward")(c, rx.Shape([0]), rx.Shape([1]), None)
+mine = f("vm.builtin.attention_kv_cache_get_query_positions")(c)
+np.copyto(mine.numpy(), np.array([99], "int32")) if mine.numpy().flags.writeable else None
+print(f("vm.builtin.attention_kv_cache_get_query_positions")(c).numpy().tolist())
+"""
+    )
+    out.assert_ok("[0] [1] [2]\n[3]")

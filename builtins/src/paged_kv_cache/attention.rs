@@ -79,7 +79,10 @@ impl PagedKvCache {
         Value::Int(i64::from(self.cfg.rope_mode == RopeMode::Inline))
     }
 
-    /// `attention_kv_cache_attention_with_fused_qkv`.
+    /// `attention_kv_cache_attention_with_fused_qkv`; with `by_row`, a causal sliding-window
+    /// layer's rows are all computed one kernel row per call (`sliding_rows`), not only those
+    /// TVM's kernel leaves non-finite.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn attention_with_fused_qkv(
         &self,
         ctx: &mut CallCtx<'_>,
@@ -88,6 +91,7 @@ impl PagedKvCache {
         sm_scale: f64,
         qkv: &Tensor,
         o: &Tensor,
+        by_row: bool,
     ) -> Result<()> {
         let local = self.local_layer(layer)?;
         let c = &self.cfg;
@@ -120,7 +124,7 @@ impl PagedKvCache {
         if step.plan.append_before_attn {
             call(ctx, &self.kernels.transpose_append, "transpose_append", &append_args)?;
         }
-        self.attention_internal(ctx, step, layer, local, q, k, v, &o_v, sm_scale)?;
+        self.attention_internal(ctx, step, layer, local, q, k, v, &o_v, sm_scale, by_row)?;
         if !step.plan.append_before_attn {
             call(ctx, &self.kernels.transpose_append, "transpose_append", &append_args)?;
         }
@@ -144,7 +148,7 @@ impl PagedKvCache {
         let (local, step) = self.checked(st, layer, q, Some((k, v)), o, None)?;
         let (q, k, v, o) =
             (Value::Tensor(q.clone()), Value::Tensor(k.clone()), Value::Tensor(v.clone()), Value::Tensor(o.clone()));
-        self.attention_internal(ctx, step, layer, local, &q, &k, &v, &o, sm_scale)
+        self.attention_internal(ctx, step, layer, local, &q, &k, &v, &o, sm_scale, false)
     }
 
     /// `attention_kv_cache_self_attention`: the ragged kernel alone, on the step's tokens.
@@ -270,6 +274,7 @@ impl PagedKvCache {
         v: &Value,
         o: &Value,
         sm_scale: f64,
+        by_row: bool,
     ) -> Result<()> {
         let kind = self.cfg.attn_kinds[layer as usize];
         let merged_lse = &step.aux.views.merged_lse;
@@ -283,6 +288,10 @@ impl PagedKvCache {
         let cross_done = self.cross_attn(ctx, step, layer, local, q, o, merged_lse, sm_scale, first, causal)?;
         if !self_done && !cross_done {
             return Err(err("neither self-attention nor cross-attention ran (no tokens and no cached blocks)"));
+        }
+        if causal && cross_done {
+            // TVM's kernel may leave rows NaN here (attack finding kvcache/01): see `sliding_rows`.
+            self.redo_sliding_rows(ctx, step, local, q, k, v, o, sm_scale, by_row)?;
         }
         Ok(())
     }

@@ -55,6 +55,7 @@ impl State {
 }
 
 /// One depth's arrays as tensors.
+#[derive(Clone)]
 pub(crate) struct DepthTensors {
     pub(crate) qo_indptr: Value,
     pub(crate) page_indptr: Value,
@@ -79,9 +80,17 @@ pub(crate) struct AuxTensors {
     pub(crate) append_position_map: Value,
     /// The scratch views of the step's size, made once per step instead of once per layer.
     pub(crate) views: ScratchViews,
+    /// The storage the arrays are views of, and its layout ([`Packer::layout`]): the next step
+    /// writes its arrays into it when its layout is the same (a decode step after a decode
+    /// step, mostly), instead of allocating a storage and twenty-odd tensors again.
+    storage: Storage,
+    layout: Vec<(usize, usize)>,
+    /// The step's tokens, the size of `views`.
+    total: i64,
 }
 
 /// Views of the scratch storages for a step of `total` tokens.
+#[derive(Clone)]
 pub(crate) struct ScratchViews {
     /// The split q, k, v: `(total, heads, qk_head_dim)`.
     pub(crate) q: Value,
@@ -100,6 +109,9 @@ pub(crate) struct State {
     pub(crate) step: Option<Step>,
     /// A checkpoint import begun by `prepare_import` and not finished.
     pub(crate) import: Option<Import>,
+    /// The plan of the step before the current one, whose buffers the next `begin_forward`
+    /// fills again instead of allocating its twenty-odd arrays (TVM keeps its host arrays too).
+    pub(crate) spare_plan: Option<Plan>,
 }
 
 /// A checkpoint import begun by `prepare_import`: which layers have been imported.
@@ -194,7 +206,7 @@ impl PagedKvCache {
             kernels,
             pages,
             scratch,
-            state: Mutex::new(State { pool, step: None, import: None }),
+            state: Mutex::new(State { pool, step: None, import: None, spare_plan: None }),
             owner: AtomicU64::new(0),
         })
     }
@@ -236,7 +248,7 @@ impl PagedKvCache {
     /// Changes the table with `f`; on error, or if `f` panics (a broken invariant: reported
     /// as an error), puts the table (and the step) back as they were.
     pub(crate) fn transact<R>(&self, st: &mut State, f: impl FnOnce(&mut State) -> Result<R>) -> Result<R> {
-        let saved = st.pool.checkpoint();
+        st.pool.checkpoint();
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut *st)));
         match done {
             Ok(Ok(r)) => {
@@ -244,11 +256,11 @@ impl PagedKvCache {
                 Ok(r)
             }
             Ok(Err(e)) => {
-                st.pool.rollback(saved);
+                st.pool.rollback();
                 Err(e)
             }
             Err(panic) => {
-                st.pool.rollback(saved);
+                st.pool.rollback();
                 let what = panic
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())
@@ -259,8 +271,9 @@ impl PagedKvCache {
         }
     }
 
-    /// The plan's arrays as tensors (TVM's SyncAuxArrayToDevice), all views of one storage.
-    pub(crate) fn aux_tensors(&self, plan: &Plan) -> Result<AuxTensors> {
+    /// The plan's arrays as tensors (TVM's SyncAuxArrayToDevice), all views of one storage;
+    /// `previous` (the last step's) is refilled in place when its layout is the plan's.
+    pub(crate) fn aux_tensors(&self, plan: &Plan, previous: Option<&AuxTensors>) -> Result<AuxTensors> {
         let mut p = Packer::default();
         let per_depth: Vec<[usize; 9]> = plan
             .depths
@@ -286,7 +299,36 @@ impl PagedKvCache {
             p.vector(&plan.q_rope_position_map),
             p.vector(&plan.append_position_map),
         ];
-        let t = p.finish()?;
+        let total = plan.total_len();
+        let has_tree = plan.tree.is_chain.iter().take(plan.depths.len()).any(|c| !c);
+        if let Some(prev) = previous {
+            let layout = p.layout();
+            let same_trees = !has_tree && prev.depths.iter().all(|d| d.tree.is_none());
+            if same_trees && prev.layout == layout {
+                // The views first: a failure leaves the previous step's arrays as they were.
+                let views = if prev.total == total { prev.views.clone() } else { self.scratch_views(total)? };
+                p.refill(&prev.storage)?;
+                let depths = prev
+                    .depths
+                    .iter()
+                    .zip(&plan.depths)
+                    .map(|(dt, d)| DepthTensors { page_indices_len: d.page_indices.len(), ..dt.clone() })
+                    .collect();
+                return Ok(AuxTensors {
+                    depths,
+                    cur_append_length_indptr: prev.cur_append_length_indptr.clone(),
+                    k_ragged_rope_pos_offset: prev.k_ragged_rope_pos_offset.clone(),
+                    q_rope_position_map: prev.q_rope_position_map.clone(),
+                    append_position_map: prev.append_position_map.clone(),
+                    views,
+                    storage: prev.storage.clone(),
+                    layout,
+                    total,
+                });
+            }
+        }
+        let layout = p.layout();
+        let (storage, t) = p.finish()?;
         let depths = plan
             .depths
             .iter()
@@ -321,7 +363,10 @@ impl PagedKvCache {
             k_ragged_rope_pos_offset: t[step[1]].clone(),
             q_rope_position_map: t[step[2]].clone(),
             append_position_map: t[step[3]].clone(),
-            views: self.scratch_views(plan.total_len())?,
+            views: self.scratch_views(total)?,
+            storage,
+            layout,
+            total,
         })
     }
 

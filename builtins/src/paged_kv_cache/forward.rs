@@ -45,6 +45,28 @@ pub(crate) struct Plan {
     pub(crate) tree: TreeArrays,
 }
 
+impl DepthArrays {
+    /// Empties the arrays, keeping their buffers.
+    fn recycle(&mut self, use_decode_kernel: bool) {
+        for v in [
+            &mut self.qo_indptr,
+            &mut self.page_indptr,
+            &mut self.page_indices,
+            &mut self.page_indptr_sliding,
+            &mut self.page_indices_sliding,
+            &mut self.last_page_len,
+            &mut self.sliding_window_offset,
+            &mut self.sink_size,
+            &mut self.k_rope_pos_offset,
+            &mut self.k_rope_pos_offset_sliding,
+        ] {
+            v.clear();
+        }
+        self.use_decode_kernel = use_decode_kernel;
+        self.sliding_first_row = SlidingFirstRow::default();
+    }
+}
+
 impl Plan {
     /// Tokens appended in this step.
     pub(crate) fn total_len(&self) -> i64 {
@@ -85,11 +107,14 @@ pub(crate) fn check(pool: &Pool, seq_ids: &[i64], lens: &[i64], limits: &Limits)
             limits.reserved_num_seqs
         )));
     }
+    // A batch is small, a set would cost an allocation per step: a scan of the ids before
+    // each one, unless the batch is large.
     let mut seen = std::collections::BTreeSet::new();
     let mut total: i64 = 0;
-    for (&id, &len) in seq_ids.iter().zip(lens) {
+    for (i, (&id, &len)) in seq_ids.iter().zip(lens).enumerate() {
         pool.seq(id)?;
-        if !seen.insert(id) {
+        let twice = if seq_ids.len() <= 16 { seq_ids[..i].contains(&id) } else { !seen.insert(id) };
+        if twice {
             return Err(err(format!("sequence {id} appears twice in the batch")));
         }
         if len <= 0 {
@@ -179,11 +204,17 @@ pub(crate) fn begin(
     lens: &[i64],
     token_tree: Option<&[i64]>,
     limits: &Limits,
+    spare: Option<Plan>,
 ) -> Result<Plan> {
     let ps = pool.page_size;
-    let lens32: Vec<i32> = lens.iter().map(|&l| l as i32).collect();
+    // An earlier step's plan lends its buffers: the arrays are cleared, not reallocated.
+    let mut spare = spare.unwrap_or_default();
+    let mut lens32 = std::mem::take(&mut spare.append_lengths);
+    lens32.clear();
+    lens32.extend(lens.iter().map(|&l| l as i32));
     let mut last_block_len_before = Vec::with_capacity(seq_ids.len());
-    let mut k_ragged = Vec::with_capacity(seq_ids.len());
+    let mut k_ragged = std::mem::take(&mut spare.k_ragged_rope_pos_offset);
+    k_ragged.clear();
     let mut is_decode = true;
     for (&id, &len) in seq_ids.iter().zip(&lens32) {
         let s = pool.seqs.get_mut(&id).expect("checked");
@@ -201,11 +232,13 @@ pub(crate) fn begin(
     let (on_depths, trailing) = block_ids_on_depths(pool, &seqs);
     let num_depths = on_depths.len().min(MAX_DEPTH);
     let mut chunked = Vec::with_capacity(num_depths);
-    let mut depths: Vec<DepthArrays> = Vec::with_capacity(num_depths);
+    let mut depths: Vec<DepthArrays> = std::mem::take(&mut spare.depths);
+    depths.truncate(num_depths);
+    depths.resize_with(num_depths, DepthArrays::default);
     for (d, ids) in on_depths.iter().enumerate().take(num_depths) {
         let (rows, use_decode) = chunked_block_ids(pool, ids, &lens32, d != MAX_DEPTH - 1, is_decode);
         chunked.push(rows);
-        depths.push(DepthArrays { use_decode_kernel: use_decode, ..DepthArrays::default() });
+        depths[d].recycle(use_decode);
     }
     let mut append_before_attn = !pool.support_sliding_window && depths.last().is_some_and(|d| d.use_decode_kernel);
     if seqs.iter().any(|s| !s.tree.committed) {
@@ -321,9 +354,16 @@ pub(crate) fn begin(
             pool.reserve(id, len)?;
         }
     }
-    let mut cur_indptr = vec![0i32];
-    let mut q_rope = Vec::new();
-    let mut append_pos = Vec::new();
+    let mut cur_indptr = std::mem::take(&mut spare.cur_append_length_indptr);
+    cur_indptr.clear();
+    cur_indptr.push(0);
+    let mut q_rope = std::mem::take(&mut spare.q_rope_position_map);
+    q_rope.clear();
+    let mut append_pos = std::mem::take(&mut spare.append_position_map);
+    append_pos.clear();
+    let mut plan_ids = std::mem::take(&mut spare.seq_ids);
+    plan_ids.clear();
+    plan_ids.extend_from_slice(seq_ids);
     for (i, (&id, &len)) in seq_ids.iter().zip(&lens32).enumerate() {
         cur_indptr.push(cur_indptr.last().unwrap() + len);
         let seq = &pool.seqs[&id];
@@ -350,7 +390,7 @@ pub(crate) fn begin(
         }
     }
     Ok(Plan {
-        seq_ids: seq_ids.to_vec(),
+        seq_ids: plan_ids,
         append_lengths: lens32,
         depths,
         append_before_attn,

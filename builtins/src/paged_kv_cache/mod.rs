@@ -6,7 +6,7 @@
 //!
 //! Files: `create.rs` (the create call's arguments), `pool.rs` (pages, blocks, sequences),
 //! `forward.rs` (a step's arrays), `tree.rs` (token trees), `cache.rs` (the object and its lock),
-//! `attention.rs` (kernel calls), `checkpoint.rs` (export and import of a sequence).
+//! `attention.rs` (kernel calls), `sliding_rows.rs` (rows TVM's sliding kernel left NaN), `checkpoint.rs` (export and import of a sequence).
 
 mod attention;
 mod cache;
@@ -18,6 +18,7 @@ mod kernel;
 mod packed;
 mod pool;
 mod sliding_mask;
+mod sliding_rows;
 mod tree;
 
 pub use cache::PagedKvCache;
@@ -47,6 +48,7 @@ pub(crate) static BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.attention_kv_cache_get_query_positions", query_positions),
     builtin!("vm.builtin.attention_kv_cache_debug_get_kv", ctx debug_get_kv),
     builtin!("vm.builtin.attention_kv_cache_attention_with_fused_qkv", ctx attention_with_fused_qkv),
+    builtin!("relaxvm.kv_cache.attention_with_fused_qkv_by_row", ctx attention_with_fused_qkv_by_row),
     builtin!("vm.builtin.attention_kv_cache_self_attention", ctx self_attention),
     builtin!("vm.builtin.attention_kv_cache_cross_attention", ctx cross_attention),
     builtin!("vm.builtin.attention_kv_cache_attention_with_shared_kv", ctx attention_with_shared_kv),
@@ -131,11 +133,16 @@ fn popn(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Val
     let n = int(name, args, 2, "n")?;
     let mut st = c.lock(name)?;
     st.guard_step(id, name)?;
-    c.transact(&mut st, |st| {
-        let copy = st.pool.popn(id, n)?;
-        c.run_copy(ctx, copy)
-    })
-    .map_err(in_name(name))?;
+    if st.pool.pop_is_unshared(id, n) {
+        // The common pop (an engine's rollback of its last tokens): nothing to undo.
+        st.pool.popn(id, n).map_err(in_name(name))?;
+    } else {
+        c.transact(&mut st, |st| {
+            let copy = st.pool.popn(id, n)?;
+            c.run_copy(ctx, copy)
+        })
+        .map_err(in_name(name))?;
+    }
     st.touched(id);
     Ok(Value::Null)
 }
@@ -156,14 +163,20 @@ fn begin_forward(name: &'static str, args: &[Value]) -> Result<Value> {
         return Err(value_err(name, "a checkpoint import is in progress: finish it before a forward step"));
     }
     forward::check(&st.pool, &ids, &lens, &limits).map_err(in_name(name))?;
+    // The last step's arrays are refilled when the new ones have their layout, and the plan
+    // before it lends its buffers (a refused step leaves the last one in place: a commit may
+    // still read it).
     let step = c
         .transact(&mut st, |st| {
-            let plan = forward::begin(&mut st.pool, &ids, &lens, token_tree.as_deref(), &limits)?;
-            let aux = c.aux_tensors(&plan)?;
+            let spare = st.spare_plan.take();
+            let plan = forward::begin(&mut st.pool, &ids, &lens, token_tree.as_deref(), &limits, spare)?;
+            let aux = c.aux_tensors(&plan, st.step.as_ref().map(|s| &s.aux))?;
             Ok(Step { plan, aux, ended: false, stale: false })
         })
         .map_err(in_name(name))?;
-    st.step = Some(step);
+    if let Some(old) = st.step.replace(step) {
+        st.spare_plan = Some(old.plan);
+    }
     Ok(Value::Null)
 }
 
@@ -283,7 +296,9 @@ fn query_positions(name: &'static str, args: &[Value]) -> Result<Value> {
     let c = the_cache(name, args)?;
     let st = c.lock(name)?;
     match &st.step {
-        Some(s) => Ok(s.aux.q_rope_position_map.clone()),
+        // A copy: the step's own array is refilled in place by the next step with its layout
+        // (attack finding kvcache/01 of the second round), and a result must never change.
+        Some(s) => cache::int_tensor(&s.plan.q_rope_position_map),
         None => Err(value_err(name, "no forward step: call vm.builtin.kv_state_begin_forward first")),
     }
 }
@@ -320,6 +335,17 @@ fn active<'a>(name: &str, c: &'a PagedKvCache) -> Result<cache::Held<'a>> {
 }
 
 fn attention_with_fused_qkv(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    fused_qkv(name, ctx, args, false)
+}
+
+/// relaxvm's own: `attention_with_fused_qkv`, with every row of a sliding layer's multi-token
+/// step computed one kernel row per call (no running maximum carried from row to row), which
+/// the tests compare TVM's way with where TVM's bytes are undefined (docs/kv-cache.md).
+fn attention_with_fused_qkv_by_row(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    fused_qkv(name, ctx, args, true)
+}
+
+fn fused_qkv(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value], by_row: bool) -> Result<Value> {
     arity(name, args, 5)?;
     let c = the_cache(name, args)?;
     let layer = int(name, args, 1, "layer_id")?;
@@ -327,7 +353,7 @@ fn attention_with_fused_qkv(name: &'static str, ctx: &mut CallCtx<'_>, args: &[V
     let qkv = tensor(name, args, 3, "qkv_data")?;
     let o = tensor(name, args, 4, "o_data")?;
     let st = active(name, c)?;
-    c.attention_with_fused_qkv(ctx, &st, layer, scale, qkv, o).map_err(in_name(name))?;
+    c.attention_with_fused_qkv(ctx, &st, layer, scale, qkv, o, by_row).map_err(in_name(name))?;
     Ok(Value::Null)
 }
 

@@ -27,19 +27,39 @@ impl<'a> Packer<'a> {
         self.parts.len() - 1
     }
 
-    /// The tensors, in the order they were added (a vector has shape `(n,)`).
-    pub(crate) fn finish(self) -> Result<Vec<Value>> {
-        let storage = Storage::alloc_filled(self.bytes, Device::default(), |buf| {
-            for (rows, offset) in &self.parts {
-                let mut at = *offset;
-                for &x in rows.iter().flat_map(|r| r.iter()) {
-                    buf[at..at + 4].copy_from_slice(&x.to_ne_bytes());
-                    at += 4;
-                }
+    /// Each array's rows and row length, in order: two packers with the same layout put their
+    /// arrays at the same offsets, in tensors of the same shapes.
+    pub(crate) fn layout(&self) -> Vec<(usize, usize)> {
+        self.parts.iter().map(|(rows, _)| (rows.len(), rows.first().map_or(0, |r| r.len()))).collect()
+    }
+
+    fn fill(&self, buf: &mut [u8]) {
+        for (rows, offset) in &self.parts {
+            let mut at = *offset;
+            for &x in rows.iter().flat_map(|r| r.iter()) {
+                buf[at..at + 4].copy_from_slice(&x.to_ne_bytes());
+                at += 4;
             }
+        }
+    }
+
+    /// Writes the arrays into `storage`, which [`Packer::finish`] made for a packer of the same
+    /// [`Packer::layout`] (its tensors then hold the new values, as TVM's step arrays do).
+    pub(crate) fn refill(&self, storage: &Storage) -> Result<()> {
+        if storage.len() != self.bytes {
+            return Err(Error::value("internal error: refilling step arrays of another layout"));
+        }
+        storage.write_with(|buf| self.fill(buf))
+    }
+
+    /// The storage and the tensors, in the order they were added (a vector has shape `(n,)`).
+    pub(crate) fn finish(self) -> Result<(Storage, Vec<Value>)> {
+        let storage = Storage::alloc_filled(self.bytes, Device::default(), |buf| {
+            self.fill(buf);
             Ok(())
         })?;
-        self.parts
+        let values = self
+            .parts
             .iter()
             .map(|(rows, offset)| {
                 let n = rows.first().map_or(0, |r| r.len()) as i64;
@@ -50,7 +70,8 @@ impl<'a> Packer<'a> {
                 let t = Tensor::from_parts(storage.clone(), *offset, Shape::from(shape), None, DataType::I32)?;
                 Ok(Value::Tensor(t))
             })
-            .collect()
+            .collect::<Result<Vec<Value>>>()?;
+        Ok((storage, values))
     }
 }
 
@@ -63,13 +84,36 @@ mod tests {
         let (a, b, c) = ([1, 2, 3], [4, 5], [6, 7]);
         let mut p = Packer::default();
         assert_eq!((p.vector(&a), p.matrix(vec![&b, &c]), p.vector(&[])), (0, 1, 2));
-        let t = p.finish().unwrap();
+        let (_, t) = p.finish().unwrap();
         let tensors: Vec<&Tensor> = t.iter().map(|v| v.as_tensor().unwrap()).collect();
         assert_eq!(tensors[0].to_vec::<i32>().unwrap(), [1, 2, 3]);
         assert_eq!(tensors[1].shape().to_vec(), [2, 2]);
         assert_eq!(tensors[1].to_vec::<i32>().unwrap(), [4, 5, 6, 7]);
         assert_eq!(tensors[2].shape().to_vec(), [0]);
         assert!(tensors.iter().all(|t| (t.data_ptr() as usize).is_multiple_of(ALIGNMENT)));
+    }
+
+    #[test]
+    fn a_refill_writes_new_values_under_the_same_tensors() {
+        let (a, b) = ([1, 2, 3], [4, 5]);
+        let mut p = Packer::default();
+        p.vector(&a);
+        p.vector(&b);
+        let layout = p.layout();
+        let (storage, t) = p.finish().unwrap();
+        let (c, d) = ([7, 8, 9], [10, 11]);
+        let mut q = Packer::default();
+        q.vector(&c);
+        q.vector(&d);
+        assert_eq!(q.layout(), layout);
+        q.refill(&storage).unwrap();
+        assert_eq!(t[0].as_tensor().unwrap().to_vec::<i32>().unwrap(), [7, 8, 9]);
+        assert_eq!(t[1].as_tensor().unwrap().to_vec::<i32>().unwrap(), [10, 11]);
+        // Another layout (here more bytes) is refused, not written past the storage.
+        let mut r = Packer::default();
+        r.vector(&[0; 40]);
+        let e = r.refill(&storage).unwrap_err();
+        assert!(e.to_string().contains("refilling step arrays of another layout"), "{e}");
     }
 
     #[test]

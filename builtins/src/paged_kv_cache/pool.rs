@@ -24,7 +24,7 @@ pub(crate) const MAX_DEPTH: usize = 2;
 pub(crate) const TEMP_PAGE: i32 = -1;
 
 /// A run of tokens stored in whole pages (see the module documentation).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Block {
     /// The pages, in token order.
     pub(crate) page_ids: Vec<i32>,
@@ -40,6 +40,25 @@ pub(crate) struct Block {
     pub(crate) parent: i32,
     /// Sequences ending here plus child blocks.
     pub(crate) refs: i32,
+}
+
+impl Clone for Block {
+    fn clone(&self) -> Block {
+        let mut b = Block::default();
+        b.clone_from(self);
+        b
+    }
+
+    /// Field by field, reusing `page_ids`' allocation: a snapshot is taken on every step.
+    fn clone_from(&mut self, src: &Block) {
+        self.page_ids.clone_from(&src.page_ids);
+        self.seq_length = src.seq_length;
+        self.start_pos = src.start_pos;
+        self.sink_length = src.sink_length;
+        self.sliding_window_offset = src.sliding_window_offset;
+        self.parent = src.parent;
+        self.refs = src.refs;
+    }
 }
 
 /// A sequence: where its chain of blocks ends, its length and its sliding-window settings.
@@ -85,7 +104,7 @@ pub(crate) struct PageCopy {
 }
 
 /// The whole page table.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct Pool {
     pub(crate) page_size: i32,
     pub(crate) num_total_pages: i32,
@@ -96,9 +115,28 @@ pub(crate) struct Pool {
     pub(crate) free_pages: Vec<i32>,
     /// The sequences by id (ordered, for a stable description).
     pub(crate) seqs: BTreeMap<i64, Sequence>,
-    /// While an operation may be undone: the free-list changes it made, in order (the free
-    /// list is as long as the cache has pages, so it is not copied into snapshots).
-    journal: Option<Vec<FreeOp>>,
+    /// While an operation may be undone (`journaling`): the free-list changes it made, in
+    /// order (the free list is as long as the cache has pages, so it is not copied).
+    journal: Vec<FreeOp>,
+    journaling: bool,
+    /// The snapshot [`Pool::rollback`] restores, its buffers kept from one operation to the
+    /// next so that taking it allocates nothing in the steady state.
+    saved: Snapshot,
+}
+
+/// The table itself: the undo buffers are no part of it.
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("page_size", &self.page_size)
+            .field("num_total_pages", &self.num_total_pages)
+            .field("support_sliding_window", &self.support_sliding_window)
+            .field("blocks", &self.blocks)
+            .field("free_blocks", &self.free_blocks)
+            .field("free_pages", &self.free_pages)
+            .field("seqs", &self.seqs)
+            .finish()
+    }
 }
 
 /// A change to the free list: a page taken from its end, or one pushed onto it.
@@ -110,10 +148,11 @@ enum FreeOp {
 
 /// What [`Pool::rollback`] needs to put the table back: everything but the free list, which
 /// the journal restores.
-pub(crate) struct Snapshot {
+#[derive(Clone, Debug, Default)]
+struct Snapshot {
     blocks: Vec<Block>,
     free_blocks: Vec<i32>,
-    seqs: BTreeMap<i64, Sequence>,
+    seqs: Vec<(i64, Sequence)>,
 }
 
 fn err(msg: impl std::fmt::Display) -> Error {
@@ -138,7 +177,9 @@ impl Pool {
             free_blocks: Vec::new(),
             free_pages,
             seqs: BTreeMap::new(),
-            journal: None,
+            journal: Vec::new(),
+            journaling: false,
+            saved: Snapshot::default(),
         })
     }
 
@@ -147,7 +188,8 @@ impl Pool {
         self.blocks.clear();
         self.free_blocks.clear();
         self.seqs.clear();
-        self.journal = None;
+        self.journal.clear();
+        self.journaling = false;
         self.free_pages.clear();
         // The capacity is kept from `new`, so this does not allocate.
         self.free_pages.extend((0..self.num_total_pages).rev());
@@ -155,20 +197,24 @@ impl Pool {
 
     /// Starts an operation that [`Pool::rollback`] can undo: copies the blocks and sequences
     /// (as many as are in use) and journals the free list (whatever the cache's capacity).
-    pub(crate) fn checkpoint(&mut self) -> Snapshot {
-        self.journal = Some(Vec::new());
-        Snapshot { blocks: self.blocks.clone(), free_blocks: self.free_blocks.clone(), seqs: self.seqs.clone() }
+    pub(crate) fn checkpoint(&mut self) {
+        self.journal.clear();
+        self.journaling = true;
+        self.saved.blocks.clone_from(&self.blocks);
+        self.saved.free_blocks.clone_from(&self.free_blocks);
+        self.saved.seqs.clear();
+        self.saved.seqs.extend(self.seqs.iter().map(|(&id, s)| (id, s.clone())));
     }
 
     /// Ends an operation that succeeded.
     pub(crate) fn keep(&mut self) {
-        self.journal = None;
+        self.journaling = false;
     }
 
-    /// Puts the table back as it was at `snap`.
-    pub(crate) fn rollback(&mut self, snap: Snapshot) {
-        if let Some(ops) = self.journal.take() {
-            for op in ops.into_iter().rev() {
+    /// Puts the table back as it was at the last [`Pool::checkpoint`].
+    pub(crate) fn rollback(&mut self) {
+        if self.journaling {
+            while let Some(op) = self.journal.pop() {
                 match op {
                     FreeOp::Took(p) => self.free_pages.push(p),
                     FreeOp::Freed => {
@@ -177,16 +223,17 @@ impl Pool {
                 }
             }
         }
-        self.blocks = snap.blocks;
-        self.free_blocks = snap.free_blocks;
-        self.seqs = snap.seqs;
+        self.journaling = false;
+        std::mem::swap(&mut self.blocks, &mut self.saved.blocks);
+        std::mem::swap(&mut self.free_blocks, &mut self.saved.free_blocks);
+        self.seqs = self.saved.seqs.drain(..).collect();
     }
 
     /// Pushes page `p` onto the free list.
     fn free_page(&mut self, p: i32) {
         self.free_pages.push(p);
-        if let Some(j) = self.journal.as_mut() {
-            j.push(FreeOp::Freed);
+        if self.journaling {
+            self.journal.push(FreeOp::Freed);
         }
     }
 
@@ -213,8 +260,8 @@ impl Pool {
             .free_pages
             .pop()
             .ok_or_else(|| err(format!("the KV cache is full: all {} pages are in use", self.num_total_pages)))?;
-        if let Some(j) = self.journal.as_mut() {
-            j.push(FreeOp::Took(p));
+        if self.journaling {
+            self.journal.push(FreeOp::Took(p));
         }
         Ok(p)
     }
@@ -423,6 +470,26 @@ impl Pool {
         s.last_block_attn_sink_size = (sink as i32 - prefix).max(0);
         s.sliding_window_size = window as i32;
         Ok(())
+    }
+
+    /// True when popping `n` tokens of sequence `id` only shortens or frees blocks no other
+    /// sequence shares: such a pop takes no page and forks nothing, so once [`Pool::popn`] has
+    /// checked its arguments it cannot fail midway and needs no snapshot to undo.
+    pub(crate) fn pop_is_unshared(&self, id: i64, n: i64) -> bool {
+        let Some(seq) = self.seqs.get(&id) else { return false };
+        if n < 0 || n > i64::from(seq.seq_length) {
+            return false;
+        }
+        let mut n = n;
+        let mut b = seq.last_block;
+        while n > 0 {
+            if b == -1 || self.block(b).refs != 1 {
+                return false;
+            }
+            n -= i64::from(self.block(b).seq_length);
+            b = self.block(b).parent;
+        }
+        true
     }
 
     /// Removes the last `n` tokens of sequence `id`. Popping into a block other sequences share

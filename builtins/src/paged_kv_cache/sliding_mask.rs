@@ -11,7 +11,8 @@
 //! in TVM, leftovers of its C++ runtime (process-dependent, ASLR), in relaxvm, of its own
 //! frames. Later rows and blocks read the value the row before left, which is defined but not
 //! theirs: a row whose scores are far below that value underflows to NaN (attack finding
-//! kvcache/01), in TVM as here; those rows are left as TVM runs them (its bytes).
+//! kvcache/01); where TVM's result is finite relaxvm keeps its bytes, and the rows it leaves
+//! non-finite are computed again one kernel row per call (`sliding_rows`).
 //!
 //! relaxvm makes that first row defined without changing the kernel: the first kernel row
 //! (block) with cached columns, when its row 0 would start masked, is given a window offset

@@ -14,7 +14,7 @@ fn limits() -> Limits {
 /// Appends `len` tokens to `id` as a step does (the arrays are dropped).
 fn append(p: &mut Pool, id: i64, len: i64) -> forward::Plan {
     forward::check(p, &[id], &[len], &limits()).unwrap();
-    forward::begin(p, &[id], &[len], None, &limits()).unwrap()
+    forward::begin(p, &[id], &[len], None, &limits(), None).unwrap()
 }
 
 fn used(p: &Pool) -> usize {
@@ -89,20 +89,20 @@ fn a_full_cache_fails_midway_and_reports_it() {
     p.add(0).unwrap();
     forward::check(&p, &[0], &[40], &limits()).unwrap();
     let before = format!("{p:?}");
-    let snap = p.checkpoint();
-    let e = forward::begin(&mut p, &[0], &[40], None, &limits()).unwrap_err();
+    p.checkpoint();
+    let e = forward::begin(&mut p, &[0], &[40], None, &limits(), None).unwrap_err();
     assert!(e.to_string().contains("the KV cache is full"), "{e}");
     // The journal gives the free list back without having copied it (kvcache/01).
-    p.rollback(snap);
+    p.rollback();
     assert_eq!(format!("{p:?}"), before);
     // And a later operation that frees and takes pages rolls back too.
     append(&mut p, 0, 20);
     let before = format!("{p:?}");
-    let snap = p.checkpoint();
+    p.checkpoint();
     p.popn(0, 20).unwrap();
     p.add(1).unwrap();
     append(&mut p, 1, 5);
-    p.rollback(snap);
+    p.rollback();
     assert_eq!(format!("{p:?}"), before);
 }
 
@@ -155,6 +155,10 @@ fn popn_into_a_shared_prefix_forks_the_kept_part() {
     append(&mut p, 1, 5);
     let used_before = used(&p);
     // Pop 10 of 40: 5 own tokens, then 5 of the shared prefix (35 -> 30, inside page 1).
+    // Popping into the shared prefix needs the snapshot; the child's own 5 tokens do not.
+    assert!(p.pop_is_unshared(1, 5));
+    assert!(!p.pop_is_unshared(1, 10));
+    assert!(!p.pop_is_unshared(1, 41) && !p.pop_is_unshared(1, -1) && !p.pop_is_unshared(9, 1));
     let copy = p.popn(1, 10).unwrap();
     assert_eq!(p.seq(1).unwrap().seq_length, 30);
     assert_eq!(p.seq(0).unwrap().seq_length, 35);
@@ -170,6 +174,7 @@ fn popn_within_a_private_block_frees_its_tail_pages() {
     let mut p = Pool::new(PS, 8, false).unwrap();
     p.add(0).unwrap();
     append(&mut p, 0, 40);
+    assert!(p.pop_is_unshared(0, 40) && p.pop_is_unshared(0, 0));
     assert_eq!(p.popn(0, 25).unwrap(), None);
     assert_eq!(p.blocks[0].page_ids, vec![0]);
     assert_eq!(used(&p), 1);
@@ -189,7 +194,7 @@ fn decode_appends_before_attention_and_prefill_after() {
     // Arrays of a prefill are built before the append: no pages yet.
     assert_eq!(plan.depths[0].page_indices, Vec::<i32>::new());
     forward::check(&p, &[0, 1], &[1, 1], &limits()).unwrap();
-    let plan = forward::begin(&mut p, &[0, 1], &[1, 1], None, &limits()).unwrap();
+    let plan = forward::begin(&mut p, &[0, 1], &[1, 1], None, &limits(), None).unwrap();
     assert!(plan.append_before_attn);
     assert!(plan.depths[0].use_decode_kernel);
     assert_eq!(plan.depths[0].page_indptr, vec![0, 2, 3]);
@@ -207,7 +212,7 @@ fn forked_batches_use_two_depths_and_coalesce_the_shared_block() {
     p.fork(0, 1, -1).unwrap();
     p.fork(0, 2, -1).unwrap();
     forward::check(&p, &[1, 2], &[3, 4], &limits()).unwrap();
-    let plan = forward::begin(&mut p, &[1, 2], &[3, 4], None, &limits()).unwrap();
+    let plan = forward::begin(&mut p, &[1, 2], &[3, 4], None, &limits(), None).unwrap();
     assert_eq!(plan.depths.len(), 2);
     // Depth 0: both share the root block, coalesced into one row of 7 queries.
     assert_eq!(plan.depths[0].qo_indptr, vec![0, 7]);
@@ -253,7 +258,7 @@ fn token_trees_build_dfs_masks_and_commit_the_accepted_path() {
     append(&mut p, 0, 10);
     let parents = [-1, 0, 0, 1, 1, 2, 2];
     forward::check(&p, &[0], &[7], &limits()).unwrap();
-    let plan = forward::begin(&mut p, &[0], &[7], Some(&parents), &limits()).unwrap();
+    let plan = forward::begin(&mut p, &[0], &[7], Some(&parents), &limits(), None).unwrap();
     assert!(!plan.tree.is_chain[0]);
     assert_eq!(plan.tree.mn_indptr[0], vec![0, 7]);
     assert_eq!(plan.tree.mask[0], vec![0, 7, 1, 4, 4, 7, 2, 3, 3, 4, 5, 6, 6, 7]);
@@ -264,7 +269,7 @@ fn token_trees_build_dfs_masks_and_commit_the_accepted_path() {
     assert!(p.fork(0, 1, -1).unwrap_err().to_string().contains("not committed"));
     forward::check(&p, &[0], &[1], &limits()).unwrap();
     let mut q = p.clone();
-    assert!(forward::begin(&mut q, &[0], &[1], None, &limits()).unwrap_err().to_string().contains("uncommitted"));
+    assert!(forward::begin(&mut q, &[0], &[1], None, &limits(), None).unwrap_err().to_string().contains("uncommitted"));
     // Accept leaf 6 (path 0 -> 2 -> 6): node 2 moves to position 1, node 6 to 2; 4 tokens pop.
     let c = super::tree::plan_commit(
         &p,
@@ -299,7 +304,7 @@ fn token_trees_build_dfs_masks_and_commit_the_accepted_path() {
     q.add(0).unwrap();
     for (tree, msg) in [(&[-1i64, 2, 0][..], "the parent of node 1 is 2"), (&[-1i64][..], "fewer than")] {
         let mut r = q.clone();
-        let e = forward::begin(&mut r, &[0], &[3], Some(tree), &limits()).unwrap_err();
+        let e = forward::begin(&mut r, &[0], &[3], Some(tree), &limits(), None).unwrap_err();
         assert!(e.to_string().contains(msg), "{e}");
     }
 }
@@ -312,9 +317,9 @@ fn committing_a_node_outside_the_last_step_is_refused() {
     let mut p = Pool::new(PS, 16, false).unwrap();
     p.add(0).unwrap();
     p.add(1).unwrap();
-    forward::begin(&mut p, &[0, 1], &[5, 5], None, &limits()).unwrap();
-    forward::begin(&mut p, &[0], &[3], Some(&[-1, 0, 0]), &limits()).unwrap();
-    let plan = forward::begin(&mut p, &[0, 1], &[2, 2], Some(&[1, 3, -1, -1]), &limits()).unwrap();
+    forward::begin(&mut p, &[0, 1], &[5, 5], None, &limits(), None).unwrap();
+    forward::begin(&mut p, &[0], &[3], Some(&[-1, 0, 0]), &limits(), None).unwrap();
+    let plan = forward::begin(&mut p, &[0, 1], &[2, 2], Some(&[1, 3, -1, -1]), &limits(), None).unwrap();
     let commit = |ids: &[i64], leaves: &[i64]| {
         super::tree::plan_commit(
             &p,
@@ -330,4 +335,22 @@ fn committing_a_node_outside_the_last_step_is_refused() {
     assert!(e.to_string().contains("cannot commit node 3 of sequence 0"), "{e}");
     let e = commit(&[1, 0], &[-1, 4]).err().unwrap();
     assert!(e.to_string().contains("in its order"), "{e}");
+}
+
+#[test]
+fn a_plan_made_in_an_earlier_plans_buffers_is_the_same_plan() {
+    // Two pools in the same state; one step's plan made fresh, the other's in the buffers of
+    // a plan of another shape (two depths, several sequences, more tokens).
+    let mut p = Pool::new(PS, 32, false).unwrap();
+    p.add(0).unwrap();
+    append(&mut p, 0, 20);
+    p.fork(0, 1, -1).unwrap();
+    let mut q = p.clone();
+    let big = forward::begin(&mut q.clone(), &[0, 1], &[9, 4], None, &limits(), None).unwrap();
+    assert_eq!(big.depths.len(), 2);
+    for (ids, lens) in [(&[1][..], &[1][..]), (&[0, 1], &[3, 2]), (&[0], &[40])] {
+        let fresh = forward::begin(&mut p, ids, lens, None, &limits(), None).unwrap();
+        let reused = forward::begin(&mut q, ids, lens, None, &limits(), Some(big.clone())).unwrap();
+        assert_eq!(fresh, reused);
+    }
 }

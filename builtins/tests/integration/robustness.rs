@@ -176,6 +176,7 @@ const SPECS: &[Spec] = &[
     spec("vm.builtin.attention_kv_cache_get_query_positions", 1, Some(1)),
     spec("vm.builtin.attention_kv_cache_debug_get_kv", 6, Some(6)),
     spec("vm.builtin.attention_kv_cache_attention_with_fused_qkv", 5, Some(5)),
+    spec("relaxvm.kv_cache.attention_with_fused_qkv_by_row", 5, Some(5)),
     spec("vm.builtin.attention_kv_cache_self_attention", 8, Some(8)),
     spec("vm.builtin.attention_kv_cache_cross_attention", 6, Some(6)),
     spec("vm.builtin.attention_kv_cache_attention_with_shared_kv", 7, Some(7)),

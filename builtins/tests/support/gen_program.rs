@@ -183,6 +183,7 @@ pub const PINNED_BUILTINS: &[&str] = &[
     "vm.builtin.apply_repetition_penalty",
     "vm.builtin.apply_presence_and_frequency_penalty",
     "vm.builtin.apply_softmax_with_temperature",
+    "relaxvm.kv_cache.attention_with_fused_qkv_by_row",
 ];
 
 /// Builtins the generator does not call, and why (see [`PINNED_BUILTINS`]).

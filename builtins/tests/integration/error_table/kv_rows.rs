@@ -55,6 +55,12 @@ pub(super) fn cases() -> Vec<(&'static str, Vec<Value>, Want)> {
             vec![cc(), i(0), f(0.5), tensor(&[3, 8, 8], vec![0f64; 192]), q()],
             E(Kind::Value, &["expected dtype float32, found float64"]),
         ),
+        ("relaxvm.kv_cache.attention_with_fused_qkv_by_row", vec![cc(), i(0), f(0.5), zeros(&[3, 8, 8]), q()], K("None")),
+        (
+            "relaxvm.kv_cache.attention_with_fused_qkv_by_row",
+            vec![cc(), i(7), f(0.5), zeros(&[3, 8, 8]), q()],
+            E(Kind::Value, &["layer 7 is not in this cache's layers 0..2"]),
+        ),
         ("vm.builtin.attention_kv_cache_self_attention", vec![cc(), i(0), f(0.5), q(), kv(), kv(), q(), lse()], K("None")),
         (
             "vm.builtin.attention_kv_cache_self_attention",
