@@ -148,6 +148,25 @@ mod tests {
     }
 
     #[test]
+    fn the_same_shape_object_at_another_offset_or_dtype_is_checked() {
+        // The fast path skips the checks only when every part of the view is the one it has:
+        // the same shape object with another offset or dtype must be checked as a new view.
+        let mut slot = Value::Null;
+        let s = storage(16);
+        let shape = Shape::from(&[4][..]);
+        drop(Tensor::view_in_slot(&mut slot, &s, 0, &shape, DataType::F32).unwrap());
+        let past_end = Tensor::view_in_slot(&mut slot, &s, 4, &shape, DataType::F32).unwrap_err();
+        let expected = Tensor::from_parts(s.clone(), 4, shape.clone(), None, DataType::F32).unwrap_err();
+        assert_eq!(past_end.to_string(), expected.to_string());
+        let wider = Tensor::view_in_slot(&mut slot, &s, 0, &shape, DataType::F64).unwrap_err();
+        let expected = Tensor::from_parts(s.clone(), 0, shape.clone(), None, DataType::F64).unwrap_err();
+        assert_eq!(wider.to_string(), expected.to_string());
+        // Both refusals left the kept header as it was.
+        let kept = slot.as_tensor().unwrap();
+        assert_eq!((kept.byte_offset(), kept.dtype()), (0, DataType::F32));
+    }
+
+    #[test]
     fn the_same_view_again_is_the_same_header_unchanged() {
         let mut slot = Value::Null;
         let s = storage(64);
