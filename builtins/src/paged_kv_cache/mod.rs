@@ -134,8 +134,11 @@ fn popn(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Val
     let mut st = c.lock(name)?;
     st.guard_step(id, name)?;
     if st.pool.pop_is_unshared(id, n) {
-        // The common pop (an engine's rollback of its last tokens): nothing to undo.
-        st.pool.popn(id, n).map_err(in_name(name))?;
+        // The common pop (an engine's rollback of its last tokens): nothing to undo. Should
+        // `pop_is_unshared` ever disagree with `popn`, the copy still runs (review R-kv-2):
+        // only the undo on a failure is lost, never the copy.
+        let copy = st.pool.popn(id, n).map_err(in_name(name))?;
+        c.run_copy(ctx, copy).map_err(in_name(name))?;
     } else {
         c.transact(&mut st, |st| {
             let copy = st.pool.popn(id, n)?;

@@ -90,7 +90,14 @@ impl PagedKvCache {
         sm_scale: f64,
         all: bool,
     ) -> Result<()> {
-        let bad = if all { (0..step.plan.total_len()).collect() } else { nonfinite_rows(o)? };
+        let bad: Vec<i64> = if all {
+            (0..step.plan.total_len()).collect()
+        } else {
+            // A row whose query is not finite comes out non-finite whatever is recomputed
+            // (review R-kv-6): such rows keep what the kernel gave.
+            let bad_q = nonfinite_rows(q)?;
+            nonfinite_rows(o)?.into_iter().filter(|r| bad_q.binary_search(r).is_err()).collect()
+        };
         if bad.is_empty() {
             return Ok(());
         }
@@ -111,6 +118,8 @@ impl PagedKvCache {
             .as_ref()
             .ok_or_else(|| err("the sliding-window prefill kernel is missing"))?;
         for r in bad {
+            // Up to a chunk's rows, each a few kernel calls: Ctrl-C is seen between two rows.
+            ctx.check_interrupt()?;
             let r32 = r as i32;
             let (s, r_in_seq) = kernel_row(&plan.cur_append_length_indptr, r32)
                 .ok_or_else(|| err(format!("internal error: token row {r} is not in the step")))?;

@@ -16,11 +16,11 @@
 use std::sync::Mutex;
 
 /// The most blocks kept.
-pub const MAX_BLOCKS: usize = 4;
+pub(crate) const MAX_BLOCKS: usize = 4;
 /// The most bytes kept in all (a block bigger than this is never kept). What is kept stays
 /// resident while the next kernels run, so it adds to a run's peak memory: with 8 MiB,
 /// resnet50's first call peaked 5.6 MB higher (28.6 against 23.0 MB; TVM's 26.8).
-pub const MAX_BYTES: usize = 2 << 20;
+pub(crate) const MAX_BYTES: usize = 2 << 20;
 
 /// A kept block: its mapped size and start. The pointer is only an address here: the cache
 /// owns the mapping and nothing else uses it while it is kept.
@@ -44,7 +44,7 @@ fn lock() -> std::sync::MutexGuard<'static, Kept> {
 /// A kept block for a request of `size` bytes: the smallest one of at least `size` and at
 /// most a quarter more, with its mapped size; `None` when none fits. Its bytes are what its
 /// last user left (workspaces are not zeroed, as in TVM).
-pub fn take(size: usize) -> Option<(usize, *mut u8)> {
+pub(crate) fn take(size: usize) -> Option<(usize, *mut u8)> {
     if !relaxvm::block_cache::enabled() {
         return None;
     }
@@ -62,7 +62,7 @@ pub fn take(size: usize) -> Option<(usize, *mut u8)> {
 /// # Safety
 /// `base` is the start of an anonymous read-write mapping of `len` bytes that nothing uses or
 /// unmaps once this returns true.
-pub unsafe fn keep(len: usize, base: *mut u8) -> bool {
+pub(crate) unsafe fn keep(len: usize, base: *mut u8) -> bool {
     if !relaxvm::block_cache::enabled() {
         return false;
     }
@@ -76,7 +76,7 @@ pub unsafe fn keep(len: usize, base: *mut u8) -> bool {
 }
 
 /// Unmaps every kept block.
-pub fn release_all() {
+pub(crate) fn release_all() {
     let blocks = {
         let mut kept = lock();
         kept.bytes = 0;
@@ -89,8 +89,9 @@ pub fn release_all() {
     }
 }
 
-/// The number of blocks and bytes kept (for tests and diagnostics).
-pub fn kept() -> (usize, usize) {
+/// The number of blocks and bytes kept (for tests).
+#[cfg(test)]
+pub(crate) fn kept() -> (usize, usize) {
     let kept = lock();
     (kept.blocks.len(), kept.bytes)
 }
@@ -98,7 +99,7 @@ pub fn kept() -> (usize, usize) {
 /// Gives back every kept block when dropped: a library holds one, so that its unloading
 /// (when the last VM or kernel of it goes) unmaps what its kernels' workspaces left.
 #[derive(Default)]
-pub struct ReleaseOnDrop;
+pub(crate) struct ReleaseOnDrop;
 
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {

@@ -44,7 +44,7 @@ pub mod convert;
 pub mod guard;
 pub(crate) mod kernel;
 mod library;
-pub mod mapped_blocks;
+pub(crate) mod mapped_blocks;
 pub mod pool;
 mod private_copy;
 pub mod raised;
