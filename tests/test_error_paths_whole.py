@@ -84,3 +84,27 @@ def test_a_read_only_tensor_refuses_a_legacy_export_without_a_copy():
     )
     # A copy is allowed by default: the consumer gets the values.
     assert np.from_dlpack(t).tolist() == [0, 1, 2, 3]
+
+
+def _identity_exe():
+    ib = rx.ExecBuilder()
+    with ib.function("main", num_inputs=1):
+        ib.emit_ret(ib.r(0))
+    return ib.get()
+
+
+def test_a_builder_argument_that_is_no_register_says_what_it_must_be():
+    ib = rx.ExecBuilder()
+    with ib.function("main", num_inputs=1):
+        raises(TypeError, "emit_ret's argument must be a register such as ib.r(2)", ib.emit_ret, "r0")
+        ib.emit_ret(ib.r(0))
+
+
+def test_a_query_about_a_missing_function_names_it():
+    exe = _identity_exe()
+    raises(KeyError, "'no function named \"nope\"'", exe.param_names, "nope")
+
+
+def test_a_vm_asked_for_a_missing_function_names_it():
+    vm = rx.VirtualMachine(_identity_exe(), rx.cpu())
+    raises(rx.VMKeyError, 'unknown function "nope"', vm.__getitem__, "nope")
