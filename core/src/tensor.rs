@@ -117,7 +117,6 @@ impl Tensor {
         self.0.dtype
     }
 
-    /// The shape.
     /// The shape. A builtin that returns it by reference (`vm.builtin.shape_of`, a
     /// `SelectFn` returning `Selected::Shape`) lets the interpreter skip the reference counting
     /// when the destination register already holds this very shape.
