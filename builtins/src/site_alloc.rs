@@ -13,7 +13,8 @@
 //! likewise ([`relaxvm::Tensor::view_in_slot`]), still viewing its storage: a storage site
 //! counts such headers, when nothing else holds them, as no holders
 //! ([`relaxvm::Tensor::site_storage_is_free`]), so that the header's site finds the same view
-//! at its next run. With TVM's `memory_cfg="naive"` ([`relaxvm::Allocator::Naive`]) no site
+//! at its next run. (A compiled-mode site sees only its own cache: its kept headers let go of
+//! shared storage at the start of each run instead; see relaxvm-tvm's `vmtir/sites.rs`.) With TVM's `memory_cfg="naive"` ([`relaxvm::Allocator::Naive`]) no site
 //! keeps anything ([`CallCtx::pool_cache`] is `None`).
 //!
 //! [`CallCtx::site_cache`]: relaxvm::CallCtx::site_cache

@@ -71,6 +71,11 @@ impl FromStr for Device {
     fn from_str(s: &str) -> Result<Self> {
         let (kind, id) = s.split_once(':').unwrap_or((s, "0"));
         let id: i32 = id.parse().map_err(|_| Error::value(format!("bad device id in {s:?}")))?;
+        // As `rx.cpu(-1)` is refused (attack other/01): no spelling names a device that
+        // cannot exist.
+        if id < 0 {
+            return Err(Error::value(format!("bad device id in {s:?}: a device id is not negative")));
+        }
         match kind {
             "cpu" => Ok(Device::cpu(id)),
             _ => Err(Error::value(format!("unknown device {s:?}: expected cpu or cpu:N"))),
@@ -86,6 +91,10 @@ mod tests {
     fn parse_and_print() {
         assert_eq!("cpu:2".parse::<Device>().unwrap(), Device::cpu(2));
         assert_eq!("cpu".parse::<Device>().unwrap(), Device::cpu(0));
+        assert_eq!(
+            "cpu:-1".parse::<Device>().expect_err("an error").to_string(),
+            "bad device id in \"cpu:-1\": a device id is not negative"
+        );
         assert_eq!(Device::cpu(1).to_string(), "cpu:1");
         assert_eq!(
             format!("{:?}", "gpu:0".parse::<Device>().expect_err("an error")),

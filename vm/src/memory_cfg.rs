@@ -5,6 +5,7 @@
 //! themselves and get the same answers and errors.
 
 use crate::{Allocator, Device};
+use std::collections::HashMap;
 use std::fmt;
 
 /// TVM's kind number of the naive allocator (`VirtualMachine.NAIVE_ALLOCATOR`).
@@ -116,13 +117,14 @@ impl MemoryCfg {
                 let mut chosen = Allocator::Pooled;
                 // Each device's first entry: a later one naming another allocator contradicts
                 // it (a map keyed by spellings can name one device twice), never silently wins.
-                let mut first: Vec<(Device, &AllocatorName, Allocator)> = Vec::new();
+                // (Looked up by hash: a dict of many devices costs linear time, not quadratic.)
+                let mut first: HashMap<Device, (&AllocatorName, Allocator)> = HashMap::new();
                 for (listed, name) in entries {
                     let allocator = name
                         .allocator()
                         .ok_or_else(|| MemoryCfgError::UnknownEntry { device: *listed, found: name.clone() })?;
-                    match first.iter().find(|(d, _, _)| d == listed) {
-                        Some((_, earlier, a)) if *a != allocator => {
+                    match first.get(listed) {
+                        Some((earlier, a)) if *a != allocator => {
                             return Err(MemoryCfgError::Conflicting {
                                 device: *listed,
                                 first: (*earlier).clone(),
@@ -130,7 +132,9 @@ impl MemoryCfg {
                             })
                         }
                         Some(_) => {}
-                        None => first.push((*listed, name, allocator)),
+                        None => {
+                            first.insert(*listed, (name, allocator));
+                        }
                     }
                     if *listed == device {
                         chosen = allocator;

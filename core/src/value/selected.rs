@@ -4,8 +4,6 @@
 
 use super::Value;
 use crate::shape::Shape;
-use crate::tensor::Tensor;
-use crate::tensor::TensorSlot;
 
 /// A part of a selecting function's arguments, lent: a value (an argument itself, an element
 /// of a tuple) or a tensor's shape, which a tensor holds as a [`Shape`], not as a value.
@@ -46,23 +44,10 @@ impl<'a> From<&'a Value> for Selected<'a> {
     }
 }
 
-/// A value is where a call site keeps its tensor header between calls (its site cache).
-impl TensorSlot for Value {
-    fn tensor_mut(&mut self) -> Option<&mut Tensor> {
-        match self {
-            Value::Tensor(t) => Some(t),
-            _ => None,
-        }
-    }
-
-    fn hold(&mut self, t: Tensor) {
-        *self = Value::Tensor(t);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tensor::Tensor;
 
     #[test]
     fn a_selected_shape_is_held_by_the_same_shape_object_only() {

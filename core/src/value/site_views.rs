@@ -1,10 +1,25 @@
-//! The storage a call site keeps, seen from the headers other sites of the same VM keep
-//! (see `tensor/pooled.rs`'s module docs): when that storage is free to hand out again, and
-//! letting those headers go of it. Here, not beside the headers, because a site's cache is a
+//! A call site's cache (a value) as the place it keeps a tensor header between calls, and the
+//! storage a site keeps seen from the headers other sites of the same VM keep (see
+//! `tensor/pooled.rs`'s module docs): when that storage is free to hand out again, and letting
+//! those headers go of it. Here, not beside the headers, because a site's cache is a
 //! list of values and tensors do not know the value type.
 
 use super::Value;
-use crate::tensor::Tensor;
+use crate::tensor::{Tensor, TensorSlot};
+
+/// A value is where a call site keeps its tensor header between calls (its site cache).
+impl TensorSlot for Value {
+    fn tensor_mut(&mut self) -> Option<&mut Tensor> {
+        match self {
+            Value::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    fn hold(&mut self, t: Tensor) {
+        *self = Value::Tensor(t);
+    }
+}
 
 impl Tensor {
     /// Whether the storage the call site `caches[own]` kept (a [`Value::Storage`]) is free for
