@@ -6,10 +6,18 @@ here in Python, as a migrating user would.
 
 from __future__ import annotations
 
+import signal
+
 import numpy as np
 import pytest
 
 import relaxvm as rx
+
+# A test run started in the background by a shell (`./scripts/test.sh &`) inherits SIGINT
+# ignored, and CPython then installs no handler: every Ctrl-C test would wait for a signal that
+# never comes (and the child processes of the attack tests inherit the same). The suite tests
+# Ctrl-C, so it always has Python's default handler, as an interactive run does.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @rx.register_func("test.vm.add", override=True)
