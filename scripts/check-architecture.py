@@ -433,19 +433,30 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
     return out
 
 
-def read_known_circles(root: Path) -> dict[tuple[str, str, str], str]:
-    """The circles scripts/known-circles.txt lists: (crate directory, module, members) -> why."""
-    known = {}
-    path = root / "scripts" / "known-circles.txt"
+def list_entries(root: Path, name: str, form: str) -> list[list[str]]:
+    """The entries of the allow-list scripts/`name` (one per line, `form`: fields split on `|`,
+    the last one the reason, which must be given); blank lines and `#` comments skipped. A line
+    of another shape stops the check, naming it."""
+    path = root / "scripts" / name
+    fields = form.count("|") + 1
+    entries = []
     if path.is_file():
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if not line.strip() or line.startswith("#"):
                 continue
             parts = [x.strip() for x in line.split("|")]
-            if len(parts) != 4 or not parts[3]:
-                raise SystemExit(f"scripts/known-circles.txt:{n}: expected `crate directory | module | members | why`")
-            members = ", ".join(sorted(m.strip() for m in parts[2].split(",")))
-            known[(parts[0].rstrip("/"), parts[1], members)] = parts[3]
+            if len(parts) != fields or not parts[-1]:
+                raise SystemExit(f"scripts/{name}:{n}: expected `{form}`")
+            entries.append(parts)
+    return entries
+
+
+def read_known_circles(root: Path) -> dict[tuple[str, str, str], str]:
+    """The circles scripts/known-circles.txt lists: (crate directory, module, members) -> why."""
+    known = {}
+    for parts in list_entries(root, "known-circles.txt", "crate directory | module | members | why"):
+        members = ", ".join(sorted(m.strip() for m in parts[2].split(",")))
+        known[(parts[0].rstrip("/"), parts[1], members)] = parts[3]
     return known
 
 
@@ -623,15 +634,10 @@ def check_wildcards(root: Path, crates: list[Crate]) -> list[str]:
 
 def read_allowed_lengths(root: Path) -> dict[str, int]:
     allowed = {}
-    path = root / "scripts" / "long-files.txt"
-    if path.is_file():
-        for n, line in enumerate(path.read_text().splitlines(), 1):
-            if not line.strip() or line.startswith("#"):
-                continue
-            parts = [x.strip() for x in line.split("|")]
-            if len(parts) != 3 or not parts[1].isdigit() or not parts[2]:
-                raise SystemExit(f"scripts/long-files.txt:{n}: expected `path | lines | why`")
-            allowed[parts[0]] = int(parts[1])
+    for parts in list_entries(root, "long-files.txt", "path | lines | why"):
+        if not parts[1].isdigit():
+            raise SystemExit(f"scripts/long-files.txt: {parts[0]}: expected `path | lines | why`, lines a number")
+        allowed[parts[0]] = int(parts[1])
     return allowed
 
 
@@ -695,17 +701,11 @@ def holds_collection(ty: str, aliases: dict[str, str], depth: int = 0) -> bool:
 
 
 def read_allowed_state(root: Path) -> set[tuple[str, str]]:
-    allowed = set()
-    path = root / "scripts" / "binding-state.txt"
-    if path.is_file():
-        for n, line in enumerate(path.read_text().splitlines(), 1):
-            if not line.strip() or line.startswith("#"):
-                continue
-            parts = [x.strip() for x in line.split("|")]
-            if len(parts) != 3 or not all(parts):
-                raise SystemExit(f"scripts/binding-state.txt:{n}: expected `path | NAME | why`")
-            allowed.add((parts[0], parts[1]))
-    return allowed
+    entries = list_entries(root, "binding-state.txt", "path | NAME | why")
+    for parts in entries:
+        if not all(parts):
+            raise SystemExit(f"scripts/binding-state.txt: {parts}: expected `path | NAME | why`, none empty")
+    return {(parts[0], parts[1]) for parts in entries}
 
 
 def check_state(root: Path, crates: list[Crate]) -> list[str]:

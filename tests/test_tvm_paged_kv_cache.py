@@ -85,6 +85,14 @@ def assert_matches_by_row(cfg: dict, cache, op: dict, i: int) -> None:
     where rtol 1e-5 leaves two orders of magnitude of room; a wrong column, window or merge
     changes outputs by far more (the inputs are of order 1)."""
     assert op["op"] == "attn", f"op {i}: only fused attention is undefined in TVM, found {op}"
+    got, want = fused_and_by_row(cfg, cache, op)
+    assert np.isfinite(got).all(), f"op {i} {op}: non-finite output"
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"op {i} {op}")
+
+
+def fused_and_by_row(cfg: dict, cache, op: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Fused attention op ``op`` as the model runs it, then through the by-row builtin (see
+    assert_matches_by_row for why the second sees what the first saw): both outputs."""
     qkv = pko.qkv_input(cfg, op["seed"], op["rows"])
     shape = (op["rows"], cfg["num_qo_heads"], cfg["head_dim"])
     outs = []
@@ -95,9 +103,7 @@ def assert_matches_by_row(cfg: dict, cache, op: dict, i: int) -> None:
         out = rx.tensor(np.zeros(shape, cfg["dtype"]))
         API.f(name)(cache, op["layer"], op["sm_scale"], rx.tensor(qkv), out)
         outs.append(out.numpy())
-    got, want = outs
-    assert np.isfinite(got).all(), f"op {i} {op}: non-finite output"
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"op {i} {op}")
+    return outs[0], outs[1]
 
 
 def assert_nonfinite_rows_recomputed(cfg: dict, cache, call: dict, op: dict, i: int) -> None:
@@ -109,18 +115,8 @@ def assert_nonfinite_rows_recomputed(cfg: dict, cache, call: dict, op: dict, i: 
     which checks the rows TVM computed against their own one-row computations."""
     bad = op["nonfinite_rows"]
     if call["op"] == "attn":
-        qkv = pko.qkv_input(cfg, call["seed"], call["rows"])
-        shape = (call["rows"], cfg["num_qo_heads"], cfg["head_dim"])
-        outs = []
-        for name in (
-            "vm.builtin.attention_kv_cache_attention_with_fused_qkv",
-            "relaxvm.kv_cache.attention_with_fused_qkv_by_row",
-        ):
-            out = rx.tensor(np.zeros(shape, cfg["dtype"]))
-            API.f(name)(cache, call["layer"], call["sm_scale"], rx.tensor(qkv), out)
-            outs.append(out.numpy())
-        got = outs[0]
-        np.testing.assert_allclose(got, outs[1], rtol=1e-5, atol=1e-6, err_msg=f"op {i} {call}")
+        got, want = fused_and_by_row(cfg, cache, call)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"op {i} {call}")
     else:
         assert call["op"] == "attn_shared", f"op {i}: unexpected non-finite output of {call}"
         qo, kv, d, dt, n = cfg["num_qo_heads"], cfg["num_kv_heads"], cfg["head_dim"], cfg["dtype"], call["rows"]
