@@ -19,6 +19,13 @@ and are not tracked on their own. A test counts only for
 the messages of crates it can run (its own crate, that crate's dependencies; for Python tests,
 the extension's crates, and the C API for those that build C programs): the C API and the Python
 extension hold copies of some messages, and a test of one copy says nothing of the other.
+A test string counts only for the message it identifies: where the literal words of two
+messages cover the same place of a test, the one whose words include the other's and more is
+the one the test caused ("register 7 does not fit in 32 bits" is the message "register {v} does
+not fit in 32 bits", not "{what} {v} does not fit in 32 bits", whose words it also holds); at an
+equal cover a whole match (every literal of the message) wins over a partial one, and a place
+two messages cover just as well tests neither and is reported. Pieces a test lists together
+(``&["DT_HASH: symbol", "is in no bucket's chain"]``) are one string, a value between them.
 A message whose text appears at several sites of one crate is a finding of its own: a test
 that causes the text cannot tell which site it reached (give each site its context in the text,
 or build the message in one function the sites call).
@@ -176,14 +183,27 @@ TEST_STRING = re.compile(
 )
 
 
+#: What stands between two literals that are pieces of one expected message.
+LIST_SEPARATOR = re.compile(r"[ \t]*,[ \t\n]*")
+#: How such pieces are joined: a character no message holds, which a placeholder matches.
+PIECE_GAP = "\x1f"
+
+
 def test_strings(text: str) -> str:
     """The string literals of test sources, with the escapes of Rust strings and Python regexes
     removed, one per line; text files (expected outputs) whole."""
-    out = []
+    out, end = [], -1
     for m in TEST_STRING.finditer(text):
         s = next(g for g in m.groups()[1:] if g is not None) if any(g is not None for g in m.groups()[1:]) else ""
         s = re.sub(r"\\\n\s*", "", s)
-        out.append(re.sub(r"\\([^\w\s])", r"\1", s).replace(r"\n", "\n"))
+        s = re.sub(r"\\([^\w\s])", r"\1", s).replace(r"\n", "\n")
+        # Literals listed one after another (`&["DT_HASH: symbol", "is in no bucket's chain"]`,
+        # the pieces one check expects of one message) are one line, a value between them.
+        if out and LIST_SEPARATOR.fullmatch(text, end, m.start()):
+            out[-1] += PIECE_GAP + s
+        else:
+            out.append(s)
+        end = m.end()
     return "\n".join(out)
 
 
@@ -201,7 +221,9 @@ def distinctive_windows(messages: list[Message]) -> dict[str, set[str]]:
     """For each message text, the windows of its pieces that no message of another text has in
     any of its fragments (copies of one text at several sites share theirs)."""
     texts = {m.text: m for m in messages}
-    everything = "\x00".join({p for m in messages for p in fragments_of(m)})
+    # Each text's fragments once (its copies at several sites share them), every text counted:
+    # a fragment two texts hold is shared, though it is one string.
+    everything = "\x00".join(p for m in texts.values() for p in set(fragments_of(m)))
     own = {}
     for text, m in texts.items():
         mine = "\x00".join(set(fragments_of(m)))
@@ -228,6 +250,140 @@ def windows(fragment: str) -> list[str]:
     if len(fragment) <= WINDOW:
         return [fragment]
     return [fragment[i : i + WINDOW] for i in range(len(fragment) - WINDOW + 1)]
+
+
+@dataclass
+class Evidence:
+    """Where a test's text holds one message text: the characters its literal parts cover (a
+    template match, or the message's distinctive windows that overlap one another)."""
+
+    text: str
+    covered: set[int]
+    #: Whether all of a literal's parts matched in order (its template), not windows only.
+    whole: bool
+    #: The covered letters, digits and spaces: punctuation (": ") says nothing of which message,
+    #: a space does (the one between "register" and "does" in "register does not fit ...").
+    sig: frozenset[int] = frozenset()
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return min(self.covered), max(self.covered) + 1
+
+    def beaten_by(self, other: Evidence) -> bool:
+        """Whether `other` explains this place: its literal characters include all of ours, and
+        more (then our text is a piece of its text: "does not fit in 32 bits" inside "register
+        {v} does not fit in 32 bits"), or the same ones as a whole match where ours is a
+        partial one (a shared phrase found by windows)."""
+        return other.sig >= self.sig and (other.sig != self.sig or (other.whole and not self.whole))
+
+    def tied_with(self, other: Evidence) -> bool:
+        """Whether `other` covers the same characters in the same way: the place tests neither."""
+        return other.sig == self.sig and other.whole == self.whole
+
+
+@dataclass
+class Tie:
+    """A test string that two or more message texts cover equally: it tests none of them."""
+
+    where: str
+    string: str
+    texts: list[str]
+
+
+def template_patterns(m: Message) -> list[tuple[re.Pattern[str], bool]]:
+    """`template(m)` with each literal part a group (to know which characters the parts cover),
+    and whether a match is of the whole message: for a message of several literals (an expected
+    and a found text) only the pattern of all of them in order is."""
+    literal = next(lit for lit in m.text.split(" | ") if m.fragment in fragments(lit))
+    literals = m.text.split(" | ")
+    out = []
+    for chosen in [[literal]] + ([literals] if len(literals) > 1 else []):
+        parts = [re.escape(p) for lit in chosen for p in fragments(lit) if p]
+        out.append((re.compile(r"[^\n]{0,200}?".join(f"({p})" for p in parts)), len(chosen) == len(literals)))
+    return out
+
+
+def evidence_in(text: str, messages: list[Message], own: dict[str, set[str]]) -> list[Evidence]:
+    """Every place `text` holds a message text (compared as it prints): per text, its matches
+    that share a character merged into one place."""
+    wanted: dict[str, list[str]] = {}
+    for t, ws in own.items():
+        for w in ws:
+            wanted.setdefault(w, []).append(t)
+    lengths = sorted({len(w) for w in wanted})
+    raw: dict[str, list[tuple[set[int], bool]]] = {}
+    for n in lengths:
+        for i in range(len(text) - n + 1):
+            for t in wanted.get(text[i : i + n], ()):
+                raw.setdefault(printed(t), []).append((set(range(i, i + n)), False))
+    for m in {m.text: m for m in messages}.values():
+        for pattern, whole in template_patterns(m):
+            for match in pattern.finditer(text):
+                covered = {k for g in range(1, pattern.groups + 1) for k in range(*match.span(g))}
+                if covered:
+                    raw.setdefault(printed(m.text), []).append((covered, whole))
+    found = []
+    for t, pieces in raw.items():
+        # Pieces of one text that share a character are one place (windows of one fragment,
+        # and the template match around them).
+        pieces.sort(key=lambda p: min(p[0]))
+        merged: list[Evidence] = []
+        for p, whole in pieces:
+            for q in merged:
+                if p & q.covered:
+                    q.covered |= p
+                    q.whole |= whole
+                    break
+            else:
+                merged.append(Evidence(t, set(p), whole))
+        found += merged
+    for e in found:
+        e.sig = frozenset(k for k in e.covered if text[k].isalnum() or text[k].isspace())
+    return found
+
+
+def attribute(text: str, where: str, found: list[Evidence]) -> tuple[set[str], list[Tie]]:
+    """The message texts a test text identifies: a place counts for its text unless another
+    text explains it (`Evidence.beaten_by`) or explains it just as well (`Evidence.tied_with`:
+    then it counts for none, and is reported)."""
+    found = sorted(found, key=lambda e: e.span)
+    spans = [e.span for e in found]
+    rivals: list[list[Evidence]] = [[] for _ in found]
+    for i, e in enumerate(found):
+        j = i + 1
+        while j < len(found) and spans[j][0] < spans[i][1]:
+            o = found[j]
+            if o.text != e.text and o.covered & e.covered:
+                rivals[i].append(o)
+                rivals[j].append(e)
+            j += 1
+    winners, ties = set(), []
+    for e, others in zip(found, rivals):
+        if any(e.beaten_by(o) for o in others):
+            continue
+        tied = [o for o in others if e.tied_with(o)]
+        if not tied:
+            winners.add(e.text)
+        elif e.text < min(o.text for o in tied):  # reported once, by the first of the texts
+            lo = min(min(o.covered) for o in [e, *tied])
+            hi = max(max(o.covered) for o in [e, *tied]) + 1
+            ties.append(Tie(where, text[lo:hi], sorted({e.text, *(o.text for o in tied)})))
+    return winners, ties
+
+
+def attributed_texts(
+    messages: list[Message], tests: dict[str, str], reach: dict[str, set[str]]
+) -> tuple[dict[str, set[str]], list[Tie]]:
+    """Per group of tests, the message texts its strings identify (of the crates it reaches)."""
+    own = distinctive_windows(messages)
+    winners, ties = {}, []
+    for where, text in tests.items():
+        mine = [m for m in messages if m.path.split("/", 1)[0] in reach[where]]
+        texts = {m.text for m in mine}
+        found = evidence_in(text, mine, {t: ws for t, ws in own.items() if t in texts})
+        winners[where], tied = attribute(text, where, found)
+        ties += tied
+    return winners, ties
 
 
 #: Python tests reach the crates the extension links; those that build C programs against
@@ -309,6 +465,11 @@ def collect() -> tuple[list[Message], str]:
     return messages, "\n".join(tests.values())
 
 
+def printed(text: str) -> str:
+    """A message text as it prints: "{name}" and "{sym}" are both a value filled in."""
+    return PLACEHOLDER.sub("{}", text)
+
+
 def same_text_sites(messages: list[Message]) -> list[list[Message]]:
     """Messages of one text at several sites of one crate: a test that causes the text cannot
     tell which site it reached, so each site must name its context or the sites share one source
@@ -316,7 +477,7 @@ def same_text_sites(messages: list[Message]) -> list[list[Message]]:
     sites: dict[tuple[str, str], list[Message]] = {}
     for m in messages:
         # Compared as they print: "{name}" and "{sym}" are both a value filled in.
-        sites.setdefault((m.path.split("/", 1)[0], PLACEHOLDER.sub("{}", m.text)), []).append(m)
+        sites.setdefault((m.path.split("/", 1)[0], printed(m.text)), []).append(m)
     return [group for group in sites.values() if len(group) > 1]
 
 
@@ -345,22 +506,11 @@ def main() -> int:
     opts = ap.parse_args()
     messages, tests, reach = collect_grouped()
     exempt = read_exemptions()
-    # Every window of every fragment, looked up in one pass over each group of tests' text.
-    # A window that another message's text contains identifies neither ("... does not fit in 64
-    # bits" ends two messages): only windows found in no other message's fragments count.
-    own = distinctive_windows(messages)
-    wanted = {w for ws in own.values() for w in ws}
-    lengths = {len(w) for w in wanted}
-    seen = {
-        where: {text[i : i + n] for n in lengths for i in range(len(text) - n + 1)} & wanted
-        for where, text in tests.items()
-    }
+    winners, ambiguous = attributed_texts(messages, tests, reach)
     used = set()
     for m in messages:
         crate = m.path.split("/", 1)[0]
-        groups = [seen[where] for where in tests if crate in reach[where]]
-        texts = [tests[where] for where in tests if crate in reach[where]]
-        m.tested = any(w in g for w in own[m.text] for g in groups) or any(template(m).search(t) for t in texts)
+        m.tested = any(printed(m.text) in winners[where] for where in tests if crate in reach[where])
         key = (m.path, m.fragment)
         if key in exempt and not m.tested:
             m.exempt = exempt[key]
@@ -382,6 +532,8 @@ def main() -> int:
     for group in repeated:
         where = ", ".join(f"{m.path}:{m.line}" for m in group)
         print(f"  one message at {len(group)} sites of a crate ({where}): {group[0].text!r}")
+    for tie in ambiguous:
+        print(f"  a test string that identifies no message ({tie.where}): {tie.string!r} matches equally {tie.texts}")
     if opts.update:
         write_exemptions(messages, exempt)
         print(f"rewrote {EXEMPT.relative_to(ROOT)}")

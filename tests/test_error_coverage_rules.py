@@ -111,3 +111,66 @@ def test_a_phrase_shared_after_a_placeholder_identifies_neither_message() -> Non
     assert not [w for w in own[x[0].text] if w in caused_y]
     # X's own words still identify it.
     assert any(w in f"widget count {tail}" for w in own[x[0].text])
+
+
+# The attribution of a test string to the message it identifies (R-errs-2). The texts are built
+# from halves, as above, so that they are no test of a real message.
+WIDE = "{what} {v} does not " + "frobnicate in 32 widgets"
+NARROW = "register {v} does not " + "frobnicate in 32 widgets"
+
+
+def _attributed(sources: dict[str, str], test: str) -> tuple[set[str], list]:
+    messages = [m for path, code in sources.items() for m in _messages(path, code)]
+    own = EC.distinctive_windows(messages)
+    return EC.attribute(test, "core", EC.evidence_in(test, messages, own))
+
+
+def test_a_string_of_a_message_holding_another_messages_words_tests_only_the_longer() -> None:
+    # "register 7 does not frobnicate ..." holds all of WIDE's literal words, and more of
+    # NARROW's: it is NARROW's (the rule removed, it counted for both).
+    sources = {
+        "core/src/a.rs": f'fn a(what: &str, v: u64) -> E {{ value_err(format!("{WIDE}")) }}',
+        "core/src/b.rs": f'fn b(v: u64) -> E {{ value_err(format!("{NARROW}")) }}',
+    }
+    test = "sect at byte 3: register 7 does not " + "frobnicate in 32 widgets"
+    winners, ties = _attributed(sources, test)
+    assert winners == {EC.printed(NARROW)} and ties == []
+    # A string naming another field is WIDE's alone.
+    winners, _ = _attributed(sources, "start instruction 7 does not " + "frobnicate in 32 widgets")
+    assert winners == {EC.printed(WIDE)}
+
+
+def test_a_string_two_messages_cover_equally_tests_neither_and_is_reported() -> None:
+    same = "the frobnicator " + "table is not sorted"
+    sources = {
+        "core/src/a.rs": f'fn a(x: u32) -> E {{ value_err(format!("{same} {{x}}")) }}',
+        "core/src/b.rs": f'fn b(y: u32) -> E {{ value_err(format!("{{y}} {same}")) }}',
+    }
+    winners, ties = _attributed(sources, "error: " + same)
+    assert winners == set()
+    assert [(t.string, t.texts) for t in ties] == [(same, sorted([same + " {}", "{} " + same]))]
+
+
+def test_a_whole_match_wins_over_the_same_words_of_a_message_of_several_literals() -> None:
+    # B expects SAME and finds "row {n}": a string of SAME alone is A's (B's other literal is
+    # missing); one that shows B's found text too is B's.
+    same = "the frobnicator " + "table is not sorted"
+    sources = {
+        "core/src/a.rs": f'fn a() -> E {{ value_err("{same}") }}',
+        "core/src/b.rs": f'fn b(n: u32) -> E {{ Error::type_mismatch("{same}", format!("row {{n}}")) }}',
+    }
+    winners, ties = _attributed(sources, "error: " + same + ", found str")
+    assert winners == {same} and ties == []
+    winners, _ = _attributed(sources, "expected " + same + ", found row 3")
+    assert winners == {same + " | row {}"}
+
+
+def test_pieces_listed_together_are_one_test_string() -> None:
+    # `&["DT_X: symbol", "is in no frob chain"]`: the two pieces one check expects of one
+    # message are one line, which the message's template (its placeholder between) matches.
+    src = 'check(&["DT_FROB: symbol", "is in no ' + 'frobnicated chain"]);\nother("x");'
+    lines = EC.test_strings(src).split("\n")
+    assert lines == ["DT_FROB: symbol" + EC.PIECE_GAP + "is in no frobnicated chain", "x"]
+    msg = "DT_FROB: symbol {i} is in no " + "frobnicated chain"
+    (m,) = _messages("core/src/a.rs", f'fn a(i: u32) -> E {{ value_err(format!("{msg}")) }}')
+    assert EC.template(m).search(lines[0])

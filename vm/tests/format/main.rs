@@ -4,6 +4,7 @@
 mod common;
 mod crafted;
 mod errors;
+mod field_refusals;
 mod golden;
 mod libraries;
 mod messages;
