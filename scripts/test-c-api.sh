@@ -3,7 +3,8 @@
 # assembles the example programs, compiles examples/c/*.c, *.cpp and capi/tests/c/misuse.c with
 # the system's cc and c++ under AddressSanitizer (LeakSanitizer included), and runs them: with a
 # TVM model from the corpus when RELAXVM_TVM_CORPUS is set. Any sanitizer report fails the run.
-# Then capi/tests/c/runtime_symbols.c, with the repository's TVM model (tvm/tests/data/mlp.so).
+# Then capi/tests/c/runtime_symbols.c, with the repository's TVM model (tvm/tests/data/mlp.so), and
+# capi/tests/c/anylist_symbols.c with a compiled-mode model of the corpus when it is set.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -47,3 +48,17 @@ echo "-- runtime symbols: unexported"
 "$out/unexported" unexported "$model_so"
 echo "-- runtime symbols: preloaded"
 LD_PRELOAD="$out/preload_raised.so" "$out/preloaded" preloaded "$model_so"
+# Compiled functions that could not bind relaxvm's AnyList functions (capi/tests/c/anylist_symbols.c),
+# with a compiled-mode model of the corpus (the repository has none): a program exporting the
+# error function only, then one run with a preloaded AnyList definition.
+if [ -n "${RELAXVM_TVM_CORPUS:-}" ]; then
+  compiled="$(realpath "$RELAXVM_TVM_CORPUS/vm_suite/test_vm_build/test_vm_compile_simple/compiled/model.so")"
+  cc -std=c11 -Wall -Wextra -Werror -Iinclude capi/tests/c/anylist_symbols.c "$lib/librelaxvm_capi.a" \
+    -Wl,--export-dynamic-symbol=RVMFFIErrorSetRaisedFromCStrParts -lpthread -ldl -lm -o "$out/anylist_unexported"
+  cc -std=c11 -Wall -Wextra -Werror -Iinclude capi/tests/c/anylist_symbols.c "${link[@]}" -o "$out/anylist_preloaded"
+  cc -std=c11 -Wall -Wextra -Werror -shared -fPIC capi/tests/c/preload_anylist.c -o "$out/preload_anylist.so"
+  echo "-- AnyList symbols: unexported"
+  "$out/anylist_unexported" unexported "$compiled"
+  echo "-- AnyList symbols: preloaded"
+  LD_PRELOAD="$out/preload_anylist.so" "$out/anylist_preloaded" preloaded "$compiled"
+fi

@@ -137,7 +137,13 @@ pub fn ensure_anylist_symbols() -> Result<()> {
                 "this program does not export {name}, which compiled functions (exec_mode=\"compiled\") call: link it with -Wl,--export-dynamic-symbol={name} (see relaxvm-tvm's build.rs)"
             )));
         }
-        let same = bound == ours || matches!((object_of(bound), our_object()), (Some(b), Some(o)) if same_object(b, o));
+        // Compared by object, as in `check_binding`: inside a shared library the address of
+        // our exported function is itself resolved through the global scope, so it may be the
+        // other definition (a preloaded one was taken for ours before).
+        let same = match (object_of(bound), our_object()) {
+            (Some(b), Some(o)) => same_object(b, o),
+            _ => bound == ours,
+        };
         if !same {
             let shown = object_of(bound)
                 // SAFETY: dladdr's path is a NUL-terminated string of a loaded object.
