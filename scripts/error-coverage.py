@@ -199,7 +199,9 @@ def test_strings(text: str) -> str:
         s = re.sub(r"\\([^\w\s])", r"\1", s).replace(r"\n", "\n")
         # Literals listed one after another (`&["DT_HASH: symbol", "is in no bucket's chain"]`,
         # the pieces one check expects of one message) are one line, a value between them.
-        if out and LIST_SEPARATOR.fullmatch(text, end, m.start()):
+        if out and text[end : m.start()].isspace():
+            out[-1] += s  # Python's implicit concatenation: one string written on two lines
+        elif out and LIST_SEPARATOR.fullmatch(text, end, m.start()):
             out[-1] += PIECE_GAP + s
         else:
             out.append(s)

@@ -174,3 +174,7 @@ def test_pieces_listed_together_are_one_test_string() -> None:
     msg = "DT_FROB: symbol {i} is in no " + "frobnicated chain"
     (m,) = _messages("core/src/a.rs", f'fn a(i: u32) -> E {{ value_err(format!("{msg}")) }}')
     assert EC.template(m).search(lines[0])
+    # Python's implicit concatenation is one string too, with nothing between.
+    assert EC.test_strings('raises("DT_FROB: symbol 3 " "is in no frobnicated chain")') == (
+        "DT_FROB: symbol 3 is in no frobnicated chain"
+    )

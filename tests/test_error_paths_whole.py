@@ -20,15 +20,32 @@ def raises(cls: type[BaseException], message: str, f, *args, **kwargs) -> None:
 def test_an_immediate_past_64_bits():
     ib = rx.ExecBuilder()
     with ib.function("main", num_inputs=1):
-        raises(ValueError, "immediate does not fit in 64 bits", ib.emit_call, "vm.builtin.copy", args=[2**64])
+        raises(
+            OverflowError,
+            'immediate argument 0 of the call of "vm.builtin.copy": int 18446744073709551616 does not fit in int64 '
+            "(-2^63..2^63-1)",
+            ib.emit_call,
+            "vm.builtin.copy",
+            args=[2**64],
+        )
         ib.emit_ret(ib.r(0))
 
 
 def test_a_numpy_integer_past_int64():
     copy = rx.get_global_func("vm.builtin.copy")
-    raises(OverflowError, "integer does not fit in 64 bits", copy, np.uint64(2**64 - 1))
-    # A Python int past int64 has its own message (the one of to_value's int branch).
-    raises(OverflowError, "int does not fit in 64 bits", copy, 2**64)
+    raises(
+        OverflowError,
+        "argument 0 of vm.builtin.copy: uint64 18446744073709551615 does not fit in int64 (-2^63..2^63-1)",
+        copy,
+        np.uint64(2**64 - 1),
+    )
+    # A Python int past int64: the same message, with its type (see tests/test_int_out_of_range.py).
+    raises(
+        OverflowError,
+        "argument 0 of vm.builtin.copy: int 18446744073709551616 does not fit in int64 (-2^63..2^63-1)",
+        copy,
+        2**64,
+    )
 
 
 def test_export_library_with_a_compiler_option(tmp_path):
@@ -108,3 +125,10 @@ def test_a_query_about_a_missing_function_names_it():
 def test_a_vm_asked_for_a_missing_function_names_it():
     vm = rx.VirtualMachine(_identity_exe(), rx.cpu())
     raises(rx.VMKeyError, 'unknown function "nope"', vm.__getitem__, "nope")
+
+
+def test_a_link_module_pair_of_the_wrong_types():
+    # A tuple that is no (name, Executable) pair; a module of another type says what it got.
+    message = "link: a module is an Executable or a (name, Executable) pair"
+    raises(TypeError, message, rx.link, [("m", 5)])
+    raises(TypeError, message, rx.link, [("m",)])

@@ -1,6 +1,6 @@
 //! `rx.ExecBuilder`: emits bytecode the way TVM's `relax.ExecBuilder` does.
 
-use crate::convert::to_value;
+use crate::convert::{int_out_of_range, to_value};
 use crate::errors::build_error;
 use crate::executable::PyExecutable;
 use crate::shape::extract_shape;
@@ -206,7 +206,8 @@ impl PyExecBuilder {
         Ok(PyArg::new(Arg::Const(i)))
     }
 
-    fn arg_of(&mut self, py: Python<'_>, ob: &Bound<'_, PyAny>) -> PyResult<Arg> {
+    /// The argument `ob` of a call; `place()` names it in a refusal.
+    fn arg_of(&mut self, py: Python<'_>, ob: &Bound<'_, PyAny>, place: &dyn Fn() -> String) -> PyResult<Arg> {
         if let Ok(a) = ob.cast::<PyArg>() {
             return Ok(a.get().arg);
         }
@@ -214,7 +215,7 @@ impl PyExecBuilder {
             return Ok(Arg::Void);
         }
         if ob.is_instance_of::<PyInt>() {
-            let i: i64 = ob.extract().map_err(|_| PyValueError::new_err("immediate does not fit in 64 bits"))?;
+            let i: i64 = ob.extract().map_err(|_| int_out_of_range(ob, &format!("immediate {}", place())))?;
             return Ok(Arg::Imm(i));
         }
         if ob.is_instance_of::<PyTuple>() {
@@ -368,8 +369,8 @@ impl PyExecBuilder {
         self.check_scope()?;
         let mut argv = Vec::new();
         if let Some(a) = args.filter(|a| !a.is_none()) {
-            for item in a.try_iter()? {
-                argv.push(self.arg_of(py, &item?)?);
+            for (i, item) in a.try_iter()?.enumerate() {
+                argv.push(self.arg_of(py, &item?, &|| format!("argument {i} of the call of {name:?}"))?);
             }
         }
         let dst = match dst {

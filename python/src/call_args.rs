@@ -1,7 +1,7 @@
 //! Assigning a Python call's positional and keyword arguments to a VM function's parameters, and
 //! converting each to a VM value (by its parameter's type when the function has a signature).
 
-use crate::convert::{push_args, to_value, Args};
+use crate::convert::{to_value_in, Args};
 use crate::signature::{param_path, typed_to_value};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -23,9 +23,17 @@ pub fn convert_arg(name: &str, params: Params<'_>, i: usize, ob: &Bound<'_, PyAn
     match params {
         Params::Typed(sig) => match sig.params.get(i) {
             Some((p, t)) => typed_to_value(ob, t, &param_path(name, p)),
-            None => to_value(ob),
+            None => to_value_in(ob, &|| arg_place(name, None, i)),
         },
-        Params::Named(_) => to_value(ob),
+        Params::Named(names) => to_value_in(ob, &|| arg_place(name, names.get(i).map(String::as_str), i)),
+    }
+}
+
+/// Where argument `i` of a call of `func` goes, for its errors: the parameter when named.
+fn arg_place(func: &str, param: Option<&str>, i: usize) -> String {
+    match param {
+        Some(p) => param_path(func, p),
+        None => format!("argument {i} of {func}"),
     }
 }
 
@@ -48,7 +56,12 @@ pub fn assign_args(
                 }
                 Ok(())
             }
-            Params::Named(_) => push_args(args, argv),
+            Params::Named(_) => {
+                for (i, a) in args.iter_borrowed().enumerate() {
+                    argv.push(convert(i, &a)?);
+                }
+                Ok(())
+            }
         };
     };
     let names: Vec<&str> = match params {

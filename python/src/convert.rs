@@ -139,10 +139,16 @@ fn quick_plain_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
 /// Converts a Python object into a VM value. Numpy arrays are viewed without copying when
 /// their layout allows; callables become packed functions that call back into Python.
 pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
+    to_value_in(ob, &String::new)
+}
+
+/// [`to_value`] of a value whose place the caller knows: `place()` (called only for an error)
+/// names it, e.g. `parameter "y" of main`; refusals inside tuples add the path (`[1][0]`).
+pub fn to_value_in(ob: &Bound<'_, PyAny>, place: &dyn Fn() -> String) -> PyResult<Value> {
     let py = ob.py();
     // Exact builtin types first: the common scalar arguments cost one pointer comparison.
     if PyInt::is_exact_type_of(ob) {
-        return ob.extract::<i64>().map(Value::Int).map_err(|_| int_overflow());
+        return ob.extract::<i64>().map(Value::Int).map_err(|_| int_out_of_range(ob, &place()));
     }
     if let Ok(t) = ob.cast::<PyTensor>() {
         return Ok(Value::Tensor(t.get().0.clone()));
@@ -164,7 +170,7 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
         return Ok(Value::Str(relaxvm::ArcString::from(&*s.to_cow()?)));
     }
     if ob.cast::<PyTuple>().is_ok() || ob.cast::<PyList>().is_ok() {
-        return sequence_value(ob);
+        return sequence_value(ob, place);
     }
     if let Ok(s) = ob.cast::<PyShape>() {
         return Ok(Value::Shape(s.get().0.clone()));
@@ -182,7 +188,7 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
         return Ok(o.get().0.clone());
     }
     if PyInt::is_type_of(ob) {
-        return ob.extract::<i64>().map(Value::Int).map_err(|_| int_overflow());
+        return ob.extract::<i64>().map(Value::Int).map_err(|_| int_out_of_range(ob, &place()));
     }
     if PyFloat::is_type_of(ob) {
         return Ok(Value::Float(ob.extract()?));
@@ -192,10 +198,7 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
             return Ok(Value::Bool(ob.is_truthy()?));
         }
         if ob.is_instance(np.integer.bind(py))? {
-            return ob
-                .extract::<i64>()
-                .map(Value::Int)
-                .map_err(|_| PyOverflowError::new_err("integer does not fit in 64 bits"));
+            return ob.extract::<i64>().map(Value::Int).map_err(|_| int_out_of_range(ob, &place()));
         }
         if ob.is_instance(np.floating.bind(py))? {
             return Ok(Value::Float(ob.extract()?));
@@ -217,7 +220,7 @@ pub fn to_value(ob: &Bound<'_, PyAny>) -> PyResult<Value> {
 /// and the memory are linear in the distinct sequences, not in the unfolded value (2^40 items
 /// there), the mirror of [`tuple_to_py`]. A list changed while it is converted (by Python code
 /// a `__dlpack__` method runs) is the same tuple wherever it appears.
-fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
+fn sequence_value(root: &Bound<'_, PyAny>, place: &dyn Fn() -> String) -> PyResult<Value> {
     struct Frame<'py> {
         seq: Bound<'py, PyAny>,
         /// The length read when the sequence was first met: it may shrink while it is
@@ -284,7 +287,14 @@ fn sequence_value(root: &Bound<'_, PyAny>) -> PyResult<Value> {
                 }
                 stack.push(frame(item)?);
             } else {
-                top.items.push(to_value(&item)?);
+                // The item's path: its index in each sequence from the root (a sequence's
+                // index in its parent is the parent's count of items converted so far).
+                let path = || {
+                    let indices: String = stack.iter().map(|f| format!("[{}]", f.items.len())).collect();
+                    format!("{}{indices}", place())
+                };
+                let value = to_value_in(&item, &path)?;
+                stack.last_mut().expect("the frame converting the item").items.push(value);
             }
             continue;
         }
@@ -312,21 +322,14 @@ fn out_of_memory(n: usize) -> PyErr {
     PyMemoryError::new_err(format!("out of memory converting a tuple or list of {n} items"))
 }
 
-/// Converts the items of a tuple of arguments.
+/// Converts the items of a tuple of arguments of a call of `func` (which names them in errors).
 #[inline]
-pub fn args_to_values(args: &Bound<'_, PyTuple>) -> PyResult<Args> {
+pub fn args_to_values(args: &Bound<'_, PyTuple>, func: &str) -> PyResult<Args> {
     let mut out = Args::new();
-    push_args(args, &mut out)?;
-    Ok(out)
-}
-
-/// Converts the items of a tuple of arguments, appending them to `out` (no moves of `out`).
-#[inline]
-pub fn push_args(args: &Bound<'_, PyTuple>, out: &mut Args) -> PyResult<()> {
-    for a in args.iter_borrowed() {
-        out.push(to_value(&a)?);
+    for (i, a) in args.iter_borrowed().enumerate() {
+        out.push(to_value_in(&a, &|| format!("argument {i} of {func}"))?);
     }
-    Ok(())
+    Ok(out)
 }
 
 /// The Python callable a function value was made from, when it is one with nothing captured.
@@ -445,7 +448,7 @@ impl PyClosure {
     /// need a VM: use `vm.invoke_closure(closure, *args)`.
     #[pyo3(signature = (*args))]
     fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
-        let argv = args_to_values(args)?;
+        let argv = args_to_values(args, self.0.name())?;
         let f = Value::Func(Arc::clone(&self.0));
         let ret = py.detach(|| CallCtx::detached().call(&f, &argv)).py_err(py)?;
         to_py(py, &ret)
@@ -510,7 +513,24 @@ pub fn python_packed_func(f: &Bound<'_, PyAny>) -> PyResult<PackedFunc> {
     Ok(packed_from_callable(&callable_name(f), f.clone().unbind()).with_origin(origin))
 }
 
-/// The refusal of a Python int (exactly `int` or a subclass) beyond `i64`.
-fn int_overflow() -> PyErr {
-    PyOverflowError::new_err("int does not fit in 64 bits")
+/// The refusal of an integer (an `int`, a subclass, or a numpy integer) beyond int64 at
+/// `place` (empty when the caller names none): its type, its value, and the range.
+#[cold]
+pub fn int_out_of_range(ob: &Bound<'_, PyAny>, place: &str) -> PyErr {
+    let at = if place.is_empty() { String::new() } else { format!("{place}: ") };
+    let type_name = ob.get_type().name().map_or_else(|_| "int".to_string(), |n| n.to_string());
+    PyOverflowError::new_err(format!("{at}{type_name} {} does not fit in int64 (-2^63..2^63-1)", shown_int(ob)))
+}
+
+/// An integer for a message: its digits up to 128 bits; past that, its size in bits (the
+/// decimal text of an int past 4300 digits raises in Python, and a long one says nothing more).
+fn shown_int(ob: &Bound<'_, PyAny>) -> String {
+    let bits = ob.call_method0(pyo3::intern!(ob.py(), "bit_length")).and_then(|b| b.extract::<u64>());
+    match bits {
+        Ok(b) if b > 128 => {
+            let sign = if ob.lt(0i64).unwrap_or(false) { "negative, " } else { "" };
+            format!("({sign}{b} bits)")
+        }
+        _ => ob.str().map_or_else(|_| "(unprintable)".to_string(), |s| s.to_string()),
+    }
 }

@@ -11,7 +11,7 @@
 //!   order (missing or unexpected keys are an error naming them);
 //! - a result typed `dict<{...}>` comes back as a dict, `list<...>` as a list.
 
-use crate::convert::{to_py, to_value};
+use crate::convert::{to_py, to_value, to_value_in};
 use crate::errors::to_pyerr;
 use crate::tensor::PyTensor;
 use numpy::PyUntypedArray;
@@ -134,7 +134,7 @@ fn scalar_typed_value(ob: &Bound<'_, PyAny>, t: &Type, path: &str) -> PyResult<V
     match t {
         Type::Tensor { dtype, .. } => {
             if is_array_like(ob) {
-                return to_value(ob);
+                return to_value_in(ob, &|| path.to_string());
             }
             let listish = ob.is_instance_of::<PyList>()
                 || ob.is_instance_of::<PyTuple>()
@@ -144,10 +144,10 @@ fn scalar_typed_value(ob: &Bound<'_, PyAny>, t: &Type, path: &str) -> PyResult<V
             if listish {
                 list_to_tensor(ob, *dtype, path)
             } else {
-                to_value(ob)
+                to_value_in(ob, &|| path.to_string())
             }
         }
-        _ => to_value(ob),
+        _ => to_value_in(ob, &|| path.to_string()),
     }
 }
 
@@ -155,7 +155,7 @@ fn scalar_typed_value(ob: &Bound<'_, PyAny>, t: &Type, path: &str) -> PyResult<V
 fn structured_value<'py>(ob: &Bound<'py, PyAny>, t: &Type, path: &str, memo: &mut Converted<'py>) -> PyResult<Value> {
     match t {
         Type::Dict(slots) => {
-            let Ok(d) = ob.cast::<PyDict>() else { return to_value(ob) };
+            let Ok(d) = ob.cast::<PyDict>() else { return to_value_in(ob, &|| path.to_string()) };
             let mut missing = Vec::new();
             let mut items = Vec::with_capacity(slots.len());
             for (k, st) in slots {
@@ -189,7 +189,7 @@ fn structured_value<'py>(ob: &Bound<'py, PyAny>, t: &Type, path: &str, memo: &mu
         }
         Type::Tuple(slots) => {
             if !(ob.is_instance_of::<PyTuple>() || ob.is_instance_of::<PyList>()) || ob.len()? != slots.len() {
-                return to_value(ob);
+                return to_value_in(ob, &|| path.to_string());
             }
             let items = ob
                 .try_iter()?
@@ -201,7 +201,7 @@ fn structured_value<'py>(ob: &Bound<'py, PyAny>, t: &Type, path: &str, memo: &mu
         }
         Type::List(item) => {
             if !(ob.is_instance_of::<PyTuple>() || ob.is_instance_of::<PyList>()) {
-                return to_value(ob);
+                return to_value_in(ob, &|| path.to_string());
             }
             let items = ob
                 .try_iter()?
@@ -210,7 +210,7 @@ fn structured_value<'py>(ob: &Bound<'py, PyAny>, t: &Type, path: &str, memo: &mu
                 .collect::<PyResult<Vec<_>>>()?;
             Ok(Value::tuple(items))
         }
-        _ => to_value(ob),
+        _ => to_value_in(ob, &|| path.to_string()),
     }
 }
 

@@ -314,7 +314,11 @@ impl PyVirtualMachine {
                 closure.get_type().name()?
             )));
         }
-        let argv = args_to_values(args)?;
+        let name = match &f {
+            Value::Func(c) => c.name().to_string(),
+            _ => String::new(),
+        };
+        let argv = args_to_values(args, &name)?;
         let ret = self.shared.run(py, true, |vm| vm.invoke_closure(&f, &argv))?;
         to_py(py, &ret)
     }
@@ -333,7 +337,7 @@ impl PyVirtualMachine {
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
         let argv = match kwargs.filter(|k| !k.is_empty()) {
-            None => args_to_values(args)?.into_vec(),
+            None => args_to_values(args, func_name)?.into_vec(),
             Some(_) => self.call_args(py, func_name, args, kwargs)?.into_vec(),
         };
         self.shared.with(py, |vm| vm.save_function(func_name, saved_name, argv, include_return))?.py_err(py)?;

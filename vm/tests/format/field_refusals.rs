@@ -73,3 +73,43 @@ fn a_signature_nesting_past_the_limit_is_refused_at_its_byte() {
         format!("malformed executable file: signatures section at byte {deepest}: types nest more than 64 deep")
     );
 }
+
+/// Counts read by the cursor's one `count` helper, through the fields of several sections: each
+/// names its field (the helper's message alone cannot tell which caller a test reached).
+#[test]
+fn counts_past_their_section_name_the_field() {
+    // A strings section claiming 9 strings in its 7 remaining bytes.
+    let mut strings_count = minimal();
+    strings_count[0] = (STRINGS, cat(&[&vint(9), &strings(&["main", "f"])[1..]]));
+    // main's instruction count is 2^32.
+    let instructions =
+        with_functions(cat(&[&vint(2), &vint(1), &vint(0), &vint(1 << 32), &vint(1), &vint(1), &vint(1 << 1)]));
+    // Version 3 signatures: 50 of them in 2 bytes; then one with 40 parameters in 1 byte.
+    let mut signatures = minimal();
+    signatures.push((SIGNATURES, cat(&[&vint(50), &vint(0), &vint(0)])));
+    let mut parameters = minimal();
+    parameters.push((SIGNATURES, cat(&[&vint(1), &vint(0), &vint(40), &[0x00]])));
+    let sig_at = FUNCTIONS_AT + 7 + (2 + 1) + (2 + 2) + 2;
+    assert_eq!(
+        [
+            load_err(&craft(2, &strings_count)),
+            load_err(&craft(2, &instructions)),
+            load_err(&craft(3, &signatures)),
+            load_err(&craft(3, &parameters)),
+        ],
+        [
+            format!(
+                "malformed executable file: strings section at byte {STRINGS_AT}: string count 9 cannot fit in the 7 bytes left in the section"
+            ),
+            "malformed executable file: functions section at byte 26: instruction count 4294967296 does not fit in 32 bits"
+                .to_string(),
+            format!(
+                "malformed executable file: signatures section at byte {sig_at}: signature count 50 cannot fit in the 2 bytes left in the section"
+            ),
+            format!(
+                "malformed executable file: signatures section at byte {}: parameter count 40 cannot fit in the 1 bytes left in the section",
+                sig_at + 2
+            ),
+        ]
+    );
+}
