@@ -178,3 +178,44 @@ def test_pieces_listed_together_are_one_test_string() -> None:
     assert EC.test_strings('raises("DT_FROB: symbol 3 " "is in no frobnicated chain")') == (
         "DT_FROB: symbol 3 is in no frobnicated chain"
     )
+
+
+def _sites_script():
+    spec = importlib.util.spec_from_file_location(
+        "error_coverage_sites", os.path.join(ROOT, "scripts", "error-coverage-sites.py")
+    )
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["error_coverage_sites"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_sites_report_names_each_literal_caller_of_a_helper_through_a_pass_through() -> None:
+    # `wide` builds the message from `what`; `field` passes its own `what` on; two callers pass
+    # literals to `field`, one directly to `wide`: three sites, each with its literal filled in.
+    tail = " does not " + "frobnicate in 32 widgets"
+    code = f"""
+impl C {{
+    fn wide(&self, at: usize, what: &str, v: u64) -> Error {{
+        self.err_at(at, format!("{{what}} {{v}}{tail}"))
+    }}
+    fn field(&mut self, what: &str) -> Result<u32> {{
+        let v = self.varint()?;
+        u32::try_from(v).map_err(|_| self.wide(0, what, v))
+    }}
+}}
+fn decode(c: &mut C) -> Result<()> {{
+    c.field("start widget")?;
+    c.field("widget count")?;
+    Err(c.wide(3, "lone widget", 5))
+}}
+"""
+    sites_mod = _sites_script()
+    messages = _messages("isa/src/fake.rs", code)
+    helpers, sites = sites_mod.helpers_and_sites({"isa/src/fake.rs": code}, messages)
+    assert {h.function for h in helpers} == {"wide", "field"}
+    assert [(s.line, s.text) for s in sites] == [
+        (12, "start widget {v}" + tail),
+        (13, "widget count {v}" + tail),
+        (14, "lone widget {v}" + tail),
+    ]
