@@ -21,12 +21,19 @@ fn with_functions(functions: Vec<u8>) -> Vec<(u8, Vec<u8>)> {
 fn a_32_bit_field_of_a_function_past_2_32_names_the_field() {
     // main's start instruction is 2^32.
     let start = cat(&[&vint(2), &vint(1), &vint(1 << 32), &vint(1), &vint(1), &vint(1), &vint(1 << 1)]);
+    // main's argument count is 2^32.
+    let args = cat(&[&vint(2), &vint(1), &vint(0), &vint(1), &vint(1 << 32), &vint(1), &vint(1 << 1)]);
     // main's register count is 2^32 + 5.
     let regs = cat(&[&vint(2), &vint(1), &vint(0), &vint(1), &vint(1), &vint((1 << 32) + 5), &vint(1 << 1)]);
     assert_eq!(
-        [load_err(&craft(2, &with_functions(start))), load_err(&craft(2, &with_functions(regs)))],
+        [
+            load_err(&craft(2, &with_functions(start))),
+            load_err(&craft(2, &with_functions(args))),
+            load_err(&craft(2, &with_functions(regs))),
+        ],
         [
             "malformed executable file: functions section at byte 25: start instruction 4294967296 does not fit in 32 bits",
+            "malformed executable file: functions section at byte 27: argument count 4294967296 does not fit in 32 bits",
             "malformed executable file: functions section at byte 28: register count 4294967301 does not fit in 32 bits",
         ]
     );
@@ -78,6 +85,9 @@ fn a_signature_nesting_past_the_limit_is_refused_at_its_byte() {
 /// names its field (the helper's message alone cannot tell which caller a test reached).
 #[test]
 fn counts_past_their_section_name_the_field() {
+    // A functions section claiming 50 functions in its 6 remaining bytes.
+    let functions_count =
+        with_functions(cat(&[&vint(50), &vint(1), &vint(0), &vint(1), &vint(1), &vint(1), &vint(1 << 1)]));
     // A strings section claiming 9 strings in its 7 remaining bytes.
     let mut strings_count = minimal();
     strings_count[0] = (STRINGS, cat(&[&vint(9), &strings(&["main", "f"])[1..]]));
@@ -92,12 +102,16 @@ fn counts_past_their_section_name_the_field() {
     let sig_at = FUNCTIONS_AT + 7 + (2 + 1) + (2 + 2) + 2;
     assert_eq!(
         [
+            load_err(&craft(2, &functions_count)),
             load_err(&craft(2, &strings_count)),
             load_err(&craft(2, &instructions)),
             load_err(&craft(3, &signatures)),
             load_err(&craft(3, &parameters)),
         ],
         [
+            format!(
+                "malformed executable file: functions section at byte {FUNCTIONS_AT}: function count 50 cannot fit in the 6 bytes left in the section"
+            ),
             format!(
                 "malformed executable file: strings section at byte {STRINGS_AT}: string count 9 cannot fit in the 7 bytes left in the section"
             ),
