@@ -85,3 +85,8 @@ def test_an_immediate_of_the_builder_names_the_call() -> None:
 
 def test_the_bounds_themselves_convert(vm) -> None:
     assert vm["main"](0, (2**63 - 1, -(2**63))) == (2**63 - 1, -(2**63))
+
+
+def test_invoke_closure_and_save_function_name_the_argument(vm) -> None:
+    raises(f"argument 1 of main: int 1180591620717411303424 {RANGE}", vm.invoke_closure, vm["main"], 1, 2**70)
+    raises(f"argument 0 of main[0]: int 1180591620717411303424 {RANGE}", vm.save_function, "main", "s", (2**70,), 1)

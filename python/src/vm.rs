@@ -308,17 +308,13 @@ impl PyVirtualMachine {
             Some(v) => v,
             None => to_value(closure)?,
         };
-        if !matches!(f, Value::Func(_)) {
+        let Value::Func(c) = &f else {
             return Err(PyTypeError::new_err(format!(
                 "invoke_closure expects a closure, got {}",
                 closure.get_type().name()?
             )));
-        }
-        let name = match &f {
-            Value::Func(c) => c.name().to_string(),
-            _ => String::new(),
         };
-        let argv = args_to_values(args, &name)?;
+        let argv = args_to_values(args, c.name())?;
         let ret = self.shared.run(py, true, |vm| vm.invoke_closure(&f, &argv))?;
         to_py(py, &ret)
     }
