@@ -20,6 +20,7 @@ struct Program {
     registers: i64,
     scope: &'static str,
     constant: Option<Vec<u8>>,
+    offsets: Vec<i64>,
     code: Vec<i64>,
 }
 
@@ -33,6 +34,7 @@ impl Default for Program {
             registers: 2,
             scope: "global",
             constant: None,
+            offsets: vec![0],
             code: vec![2, 0],
         }
     }
@@ -47,7 +49,7 @@ fn encode(p: &Program) -> Vec<u8> {
         Some(c) => w.u64(1).bytes(c),
         None => w.u64(0),
     };
-    w = w.u64(1).i64(0);
+    w = w.vec_i64(&p.offsets);
     w.vec_i64(&p.code).0
 }
 
@@ -137,6 +139,19 @@ fn code_words() {
     assert!(code(vec![1, 1 << 54, 0, 1, 7 << 56]).contains(
         "argument word 0x700000000000000 has kind 7; expected 0 (register), 1 (immediate), 2 (constant) or 3 (function)"
     ));
+}
+
+#[test]
+fn instruction_offsets() {
+    let code = |offsets: Vec<i64>, words: Vec<i64>| with(Program { offsets, code: words, ..Default::default() });
+    assert_eq!(
+        code(vec![5], vec![2, 0]),
+        "malformed executable file: relax.VMExecutable code, instruction 0: offset 5 is outside the 2 code words"
+    );
+    assert_eq!(
+        code(vec![0, 0], vec![2, 0, 2, 0]),
+        "malformed executable file: relax.VMExecutable code, instruction 1: offset 0 does not follow instruction 0 at code word 0 (offsets must increase, within the 4 code words)"
+    );
 }
 
 /// The `__tvm_ffi__library_bin` blob: its size, the import tree, and the modules (kind, and a
