@@ -97,6 +97,12 @@ fn header_and_function_table() {
     ));
     assert!(with(Program { kind: 2, registers: (1 << 22) + 1, ..Default::default() })
         .ends_with("VM TIR function \"main\" declares 4194305 registers; at most 4194304 are supported"));
+    // A VM function's 32-bit fields, each named: its argument and register counts.
+    assert!(with(Program { num_args: -1, ..Default::default() })
+        .ends_with("relax.VMExecutable at byte 28: function 0 (\"main\") has num_args -1, outside 0..2^32"));
+    assert!(with(Program { registers: 1 << 32, ..Default::default() }).ends_with(
+        "relax.VMExecutable at byte 28: function 0 (\"main\") has register_file_size 4294967296, outside 0..2^32"
+    ));
     assert!(with(Program { name: vec![0x6d, 0xff], ..Default::default() })
         .ends_with("relax.VMExecutable at byte 40: function name is not valid UTF-8"));
     let cut = &encode(&Program::default())[..4];
