@@ -90,3 +90,17 @@ def test_the_bounds_themselves_convert(vm) -> None:
 def test_invoke_closure_and_save_function_name_the_argument(vm) -> None:
     raises(f"argument 1 of main: int 1180591620717411303424 {RANGE}", vm.invoke_closure, vm["main"], 1, 2**70)
     raises(f"argument 0 of main[0]: int 1180591620717411303424 {RANGE}", vm.save_function, "main", "s", (2**70,), 1)
+
+
+def test_an_int64_outside_a_declared_narrower_dtype_names_the_dtype() -> None:
+    # In int64 but not in the parameter's declared scalar type: the signature check's refusal.
+    ib = rx.ExecBuilder()
+    with ib.function("main", signature=T.Signature([("x", "i32"), ("y", "tuple<u8, i64>")], "any")):
+        ib.emit_ret(ib.r(0))
+    vm = rx.VirtualMachine(ib.get())
+    with pytest.raises(rx.VMValueError) as e:
+        vm["main"](2**40, (1, 2))
+    assert str(e.value) == 'parameter "x" of main: 1099511627776 does not fit in int32'
+    with pytest.raises(rx.VMValueError) as e:
+        vm["main"](1, (300, 2))
+    assert str(e.value) == 'parameter "y" of main[0]: 300 does not fit in uint8'
