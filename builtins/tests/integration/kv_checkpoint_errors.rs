@@ -83,6 +83,13 @@ fn metadata_that_does_not_describe_this_cache() {
         Value::str(&meta.replacen(from, to, 1))
     };
     let one_group = Value::str(&format!("{}]}}", &meta[..meta.find(r#",{"group_index":1"#).unwrap()]));
+    // The metadata with the integer field `k` set to 0.
+    let zeroed = |k: &str| {
+        let key = format!("{k:?}:");
+        let at = meta.find(&key).unwrap_or_else(|| panic!("{key} in {meta}")) + key.len();
+        let end = at + meta[at..].find(|c: char| !c.is_ascii_digit()).unwrap();
+        Value::str(&format!("{}0{}", &meta[..at], &meta[end..]))
+    };
     let mut wrong = Vec::new();
     let cases = [
         (
@@ -95,6 +102,8 @@ fn metadata_that_does_not_describe_this_cache() {
             "the checkpoint needs 7 pages; its source cache or this one (5 pages) has fewer",
         ),
         (one_group, "expected 2 page groups, the metadata has 1"),
+        (zeroed("reserved_num_seqs"), r#"checkpoint metadata field "reserved_num_seqs" must be positive"#),
+        (zeroed("prefill_chunk_size"), r#"checkpoint metadata field "prefill_chunk_size" must be positive"#),
         (
             changed(r#""num_logical_pages":0,"dtype":"float32""#, r#""num_logical_pages":0,"dtype":"float16""#),
             "page group 0: dtype does not match float32",
