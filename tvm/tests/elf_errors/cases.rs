@@ -364,6 +364,12 @@ pub(crate) const CASES: &[Case] = &[
         &["dynamic symbol 5 (__gmon_start__): imported, but the symbol table imports no such name"],
     ),
     case(
+        "a symbol in a section past the section table",
+        Lib::Mlp,
+        |b| vec![(dynsym(b, "__tvm_ffi_add") + 6, le16(0x0fff))],
+        &["dynamic symbol 9 (__tvm_ffi_add): section index 4095 does not exist"],
+    ),
+    case(
         "a common symbol",
         Lib::Mlp,
         |b| vec![(dynsym(b, "__tvm_ffi_add") + 6, le16(0xfff2))],
