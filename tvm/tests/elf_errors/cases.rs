@@ -517,6 +517,12 @@ pub(crate) const CASES: &[Case] = &[
         |b| vec![(section(b, ".gnu.version_d").offset, le16(2))],
         &["DT_VERDEF entry at", ": version 2, index 1,", "names: expected version 1, an index below 0x8000, at least one name"],
     ),
+    case(
+        "a version definition whose hash is not its name's",
+        Lib::C,
+        |b| vec![(section(b, ".gnu.version_d").offset + 8, le32(0))],
+        &["DT_VERDEF entry at", ": hash 0x0, but its name", "hashes to 0x"],
+    ),
     // The program blob must not overlap what the loader reads (the loaded copy zeroes it).
     case(
         "the program blob over the dynamic strings",
