@@ -259,8 +259,15 @@ impl PyExecBuilder {
     }
 
     /// An immediate (inline 64-bit integer).
-    fn imm(&self, value: i64) -> PyArg {
-        PyArg::new(Arg::Imm(value))
+    fn imm(&self, value: &Bound<'_, PyAny>) -> PyResult<PyArg> {
+        let v = value.extract::<i64>().map_err(|e| {
+            if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(value.py()) {
+                int_out_of_range(value, "ExecBuilder.imm")
+            } else {
+                e
+            }
+        })?;
+        Ok(PyArg::new(Arg::Imm(v)))
     }
 
     /// Constant number `idx` of the constant pool.

@@ -524,13 +524,31 @@ pub fn int_out_of_range(ob: &Bound<'_, PyAny>, place: &str) -> PyErr {
 
 /// An integer for a message: its digits up to 128 bits; past that, its size in bits (the
 /// decimal text of an int past 4300 digits raises in Python, and a long one says nothing more).
+/// An `int` (or subclass) is read through `int`'s own methods, so no override of a subclass runs
+/// or changes what the message says (attack finding other/12); a numpy integer (within 64 bits,
+/// never past int64 unless unsigned) by its value as `u64`.
 fn shown_int(ob: &Bound<'_, PyAny>) -> String {
-    let bits = ob.call_method0(pyo3::intern!(ob.py(), "bit_length")).and_then(|b| b.extract::<u64>());
+    let py = ob.py();
+    if !ob.is_instance_of::<PyInt>() {
+        return ob.extract::<u64>().map_or_else(|_| "(unprintable)".to_string(), |v| v.to_string());
+    }
+    /// `int.<name>(*args)`: the method of `int` itself, whatever a subclass overrides.
+    fn unbound<'py>(py: Python<'py>, name: &str, args: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        PyInt::type_object(py).getattr(name)?.call1(PyTuple::new(py, args)?)
+    }
+    let bits = unbound(py, "bit_length", vec![ob.clone()]).and_then(|b| b.extract::<u64>());
     match bits {
         Ok(b) if b > 128 => {
-            let sign = if ob.lt(0i64).unwrap_or(false) { "negative, " } else { "" };
+            let zero = match 0i64.into_pyobject(py) {
+                Ok(z) => z.into_any(),
+                Err(never) => match never {},
+            };
+            let negative = unbound(py, "__lt__", vec![ob.clone(), zero]).and_then(|r| r.extract::<bool>());
+            let sign = if negative.unwrap_or(false) { "negative, " } else { "" };
             format!("({sign}{b} bits)")
         }
-        _ => ob.str().map_or_else(|_| "(unprintable)".to_string(), |s| s.to_string()),
+        _ => unbound(py, "__repr__", vec![ob.clone()])
+            .and_then(|r| r.extract::<String>())
+            .unwrap_or_else(|_| "(unprintable)".to_string()),
     }
 }
