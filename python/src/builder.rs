@@ -1,6 +1,6 @@
 //! `rx.ExecBuilder`: emits bytecode the way TVM's `relax.ExecBuilder` does.
 
-use crate::convert::{int_out_of_range, to_value};
+use crate::convert::{extract_i64, int_out_of_range, to_value};
 use crate::errors::build_error;
 use crate::executable::PyExecutable;
 use crate::shape::extract_shape;
@@ -260,13 +260,7 @@ impl PyExecBuilder {
 
     /// An immediate (inline 64-bit integer).
     fn imm(&self, value: &Bound<'_, PyAny>) -> PyResult<PyArg> {
-        let v = value.extract::<i64>().map_err(|e| {
-            if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(value.py()) {
-                int_out_of_range(value, "ExecBuilder.imm")
-            } else {
-                e
-            }
-        })?;
+        let v = extract_i64(value, &|| "ExecBuilder.imm".to_string())?;
         Ok(PyArg::new(Arg::Imm(v)))
     }
 

@@ -513,6 +513,18 @@ pub fn python_packed_func(f: &Bound<'_, PyAny>) -> PyResult<PackedFunc> {
     Ok(packed_from_callable(&callable_name(f), f.clone().unbind()).with_origin(origin))
 }
 
+/// `ob` as an int64 read from a Python argument, `place()` naming it when it is out of range:
+/// every int an entry point reads goes through this (or [`to_value_in`]), so all say where.
+pub fn extract_i64(ob: &Bound<'_, PyAny>, place: &dyn Fn() -> String) -> PyResult<i64> {
+    ob.extract::<i64>().map_err(|e| {
+        if e.is_instance_of::<PyOverflowError>(ob.py()) {
+            int_out_of_range(ob, &place())
+        } else {
+            e
+        }
+    })
+}
+
 /// The refusal of an integer (an `int`, a subclass, or a numpy integer) beyond int64 at
 /// `place` (empty when the caller names none): its type, its value, and the range.
 #[cold]

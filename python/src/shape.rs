@@ -1,5 +1,6 @@
 //! `rx.Shape`: a tuple of ints that the VM shares without copying.
 
+use crate::convert::extract_i64;
 use pyo3::basic::CompareOp;
 use pyo3::exceptions::{PyIndexError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -50,7 +51,8 @@ fn collect_dims<'py>(py: Python<'py>, items: impl Iterator<Item = PyResult<Bound
             py.check_signals()?;
         }
         dims.try_reserve(1).map_err(|_| PyMemoryError::new_err("out of memory reading a shape"))?;
-        dims.push(item?.extract::<i64>()?);
+        let at = dims.len();
+        dims.push(extract_i64(&item?, &|| format!("shape dimension {at}"))?);
     }
     Ok(Shape::from(dims))
 }

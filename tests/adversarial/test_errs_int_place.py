@@ -41,10 +41,11 @@ for v in (Lies(-2**400), Raises(-2**400), Lies(2**70)):
     )
 
 
-def test_other_11_the_builder_immediate_names_its_place() -> None:
-    # ExecBuilder.imm read its value with pyo3's bare conversion ("Python int too large to
-    # convert to C long"); now the message of every other int refusal. (The Shape constructor,
-    # rx.device and VirtualMachine's keyword limits are not yet closed.)
+def test_other_11_the_builder_immediate_and_a_shape_dimension_name_their_place() -> None:
+    # ExecBuilder.imm and the Shape constructor read their ints with pyo3's bare conversion
+    # ("Python int too large to convert to C long"); now both go through convert::extract_i64,
+    # with the message of every other int refusal. (rx.device and VirtualMachine's keyword
+    # limits are not yet closed.)
     out = run_attack(
         """
 import relaxvm as rx
@@ -55,10 +56,17 @@ for v in (2**64, -(2**63) - 1):
     except OverflowError as e:
         print(e)
 print(ib.imm(-(2**63)), ib.imm(2**63 - 1))
+for dims in ([1, 2**64], (3, 4, -(2**70))):
+    try:
+        rx.Shape(dims)
+    except OverflowError as e:
+        print(e)
 """
     )
     out.assert_ok(
         f"ExecBuilder.imm: int 18446744073709551616 {RANGE}\n"
         f"ExecBuilder.imm: int -9223372036854775809 {RANGE}\n"
-        "imm(-9223372036854775808) imm(9223372036854775807)"
+        "imm(-9223372036854775808) imm(9223372036854775807)\n"
+        f"shape dimension 1: int 18446744073709551616 {RANGE}\n"
+        f"shape dimension 2: int -1180591620717411303424 {RANGE}"
     )
