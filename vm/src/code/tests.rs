@@ -126,3 +126,67 @@ fn a_call_returning_its_one_register_argument_is_a_move() {
     assert_eq!(kinds, ["move", "select1", "select", "select", "select", "other"]);
     assert!(!PackedFunc::from_fn("t.f", |_| Ok(Value::Null)).returning_its_argument().returns_its_argument());
 }
+
+#[test]
+fn a_call_without_arguments_of_a_function_returning_null_is_a_register_clear() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    // Counts its calls, to show which call sites are cleared instead of called.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let null = |_: &[Value]| {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        Ok(Value::Null)
+    };
+    let mut overrides = Registry::new();
+    overrides.register(PackedFunc::from_fn("t.null", null).returning_null_without_arguments(), true).unwrap();
+    overrides.register(PackedFunc::from_fn("t.plain", null), true).unwrap();
+    let call = |func, args: Vec<Arg>, dst| Instruction::Call { func, args, dst };
+    let instrs = vec![
+        call(1, vec![], Some(1)),
+        call(1, vec![], None),
+        // Not a clear: an argument (the function is called, and reports what it finds wrong),
+        // or a function without the declaration.
+        call(1, vec![Arg::Imm(3)], Some(2)),
+        call(2, vec![], Some(2)),
+        Instruction::Ret { result: 1 },
+    ];
+    let funcs = vec![
+        FuncInfo::bytecode("main", 0, instrs.len() as u32, 1, 3),
+        FuncInfo::packed("t.null"),
+        FuncInfo::packed("t.plain"),
+    ];
+    let exe = Arc::new(Executable::from_parts(ExecutableParts { funcs, instrs, ..Default::default() }).unwrap());
+    let code = DecodedProgram::decode(&exe, &overrides).unwrap();
+    let kinds: Vec<&str> = code
+        .ops
+        .iter()
+        .map(|op| match op {
+            Op::Clear { dst: VOID } => "clear void",
+            Op::Clear { .. } => "clear",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["clear", "clear void", "other", "other", "other"]);
+
+    // Plain: register 1 held the argument and is cleared; only the two other sites call.
+    let mut vm = crate::VirtualMachine::with_overrides(Arc::clone(&exe), &overrides).unwrap();
+    let before = CALLS.load(Ordering::Relaxed);
+    assert!(matches!(vm.invoke("main", &[Value::Int(5)]).unwrap(), Value::Null));
+    assert_eq!(CALLS.load(Ordering::Relaxed) - before, 2);
+    // Instrumented: the hook sees every call, the cleared ones too, each returning null.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    vm.set_instrument(Some(Box::new(move |c| {
+        if !c.before {
+            log.lock().unwrap().push(format!("{} {} -> {:?}", c.pc, c.name, c.ret.map(|v| v.to_string())));
+        }
+        Ok(crate::InstrumentAction::Continue)
+    })));
+    assert!(matches!(vm.invoke("main", &[Value::Int(5)]).unwrap(), Value::Null));
+    let null = Some("None".to_string());
+    let expected: Vec<String> = [(0, "t.null"), (1, "t.null"), (2, "t.null"), (3, "t.plain")]
+        .iter()
+        .map(|(pc, name)| format!("{pc} {name} -> {null:?}"))
+        .collect();
+    assert_eq!(*seen.lock().unwrap(), expected);
+}
