@@ -29,7 +29,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.reshape", reshape),
     builtin!("vm.builtin.copy", identity identity).constant_time(),
     builtin!("vm.builtin.move", identity identity).constant_time(),
-    builtin!("vm.builtin.null_value", null null_value).constant_time(),
+    builtin!("vm.builtin.null_value", null_value).constant_time(),
     builtin!("vm.builtin.ensure_zero_offset", ensure_zero_offset),
     builtin!("vm.builtin.to_device", to_device),
 ];

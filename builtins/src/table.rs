@@ -111,14 +111,6 @@ macro_rules! builtin {
             specialize: None,
         }
     };
-    ($name:literal, null $f:path) => {
-        $crate::table::Builtin {
-            name: $name,
-            make: |n| relaxvm::PackedFunc::from_fn(n, move |args| $f(n, args)).returning_null_without_arguments(),
-            cost: relaxvm::Cost::Unbounded,
-            specialize: None,
-        }
-    };
     ($name:literal, binary $f:path) => {
         $crate::table::Builtin {
             name: $name,

@@ -195,21 +195,6 @@ impl PackedFunc {
         self.hints.identity
     }
 
-    /// The same function, declared to return null and do nothing else when called with no
-    /// arguments (TVM's `vm.builtin.null_value`): the interpreter then runs such a call as a
-    /// clear of its destination register, without calling it. Called with arguments, it is
-    /// called as any function (and reports what it finds wrong).
-    pub fn returning_null_without_arguments(mut self) -> Self {
-        self.hints.null_without_arguments = true;
-        self
-    }
-
-    /// What [`returning_null_without_arguments`](Self::returning_null_without_arguments)
-    /// declared.
-    pub fn returns_null_without_arguments(&self) -> bool {
-        self.hints.null_without_arguments
-    }
-
     /// A packed function of exactly two arguments given as a plain function; calls with two
     /// operands skip argument-list construction in the interpreter.
     pub fn binary(name: &str, f: BinaryFn) -> Self {

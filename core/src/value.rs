@@ -147,9 +147,6 @@ pub struct CallHints {
     /// Called with one argument, the function returns it itself
     /// ([`PackedFunc::returning_its_argument`]): a call on one register is a register move.
     pub(crate) identity: bool,
-    /// Called with no arguments, the function returns null and does nothing else
-    /// ([`PackedFunc::returning_null_without_arguments`]): such a call is a register clear.
-    pub(crate) null_without_arguments: bool,
     /// The operation a [`BinaryFn`] computes on two ints, which the interpreter runs inline.
     pub(crate) int_op: Option<crate::int_op::IntOp>,
     pub(crate) specializer: Option<Arc<Specializer>>,

@@ -137,12 +137,6 @@ pub(crate) enum Op {
         a: Reg,
         dst: u32,
     },
-    /// A call with no arguments of a function that then returns null and does nothing else
-    /// ([`PackedFunc::returning_null_without_arguments`], `vm.builtin.null_value`): a clear of
-    /// `dst` (nothing for [`VOID`]). Instrumented runs show it as the call it is.
-    Clear {
-        dst: u32,
-    },
     /// A call of a bytecode function of this executable.
     CallBytecode {
         func: u32,
@@ -332,7 +326,6 @@ impl DecodedProgram {
                 let mut passed = srcs.len();
                 let op = match packed {
                     None => Op::CallBytecode { func, args: start, nargs, dst },
-                    Some(p) if srcs.is_empty() && p.returns_null_without_arguments() => Op::Clear { dst },
                     Some(p) => match (p.as_binary(), p.as_int_op(), p.as_select(), &srcs[..]) {
                         (Some(f), Some(op), _, &[a, b]) if dst != VOID => Op::IntBinary { op, f, a, b, dst },
                         (Some(f), _, _, &[a, b]) => Op::CallBinary { f, a, b, dst },
@@ -565,7 +558,7 @@ impl DecodedProgram {
             }
             Op::IntAddJumpImm { a, imm, .. } => [reg(a.0), Value::Int(imm)].into_iter().collect(),
             Op::CallSelect1 { a, .. } | Op::Move { a, .. } => [reg(a.0)].into_iter().collect(),
-            Op::Clear { .. } | Op::Ret { .. } | Op::Goto { .. } | Op::If { .. } => smallvec::SmallVec::new(),
+            Op::Ret { .. } | Op::Goto { .. } | Op::If { .. } => smallvec::SmallVec::new(),
         }
     }
 }

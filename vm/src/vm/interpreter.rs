@@ -226,15 +226,6 @@ impl VirtualMachine {
                         }
                         ip = ip.add(1);
                     }
-                    Op::Clear { dst } => {
-                        // The hook sees the call, which returns null.
-                        let hooked = hook_before!();
-                        hook_after!(hooked, Ok(Value::Null))?;
-                        if dst != VOID {
-                            set_reg(fp.get_mut(dst), Value::Null);
-                        }
-                        ip = ip.add(1);
-                    }
                     Op::CallSelect { func, args, nargs, dst, patches, npatches } => {
                         prefetch_ahead(ip);
                         let hooked = hook_before!();
