@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Benchmarks: the Rust criterion suite, then the Python suite side by side with Apache TVM.
-# Usage: scripts/bench.sh [--quick] [--no-rust] [--no-peer]
+# Usage: scripts/bench.sh [--quick] [--no-rust] [--no-peer] [--update-readme] [--only REGEX] [--clock thread]
+# `--update-readme` writes the README's table, which comes from the Python suite alone: the Rust
+# suite is then skipped (`scripts/bench.sh --quick --update-readme` regenerates the table with
+# two rounds per row and the short programs).
 # The peer lives in its own environment (.venv-bench) so the test environment stays lean; the
 # relaxvm package built into .venv (in place, by maturin develop) is put on its path.
 set -euo pipefail
@@ -10,6 +13,7 @@ for a in "$@"; do
   case "$a" in
     --no-rust) rust=0 ;;
     --no-peer) peer=0 ;;
+    --update-readme) rust=0 pyargs+=("$a") ;;
     *) pyargs+=("$a") ;;
   esac
 done

@@ -1,0 +1,49 @@
+//! Instruction-count probe for the interpreter rows of the bench (scripts/bench_programs.py): the
+//! shape-heap triple program (1000 triples), or with `copy` 1000 calls of `vm.builtin.copy`,
+//! invoked REPS times, plainly or (with a third argument) under `VirtualMachine::profile`.
+//!
+//! Per-unit counts are the difference of two runs, which cancels the setup:
+//! `valgrind --tool=callgrind target/release/examples/instr_count 20` and the same with 220,
+//! then (Ir of the second - Ir of the first) / 200,000.
+use relaxvm::{Arg, Executable, Tensor, Value, VirtualMachine};
+use relaxvm_builder::ExecBuilder;
+use std::hint::black_box;
+use std::sync::Arc;
+
+fn main() {
+    use Arg::*;
+    let reps: usize = std::env::args().nth(1).map(|s| s.parse().unwrap()).unwrap_or(100);
+    let which = std::env::args().nth(2).unwrap_or_else(|| "shape".into());
+    relaxvm_builtins::ensure_registered();
+    let mut ib = ExecBuilder::new();
+    let ctx = ib.convert_constant(Value::str("bench")).unwrap();
+    ib.function("main", 1, None).unwrap();
+    if which == "shape" {
+        ib.emit_call("vm.builtin.alloc_shape_heap", &[Imm(2)], Some(1)).unwrap();
+        for _ in 0..1000 {
+            ib.emit_call("vm.builtin.shape_of", &[Reg(0)], Some(2)).unwrap();
+            let store = [Reg(2), Reg(1), Imm(2), Imm(1), Imm(0), Imm(1), Imm(1), Const(ctx)];
+            ib.emit_call("vm.builtin.match_shape", &store, None).unwrap();
+            ib.emit_call("vm.builtin.make_shape", &[Reg(1), Imm(2), Imm(1), Imm(0), Imm(1), Imm(1)], Some(3)).unwrap();
+        }
+        ib.emit_ret(3).unwrap();
+    } else {
+        for _ in 0..1000 {
+            ib.emit_call("vm.builtin.copy", &[Reg(0)], Some(1)).unwrap();
+        }
+        ib.emit_ret(1).unwrap();
+    }
+    ib.end_function().unwrap();
+    let exe: Executable = ib.get().unwrap().executable;
+    let mut vm = VirtualMachine::new(Arc::new(exe)).unwrap();
+    let x = [Value::Tensor(Tensor::zeros([32, 16], relaxvm::DataType::F32, Default::default()).unwrap())];
+    let profile = std::env::args().nth(3).is_some();
+    vm.set_profiling_enabled(profile);
+    for _ in 0..reps {
+        if profile {
+            black_box(vm.profile("main", black_box(&x)).unwrap());
+        } else {
+            black_box(vm.invoke("main", black_box(&x)).unwrap());
+        }
+    }
+}
