@@ -51,6 +51,50 @@ pub struct Frame {
     pub sites: super::sites::Running,
 }
 
+/// What a run's frame allocates, kept by its VM for its next run (`super::Lists`): the register
+/// list, the cells (emptied, under a new stamp: see `super::cells`), the staged copies' list and
+/// the resolved handles' list (emptied: nothing a run resolved outlives it, attack perf/02).
+pub struct Parts {
+    /// The register list's memory.
+    pub regs: Vec<TVMFFIAny>,
+    /// The cells, none live.
+    pub owned: Cells,
+    /// The staged copies' list's memory.
+    pub staged: Vec<Staged>,
+    /// The resolved handles' list's memory.
+    pub resolved: Vec<Option<Resolved>>,
+}
+
+/// The most registers whose list a VM keeps between runs (a larger one is freed with its run).
+const MAX_KEPT_REGISTERS: usize = 1 << 16;
+
+impl Parts {
+    /// Parts for a run of their own.
+    pub fn new() -> Self {
+        Parts { regs: Vec::new(), owned: Cells::for_run(), staged: Vec::new(), resolved: Vec::new() }
+    }
+
+    /// The parts of finished frame `frame`, emptied for another run: drops every value the run
+    /// left (destructors run: not inside the kernel-call guard, nor under a lock).
+    pub fn recycled(frame: Frame) -> Self {
+        let Frame { mut regs, mut owned, mut staged, mut resolved, .. } = frame;
+        regs.clear();
+        if regs.capacity() > MAX_KEPT_REGISTERS {
+            regs = Vec::new();
+        }
+        owned.recycle();
+        staged.clear();
+        resolved.clear();
+        Parts { regs, owned, staged, resolved }
+    }
+}
+
+impl Default for Parts {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// A function handle's packed function as the VM calls it, looked up at registry generation
 /// `generation`: the lookup stands while the registry is unchanged (a re-registered name takes
 /// effect at the next call, as without the cache).
@@ -98,12 +142,8 @@ impl Frame {
         what: &dyn Fn() -> String,
     ) -> Result<Value> {
         if cells::is_object(a) {
-            let address = a.payload as usize;
-            let found = self.owned.get(address).or_else(|| self.consts.cells.get(address));
-            return found
-                .or_else(|| self.funcs.cells.get(address))
-                .cloned()
-                .ok_or_else(|| cells::unknown_object(a, &what()));
+            let found = self.owned.get(a).or_else(|| self.consts.cells.get(a));
+            return found.or_else(|| self.funcs.cells.get(a)).cloned().ok_or_else(|| cells::unknown_object(a, &what()));
         }
         if a.type_index == type_index::OPAQUE_PTR {
             return if a.as_ptr().cast_const() == self.ctx_ptr() {
@@ -120,7 +160,7 @@ impl Frame {
     /// (its value is dropped later, see [`Cells::drop_released`]).
     fn release(&mut self, old: TVMFFIAny) {
         if cells::is_object(&old) {
-            self.owned.unhold(old.payload as usize);
+            self.owned.unhold(&old);
         }
     }
 }
@@ -319,7 +359,7 @@ pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
         let slot = unsafe { args.add(offset) };
         // SAFETY: as above.
         let new = unsafe { slot.read() };
-        if cells::is_object(&new) && !frame.owned.contains(new.payload as usize) {
+        if cells::is_object(&new) && !frame.owned.contains(&new) {
             return Err(cells::unknown_object(&new, what));
         }
         if !cells::storable(&new) {
@@ -333,7 +373,7 @@ pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
         let old = std::mem::replace(&mut regs[i], new);
         if old.payload != new.payload || old.type_index != new.type_index {
             if cells::is_object(&new) {
-                frame.owned.hold(new.payload as usize);
+                frame.owned.hold(&new);
             }
             frame.release(old);
         }
