@@ -10,8 +10,8 @@ the specialised shape steps (builtins/src/shape_heap/site.rs), the batched and t
 paged KV cache's bookkeeping (builtins/src/paged_kv_cache/); stop 40's pooled allocation
 (builtins/src/site_alloc.rs, core/src/tensor/pooled.rs), the sliding window's first row
 (builtins/src/paged_kv_cache/sliding_mask.rs), observed calls (vm/src/vm/mod.rs), compiled mode's
-handle cache and cell stamps (tvm/src/vmtir) and the rules of scripts/error-coverage.py (whose
-tests run under pytest).
+handle cache and cell stamps (tvm/src/vmtir, core/src/registry.rs's located lookups) and the
+rules of scripts/error-coverage.py (whose tests run under pytest).
 """
 
 import json
@@ -247,10 +247,17 @@ MUTANTS = [
     ),
     (
         "tvm/src/vmtir/cells.rs",
-        ".map(|c| &**c).filter(|c| c.stamp == a.small_str_len)",
-        ".map(|c| &**c)",
+        "        self.stamp == a.small_str_len\n",
+        "        true\n",
         "compiled mode: a cell is found by its address alone, whatever run's stamp the value carries",
         ["-p", "relaxvm-tvm", "--lib", "vmtir"],
+    ),
+    (
+        "core/src/registry.rs",
+        "    if generation() != at.generation {\n        return None;",
+        "    if false {\n        return None;",
+        "registry: a located function is found at its old position after the registry changed",
+        ["-p", "relaxvm-core", "--lib", "registry"],
     ),
     (
         "scripts/error-coverage.py",

@@ -58,6 +58,12 @@ unsafe impl Send for Cell {}
 unsafe impl Sync for Cell {}
 
 impl Cell {
+    /// Whether object value `a` (which points to this cell) carries the stamp the cell was made
+    /// under (see the module's note).
+    fn made_for(&self, a: &TVMFFIAny) -> bool {
+        self.stamp == a.small_str_len
+    }
+
     fn new(value: Value, stamp: u32) -> Cell {
         let type_index = match &value {
             Value::Tensor(_) => object_index::TENSOR,
@@ -199,7 +205,7 @@ impl Cells {
 
     /// The cell object value `a` points to, if it is one of these, made under the stamp `a` carries.
     fn find(&self, a: &TVMFFIAny) -> Option<&Cell> {
-        self.by_address.get(&(a.payload as usize)).map(|c| &**c).filter(|c| c.stamp == a.small_str_len)
+        self.by_address.get(&(a.payload as usize)).map(|c| &**c).filter(|c| c.made_for(a))
     }
 
     /// The value of the cell object value `a` points to, if it is one of these (see [`Cells::find`]).
@@ -207,15 +213,10 @@ impl Cells {
         self.find(a).map(|c| &c.value)
     }
 
-    /// Whether object value `a` points to one of these cells (see [`Cells::find`]).
-    pub fn contains(&self, a: &TVMFFIAny) -> bool {
-        self.find(a).is_some()
-    }
-
     /// Counts one more register holding the cell `a` points to; false when it is not one of these.
     pub fn hold(&mut self, a: &TVMFFIAny) -> bool {
         match self.by_address.get_mut(&(a.payload as usize)) {
-            Some(c) if c.stamp == a.small_str_len => {
+            Some(c) if c.made_for(a) => {
                 c.holders += 1;
                 true
             }
@@ -229,7 +230,7 @@ impl Cells {
     pub fn unhold(&mut self, a: &TVMFFIAny) {
         let address = a.payload as usize;
         if let Some(c) = self.by_address.get_mut(&address) {
-            if c.stamp != a.small_str_len {
+            if !c.made_for(a) {
                 return;
             }
             c.holders = c.holders.saturating_sub(1);

@@ -207,6 +207,7 @@ fn invoke(
         staged: parts.staged,
         error: None,
         resolved: parts.resolved,
+        located: parts.located,
         sites: std::mem::take(sites),
     };
     let ctx_ptr = frame.ctx_ptr();

@@ -548,4 +548,8 @@ fn an_object_kept_from_an_earlier_run_is_refused_even_where_its_cell_lives_again
     // again (for its input or its copy), with the first run's stamp.
     let live = second.iter().find(|a| a.payload == stale.payload).expect("the second run reuses the cell");
     assert_ne!(live.small_str_len, stale.small_str_len);
+    drop(kept);
+    // Another VM's run refuses it too.
+    let e = vm_with(kept_handle_fn).invoke("f", &[tensor()]).unwrap_err().to_string();
+    assert!(e.contains("did not hand to this function in this run"), "{e}");
 }
