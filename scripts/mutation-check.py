@@ -9,8 +9,9 @@ the specialised shape steps (builtins/src/shape_heap/site.rs), the batched and t
 (builtins/src/tensor_ops/tiled.rs), the trace comparison (tools/src/trace/compare.rs) and the
 paged KV cache's bookkeeping (builtins/src/paged_kv_cache/); stop 40's pooled allocation
 (builtins/src/site_alloc.rs, core/src/tensor/pooled.rs), the sliding window's first row
-(builtins/src/paged_kv_cache/sliding_mask.rs), observed calls (vm/src/vm/mod.rs) and the rules of
-scripts/error-coverage.py (whose tests run under pytest).
+(builtins/src/paged_kv_cache/sliding_mask.rs), observed calls (vm/src/vm/mod.rs), compiled mode's
+handle cache and cell stamps (tvm/src/vmtir, core/src/registry.rs's located lookups) and the
+rules of scripts/error-coverage.py (whose tests run under pytest).
 """
 
 import json
@@ -235,6 +236,28 @@ MUTANTS = [
         "Result<Value> {\n        self.call_closure(f, args)\n    }\n\n    fn program_lists",
         "observed calls: a builtin's observed call is not seen by the profiler and the instrument",
         ["-p", "relaxvm", "--test", "builtin_calls"],
+    ),
+    # Compiled mode's handle cache and its recycled cells (tvm/src/vmtir).
+    (
+        "tvm/src/vmtir/frame.rs",
+        "            if r.generation == generation {",
+        "            if r.generation <= generation {",
+        "compiled mode: a handle resolved before the registry changed is used after the change",
+        ["-p", "relaxvm-tvm", "--lib", "vmtir"],
+    ),
+    (
+        "tvm/src/vmtir/cells.rs",
+        "        self.stamp == a.small_str_len\n",
+        "        true\n",
+        "compiled mode: a cell is found by its address alone, whatever run's stamp the value carries",
+        ["-p", "relaxvm-tvm", "--lib", "vmtir"],
+    ),
+    (
+        "core/src/registry.rs",
+        "    if generation() != at.generation {\n        return None;",
+        "    if false {\n        return None;",
+        "registry: a located function is found at its old position after the registry changed",
+        ["-p", "relaxvm-core", "--lib", "registry"],
     ),
     (
         "scripts/error-coverage.py",

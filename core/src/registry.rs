@@ -137,9 +137,56 @@ pub fn get_global(name: &str) -> Result<PackedFunc> {
     global().get(name).cloned().ok_or_else(|| Error::from(ErrorKind::UnknownFunction(name.to_string())))
 }
 
+/// Where [`get_global_located`] found a function: its position in the process-wide registry,
+/// valid while the registry's [`generation`] is the one recorded with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Location {
+    generation: u64,
+    index: usize,
+}
+
+/// [`get_global`], with where the function is, for [`get_global_at`]: a caller that calls one
+/// name again and again finds it there without hashing the name while the registry is unchanged
+/// (and keeps no reference to the function between calls).
+pub fn get_global_located(name: &str) -> Result<(PackedFunc, Location)> {
+    let registry = global();
+    // Read under the read lock: writers count while they hold the write lock, so the
+    // generation is the one of the registry this lookup reads.
+    let generation = generation();
+    match registry.funcs.get_full(name) {
+        Some((index, _, f)) => Ok((f.clone(), Location { generation, index })),
+        None => Err(Error::from(ErrorKind::UnknownFunction(name.to_string()))),
+    }
+}
+
+/// The function registered under `name` at `at`, when the registry is still the one
+/// [`get_global_located`] found it in (`None` once it may have changed: look it up again).
+pub fn get_global_at(at: Location, name: &str) -> Option<PackedFunc> {
+    let registry = global();
+    if generation() != at.generation {
+        return None;
+    }
+    registry.funcs.get_index(at.index).filter(|(n, _)| n.as_str() == name).map(|(_, f)| f.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_located_function_is_found_again_until_the_registry_changes() {
+        register_global(PackedFunc::typed("t.located.a", |a: i64| a), true).unwrap();
+        let (f, at) = get_global_located("t.located.a").unwrap();
+        match get_global_at(at, "t.located.a") {
+            // Another test's write in between makes the location stale: never another function.
+            Some(again) => assert!(again.ptr_eq(&f)),
+            None => assert_ne!(generation(), at.generation),
+        }
+        assert!(get_global_at(at, "t.located.other").is_none(), "the name is checked");
+        register_global(PackedFunc::typed("t.located.a", |a: i64| a + 1), true).unwrap();
+        assert!(get_global_at(at, "t.located.a").is_none(), "a write makes it stale");
+        assert!(get_global_located("t.located.missing").is_err());
+    }
 
     /// Registers another function when dropped, as a Python `__del__` or a C `free_user_data`
     /// may (capi/01).

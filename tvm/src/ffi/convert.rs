@@ -228,7 +228,20 @@ impl CallbackArgs {
     /// # Safety
     /// The memory of every DLTensor given to [`CallbackArgs::value`] is still live and
     /// writable where the function changed it (the kernel's, while its call lasts).
+    #[inline]
     pub unsafe fn write_back(self) {
+        // Most calls pass no DLTensor: nothing to write back, and no call.
+        if !self.copies.is_empty() {
+            // SAFETY: the caller's contract.
+            unsafe { self.write_back_copies() }
+        }
+    }
+
+    /// [`CallbackArgs::write_back`] of a non-empty list.
+    ///
+    /// # Safety
+    /// As [`CallbackArgs::write_back`].
+    unsafe fn write_back_copies(self) {
         for c in self.copies {
             let item = c.layout.dtype.itemsize();
             // The function has returned, but a thread it started may still write the copy:

@@ -8,6 +8,13 @@
 //! their addresses, and an address is turned back into a value only when it is found among the
 //! cells of the running function, so a stale or forged pointer is an error, never a read of
 //! freed memory.
+//!
+//! A VM keeps a finished run's cells for its next run ([`Cells::recycle`]): their addresses
+//! come back. So every object a run hands out is tagged with the run's stamp (in the
+//! `small_str_len` word of its tvm-ffi value, zero for objects in tvm-ffi and copied with the
+//! value by native code, which never builds object values itself), and a cell is found only
+//! under the stamp it was made with: an address kept from a finished run, or from another
+//! VM's run, is refused even when its cell lives again.
 
 use crate::ffi::abi::{type_index, DLTensor, TVMFFIAny, TVMFFIObject};
 use crate::ffi::convert;
@@ -39,6 +46,8 @@ pub struct Cell {
     /// How many registers of the running function hold the cell (relaxvm's count, which native
     /// code never sees: it does not count references in the header).
     holders: u32,
+    /// The stamp of the run that made it (see the module's note).
+    stamp: u32,
 }
 
 // SAFETY: the raw pointers in `header` (null) and `dl` (into the tensor `value` owns) are
@@ -49,7 +58,13 @@ unsafe impl Send for Cell {}
 unsafe impl Sync for Cell {}
 
 impl Cell {
-    fn new(value: Value) -> Cell {
+    /// Whether object value `a` (which points to this cell) carries the stamp the cell was made
+    /// under (see the module's note).
+    fn made_for(&self, a: &TVMFFIAny) -> bool {
+        self.stamp == a.small_str_len
+    }
+
+    fn new(value: Value, stamp: u32) -> Cell {
         let type_index = match &value {
             Value::Tensor(_) => object_index::TENSOR,
             Value::Shape(_) => object_index::SHAPE,
@@ -72,7 +87,7 @@ impl Cell {
             },
         };
         let header = TVMFFIObject { combined_ref_count: 1, type_index, padding: 0, deleter: std::ptr::null() };
-        Cell { header, dl, value, holders: 0 }
+        Cell { header, dl, value, holders: 0, stamp }
     }
 }
 
@@ -91,7 +106,18 @@ pub struct Cells {
     released: Vec<Box<Cell>>,
     /// Emptied cells, reused for the next values (no allocation per result).
     spare: Vec<Box<Cell>>,
+    /// The stamp of the cells made now (see the module's note; 0 for a VM's constant and
+    /// function lists, which are never recycled).
+    stamp: u32,
 }
+
+/// The stamps of runs: each run's cells get a new one. (After 2^32 runs a stamp comes back; an
+/// address kept that long could then be taken for a live cell of the same address, whose value
+/// is then read: a wrong value, never freed memory.)
+static NEXT_STAMP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+/// The most emptied cells a VM keeps between runs (what a larger run made beyond them is freed).
+const MAX_SPARE: usize = 1 << 12;
 
 /// A tensor passed to native code as an aligned, compact copy (see [`Cells::hand_out`]).
 pub struct Staged {
@@ -126,14 +152,35 @@ impl Cells {
         Ok(self.insert(v))
     }
 
-    /// No cells yet, with room for `n` before the table grows.
-    pub fn with_capacity(n: usize) -> Self {
-        Cells { by_address: HashMap::with_capacity_and_hasher(n, Default::default()), ..Default::default() }
+    /// No cells yet, for a new run (with a stamp of its own).
+    pub fn for_run() -> Self {
+        Cells { stamp: NEXT_STAMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed), ..Default::default() }
+    }
+
+    /// Empties these cells for another run, keeping their memory (up to [`MAX_SPARE`] cells)
+    /// and taking a new stamp: no address handed out so far is found any more. Drops the
+    /// values: not inside the kernel-call guard.
+    pub fn recycle(&mut self) {
+        self.drop_released();
+        for (_, mut c) in self.by_address.drain() {
+            c.value = Value::Null;
+            if self.spare.len() < MAX_SPARE {
+                self.spare.push(c);
+            }
+        }
+        self.stamp = NEXT_STAMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Drops the values of the cells no register holds any more (see `released`); their
     /// memory is reused for later cells. Runs destructors: not inside the kernel-call guard.
+    #[inline]
     pub fn drop_released(&mut self) {
+        if !self.released.is_empty() {
+            self.drop_released_now();
+        }
+    }
+
+    fn drop_released_now(&mut self) {
         for mut c in self.released.drain(..) {
             c.value = Value::Null;
             self.spare.push(c);
@@ -144,43 +191,48 @@ impl Cells {
         let cell = match self.spare.pop() {
             Some(mut spare) => {
                 // Its value is None (`drop_released`): overwriting it runs no destructor.
-                *spare = Cell::new(v);
+                *spare = Cell::new(v, self.stamp);
                 spare
             }
-            None => Box::new(Cell::new(v)),
+            None => Box::new(Cell::new(v, self.stamp)),
         };
         let address = &*cell as *const Cell as usize;
-        let any = TVMFFIAny::ptr(cell.header.type_index, (&*cell as *const Cell).cast());
+        let mut any = TVMFFIAny::ptr(cell.header.type_index, (&*cell as *const Cell).cast());
+        any.small_str_len = self.stamp;
         self.by_address.insert(address, cell);
         any
     }
 
-    /// The value of the cell at `address`, if it is one of these.
-    pub fn get(&self, address: usize) -> Option<&Value> {
-        self.by_address.get(&address).map(|c| &c.value)
+    /// The cell object value `a` points to, if it is one of these, made under the stamp `a` carries.
+    fn find(&self, a: &TVMFFIAny) -> Option<&Cell> {
+        self.by_address.get(&(a.payload as usize)).map(|c| &**c).filter(|c| c.made_for(a))
     }
 
-    /// Whether `address` is one of these cells.
-    pub fn contains(&self, address: usize) -> bool {
-        self.by_address.contains_key(&address)
+    /// The value of the cell object value `a` points to, if it is one of these (see [`Cells::find`]).
+    pub fn get(&self, a: &TVMFFIAny) -> Option<&Value> {
+        self.find(a).map(|c| &c.value)
     }
 
-    /// Counts one more register holding the cell at `address`; false when it is not one of these.
-    pub fn hold(&mut self, address: usize) -> bool {
-        match self.by_address.get_mut(&address) {
-            Some(c) => {
+    /// Counts one more register holding the cell `a` points to; false when it is not one of these.
+    pub fn hold(&mut self, a: &TVMFFIAny) -> bool {
+        match self.by_address.get_mut(&(a.payload as usize)) {
+            Some(c) if c.made_for(a) => {
                 c.holders += 1;
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
-    /// Counts one register fewer holding the cell at `address`, releasing the cell when none
+    /// Counts one register fewer holding the cell `a` points to, releasing the cell when none
     /// holds it any more (nothing when it is not one of these): its address is then refused,
     /// and its value dropped by the next [`Cells::drop_released`] (no destructor runs here).
-    pub fn unhold(&mut self, address: usize) {
+    pub fn unhold(&mut self, a: &TVMFFIAny) {
+        let address = a.payload as usize;
         if let Some(c) = self.by_address.get_mut(&address) {
+            if !c.made_for(a) {
+                return;
+            }
             c.holders = c.holders.saturating_sub(1);
             if c.holders == 0 {
                 if let Some(cell) = self.by_address.remove(&address) {
@@ -199,7 +251,7 @@ pub fn is_object(a: &TVMFFIAny) -> bool {
 /// The error for an object address that no list of the running function holds.
 pub fn unknown_object(a: &TVMFFIAny, what: &str) -> Error {
     Error::value(format!(
-        "{what}: an object (type index {}) at {:#x} that relaxvm did not hand to this function, or that it has released",
+        "{what}: an object (type index {}) at {:#x} that relaxvm did not hand to this function in this run, or that it has released",
         a.type_index, a.payload
     ))
 }

@@ -49,6 +49,62 @@ pub struct Frame {
     pub resolved: Vec<Option<Resolved>>,
     /// The caches of the function's call sites for this run (see `super::sites`).
     pub sites: super::sites::Running,
+    /// Where in the registry each function handle's name was found, by the handle's `index`:
+    /// kept from run to run (it holds no function), so that a handle resolves without hashing
+    /// its name while the registry is unchanged.
+    pub located: Vec<Option<relaxvm::registry::Location>>,
+}
+
+/// What a run's frame allocates, kept by its VM for its next run (`super::Lists`): the register
+/// list, the cells (emptied, under a new stamp: see `super::cells`), the staged copies' list and
+/// the resolved handles' list (emptied: nothing a run resolved outlives it, attack perf/02).
+pub struct Parts {
+    /// The register list's memory.
+    pub regs: Vec<TVMFFIAny>,
+    /// The cells, none live.
+    pub owned: Cells,
+    /// The staged copies' list's memory.
+    pub staged: Vec<Staged>,
+    /// The resolved handles' list's memory.
+    pub resolved: Vec<Option<Resolved>>,
+    /// Where the handles' names were found (see [`Frame::located`]).
+    pub located: Vec<Option<relaxvm::registry::Location>>,
+}
+
+/// The most registers whose list a VM keeps between runs (a larger one is freed with its run).
+const MAX_KEPT_REGISTERS: usize = 1 << 16;
+
+impl Parts {
+    /// Parts for a run of their own.
+    pub fn new() -> Self {
+        Parts {
+            regs: Vec::new(),
+            owned: Cells::for_run(),
+            staged: Vec::new(),
+            resolved: Vec::new(),
+            located: Vec::new(),
+        }
+    }
+
+    /// The parts of finished frame `frame`, emptied for another run: drops every value the run
+    /// left (destructors run: not inside the kernel-call guard, nor under a lock).
+    pub fn recycled(frame: Frame) -> Self {
+        let Frame { mut regs, mut owned, mut staged, mut resolved, located, .. } = frame;
+        regs.clear();
+        if regs.capacity() > MAX_KEPT_REGISTERS {
+            regs = Vec::new();
+        }
+        owned.recycle();
+        staged.clear();
+        resolved.clear();
+        Parts { regs, owned, staged, resolved, located }
+    }
+}
+
+impl Default for Parts {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// A function handle's packed function as the VM calls it, looked up at registry generation
@@ -70,7 +126,18 @@ impl Frame {
                 return Ok(r.func.clone());
             }
         }
-        let packed = relaxvm::registry::get_global(&handle.name)?;
+        let known = self.located.get(handle.index).copied().flatten();
+        let packed = match known.and_then(|at| relaxvm::registry::get_global_at(at, &handle.name)) {
+            Some(packed) => packed,
+            None => {
+                let (packed, at) = relaxvm::registry::get_global_located(&handle.name)?;
+                if self.located.len() <= handle.index {
+                    self.located.resize(handle.index + 1, None);
+                }
+                self.located[handle.index] = Some(at);
+                packed
+            }
+        };
         let func = Value::Func(Arc::new(Closure { callable: Callable::Packed(packed), captured: Vec::new() }));
         if self.resolved.len() <= handle.index {
             self.resolved.resize(handle.index + 1, None);
@@ -98,12 +165,8 @@ impl Frame {
         what: &dyn Fn() -> String,
     ) -> Result<Value> {
         if cells::is_object(a) {
-            let address = a.payload as usize;
-            let found = self.owned.get(address).or_else(|| self.consts.cells.get(address));
-            return found
-                .or_else(|| self.funcs.cells.get(address))
-                .cloned()
-                .ok_or_else(|| cells::unknown_object(a, &what()));
+            let found = self.owned.get(a).or_else(|| self.consts.cells.get(a));
+            return found.or_else(|| self.funcs.cells.get(a)).cloned().ok_or_else(|| cells::unknown_object(a, &what()));
         }
         if a.type_index == type_index::OPAQUE_PTR {
             return if a.as_ptr().cast_const() == self.ctx_ptr() {
@@ -120,7 +183,7 @@ impl Frame {
     /// (its value is dropped later, see [`Cells::drop_released`]).
     fn release(&mut self, old: TVMFFIAny) {
         if cells::is_object(&old) {
-            self.owned.unhold(old.payload as usize);
+            self.owned.unhold(&old);
         }
     }
 }
@@ -319,24 +382,23 @@ pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
         let slot = unsafe { args.add(offset) };
         // SAFETY: as above.
         let new = unsafe { slot.read() };
-        if cells::is_object(&new) && !frame.owned.contains(new.payload as usize) {
-            return Err(cells::unknown_object(&new, what));
-        }
         if !cells::storable(&new) {
             return Err(Error::value(format!(
                 "{what}: a value of tvm-ffi type index {} cannot be kept in a register (a pointer relaxvm did not hand out)",
                 new.type_index
             )));
         }
-        let regs = registers_of(frame, list, what)?;
-        let i = checked(index, regs.len(), what)?;
-        let old = std::mem::replace(&mut regs[i], new);
-        if old.payload != new.payload || old.type_index != new.type_index {
-            if cells::is_object(&new) {
-                frame.owned.hold(new.payload as usize);
-            }
-            frame.release(old);
+        let i = {
+            let regs = registers_of(frame, list, what)?;
+            checked(index, regs.len(), what)?
+        };
+        // One lookup checks the object and counts the register holding it (before the old
+        // value is let go of: the same cell stored again keeps its count).
+        if cells::is_object(&new) && !frame.owned.hold(&new) {
+            return Err(cells::unknown_object(&new, what));
         }
+        let old = std::mem::replace(&mut frame.regs[i], new);
+        frame.release(old);
         Ok(slot)
     });
     match slot {

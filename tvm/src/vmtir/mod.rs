@@ -37,8 +37,8 @@ mod sites;
 
 use crate::ffi::abi::{type_index, SafeCall, TVMFFIAny};
 use crate::ffi::{guard, kernel, pool, raised};
-use cells::{Cells, Prepared};
-use frame::{Entered, Frame};
+use cells::Prepared;
+use frame::{Entered, Frame, Parts};
 use relaxvm::{Arg, Error, FuncInfo, Instruction, PackedFunc, Result, Value};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -100,6 +100,26 @@ struct Lists {
     consts: Arc<Prepared>,
     funcs: Arc<Prepared>,
     sites: sites::SiteCaches,
+    /// A finished run's frame parts, for the next run (a nested or concurrent run meanwhile
+    /// makes its own).
+    parts: std::sync::Mutex<Option<Parts>>,
+}
+
+impl Lists {
+    /// Frame parts for a run: the kept ones, or new ones.
+    fn take_parts(&self) -> Parts {
+        self.parts.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_default()
+    }
+
+    /// Keeps the parts of finished frame `frame` for the next run (emptied first, outside the
+    /// lock: dropping the run's values may run any code, a Python finalizer calling this VM).
+    fn keep_parts(&self, frame: Frame) {
+        let parts = Parts::recycled(frame);
+        let mut slot = self.parts.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(parts);
+        }
+    }
 }
 
 /// The lists of the VM `ctx` calls from, made on first use and kept in the VM.
@@ -116,6 +136,7 @@ fn lists_of(ctx: &mut relaxvm::CallCtx<'_>, name: &str) -> Result<Arc<Lists>> {
         consts: Arc::new(Prepared::new(consts)?),
         funcs: Arc::new(Prepared::new(funcs)?),
         sites: sites::SiteCaches::default(),
+        parts: std::sync::Mutex::new(None),
     });
     *slot = Value::Object(Arc::new(Box::new(Arc::clone(&lists))));
     Ok(lists)
@@ -166,7 +187,8 @@ fn invoke(
             inputs.len()
         )));
     }
-    let mut regs = Vec::new();
+    let parts = lists.take_parts();
+    let mut regs = parts.regs;
     regs.try_reserve_exact(registers).map_err(|_| {
         Error::alloc(
             (registers * std::mem::size_of::<TVMFFIAny>()) as u128,
@@ -178,20 +200,21 @@ fn invoke(
     let mut frame = Frame {
         name: Arc::clone(name_arc),
         regs,
-        owned: Cells::with_capacity(registers),
+        owned: parts.owned,
         consts: Arc::clone(&lists.consts),
         funcs: Arc::clone(&lists.funcs),
         ctx: ctx_raw.cast(),
-        staged: Vec::new(),
+        staged: parts.staged,
         error: None,
-        resolved: Vec::new(),
+        resolved: parts.resolved,
+        located: parts.located,
         sites: std::mem::take(sites),
     };
     let ctx_ptr = frame.ctx_ptr();
     for (i, v) in inputs.iter().enumerate() {
         let any = frame.owned.hand_out(v.clone(), ctx_ptr, &mut frame.staged)?;
         if cells::is_object(&any) {
-            frame.owned.hold(any.payload as usize);
+            frame.owned.hold(&any);
         }
         frame.regs[i] = any;
     }
@@ -225,12 +248,12 @@ fn invoke(
         }))
     };
     // Where a fault or a raised error happened, for either message.
-    let context = format!("VM TIR function {name:?}");
+    let context = || format!("VM TIR function {name:?}");
     let rc = match called {
         Ok(Ok(Ok(rc))) => rc,
         Ok(Ok(Err(fault))) => {
             raised::clear();
-            return Err(fault.error(&context));
+            return Err(fault.error(&context()));
         }
         Ok(Err(e)) => return Err(e),
         Err(_) => -1,
@@ -241,15 +264,17 @@ fn invoke(
         raised::clear();
         Err(e)
     } else if rc != 0 {
-        Err(raised::take(&context))
+        Err(raised::take(&context()))
     } else {
         let ret = frame.regs[inputs.len()];
         value_of_result(&frame, &ret, name)
     };
     *sites = std::mem::take(&mut frame.sites);
-    write_back_staged(&frame, name)?;
+    let written = write_back_staged(&frame, name);
     // A tensor passed as a copy comes back as itself, as from a bytecode function.
-    outcome.map(|v| originals(v, &frame.staged))
+    let outcome = outcome.map(|v| originals(v, &frame.staged));
+    lists.keep_parts(frame);
+    written.and(outcome)
 }
 
 /// `v` with every staged copy in it (at the top or in tuples) replaced by its original.
@@ -270,10 +295,9 @@ fn originals(v: Value, staged: &[cells::Staged]) -> Value {
 /// The function's result (register `num_args`) as a value.
 fn value_of_result(frame: &Frame, ret: &TVMFFIAny, name: &str) -> Result<Value> {
     if cells::is_object(ret) {
-        let address = ret.payload as usize;
-        let found = frame.owned.get(address).or_else(|| frame.consts.cells.get(address));
+        let found = frame.owned.get(ret).or_else(|| frame.consts.cells.get(ret));
         return found
-            .or_else(|| frame.funcs.cells.get(address))
+            .or_else(|| frame.funcs.cells.get(ret))
             .cloned()
             .ok_or_else(|| cells::unknown_object(ret, &format!("the result of VM TIR function {name:?}")));
     }

@@ -472,3 +472,84 @@ fn a_write_into_a_read_only_input_through_its_copy_is_refused() {
     vm_with(writes_input_fn).invoke("f", &[Value::Tensor(w.clone())]).unwrap();
     assert_eq!(w.storage().bytes()[0], 9);
 }
+
+/// Calls `test.vmtir.again` twice through one handle, leaving the second result in register 1.
+unsafe extern "C" fn called_twice_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    for _ in 0..2 {
+        let mut stack = [TVMFFIAny::NONE];
+        let rc = call_by_name("test.vmtir.again", &[], &mut stack[0]);
+        if rc != 0 {
+            return rc;
+        }
+        // SAFETY: the result is at offset 0.
+        let rc = unsafe { RVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 0) };
+        if rc != 0 {
+            return rc;
+        }
+    }
+    0
+}
+
+#[test]
+fn a_name_registered_again_during_a_call_takes_effect_at_its_next_call() {
+    // The frame's resolved handles are checked against the registry's generation at each call
+    // (mutant: `r.generation <= generation`, which keeps using what the handle resolved to
+    // before the registry changed): the first call re-registers the name, the second call of
+    // the same handle in the same run reaches the new function.
+    fn second() -> PackedFunc {
+        PackedFunc::from_fn("test.vmtir.again", |_| Ok(Value::Int(2)))
+    }
+    let first = PackedFunc::from_fn("test.vmtir.again", |_| {
+        relaxvm::registry::register_global(second(), true)?;
+        Ok(Value::Int(1))
+    });
+    relaxvm::registry::register_global(first, true).unwrap();
+    let mut vm = vm_with(called_twice_fn);
+    assert_eq!(vm.invoke("f", &[tensor()]).unwrap().as_int().unwrap(), 2);
+    relaxvm::registry::remove_global("test.vmtir.again");
+}
+
+/// The object values registers 0 and 1 held in each run of [`kept_handle_fn`].
+static KEPT: Mutex<Vec<[TVMFFIAny; 2]>> = Mutex::new(Vec::new());
+
+/// Copies register 0 into register 1 (a new cell), and keeps both registers' values; from the
+/// second run on, then stores register 1's value of the first run into register 1.
+unsafe extern "C" fn kept_handle_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    // SAFETY: `r` is the register list.
+    if unsafe { copy_register(r, 0, 1) } != 0 {
+        return -1;
+    }
+    let mut kept = KEPT.lock().unwrap();
+    // SAFETY: the register list has 2 values.
+    let now = unsafe { std::slice::from_raw_parts(r.cast::<TVMFFIAny>(), 2) };
+    kept.push([now[0], now[1]]);
+    let Some(&[_, stale]) = kept.first().filter(|_| kept.len() > 1) else { return 0 };
+    drop(kept);
+    let mut stack = [stale];
+    // SAFETY: one value at offset 0.
+    unsafe { RVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 0) }
+}
+
+#[test]
+fn an_object_kept_from_an_earlier_run_is_refused_even_where_its_cell_lives_again() {
+    // A VM keeps a run's cells for its next run, so their addresses come back: the stamp an
+    // object value carries tells a live cell from the same address handed out by a finished run.
+    let mut vm = vm_with(kept_handle_fn);
+    vm.invoke("f", &[tensor()]).unwrap();
+    let e = vm.invoke("f", &[tensor()]).unwrap_err().to_string();
+    assert!(e.contains("did not hand to this function in this run"), "{e}");
+    let kept = KEPT.lock().unwrap();
+    let (stale, second) = (kept[0][1], kept[1]);
+    // The refused value is exactly the first run's: the address of a cell the second run made
+    // again (for its input or its copy), with the first run's stamp.
+    let live = second.iter().find(|a| a.payload == stale.payload).expect("the second run reuses the cell");
+    assert_ne!(live.small_str_len, stale.small_str_len);
+    drop(kept);
+    // Another VM's run refuses it too.
+    let e = vm_with(kept_handle_fn).invoke("f", &[tensor()]).unwrap_err().to_string();
+    assert!(e.contains("did not hand to this function in this run"), "{e}");
+}
