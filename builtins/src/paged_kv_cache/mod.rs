@@ -19,6 +19,7 @@ mod packed;
 mod pool;
 mod sliding_mask;
 mod sliding_rows;
+mod stale_max;
 mod tree;
 
 pub use cache::PagedKvCache;
