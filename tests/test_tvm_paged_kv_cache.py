@@ -305,3 +305,81 @@ def test_a_sliding_layer_step_past_the_window_gives_the_windowed_attention() -> 
             want = (p / p.sum()) @ vals[:, g]
             np.testing.assert_allclose(got[r, h], want, rtol=1e-5, atol=1e-6, err_msg=f"row {r}, head {h}")
     pko.run_op(API, cache, cfg, {"op": "end"})
+
+
+def windowed_attention_f64(q, k_cached, v_cached, k_new, v_new, window: int, scale: float) -> np.ndarray:
+    """The causal sliding-window attention of one sequence's step in float64, independent of
+    relaxvm's and TVM's kernels (review R-kv-3): query row ``r`` of ``q`` (``(n, qo, d)``) sees
+    the cached tokens the window still holds (``k_cached[len - window + 1 + r:]``) and the
+    step's tokens up to itself; grouped-query heads share their kv head. No RoPE (the sliding
+    configuration's rope mode is 0)."""
+    q, kc, vc, kn, vn = (np.asarray(x, "float64") for x in (q, k_cached, v_cached, k_new, v_new))
+    n, qo, _ = q.shape
+    group = qo // kc.shape[1]
+    out = np.zeros(q.shape)
+    for r in range(n):
+        keys = np.concatenate([kc[max(0, len(kc) - window + 1 + r) :], kn[: r + 1]])
+        vals = np.concatenate([vc[max(0, len(vc) - window + 1 + r) :], vn[: r + 1]])
+        for h in range(qo):
+            s = keys[:, h // group] @ q[r, h] * scale
+            p = np.exp(s - s.max())
+            out[r, h] = (p / p.sum()) @ vals[:, h // group]
+    return out
+
+
+def assert_float32_close(got: np.ndarray, want: np.ndarray, q, keys, vals, scale: float, what: str) -> None:
+    """``got`` (float32 kernels) against float64 ``want``: rtol 1e-5 (a window of terms and a
+    merge, a few ulp) and an absolute term for the scores' own rounding — the kernels round
+    each score ``s * log2 e`` to float32, a few units in the last place of the largest one, which
+    moves the softmax's output by as much (relative) times the values' scale."""
+    s_max = np.abs(np.asarray(q, "float64")).sum(axis=-1).max() * np.abs(np.asarray(keys, "float64")).max() * scale
+    ulp = float(np.spacing(np.float32(s_max * np.log2(np.e))))
+    atol = 1e-6 + 4 * ulp * float(np.abs(np.asarray(vals)).max())
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=atol, err_msg=what)
+
+
+def test_recomputed_sliding_rows_are_the_float64_windowed_attention() -> None:
+    """Review R-kv-3: the rows relaxvm computes again one kernel row per call (kvcache/01,
+    kvcache/02) compared with an independent float64 windowed attention, not only with the same
+    code. Two sequences, one short and one past the window, a step of 8 tokens each; queries of
+    the first sequence and of every other row of the second 54 times the others' scale (the
+    finding's failing scale: the stale maxima leave subnormal weights). Both the model's fused
+    attention (rows the certificate does not keep are recomputed) and the by-row builtin (every
+    row recomputed) must be the windowed attention."""
+    cfg = next((c for c in CONFIGS if c.get("layer_window")), None)
+    if cfg is None:
+        pytest.skip("the corpus has no configuration with a sliding layer")
+    w, qo, kv, d = cfg["layer_window"], cfg["num_qo_heads"], cfg["num_kv_heads"], cfg["head_dim"]
+    assert cfg["rope_mode"] == 0 and cfg["dtype"] == "float32"  # the reference applies no RoPE
+    cache = new_cache(cfg)
+    scale = d**-0.5
+    lens, step, seed = (4, w + 16), 8, 9_500
+    for s in (0, 1):
+        pko.run_op(API, cache, cfg, {"op": "add", "seq": s})
+    pko.run_op(API, cache, cfg, {"op": "begin", "seqs": [0, 1], "lens": list(lens)})
+    for layer in range(cfg["num_layers"]):
+        op = {"op": "attn", "layer": layer, "sm_scale": scale, "seed": seed + layer, "rows": sum(lens)}
+        pko.run_op(API, cache, cfg, op)
+    pko.run_op(API, cache, cfg, {"op": "end"})
+    cached = pko.qkv_input(cfg, seed, sum(lens))
+    qkv = pko.qkv_input(cfg, seed + 100, 2 * step).copy()
+    qkv[:step, :qo] *= 54
+    qkv[step + 1 :: 2, :qo] *= 54
+    pko.run_op(API, cache, cfg, {"op": "begin", "seqs": [0, 1], "lens": [step, step]})
+    for name in (
+        "vm.builtin.attention_kv_cache_attention_with_fused_qkv",
+        "relaxvm.kv_cache.attention_with_fused_qkv_by_row",
+    ):
+        # The second call appends the same K/V at the same positions again and reads only the
+        # columns cached before the step: it sees what the first saw.
+        out = rx.tensor(np.zeros((2 * step, qo, d), "float32"))
+        API.f(name)(cache, 0, scale, rx.tensor(qkv), out)
+        got = out.numpy()
+        for s, (a, b) in enumerate(((0, lens[0]), (lens[0], sum(lens)))):
+            rows = slice(s * step, (s + 1) * step)
+            q, k_new, v_new = qkv[rows, :qo], qkv[rows, qo : qo + kv], qkv[rows, qo + kv :]
+            k_c, v_c = cached[a:b, qo : qo + kv], cached[a:b, qo + kv :]
+            want = windowed_attention_f64(q, k_c, v_c, k_new, v_new, w, scale)
+            keys, vals = np.concatenate([k_c, k_new]), np.concatenate([v_c, v_new])
+            assert_float32_close(got[rows], want, q, keys, vals, scale, f"{name}, sequence {s}")
+    pko.run_op(API, cache, cfg, {"op": "end"})

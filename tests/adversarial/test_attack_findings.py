@@ -4,8 +4,9 @@ the error-coverage check, each a reproducer (tests/adversarial/repro/) run in a 
 
 kvcache/01: TVM 0.27's sliding-window prefill kernel starts each row after the first on the
 previous row's running maximum, which turns rows of very different query scales into NaN;
-relaxvm keeps TVM's bytes where they are finite and recomputes the non-finite rows one kernel
-row per call (docs/kv-cache.md), so both reproducers give the windowed attention."""
+relaxvm keeps TVM's bytes where the kernel's log-sum-exps certify them and recomputes the other
+rows one kernel row per call (docs/kv-cache.md; kvcache/02's sweep: test_kv_sliding_precision.py),
+so both reproducers give the windowed attention."""
 
 from __future__ import annotations
 

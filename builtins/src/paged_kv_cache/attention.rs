@@ -13,6 +13,8 @@ use super::cache::{PagedKvCache, State, Step};
 use super::checks::{check_tensor, check_writable};
 use super::create::{AttnKind, RopeMode};
 use super::kernel::call_kernel as call;
+use super::sliding_rows::nonfinite_rows;
+use super::stale_max;
 use relaxvm::{CallCtx, Error, Result, Shape, Tensor, Value};
 
 fn err(msg: impl std::fmt::Display) -> Error {
@@ -199,7 +201,7 @@ impl PagedKvCache {
             return Ok(());
         }
         let t = |x: &Tensor| Value::Tensor(x.clone());
-        self.cross_attn(ctx, step, layer, local, &t(q), &t(o), &t(lse), sm_scale, true, false)?;
+        self.cross_attn(ctx, step, layer, local, &t(q), &t(o), &t(lse), sm_scale, true, false, None)?;
         Ok(())
     }
 
@@ -285,13 +287,28 @@ impl PagedKvCache {
         }
         let self_done = !first;
         let causal = !step.plan.append_before_attn && kind == AttnKind::MhaSliding;
-        let cross_done = self.cross_attn(ctx, step, layer, local, q, o, merged_lse, sm_scale, first, causal)?;
+        // The rows TVM's kernel may have computed on a stale maximum (`stale_max`).
+        let mut uncertain = if causal { vec![false; step.plan.total_len() as usize] } else { Vec::new() };
+        let marks = causal.then_some(&mut uncertain[..]);
+        let cross_done = self.cross_attn(ctx, step, layer, local, q, o, merged_lse, sm_scale, first, causal, marks)?;
         if !self_done && !cross_done {
             return Err(err("neither self-attention nor cross-attention ran (no tokens and no cached blocks)"));
         }
         if causal && cross_done {
-            // TVM's kernel may leave rows NaN here (attack finding kvcache/01): see `sliding_rows`.
-            self.redo_sliding_rows(ctx, step, local, q, k, v, o, sm_scale, by_row)?;
+            // Attack findings kvcache/01 and kvcache/02: see `stale_max` and `sliding_rows`.
+            let rows: Vec<i64> = if by_row {
+                (0..step.plan.total_len()).collect()
+            } else if uncertain.contains(&true) {
+                // A row whose query is not finite comes out non-finite whatever is recomputed
+                // (review R-kv-6): such rows keep what the kernel gave.
+                let bad_q = nonfinite_rows(q)?;
+                (0..uncertain.len() as i64)
+                    .filter(|&r| uncertain[r as usize] && bad_q.binary_search(&r).is_err())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            self.redo_sliding_rows(ctx, &step.plan, local, q, k, v, o, sm_scale, &rows)?;
         }
         Ok(())
     }
@@ -310,6 +327,7 @@ impl PagedKvCache {
         sm_scale: f64,
         mut first: bool,
         causal: bool,
+        mut uncertain: Option<&mut [bool]>,
     ) -> Result<bool> {
         let c = &self.cfg;
         let kind = c.attn_kinds[layer as usize];
@@ -402,8 +420,8 @@ impl PagedKvCache {
                     info.clone(),
                     k_rope.clone(),
                     aux.q_rope_position_map.clone(),
-                    out,
-                    out_lse,
+                    out.clone(),
+                    out_lse.clone(),
                     Value::Int(i64::from(causal)),
                     self.rotary_mode(),
                     Value::Float(scale),
@@ -411,6 +429,19 @@ impl PagedKvCache {
                     Value::Float(sm_scale),
                 ];
                 call(ctx, f, "paged prefill", &args)?;
+                if let (Some(marks), Some(window)) = (uncertain.as_deref_mut(), c.layer_sliding_window) {
+                    let (lse, o_max, unit) = stale_max::read_outputs(&out, &out_lse)?;
+                    let outputs = stale_max::CallOutputs { lse: &lse, o_max: &o_max, unit };
+                    let depth = &step.plan.depths[d];
+                    stale_max::mark_uncertain_rows(
+                        depth,
+                        window,
+                        c.page_size,
+                        c.num_qo_heads as usize,
+                        &outputs,
+                        marks,
+                    );
+                }
             }
             if first {
                 first = false;

@@ -84,7 +84,7 @@ pub(crate) struct AuxTensors {
     /// writes its arrays into it when its layout is the same (a decode step after a decode
     /// step, mostly), instead of allocating a storage and twenty-odd tensors again.
     storage: Storage,
-    layout: Vec<(usize, usize)>,
+    layout: std::sync::Arc<[(usize, usize)]>,
     /// The step's tokens, the size of `views`.
     total: i64,
 }
@@ -275,20 +275,20 @@ impl PagedKvCache {
     /// `previous` (the last step's) is refilled in place when its layout is the plan's.
     pub(crate) fn aux_tensors(&self, plan: &Plan, previous: Option<&AuxTensors>) -> Result<AuxTensors> {
         let mut p = Packer::default();
-        let per_depth: Vec<[usize; 9]> = plan
+        let per_depth: smallvec::SmallVec<[[usize; 9]; 2]> = plan
             .depths
             .iter()
             .map(|d| {
-                let info = vec![&d.last_page_len[..], &d.sliding_window_offset, &d.sink_size];
+                let info = [&d.last_page_len[..], &d.sliding_window_offset, &d.sink_size];
                 [
                     p.vector(&d.qo_indptr),
                     p.vector(&d.page_indptr),
                     p.vector(&d.page_indices),
-                    if self.cfg.support_sliding_window { p.matrix(info.clone()) } else { p.vector(&d.last_page_len) },
+                    if self.cfg.support_sliding_window { p.matrix(&info) } else { p.vector(&d.last_page_len) },
                     p.vector(&d.k_rope_pos_offset),
                     p.vector(&d.page_indptr_sliding),
                     p.vector(&d.page_indices_sliding),
-                    p.matrix(info),
+                    p.matrix(&info),
                     p.vector(&d.k_rope_pos_offset_sliding),
                 ]
             })
@@ -302,9 +302,8 @@ impl PagedKvCache {
         let total = plan.total_len();
         let has_tree = plan.tree.is_chain.iter().take(plan.depths.len()).any(|c| !c);
         if let Some(prev) = previous {
-            let layout = p.layout();
             let same_trees = !has_tree && prev.depths.iter().all(|d| d.tree.is_none());
-            if same_trees && prev.layout == layout {
+            if same_trees && p.has_layout(&prev.layout) {
                 // The views first: a failure leaves the previous step's arrays as they were.
                 let views = if prev.total == total { prev.views.clone() } else { self.scratch_views(total)? };
                 p.refill(&prev.storage)?;
@@ -322,12 +321,12 @@ impl PagedKvCache {
                     append_position_map: prev.append_position_map.clone(),
                     views,
                     storage: prev.storage.clone(),
-                    layout,
+                    layout: prev.layout.clone(),
                     total,
                 });
             }
         }
-        let layout = p.layout();
+        let layout = p.layout().into();
         let (storage, t) = p.finish()?;
         let depths = plan
             .depths

@@ -6,10 +6,11 @@
 //! save 32 times the pages), appending before attention only for decode at the last depth, and
 //! the page numbers the appends take, in batch order.
 
-use super::pool::{Pool, Sequence, MAX_DEPTH};
+use super::pool::{Pool, Trace, MAX_DEPTH};
 use super::sliding_mask::{self, Columns, SlidingFirstRow};
 use super::tree::{self, TreeArrays};
 use relaxvm::{Error, Result};
+use smallvec::SmallVec;
 
 /// The arrays of one depth: one row per (coalesced) block.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -131,29 +132,34 @@ pub(crate) fn check(pool: &Pool, seq_ids: &[i64], lens: &[i64], limits: &Limits)
     Ok(())
 }
 
+/// One block id (or one value) per sequence of a batch, inline for batches up to 8: a decode
+/// step builds a few of these, and a heap allocation each was a measurable part of its time
+/// (#32 item 8).
+pub(crate) type PerSeq<T> = SmallVec<[T; 8]>;
+
+/// The kernel rows of one depth: (block id, tokens).
+type Rows = SmallVec<[(i32, i32); 8]>;
+
 /// The blocks of each sequence at depths 0 and 1 (`-1`: none), and each sequence's blocks
 /// beyond the last depth (TVM's GetBlockIdsOnDepth).
-fn block_ids_on_depths(pool: &Pool, seqs: &[Sequence]) -> (Vec<Vec<i32>>, Vec<Vec<i32>>) {
-    let traces: Vec<Vec<i32>> = seqs.iter().map(|s| pool.trace(s)).collect();
+fn block_ids_on_depths(pool: &Pool, seq_ids: &[i64]) -> (SmallVec<[PerSeq<i32>; MAX_DEPTH]>, PerSeq<Trace>) {
+    let traces: PerSeq<Trace> = seq_ids.iter().map(|id| pool.trace(&pool.seqs[id])).collect();
     let depth = traces.iter().map(|t| t.len().min(MAX_DEPTH)).max().unwrap_or(0);
     let on_depths = (0..depth).map(|d| traces.iter().map(|t| t.get(d).copied().unwrap_or(-1)).collect()).collect();
-    let trailing = traces.iter().map(|t| t.get(MAX_DEPTH..).map(<[i32]>::to_vec).unwrap_or_default()).collect();
+    let trailing = traces
+        .iter()
+        .map(|t| t.get(MAX_DEPTH..).map(|rest| rest.iter().copied().collect()).unwrap_or_default())
+        .collect();
     (on_depths, trailing)
 }
 
 /// The kernel rows of one depth and whether the decode kernel runs them (TVM's
 /// GetChunkedBlockIds): neighbours with the same block coalesce into one row unless the decode
 /// kernel is chosen or `coalesce` is off.
-fn chunked_block_ids(
-    pool: &Pool,
-    ids: &[i32],
-    lens: &[i32],
-    coalesce: bool,
-    is_decode: bool,
-) -> (Vec<(i32, i32)>, bool) {
+fn chunked_block_ids(pool: &Pool, ids: &[i32], lens: &[i32], coalesce: bool, is_decode: bool) -> (Rows, bool) {
     let pages = |b: i32| if b == -1 { 0 } else { pool.blocks[b as usize].page_ids.len() as i64 };
-    let mut uncoalesced = Vec::with_capacity(ids.len());
-    let mut coalesced = Vec::new();
+    let mut uncoalesced = Rows::new();
+    let mut coalesced = Rows::new();
     let mut cur = ids[0];
     let mut chunk = lens[0];
     let mut pages_coalesced: i64 = 0;
@@ -212,7 +218,7 @@ pub(crate) fn begin(
     let mut lens32 = std::mem::take(&mut spare.append_lengths);
     lens32.clear();
     lens32.extend(lens.iter().map(|&l| l as i32));
-    let mut last_block_len_before = Vec::with_capacity(seq_ids.len());
+    let mut last_block_len_before: PerSeq<i32> = PerSeq::new();
     let mut k_ragged = std::mem::take(&mut spare.k_ragged_rope_pos_offset);
     k_ragged.clear();
     let mut is_decode = true;
@@ -228,10 +234,9 @@ pub(crate) fn begin(
             is_decode = false;
         }
     }
-    let seqs: Vec<Sequence> = seq_ids.iter().map(|id| pool.seqs[id].clone()).collect();
-    let (on_depths, trailing) = block_ids_on_depths(pool, &seqs);
+    let (on_depths, trailing) = block_ids_on_depths(pool, seq_ids);
     let num_depths = on_depths.len().min(MAX_DEPTH);
-    let mut chunked = Vec::with_capacity(num_depths);
+    let mut chunked: SmallVec<[Rows; MAX_DEPTH]> = SmallVec::new();
     let mut depths: Vec<DepthArrays> = std::mem::take(&mut spare.depths);
     depths.truncate(num_depths);
     depths.resize_with(num_depths, DepthArrays::default);
@@ -241,7 +246,7 @@ pub(crate) fn begin(
         depths[d].recycle(use_decode);
     }
     let mut append_before_attn = !pool.support_sliding_window && depths.last().is_some_and(|d| d.use_decode_kernel);
-    if seqs.iter().any(|s| !s.tree.committed) {
+    if seq_ids.iter().any(|id| !pool.seqs[id].tree.committed) {
         append_before_attn = true;
     }
     let tree_arrays = match token_tree {
@@ -274,7 +279,13 @@ pub(crate) fn begin(
                 }
                 s.tree = Default::default();
             }
-            TreeArrays { is_chain: vec![true; MAX_DEPTH], ..TreeArrays::default() }
+            // The last step's arrays lend their buffers, as the depths' do.
+            let mut t = std::mem::take(&mut spare.tree);
+            t.is_chain.clear();
+            t.is_chain.resize(MAX_DEPTH, true);
+            t.mn_indptr.clear();
+            t.mask.clear();
+            t
         }
     };
     if append_before_attn {
@@ -318,8 +329,7 @@ pub(crate) fn begin(
             let sliding_pages = lw.map_or(0, |w| num_pages.min(layer_window_pages(total, w, ps)));
             a.page_indptr_sliding.push(a.page_indptr_sliding.last().unwrap() + sliding_pages);
             let n = a.page_indices.len();
-            let tail: Vec<i32> = a.page_indices[n - sliding_pages as usize..].to_vec();
-            a.page_indices_sliding.extend(tail);
+            a.page_indices_sliding.extend_from_slice(&a.page_indices[n - sliding_pages as usize..]);
             a.last_page_len.push(if total == 0 {
                 0
             } else {

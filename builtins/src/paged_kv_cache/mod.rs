@@ -19,6 +19,7 @@ mod packed;
 mod pool;
 mod sliding_mask;
 mod sliding_rows;
+mod stale_max;
 mod tree;
 
 pub use cache::PagedKvCache;
@@ -153,8 +154,8 @@ fn popn(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Val
 fn begin_forward(name: &'static str, args: &[Value]) -> Result<Value> {
     arity_range(name, args, 3, 4)?;
     let c = the_cache(name, args)?;
-    let ids = shape(name, args, 1, "seq_ids")?.to_vec();
-    let lens = shape(name, args, 2, "append_lengths")?.to_vec();
+    let ids: &[i64] = shape(name, args, 1, "seq_ids")?;
+    let lens: &[i64] = shape(name, args, 2, "append_lengths")?;
     let token_tree: Option<Vec<i64>> = match args.get(3) {
         None | Some(Value::Null) => None,
         Some(Value::Shape(s)) => Some(s.to_vec()),
@@ -165,14 +166,14 @@ fn begin_forward(name: &'static str, args: &[Value]) -> Result<Value> {
     if st.import.is_some() {
         return Err(value_err(name, "a checkpoint import is in progress: finish it before a forward step"));
     }
-    forward::check(&st.pool, &ids, &lens, &limits).map_err(in_name(name))?;
+    forward::check(&st.pool, ids, lens, &limits).map_err(in_name(name))?;
     // The last step's arrays are refilled when the new ones have their layout, and the plan
     // before it lends its buffers (a refused step leaves the last one in place: a commit may
     // still read it).
     let step = c
         .transact(&mut st, |st| {
             let spare = st.spare_plan.take();
-            let plan = forward::begin(&mut st.pool, &ids, &lens, token_tree.as_deref(), &limits, spare)?;
+            let plan = forward::begin(&mut st.pool, ids, lens, token_tree.as_deref(), &limits, spare)?;
             let aux = c.aux_tensors(&plan, st.step.as_ref().map(|s| &s.aux))?;
             Ok(Step { plan, aux, ended: false, stale: false })
         })

@@ -4,25 +4,31 @@
 
 use relaxvm::storage::{Storage, ALIGNMENT};
 use relaxvm::{DataType, Device, Error, Result, Shape, Tensor, Value};
+use smallvec::SmallVec;
 
-/// The arrays added so far; [`Packer::finish`] makes their tensors.
+/// A packed tensor's rows (one for a vector; the matrices of a step have three).
+type Rows<'a> = SmallVec<[&'a [i32]; 3]>;
+
+/// The arrays added so far; [`Packer::finish`] makes their tensors. Inline up to the arrays of
+/// a step of two depths: a decode step packs its arrays without a heap allocation per array
+/// (#32 item 8).
 #[derive(Default)]
 pub(crate) struct Packer<'a> {
-    /// Per tensor: its rows (one for a vector) and its byte offset.
-    parts: Vec<(Vec<&'a [i32]>, usize)>,
+    /// Per tensor: its rows and its byte offset.
+    parts: SmallVec<[(Rows<'a>, usize); 24]>,
     bytes: usize,
 }
 
 impl<'a> Packer<'a> {
     /// Adds a vector; returns its index.
     pub(crate) fn vector(&mut self, v: &'a [i32]) -> usize {
-        self.matrix(vec![v])
+        self.matrix(&[v])
     }
 
     /// Adds a `(rows.len(), n)` matrix of rows of equal length `n`; returns its index.
-    pub(crate) fn matrix(&mut self, rows: Vec<&'a [i32]>) -> usize {
+    pub(crate) fn matrix(&mut self, rows: &[&'a [i32]]) -> usize {
         let len: usize = rows.iter().map(|r| r.len()).sum();
-        self.parts.push((rows, self.bytes));
+        self.parts.push((rows.iter().copied().collect(), self.bytes));
         self.bytes += (len * 4).div_ceil(ALIGNMENT) * ALIGNMENT;
         self.parts.len() - 1
     }
@@ -30,7 +36,16 @@ impl<'a> Packer<'a> {
     /// Each array's rows and row length, in order: two packers with the same layout put their
     /// arrays at the same offsets, in tensors of the same shapes.
     pub(crate) fn layout(&self) -> Vec<(usize, usize)> {
-        self.parts.iter().map(|(rows, _)| (rows.len(), rows.first().map_or(0, |r| r.len()))).collect()
+        self.parts.iter().map(Self::shape_of).collect()
+    }
+
+    /// Whether [`Packer::layout`] would be `layout` (without making it).
+    pub(crate) fn has_layout(&self, layout: &[(usize, usize)]) -> bool {
+        self.parts.len() == layout.len() && self.parts.iter().map(Self::shape_of).eq(layout.iter().copied())
+    }
+
+    fn shape_of((rows, _): &(Rows<'a>, usize)) -> (usize, usize) {
+        (rows.len(), rows.first().map_or(0, |r| r.len()))
     }
 
     fn fill(&self, buf: &mut [u8]) {
@@ -83,7 +98,7 @@ mod tests {
     fn arrays_come_back_aligned_with_their_values() {
         let (a, b, c) = ([1, 2, 3], [4, 5], [6, 7]);
         let mut p = Packer::default();
-        assert_eq!((p.vector(&a), p.matrix(vec![&b, &c]), p.vector(&[])), (0, 1, 2));
+        assert_eq!((p.vector(&a), p.matrix(&[&b, &c]), p.vector(&[])), (0, 1, 2));
         let (_, t) = p.finish().unwrap();
         let tensors: Vec<&Tensor> = t.iter().map(|v| v.as_tensor().unwrap()).collect();
         assert_eq!(tensors[0].to_vec::<i32>().unwrap(), [1, 2, 3]);
@@ -106,6 +121,7 @@ mod tests {
         q.vector(&c);
         q.vector(&d);
         assert_eq!(q.layout(), layout);
+        assert!(q.has_layout(&layout) && !q.has_layout(&layout[1..]));
         q.refill(&storage).unwrap();
         assert_eq!(t[0].as_tensor().unwrap().to_vec::<i32>().unwrap(), [7, 8, 9]);
         assert_eq!(t[1].as_tensor().unwrap().to_vec::<i32>().unwrap(), [10, 11]);
@@ -119,7 +135,7 @@ mod tests {
     #[test]
     fn a_matrix_of_uneven_rows_is_an_error() {
         let mut p = Packer::default();
-        p.matrix(vec![&[1, 2], &[3]]);
+        p.matrix(&[&[1, 2], &[3]]);
         let e = p.finish().unwrap_err();
         assert!(e.to_string().contains("internal error: the rows of a packed matrix differ in length"), "{e}");
     }

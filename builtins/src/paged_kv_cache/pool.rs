@@ -20,6 +20,10 @@ use std::collections::BTreeMap;
 /// chain's tail is concatenated to its block at the last depth.
 pub(crate) const MAX_DEPTH: usize = 2;
 
+/// A sequence's blocks from the root (inline up to 8: a step's bookkeeping makes one per
+/// sequence, and a heap allocation each was a measurable part of a decode step, #32 item 8).
+pub(crate) type Trace = smallvec::SmallVec<[i32; 8]>;
+
 /// A page id that sliding-window sequences borrow while their slid-out pages are not yet freed.
 pub(crate) const TEMP_PAGE: i32 = -1;
 
@@ -240,8 +244,8 @@ impl Pool {
     }
 
     /// The blocks of a sequence from its root to its last block.
-    pub(crate) fn trace(&self, seq: &Sequence) -> Vec<i32> {
-        let mut t = Vec::new();
+    pub(crate) fn trace(&self, seq: &Sequence) -> Trace {
+        let mut t = Trace::new();
         let mut b = seq.last_block;
         while b != -1 {
             t.push(b);

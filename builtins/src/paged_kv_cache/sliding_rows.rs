@@ -1,26 +1,25 @@
-//! Rows of a causal sliding-window step that TVM's kernel turned non-finite, recomputed one
-//! row per kernel call (attack finding kvcache/01).
+//! Rows of a causal sliding-window step that TVM's kernel may have computed wrong, recomputed
+//! one row per kernel call (attack findings kvcache/01 and kvcache/02).
 //!
 //! TVM 0.27's CPU paged-prefill kernel for `mha_sliding` layers (`causal = 1`, a step of
 //! several tokens, which appends after attention) starts each query row after the first on the
 //! running maximum the row before left (see `sliding_mask`), across the sequences of a batch
-//! too. The maximum only stabilises the exponentials, so a finite result is still the
-//! attention (up to rounding); but when the stale maximum lies far above a row's own scores,
-//! every `exp(score - max)` underflows to 0 and the row comes out `0 / 0 = NaN`.
+//! too. Where that stale maximum lies far above a row's own scores, the row's weights lose
+//! precision (subnormals) or all underflow (`0 / 0 = NaN`). `stale_max` decides, from the
+//! kernel's own log-sum-exps, which rows are certified accurate; relaxvm keeps TVM's bytes there.
 //!
-//! relaxvm keeps TVM's bytes wherever TVM's result is finite. After the layer's attention it
-//! scans the output, and each token row holding a non-finite value is computed again with the
-//! same kernels, one kernel row per call: the ragged kernel on the row's own sequence up to
-//! it, then, per depth, the paged kernel on a block holding only this row — moved past the
-//! cached columns the row masks, as `sliding_mask` moves the first row, so that its first
-//! visited column is visible and its maximum its own — merged in TVM's order. The masks are
-//! TVM's (the row keeps its index in its kernel row), so the result is what TVM's kernel
-//! computes for that row without the stale maximum. A row whose inputs hold a NaN or an
-//! infinity comes out non-finite again, as it should. This runs before the step's K/V are
-//! appended (append comes after attention in these steps), on scratch of its own, and costs
-//! nothing unless a row is non-finite: then a few kernel calls per such row and depth.
+//! Each other row is computed again with the same kernels, one kernel row per call: the
+//! ragged kernel on the row's own sequence up to it, then, per depth, the paged kernel on a
+//! block holding only this row — moved past the cached columns the row masks, as
+//! `sliding_mask` moves the first row, so that its first visited column is visible and its
+//! maximum its own — merged in TVM's order. The masks are TVM's (the row keeps its index in its
+//! kernel row), so the result is what TVM's kernel computes for that row without the stale
+//! maximum. A row whose inputs hold a NaN or an infinity comes out non-finite again, as it
+//! should. This runs before the step's K/V are appended (append comes after attention in these
+//! steps), on scratch of its own, and costs a few kernel calls per recomputed row and depth.
 
-use super::cache::{int_tensor, PagedKvCache, Step};
+use super::cache::{int_tensor, PagedKvCache};
+use super::forward::Plan;
 use super::kernel::call_kernel as call;
 use relaxvm::{CallCtx, DataType, Device, Error, Result, Shape, Tensor, Value};
 
@@ -74,30 +73,21 @@ fn kernel_row(indptr: &[i32], r: i32) -> Option<(usize, i32)> {
 }
 
 impl PagedKvCache {
-    /// Recomputes, one row per call, each token row of `o` that the causal sliding-window
-    /// attention of layer `local` left non-finite (see the module's documentation), or every
-    /// row with `all`.
+    /// Recomputes token rows `bad` (in order) of `o`, the causal sliding-window attention of
+    /// layer `local`, one row per kernel call (see the module's documentation).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn redo_sliding_rows(
         &self,
         ctx: &mut CallCtx<'_>,
-        step: &Step,
+        plan: &Plan,
         local: usize,
         q: &Value,
         k: &Value,
         v: &Value,
         o: &Value,
         sm_scale: f64,
-        all: bool,
+        bad: &[i64],
     ) -> Result<()> {
-        let bad: Vec<i64> = if all {
-            (0..step.plan.total_len()).collect()
-        } else {
-            // A row whose query is not finite comes out non-finite whatever is recomputed
-            // (review R-kv-6): such rows keep what the kernel gave.
-            let bad_q = nonfinite_rows(q)?;
-            nonfinite_rows(o)?.into_iter().filter(|r| bad_q.binary_search(r).is_err()).collect()
-        };
         if bad.is_empty() {
             return Ok(());
         }
@@ -106,7 +96,6 @@ impl PagedKvCache {
             .layer_sliding_window
             .ok_or_else(|| err("internal error: a causal sliding-window step without a layer window"))?;
         let ps = c.page_size;
-        let plan = &step.plan;
         let f32 = DataType::F32;
         let heads = c.num_qo_heads;
         let tmp_o = Value::Tensor(Tensor::zeros(vec![1, heads, c.v_head_dim], c.dtype, Device::default())?);
@@ -117,7 +106,7 @@ impl PagedKvCache {
             .prefill_sliding_window
             .as_ref()
             .ok_or_else(|| err("the sliding-window prefill kernel is missing"))?;
-        for r in bad {
+        for &r in bad {
             // Up to a chunk's rows, each a few kernel calls: Ctrl-C is seen between two rows.
             ctx.check_interrupt()?;
             let r32 = r as i32;
@@ -152,8 +141,7 @@ impl PagedKvCache {
                 if pages.is_empty() {
                     continue;
                 }
-                let kv_len =
-                    (pages.len() as i32 - 1) * ps + d.last_page_len[b] - d.sliding_window_offset[b] + d.sink_size[b];
+                let kv_len = super::stale_max::kv_len(d, b, ps);
                 // TVM's mask: kernel row `row` sees the last `window - row - 1` cached columns.
                 let visible = (window - row - 1).min(kv_len);
                 if visible <= 0 {
@@ -213,6 +201,109 @@ mod tests {
         )
         .unwrap();
         assert_eq!(nonfinite_rows(&Value::Tensor(t)).unwrap(), [0]);
+    }
+
+    /// A VM handle that logs the cache's kernel calls and polls, and answers the polls made
+    /// after the first kernel call with an interrupt (the order of events a Ctrl-C during the
+    /// first row's kernels gives).
+    #[derive(Default)]
+    struct Log {
+        events: Vec<String>,
+    }
+
+    impl relaxvm::VmHandle for Log {
+        fn call_closure(&mut self, _: &relaxvm::Closure, _: &[Value]) -> Result<Value> {
+            unreachable!("the kernels are called as observed calls")
+        }
+        fn device(&self) -> Device {
+            Device::default()
+        }
+        fn poll(&mut self) -> Result<()> {
+            self.events.push("poll".into());
+            if self.events.len() > 1 {
+                return Err(relaxvm::ErrorKind::Interrupted.into());
+            }
+            Ok(())
+        }
+        fn call_observed(&mut self, name: &str, _: &relaxvm::Closure, _: &[Value]) -> Result<Value> {
+            self.events.push(name.to_string());
+            Ok(Value::Null)
+        }
+    }
+
+    fn kernel(name: &str) -> Value {
+        let callable = relaxvm::Callable::Bytecode { index: 0, name: name.into(), program: None };
+        Value::Func(std::sync::Arc::new(relaxvm::Closure { callable, captured: Vec::new() }))
+    }
+
+    #[test]
+    fn an_interrupt_during_a_recomputed_row_stops_before_the_next_row() {
+        use super::super::create::{AttnKind, Config, Kernels, RopeMode};
+        use super::super::forward::DepthArrays;
+        let cfg = Config {
+            reserved_num_seqs: 1,
+            num_total_pages: 2,
+            prefill_chunk_size: 8,
+            page_size: 16,
+            support_sliding_window: false,
+            layer_sliding_window: Some(24),
+            layer_begin: 0,
+            num_layers: 1,
+            num_qo_heads: 2,
+            num_kv_heads: 1,
+            qk_head_dim: 4,
+            v_head_dim: 4,
+            attn_kinds: vec![AttnKind::MhaSliding],
+            rope_mode: RopeMode::None,
+            rotary_scale: 1.0,
+            rotary_theta: 10000.0,
+            dtype: DataType::F32,
+        };
+        let kernels = Kernels {
+            transpose_append: kernel("append"),
+            prefill_ragged: kernel("ragged"),
+            prefill: kernel("prefill"),
+            decode: kernel("decode"),
+            prefill_sliding_window: Some(kernel("paged")),
+            decode_sliding_window: None,
+            tree_paged: None,
+            tree_ragged: None,
+            compact_copy: kernel("compact"),
+            merge_inplace: vec![kernel("merge")],
+            split_rotary: kernel("split"),
+            copy_single_page: kernel("copy"),
+            debug_get_kv: None,
+            rope_ext_factors: None,
+        };
+        let cache = PagedKvCache::new(cfg, kernels).unwrap();
+        // One sequence of 20 cached tokens (two pages), a step of 3 tokens.
+        let depth = DepthArrays {
+            qo_indptr: vec![0, 3],
+            page_indptr_sliding: vec![0, 2],
+            page_indices_sliding: vec![0, 1],
+            last_page_len: vec![4],
+            sliding_window_offset: vec![0],
+            sink_size: vec![0],
+            k_rope_pos_offset_sliding: vec![0],
+            ..DepthArrays::default()
+        };
+        let plan = Plan {
+            append_lengths: vec![3],
+            cur_append_length_indptr: vec![0, 3],
+            k_ragged_rope_pos_offset: vec![20],
+            q_rope_position_map: vec![20, 21, 22],
+            depths: vec![depth],
+            ..Plan::default()
+        };
+        let t = |heads: i64| Value::Tensor(Tensor::zeros(vec![3, heads, 4], DataType::F32, Device::default()).unwrap());
+        let (q, k, v, o) = (t(2), t(1), t(1), t(2));
+        let mut log = Log::default();
+        let mut ctx = CallCtx::new(&mut log);
+        let got = cache.redo_sliding_rows(&mut ctx, &plan, 0, &q, &k, &v, &o, 0.5, &[0, 1, 2]);
+        let e = got.expect_err("the second row's poll sees the interrupt");
+        assert!(matches!(e.kind(), relaxvm::ErrorKind::Interrupted), "{e}");
+        // Row 0 ran whole (ragged, then the paged kernel and its merge), row 1 never started.
+        assert_eq!(log.events, ["poll", "ragged", "paged", "merge", "poll"]);
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub(crate) fn construct_mask(
     seq_ids: &[i64],
     lens: &[i32],
     parent_ptr: &[i64],
-    on_depths: &[Vec<i32>],
+    on_depths: &[super::forward::PerSeq<i32>],
     has_trailing: &[bool],
     num_depths: usize,
     append_before_attn: bool,

@@ -10,6 +10,16 @@ import test_tvm_paged_kv_cache as T  # noqa: E402
 
 import relaxvm as rx  # noqa: E402
 
+
+def float32_atol(scores, values):
+    """The absolute tolerance of a row in float32: TVM's kernel rounds each score (in base-2
+    units, ``s * log2 e``) to float32, so a score is off by a few units in the last place of the
+    largest one, which moves the softmax's output by as much (relative) times the values' scale
+    (at 1000 times the scale, ~1e-4: a fresh float32 computation is that far off too)."""
+    ulp = float(np.spacing(np.float32(np.abs(scores).max() * np.log2(np.e))))
+    return 1e-5 + 4 * ulp * float(np.abs(values).max())
+
+
 pkv, corpus, API = T.pko, T.corpus, T.API
 cfg = next(c for c in T.CONFIGS if c.get("layer_window"))
 print("config", cfg["name"], cfg["layer_window"], cfg["num_qo_heads"], cfg["num_kv_heads"], cfg["head_dim"])
@@ -55,7 +65,7 @@ for sq, cached in ((0, c0), (1, c1)):
             sc = keys[:, g] @ qn[R, h] * scale
             p = np.exp(sc - sc.max())
             want = (p / p.sum()) @ vals[:, g]
-            if not np.allclose(got[R, h], want, rtol=1e-4, atol=1e-5):
+            if not np.allclose(got[R, h], want, rtol=1e-4, atol=float32_atol(sc, vals[:, g])):
                 bad += 1
                 if bad <= 4:
                     print(f"seq {sq} row {r} head {h}: got {got[R, h][:3]} want {want[:3]}")
