@@ -49,9 +49,11 @@ pub mod error;
 pub mod executable;
 pub mod handle;
 pub mod input;
+pub mod stateful;
 pub mod string;
 pub mod value;
 pub mod vm;
+pub mod vm_options;
 
 /// The version of this library, `"MAJOR.MINOR.PATCH"` (a static string).
 #[no_mangle]
