@@ -116,6 +116,19 @@ fn check_size(size: usize, what: &str) -> Result<(), CError> {
     )))
 }
 
+/// The fields of a caller's `rvm_vm_options`, read one by one (see [`read_options`]).
+struct Fields {
+    max_call_depth: u64,
+    max_reentry: u64,
+    step_budget: u64,
+    max_stack_registers: u64,
+    profile: bool,
+    num_threads: u32,
+    memory_cfg: *const c_char,
+    memory_cfg_devices: *const rvm_memory_cfg_entry,
+    num_memory_cfg_devices: usize,
+}
+
 /// What `rvm_vm_create` takes from its options.
 pub(crate) struct VmSettings {
     /// The limits.
@@ -154,9 +167,22 @@ pub(crate) unsafe fn read_options(opts: *const rvm_vm_options) -> Result<VmSetti
     // was compiled against.
     let size = unsafe { addr_of!((*opts).struct_size).read() };
     check_size(size, "rvm_vm_create: opts->struct_size")?;
-    // SAFETY: the size proves the caller's struct has this layout. `profile` is read as a byte
-    // (any nonzero is true): a C bool holding another value would be undefined as a Rust bool.
-    let (o, profile) = unsafe { (opts.read(), addr_of!((*opts).profile).cast::<u8>().read() != 0) };
+    // SAFETY: the size proves the caller's struct has this layout. Each field is read on its
+    // own, and `profile` as a byte (any nonzero is true): a copy of the whole struct would be
+    // undefined behaviour when C stored another value than 0 or 1 in that `bool`.
+    let o = unsafe {
+        Fields {
+            max_call_depth: addr_of!((*opts).max_call_depth).read(),
+            max_reentry: addr_of!((*opts).max_reentry).read(),
+            step_budget: addr_of!((*opts).step_budget).read(),
+            max_stack_registers: addr_of!((*opts).max_stack_registers).read(),
+            profile: addr_of!((*opts).profile).cast::<u8>().read() != 0,
+            num_threads: addr_of!((*opts).num_threads).read(),
+            memory_cfg: addr_of!((*opts).memory_cfg).read(),
+            memory_cfg_devices: addr_of!((*opts).memory_cfg_devices).read(),
+            num_memory_cfg_devices: addr_of!((*opts).num_memory_cfg_devices).read(),
+        }
+    };
     let limits = Limits {
         max_call_depth: usize_of(o.max_call_depth, "max_call_depth")?,
         max_reentry: usize_of(o.max_reentry, "max_reentry")?,
@@ -168,7 +194,7 @@ pub(crate) unsafe fn read_options(opts: *const rvm_vm_options) -> Result<VmSetti
     let allocator = cfg
         .allocator_for(VM_DEVICE)
         .map_err(|e| CError::new(RVM_ERROR_VALUE, format!("rvm_vm_create: opts->memory_cfg: {e}")))?;
-    Ok(VmSettings { limits, profile, num_threads: o.num_threads, allocator })
+    Ok(VmSettings { limits, profile: o.profile, num_threads: o.num_threads, allocator })
 }
 
 /// TVM's `memory_cfg` of `o`, in relaxvm's form (whose rules and errors it then applies).
@@ -176,7 +202,7 @@ pub(crate) unsafe fn read_options(opts: *const rvm_vm_options) -> Result<VmSetti
 /// # Safety
 /// `o.memory_cfg` is NULL or a NUL-terminated string; `o.memory_cfg_devices` is NULL or points
 /// to `o.num_memory_cfg_devices` entries.
-unsafe fn memory_cfg(o: &rvm_vm_options) -> Result<MemoryCfg, CError> {
+unsafe fn memory_cfg(o: &Fields) -> Result<MemoryCfg, CError> {
     let devices_given = !o.memory_cfg_devices.is_null() || o.num_memory_cfg_devices != 0;
     if !o.memory_cfg.is_null() {
         if devices_given {

@@ -360,11 +360,23 @@ fn options_of_another_headers_layout_are_refused_before_any_other_field_is_read(
 #[test]
 fn a_profile_flag_byte_other_than_0_or_1_is_read_as_true() {
     let _s = serial();
-    let mut opts = options();
-    // SAFETY: writes one byte inside the struct: what C code setting `profile` to a non-bool
-    // byte does (a Rust `bool` holding 2 would be undefined behaviour; the library reads a byte).
-    unsafe { std::ptr::addr_of_mut!(opts.profile).cast::<u8>().write(2) };
-    let vm = vm_with(&opts).unwrap();
+    /// The options' bytes, as C code that stored 2 in the `bool` holds them (a Rust `bool`
+    /// holding 2 would be undefined behaviour: the bytes stay bytes here, and the library reads
+    /// the field as a byte).
+    #[repr(C, align(8))]
+    struct Bytes([u8; size_of::<rvm_vm_options>()]);
+    let opts = options();
+    let mut bytes = Bytes([0; size_of::<rvm_vm_options>()]);
+    // SAFETY: copies the struct's bytes into a buffer of its size.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (&opts as *const rvm_vm_options).cast::<u8>(),
+            bytes.0.as_mut_ptr(),
+            bytes.0.len(),
+        )
+    };
+    bytes.0[std::mem::offset_of!(rvm_vm_options, profile)] = 2;
+    let vm = vm_with((&bytes as *const Bytes).cast()).unwrap();
     let mut report = null_mut();
     let (a, b) = (rvm_value_new_int(1), rvm_value_new_int(2));
     // SAFETY: live handles and valid pointers.
