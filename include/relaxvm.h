@@ -321,6 +321,21 @@ struct rvm_error *rvm_register_func(const char *name,
                                     rvm_free_fn free_user_data,
                                     bool allow_override);
 
+// Registers `f` under `name` in TVM's table of host functions for `R.call_py_func` (a program
+// compiled with `R.call_py_func("name", args)` calls it with the items of `args`): the table
+// `vm.builtin.register_py_func` fills, process-wide, which every VM reads at each call (VMs
+// made before see it too). A function registered under `name` before is replaced, as TVM's
+// `register_py_func` does. `vm.builtin.clear_py_func_registry` empties the table.
+//
+// Ownership: borrows `name`; on success the table owns `user_data` and calls
+// `free_user_data(user_data)` (if not NULL) once the function is replaced or cleared and no
+// running call uses it, holding no lock of relaxvm's; on error nothing is kept. Thread
+// safety: any thread; `f` must be callable from any thread, concurrently.
+struct rvm_error *rvm_register_py_func(const char *name,
+                                       rvm_packed_fn f,
+                                       void *user_data,
+                                       rvm_free_fn free_user_data);
+
 // A tensor value viewing the memory of DLPack tensor `tensor` (CPU, one lane, any dtype
 // relaxvm knows, non-negative strides), without copying. Flagged read-only, it is imported
 // read-only: relaxvm never writes it.

@@ -54,7 +54,11 @@ pub fn register_py_func(name: &str, f: PackedFunc) {
 }
 
 fn insert(name: &str, f: Value) {
-    table().get_or_insert_with(HashMap::new).insert(name.to_string(), f);
+    let replaced = table().get_or_insert_with(HashMap::new).insert(name.to_string(), f);
+    // Dropped after the lock is released (the guard above is a temporary of that statement):
+    // dropping a function may run its owner's code (a Python `__del__`, a C `free_user_data`),
+    // which may use the table again.
+    drop(replaced);
 }
 
 /// The function registered under `name`; an error naming it when there is none.
@@ -68,7 +72,9 @@ pub fn get_py_func(name: &str) -> Result<Value> {
 
 /// Forgets every registered function: what `vm.builtin.clear_py_func_registry()` does.
 pub fn clear_py_func_registry() {
-    *table() = None;
+    // Taken out under the lock, dropped after it (see `insert`).
+    let cleared = table().take();
+    drop(cleared);
 }
 
 /// `register_py_func(name, f)`: `f` any function value.
@@ -179,6 +185,36 @@ mod tests {
             1
         );
         assert_eq!(call(BUILTINS, "vm.builtin.call_py_func", &[pair("t.other", vec![])]).unwrap().as_int().unwrap(), 3);
+    }
+
+    /// Drops a function that uses the table when dropped, as a Python `__del__` or a C
+    /// `free_user_data` may.
+    struct UsesTableOnDrop;
+
+    impl Drop for UsesTableOnDrop {
+        fn drop(&mut self) {
+            register_py_func("t.from_drop", PackedFunc::from_fn("t.from_drop", |_| Ok(Value::Null)));
+        }
+    }
+
+    #[test]
+    fn a_function_dropped_when_replaced_or_cleared_may_use_the_table() {
+        let _s = serial();
+        let owner = |name: &'static str| {
+            let keep = UsesTableOnDrop;
+            PackedFunc::from_fn(name, move |_| {
+                let _ = &keep;
+                Ok(Value::Null)
+            })
+        };
+        // Would deadlock if the replaced function were dropped with the table's lock held.
+        register_py_func("t.dropped", owner("t.dropped"));
+        register_py_func("t.dropped", PackedFunc::from_fn("t.next", |_| Ok(Value::Null)));
+        assert!(get_py_func("t.from_drop").is_ok());
+        register_py_func("t.dropped", owner("t.dropped"));
+        clear_py_func_registry();
+        assert!(get_py_func("t.from_drop").is_ok(), "registered by the drop after the clear");
+        clear_py_func_registry();
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! (`rvm_vm_options`), with relaxvm's rules and errors (those the Python API applies), and the
 //! options' `struct_size`, which tells a caller of another header's layout from a current one.
 
+use relaxvm_capi::callback::rvm_register_py_func;
 use relaxvm_capi::error::rvm_error_code::{self, *};
 use relaxvm_capi::error::*;
 use relaxvm_capi::executable::*;
@@ -12,9 +13,10 @@ use relaxvm_capi::value::rvm_value_kind::*;
 use relaxvm_capi::value::*;
 use relaxvm_capi::vm::*;
 use relaxvm_capi::vm_options::*;
-use std::ffi::{c_char, CStr};
+use std::ffi::{c_char, c_void, CStr};
 use std::mem::size_of;
 use std::ptr::{null, null_mut};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The handle count is process-wide: the tests of this file run one at a time.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -49,8 +51,9 @@ fn fails(e: *mut rvm_error, code: rvm_error_code, needle: &str) -> String {
     msg
 }
 
-/// `pair(n: i64, x: any)` returns `(n, x)`; `add(a, b)` adds two ints (no signature).
-const PROGRAM: &str = "@pair regs=3 sig=(n: i64, x: any) -> any:
+/// `pair(n: i64, x: any)` returns `(n, x)`; `add(a, b)` adds two ints (no signature); `py(x)`
+/// is `R.call_py_func("rust.c_twice", (x,))`.
+const PROGRAM: &str = r#"@pair regs=3 sig=(n: i64, x: any) -> any:
   call  vm.builtin.make_tuple  in: %0, %1  dst: %2
   ret  %2
 @add inputs=2 regs=3 params=(a, b):
@@ -58,7 +61,14 @@ const PROGRAM: &str = "@pair regs=3 sig=(n: i64, x: any) -> any:
   ret  %2
 .packed vm.builtin.make_tuple
 .packed vm.builtin.int.add
-";
+.const c[0] = str "rust.c_twice"
+@py inputs=1 regs=3:
+  call  vm.builtin.make_tuple  in: %0  dst: %1
+  call  vm.builtin.make_tuple  in: c[0], %1  dst: %2
+  call  vm.builtin.call_py_func  in: %2  dst: %1
+  ret  %1
+.packed vm.builtin.call_py_func
+"#;
 
 fn exe() -> *mut rvm_executable {
     let bytes = relaxvm_builder::assemble(PROGRAM).unwrap().save_to_bytes();
@@ -385,5 +395,67 @@ fn a_profile_flag_byte_other_than_0_or_1_is_read_as_true() {
         ok(relaxvm_capi::string::rvm_string_free(report));
     }
     values_free(&[a, b]);
+    free(vm);
+}
+
+unsafe extern "C" fn c_twice(
+    _: *mut c_void,
+    args: *const *const rvm_value,
+    nargs: usize,
+    result: *mut *mut rvm_value,
+) -> *mut rvm_error {
+    assert_eq!(nargs, 1);
+    let mut x = 0;
+    // SAFETY: relaxvm passes `nargs` live values and a writable result.
+    unsafe {
+        let e = rvm_value_get_int(*args, &mut x);
+        if !e.is_null() {
+            return e;
+        }
+        *result = rvm_value_new_int(2 * x);
+    }
+    null_mut()
+}
+
+static FREED: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn count_freed(_: *mut c_void) {
+    FREED.fetch_add(1, Ordering::SeqCst);
+}
+
+#[test]
+fn a_c_function_registered_for_call_py_func_is_called_by_name() {
+    let _s = serial();
+    let vm = vm_with(null()).unwrap();
+    let x = rvm_value_new_int(21);
+    let mut out = null_mut();
+    // SAFETY: valid names, functions and handles, except where a test passes NULL.
+    unsafe {
+        fails(rvm_register_py_func(null(), Some(c_twice), null_mut(), None), RVM_ERROR_INVALID_ARGUMENT, "name");
+        fails(
+            rvm_register_py_func(c"rust.c_twice".as_ptr(), None, null_mut(), None),
+            RVM_ERROR_INVALID_ARGUMENT,
+            "rvm_register_py_func: f is NULL",
+        );
+        fails(
+            rvm_vm_call(vm, c"py".as_ptr(), [x].as_ptr().cast(), 1, &mut out),
+            RVM_ERROR_VALUE,
+            "not found in the call_py_func registry",
+        );
+        // Registered after the VM was made: the table is read at each call.
+        ok(rvm_register_py_func(c"rust.c_twice".as_ptr(), Some(c_twice), null_mut(), Some(count_freed)));
+        ok(rvm_vm_call(vm, c"py".as_ptr(), [x].as_ptr().cast(), 1, &mut out));
+        let mut got = 0;
+        ok(rvm_value_get_int(out, &mut got));
+        assert_eq!(got, 42);
+        values_free(&[out]);
+        // Replacing it frees the first one's data (the same table the Rust API fills).
+        assert_eq!(FREED.load(Ordering::SeqCst), 0);
+        ok(rvm_register_py_func(c"rust.c_twice".as_ptr(), Some(c_twice), null_mut(), Some(count_freed)));
+        assert_eq!(FREED.load(Ordering::SeqCst), 1);
+        relaxvm_builtins::py_funcs::clear_py_func_registry();
+        assert_eq!(FREED.load(Ordering::SeqCst), 2);
+    }
+    values_free(&[x]);
     free(vm);
 }

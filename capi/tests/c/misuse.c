@@ -157,6 +157,48 @@ static void stateful(rvm_vm *vm) {
   OK(rvm_value_free(out));
 }
 
+static atomic_int twice_freed = 0;
+
+static rvm_error *twice(void *user_data, const rvm_value *const *args, size_t nargs, rvm_value **result) {
+  (void)user_data;
+  int64_t x = 0;
+  rvm_error *err = nargs == 1 ? rvm_value_get_int(args[0], &x) : rvm_error_new(RVM_ERROR_ARITY, "one argument");
+  if (err) return err;
+  *result = rvm_value_new_int(2 * x);
+  return NULL;
+}
+
+static void count_twice_freed(void *user_data) {
+  (void)user_data;
+  atomic_fetch_add(&twice_freed, 1);
+}
+
+/* A C function for R.call_py_func, registered by name; the table's clear frees its data. */
+static void call_py_func(rvm_vm *vm) {
+  rvm_value *x = rvm_value_new_int(21), *out = NULL;
+  const rvm_value *args[1] = {x};
+  EXPECT(rvm_register_py_func(NULL, twice, NULL, NULL), RVM_ERROR_INVALID_ARGUMENT, "NULL");
+  EXPECT(rvm_register_py_func("c.twice", NULL, NULL, NULL), RVM_ERROR_INVALID_ARGUMENT, "f is NULL");
+  EXPECT(rvm_vm_call(vm, "py", args, 1, &out), RVM_ERROR_VALUE, "\"c.twice\" not found in the call_py_func registry");
+  OK(rvm_register_py_func("c.twice", twice, NULL, count_twice_freed));
+  OK(rvm_vm_call(vm, "py", args, 1, &out));
+  int64_t got = 0;
+  OK(rvm_value_get_int(out, &got));
+  if (got != 42) {
+    fprintf(stderr, "line %d: c.twice(21) returned %lld\n", __LINE__, (long long)got);
+    failures++;
+  }
+  OK(rvm_value_free(out));
+  OK(rvm_vm_call(vm, "clear_py", NULL, 0, &out));
+  OK(rvm_value_free(out));
+  if (atomic_load(&twice_freed) != 1) {
+    fprintf(stderr, "line %d: clearing the table did not free the function's data\n", __LINE__);
+    failures++;
+  }
+  EXPECT(rvm_vm_call(vm, "py", args, 1, &out), RVM_ERROR_VALUE, "not found");
+  OK(rvm_value_free(x));
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s LOOP.rvx\n", argv[0]);
@@ -182,6 +224,7 @@ int main(int argc, char **argv) {
   OK(rvm_vm_create(exe, NULL, &vm));
   OK(rvm_executable_free(exe));
   stateful(vm);
+  call_py_func(vm);
   EXPECT(rvm_executable_free(exe), RVM_ERROR_INVALID_ARGUMENT, "not a live rvm_executable");
 
   /* Wrong handles, NULLs, huge counts. */
