@@ -4,6 +4,7 @@
 //! options' `struct_size`, which tells a caller of another header's layout from a current one.
 
 use relaxvm_capi::callback::rvm_register_py_func;
+use relaxvm_capi::dlpack::*;
 use relaxvm_capi::error::rvm_error_code::{self, *};
 use relaxvm_capi::error::*;
 use relaxvm_capi::executable::*;
@@ -458,4 +459,69 @@ fn a_c_function_registered_for_call_py_func_is_called_by_name() {
     }
     values_free(&[x]);
     free(vm);
+}
+
+/// The repository's TVM model (`tvm/tests/data/mlp.so`: `main(x: (n, 8) f32)`, a perceptron)
+/// through the stateful calls, on a VM with TVM's naive allocator: the same result as a plain
+/// call, run after run.
+#[test]
+fn a_tvm_model_runs_through_set_input_with_the_naive_allocator() {
+    use relaxvm_tvm::ffi::abi::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor};
+    let _s = serial();
+    let so = std::ffi::CString::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../tvm/tests/data/mlp.so")).unwrap();
+    let mut pixels: Vec<f32> = (0..16).map(|i| (i % 10) as f32 / 10.0).collect();
+    let mut shape = [2i64, 8];
+    // Static-like memory of this test, lent without a deleter (it outlives the VM).
+    let mut input = DLManagedTensorVersioned {
+        version: DLPackVersion { major: RVM_DLPACK_MAJOR_VERSION, minor: 0 },
+        manager_ctx: null_mut(),
+        deleter: None,
+        flags: 0,
+        dl_tensor: DLTensor {
+            data: pixels.as_mut_ptr().cast(),
+            device: DLDevice { device_type: 1, device_id: 0 },
+            ndim: 2,
+            dtype: DLDataType { code: 2, bits: 32, lanes: 1 },
+            shape: shape.as_mut_ptr(),
+            strides: null_mut(),
+            byte_offset: 0,
+        },
+    };
+    let mut opts = options();
+    opts.memory_cfg = c"naive".as_ptr();
+    let read = |v: *const rvm_value| -> Vec<f32> {
+        let mut view = null_mut::<DLManagedTensorVersioned>();
+        // SAFETY: a live tensor value; the view is released once read.
+        unsafe {
+            ok(rvm_value_to_dlpack(v, &mut view));
+            let t = &(*view).dl_tensor;
+            let dims = std::slice::from_raw_parts(t.shape, t.ndim as usize);
+            assert_eq!((t.dtype.code, t.dtype.bits, dims[0]), (2, 32, 2), "f32, one row per input row");
+            let n = dims.iter().product::<i64>() as usize;
+            let got = std::slice::from_raw_parts(t.data.cast::<f32>(), n).to_vec();
+            ((*view).deleter.unwrap())(view);
+            got
+        }
+    };
+    // SAFETY: valid pointers and live handles throughout.
+    unsafe {
+        let (mut exe, mut vm, mut x, mut y) = (null_mut(), null_mut(), null_mut(), null_mut());
+        ok(rvm_executable_load_file(so.as_ptr(), null(), &mut exe));
+        ok(rvm_vm_create(exe, &opts, &mut vm));
+        ok(rvm_executable_free(exe));
+        assert_eq!(allocator_of(vm), RVM_NAIVE_ALLOCATOR);
+        ok(rvm_value_from_dlpack(&mut input, &mut x));
+        ok(rvm_vm_call(vm, c"main".as_ptr(), [x].as_ptr().cast(), 1, &mut y));
+        let want = read(y);
+        ok(rvm_vm_set_input(vm, c"main".as_ptr(), [x].as_ptr().cast(), 1));
+        for _ in 0..2 {
+            ok(rvm_vm_invoke_stateful(vm, c"main".as_ptr()));
+            let mut out = null_mut();
+            ok(rvm_vm_get_outputs(vm, c"main".as_ptr(), &mut out));
+            assert_eq!(read(out), want);
+            values_free(&[out]);
+        }
+        values_free(&[x, y]);
+        free(vm);
+    }
 }
