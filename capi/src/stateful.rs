@@ -7,15 +7,8 @@ use crate::error::{guard, rvm_error, rvm_error_code::*, CError};
 use crate::input::{check_out, str_arg, write_out};
 use crate::value::{new_value, rvm_value, values_arg};
 use crate::vm::{lock_vm, rvm_vm, unknown, with_context};
-use relaxvm::tvm_inputs::numbers_as_tensors;
-use relaxvm::{FuncKind, VirtualMachine};
+use relaxvm::tvm_inputs::{declared_signature, numbers_as_tensors};
 use std::ffi::c_char;
-
-/// Function `name`'s signature, when it is a bytecode function that declares one: where it
-/// declares a scalar, TVM's rule keeps a number a number.
-fn signature<'a>(vm: &'a VirtualMachine, name: &str) -> Option<&'a relaxvm::Signature> {
-    vm.executable().func(name).filter(|f| f.kind == FuncKind::Bytecode).and_then(|f| f.signature.as_ref())
-}
 
 /// Sets the inputs of function `name` for a later `rvm_vm_invoke_stateful(vm, name)`: the
 /// `nargs` values at `args`, one per parameter. As TVM's `set_input` does, numbers become 0-d
@@ -42,7 +35,7 @@ pub unsafe extern "C" fn rvm_vm_set_input(
         // SAFETY: as above.
         let mut vm = unsafe { lock_vm(vm, WHAT) }?;
         vm.get_function(name).map_err(|e| unknown(&vm, WHAT, name, e))?;
-        let inputs = numbers_as_tensors(args, signature(&vm, name))
+        let inputs = numbers_as_tensors(args, declared_signature(vm.executable(), name))
             .map_err(|e| CError::new(RVM_ERROR_VALUE, format!("{WHAT}: {name:?}: {e}")))?;
         vm.set_input(name, inputs).map_err(|e| with_context(&format!("{WHAT}: {name:?}"), e))
     })
