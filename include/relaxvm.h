@@ -62,6 +62,10 @@
 // default): an allocation site hands out its last block again once nothing holds it.
 #define RVM_POOLED_ALLOCATOR 2
 
+// The first field of every `rvm_vm_options` that `rvm_vm_options_init_sized` filled ("RVMO" in
+// little-endian bytes).
+#define RVM_VM_OPTIONS_MAGIC 1330468434
+
 // What went wrong, as `rvm_error_get_code` returns it.
 typedef enum rvm_error_code {
   // No error (never the code of an error object; `rvm_error_get_code(NULL)` returns it).
@@ -261,14 +265,20 @@ typedef struct rvm_memory_cfg_entry {
   int64_t allocator;
 } rvm_memory_cfg_entry;
 
-// The limits and settings of a VM. Fill it with `rvm_vm_options_init(&opts, sizeof opts)`,
+// The limits and settings of a VM. Fill it with `rvm_vm_options_init_sized(&opts, sizeof opts)`,
 // then change fields.
 typedef struct rvm_vm_options {
-  // `sizeof(rvm_vm_options)` as the caller's header declares it; `rvm_vm_options_init` sets
-  // it. `rvm_vm_create` reads this field first and refuses options of a size it does not
-  // know (a program compiled against another relaxvm.h, whose struct has other fields) with
-  // `RVM_ERROR_INVALID_ARGUMENT`, reading nothing else.
-  size_t struct_size;
+  // `RVM_VM_OPTIONS_MAGIC`, set by `rvm_vm_options_init_sized`. `rvm_vm_create` reads this
+  // field and `struct_size` first (the first 8 bytes, which every layout of the struct has)
+  // and refuses other values with `RVM_ERROR_INVALID_ARGUMENT`, reading nothing else: the
+  // struct of the header before these fields began with `max_call_depth`, whose realistic
+  // values (below 2^32) hold 0 where `struct_size` is, and which matches both fields only if
+  // set to this exact 64-bit pattern.
+  uint32_t magic;
+  // `sizeof(rvm_vm_options)` as the caller's header declares it, set by
+  // `rvm_vm_options_init_sized`: a size this library does not know (a program compiled
+  // against another relaxvm.h, whose struct has other fields) is refused as above.
+  uint32_t struct_size;
   // The deepest chain of bytecode calls before a call fails (`RVM_ERROR_STACK_OVERFLOW`).
   uint64_t max_call_depth;
   // How many times packed functions may call back into the VM, nested.
@@ -596,7 +606,7 @@ struct rvm_error *rvm_value_tuple_get(const struct rvm_value *v,
 struct rvm_error *rvm_value_to_string(const struct rvm_value *v, char **out);
 
 // A VM running `exe` on CPU 0, with `opts` (NULL: the defaults; else filled by
-// `rvm_vm_options_init`, whose `struct_size` is checked first). Registers relaxvm's builtins first;
+// `rvm_vm_options_init_sized`, whose `struct_size` is checked first). Registers relaxvm's builtins first;
 // every packed function the program calls must be found now (in the executable's libraries or
 // the registry: register C functions before), or this fails naming them.
 //
@@ -683,7 +693,7 @@ struct rvm_error *rvm_vm_get_allocator(const struct rvm_vm *vm, int64_t *kind);
 // program compiled against another relaxvm.h would otherwise get a struct of another layout).
 //
 // Ownership: writes `*opts`. Thread safety: any thread.
-struct rvm_error *rvm_vm_options_init(struct rvm_vm_options *opts, size_t struct_size);
+struct rvm_error *rvm_vm_options_init_sized(struct rvm_vm_options *opts, size_t struct_size);
 
 #ifdef __cplusplus
 }  // extern "C"

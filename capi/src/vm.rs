@@ -7,7 +7,7 @@ use crate::input::{check_out, str_arg, write_out};
 use crate::value::{new_value, rvm_value, value_arg, values_arg};
 use crate::vm_options::{allocator_kind, read_options, VM_DEVICE};
 // The options were declared here before they had a module of their own: their path stays.
-pub use crate::vm_options::{rvm_vm_options, rvm_vm_options_init};
+pub use crate::vm_options::{rvm_vm_options, rvm_vm_options_init_sized};
 use relaxvm::{InterruptHandle, Value, VirtualMachine};
 use std::ffi::c_char;
 use std::sync::{Mutex, MutexGuard, TryLockError};
@@ -25,7 +25,7 @@ impl Handle for rvm_vm {
 }
 
 /// A VM running `exe` on CPU 0, with `opts` (NULL: the defaults; else filled by
-/// `rvm_vm_options_init`, whose `struct_size` is checked first). Registers relaxvm's builtins first;
+/// `rvm_vm_options_init_sized`, whose `struct_size` is checked first). Registers relaxvm's builtins first;
 /// every packed function the program calls must be found now (in the executable's libraries or
 /// the registry: register C functions before), or this fails naming them.
 ///

@@ -33,17 +33,23 @@ pub struct rvm_memory_cfg_entry {
     pub allocator: i64,
 }
 
-/// The limits and settings of a VM. Fill it with `rvm_vm_options_init(&opts, sizeof opts)`,
+/// The limits and settings of a VM. Fill it with `rvm_vm_options_init_sized(&opts, sizeof opts)`,
 /// then change fields.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct rvm_vm_options {
-    /// `sizeof(rvm_vm_options)` as the caller's header declares it; `rvm_vm_options_init` sets
-    /// it. `rvm_vm_create` reads this field first and refuses options of a size it does not
-    /// know (a program compiled against another relaxvm.h, whose struct has other fields) with
-    /// `RVM_ERROR_INVALID_ARGUMENT`, reading nothing else.
-    pub struct_size: usize,
+    /// `RVM_VM_OPTIONS_MAGIC`, set by `rvm_vm_options_init_sized`. `rvm_vm_create` reads this
+    /// field and `struct_size` first (the first 8 bytes, which every layout of the struct has)
+    /// and refuses other values with `RVM_ERROR_INVALID_ARGUMENT`, reading nothing else: the
+    /// struct of the header before these fields began with `max_call_depth`, whose realistic
+    /// values (below 2^32) hold 0 where `struct_size` is, and which matches both fields only if
+    /// set to this exact 64-bit pattern.
+    pub magic: u32,
+    /// `sizeof(rvm_vm_options)` as the caller's header declares it, set by
+    /// `rvm_vm_options_init_sized`: a size this library does not know (a program compiled
+    /// against another relaxvm.h, whose struct has other fields) is refused as above.
+    pub struct_size: u32,
     /// The deepest chain of bytecode calls before a call fails (`RVM_ERROR_STACK_OVERFLOW`).
     pub max_call_depth: u64,
     /// How many times packed functions may call back into the VM, nested.
@@ -71,6 +77,10 @@ pub struct rvm_vm_options {
     pub num_memory_cfg_devices: usize,
 }
 
+/// The first field of every `rvm_vm_options` that `rvm_vm_options_init_sized` filled ("RVMO" in
+/// little-endian bytes).
+pub const RVM_VM_OPTIONS_MAGIC: u32 = 0x4f4d_5652;
+
 /// The size of the options struct of this header: the one layout this library reads. (A later
 /// version that adds fields at the end will read this size too, as a prefix of its own.)
 const OPTIONS_SIZE: usize = size_of::<rvm_vm_options>();
@@ -83,12 +93,13 @@ const OPTIONS_SIZE: usize = size_of::<rvm_vm_options>();
 ///
 /// Ownership: writes `*opts`. Thread safety: any thread.
 #[no_mangle]
-pub unsafe extern "C" fn rvm_vm_options_init(opts: *mut rvm_vm_options, struct_size: usize) -> *mut rvm_error {
+pub unsafe extern "C" fn rvm_vm_options_init_sized(opts: *mut rvm_vm_options, struct_size: usize) -> *mut rvm_error {
     guard(|| {
-        check_size(struct_size, "rvm_vm_options_init: struct_size")?;
+        check_size(struct_size, "rvm_vm_options_init_sized: struct_size")?;
         let d = Limits::default();
         let o = rvm_vm_options {
-            struct_size: OPTIONS_SIZE,
+            magic: RVM_VM_OPTIONS_MAGIC,
+            struct_size: OPTIONS_SIZE as u32,
             max_call_depth: d.max_call_depth as u64,
             max_reentry: d.max_reentry as u64,
             step_budget: 0,
@@ -101,18 +112,20 @@ pub unsafe extern "C" fn rvm_vm_options_init(opts: *mut rvm_vm_options, struct_s
         };
         // SAFETY: `write_out` checks for NULL; the caller passes a pointer writable for
         // `struct_size` bytes, which is the struct's size (checked above).
-        unsafe { write_out(opts, o, "rvm_vm_options_init") }
+        unsafe { write_out(opts, o, "rvm_vm_options_init_sized") }
     })
 }
+
+/// What a wrong magic number or size means, and the fix.
+const ANOTHER_HEADER: &str = "the program was compiled against another relaxvm.h (recompile it), \
+                              or did not fill the options with rvm_vm_options_init_sized(&opts, sizeof opts)";
 
 fn check_size(size: usize, what: &str) -> Result<(), CError> {
     if size == OPTIONS_SIZE {
         return Ok(());
     }
     Err(CError::invalid(format!(
-        "{what} is {size}, expected {OPTIONS_SIZE} (sizeof(rvm_vm_options) in this library's relaxvm.h): \
-         the program was compiled against another relaxvm.h (recompile it), or did not fill the options \
-         with rvm_vm_options_init(&opts, sizeof opts)"
+        "{what} is {size}, expected {OPTIONS_SIZE} (sizeof(rvm_vm_options) in this library's relaxvm.h): {ANOTHER_HEADER}"
     )))
 }
 
@@ -162,11 +175,16 @@ pub(crate) unsafe fn read_options(opts: *const rvm_vm_options) -> Result<VmSetti
     if !(opts as usize).is_multiple_of(std::mem::align_of::<rvm_vm_options>()) {
         return Err(CError::invalid(format!("rvm_vm_create: opts pointer {opts:?} is not aligned")));
     }
-    // SAFETY: non-null and aligned; the first field lies within any version of the struct (an
-    // older layout began with a u64 too), so reading it alone is in bounds whatever the caller
-    // was compiled against.
-    let size = unsafe { addr_of!((*opts).struct_size).read() };
-    check_size(size, "rvm_vm_create: opts->struct_size")?;
+    // SAFETY: non-null and aligned; the first two fields (8 bytes) lie within any version of the
+    // struct (an older layout began with a u64), so reading them alone is in bounds whatever
+    // the caller was compiled against.
+    let (magic, size) = unsafe { (addr_of!((*opts).magic).read(), addr_of!((*opts).struct_size).read()) };
+    if magic != RVM_VM_OPTIONS_MAGIC {
+        return Err(CError::invalid(format!(
+            "rvm_vm_create: opts->magic is {magic:#x}, expected RVM_VM_OPTIONS_MAGIC ({RVM_VM_OPTIONS_MAGIC:#x}): {ANOTHER_HEADER}"
+        )));
+    }
+    check_size(size as usize, "rvm_vm_create: opts->struct_size")?;
     // SAFETY: the size proves the caller's struct has this layout. Each field is read on its
     // own, and `profile` as a byte (any nonzero is true): a copy of the whole struct would be
     // undefined behaviour when C stored another value than 0 or 1 in that `bool`.

@@ -93,7 +93,7 @@ fn vm_with(opts: *const rvm_vm_options) -> Result<*mut rvm_vm, (rvm_error_code, 
 fn options() -> rvm_vm_options {
     let mut opts = std::mem::MaybeUninit::<rvm_vm_options>::uninit();
     // SAFETY: a writable struct of the size passed.
-    ok(unsafe { rvm_vm_options_init(opts.as_mut_ptr(), size_of::<rvm_vm_options>()) });
+    ok(unsafe { rvm_vm_options_init_sized(opts.as_mut_ptr(), size_of::<rvm_vm_options>()) });
     // SAFETY: filled on success.
     unsafe { opts.assume_init() }
 }
@@ -336,13 +336,38 @@ fn options_of_another_headers_layout_are_refused_before_any_other_field_is_read(
     let (code, msg) = vm_with((&old as *const OptionsBeforeStructSize).cast()).unwrap_err();
     assert_eq!(code, RVM_ERROR_INVALID_ARGUMENT);
     let size = size_of::<rvm_vm_options>();
-    assert!(msg.contains(&format!("rvm_vm_create: opts->struct_size is 100000, expected {size}")), "{msg}");
-    assert!(msg.contains("compiled against another relaxvm.h"), "{msg}");
-    // Options zeroed by hand, never initialized; and a newer header's larger struct.
+    assert!(msg.contains("rvm_vm_create: opts->magic is 0x186a0, expected RVM_VM_OPTIONS_MAGIC"), "{msg}");
+    assert!(msg.contains("expected RVM_VM_OPTIONS_MAGIC (0x4f4d5652): "), "{msg}");
+    assert!(
+        msg.ends_with(
+            "the program was compiled against another relaxvm.h (recompile it), or did not fill the options with rvm_vm_options_init_sized(&opts, sizeof opts)"
+        ),
+        "{msg}"
+    );
+    // Attack finding layers/11: an old struct whose max_call_depth equals today's struct size
+    // (72) is refused too (its high half, where `struct_size` is, holds 0 for any value below
+    // 2^32), and nothing past its 40 bytes is read.
+    #[repr(C)]
+    struct OldThenGarbage {
+        old: OptionsBeforeStructSize,
+        after: [u64; 8],
+    }
+    let framed = OldThenGarbage {
+        old: OptionsBeforeStructSize { max_call_depth: size as u64, ..old },
+        after: [0x4141_4141_4141_4141; 8],
+    };
+    let (code, msg) = vm_with((&framed as *const OldThenGarbage).cast()).unwrap_err();
+    assert_eq!(code, RVM_ERROR_INVALID_ARGUMENT);
+    assert!(msg.contains(&format!("opts->magic is {size:#x}")), "{msg}");
+    // Options zeroed by hand, never initialized; a newer header's larger struct.
     let mut opts = options();
+    opts.magic = 0;
+    assert!(vm_with(&opts).unwrap_err().1.contains("opts->magic is 0x0"));
+    opts = options();
     opts.struct_size = 0;
-    assert!(vm_with(&opts).unwrap_err().1.contains("struct_size is 0"));
-    opts.struct_size = size + 8;
+    let msg = vm_with(&opts).unwrap_err().1;
+    assert!(msg.contains(&format!("rvm_vm_create: opts->struct_size is 0, expected {size} (sizeof(rvm_vm_options) in this library's relaxvm.h): ")), "{msg}");
+    opts.struct_size = size as u32 + 8;
     assert!(vm_with(&opts).unwrap_err().1.contains(&format!("struct_size is {}", size + 8)));
 
     // A misaligned pointer is refused before anything is read through it.
@@ -352,19 +377,19 @@ fn options_of_another_headers_layout_are_refused_before_any_other_field_is_read(
     assert_eq!(code, RVM_ERROR_INVALID_ARGUMENT);
     assert!(msg.contains("rvm_vm_create: opts pointer") && msg.ends_with("is not aligned"), "{msg}");
 
-    // `rvm_vm_options_init` with another size writes nothing.
+    // `rvm_vm_options_init_sized` with another size writes nothing.
     let mut buffer = [0xa5u8; 128];
     // SAFETY: a writable buffer (larger than the struct), aligned for it below.
     unsafe {
         let p = buffer.as_mut_ptr().add(buffer.as_ptr().align_offset(8)).cast::<rvm_vm_options>();
-        let msg = fails(rvm_vm_options_init(p, 40), RVM_ERROR_INVALID_ARGUMENT, "struct_size is 40");
+        let msg = fails(rvm_vm_options_init_sized(p, 40), RVM_ERROR_INVALID_ARGUMENT, "struct_size is 40");
         assert!(msg.contains(&format!("expected {size}")), "{msg}");
-        fails(rvm_vm_options_init(p, size * 2), RVM_ERROR_INVALID_ARGUMENT, "compiled against another relaxvm.h");
-        fails(rvm_vm_options_init(null_mut(), size), RVM_ERROR_INVALID_ARGUMENT, "output pointer is NULL");
+        fails(rvm_vm_options_init_sized(p, size * 2), RVM_ERROR_INVALID_ARGUMENT, "compiled against another relaxvm.h");
+        fails(rvm_vm_options_init_sized(null_mut(), size), RVM_ERROR_INVALID_ARGUMENT, "output pointer is NULL");
     }
     assert!(buffer.iter().all(|b| *b == 0xa5), "nothing was written");
     let opts = options();
-    assert_eq!(opts.struct_size, size);
+    assert_eq!((opts.magic, opts.struct_size as usize), (RVM_VM_OPTIONS_MAGIC, size));
     assert!(opts.memory_cfg.is_null() && opts.memory_cfg_devices.is_null() && opts.num_memory_cfg_devices == 0);
 }
 

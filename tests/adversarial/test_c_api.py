@@ -183,18 +183,18 @@ print("ok")
 
 # A function that calls itself forever: with limits above what memory allows, the stacks' growth
 # fails first, which must be an error (capi/02), not an abort.
-# rvm_vm_options as relaxvm.h declares it, filled by rvm_vm_options_init with its size.
+# rvm_vm_options as relaxvm.h declares it, filled by rvm_vm_options_init_sized with its size.
 OPTIONS = r"""
 class Options(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("max_call_depth", ctypes.c_uint64),
+    _fields_ = [("magic", ctypes.c_uint32), ("struct_size", ctypes.c_uint32), ("max_call_depth", ctypes.c_uint64),
                 ("max_reentry", ctypes.c_uint64), ("step_budget", ctypes.c_uint64),
                 ("max_stack_registers", ctypes.c_uint64), ("profile", ctypes.c_bool),
                 ("num_threads", ctypes.c_uint32), ("memory_cfg", ctypes.c_char_p),
                 ("memory_cfg_devices", ctypes.c_void_p), ("num_memory_cfg_devices", ctypes.c_size_t)]
-lib.rvm_vm_options_init.argtypes = [P, ctypes.c_size_t]
-lib.rvm_vm_options_init.restype = P
+lib.rvm_vm_options_init_sized.argtypes = [P, ctypes.c_size_t]
+lib.rvm_vm_options_init_sized.restype = P
 opts = Options()
-assert lib.rvm_vm_options_init(ctypes.byref(opts), ctypes.sizeof(opts)) is None
+assert lib.rvm_vm_options_init_sized(ctypes.byref(opts), ctypes.sizeof(opts)) is None
 """
 
 RECURSE = r"""
@@ -257,9 +257,10 @@ lib.rvm_error_free(err)
 
 
 def test_vm_options_of_another_headers_layout_are_refused_not_misread():
-    """A program compiled against the header before `struct_size` passes its 40-byte struct
-    (first field max_call_depth): the library reads the first 8 bytes as the size and refuses
-    it; an init told another size writes nothing."""
+    """A program compiled against the header before `magic`/`struct_size` passes its 40-byte
+    struct (first field max_call_depth): the library reads the first 8 bytes as those two fields
+    and refuses it, whatever max_call_depth holds (layers/11: 72, today's size); an init told
+    another size writes nothing."""
     out = run_attack(
         PRE
         + r"""
@@ -268,16 +269,23 @@ class Old(ctypes.Structure):
                 ("step_budget", ctypes.c_uint64), ("max_stack_registers", ctypes.c_uint64),
                 ("profile", ctypes.c_bool), ("num_threads", ctypes.c_uint32)]
 old = Old(100000, 200, 0, 1 << 24, False, 0)
-lib.rvm_vm_options_init.argtypes = [P, ctypes.c_size_t]
-lib.rvm_vm_options_init.restype = P
+lib.rvm_vm_options_init_sized.argtypes = [P, ctypes.c_size_t]
+lib.rvm_vm_options_init_sized.restype = P
 other = P()
 err = lib.rvm_vm_create(exe, ctypes.byref(old), ctypes.byref(other))
-print(lib.rvm_error_get_code(err), b"struct_size is 100000" in lib.rvm_error_message(err), other.value)
+print(lib.rvm_error_get_code(err), b"opts->magic is 0x186a0" in lib.rvm_error_message(err), other.value)
+lib.rvm_error_free(err)
+# Attack finding layers/11: max_call_depth equal to today's struct size, garbage after the struct.
+class Framed(ctypes.Structure):
+    _fields_ = [("old", Old), ("after", ctypes.c_uint64 * 8)]
+fr = Framed(Old(72, 8, 1000, 1 << 20, False, 0), (ctypes.c_uint64 * 8)(*[0x4141414141414141] * 8))
+err = lib.rvm_vm_create(exe, ctypes.byref(fr), ctypes.byref(other))
+print(lib.rvm_error_get_code(err), b"expected RVM_VM_OPTIONS_MAGIC" in lib.rvm_error_message(err), other.value)
 lib.rvm_error_free(err)
 buf = ctypes.create_string_buffer(b"\xa5" * 128)
-err = lib.rvm_vm_options_init(buf, ctypes.sizeof(Old))
+err = lib.rvm_vm_options_init_sized(buf, ctypes.sizeof(Old))
 print(lib.rvm_error_get_code(err), set(buf.raw[:128]) == {0xA5})
 lib.rvm_error_free(err)
 """
     )
-    out.assert_ok("1 True None\n1 True")  # 1: RVM_ERROR_INVALID_ARGUMENT
+    out.assert_ok("1 True None\n1 True None\n1 True")  # 1: RVM_ERROR_INVALID_ARGUMENT

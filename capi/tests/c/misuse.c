@@ -97,7 +97,7 @@ static int64_t allocator_with(int line, const rvm_executable *exe, const rvm_vm_
 /* TVM's memory_cfg through rvm_vm_options, and the options' size check. */
 static void memory_cfg(const rvm_executable *exe) {
   rvm_vm_options opts;
-  OK(rvm_vm_options_init(&opts, sizeof opts));
+  OK(rvm_vm_options_init_sized(&opts, sizeof opts));
   if (allocator_with(__LINE__, exe, &opts, RVM_OK, "") != RVM_POOLED_ALLOCATOR) failures++;
   opts.memory_cfg = "naive";
   if (allocator_with(__LINE__, exe, &opts, RVM_OK, "") != RVM_NAIVE_ALLOCATOR) failures++;
@@ -120,8 +120,11 @@ static void memory_cfg(const rvm_executable *exe) {
   /* Another header's layout, and an init with another size, are refused. */
   struct options_before_struct_size old = {100000, 200, 0, 1 << 24, false, 0};
   allocator_with(__LINE__, exe, (const rvm_vm_options *)(const void *)&old, RVM_ERROR_INVALID_ARGUMENT,
-                 "struct_size is 100000");
-  EXPECT(rvm_vm_options_init(&opts, sizeof old), RVM_ERROR_INVALID_ARGUMENT, "compiled against another relaxvm.h");
+                 "opts->magic is 0x186a0");
+  old.max_call_depth = sizeof(rvm_vm_options); /* attack finding layers/11: still refused */
+  allocator_with(__LINE__, exe, (const rvm_vm_options *)(const void *)&old, RVM_ERROR_INVALID_ARGUMENT,
+                 "expected RVM_VM_OPTIONS_MAGIC");
+  EXPECT(rvm_vm_options_init_sized(&opts, sizeof old), RVM_ERROR_INVALID_ARGUMENT, "compiled against another relaxvm.h");
   EXPECT(rvm_vm_get_allocator(NULL, NULL), RVM_ERROR_INVALID_ARGUMENT, "NULL");
 }
 
