@@ -165,8 +165,9 @@ fn usize_of(v: u64, field: &str) -> Result<usize, CError> {
 /// The settings of `opts` (NULL: the defaults), checked.
 ///
 /// # Safety
-/// `opts` is NULL or points to at least `size_t` readable bytes and, when those hold this
-/// header's struct size, to a whole `rvm_vm_options` whose pointers are valid as documented.
+/// `opts` is NULL or points to at least 8 readable bytes and, when those hold the magic number
+/// and this header's struct size, to a whole `rvm_vm_options` whose pointers are valid as
+/// documented.
 pub(crate) unsafe fn read_options(opts: *const rvm_vm_options) -> Result<VmSettings, CError> {
     let defaults = Limits::default();
     if opts.is_null() {
