@@ -54,6 +54,18 @@
 // `rvm_vm_profile` format: the Chrome trace event format (ui.perfetto.dev).
 #define RVM_PROFILE_CHROME_TRACE 3
 
+// `memory_cfg` allocator kind: TVM's naive allocator (`VirtualMachine.NAIVE_ALLOCATOR`): every
+// allocation gets new memory.
+#define RVM_NAIVE_ALLOCATOR 1
+
+// `memory_cfg` allocator kind: TVM's pooled allocator (`VirtualMachine.POOLED_ALLOCATOR`, the
+// default): an allocation site hands out its last block again once nothing holds it.
+#define RVM_POOLED_ALLOCATOR 2
+
+// The first field of every `rvm_vm_options` that `rvm_vm_options_init_sized` filled ("RVMO" in
+// little-endian bytes).
+#define RVM_VM_OPTIONS_MAGIC 1330468434
+
 // What went wrong, as `rvm_error_get_code` returns it.
 typedef enum rvm_error_code {
   // No error (never the code of an error object; `rvm_error_get_code(NULL)` returns it).
@@ -243,8 +255,30 @@ typedef struct rvm_load_options {
   bool mmap;
 } rvm_load_options;
 
-// The limits and settings of a VM. Fill it with `rvm_vm_options_init`, then change fields.
+// One device's allocator in a per-device `memory_cfg` (TVM's dict form).
+typedef struct rvm_memory_cfg_entry {
+  // The device's DLPack type (`RVM_DLPACK_CPU`, 1: the only one relaxvm runs on).
+  int32_t device_type;
+  // The device's index among devices of its type (not negative).
+  int32_t device_id;
+  // `RVM_NAIVE_ALLOCATOR` or `RVM_POOLED_ALLOCATOR`.
+  int64_t allocator;
+} rvm_memory_cfg_entry;
+
+// The limits and settings of a VM. Fill it with `rvm_vm_options_init_sized(&opts, sizeof opts)`,
+// then change fields.
 typedef struct rvm_vm_options {
+  // `RVM_VM_OPTIONS_MAGIC`, set by `rvm_vm_options_init_sized`. `rvm_vm_create` reads this
+  // field and `struct_size` first (the first 8 bytes, which every layout of the struct has)
+  // and refuses other values with `RVM_ERROR_INVALID_ARGUMENT`, reading nothing else: the
+  // struct of the header before these fields began with `max_call_depth`, whose realistic
+  // values (below 2^32) hold 0 where `struct_size` is, and which matches both fields only if
+  // set to this exact 64-bit pattern.
+  uint32_t magic;
+  // `sizeof(rvm_vm_options)` as the caller's header declares it, set by
+  // `rvm_vm_options_init_sized`: a size this library does not know (a program compiled
+  // against another relaxvm.h, whose struct has other fields) is refused as above.
+  uint32_t struct_size;
   // The deepest chain of bytecode calls before a call fails (`RVM_ERROR_STACK_OVERFLOW`).
   uint64_t max_call_depth;
   // How many times packed functions may call back into the VM, nested.
@@ -260,6 +294,16 @@ typedef struct rvm_vm_options {
   // builtins): 0 leaves it as `RELAXVM_NUM_THREADS` or the number of cores sets it. The pool
   // is created once per process: asking for another size once it exists is an error.
   uint32_t num_threads;
+  // TVM's `memory_cfg` as a string: `"naive"` or `"pooled"`, the allocator of every device;
+  // NULL (the default) when not given. At most one of this and `memory_cfg_devices` is set.
+  const char *memory_cfg;
+  // TVM's `memory_cfg` as a map: `num_memory_cfg_devices` entries, each naming a device and
+  // its allocator; a device not listed gets the pooled allocator. NULL (the default) when not
+  // given. Every entry is checked, and one device listed twice with different allocators is
+  // an error. The VM runs on CPU 0: its entry, if any, chooses its allocator.
+  const struct rvm_memory_cfg_entry *memory_cfg_devices;
+  // The number of entries at `memory_cfg_devices`.
+  size_t num_memory_cfg_devices;
 } rvm_vm_options;
 
 
@@ -286,6 +330,21 @@ struct rvm_error *rvm_register_func(const char *name,
                                     void *user_data,
                                     rvm_free_fn free_user_data,
                                     bool allow_override);
+
+// Registers `f` under `name` in TVM's table of host functions for `R.call_py_func` (a program
+// compiled with `R.call_py_func("name", args)` calls it with the items of `args`): the table
+// `vm.builtin.register_py_func` fills, process-wide, which every VM reads at each call (VMs
+// made before see it too). A function registered under `name` before is replaced, as TVM's
+// `register_py_func` does. `vm.builtin.clear_py_func_registry` empties the table.
+//
+// Ownership: borrows `name`; on success the table owns `user_data` and calls
+// `free_user_data(user_data)` (if not NULL) once the function is replaced or cleared and no
+// running call uses it, holding no lock of relaxvm's; on error nothing is kept. Thread
+// safety: any thread; `f` must be callable from any thread, concurrently.
+struct rvm_error *rvm_register_py_func(const char *name,
+                                       rvm_packed_fn f,
+                                       void *user_data,
+                                       rvm_free_fn free_user_data);
 
 // A tensor value viewing the memory of DLPack tensor `tensor` (CPU, one lane, any dtype
 // relaxvm knows, non-negative strides), without copying. Flagged read-only, it is imported
@@ -400,6 +459,39 @@ struct rvm_error *rvm_executable_as_text(const struct rvm_executable *exe, char 
 // Thread safety: any thread.
 size_t rvm_live_handle_count(void);
 
+// Sets the inputs of function `name` for a later `rvm_vm_invoke_stateful(vm, name)`: the
+// `nargs` values at `args`, one per parameter. As TVM's `set_input` does, numbers become 0-d
+// tensors (an int or a bool an int32 tensor, a float a float32 one), also inside tuples,
+// except where the function's signature declares a scalar; an int outside int32 is
+// `RVM_ERROR_VALUE`. A wrong count is `RVM_ERROR_ARITY`, an unknown function
+// `RVM_ERROR_UNKNOWN_FUNCTION` (listing the functions there are). Setting them again replaces
+// them.
+//
+// Ownership: borrows everything passed (the VM keeps its own references to the values: they
+// may be freed after this returns). Thread safety: as `rvm_vm_call`.
+struct rvm_error *rvm_vm_set_input(const struct rvm_vm *vm,
+                                   const char *name,
+                                   const struct rvm_value *const *args,
+                                   size_t nargs);
+
+// Runs function `name` of `vm` on the inputs `rvm_vm_set_input` gave it, and keeps the result
+// for `rvm_vm_get_outputs` (replacing the last one). No inputs set for `name` is
+// `RVM_ERROR_VALUE`; the call's own error is this function's (its code kept, its message
+// after `"rvm_vm_invoke_stateful: "`).
+//
+// Ownership: borrows `vm` and `name`. Thread safety: as `rvm_vm_call`.
+struct rvm_error *rvm_vm_invoke_stateful(const struct rvm_vm *vm, const char *name);
+
+// The result of the last `rvm_vm_invoke_stateful(vm, name)`, in `*out`; none yet is
+// `RVM_ERROR_VALUE`.
+//
+// Ownership: borrows `vm` and `name`; on success `*out` is a new value the caller owns (the
+// VM keeps the result too: each call returns a new handle to it). Thread safety: as
+// `rvm_vm_call`.
+struct rvm_error *rvm_vm_get_outputs(const struct rvm_vm *vm,
+                                     const char *name,
+                                     struct rvm_value **out);
+
 // Frees a string this library returned. NULL is allowed (nothing happens); a pointer that is
 // not a live string from this library (a double free) is an error object and frees nothing.
 //
@@ -513,13 +605,8 @@ struct rvm_error *rvm_value_tuple_get(const struct rvm_value *v,
 // `rvm_string_free`. Thread safety: any thread.
 struct rvm_error *rvm_value_to_string(const struct rvm_value *v, char **out);
 
-// Fills `opts` with the defaults (those of `relaxvm::Limits`; no step budget, no profiling,
-// the thread pool as configured).
-//
-// Ownership: writes `*opts`. Thread safety: any thread.
-struct rvm_error *rvm_vm_options_init(struct rvm_vm_options *opts);
-
-// A VM running `exe`, with `opts` (NULL: the defaults). Registers relaxvm's builtins first;
+// A VM running `exe` on CPU 0, with `opts` (NULL: the defaults; else filled by
+// `rvm_vm_options_init_sized`, whose `struct_size` is checked first). Registers relaxvm's builtins first;
 // every packed function the program calls must be found now (in the executable's libraries or
 // the registry: register C functions before), or this fails naming them.
 //
@@ -591,6 +678,22 @@ struct rvm_error *rvm_vm_profile(const struct rvm_vm *vm,
                                  size_t nargs,
                                  uint32_t format,
                                  char **report);
+
+// The allocator `vm`'s builtins use, as its options' `memory_cfg` chose it: `*kind` becomes
+// `RVM_POOLED_ALLOCATOR` (TVM's default) or `RVM_NAIVE_ALLOCATOR`.
+//
+// Ownership: borrows `vm`; writes `*kind`. Thread safety: as `rvm_vm_call` (a VM running a
+// call answers `RVM_ERROR_BUSY`).
+struct rvm_error *rvm_vm_get_allocator(const struct rvm_vm *vm, int64_t *kind);
+
+// Fills `opts` with the defaults (those of `relaxvm::Limits`; no step budget, no profiling,
+// the thread pool as configured, TVM's default `memory_cfg`: the pooled allocator).
+// `struct_size` must be `sizeof(rvm_vm_options)` of the caller's header (pass `sizeof opts`): a
+// size this library does not know is `RVM_ERROR_INVALID_ARGUMENT` and nothing is written (a
+// program compiled against another relaxvm.h would otherwise get a struct of another layout).
+//
+// Ownership: writes `*opts`. Thread safety: any thread.
+struct rvm_error *rvm_vm_options_init_sized(struct rvm_vm_options *opts, size_t struct_size);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -75,7 +75,7 @@ def test_call_py_func_of_a_name_never_registered():
     call = rx.get_global_func("vm.builtin.call_py_func")
     raises(
         rx.VMValueError,
-        'Python function "test.never.registered" not found in the call_py_func registry '
+        'vm.builtin.call_py_func: Python function "test.never.registered" not found in the call_py_func registry '
         "(register it with vm.builtin.register_py_func)",
         call,
         ("test.never.registered", ()),

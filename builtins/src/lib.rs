@@ -16,6 +16,7 @@
 //! | [`paged_kv_cache`] | `paged_attention_kv_cache_create`, `kv_state_{add_sequence,remove_sequence,fork_sequence,popn,clear,begin_forward,end_forward}`, `attention_kv_cache_*` (attention, queries, token trees, checkpoints, `debug_get_kv`) |
 //! | [`attention_kv_cache`] | `attention_kv_cache_{create,append,update,view,window_override,window_override_with_sinks,array_popn,array_clear}` (TVM's legacy KV cache) |
 //! | [`lm_support`] | `sample_top_p_from_logits`, `sample_top_p_from_prob`, `multinomial_from_uniform`, `apply_repetition_penalty`, `apply_presence_and_frequency_penalty`, `apply_softmax_with_temperature` |
+//! | [`py_funcs`] | `register_py_func`, `get_py_func`, `clear_py_func_registry`, `call_py_func` (TVM's `R.call_py_func`; Rust functions register with [`py_funcs::register_py_func`]) |
 //! | [`tensor_cache`] | `tensor_cache.{load,get,update,remove,clear}`, `param_array_from_cache{,_by_name,_by_name_unpacked}` |
 //!
 //! Install them once per process, then build VMs as usual:
@@ -49,6 +50,7 @@ pub mod lm_support;
 pub mod memory;
 pub mod output;
 pub mod paged_kv_cache;
+pub mod py_funcs;
 pub mod relax_run;
 pub mod scalar;
 pub mod shape_heap;
@@ -78,6 +80,7 @@ fn all() -> impl Iterator<Item = &'static Builtin> {
         paged_kv_cache::BUILTINS,
         attention_kv_cache::BUILTINS,
         lm_support::BUILTINS,
+        py_funcs::BUILTINS,
     ]
     .into_iter()
     .flatten()

@@ -138,3 +138,32 @@ pub unsafe extern "C" fn rvm_register_func(
         Ok(())
     })
 }
+
+/// Registers `f` under `name` in TVM's table of host functions for `R.call_py_func` (a program
+/// compiled with `R.call_py_func("name", args)` calls it with the items of `args`): the table
+/// `vm.builtin.register_py_func` fills, process-wide, which every VM reads at each call (VMs
+/// made before see it too). A function registered under `name` before is replaced, as TVM's
+/// `register_py_func` does. `vm.builtin.clear_py_func_registry` empties the table.
+///
+/// Ownership: borrows `name`; on success the table owns `user_data` and calls
+/// `free_user_data(user_data)` (if not NULL) once the function is replaced or cleared and no
+/// running call uses it, holding no lock of relaxvm's; on error nothing is kept. Thread
+/// safety: any thread; `f` must be callable from any thread, concurrently.
+#[no_mangle]
+pub unsafe extern "C" fn rvm_register_py_func(
+    name: *const c_char,
+    f: rvm_packed_fn,
+    user_data: *mut c_void,
+    free_user_data: rvm_free_fn,
+) -> *mut rvm_error {
+    guard(|| {
+        // SAFETY: the caller passes a NUL-terminated name.
+        let name = unsafe { str_arg(name, "rvm_register_py_func: name") }?.to_string();
+        let Some(f) = f else { return Err(CError::invalid("rvm_register_py_func: f is NULL")) };
+        let c = CFunc { f, user_data, free: free_user_data };
+        let label = name.clone();
+        let packed = PackedFunc::from_fn(&name, move |args| c.call(&label, args));
+        relaxvm_builtins::py_funcs::register_py_func(&name, packed);
+        Ok(())
+    })
+}

@@ -33,6 +33,9 @@
 //!   wrong type, a freed handle (use after free, double free) or a pointer that was never a
 //!   handle is an `RVM_ERROR_INVALID_ARGUMENT` error, not a crash; so are invalid UTF-8 and
 //!   array sizes past 2^32 elements.
+//! - **Versioned structs**: an options struct that may gain fields begins with `magic` and
+//!   `struct_size`, set by its `_init_sized(&opts, sizeof opts)`; other values (a program
+//!   compiled against another relaxvm.h) are `RVM_ERROR_INVALID_ARGUMENT`, read no further.
 //! - **Threads**: executables and values are immutable and may be shared by any threads; a VM
 //!   runs one call at a time (another call meanwhile fails with `RVM_ERROR_BUSY`), and
 //!   `rvm_vm_interrupt` may be called from any thread while a call runs. Nothing may be freed
@@ -49,9 +52,11 @@ pub mod error;
 pub mod executable;
 pub mod handle;
 pub mod input;
+pub mod stateful;
 pub mod string;
 pub mod value;
 pub mod vm;
+pub mod vm_options;
 
 /// The version of this library, `"MAJOR.MINOR.PATCH"` (a static string).
 #[no_mangle]

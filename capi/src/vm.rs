@@ -5,7 +5,10 @@ use crate::executable::{exe_arg, rvm_executable};
 use crate::handle::{self, publish, Handle, Kind};
 use crate::input::{check_out, str_arg, write_out};
 use crate::value::{new_value, rvm_value, value_arg, values_arg};
-use relaxvm::{InterruptHandle, Limits, Value, VirtualMachine};
+use crate::vm_options::{allocator_kind, read_options, VM_DEVICE};
+// The options were declared here before they had a module of their own: their path stays.
+pub use crate::vm_options::{rvm_vm_options, rvm_vm_options_init_sized};
+use relaxvm::{InterruptHandle, Value, VirtualMachine};
 use std::ffi::c_char;
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
@@ -21,55 +24,8 @@ impl Handle for rvm_vm {
     const KIND: Kind = Kind::Vm;
 }
 
-/// The limits and settings of a VM. Fill it with `rvm_vm_options_init`, then change fields.
-#[allow(non_camel_case_types)]
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct rvm_vm_options {
-    /// The deepest chain of bytecode calls before a call fails (`RVM_ERROR_STACK_OVERFLOW`).
-    pub max_call_depth: u64,
-    /// How many times packed functions may call back into the VM, nested.
-    pub max_reentry: u64,
-    /// Steps (bytecode calls and backward jumps) one call may take before it fails with
-    /// `RVM_ERROR_STEP_BUDGET`; 0 is unlimited (the default).
-    pub step_budget: u64,
-    /// The most registers all frames may hold together (16 bytes each).
-    pub max_stack_registers: u64,
-    /// Allow `rvm_vm_profile` (off by default).
-    pub profile: bool,
-    /// The size of the process's thread pool, shared by every VM (parallel TVM kernels, large
-    /// builtins): 0 leaves it as `RELAXVM_NUM_THREADS` or the number of cores sets it. The pool
-    /// is created once per process: asking for another size once it exists is an error.
-    pub num_threads: u32,
-}
-
-/// Fills `opts` with the defaults (those of `relaxvm::Limits`; no step budget, no profiling,
-/// the thread pool as configured).
-///
-/// Ownership: writes `*opts`. Thread safety: any thread.
-#[no_mangle]
-pub unsafe extern "C" fn rvm_vm_options_init(opts: *mut rvm_vm_options) -> *mut rvm_error {
-    guard(|| {
-        let d = Limits::default();
-        let o = rvm_vm_options {
-            max_call_depth: d.max_call_depth as u64,
-            max_reentry: d.max_reentry as u64,
-            step_budget: 0,
-            max_stack_registers: d.max_stack_registers as u64,
-            profile: false,
-            num_threads: 0,
-        };
-        // SAFETY: `write_out` checks for NULL; the caller passes a writable pointer.
-        unsafe { write_out(opts, o, "rvm_vm_options_init") }
-    })
-}
-
-fn usize_of(v: u64, field: &str) -> Result<usize, CError> {
-    usize::try_from(v)
-        .map_err(|_| CError::invalid(format!("rvm_vm_create: {field} = {v} does not fit this machine's size_t")))
-}
-
-/// A VM running `exe`, with `opts` (NULL: the defaults). Registers relaxvm's builtins first;
+/// A VM running `exe` on CPU 0, with `opts` (NULL: the defaults; else filled by
+/// `rvm_vm_options_init_sized`, whose `struct_size` is checked first). Registers relaxvm's builtins first;
 /// every packed function the program calls must be found now (in the executable's libraries or
 /// the registry: register C functions before), or this fails naming them.
 ///
@@ -86,26 +42,20 @@ pub unsafe extern "C" fn rvm_vm_create(
         check_out(out, "rvm_vm_create")?;
         // SAFETY: the handle table checks `exe`; the caller keeps it alive during the call.
         let exe = std::sync::Arc::clone(&unsafe { exe_arg(exe, "rvm_vm_create") }?.exe);
-        let mut limits = Limits::default();
-        let mut profile = false;
-        if !opts.is_null() {
-            // SAFETY: non-null; the caller passes initialized options.
-            let o = unsafe { &*opts };
-            if o.num_threads != 0 {
-                relaxvm::pool::init_global(o.num_threads as usize).map_err(|e| {
-                    CError::new(RVM_ERROR_VALUE, format!("rvm_vm_create: num_threads: {}", CError::from(e).message))
-                })?;
-            }
-            limits.max_call_depth = usize_of(o.max_call_depth, "max_call_depth")?;
-            limits.max_reentry = usize_of(o.max_reentry, "max_reentry")?;
-            limits.step_budget = (o.step_budget != 0).then_some(o.step_budget);
-            limits.max_stack_registers = usize_of(o.max_stack_registers, "max_stack_registers")?;
-            profile = o.profile;
+        // SAFETY: `opts` is NULL or points to options the caller filled (their size is checked
+        // before anything else is read).
+        let settings = unsafe { read_options(opts) }?;
+        if settings.num_threads != 0 {
+            relaxvm::pool::init_global(settings.num_threads as usize).map_err(|e| {
+                CError::new(RVM_ERROR_VALUE, format!("rvm_vm_create: num_threads: {}", CError::from(e).message))
+            })?;
         }
         relaxvm_builtins::ensure_registered();
         let mut vm = VirtualMachine::new(exe)?;
-        *vm.limits_mut() = limits;
-        vm.set_profiling_enabled(profile);
+        *vm.limits_mut() = settings.limits;
+        vm.set_profiling_enabled(settings.profile);
+        vm.set_device(VM_DEVICE);
+        vm.set_allocator(settings.allocator);
         let interrupt = vm.interrupt_handle();
         // SAFETY: checked non-null above.
         unsafe { write_out(out, publish(rvm_vm { vm: Mutex::new(vm), interrupt }), "rvm_vm_create") }
@@ -139,7 +89,7 @@ pub unsafe extern "C" fn rvm_vm_free(vm: *mut rvm_vm) -> *mut rvm_error {
 ///
 /// # Safety
 /// As [`handle::borrow`].
-unsafe fn lock_vm<'a>(p: *const rvm_vm, what: &str) -> Result<MutexGuard<'a, VirtualMachine>, CError> {
+pub(crate) unsafe fn lock_vm<'a>(p: *const rvm_vm, what: &str) -> Result<MutexGuard<'a, VirtualMachine>, CError> {
     // SAFETY: forwarded to the caller.
     let h = unsafe { handle::borrow(p, what) }?;
     match h.vm.try_lock() {
@@ -157,7 +107,7 @@ unsafe fn lock_vm<'a>(p: *const rvm_vm, what: &str) -> Result<MutexGuard<'a, Vir
     }
 }
 
-fn with_context(what: &str, e: relaxvm::Error) -> CError {
+pub(crate) fn with_context(what: &str, e: relaxvm::Error) -> CError {
     let e = CError::from(e);
     CError::new(e.code, format!("{what}: {}", e.message))
 }
@@ -186,7 +136,7 @@ pub unsafe extern "C" fn rvm_vm_get_function(
 }
 
 /// An unknown-function error that lists the functions the executable has.
-fn unknown(vm: &VirtualMachine, what: &str, name: &str, e: relaxvm::Error) -> CError {
+pub(crate) fn unknown(vm: &VirtualMachine, what: &str, name: &str, e: relaxvm::Error) -> CError {
     if !matches!(e.root().kind(), relaxvm::ErrorKind::UnknownFunction(_)) {
         return with_context(what, e);
     }
@@ -334,5 +284,21 @@ pub unsafe extern "C" fn rvm_vm_profile(
         };
         // SAFETY: checked non-null above.
         unsafe { write_out(report, crate::string::new_string(&text), "rvm_vm_profile") }
+    })
+}
+
+/// The allocator `vm`'s builtins use, as its options' `memory_cfg` chose it: `*kind` becomes
+/// `RVM_POOLED_ALLOCATOR` (TVM's default) or `RVM_NAIVE_ALLOCATOR`.
+///
+/// Ownership: borrows `vm`; writes `*kind`. Thread safety: as `rvm_vm_call` (a VM running a
+/// call answers `RVM_ERROR_BUSY`).
+#[no_mangle]
+pub unsafe extern "C" fn rvm_vm_get_allocator(vm: *const rvm_vm, kind: *mut i64) -> *mut rvm_error {
+    guard(|| {
+        check_out(kind, "rvm_vm_get_allocator")?;
+        // SAFETY: the handle table checks `vm`; the caller does not free it during the call.
+        let allocator = unsafe { lock_vm(vm, "rvm_vm_get_allocator") }?.allocator();
+        // SAFETY: checked non-null above.
+        unsafe { write_out(kind, allocator_kind(allocator), "rvm_vm_get_allocator") }
     })
 }

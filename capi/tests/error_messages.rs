@@ -281,7 +281,7 @@ fn load_and_vm_options() {
             "rvm_executable_load_bytes: native_libraries is 7; expected RVM_NATIVE_REFUSE (0), RVM_NATIVE_ALLOW_LISTED (1) or RVM_NATIVE_ANY (2)",
         );
         let mut vm_opts = std::mem::zeroed::<rvm_vm_options>();
-        ok(rvm_vm_options_init(&mut vm_opts));
+        ok(rvm_vm_options_init_sized(&mut vm_opts, std::mem::size_of::<rvm_vm_options>()));
         vm_opts.num_threads = 5000;
         let exe = exe_of(ADD);
         let mut vm = null_mut();

@@ -373,7 +373,7 @@ fn a_step_budget_and_an_interrupt_stop_endless_loops() {
     ok(unsafe { rvm_register_func(c"test.spinning".as_ptr(), Some(spinning), null_mut(), None, true) });
     let mut opts = unsafe { std::mem::zeroed::<rvm_vm_options>() };
     // SAFETY: a valid pointer.
-    ok(unsafe { rvm_vm_options_init(&mut opts) });
+    ok(unsafe { rvm_vm_options_init_sized(&mut opts, std::mem::size_of::<rvm_vm_options>()) });
     opts.step_budget = 5000;
     let vm = vm_of(SPIN, Some(opts));
     fails(call_err(vm, c"spin", &[]), RVM_ERROR_STEP_BUDGET, "5000");
@@ -652,7 +652,7 @@ fn profiling_needs_the_option_and_a_known_format() {
         );
         ok(rvm_vm_free(vm));
         let mut opts = std::mem::zeroed::<rvm_vm_options>();
-        ok(rvm_vm_options_init(&mut opts));
+        ok(rvm_vm_options_init_sized(&mut opts, std::mem::size_of::<rvm_vm_options>()));
         opts.profile = true;
         let vm = vm_of(ADD, Some(opts));
         fails(
@@ -677,8 +677,8 @@ fn vm_options_are_checked() {
     // SAFETY: valid pointers.
     unsafe {
         let mut opts = std::mem::zeroed::<rvm_vm_options>();
-        fails(rvm_vm_options_init(null_mut()), RVM_ERROR_INVALID_ARGUMENT, "output pointer is NULL");
-        ok(rvm_vm_options_init(&mut opts));
+        // (NULL and a wrong size: tests/tvm_protocols.rs.)
+        ok(rvm_vm_options_init_sized(&mut opts, std::mem::size_of::<rvm_vm_options>()));
         opts.num_threads = 5000;
         let exe = exe_of(ADD);
         let mut vm = null_mut();

@@ -153,7 +153,7 @@ static void run_tvm(const char *path) {
   rvm_executable *exe = NULL;
   CHECK(rvm_executable_load_file(path, NULL, &exe)); /* naming the .so consents to running it */
   rvm_vm_options opts;
-  CHECK(rvm_vm_options_init(&opts));
+  CHECK(rvm_vm_options_init_sized(&opts, sizeof opts));
   opts.step_budget = 1000000;
   rvm_vm *vm = NULL;
   CHECK(rvm_vm_create(exe, &opts, &vm));

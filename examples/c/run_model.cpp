@@ -134,7 +134,7 @@ int main(int argc, char **argv) try {
   if (argc == 3) {
     Executable exe = load(argv[2]);
     rvm_vm_options opts;
-    check(rvm_vm_options_init(&opts));
+    check(rvm_vm_options_init_sized(&opts, sizeof opts));
     opts.profile = true;
     rvm_vm *raw = nullptr;
     check(rvm_vm_create(exe.get(), &opts, &raw));

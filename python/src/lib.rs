@@ -15,7 +15,6 @@ mod gil;
 mod link;
 mod profile;
 mod py_bytes;
-mod py_funcs;
 mod recent_arrays;
 mod registry;
 mod richcmp;
@@ -42,8 +41,6 @@ use pyo3::prelude::*;
 #[pymodule(gil_used = true)]
 fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     relaxvm_builtins::ensure_registered();
-    // R.call_py_func's registry of Python functions (vm.builtin.register_py_func, ...).
-    py_funcs::register().map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
     signals::note_main_thread();
     // KeyboardInterrupt and SystemExit raised in a callback from a kernel reach the caller as
     // themselves, as from callbacks the VM calls directly.

@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use relaxvm::memory_cfg::{AllocatorName, MemoryCfg, MemoryCfgError};
 use relaxvm::tvm_inputs::numbers_as_tensors;
-use relaxvm::{Allocator, Callable, FuncKind, InstrumentAction, Limits, Value, VirtualMachine};
+use relaxvm::{Allocator, Callable, InstrumentAction, Limits, Value, VirtualMachine};
 use std::sync::Arc;
 
 const _: () = assert!(relaxvm::trace::DEFAULT_MAX_BYTES == 268435456, "VirtualMachine.trace's default");
@@ -360,7 +360,7 @@ impl PyVirtualMachine {
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
         let exe = &self.exe.get().0;
-        let sig = exe.func(func_name).filter(|f| f.kind == FuncKind::Bytecode).and_then(|f| f.signature.as_ref());
+        let sig = relaxvm::tvm_inputs::declared_signature(exe, func_name);
         let mut argv = Args::new();
         let names = exe.func(func_name).map(|f| f.param_names.as_slice()).unwrap_or_default();
         let params = match sig {

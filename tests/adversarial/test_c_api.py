@@ -38,6 +38,9 @@ for name, args in {{
     "rvm_vm_call": [P, ctypes.c_char_p, P, ctypes.c_size_t, ctypes.POINTER(P)],
     "rvm_vm_get_function": [P, ctypes.c_char_p, ctypes.POINTER(P)],
     "rvm_vm_invoke": [P, P, P, ctypes.c_size_t, ctypes.POINTER(P)],
+    "rvm_vm_set_input": [P, ctypes.c_char_p, P, ctypes.c_size_t], "rvm_vm_invoke_stateful": [P, ctypes.c_char_p],
+    "rvm_vm_get_outputs": [P, ctypes.c_char_p, ctypes.POINTER(P)],
+    "rvm_vm_get_allocator": [P, ctypes.POINTER(ctypes.c_int64)],
     "rvm_value_new_int": [ctypes.c_int64], "rvm_value_free": [P], "rvm_value_clone": [P, ctypes.POINTER(P)],
     "rvm_value_get_int": [P, ctypes.POINTER(ctypes.c_int64)], "rvm_value_get_kind": [P],
     "rvm_value_get_str": [P, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_size_t)],
@@ -89,6 +92,10 @@ calls = {
     "vm_call": lambda p: lib.rvm_vm_call(p, b"main", None, 0, ctypes.byref(out)),
     "vm_get_function": lambda p: lib.rvm_vm_get_function(p, b"main", ctypes.byref(out)),
     "vm_interrupt": lambda p: lib.rvm_vm_interrupt(p),
+    "vm_set_input": lambda p: lib.rvm_vm_set_input(p, b"main", None, 0),
+    "vm_invoke_stateful": lambda p: lib.rvm_vm_invoke_stateful(p, b"main"),
+    "vm_get_outputs": lambda p: lib.rvm_vm_get_outputs(p, b"main", ctypes.byref(out)),
+    "vm_get_allocator": lambda p: lib.rvm_vm_get_allocator(p, ctypes.byref(i)),
     "vm_free": lambda p: lib.rvm_vm_free(p),
     "value_free": lambda p: lib.rvm_value_free(p),
     "value_clone": lambda p: lib.rvm_value_clone(p, ctypes.byref(out)),
@@ -105,7 +112,8 @@ for name, call in calls.items():
     for p in bogus:
         # The live executable and VM are the right handle for some calls: skip those.
         exe_ok = ("function_count", "function_name", "as_text", "vm_create", "executable_free")
-        vm_ok = ("vm_call", "vm_get_function", "vm_interrupt", "vm_free")
+        vm_ok = ("vm_call", "vm_get_function", "vm_interrupt", "vm_free", "vm_set_input", "vm_invoke_stateful")
+        vm_ok += ("vm_get_outputs", "vm_get_allocator")
         if (p == exe.value and name in exe_ok) or (p == vm.value and name in vm_ok):
             continue
         c = code(call(p))
@@ -175,6 +183,20 @@ print("ok")
 
 # A function that calls itself forever: with limits above what memory allows, the stacks' growth
 # fails first, which must be an error (capi/02), not an abort.
+# rvm_vm_options as relaxvm.h declares it, filled by rvm_vm_options_init_sized with its size.
+OPTIONS = r"""
+class Options(ctypes.Structure):
+    _fields_ = [("magic", ctypes.c_uint32), ("struct_size", ctypes.c_uint32), ("max_call_depth", ctypes.c_uint64),
+                ("max_reentry", ctypes.c_uint64), ("step_budget", ctypes.c_uint64),
+                ("max_stack_registers", ctypes.c_uint64), ("profile", ctypes.c_bool),
+                ("num_threads", ctypes.c_uint32), ("memory_cfg", ctypes.c_char_p),
+                ("memory_cfg_devices", ctypes.c_void_p), ("num_memory_cfg_devices", ctypes.c_size_t)]
+lib.rvm_vm_options_init_sized.argtypes = [P, ctypes.c_size_t]
+lib.rvm_vm_options_init_sized.restype = P
+opts = Options()
+assert lib.rvm_vm_options_init_sized(ctypes.byref(opts), ctypes.sizeof(opts)) is None
+"""
+
 RECURSE = r"""
 ib = rx.ExecBuilder()
 with ib.function("main", num_inputs=1):
@@ -188,15 +210,8 @@ def test_limits_above_memory_end_in_an_allocation_error_through_c():
     out = run_attack(
         PRE
         + RECURSE
+        + OPTIONS
         + r"""
-class Options(ctypes.Structure):
-    _fields_ = [("max_call_depth", ctypes.c_uint64), ("max_reentry", ctypes.c_uint64),
-                ("step_budget", ctypes.c_uint64), ("max_stack_registers", ctypes.c_uint64),
-                ("profile", ctypes.c_bool), ("num_threads", ctypes.c_uint32)]
-lib.rvm_vm_options_init.argtypes = [P]
-lib.rvm_vm_options_init.restype = P
-opts = Options()
-assert lib.rvm_vm_options_init(ctypes.byref(opts)) is None
 opts.max_call_depth = opts.max_stack_registers = 2**64 - 1
 data = rec.save_to_bytes()
 rexe, rvm, out = P(), P(), P()
@@ -226,15 +241,8 @@ vm["main"](1)
 def test_the_thread_pool_size_is_set_once():
     out = run_attack(
         PRE.replace("assert lib.rvm_vm_create(exe, None, ctypes.byref(vm)) is None", "")
+        + OPTIONS
         + r"""
-class Options(ctypes.Structure):
-    _fields_ = [("max_call_depth", ctypes.c_uint64), ("max_reentry", ctypes.c_uint64),
-                ("step_budget", ctypes.c_uint64), ("max_stack_registers", ctypes.c_uint64),
-                ("profile", ctypes.c_bool), ("num_threads", ctypes.c_uint32)]
-lib.rvm_vm_options_init.argtypes = [P]
-lib.rvm_vm_options_init.restype = P
-opts = Options()
-assert lib.rvm_vm_options_init(ctypes.byref(opts)) is None
 opts.num_threads = 3
 vms = [P(), P(), P()]
 assert lib.rvm_vm_create(exe, ctypes.byref(opts), ctypes.byref(vms[0])) is None
@@ -246,3 +254,38 @@ lib.rvm_error_free(err)
 """
     )
     out.assert_ok("3 True")  # 3: RVM_ERROR_VALUE
+
+
+def test_vm_options_of_another_headers_layout_are_refused_not_misread():
+    """A program compiled against the header before `magic`/`struct_size` passes its 40-byte
+    struct (first field max_call_depth): the library reads the first 8 bytes as those two fields
+    and refuses it, whatever max_call_depth holds (layers/11: 72, today's size); an init told
+    another size writes nothing."""
+    out = run_attack(
+        PRE
+        + r"""
+class Old(ctypes.Structure):
+    _fields_ = [("max_call_depth", ctypes.c_uint64), ("max_reentry", ctypes.c_uint64),
+                ("step_budget", ctypes.c_uint64), ("max_stack_registers", ctypes.c_uint64),
+                ("profile", ctypes.c_bool), ("num_threads", ctypes.c_uint32)]
+old = Old(100000, 200, 0, 1 << 24, False, 0)
+lib.rvm_vm_options_init_sized.argtypes = [P, ctypes.c_size_t]
+lib.rvm_vm_options_init_sized.restype = P
+other = P()
+err = lib.rvm_vm_create(exe, ctypes.byref(old), ctypes.byref(other))
+print(lib.rvm_error_get_code(err), b"opts->magic is 0x186a0" in lib.rvm_error_message(err), other.value)
+lib.rvm_error_free(err)
+# Attack finding layers/11: max_call_depth equal to today's struct size, garbage after the struct.
+class Framed(ctypes.Structure):
+    _fields_ = [("old", Old), ("after", ctypes.c_uint64 * 8)]
+fr = Framed(Old(72, 8, 1000, 1 << 20, False, 0), (ctypes.c_uint64 * 8)(*[0x4141414141414141] * 8))
+err = lib.rvm_vm_create(exe, ctypes.byref(fr), ctypes.byref(other))
+print(lib.rvm_error_get_code(err), b"expected RVM_VM_OPTIONS_MAGIC" in lib.rvm_error_message(err), other.value)
+lib.rvm_error_free(err)
+buf = ctypes.create_string_buffer(b"\xa5" * 128)
+err = lib.rvm_vm_options_init_sized(buf, ctypes.sizeof(Old))
+print(lib.rvm_error_get_code(err), set(buf.raw[:128]) == {0xA5})
+lib.rvm_error_free(err)
+"""
+    )
+    out.assert_ok("1 True None\n1 True None\n1 True")  # 1: RVM_ERROR_INVALID_ARGUMENT

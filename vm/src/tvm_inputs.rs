@@ -5,7 +5,7 @@
 //! [`VirtualMachine::set_input`](crate::VirtualMachine::set_input), which takes values as they
 //! are.
 
-use crate::{Signature, Tensor, Type, Value};
+use crate::{Executable, FuncKind, Signature, Tensor, Type, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -18,6 +18,12 @@ impl From<IntOutOfRange> for crate::Error {
     fn from(e: IntOutOfRange) -> Self {
         crate::Error::value(e.to_string())
     }
+}
+
+/// The signature TVM's rule reads for function `name` of `exe`: the one a bytecode function
+/// declares (a packed or native function has none the rule could use).
+pub fn declared_signature<'a>(exe: &'a Executable, name: &str) -> Option<&'a Signature> {
+    exe.func(name).filter(|f| f.kind == FuncKind::Bytecode).and_then(|f| f.signature.as_ref())
 }
 
 /// `inputs` of a function with `signature` (if it has one) by TVM's `set_input` rule (see the

@@ -17,9 +17,14 @@ pub(crate) fn tensor_cache_lock() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// True for the builtins that read or change the process-wide tensor cache.
+/// True for the builtins that read or change the process-wide tensor cache, or the
+/// process-wide table of `call_py_func` (whose error-table rows likewise read what earlier rows
+/// registered): both are guarded by [`tensor_cache_lock`].
 pub(crate) fn uses_tensor_cache(name: &str) -> bool {
-    name.starts_with("vm.builtin.tensor_cache.") || name.starts_with("vm.builtin.param_array_from_cache")
+    name.starts_with("vm.builtin.tensor_cache.")
+        || name.starts_with("vm.builtin.param_array_from_cache")
+        || name.ends_with("_py_func")
+        || name == "vm.builtin.clear_py_func_registry"
 }
 
 /// Holds the tensor-cache lock while `name` (a cache builtin) is exercised; on drop, empties
@@ -37,6 +42,7 @@ impl Drop for CacheGuard {
         if self.0.is_some() {
             // Not `expect`: a panic here, while a failed assertion unwinds, would abort.
             let _ = call("vm.builtin.tensor_cache.clear", &[]);
+            let _ = call("vm.builtin.clear_py_func_registry", &[]);
         }
     }
 }
@@ -155,6 +161,10 @@ const SPECS: &[Spec] = &[
     // of `wrong_types_are_errors_naming_the_builtin`) is a valid, empty list of names.
     any("vm.builtin.param_array_from_cache_by_name", 1, Some(1)),
     spec("vm.builtin.param_array_from_cache_by_name_unpacked", 0, None),
+    spec("vm.builtin.register_py_func", 2, Some(2)),
+    spec("vm.builtin.get_py_func", 1, Some(1)),
+    spec("vm.builtin.clear_py_func_registry", 0, Some(0)),
+    spec("vm.builtin.call_py_func", 1, Some(1)),
     spec("tvm.contrib.sort.sort", 4, Some(4)),
     spec("tvm.contrib.sort.argsort", 4, Some(4)),
     spec("tvm.contrib.sort.topk", 6, Some(7)),

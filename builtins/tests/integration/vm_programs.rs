@@ -391,3 +391,34 @@ fn tensor_pipeline() {
     // x @ w = [[1, -1, -2], [2, 0.5, -1.5]]; + b = [[1, -0.5, -2], [2, 1, -1.5]]; relu; sum.
     assert_eq!(out.as_tensor().unwrap().to_vec::<f32>().unwrap(), vec![1.0, 3.0]);
 }
+
+/// `R.call_py_func("vmprog.twice", (x,))` as TVM lowers it (one tuple of the name and the
+/// arguments), calling a Rust function an embedder registered by name, with no binding involved.
+#[test]
+fn call_py_func_calls_a_function_registered_from_rust() {
+    // The fuzz of this binary clears the process-wide table while holding this lock.
+    let _table = crate::robustness::tensor_cache_lock();
+    relaxvm_builtins::py_funcs::register_py_func(
+        "vmprog.twice",
+        PackedFunc::from_fn("vmprog.twice", |a| Ok(Value::Int(2 * a[0].as_int()?))),
+    );
+    let mut m = vm(
+        vec![
+            func("main", (0, 4), 1, 3),
+            FuncInfo::packed("vm.builtin.make_tuple"),
+            FuncInfo::packed("vm.builtin.call_py_func"),
+        ],
+        vec![
+            call(1, vec![Reg(0)], Some(1)),
+            call(1, vec![Const(0), Reg(1)], Some(2)),
+            call(2, vec![Reg(2)], Some(1)),
+            Instruction::Ret { result: 1 },
+        ],
+        vec![Value::str("vmprog.twice")],
+    );
+    assert_eq!(m.invoke("main", &[Value::Int(21)]).unwrap().as_int().unwrap(), 42);
+    relaxvm_builtins::py_funcs::clear_py_func_registry();
+    let e = m.invoke("main", &[Value::Int(21)]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Value(_)), "{e}");
+    assert!(e.to_string().contains("\"vmprog.twice\" not found in the call_py_func registry"), "{e}");
+}

@@ -184,6 +184,10 @@ pub const PINNED_BUILTINS: &[&str] = &[
     "vm.builtin.apply_presence_and_frequency_penalty",
     "vm.builtin.apply_softmax_with_temperature",
     "relaxvm.kv_cache.attention_with_fused_qkv_by_row",
+    "vm.builtin.register_py_func",
+    "vm.builtin.get_py_func",
+    "vm.builtin.clear_py_func_registry",
+    "vm.builtin.call_py_func",
 ];
 
 /// Builtins the generator does not call, and why (see [`PINNED_BUILTINS`]).

@@ -198,6 +198,28 @@ pub(super) fn cases() -> Vec<(&'static str, Vec<Value>, Want)> {
         ("vm.builtin.tensor_cache.clear", vec![null.clone()], E(Kind::Arity, &["expected 0"])),
         ("vm.builtin.tensor_cache.clear", vec![], K("None")),
         ("vm.builtin.tensor_cache.get", vec![s("param_1")], K("None")),
+        // The call_py_func table: what a row registers, the next rows call.
+        ("vm.builtin.register_py_func", vec![s("et.pair"), func()], K("None")),
+        ("vm.builtin.call_py_func", vec![Value::tuple(vec![s("et.pair"), pair()])], K("(1, 2)")),
+        ("vm.builtin.get_py_func", vec![s("et.pair")], K("<function test.pair>")),
+        (
+            "vm.builtin.register_py_func",
+            vec![s("et.pair"), i(1)],
+            E(Kind::Type, &["argument 1 (the function)", "found int"]),
+        ),
+        ("vm.builtin.get_py_func", vec![i(1)], E(Kind::Type, &["argument 0 (the name)", "found int"])),
+        (
+            "vm.builtin.call_py_func",
+            vec![Value::tuple(vec![s("et.pair")])],
+            E(Kind::Value, &["expected a tuple (name, arguments), got 1 items"]),
+        ),
+        ("vm.builtin.clear_py_func_registry", vec![null.clone()], E(Kind::Arity, &["expected 0"])),
+        ("vm.builtin.clear_py_func_registry", vec![], K("None")),
+        (
+            "vm.builtin.get_py_func",
+            vec![s("et.pair")],
+            E(Kind::Value, &["\"et.pair\" not found in the call_py_func registry"]),
+        ),
         ("vm.builtin.param_array_from_cache", vec![s("et.p"), i(-1)], K("()")),
         // ---- tvm.contrib.sort ----
         (
