@@ -26,7 +26,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::PyTypeInfo;
-use relaxvm::{CallCtx, Callable, Closure, PackedFunc, Value};
+use relaxvm::{CallCtx, Callable, Closure, Cost, PackedFunc, Value};
 use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -364,7 +364,7 @@ fn object_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> 
         Value::Func(c) => match python_origin(c) {
             // A Python function that went into the VM comes back as itself.
             Some(f) => f.bind(py).clone(),
-            None => Bound::new(py, PyClosure(Arc::clone(c)))?.into_any(),
+            None => Bound::new(py, PyClosure(Arc::clone(c), Default::default()))?.into_any(),
         },
         other => Bound::new(py, PyOpaque(other.clone()))?.into_any(),
     })
@@ -419,7 +419,7 @@ fn tuple_to_py<'py>(py: Python<'py>, root: &Arc<Vec<Value>>) -> PyResult<Bound<'
 /// `VirtualMachine.invoke_closure`) or a packed function (callable directly), with the values it
 /// captured.
 #[pyclass(module = "relaxvm", name = "Closure", frozen)]
-pub struct PyClosure(pub Arc<Closure>);
+pub struct PyClosure(pub Arc<Closure>, relaxvm::short_calls::ShortRecord);
 
 #[pymethods]
 impl PyClosure {
@@ -447,7 +447,21 @@ impl PyClosure {
     fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
         let argv = args_to_values(args)?;
         let f = Value::Func(Arc::clone(&self.0));
-        let ret = py.detach(|| CallCtx::detached().call(&f, &argv)).py_err(py)?;
+        let call = |keep: bool| {
+            if keep {
+                CallCtx::detached().call(&f, &argv)
+            } else {
+                py.detach(|| CallCtx::detached().call(&f, &argv))
+            }
+        };
+        // The GIL is kept for a constant-time function, and for one whose last call with
+        // arguments of the same shapes ran short (an engine's per-step bookkeeping calls): see
+        // `relaxvm::short_calls`.
+        let ret = match &self.0.callable {
+            Callable::Packed(p) if p.cost() == Cost::Constant => call(true),
+            _ => self.1.run(&argv, call),
+        }
+        .py_err(py)?;
         to_py(py, &ret)
     }
 

@@ -2,11 +2,17 @@
 //! few instructions, so a function that only moves values, calls constant-time builtins and
 //! calls Python keeps it; anything that may run long releases it. The analysis is
 //! `relaxvm::long_calls` (Rust embedders holding a lock of their own use it too); this file
-//! names the Python callables and the process-wide registry.
+//! names the Python callables and the process-wide registry. Functions the analysis cannot
+//! bound (kernels whose cost depends on symbolic input shapes) keep the GIL when their last
+//! call with the same shapes ran short ([`relaxvm::short_calls::ShortRecord`]); such a call
+//! runs marked ([`kept`]), so that the VM's poll hook hands the GIL to other threads if it
+//! turns out long ([`yield_if_kept`]).
 
 use crate::registry::is_python_backed;
+use pyo3::Python;
 use relaxvm::long_calls::{callee_costs, may_run_long, CalleeCost};
 use relaxvm::Executable;
+use std::cell::Cell;
 use std::collections::HashSet;
 
 /// Per function-table entry of `exe`, what calling it costs with the GIL held (Python
@@ -22,4 +28,31 @@ pub fn gil_costs(exe: &Executable) -> Vec<CalleeCost> {
 /// [`relaxvm::long_calls::may_run_long`]).
 pub fn needs_release(exe: &Executable, costs: &[CalleeCost], start: usize) -> bool {
     may_run_long(exe, costs, start)
+}
+
+thread_local! {
+    /// Whether this thread runs a call that keeps the GIL only because it ran short last time.
+    static KEPT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` marked as a kept call (see [`yield_if_kept`]).
+pub fn kept<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            KEPT.with(|k| k.set(self.0));
+        }
+    }
+    let _restore = Restore(KEPT.with(|k| k.replace(true)));
+    f()
+}
+
+/// The VM's poll hook's first step (every [`relaxvm::POLL_INTERVAL`] steps of a long run):
+/// in a call that keeps the GIL because it ran short last time, releases and retakes the GIL,
+/// so that other Python threads run while the call turns out long (as CPython's own loop hands
+/// the GIL over when another thread asks for it).
+pub fn yield_if_kept() {
+    if KEPT.with(Cell::get) {
+        Python::attach(|py| py.detach(|| ()));
+    }
 }
