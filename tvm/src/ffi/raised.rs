@@ -13,11 +13,23 @@ use std::cell::RefCell;
 use std::ffi::{c_char, CStr};
 use std::sync::{Arc, OnceLock};
 
+/// This thread's recorded error. One thread-local for both parts: [`clear`] runs before every
+/// kernel call, and each thread-local costs a lookup in a dynamically loaded library.
+#[derive(Default)]
+struct Slot {
+    raised: Option<(String, String)>,
+    /// The embedder's own error behind `raised`, when it must pass through kernels unchanged
+    /// (see [`pass_through`]); cleared whenever `raised` changes otherwise.
+    carried: Option<Foreign>,
+}
+
 thread_local! {
-    static RAISED: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
-    /// The embedder's own error behind the one in `RAISED`, when it must pass through kernels
-    /// unchanged (see [`pass_through`]); cleared whenever `RAISED` changes otherwise.
-    static CARRIED: RefCell<Option<Foreign>> = const { RefCell::new(None) };
+    static SLOT: RefCell<Slot> = const { RefCell::new(Slot { raised: None, carried: None }) };
+}
+
+/// Runs `f` on this thread's [`Slot`].
+fn with_slot<R>(f: impl FnOnce(&mut Slot) -> R) -> R {
+    SLOT.with(|s| f(&mut s.borrow_mut()))
 }
 
 /// An embedder's error value (e.g. a Python exception), as [`ErrorKind::External`] holds it.
@@ -45,14 +57,13 @@ pub struct Pending {
 
 /// Takes this thread's error with the embedder's error behind it, if any.
 pub fn take_pending() -> Option<Pending> {
-    let carried = CARRIED.with(|c| c.borrow_mut().take());
-    take_raw().map(|(kind, message)| Pending { kind, message, carried })
+    let (raised, carried) = with_slot(|s| (s.raised.take(), s.carried.take()));
+    raised.map(|(kind, message)| Pending { kind, message, carried })
 }
 
 /// Raises `p` on this thread (taken on another by [`take_pending`]).
 pub fn restore(p: Pending) {
-    set(p.kind, p.message);
-    CARRIED.with(|c| *c.borrow_mut() = p.carried);
+    with_slot(|s| *s = Slot { raised: Some((p.kind, p.message)), carried: p.carried });
 }
 
 impl Pending {
@@ -76,20 +87,18 @@ unsafe fn text(p: *const c_char) -> String {
 
 /// Records an error of `kind` with `message` for the current thread.
 pub fn set(kind: String, message: String) {
-    RAISED.with(|r| *r.borrow_mut() = Some((kind, message)));
-    CARRIED.with(|c| c.borrow_mut().take());
+    with_slot(|s| *s = Slot { raised: Some((kind, message)), carried: None });
 }
 
 /// Takes the error the current thread recorded, as `(kind, message)`.
 pub fn take_raw() -> Option<(String, String)> {
-    RAISED.with(|r| r.borrow_mut().take())
+    with_slot(|s| s.raised.take())
 }
 
 /// Takes the error the current thread recorded, as a relaxvm error about `what` (e.g. `kernel
 /// "matmul"`). A non-zero return without a recorded error is reported as such.
 pub fn take(what: &str) -> Error {
-    let carried = CARRIED.with(|c| c.borrow_mut().take());
-    let raw = take_raw();
+    let (raw, carried) = with_slot(|s| (s.raised.take(), s.carried.take()));
     if let (Some(carried), Some(_)) = (carried, &raw) {
         // The embedder's own error, which must pass through unchanged.
         return ErrorKind::External(carried).into();
@@ -108,7 +117,7 @@ pub fn set_error(e: &Error) {
         ErrorKind::Raised { kind, message } => return set(kind.clone(), message.clone()),
         ErrorKind::External(inner) if PASSES_THROUGH.get().is_some_and(|passes| passes(inner)) => {
             set("RuntimeError".to_string(), e.to_string());
-            CARRIED.with(|c| *c.borrow_mut() = Some(inner.clone()));
+            with_slot(|s| s.carried = Some(inner.clone()));
             return;
         }
         ErrorKind::Type { .. } | ErrorKind::Arity { .. } => "TypeError",
@@ -123,8 +132,12 @@ pub fn set_error(e: &Error) {
 
 /// Forgets any error recorded on this thread (before a call, so a stale one is never reported).
 pub fn clear() {
-    RAISED.with(|r| r.borrow_mut().take());
-    CARRIED.with(|c| c.borrow_mut().take());
+    with_slot(|s| {
+        // Usually empty: only then is nothing moved or dropped.
+        if s.raised.is_some() || s.carried.is_some() {
+            *s = Slot::default();
+        }
+    });
 }
 
 /// What relaxvm stores in a library's `__TVMFFIErrorSetRaisedFromCStr` slot
