@@ -489,6 +489,9 @@ pub fn packed_from_callable(name: &str, f: Py<PyAny>) -> PackedFunc {
 /// Calls `f` with `args` through CPython's vectorcall protocol: the arguments go as an array
 /// on the stack, with no tuple built (what `f(*args)` costs a Python function otherwise).
 fn vectorcall<'py>(f: &Bound<'py, PyAny>, args: &[Value]) -> PyResult<Bound<'py, PyAny>> {
+    if args.len() <= SHORT_ARGS {
+        return vectorcall_short(f, args);
+    }
     let py = f.py();
     let objs = args.iter().map(|v| to_py(py, v)).collect::<PyResult<SmallVec<[Bound<'py, PyAny>; 8]>>>()?;
     // A free slot before the arguments lets the callee prepend `self` without copying
@@ -501,6 +504,30 @@ fn vectorcall<'py>(f: &Bound<'py, PyAny>, args: &[Value]) -> PyResult<Bound<'py,
     // call); `ptrs[1..]` holds `objs.len()` of them, and `ptrs[0]` is the writable slot the
     // offset flag promises; no keyword names. The result is a new reference or NULL with an
     // exception set, which `from_owned_ptr_or_err` turns into a `PyErr`.
+    unsafe {
+        let ret = pyo3::ffi::PyObject_Vectorcall(f.as_ptr(), ptrs.as_ptr().add(1), nargsf, std::ptr::null_mut());
+        Bound::from_owned_ptr_or_err(py, ret)
+    }
+}
+
+/// The most arguments [`vectorcall_short`] takes.
+const SHORT_ARGS: usize = 8;
+
+/// [`vectorcall`] with at most [`SHORT_ARGS`] arguments, the common callback: the objects and
+/// the pointer array live in fixed arrays on the stack (collecting them into vectors was a
+/// tenth of a one-argument callback's instructions).
+fn vectorcall_short<'py>(f: &Bound<'py, PyAny>, args: &[Value]) -> PyResult<Bound<'py, PyAny>> {
+    let py = f.py();
+    let mut objs: [Option<Bound<'py, PyAny>>; SHORT_ARGS] = [const { None }; SHORT_ARGS];
+    // Slot 0 is free for the callee to prepend `self` (PY_VECTORCALL_ARGUMENTS_OFFSET).
+    let mut ptrs = [std::ptr::null_mut::<pyo3::ffi::PyObject>(); SHORT_ARGS + 1];
+    for (i, v) in args.iter().enumerate() {
+        ptrs[i + 1] = objs[i].insert(to_py(py, v)?).as_ptr();
+    }
+    let nargsf = args.len() | pyo3::ffi::PY_VECTORCALL_ARGUMENTS_OFFSET;
+    // SAFETY: as in `vectorcall`: `objs` holds a reference to each of the `args.len()` objects
+    // at `ptrs[1..]` until after the call, and `ptrs[0]` is the writable slot the offset flag
+    // promises; no keyword names; the result is a new reference or NULL with an exception set.
     unsafe {
         let ret = pyo3::ffi::PyObject_Vectorcall(f.as_ptr(), ptrs.as_ptr().add(1), nargsf, std::ptr::null_mut());
         Bound::from_owned_ptr_or_err(py, ret)

@@ -101,7 +101,7 @@ int relaxvm_guard_safe_call(safe_call_t f, void *self, const TVMFFIAny *args, in
     /* One lookup of this thread's `top` for the whole call (each access to a __thread variable
      * of a dlopened library is a call into the dynamic loader); the handler restores `top`
      * itself before it jumps back here. */
-    struct guard **slot = &top;
+    struct guard **volatile slot = &top; /* volatile: kept, not recomputed after the call */
     struct guard g;
     g.prev = *slot;
     g.fault_addr = NULL;
