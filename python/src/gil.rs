@@ -47,10 +47,12 @@ pub fn kept<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The VM's poll hook's first step (every [`relaxvm::POLL_INTERVAL`] steps of a long run):
-/// in a call that keeps the GIL because it ran short last time, releases and retakes the GIL,
-/// so that other Python threads run while the call turns out long (as CPython's own loop hands
-/// the GIL over when another thread asks for it).
+/// The VM's poll hook's first step (every [`relaxvm::POLL_INTERVAL`] steps of a long run, and
+/// while a parallel kernel's launch waits for its workers): in a call that keeps the GIL
+/// because it ran short last time, releases and retakes the GIL, so that other Python threads
+/// run while the call turns out long (as CPython's own loop hands the GIL over when another
+/// thread asks for it) — including a pool worker whose task calls back into Python, which the
+/// launching thread waits for.
 pub fn yield_if_kept() {
     if KEPT.with(Cell::get) {
         Python::attach(|py| py.detach(|| ()));
