@@ -31,30 +31,43 @@ pub fn needs_release(exe: &Executable, costs: &[CalleeCost], start: usize) -> bo
 }
 
 thread_local! {
-    /// Whether this thread runs a call that keeps the GIL only because it ran short last time.
-    static KEPT: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread runs a call that keeps the GIL only because it ran short last time
+    /// (`KEPT`), and whether that call reached the VM's poll hook since (`POLLED`).
+    static KEPT: Cell<u8> = const { Cell::new(0) };
 }
 
-/// Runs `f` marked as a kept call (see [`yield_if_kept`]).
-pub fn kept<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
+const KEPT_CALL: u8 = 1;
+const POLLED: u8 = 2;
+
+/// Runs `f` marked as a kept call (see [`yield_if_kept`]): its result, and whether it ran
+/// long (reached the VM's poll hook).
+pub fn kept<R>(f: impl FnOnce() -> R) -> (R, bool) {
+    struct Restore(u8);
     impl Drop for Restore {
         fn drop(&mut self) {
             KEPT.with(|k| k.set(self.0));
         }
     }
-    let _restore = Restore(KEPT.with(|k| k.replace(true)));
-    f()
+    let outer = Restore(KEPT.with(|k| k.replace(KEPT_CALL)));
+    let out = f();
+    let polled = KEPT.with(|k| k.replace(outer.0)) & POLLED != 0;
+    std::mem::forget(outer);
+    (out, polled)
 }
 
 /// The VM's poll hook's first step (every [`relaxvm::POLL_INTERVAL`] steps of a long run, and
 /// while a parallel kernel's launch waits for its workers): in a call that keeps the GIL
-/// because it ran short last time, releases and retakes the GIL, so that other Python threads
-/// run while the call turns out long (as CPython's own loop hands the GIL over when another
-/// thread asks for it) — including a pool worker whose task calls back into Python, which the
-/// launching thread waits for.
+/// because it ran short last time, notes that it ran long and releases and retakes the GIL,
+/// so that other Python threads run meanwhile (as CPython's own loop hands the GIL over when
+/// another thread asks for it) — including a pool worker whose task calls back into Python,
+/// which the launching thread waits for.
 pub fn yield_if_kept() {
-    if KEPT.with(Cell::get) {
+    if KEPT.with(|k| {
+        k.get() != 0 && {
+            k.set(KEPT_CALL | POLLED);
+            true
+        }
+    }) {
         Python::attach(|py| py.detach(|| ()));
     }
 }

@@ -120,10 +120,10 @@ impl PyVmFunction {
                 if keep {
                     crate::gil::kept(|| self.run_vm(py, false, argv))
                 } else {
-                    self.run_vm(py, true, argv)
+                    (self.run_vm(py, true, argv), false)
                 }
             };
-            self.short.run(argv, run)?
+            self.short.run_reporting(argv, run)?
         } else {
             self.run_vm(py, false, argv)?
         };

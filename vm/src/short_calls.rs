@@ -43,12 +43,37 @@ impl ShortRecord {
 
     /// Runs `call` (given whether it may keep the lock) and records how long it took, when
     /// `args` have a key (see [`args_key`]); a call without a key is told to release it.
+    /// Every call is timed (two clock reads): for callers that cannot tell when a kept call
+    /// ran long (a packed function's cost may depend on state its arguments do not show).
     #[inline]
     pub fn run<R>(&self, args: &[Value], call: impl FnOnce(bool) -> R) -> R {
         let Some(key) = args_key(args) else { return call(false) };
         let keep = self.ran_short(key);
         let start = Instant::now();
         let out = call(keep);
+        self.note(key, start.elapsed());
+        out
+    }
+
+    /// As [`run`](Self::run), timing only the calls that release the lock: a kept call tells
+    /// itself whether it ran long (`call` returns its result and that; a VM's call reached
+    /// its poll hook, which runs every [`crate::POLL_INTERVAL`] steps and while a parallel
+    /// kernel waits for its workers), and is then recorded long. With the same shapes, a
+    /// bytecode function's kernels run as long as last time; only its own steps can make it
+    /// longer, and those reach the poll hook. The clock reads this saves cost about as much
+    /// as the lock's release they replace.
+    #[inline]
+    pub fn run_reporting<R>(&self, args: &[Value], call: impl FnOnce(bool) -> (R, bool)) -> R {
+        let Some(key) = args_key(args) else { return call(false).0 };
+        if self.ran_short(key) {
+            let (out, long) = call(true);
+            if long {
+                self.note(key, SHORT_CALL);
+            }
+            return out;
+        }
+        let start = Instant::now();
+        let (out, _) = call(false);
         self.note(key, start.elapsed());
         out
     }
@@ -190,6 +215,16 @@ mod tests {
         });
         r.run(&args, |keep| seen.push(keep));
         assert_eq!(seen, [false, true, false, false, true, false]);
+        // Reporting: a kept call that says it ran long makes the next one release.
+        let r = ShortRecord::default();
+        let mut kept = vec![];
+        for long in [false, false, true, false, false] {
+            r.run_reporting(&args, |keep| {
+                kept.push(keep);
+                ((), long)
+            });
+        }
+        assert_eq!(kept, [false, true, true, false, true]);
         // Arguments without a key always release, and are never recorded.
         let no_key = [Value::Str("s".into())];
         assert!(!r.run(&no_key, |keep| keep));

@@ -217,6 +217,10 @@ mod tests {
         restore(pending.join().unwrap().unwrap());
         let e = take("k");
         assert!(matches!(e.kind(), ErrorKind::External(inner) if inner.to_string() == "passes: on a worker"), "{e}");
+        // `clear` forgets both parts: a later failure without an error of its own says so.
+        set_error(&Error::external(std::io::Error::other("passes: stale")));
+        clear();
+        assert!(take("k").to_string().contains("without setting an error message"));
         clear();
     }
 }
