@@ -27,9 +27,19 @@ thread_local! {
     static SLOT: RefCell<Slot> = const { RefCell::new(Slot { raised: None, carried: None }) };
 }
 
-/// Runs `f` on this thread's [`Slot`].
+/// Runs `f` on this thread's [`Slot`]. `f` must not drop an error it replaces: dropping an
+/// embedder's error may run its code (a Python exception's `__del__`), which may use the slot
+/// (a kernel call's [`clear`], a callback's [`set`]) while it is borrowed; [`replace_slot`]
+/// and the takes hand the old contents out instead.
 fn with_slot<R>(f: impl FnOnce(&mut Slot) -> R) -> R {
     SLOT.with(|s| f(&mut s.borrow_mut()))
+}
+
+/// Puts `new` in this thread's slot; the old contents are dropped after the borrow ends (see
+/// [`with_slot`]).
+fn replace_slot(new: Slot) {
+    let old = with_slot(|s| std::mem::replace(s, new));
+    drop(old);
 }
 
 /// An embedder's error value (e.g. a Python exception), as [`ErrorKind::External`] holds it.
@@ -63,7 +73,7 @@ pub fn take_pending() -> Option<Pending> {
 
 /// Raises `p` on this thread (taken on another by [`take_pending`]).
 pub fn restore(p: Pending) {
-    with_slot(|s| *s = Slot { raised: Some((p.kind, p.message)), carried: p.carried });
+    replace_slot(Slot { raised: Some((p.kind, p.message)), carried: p.carried });
 }
 
 impl Pending {
@@ -87,7 +97,7 @@ unsafe fn text(p: *const c_char) -> String {
 
 /// Records an error of `kind` with `message` for the current thread.
 pub fn set(kind: String, message: String) {
-    with_slot(|s| *s = Slot { raised: Some((kind, message)), carried: None });
+    replace_slot(Slot { raised: Some((kind, message)), carried: None });
 }
 
 /// Takes the error the current thread recorded, as `(kind, message)`.
@@ -117,7 +127,8 @@ pub fn set_error(e: &Error) {
         ErrorKind::Raised { kind, message } => return set(kind.clone(), message.clone()),
         ErrorKind::External(inner) if PASSES_THROUGH.get().is_some_and(|passes| passes(inner)) => {
             set("RuntimeError".to_string(), e.to_string());
-            with_slot(|s| s.carried = Some(inner.clone()));
+            let old = with_slot(|s| s.carried.replace(inner.clone()));
+            drop(old);
             return;
         }
         ErrorKind::Type { .. } | ErrorKind::Arity { .. } => "TypeError",
@@ -132,12 +143,9 @@ pub fn set_error(e: &Error) {
 
 /// Forgets any error recorded on this thread (before a call, so a stale one is never reported).
 pub fn clear() {
-    with_slot(|s| {
-        // Usually empty: only then is nothing moved or dropped.
-        if s.raised.is_some() || s.carried.is_some() {
-            *s = Slot::default();
-        }
-    });
+    // Usually empty: then nothing is moved or dropped.
+    let old = with_slot(|s| (s.raised.is_some() || s.carried.is_some()).then(|| std::mem::take(s)));
+    drop(old);
 }
 
 /// What relaxvm stores in a library's `__TVMFFIErrorSetRaisedFromCStr` slot
@@ -178,6 +186,44 @@ pub unsafe extern "C" fn RVMFFIErrorSetRaisedFromCStrParts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An embedder's error (passing through kernels) whose drop uses the slot, as a Python
+    /// exception's `__del__` may (attack finding perf/11).
+    #[derive(Debug)]
+    struct UsesTheSlotWhenDropped;
+
+    impl std::fmt::Display for UsesTheSlotWhenDropped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("passes: uses the slot when dropped")
+        }
+    }
+
+    impl std::error::Error for UsesTheSlotWhenDropped {}
+
+    impl Drop for UsesTheSlotWhenDropped {
+        fn drop(&mut self) {
+            // Panics ("already borrowed") if the slot is borrowed while this runs.
+            SLOT.with(|s| drop(s.borrow_mut()));
+        }
+    }
+
+    #[test]
+    fn a_carried_error_is_dropped_after_the_slot_is_let_go_by_clear_set_and_restore() {
+        pass_through(|e| e.to_string().starts_with("passes"));
+        // The slot holds the last reference to the carried error each time.
+        let carry = || set_error(&Error::external(UsesTheSlotWhenDropped));
+        carry();
+        clear();
+        carry();
+        set("ValueError".into(), "next".into());
+        assert!(take("k").to_string().contains("next"));
+        carry();
+        restore(Pending::new("ValueError".into(), "restored".into()));
+        assert!(take("k").to_string().contains("restored"));
+        carry();
+        set_error(&Error::external(UsesTheSlotWhenDropped));
+        clear();
+    }
 
     #[test]
     fn parts_are_joined_and_taken_once() {
