@@ -451,7 +451,7 @@ impl PyClosure {
             if keep {
                 CallCtx::detached().call(&f, &argv)
             } else {
-                py.detach(|| CallCtx::detached().call(&f, &argv))
+                py.detach(|| crate::gil::released(|| CallCtx::detached().call(&f, &argv)))
             }
         };
         // The GIL is kept for a constant-time function, and for one whose last call with

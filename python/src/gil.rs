@@ -55,6 +55,20 @@ pub fn kept<R>(f: impl FnOnce() -> R) -> (R, bool) {
     (out, polled)
 }
 
+/// Runs `f`, a run with the GIL released, as not kept: a call nested in a kept call (from its
+/// callback) that releases the GIL must never take it at its polls (attack finding perf/12:
+/// a thread holding the GIL while it waits for that call would wait forever).
+pub fn released<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(u8);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            KEPT.with(|k| k.set(self.0));
+        }
+    }
+    let _outer = Restore(KEPT.with(|k| k.replace(0)));
+    f()
+}
+
 /// The VM's poll hook's first step (every [`relaxvm::POLL_INTERVAL`] steps of a long run, and
 /// while a parallel kernel's launch waits for its workers): in a call that keeps the GIL
 /// because it ran short last time, notes that it ran long and releases and retakes the GIL,
