@@ -26,7 +26,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::PyTypeInfo;
-use relaxvm::{CallCtx, Callable, Closure, PackedFunc, Value};
+use relaxvm::{CallCtx, Callable, Closure, Cost, PackedFunc, Value};
 use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -367,7 +367,7 @@ fn object_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> 
         Value::Func(c) => match python_origin(c) {
             // A Python function that went into the VM comes back as itself.
             Some(f) => f.bind(py).clone(),
-            None => Bound::new(py, PyClosure(Arc::clone(c)))?.into_any(),
+            None => Bound::new(py, PyClosure(Arc::clone(c), Default::default()))?.into_any(),
         },
         other => Bound::new(py, PyOpaque(other.clone()))?.into_any(),
     })
@@ -422,7 +422,7 @@ fn tuple_to_py<'py>(py: Python<'py>, root: &Arc<Vec<Value>>) -> PyResult<Bound<'
 /// `VirtualMachine.invoke_closure`) or a packed function (callable directly), with the values it
 /// captured.
 #[pyclass(module = "relaxvm", name = "Closure", frozen)]
-pub struct PyClosure(pub Arc<Closure>);
+pub struct PyClosure(pub Arc<Closure>, relaxvm::short_calls::ShortRecord);
 
 #[pymethods]
 impl PyClosure {
@@ -450,7 +450,21 @@ impl PyClosure {
     fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
         let argv = args_to_values(args, self.0.name())?;
         let f = Value::Func(Arc::clone(&self.0));
-        let ret = py.detach(|| CallCtx::detached().call(&f, &argv)).py_err(py)?;
+        let call = |keep: bool| {
+            if keep {
+                CallCtx::detached().call(&f, &argv)
+            } else {
+                py.detach(|| crate::gil::released(|| CallCtx::detached().call(&f, &argv)))
+            }
+        };
+        // The GIL is kept for a constant-time function, and for one whose last call with
+        // arguments of the same shapes ran short (an engine's per-step bookkeeping calls): see
+        // `relaxvm::short_calls`.
+        let ret = match &self.0.callable {
+            Callable::Packed(p) if p.cost() == Cost::Constant => call(true),
+            _ => self.1.run(&argv, call),
+        }
+        .py_err(py)?;
         to_py(py, &ret)
     }
 
@@ -478,6 +492,9 @@ pub fn packed_from_callable(name: &str, f: Py<PyAny>) -> PackedFunc {
 /// Calls `f` with `args` through CPython's vectorcall protocol: the arguments go as an array
 /// on the stack, with no tuple built (what `f(*args)` costs a Python function otherwise).
 fn vectorcall<'py>(f: &Bound<'py, PyAny>, args: &[Value]) -> PyResult<Bound<'py, PyAny>> {
+    if args.len() <= SHORT_ARGS {
+        return vectorcall_short(f, args);
+    }
     let py = f.py();
     let objs = args.iter().map(|v| to_py(py, v)).collect::<PyResult<SmallVec<[Bound<'py, PyAny>; 8]>>>()?;
     // A free slot before the arguments lets the callee prepend `self` without copying
@@ -490,6 +507,30 @@ fn vectorcall<'py>(f: &Bound<'py, PyAny>, args: &[Value]) -> PyResult<Bound<'py,
     // call); `ptrs[1..]` holds `objs.len()` of them, and `ptrs[0]` is the writable slot the
     // offset flag promises; no keyword names. The result is a new reference or NULL with an
     // exception set, which `from_owned_ptr_or_err` turns into a `PyErr`.
+    unsafe {
+        let ret = pyo3::ffi::PyObject_Vectorcall(f.as_ptr(), ptrs.as_ptr().add(1), nargsf, std::ptr::null_mut());
+        Bound::from_owned_ptr_or_err(py, ret)
+    }
+}
+
+/// The most arguments [`vectorcall_short`] takes.
+const SHORT_ARGS: usize = 8;
+
+/// [`vectorcall`] with at most [`SHORT_ARGS`] arguments, the common callback: the objects and
+/// the pointer array live in fixed arrays on the stack (collecting them into vectors was a
+/// tenth of a one-argument callback's instructions).
+fn vectorcall_short<'py>(f: &Bound<'py, PyAny>, args: &[Value]) -> PyResult<Bound<'py, PyAny>> {
+    let py = f.py();
+    let mut objs: [Option<Bound<'py, PyAny>>; SHORT_ARGS] = [const { None }; SHORT_ARGS];
+    // Slot 0 is free for the callee to prepend `self` (PY_VECTORCALL_ARGUMENTS_OFFSET).
+    let mut ptrs = [std::ptr::null_mut::<pyo3::ffi::PyObject>(); SHORT_ARGS + 1];
+    for (i, v) in args.iter().enumerate() {
+        ptrs[i + 1] = objs[i].insert(to_py(py, v)?).as_ptr();
+    }
+    let nargsf = args.len() | pyo3::ffi::PY_VECTORCALL_ARGUMENTS_OFFSET;
+    // SAFETY: as in `vectorcall`: `objs` holds a reference to each of the `args.len()` objects
+    // at `ptrs[1..]` until after the call, and `ptrs[0]` is the writable slot the offset flag
+    // promises; no keyword names; the result is a new reference or NULL with an exception set.
     unsafe {
         let ret = pyo3::ffi::PyObject_Vectorcall(f.as_ptr(), ptrs.as_ptr().add(1), nargsf, std::ptr::null_mut());
         Bound::from_owned_ptr_or_err(py, ret)

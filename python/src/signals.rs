@@ -12,9 +12,11 @@ pub fn note_main_thread() {
     MAIN_THREAD.get_or_init(|| std::thread::current().id());
 }
 
-/// The VM's poll hook: on the main thread, runs Python's signal handlers (briefly taking the
-/// GIL), so Ctrl-C stops a long native run with `KeyboardInterrupt`.
+/// The VM's poll hook: lets other threads take the GIL in a call that keeps it
+/// ([`crate::gil::yield_if_kept`]), then, on the main thread, runs Python's signal handlers
+/// (briefly taking the GIL), so Ctrl-C stops a long native run with `KeyboardInterrupt`.
 pub fn deliver_signals() -> relaxvm::Result<()> {
+    crate::gil::yield_if_kept();
     if MAIN_THREAD.get() != Some(&std::thread::current().id()) {
         return Ok(());
     }

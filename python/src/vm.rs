@@ -107,6 +107,7 @@ impl PyVirtualMachine {
             func,
             entry,
             release,
+            short: Default::default(),
             name: name.to_string(),
             params,
             sig,

@@ -21,8 +21,11 @@ pub struct PyVmFunction {
     pub(crate) func: Value,
     /// `func` resolved once, when it can be (see [`relaxvm::Entry`]).
     pub(crate) entry: Option<Entry>,
-    /// Whether calls release the GIL (see [`crate::gil`]).
+    /// Whether calls release the GIL (see [`crate::gil`]), unless `short` says the last one
+    /// with the same argument shapes ran short.
     pub(crate) release: bool,
+    /// How long the last call took, for functions that `release`.
+    pub(crate) short: relaxvm::short_calls::ShortRecord,
     pub(crate) name: String,
     pub(crate) params: Vec<String>,
     pub(crate) sig: Option<Arc<Signature>>,
@@ -112,11 +115,28 @@ impl PyVmFunction {
     /// Runs it on bound arguments and converts the result.
     #[inline]
     fn run<'py>(&self, py: Python<'py>, argv: &[Value]) -> PyResult<Bound<'py, PyAny>> {
-        let ret = match &self.entry {
-            Some(e) => self.shared.run(py, self.release, |vm| vm.call_entry(e, argv))?,
-            None => self.shared.run(py, self.release, |vm| vm.invoke_closure(&self.func, argv))?,
+        let ret = if self.release {
+            let run = |keep| {
+                if keep {
+                    crate::gil::kept(|| self.run_vm(py, false, argv))
+                } else {
+                    (self.run_vm(py, true, argv), false)
+                }
+            };
+            self.short.run_reporting(argv, run)?
+        } else {
+            self.run_vm(py, false, argv)?
         };
         self.result_to_py(py, ret)
+    }
+
+    /// Runs it on the VM, releasing the GIL meanwhile with `release`.
+    #[inline]
+    fn run_vm(&self, py: Python<'_>, release: bool, argv: &[Value]) -> PyResult<Value> {
+        match &self.entry {
+            Some(e) => self.shared.run(py, release, |vm| vm.call_entry(e, argv)),
+            None => self.shared.run(py, release, |vm| vm.invoke_closure(&self.func, argv)),
+        }
     }
 
     /// The Python object for a call's result.
@@ -233,7 +253,9 @@ impl PyVmFunction {
     /// Whether calls release the GIL while they run. Functions that may run long (loops,
     /// recursion, more than a few hundred instructions, native builtins that are not
     /// constant-time) release it; short ones that only call constant-time builtins and Python
-    /// keep it, since releasing would cost more than the call.
+    /// keep it, since releasing would cost more than the call. A function that releases it
+    /// still keeps it for a call whose last call with the same argument shapes and scalars
+    /// ran short (under 20 µs); see docs/python.md.
     #[getter]
     fn releases_gil(&self) -> bool {
         self.release

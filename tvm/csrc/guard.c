@@ -98,17 +98,21 @@ int relaxvm_guard_install(is_read_only_t check) {
  * finishing), or NULL. */
 int relaxvm_guard_safe_call(safe_call_t f, void *self, const TVMFFIAny *args, int32_t num_args,
                             TVMFFIAny *result, void **fault) {
+    /* One lookup of this thread's `top` for the whole call (each access to a __thread variable
+     * of a dlopened library is a call into the dynamic loader); the handler restores `top`
+     * itself before it jumps back here. */
+    struct guard **volatile slot = &top; /* volatile: kept, not recomputed after the call */
     struct guard g;
-    g.prev = top_get();
+    g.prev = *slot;
     g.fault_addr = NULL;
     *fault = NULL;
     if (sigsetjmp(g.buf, 0) != 0) {
         *fault = g.fault_addr;
         return -1;
     }
-    top_set(&g);
+    *slot = &g;
     int rc = f(self, args, num_args, result);
-    top_set(g.prev);
+    *slot = g.prev;
     return rc;
 }
 

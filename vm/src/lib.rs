@@ -51,6 +51,7 @@
 mod code;
 pub mod long_calls;
 pub mod memory_cfg;
+pub mod short_calls;
 pub mod tvm_inputs;
 pub mod vm;
 

@@ -13,11 +13,33 @@ use std::cell::RefCell;
 use std::ffi::{c_char, CStr};
 use std::sync::{Arc, OnceLock};
 
+/// This thread's recorded error. One thread-local for both parts: [`clear`] runs before every
+/// kernel call, and each thread-local costs a lookup in a dynamically loaded library.
+#[derive(Default)]
+struct Slot {
+    raised: Option<(String, String)>,
+    /// The embedder's own error behind `raised`, when it must pass through kernels unchanged
+    /// (see [`pass_through`]); cleared whenever `raised` changes otherwise.
+    carried: Option<Foreign>,
+}
+
 thread_local! {
-    static RAISED: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
-    /// The embedder's own error behind the one in `RAISED`, when it must pass through kernels
-    /// unchanged (see [`pass_through`]); cleared whenever `RAISED` changes otherwise.
-    static CARRIED: RefCell<Option<Foreign>> = const { RefCell::new(None) };
+    static SLOT: RefCell<Slot> = const { RefCell::new(Slot { raised: None, carried: None }) };
+}
+
+/// Runs `f` on this thread's [`Slot`]. `f` must not drop an error it replaces: dropping an
+/// embedder's error may run its code (a Python exception's `__del__`), which may use the slot
+/// (a kernel call's [`clear`], a callback's [`set`]) while it is borrowed; [`replace_slot`]
+/// and the takes hand the old contents out instead.
+fn with_slot<R>(f: impl FnOnce(&mut Slot) -> R) -> R {
+    SLOT.with(|s| f(&mut s.borrow_mut()))
+}
+
+/// Puts `new` in this thread's slot; the old contents are dropped after the borrow ends (see
+/// [`with_slot`]).
+fn replace_slot(new: Slot) {
+    let old = with_slot(|s| std::mem::replace(s, new));
+    drop(old);
 }
 
 /// An embedder's error value (e.g. a Python exception), as [`ErrorKind::External`] holds it.
@@ -45,14 +67,13 @@ pub struct Pending {
 
 /// Takes this thread's error with the embedder's error behind it, if any.
 pub fn take_pending() -> Option<Pending> {
-    let carried = CARRIED.with(|c| c.borrow_mut().take());
-    take_raw().map(|(kind, message)| Pending { kind, message, carried })
+    let (raised, carried) = with_slot(|s| (s.raised.take(), s.carried.take()));
+    raised.map(|(kind, message)| Pending { kind, message, carried })
 }
 
 /// Raises `p` on this thread (taken on another by [`take_pending`]).
 pub fn restore(p: Pending) {
-    set(p.kind, p.message);
-    CARRIED.with(|c| *c.borrow_mut() = p.carried);
+    replace_slot(Slot { raised: Some((p.kind, p.message)), carried: p.carried });
 }
 
 impl Pending {
@@ -76,20 +97,18 @@ unsafe fn text(p: *const c_char) -> String {
 
 /// Records an error of `kind` with `message` for the current thread.
 pub fn set(kind: String, message: String) {
-    RAISED.with(|r| *r.borrow_mut() = Some((kind, message)));
-    CARRIED.with(|c| c.borrow_mut().take());
+    replace_slot(Slot { raised: Some((kind, message)), carried: None });
 }
 
 /// Takes the error the current thread recorded, as `(kind, message)`.
 pub fn take_raw() -> Option<(String, String)> {
-    RAISED.with(|r| r.borrow_mut().take())
+    with_slot(|s| s.raised.take())
 }
 
 /// Takes the error the current thread recorded, as a relaxvm error about `what` (e.g. `kernel
 /// "matmul"`). A non-zero return without a recorded error is reported as such.
 pub fn take(what: &str) -> Error {
-    let carried = CARRIED.with(|c| c.borrow_mut().take());
-    let raw = take_raw();
+    let (raw, carried) = with_slot(|s| (s.raised.take(), s.carried.take()));
     if let (Some(carried), Some(_)) = (carried, &raw) {
         // The embedder's own error, which must pass through unchanged.
         return ErrorKind::External(carried).into();
@@ -108,7 +127,8 @@ pub fn set_error(e: &Error) {
         ErrorKind::Raised { kind, message } => return set(kind.clone(), message.clone()),
         ErrorKind::External(inner) if PASSES_THROUGH.get().is_some_and(|passes| passes(inner)) => {
             set("RuntimeError".to_string(), e.to_string());
-            CARRIED.with(|c| *c.borrow_mut() = Some(inner.clone()));
+            let old = with_slot(|s| s.carried.replace(inner.clone()));
+            drop(old);
             return;
         }
         ErrorKind::Type { .. } | ErrorKind::Arity { .. } => "TypeError",
@@ -123,8 +143,9 @@ pub fn set_error(e: &Error) {
 
 /// Forgets any error recorded on this thread (before a call, so a stale one is never reported).
 pub fn clear() {
-    RAISED.with(|r| r.borrow_mut().take());
-    CARRIED.with(|c| c.borrow_mut().take());
+    // Usually empty: then nothing is moved or dropped.
+    let old = with_slot(|s| (s.raised.is_some() || s.carried.is_some()).then(|| std::mem::take(s)));
+    drop(old);
 }
 
 /// What relaxvm stores in a library's `__TVMFFIErrorSetRaisedFromCStr` slot
@@ -166,6 +187,44 @@ pub unsafe extern "C" fn RVMFFIErrorSetRaisedFromCStrParts(
 mod tests {
     use super::*;
 
+    /// An embedder's error (passing through kernels) whose drop uses the slot, as a Python
+    /// exception's `__del__` may (attack finding perf/11).
+    #[derive(Debug)]
+    struct UsesTheSlotWhenDropped;
+
+    impl std::fmt::Display for UsesTheSlotWhenDropped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("passes: uses the slot when dropped")
+        }
+    }
+
+    impl std::error::Error for UsesTheSlotWhenDropped {}
+
+    impl Drop for UsesTheSlotWhenDropped {
+        fn drop(&mut self) {
+            // Panics ("already borrowed") if the slot is borrowed while this runs.
+            SLOT.with(|s| drop(s.borrow_mut()));
+        }
+    }
+
+    #[test]
+    fn a_carried_error_is_dropped_after_the_slot_is_let_go_by_clear_set_and_restore() {
+        pass_through(|e| e.to_string().starts_with("passes"));
+        // The slot holds the last reference to the carried error each time.
+        let carry = || set_error(&Error::external(UsesTheSlotWhenDropped));
+        carry();
+        clear();
+        carry();
+        set("ValueError".into(), "next".into());
+        assert!(take("k").to_string().contains("next"));
+        carry();
+        restore(Pending::new("ValueError".into(), "restored".into()));
+        assert!(take("k").to_string().contains("restored"));
+        carry();
+        set_error(&Error::external(UsesTheSlotWhenDropped));
+        clear();
+    }
+
     #[test]
     fn parts_are_joined_and_taken_once() {
         let parts = [c"shape ".as_ptr(), c"mismatch".as_ptr()];
@@ -204,6 +263,10 @@ mod tests {
         restore(pending.join().unwrap().unwrap());
         let e = take("k");
         assert!(matches!(e.kind(), ErrorKind::External(inner) if inner.to_string() == "passes: on a worker"), "{e}");
+        // `clear` forgets both parts: a later failure without an error of its own says so.
+        set_error(&Error::external(std::io::Error::other("passes: stale")));
+        clear();
+        assert!(take("k").to_string().contains("without setting an error message"));
         clear();
     }
 }
