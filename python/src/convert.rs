@@ -454,7 +454,7 @@ impl PyClosure {
             if keep {
                 CallCtx::detached().call(&f, &argv)
             } else {
-                py.detach(|| crate::gil::released(|| CallCtx::detached().call(&f, &argv)))
+                py.detach(|| crate::kept_call::released(|| CallCtx::detached().call(&f, &argv)))
             }
         };
         // The GIL is kept for a constant-time function, and for one whose last call with

@@ -13,10 +13,10 @@ pub fn note_main_thread() {
 }
 
 /// The VM's poll hook: lets other threads take the GIL in a call that keeps it
-/// ([`crate::gil::yield_if_kept`]), then, on the main thread, runs Python's signal handlers
+/// ([`crate::kept_call::yield_if_kept`]), then, on the main thread, runs Python's signal handlers
 /// (briefly taking the GIL), so Ctrl-C stops a long native run with `KeyboardInterrupt`.
 pub fn deliver_signals() -> relaxvm::Result<()> {
-    crate::gil::yield_if_kept();
+    crate::kept_call::yield_if_kept();
     if MAIN_THREAD.get() != Some(&std::thread::current().id()) {
         return Ok(());
     }

@@ -118,7 +118,7 @@ impl PyVmFunction {
         let ret = if self.release {
             let run = |keep| {
                 if keep {
-                    crate::gil::kept(|| self.run_vm(py, false, argv))
+                    crate::kept_call::kept(|| self.run_vm(py, false, argv))
                 } else {
                     (self.run_vm(py, true, argv), false)
                 }

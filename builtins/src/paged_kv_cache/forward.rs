@@ -6,7 +6,7 @@
 //! save 32 times the pages), appending before attention only for decode at the last depth, and
 //! the page numbers the appends take, in batch order.
 
-use super::pool::{Pool, Trace, MAX_DEPTH};
+use super::pool::{PerSeq, Pool, Trace, MAX_DEPTH};
 use super::sliding_mask::{self, Columns, SlidingFirstRow};
 use super::tree::{self, TreeArrays};
 use relaxvm::{Error, Result};
@@ -131,11 +131,6 @@ pub(crate) fn check(pool: &Pool, seq_ids: &[i64], lens: &[i64], limits: &Limits)
     }
     Ok(())
 }
-
-/// One block id (or one value) per sequence of a batch, inline for batches up to 8: a decode
-/// step builds a few of these, and a heap allocation each was a measurable part of its time
-/// (#32 item 8).
-pub(crate) type PerSeq<T> = SmallVec<[T; 8]>;
 
 /// The kernel rows of one depth: (block id, tokens).
 type Rows = SmallVec<[(i32, i32); 8]>;

@@ -24,6 +24,10 @@ pub(crate) const MAX_DEPTH: usize = 2;
 /// sequence, and a heap allocation each was a measurable part of a decode step, #32 item 8).
 pub(crate) type Trace = smallvec::SmallVec<[i32; 8]>;
 
+/// One block id (or one value) per sequence of a batch, inline for batches up to 8: a decode
+/// step builds a few of these, and a heap allocation each was a measurable part of its time.
+pub(crate) type PerSeq<T> = smallvec::SmallVec<[T; 8]>;
+
 /// A page id that sliding-window sequences borrow while their slid-out pages are not yet freed.
 pub(crate) const TEMP_PAGE: i32 = -1;
 

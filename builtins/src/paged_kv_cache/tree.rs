@@ -5,7 +5,7 @@
 //! `CommitAcceptedTokenTreeNodes`, including their quirks (the chain flags of all depths are
 //! reset at each depth; the chain test of a commit is the last sequence's).
 
-use super::pool::{Pool, MAX_DEPTH};
+use super::pool::{PerSeq, Pool, MAX_DEPTH};
 use relaxvm::{Error, Result};
 use std::collections::BTreeMap;
 
@@ -35,7 +35,7 @@ pub(crate) fn construct_mask(
     seq_ids: &[i64],
     lens: &[i32],
     parent_ptr: &[i64],
-    on_depths: &[super::forward::PerSeq<i32>],
+    on_depths: &[PerSeq<i32>],
     has_trailing: &[bool],
     num_depths: usize,
     append_before_attn: bool,
