@@ -35,7 +35,6 @@ exe = ib.get()
 """
 
 
-@pytest.mark.xfail(strict=True, reason="other/11: eight entry points give pyo3's bare overflow message or no place")
 def test_other_11_every_out_of_range_int_names_its_place() -> None:
     out = run_attack(
         ADD_PROGRAM
@@ -82,7 +81,6 @@ print(bad)
     out.assert_ok("[]")
 
 
-@pytest.mark.xfail(strict=True, reason="other/12: the message trusts the subclass's bit_length and __lt__")
 def test_other_12_the_message_states_the_real_size_and_sign() -> None:
     out = run_attack(
         ADD_PROGRAM
@@ -243,7 +241,6 @@ def test_perf_12_a_released_call_nested_in_a_kept_call_never_waits_for_the_gil(t
     out.assert_ok("{'value': 0}")
 
 
-@pytest.mark.xfail(strict=True, reason="other/13: past int64 at an i32 parameter: OverflowError naming int64's range")
 def test_other_13_an_int_past_int64_at_an_i32_parameter_is_refused_as_i32() -> None:
     out = run_attack(
         """
