@@ -166,9 +166,7 @@ fn declared_int_refusal(ob: &Bound<'_, PyAny>, d: DataType, path: &str, e: PyErr
     if !e.is_instance_of::<PyOverflowError>(py) {
         return e;
     }
-    // A uint64 parameter takes 0..2^63-1: the VM's ints are int64.
-    let held = if d == DataType::U64 { " as the VM holds it (0..2^63-1)" } else { "" };
-    value_error(py, format!("{path}: {} does not fit in {d}{held}", shown_int(ob)))
+    to_pyerr(py, relaxvm::types::int_outside(d, &shown_int(ob), path))
 }
 
 /// [`typed_value`] for dicts, tuples and lists.
