@@ -100,7 +100,7 @@ def test_an_int64_outside_a_declared_narrower_dtype_names_the_dtype() -> None:
     vm = rx.VirtualMachine(ib.get())
     with pytest.raises(rx.VMValueError) as e:
         vm["main"](2**40, (1, 2))
-    assert str(e.value) == 'parameter "x" of main: 1099511627776 does not fit in int32'
+    assert str(e.value) == 'parameter "x" of main: 1099511627776 does not fit in int32 (-2^31..2^31-1)'
     with pytest.raises(rx.VMValueError) as e:
         vm["main"](1, (300, 2))
-    assert str(e.value) == 'parameter "y" of main[0]: 300 does not fit in uint8'
+    assert str(e.value) == 'parameter "y" of main[0]: 300 does not fit in uint8 (0..2^8-1)'

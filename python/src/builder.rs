@@ -1,8 +1,9 @@
 //! `rx.ExecBuilder`: emits bytecode the way TVM's `relax.ExecBuilder` does.
 
-use crate::convert::{extract_i64, int_out_of_range, to_value};
+use crate::convert::to_value;
 use crate::errors::build_error;
 use crate::executable::PyExecutable;
+use crate::int_arg::{extract_i64, extract_int, extract_opt, int_out_of_range};
 use crate::shape::extract_shape;
 use crate::signature::parse_signature;
 use crate::tensor::copy_tensor;
@@ -185,7 +186,7 @@ fn reg_of(py: Python<'_>, ob: &Bound<'_, PyAny>, what: &str) -> PyResult<RegIdx>
         )));
     }
     if ob.is_instance_of::<PyInt>() && !ob.is_instance_of::<PyBool>() {
-        return ob.extract::<u32>().map_err(|_| PyValueError::new_err(format!("{what}: register index out of range")));
+        return extract_int::<u32>(ob, &|| format!("{what} (a register index)"));
     }
     let _ = py;
     Err(PyTypeError::new_err(format!("{what} must be a register such as ib.r(2)")))
@@ -254,8 +255,8 @@ impl PyExecBuilder {
     }
 
     /// Register `idx` of the current frame; the first `num_inputs` registers hold the inputs.
-    fn r(&self, idx: u32) -> PyArg {
-        PyArg::new(Arg::Reg(idx))
+    fn r(&self, idx: &Bound<'_, PyAny>) -> PyResult<PyArg> {
+        Ok(PyArg::new(Arg::Reg(extract_int(idx, &|| "ExecBuilder.r".to_string())?)))
     }
 
     /// An immediate (inline 64-bit integer).
@@ -265,8 +266,8 @@ impl PyExecBuilder {
     }
 
     /// Constant number `idx` of the constant pool.
-    fn c(&self, idx: u32) -> PyArg {
-        PyArg::new(Arg::Const(idx))
+    fn c(&self, idx: &Bound<'_, PyAny>) -> PyResult<PyArg> {
+        Ok(PyArg::new(Arg::Const(extract_int(idx, &|| "ExecBuilder.c".to_string())?)))
     }
 
     /// The function `name` as a value (declared as a packed function if not yet known).
@@ -319,11 +320,12 @@ impl PyExecBuilder {
     fn function(
         slf: &Bound<'_, Self>,
         name: &str,
-        num_inputs: Option<u32>,
+        num_inputs: Option<&Bound<'_, PyAny>>,
         param_names: Option<Vec<String>>,
         signature: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<FunctionScope> {
         let py = slf.py();
+        let num_inputs = extract_opt::<u32>(num_inputs, &|| "ExecBuilder.function num_inputs".to_string())?;
         let mut b = slf.borrow_mut();
         if b.in_function {
             return Err(PyValueError::new_err("functions cannot nest: end the current one first"));
@@ -406,8 +408,14 @@ impl PyExecBuilder {
 
     /// Emits `goto offset` (relative to this instruction; negative loops back).
     #[pyo3(signature = (offset, loc = None))]
-    fn emit_goto(&mut self, py: Python<'_>, offset: i64, loc: Option<PyRef<'_, PyLocation>>) -> PyResult<()> {
+    fn emit_goto(
+        &mut self,
+        py: Python<'_>,
+        offset: &Bound<'_, PyAny>,
+        loc: Option<PyRef<'_, PyLocation>>,
+    ) -> PyResult<()> {
         self.check_scope()?;
+        let offset = extract_i64(offset, &|| "ExecBuilder.emit_goto offset".to_string())?;
         self.with_loc(loc.as_deref(), |b| b.emit_goto(offset)).map_err(|e| build_error(py, e))
     }
 
@@ -417,10 +425,11 @@ impl PyExecBuilder {
         &mut self,
         py: Python<'_>,
         cond: &Bound<'_, PyAny>,
-        false_offset: i64,
+        false_offset: &Bound<'_, PyAny>,
         loc: Option<PyRef<'_, PyLocation>>,
     ) -> PyResult<()> {
         self.check_scope()?;
+        let false_offset = extract_i64(false_offset, &|| "ExecBuilder.emit_if false_offset".to_string())?;
         let c = reg_of(py, cond, "emit_if's condition")?;
         self.with_loc(loc.as_deref(), |b| b.emit_if(c, false_offset)).map_err(|e| build_error(py, e))
     }

@@ -17,11 +17,12 @@
 use crate::device::PyDevice;
 use crate::dtype::PyDataType;
 use crate::errors::{from_pyerr, IntoPyResult};
+use crate::int_arg::int_out_of_range;
 use crate::recent_arrays;
 use crate::shape::PyShape;
 use crate::tensor::PyTensor;
 use numpy::PyUntypedArray;
-use pyo3::exceptions::{PyMemoryError, PyOverflowError, PyRecursionError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyRecursionError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
@@ -478,11 +479,13 @@ impl PyClosure {
 /// Arguments are converted to Python objects, the result back to a VM value; an exception is
 /// carried through the VM and re-raised, with its own type, where the VM was entered.
 pub fn packed_from_callable(name: &str, f: Py<PyAny>) -> PackedFunc {
+    // An int out of range in the result names the function that returned it.
+    let result_place = format!("result of {name}");
     PackedFunc::new(name, move |_ctx, args| {
         Python::attach(|py| {
             let call = || -> PyResult<Value> {
                 let ret = vectorcall(f.bind(py), args)?;
-                to_value(&ret)
+                to_value_in(&ret, &|| result_place.clone())
             };
             call().map_err(from_pyerr)
         })
@@ -552,56 +555,4 @@ pub fn python_packed_func(f: &Bound<'_, PyAny>) -> PyResult<PackedFunc> {
     }
     let origin: Arc<dyn std::any::Any + Send + Sync> = Arc::new(f.clone().unbind());
     Ok(packed_from_callable(&callable_name(f), f.clone().unbind()).with_origin(origin))
-}
-
-/// `ob` as an int64 read from a Python argument, `place()` naming it when it is out of range:
-/// every int an entry point reads goes through this (or [`to_value_in`]), so all say where.
-pub fn extract_i64(ob: &Bound<'_, PyAny>, place: &dyn Fn() -> String) -> PyResult<i64> {
-    ob.extract::<i64>().map_err(|e| {
-        if e.is_instance_of::<PyOverflowError>(ob.py()) {
-            int_out_of_range(ob, &place())
-        } else {
-            e
-        }
-    })
-}
-
-/// The refusal of an integer (an `int`, a subclass, or a numpy integer) beyond int64 at
-/// `place` (empty when the caller names none): its type, its value, and the range.
-#[cold]
-pub fn int_out_of_range(ob: &Bound<'_, PyAny>, place: &str) -> PyErr {
-    let at = if place.is_empty() { String::new() } else { format!("{place}: ") };
-    let type_name = ob.get_type().name().map_or_else(|_| "int".to_string(), |n| n.to_string());
-    PyOverflowError::new_err(format!("{at}{type_name} {} does not fit in int64 (-2^63..2^63-1)", shown_int(ob)))
-}
-
-/// An integer for a message: its digits up to 128 bits; past that, its size in bits (the
-/// decimal text of an int past 4300 digits raises in Python, and a long one says nothing more).
-/// An `int` (or subclass) is read through `int`'s own methods, so no override of a subclass runs
-/// or changes what the message says (attack finding other/12); a numpy integer (within 64 bits,
-/// never past int64 unless unsigned) by its value as `u64`.
-fn shown_int(ob: &Bound<'_, PyAny>) -> String {
-    let py = ob.py();
-    if !ob.is_instance_of::<PyInt>() {
-        return ob.extract::<u64>().map_or_else(|_| "(unprintable)".to_string(), |v| v.to_string());
-    }
-    /// `int.<name>(*args)`: the method of `int` itself, whatever a subclass overrides.
-    fn unbound<'py>(py: Python<'py>, name: &str, args: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        PyInt::type_object(py).getattr(name)?.call1(PyTuple::new(py, args)?)
-    }
-    let bits = unbound(py, "bit_length", vec![ob.clone()]).and_then(|b| b.extract::<u64>());
-    match bits {
-        Ok(b) if b > 128 => {
-            let zero = match 0i64.into_pyobject(py) {
-                Ok(z) => z.into_any(),
-                Err(never) => match never {},
-            };
-            let negative = unbound(py, "__lt__", vec![ob.clone(), zero]).and_then(|r| r.extract::<bool>());
-            let sign = if negative.unwrap_or(false) { "negative, " } else { "" };
-            format!("({sign}{b} bits)")
-        }
-        _ => unbound(py, "__repr__", vec![ob.clone()])
-            .and_then(|r| r.extract::<String>())
-            .unwrap_or_else(|_| "(unprintable)".to_string()),
-    }
 }

@@ -1,5 +1,6 @@
 //! `rx.Device` and `rx.cpu(n)`.
 
+use crate::int_arg::extract_opt;
 use pyo3::basic::CompareOp;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -53,7 +54,8 @@ impl PyDevice {
     /// `Device("cpu", 0)`, `Device(1, 0)` or `Device("cpu:0")`.
     #[new]
     #[pyo3(signature = (device_type, device_id = None))]
-    fn new(device_type: &Bound<'_, PyAny>, device_id: Option<i32>) -> PyResult<Self> {
+    fn new(device_type: &Bound<'_, PyAny>, device_id: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let device_id = extract_opt::<i32>(device_id, &|| "device id".to_string())?;
         if let (Ok(s), None) = (device_type.cast::<PyString>(), device_id) {
             if s.to_cow()?.contains(':') {
                 return extract_device(Some(device_type)).map(PyDevice);
@@ -136,7 +138,7 @@ pub fn cpu(dev_id: i32) -> PyResult<PyDevice> {
 /// A device by type and id: `device("cpu", 0)`, `device("cpu:1")`.
 #[pyfunction]
 #[pyo3(signature = (dev_type, dev_id = None))]
-pub fn device(dev_type: &Bound<'_, PyAny>, dev_id: Option<i32>) -> PyResult<PyDevice> {
+pub fn device(dev_type: &Bound<'_, PyAny>, dev_id: Option<&Bound<'_, PyAny>>) -> PyResult<PyDevice> {
     PyDevice::new(dev_type, dev_id)
 }
 

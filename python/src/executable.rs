@@ -1,6 +1,7 @@
 //! `rx.Executable`: the immutable program a VM runs.
 
 use crate::errors::IntoPyResult;
+use crate::int_arg::extract_opt;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 use relaxvm::format::{self, SaveOptions};
@@ -181,10 +182,10 @@ pub fn load_executable(
     path_or_bytes: &Bound<'_, PyAny>,
     mmap: bool,
     native_libraries: Option<&Bound<'_, PyAny>>,
-    max_input_size: Option<u64>,
+    max_input_size: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyExecutable> {
     let mut opts = if mmap { format::LoadOptions::trusted_mmap() } else { format::LoadOptions::default() };
-    opts.read = read_options(max_input_size);
+    opts.read = read_options(extract_opt::<u64>(max_input_size, &|| "load_executable max_input_size".to_string())?);
     opts.native_libraries = consent(native_libraries)?;
     if let Some(path) = as_path(path_or_bytes)? {
         let exe = py.detach(|| relaxvm_tvm::import::load_executable_with(&path, &opts)).py_err(py)?;
@@ -224,8 +225,9 @@ pub fn load_module(
     py: Python<'_>,
     path: &Bound<'_, PyAny>,
     native_libraries: Option<&Bound<'_, PyAny>>,
-    max_input_size: Option<u64>,
+    max_input_size: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyExecutable> {
+    let max_input_size = extract_opt::<u64>(max_input_size, &|| "load_module max_input_size".to_string())?;
     let path = as_path(path)?.ok_or_else(|| {
         pyo3::exceptions::PyTypeError::new_err(format!(
             "load_module expects a path (str or os.PathLike), not {}",

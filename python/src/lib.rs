@@ -12,6 +12,7 @@ mod errors;
 mod executable;
 mod from_numpy;
 mod gil;
+mod int_arg;
 mod kept_call;
 mod link;
 mod profile;

@@ -1,5 +1,6 @@
 //! `rx.ProfileReport` and `rx.ProfileRow`: what `VirtualMachine.profile` returns.
 
+use crate::int_arg::extract_opt;
 use crate::registry::is_python_backed;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -90,7 +91,9 @@ impl PyProfileReport {
 
     /// A table sorted by `"total"`, `"count"`, `"mean"` or `"name"`, with at most `top` rows.
     #[pyo3(signature = (sort_by = "total", top = None))]
-    fn table(&self, sort_by: &str, top: Option<usize>) -> PyResult<String> {
+    fn table(&self, sort_by: &str, top: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+        let top = extract_opt::<u64>(top, &|| "Report.table top".to_string())?
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         let sort: SortBy = sort_by.parse().map_err(|e: relaxvm::Error| PyValueError::new_err(e.to_string()))?;
         Ok(self.0.table(sort, top))
     }

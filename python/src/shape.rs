@@ -1,6 +1,6 @@
 //! `rx.Shape`: a tuple of ints that the VM shares without copying.
 
-use crate::convert::extract_i64;
+use crate::int_arg::{extract_i64, extract_int};
 use pyo3::basic::CompareOp;
 use pyo3::exceptions::{PyIndexError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -28,6 +28,7 @@ pub fn extract_shape(ob: &Bound<'_, PyAny>) -> PyResult<Shape> {
     if let Ok(l) = ob.cast::<PyList>() {
         return collect_dims(ob.py(), l.iter().map(Ok));
     }
+    // int probe: an int where a sequence was expected gets a hint, whatever its size.
     if ob.extract::<i64>().is_ok() {
         return Err(PyTypeError::new_err("a shape is a sequence of ints, not an int: write (n,)"));
     }
@@ -84,8 +85,8 @@ impl PyShape {
             let items = self.tuple(py)?.as_any().get_item(slice)?;
             return Ok(Bound::new(py, PyShape(extract_shape(&items)?))?.into_any());
         }
-        let i: isize = index.extract()?;
-        let n = self.0.len() as isize;
+        let i = extract_int::<i64>(index, &|| "shape index".to_string())?;
+        let n = self.0.len() as i64;
         let j = if i < 0 { i + n } else { i };
         if j < 0 || j >= n {
             return Err(PyIndexError::new_err(format!("shape index {i} out of range for {} dimensions", n)));
@@ -98,6 +99,7 @@ impl PyShape {
     }
 
     fn __contains__(&self, item: &Bound<'_, PyAny>) -> bool {
+        // int probe: what is not an int64 is in no shape (`in` never raises).
         item.extract::<i64>().is_ok_and(|d| self.0.contains(&d))
     }
 

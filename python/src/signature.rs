@@ -13,10 +13,13 @@
 
 use crate::convert::{to_py, to_value, to_value_in};
 use crate::errors::to_pyerr;
+use crate::int_arg::shown_int;
 use crate::tensor::PyTensor;
 use numpy::PyUntypedArray;
+use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use relaxvm::dtype::TypeClass;
 use relaxvm::{DataType, Error, Signature, Type, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -147,8 +150,23 @@ fn scalar_typed_value(ob: &Bound<'_, PyAny>, t: &Type, path: &str) -> PyResult<V
                 to_value_in(ob, &|| path.to_string())
             }
         }
+        Type::Scalar(d) if matches!(d.class(), TypeClass::Int | TypeClass::UInt) => {
+            to_value_in(ob, &|| path.to_string()).map_err(|e| declared_int_refusal(ob, *d, path, e))
+        }
         _ => to_value_in(ob, &|| path.to_string()),
     }
+}
+
+/// An int past int64 at a parameter declared `d` is refused as the VM refuses one past `d`
+/// within int64 (attack finding other/13): a value error against the declared type, not an
+/// `OverflowError` against int64, which is how the VM holds ints, not what the caller was asked
+/// for. Other errors pass unchanged.
+fn declared_int_refusal(ob: &Bound<'_, PyAny>, d: DataType, path: &str, e: PyErr) -> PyErr {
+    let py = ob.py();
+    if !e.is_instance_of::<PyOverflowError>(py) {
+        return e;
+    }
+    to_pyerr(py, relaxvm::types::int_outside(d, &shown_int(ob), path))
 }
 
 /// [`typed_value`] for dicts, tuples and lists.

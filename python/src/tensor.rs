@@ -10,6 +10,7 @@ use crate::device::{extract_device, PyDevice};
 use crate::dtype::extract_dtype;
 use crate::errors::IntoPyResult;
 use crate::from_numpy::tensor_from_numpy;
+use crate::int_arg::extract_int;
 use crate::richcmp::py_bool;
 use crate::shape::extract_shape;
 use numpy::npyffi::{self, npy_intp, NPY_ARRAY_WRITEABLE, PY_ARRAY_API};
@@ -328,8 +329,11 @@ impl PyTensor {
 
     /// Pickling: protocol 5 passes the bytes as an out-of-band-capable `pickle.PickleBuffer`,
     /// older protocols copy them into the pickle.
-    fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i64) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        export::reduce_ex(slf, protocol)
+    fn __reduce_ex__<'py>(
+        slf: &Bound<'py, Self>,
+        protocol: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        export::reduce_ex(slf, extract_int(protocol, &|| "Tensor.__reduce_ex__ protocol".to_string())?)
     }
 
     /// The buffer protocol: `memoryview(t)` views the tensor's memory (read-only for a constant).

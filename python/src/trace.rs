@@ -2,6 +2,7 @@
 
 use crate::convert::to_py;
 use crate::errors::IntoPyResult;
+use crate::int_arg::{extract_int, extract_opt};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -233,8 +234,9 @@ impl PyTrace {
         self.0.steps.len()
     }
 
-    fn __getitem__(&self, i: isize) -> PyResult<PyTraceStep> {
-        let n = self.0.steps.len() as isize;
+    fn __getitem__(&self, i: &Bound<'_, PyAny>) -> PyResult<PyTraceStep> {
+        let i = extract_int::<i64>(i, &|| "trace step position".to_string())?;
+        let n = self.0.steps.len() as i64;
         let pos = if i < 0 { i + n } else { i };
         if !(0..n).contains(&pos) {
             return Err(PyIndexError::new_err(format!("step position {i} out of range for a trace of {n} kept steps")));
@@ -270,7 +272,8 @@ impl PyTrace {
     /// and indices are inconsistent, raises VMValueError naming the member and the field.
     #[staticmethod]
     #[pyo3(signature = (path, limit = None))]
-    fn load(py: Python<'_>, path: PathBuf, limit: Option<u64>) -> PyResult<PyTrace> {
+    fn load(py: Python<'_>, path: PathBuf, limit: Option<&Bound<'_, PyAny>>) -> PyResult<PyTrace> {
+        let limit = extract_opt::<u64>(limit, &|| "Trace.load limit".to_string())?;
         py.detach(move || Trace::load_within(path, limit)).py_err(py).map(PyTrace::new)
     }
 

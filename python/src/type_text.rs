@@ -3,6 +3,7 @@
 //! being such a tuple or a type's text form; this converts that to a `relaxvm::Type`, whose
 //! `Display` is the one printer of the grammar (`as_text()` prints signatures with it too).
 
+use crate::int_arg::extract_int;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
@@ -68,7 +69,7 @@ fn dim(d: &Bound<'_, PyAny>) -> PyResult<Dim> {
         }
         Dim::Symbolic(s.into_owned())
     } else {
-        let n: i64 = d.extract()?;
+        let n = extract_int::<i64>(d, &|| "a fixed dimension".to_string())?;
         if n < 0 {
             return Err(PyValueError::new_err(format!("a fixed dimension is non-negative, got {n}")));
         }

@@ -8,6 +8,7 @@ use crate::device::extract_device;
 use crate::errors::{from_pyerr, IntoPyResult};
 use crate::executable::PyExecutable;
 use crate::gil;
+use crate::int_arg::extract_opt;
 use crate::profile::PyProfileReport;
 use crate::signals::deliver_signals;
 use crate::signature::reflection;
@@ -68,6 +69,7 @@ fn instrument_hook(callback: Py<PyAny>) -> relaxvm::vm::Instrument {
                 if ret.is_none() {
                     return Ok(InstrumentAction::Continue);
                 }
+                // int probe: anything but 0 or 1 is refused below, naming the value.
                 match ret.extract::<i64>() {
                     Ok(0) => Ok(InstrumentAction::Continue),
                     Ok(1) => Ok(InstrumentAction::Skip),
@@ -137,8 +139,8 @@ impl PyVirtualMachine {
 }
 
 /// A limit given from Python: at least 1 (`None` keeps the default).
-fn limit(name: &str, value: Option<i64>) -> PyResult<Option<usize>> {
-    match value {
+fn limit(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> {
+    match extract_opt::<i64>(value, &|| format!("VirtualMachine {name}"))? {
         None => Ok(None),
         Some(n) if n >= 1 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
         Some(n) => Err(PyValueError::new_err(format!("{name} must be at least 1, found {n}"))),
@@ -154,6 +156,7 @@ fn memory_cfg(cfg: Option<&Bound<'_, PyAny>>) -> PyResult<MemoryCfg> {
     let name = |v: &Bound<'_, PyAny>| -> PyResult<AllocatorName> {
         Ok(match v.extract::<String>() {
             Ok(s) => AllocatorName::Name(s),
+            // int probe: a kind number, else kept as its repr for the allocator error.
             Err(_) => match v.extract::<i64>() {
                 Ok(k) => AllocatorName::Kind(k),
                 Err(_) => AllocatorName::Other(v.repr()?.to_string()),
@@ -216,10 +219,10 @@ impl PyVirtualMachine {
         device: Option<&Bound<'_, PyAny>>,
         memory_cfg: Option<&Bound<'_, PyAny>>,
         profile: bool,
-        max_call_depth: Option<i64>,
-        max_reentry: Option<i64>,
-        step_budget: Option<i64>,
-        max_stack_registers: Option<i64>,
+        max_call_depth: Option<&Bound<'_, PyAny>>,
+        max_reentry: Option<&Bound<'_, PyAny>>,
+        step_budget: Option<&Bound<'_, PyAny>>,
+        max_stack_registers: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         // Checked first, as TVM does (the VM's device is known below).
         let memory_cfg = self::memory_cfg(memory_cfg)?;

@@ -43,9 +43,8 @@ for v in (Lies(-2**400), Raises(-2**400), Lies(2**70)):
 
 def test_other_11_the_builder_immediate_and_a_shape_dimension_name_their_place() -> None:
     # ExecBuilder.imm and the Shape constructor read their ints with pyo3's bare conversion
-    # ("Python int too large to convert to C long"); now both go through convert::extract_i64,
-    # with the message of every other int refusal. (rx.device and VirtualMachine's keyword
-    # limits are not yet closed.)
+    # ("Python int too large to convert to C long"); now both go through int_arg::extract_i64,
+    # with the message of every other int refusal (the other entry points: tests/test_int_places.py).
     out = run_attack(
         """
 import relaxvm as rx

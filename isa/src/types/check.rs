@@ -164,8 +164,22 @@ fn check_int_range(d: DataType, i: i64, path: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::value(format!("{path}: {i} does not fit in {d}")))
+        Err(int_outside(d, &i.to_string(), path))
     }
+}
+
+/// The refusal of an int (`shown`: its text) outside integer type `d` at `path`, with `d`'s
+/// range: the one message for an int outside a declared type, whether the VM finds it or the
+/// Python binding does (an int past int64 never becomes a VM value).
+pub fn int_outside(d: DataType, shown: &str, path: &str) -> Error {
+    let bits = u32::from(d.bits());
+    let range = match d.class() {
+        // The VM holds ints as int64, so a uint64 parameter takes the non-negative half.
+        crate::dtype::TypeClass::UInt if bits >= 64 => "0..2^63-1, the VM's ints being int64".to_string(),
+        crate::dtype::TypeClass::UInt => format!("0..2^{bits}-1"),
+        _ => format!("-2^{}..2^{}-1", bits - 1, bits - 1),
+    };
+    Error::value(format!("{path}: {shown} does not fit in {d} ({range})"))
 }
 
 fn check_dims(want: &[Dim], got: &[i64], path: &str, bound: &mut HashMap<String, (i64, String)>) -> Result<()> {

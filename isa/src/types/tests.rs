@@ -165,3 +165,23 @@ fn shared_tuples_are_checked_and_coerced_once() {
     let e = t.check(&bad, "x", &mut Default::default()).unwrap_err().to_string();
     assert!(e.contains(&format!("x{}", "[0]".repeat(40))), "{e}");
 }
+
+#[test]
+fn an_int_outside_a_declared_type_is_refused_with_the_types_range() {
+    use crate::dtype::DataType;
+    let msg = |d, i: i64| Type::Scalar(d).check(&Value::Int(i), "p", &mut Default::default()).unwrap_err().to_string();
+    assert!(
+        msg(DataType::I8, 128).ends_with("p: 128 does not fit in int8 (-2^7..2^7-1)"),
+        "{}",
+        msg(DataType::I8, 128)
+    );
+    assert!(msg(DataType::U16, -1).ends_with("p: -1 does not fit in uint16 (0..2^16-1)"), "{}", msg(DataType::U16, -1));
+    assert!(msg(DataType::U64, -1).ends_with("p: -1 does not fit in uint64 (0..2^63-1, the VM's ints being int64)"));
+    // int64 holds every VM int; the binding refuses one past it with the same message.
+    assert!(Type::Scalar(DataType::I64).check(&Value::Int(i64::MIN), "p", &mut Default::default()).is_ok());
+    let past = int_outside(DataType::I32, "18446744073709551616", "parameter \"a\" of f").to_string();
+    assert!(
+        past.ends_with("parameter \"a\" of f: 18446744073709551616 does not fit in int32 (-2^31..2^31-1)"),
+        "{past}"
+    );
+}
