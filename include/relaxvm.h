@@ -399,6 +399,13 @@ void rvm_error_free(struct rvm_error *error);
 // relaxvm). Thread safety: any thread.
 struct rvm_error *rvm_error_new(uint32_t code, const char *message);
 
+// How many handles and strings this library gave out are still live (not freed): a program
+// that freed everything it received sees 0 — a leak check that LeakSanitizer cannot make, since
+// the handle table keeps every live handle reachable.
+//
+// Thread safety: any thread.
+size_t rvm_live_handle_count(void);
+
 // Fills `opts` with the defaults: no native library opened, 16 GiB input limit, no mmap.
 //
 // Ownership: writes `*opts`. Thread safety: any thread.
@@ -451,13 +458,6 @@ struct rvm_error *rvm_executable_function_name(const struct rvm_executable *exe,
 // Ownership: borrows `exe`; on success `*out` is a string the caller frees with
 // `rvm_string_free`. Thread safety: any thread.
 struct rvm_error *rvm_executable_as_text(const struct rvm_executable *exe, char **out);
-
-// How many handles and strings this library gave out are still live (not freed): a program
-// that freed everything it received sees 0 — a leak check that LeakSanitizer cannot make, since
-// the handle table keeps every live handle reachable.
-//
-// Thread safety: any thread.
-size_t rvm_live_handle_count(void);
 
 // Sets the inputs of function `name` for a later `rvm_vm_invoke_stateful(vm, name)`: the
 // `nargs` values at `args`, one per parameter. As TVM's `set_input` does, numbers become 0-d

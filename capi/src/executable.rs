@@ -199,7 +199,7 @@ pub unsafe extern "C" fn rvm_executable_free(exe: *mut rvm_executable) -> *mut r
 /// As [`handle::borrow`].
 pub unsafe fn exe_arg<'a>(p: *const rvm_executable, what: &str) -> Result<&'a rvm_executable, CError> {
     // SAFETY: forwarded to the caller.
-    unsafe { handle::borrow(p, what) }
+    Ok(unsafe { handle::borrow(p, what) }?)
 }
 
 /// The number of bytecode functions of `exe` (what `rvm_vm_call` can call by name).

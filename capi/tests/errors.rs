@@ -466,14 +466,14 @@ fn registered_c_functions_report_their_errors() {
                     @one inputs=0 regs=1:\n  call  vm.builtin.null_value  dst: %0\n  ret  %0\n.packed vm.builtin.null_value\n";
         ok(rvm_register_func(c"test.reenter".as_ptr(), Some(reenter), null_mut(), None, true));
         let vm = vm_of(text, None);
-        let before = relaxvm_capi::handle::rvm_live_handle_count();
+        let before = relaxvm_capi::error::rvm_live_handle_count();
         let (code, msg) = call(vm, c"main", &[]).unwrap_err();
         assert_eq!(code, RVM_ERROR_ARITHMETIC, "{msg}");
         assert!(msg.contains("test.failing: custom failure"), "{msg}");
         let (code, msg) = call(vm, c"bad", &[]).unwrap_err();
         assert_eq!(code, RVM_ERROR_INVALID_ARGUMENT, "{msg}");
         assert!(msg.contains("test.bad_result returned an invalid result"), "{msg}");
-        assert_eq!(relaxvm_capi::handle::rvm_live_handle_count(), before, "arguments and results were released");
+        assert_eq!(relaxvm_capi::error::rvm_live_handle_count(), before, "arguments and results were released");
         // A callback calling the VM that runs it is refused at once, not a deadlock.
         TARGET.store(vm as usize, Ordering::SeqCst);
         let (code, msg) = call(vm, c"again", &[]).unwrap_err();
