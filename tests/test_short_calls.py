@@ -122,5 +122,11 @@ def test_global_functions_keep_the_gil_when_constant_time_or_recorded_short(uniq
     with pytest.raises(ValueError, match="expected arguments of kinds a call is keyed by"):
         rx._relaxvm._note_short_call(py, 1, "s")
     assert [py(1, "s"), py(1, "s")] == [2, 2]
+    # An object or a function argument (a KV cache at its begin/end_forward) keys by identity.
+    other = rx.get_global_func("vm.builtin.int.lt")
+    rx._relaxvm._note_short_call(py, g)
+    assert rx._relaxvm._keeps_gil_next(py, g)
+    assert not rx._relaxvm._keeps_gil_next(py, other)
+    assert py(g) == 1
     with pytest.raises(TypeError, match="expected a relaxvm.VMFunction or relaxvm.Closure, found int"):
         rx._relaxvm._keeps_gil_next(3)

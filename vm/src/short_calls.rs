@@ -7,6 +7,7 @@
 use crate::Value;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A call that ran for less than this keeps the lock the next time it is made with arguments
@@ -83,8 +84,8 @@ impl ShortRecord {
 
 /// A key for the shapes and values of `args` that decide how long a call of a function with
 /// them runs: each tensor's dtype, device and dimensions (not its data), each shape, each
-/// scalar. `None` for arguments of other kinds (strings, tuples, functions...), whose calls
-/// then release the lock. Bit 0 is clear (see [`ShortRecord`]).
+/// scalar, each object's and function's identity. `None` for arguments of other kinds (strings,
+/// tuples...), whose calls then release the lock. Bit 0 is clear (see [`ShortRecord`]).
 pub fn args_key(args: &[Value]) -> Option<u64> {
     let mut h = KeyHasher(args.len() as u64);
     for a in args {
@@ -111,6 +112,11 @@ pub fn args_key(args: &[Value]) -> Option<u64> {
                 h.add(8);
                 d.hash(&mut h);
             }
+            // An object (a KV cache...) or a function by identity: its cost may depend on its
+            // state (a cache's length), which the timing of every call catches. An address
+            // reused after a free costs at most one kept call that should have released.
+            Value::Object(o) => h.add(9 ^ ((Arc::as_ptr(o) as usize as u64) << 4)),
+            Value::Func(c) => h.add(10 ^ ((Arc::as_ptr(c) as usize as u64) << 4)),
             _ => return None,
         }
     }
@@ -185,6 +191,21 @@ mod tests {
         assert_ne!(args_key(&[Value::Int(3)]), args_key(&[Value::Int(4)]));
         assert_ne!(args_key(&[Value::Int(3)]), args_key(&[Value::Float(3.0)]));
         assert_eq!(args_key(&[Value::Str("x".into())]), None);
+        // Objects (a KV cache) and functions by identity.
+        let obj = Value::Object(Arc::new(Box::new(5u8)));
+        let other = Value::Object(Arc::new(Box::new(5u8)));
+        let key = args_key(&[obj.clone(), Value::Int(1)]).unwrap();
+        assert_eq!(Some(key), args_key(&[obj.clone(), Value::Int(1)]), "the same object");
+        assert_ne!(Some(key), args_key(&[other, Value::Int(1)]), "another object");
+        assert_ne!(Some(key), args_key(&[obj, Value::Int(2)]));
+        let closure = || {
+            let callable = crate::Callable::Bytecode { index: 0, name: "f".into(), program: None };
+            Value::Func(Arc::new(crate::Closure { callable, captured: vec![] }))
+        };
+        let f = closure();
+        assert!(args_key(std::slice::from_ref(&f)).is_some());
+        assert_eq!(args_key(std::slice::from_ref(&f)), args_key(&[f.clone()]), "the same function");
+        assert_ne!(args_key(&[f]), args_key(&[closure()]), "another function");
     }
 
     #[test]
