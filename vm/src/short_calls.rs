@@ -200,12 +200,13 @@ mod tests {
         assert_ne!(Some(key), args_key(&[obj, Value::Int(2)]));
         let closure = || {
             let callable = crate::Callable::Bytecode { index: 0, name: "f".into(), program: None };
-            Value::Func(Arc::new(crate::Closure { callable, captured: vec![] }))
+            Arc::new(crate::Closure { callable, captured: vec![] })
         };
-        let f = closure();
-        assert!(args_key(std::slice::from_ref(&f)).is_some());
-        assert_eq!(args_key(std::slice::from_ref(&f)), args_key(&[f.clone()]), "the same function");
-        assert_ne!(args_key(&[f]), args_key(&[closure()]), "another function");
+        let (c, other) = (closure(), closure());
+        let key = args_key(&[Value::Func(Arc::clone(&c))]);
+        assert!(key.is_some());
+        assert_eq!(key, args_key(&[Value::Func(Arc::clone(&c))]), "the same function");
+        assert_ne!(key, args_key(&[Value::Func(other)]), "another function");
     }
 
     #[test]
