@@ -59,6 +59,8 @@ __all__ = [
     "_cli_main",
     "_is_plain_name",
     "_register_panicking_func",
+    "_keeps_gil_next",
+    "_note_short_call",
     "_tensor_from_buffer",
     "_registered_python_func",
     "_signature_text",
@@ -936,6 +938,12 @@ def remove_global_func(name: str) -> None:
 
 def _register_panicking_func(name: str, message: str) -> None:
     """Test aid: registers under ``name`` a native function that panics with ``message``."""
+
+def _keeps_gil_next(f: VMFunction | Closure, *args: Any) -> bool:
+    """Test aid: whether the next call of ``f`` with ``args`` keeps the GIL."""
+
+def _note_short_call(f: VMFunction | Closure, *args: Any) -> None:
+    """Test aid: records that the last call of ``f`` with ``args`` ran short."""
 
 def _is_plain_name(name: str) -> bool:
     """True when ``name`` needs no quotes in the text form (the VM's rule)."""

@@ -27,7 +27,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::PyTypeInfo;
-use relaxvm::{CallCtx, Callable, Closure, Cost, PackedFunc, Value};
+use relaxvm::{CallCtx, Callable, Closure, PackedFunc, Value};
 use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -423,7 +423,7 @@ fn tuple_to_py<'py>(py: Python<'py>, root: &Arc<Vec<Value>>) -> PyResult<Bound<'
 /// `VirtualMachine.invoke_closure`) or a packed function (callable directly), with the values it
 /// captured.
 #[pyclass(module = "relaxvm", name = "Closure", frozen)]
-pub struct PyClosure(pub Arc<Closure>, relaxvm::short_calls::ShortRecord);
+pub struct PyClosure(pub Arc<Closure>, pub(crate) relaxvm::short_calls::ShortRecord);
 
 #[pymethods]
 impl PyClosure {
@@ -455,17 +455,11 @@ impl PyClosure {
             if keep {
                 CallCtx::detached().call(&f, &argv)
             } else {
-                py.detach(|| crate::kept_call::released(|| CallCtx::detached().call(&f, &argv)))
+                py.detach(|| CallCtx::detached().call(&f, &argv))
             }
         };
-        // The GIL is kept for a constant-time function, and for one whose last call with
-        // arguments of the same shapes ran short (an engine's per-step bookkeeping calls): see
-        // `relaxvm::short_calls`.
-        let ret = match &self.0.callable {
-            Callable::Packed(p) if p.cost() == Cost::Constant => call(true),
-            _ => self.1.run(&argv, call),
-        }
-        .py_err(py)?;
+        // Kept as `keeps_gil_always` (gil.rs) says, else as `relaxvm::short_calls` records.
+        let ret = if self.keeps_gil_always() { call(true) } else { self.1.run(&argv, call) }.py_err(py)?;
         to_py(py, &ret)
     }
 

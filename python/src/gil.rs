@@ -8,9 +8,10 @@
 //! runs marked (`crate::kept_call`), so that the VM's poll hook hands the GIL to other threads if
 //! it turns out long.
 
+use crate::convert::PyClosure;
 use crate::registry::is_python_backed;
 use relaxvm::long_calls::{callee_costs, may_run_long, CalleeCost};
-use relaxvm::Executable;
+use relaxvm::{Callable, Cost, Executable};
 use std::collections::HashSet;
 
 /// Per function-table entry of `exe`, what calling it costs with the GIL held (Python
@@ -26,4 +27,12 @@ pub fn gil_costs(exe: &Executable) -> Vec<CalleeCost> {
 /// [`relaxvm::long_calls::may_run_long`]).
 pub fn needs_release(exe: &Executable, costs: &[CalleeCost], start: usize) -> bool {
     may_run_long(exe, costs, start)
+}
+
+impl PyClosure {
+    /// Whether every call of this function from Python keeps the GIL: a constant-time packed
+    /// function's does (others follow their record of short calls).
+    pub(crate) fn keeps_gil_always(&self) -> bool {
+        matches!(&self.0.callable, Callable::Packed(p) if p.cost() == Cost::Constant)
+    }
 }

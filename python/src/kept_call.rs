@@ -15,34 +15,32 @@ thread_local! {
 const KEPT_CALL: u8 = 1;
 const POLLED: u8 = 2;
 
-/// Runs `f` with this thread's mark set to `mark`; returns its result and the mark `f` left.
-/// The outer mark comes back whether `f` returns or unwinds.
-fn marked<R>(mark: u8, f: impl FnOnce() -> R) -> (R, u8) {
+/// Runs `f` marked as a kept call (see [`yield_if_kept`]): its result, and whether it ran
+/// long (reached the VM's poll hook). The outer mark comes back whether `f` returns or unwinds;
+/// an outer kept call also keeps the inner one's "ran long" (it ran at least as long).
+pub fn kept<R>(f: impl FnOnce() -> R) -> (R, bool) {
     struct Restore(u8);
     impl Drop for Restore {
         fn drop(&mut self) {
-            KEPT.with(|k| k.set(self.0));
+            KEPT.with(|k| {
+                let inner = k.get();
+                k.set(if self.0 == 0 { 0 } else { self.0 | (inner & POLLED) });
+            });
         }
     }
-    let outer = Restore(KEPT.with(|k| k.replace(mark)));
+    let outer = Restore(KEPT.with(|k| k.replace(KEPT_CALL)));
     let out = f();
     let left = KEPT.with(|k| k.get());
     drop(outer);
-    (out, left)
-}
-
-/// Runs `f` marked as a kept call (see [`yield_if_kept`]): its result, and whether it ran
-/// long (reached the VM's poll hook).
-pub fn kept<R>(f: impl FnOnce() -> R) -> (R, bool) {
-    let (out, left) = marked(KEPT_CALL, f);
     (out, left & POLLED != 0)
 }
 
-/// Runs `f`, a run with the GIL released, as not kept: a call nested in a kept call (from its
-/// callback) that releases the GIL must never take it at its polls (attack finding perf/12:
-/// a thread holding the GIL while it waits for that call would wait forever).
-pub fn released<R>(f: impl FnOnce() -> R) -> R {
-    marked(0, f).0
+/// Whether this thread holds the GIL now.
+fn holds_gil() -> bool {
+    // SAFETY: `PyGILState_Check` may be called from any thread at any time, with or without
+    // the GIL or a thread state (it reads this thread's state only); the VM's poll hook runs
+    // only while the interpreter that loaded this extension is alive.
+    unsafe { pyo3::ffi::PyGILState_Check() == 1 }
 }
 
 /// The VM's poll hook's first step (every [`relaxvm::POLL_INTERVAL`] steps of a long run, and
@@ -51,13 +49,20 @@ pub fn released<R>(f: impl FnOnce() -> R) -> R {
 /// so that other Python threads run meanwhile (as CPython's own loop hands the GIL over when
 /// another thread asks for it) — including a pool worker whose task calls back into Python,
 /// which the launching thread waits for.
+///
+/// Only a thread that holds the GIL hands it over: a run nested in a kept call's callback that
+/// released the GIL (a releasing VM call, a global function, the command-line tool, any future
+/// detach) sees the outer mark, and taking the GIL at its polls would throttle it and deadlock
+/// with a thread that holds the GIL while waiting for it (attack finding perf/12). Its polls
+/// still note that the outer call ran long.
 pub fn yield_if_kept() {
-    if KEPT.with(|k| {
+    let kept = KEPT.with(|k| {
         k.get() != 0 && {
             k.set(KEPT_CALL | POLLED);
             true
         }
-    }) {
+    });
+    if kept && holds_gil() {
         Python::attach(|py| py.detach(|| ()));
     }
 }

@@ -95,6 +95,8 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(registry::list_global_func_names, m)?)?;
     m.add_function(wrap_pyfunction!(registry::remove_global_func, m)?)?;
     m.add_function(wrap_pyfunction!(testing::_register_panicking_func, m)?)?;
+    m.add_function(wrap_pyfunction!(testing::_keeps_gil_next, m)?)?;
+    m.add_function(wrap_pyfunction!(testing::_note_short_call, m)?)?;
     m.add_function(wrap_pyfunction!(signature::_is_plain_name, m)?)?;
     m.add_function(wrap_pyfunction!(type_text::_type_text, m)?)?;
     m.add_function(wrap_pyfunction!(type_text::_signature_text, m)?)?;

@@ -255,7 +255,7 @@ impl PyVmFunction {
     /// constant-time) release it; short ones that only call constant-time builtins and Python
     /// keep it, since releasing would cost more than the call. A function that releases it
     /// still keeps it for a call whose last call with the same argument shapes and scalars
-    /// ran short (under 20 µs); see docs/python.md.
+    /// ran short (under 20 µs); see the GIL paragraph of docs/architecture.md.
     #[getter]
     fn releases_gil(&self) -> bool {
         self.release

@@ -205,7 +205,7 @@ impl VmLock {
         }
         let mut held = self.take_vm(py)?;
         // The VM is released (`held` dropped) before the GIL is taken back.
-        py.detach(move || crate::kept_call::released(|| f(held.vm()))).py_err(py)
+        py.detach(move || f(held.vm())).py_err(py)
     }
 
     /// Runs `f` on the VM, keeping the GIL, so `f` may read Python objects (a call's arguments,

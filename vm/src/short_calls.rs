@@ -7,6 +7,7 @@
 use crate::Value;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A call that ran for less than this keeps the lock the next time it is made with arguments
@@ -20,7 +21,7 @@ pub const SHORT_CALL: Duration = Duration::from_micros(20);
 /// from its second call on; a call with other shapes, or after a long one, releases it. A kept
 /// call may still turn out long (same shapes, but data that makes it loop longer): the caller
 /// bounds that one through the VM's poll hook (Python hands the GIL to other threads there),
-/// and it records itself long, so the next call releases.
+/// and it is recorded long (by its poll or by the clock), so the next call releases.
 #[derive(Debug, Default)]
 pub struct ShortRecord {
     /// The last call's key with bit 0 set when it ran short (keys have bit 0 clear); 0 before
@@ -43,46 +44,48 @@ impl ShortRecord {
 
     /// Runs `call` (given whether it may keep the lock) and records how long it took, when
     /// `args` have a key (see [`args_key`]); a call without a key is told to release it.
-    /// Every call is timed (two clock reads): for callers that cannot tell when a kept call
-    /// ran long (a packed function's cost may depend on state its arguments do not show).
+    /// Every call is timed (two clock reads), kept calls too: a call that keeps the lock may
+    /// turn out long with the same key (its cost depends on data or state its arguments do not
+    /// show) without its caller noticing, and must then make the next call release it.
     #[inline]
     pub fn run<R>(&self, args: &[Value], call: impl FnOnce(bool) -> R) -> R {
-        let Some(key) = args_key(args) else { return call(false) };
-        let keep = self.ran_short(key);
-        let start = Instant::now();
-        let out = call(keep);
-        self.note(key, start.elapsed());
-        out
+        self.run_reporting(args, |keep| (call(keep), false))
     }
 
-    /// As [`run`](Self::run), timing only the calls that release the lock: a kept call tells
-    /// itself whether it ran long (`call` returns its result and that; a VM's call reached
-    /// its poll hook, which runs every [`crate::POLL_INTERVAL`] steps and while a parallel
-    /// kernel waits for its workers), and is then recorded long. With the same shapes, a
-    /// bytecode function's kernels run as long as last time; only its own steps can make it
-    /// longer, and those reach the poll hook. The clock reads this saves cost about as much
-    /// as the lock's release they replace.
+    /// As [`run`](Self::run), for a `call` that also tells whether it ran long (returns its
+    /// result and that: a VM's call reached its poll hook, which runs every
+    /// [`crate::POLL_INTERVAL`] steps and while a parallel kernel waits for its workers). A
+    /// call that says so is recorded long whatever the clock says; one that does not is
+    /// recorded as the clock says (a kept call whose builtins or kernels turn slow, with fewer
+    /// steps than the poll interval, never reaches the hook).
     #[inline]
     pub fn run_reporting<R>(&self, args: &[Value], call: impl FnOnce(bool) -> (R, bool)) -> R {
+        self.run_clocked(args, Instant::now, call)
+    }
+
+    /// [`run_reporting`](Self::run_reporting) reading the time from `now` (tests give it a
+    /// clock of their own, so that what they assert does not depend on the machine's load).
+    #[inline]
+    fn run_clocked<R>(
+        &self,
+        args: &[Value],
+        mut now: impl FnMut() -> Instant,
+        call: impl FnOnce(bool) -> (R, bool),
+    ) -> R {
         let Some(key) = args_key(args) else { return call(false).0 };
-        if self.ran_short(key) {
-            let (out, long) = call(true);
-            if long {
-                self.note(key, SHORT_CALL);
-            }
-            return out;
-        }
-        let start = Instant::now();
-        let (out, _) = call(false);
-        self.note(key, start.elapsed());
+        let keep = self.ran_short(key);
+        let start = now();
+        let (out, long) = call(keep);
+        let elapsed = now().saturating_duration_since(start);
+        self.note(key, if long { elapsed.max(SHORT_CALL) } else { elapsed });
         out
     }
 }
 
 /// A key for the shapes and values of `args` that decide how long a call of a function with
 /// them runs: each tensor's dtype, device and dimensions (not its data), each shape, each
-/// scalar. `None` for arguments of other kinds (strings, tuples, functions...), whose calls
-/// then release the lock. Bit 0 is clear (see [`ShortRecord`]).
+/// scalar, each object's and function's identity. `None` for arguments of other kinds (strings,
+/// tuples...), whose calls then release the lock. Bit 0 is clear (see [`ShortRecord`]).
 pub fn args_key(args: &[Value]) -> Option<u64> {
     let mut h = KeyHasher(args.len() as u64);
     for a in args {
@@ -109,6 +112,11 @@ pub fn args_key(args: &[Value]) -> Option<u64> {
                 h.add(8);
                 d.hash(&mut h);
             }
+            // An object (a KV cache...) or a function by identity: its cost may depend on its
+            // state (a cache's length), which the timing of every call catches. An address
+            // reused after a free costs at most one kept call that should have released.
+            Value::Object(o) => h.add(9 ^ ((Arc::as_ptr(o) as usize as u64) << 4)),
+            Value::Func(c) => h.add(10 ^ ((Arc::as_ptr(c) as usize as u64) << 4)),
             _ => return None,
         }
     }
@@ -183,6 +191,22 @@ mod tests {
         assert_ne!(args_key(&[Value::Int(3)]), args_key(&[Value::Int(4)]));
         assert_ne!(args_key(&[Value::Int(3)]), args_key(&[Value::Float(3.0)]));
         assert_eq!(args_key(&[Value::Str("x".into())]), None);
+        // Objects (a KV cache) and functions by identity.
+        let obj = Value::Object(Arc::new(Box::new(5u8)));
+        let other = Value::Object(Arc::new(Box::new(5u8)));
+        let key = args_key(&[obj.clone(), Value::Int(1)]).unwrap();
+        assert_eq!(Some(key), args_key(&[obj.clone(), Value::Int(1)]), "the same object");
+        assert_ne!(Some(key), args_key(&[other, Value::Int(1)]), "another object");
+        assert_ne!(Some(key), args_key(&[obj, Value::Int(2)]));
+        let closure = || {
+            let callable = crate::Callable::Bytecode { index: 0, name: "f".into(), program: None };
+            Arc::new(crate::Closure { callable, captured: vec![] })
+        };
+        let (c, other) = (closure(), closure());
+        let key = args_key(&[Value::Func(Arc::clone(&c))]);
+        assert!(key.is_some());
+        assert_eq!(key, args_key(&[Value::Func(Arc::clone(&c))]), "the same function");
+        assert_ne!(key, args_key(&[Value::Func(other)]), "another function");
     }
 
     #[test]
@@ -199,32 +223,55 @@ mod tests {
         assert!(r.ran_short(other) && !r.ran_short(k));
     }
 
+    /// A clock that advances by the given steps, one per read, from a fixed start.
+    fn clock(steps: &[Duration]) -> impl FnMut() -> Instant + '_ {
+        let start = Instant::now();
+        let mut at = start;
+        let mut steps = steps.iter();
+        move || {
+            at += *steps.next().expect("read more often than the test planned");
+            at
+        }
+    }
+
     #[test]
     fn a_call_keeps_the_lock_only_after_a_short_one_with_the_same_key() {
         let r = ShortRecord::default();
         let args = [Value::Int(7)];
+        let (short, long, zero) = (SHORT_CALL - Duration::from_nanos(1), SHORT_CALL, Duration::ZERO);
         let mut seen = vec![];
-        for _ in 0..2 {
-            r.run(&args, |keep| seen.push(keep));
-        }
-        r.run(&[Value::Int(8)], |keep| seen.push(keep));
-        r.run(&args, |keep| seen.push(keep));
-        r.run(&args, |keep| {
-            seen.push(keep);
-            std::thread::sleep(SHORT_CALL);
-        });
-        r.run(&args, |keep| seen.push(keep));
-        assert_eq!(seen, [false, true, false, false, true, false]);
-        // Reporting: a kept call that says it ran long makes the next one release.
-        let r = ShortRecord::default();
-        let mut kept = vec![];
-        for long in [false, false, true, false, false] {
-            r.run_reporting(&args, |keep| {
-                kept.push(keep);
-                ((), long)
+        // Each call reads the clock twice: its start (any step) and its end (its length).
+        let mut call = |args: &[Value], length: Duration, reported_long: bool| {
+            let steps = [zero, length];
+            r.run_clocked(args, clock(&steps), |keep| {
+                seen.push(keep);
+                ((), reported_long)
             });
-        }
-        assert_eq!(kept, [false, true, true, false, true]);
+        };
+        call(&args, short, false); // no record yet: releases
+        call(&args, short, false); // the last one ran short: keeps
+        call(&[Value::Int(8)], short, false); // other key: releases
+        call(&args, short, false); // the last call had another key: releases
+        call(&args, long, false); // keeps, and turns out long without saying so
+        call(&args, short, false); // so this one releases
+        call(&args, zero, true); // keeps; says it ran long (its poll hook ran)
+        call(&args, short, false); // releases
+        call(&args, short, false); // keeps
+        assert_eq!(seen, [false, true, false, false, true, false, true, false, true]);
+    }
+
+    #[test]
+    fn a_call_that_sleeps_past_the_bound_makes_the_next_release() {
+        // The real clock, in the one direction load cannot flake: a call that sleeps for the
+        // bound took at least that long.
+        let r = ShortRecord::default();
+        let args = [Value::Int(7)];
+        r.note(args_key(&args).unwrap(), Duration::ZERO);
+        assert!(r.run(&args, |keep| {
+            std::thread::sleep(SHORT_CALL);
+            keep
+        }));
+        assert!(!r.run(&args, |keep| keep));
         // Arguments without a key always release, and are never recorded.
         let no_key = [Value::Str("s".into())];
         assert!(!r.run(&no_key, |keep| keep));
