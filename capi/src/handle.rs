@@ -79,11 +79,9 @@ fn check_in(table: &HashMap<usize, Kind>, p: usize, kind: Kind, what: &str) -> R
     }
     match table.get(&p) {
         Some(k) if *k == kind => Ok(()),
-        Some(k) => Err(HandleError(format!(
-            "{what}: expected an {} handle, found an {} handle",
-            kind.c_name(),
-            k.c_name()
-        ))),
+        Some(k) => {
+            Err(HandleError(format!("{what}: expected an {} handle, found an {} handle", kind.c_name(), k.c_name())))
+        }
         None => Err(HandleError(format!(
             "{what}: {p:#x} is not a live {} handle (freed already, or not made by relaxvm)",
             kind.c_name()

@@ -6,9 +6,9 @@
 use relaxvm_capi::callback::rvm_register_py_func;
 use relaxvm_capi::dlpack::*;
 use relaxvm_capi::error::rvm_error_code::{self, *};
+use relaxvm_capi::error::rvm_live_handle_count;
 use relaxvm_capi::error::*;
 use relaxvm_capi::executable::*;
-use relaxvm_capi::error::rvm_live_handle_count;
 use relaxvm_capi::stateful::*;
 use relaxvm_capi::value::rvm_value_kind::*;
 use relaxvm_capi::value::*;

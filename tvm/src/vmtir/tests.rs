@@ -207,8 +207,13 @@ unsafe extern "C" fn goes_on_after_failure_fn(
     // Every later callback refuses.
     // SAFETY: as above.
     assert_eq!(unsafe { RVMBackendAnyListSetPackedArg(r, 0, stack.as_mut_ptr(), 0) }, -1);
+    // ... and says why, for native code that reports it.
+    let (_, message) = raised::take_raw().expect("the refusal is recorded for native code");
+    assert!(message.contains(": VM TIR function \"f\" failed before: "), "{message}");
     let (head, tail) = stack.split_at_mut(1);
     assert_eq!(call_by_name("vm.builtin.copy", head, &mut tail[0]), -1);
+    let (_, message) = raised::take_raw().expect("the refused call is recorded for native code");
+    assert!(message.contains("a call of \"vm.builtin.copy\": VM TIR function \"f\" failed before: "), "{message}");
     0
 }
 
