@@ -135,7 +135,9 @@ def test_error_coverage_needs_a_test_of_the_message_itself() -> None:
         groups = [where for where in tests if crate in reach[where]]
         counted = any(ec.printed(m.text) in winners[where] for where in groups)
         # Counted as tested only when a test holds this message, not another sharing its tail.
-        assert counted == any(text in tests[where] for where in groups), f"{path}: {text!r} counted as tested: {counted}"
+        assert counted == any(text in tests[where] for where in groups), (
+            f"{path}: {text!r} counted as tested: {counted}"
+        )
 
 
 def test_a_closure_of_another_vm_never_runs_the_callers_function_of_that_name() -> None:
