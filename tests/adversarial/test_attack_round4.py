@@ -1,9 +1,9 @@
 """Attack round 4 (this stop's new surfaces: the C API's stateful calls and versioned options,
 call_py_func's table in Rust, the GIL kept for calls that ran short, compiled mode's caches, the
 paged KV cache's reused host buffers, the out-of-range int messages). One test per finding
-(other/11-13, layers/11, perf/12; perf/11 is a Rust test in tvm/src/ffi/raised.rs), each in a
-child process with a memory cap and a timeout (attack.py). Every finding is closed: each test
-failed before its fix."""
+(other/11-13, layers/11; perf/12's is tests/adversarial/test_short_calls_nested.py, perf/11's a
+Rust test in tvm/src/ffi/raised.rs), each in a child process with a memory cap and a timeout
+(attack.py). Every finding is closed: each test failed before its fix."""
 
 from __future__ import annotations
 
@@ -153,90 +153,6 @@ else:
 """
     )
     out.assert_ok("1")
-
-
-#: perf/12: `outer` (a loop: releases the GIL, recorded short so its call keeps it) calls back
-#: into Python, which calls `g` (a loop: releases the GIL) on a worker thread; the main thread
-#: holds the GIL in C (ctypes.PyDLL) until `g`, at its end, opens a fifo. `g` runs detached and
-#: must never need the GIL; were it to wait for it at a poll, the two threads wait for each other.
-PERF_12 = r"""
-import ctypes, os, sys, tempfile, threading, time
-import relaxvm as rx
-
-ib = rx.ExecBuilder()
-with ib.function("spin_then_open", num_inputs=2):
-    # Loops r0 times (polls every 1024 steps), then opens r1/tensor-cache.json (a fifo).
-    ib.emit_call("vm.builtin.int.add", args=[ib.imm(0), ib.imm(0)], dst=ib.r(2))
-    ib.emit_call("vm.builtin.int.lt", args=[ib.r(2), ib.r(0)], dst=ib.r(3))
-    ib.emit_if(ib.r(3), 3)
-    ib.emit_call("vm.builtin.int.add", args=[ib.r(2), ib.imm(1)], dst=ib.r(2))
-    ib.emit_goto(-3)
-    ib.emit_call("vm.builtin.tensor_cache.load", args=[ib.r(1), ib.imm(1), ib.imm(0)], dst=ib.r(4))
-    ib.emit_ret(ib.r(2))
-g = rx.VirtualMachine(ib.get())["spin_then_open"]
-assert g.releases_gil
-# Everything the final call's Python side does is done once before (lazy imports need the GIL).
-try:
-    g(0, tempfile.gettempdir() + "/no-such-dir-r4")
-except rx.VMError:
-    pass
-d = DIR
-fifo = os.path.join(d, "tensor-cache.json")
-os.mkfifo(fifo)
-started = threading.Event()
-final = [False]
-def cb():
-    if not final[0]:
-        return 0
-    started.set()            # the main thread takes the GIL once g releases it
-    try:
-        # ~9M steps, run without the GIL on this (non-main) thread; long enough for the main
-        # thread to be waiting in open first.
-        g(3_000_000, d)
-    except rx.VMError:
-        pass                 # the fifo is no regular file: refused, as expected
-    return 0
-rx.register_func("atk.r4.nested", cb)
-ib = rx.ExecBuilder()
-with ib.function("outer", num_inputs=0):
-    ib.emit_call("atk.r4.nested", args=[], dst=ib.r(0))
-    ib.emit_call("vm.builtin.int.lt", args=[ib.r(0), ib.imm(0)], dst=ib.r(1))
-    ib.emit_if(ib.r(1), 2)
-    ib.emit_goto(-2)
-    ib.emit_ret(ib.r(0))
-exe = ib.get()
-outer = rx.VirtualMachine(exe)["outer"]
-assert outer.releases_gil
-result = {}
-def worker():
-    # Records `outer` short (its last call ran in well under 20 us), so the next call keeps the GIL.
-    for _ in range(100_000):
-        t = time.perf_counter_ns()
-        outer()
-        if time.perf_counter_ns() - t < 10_000:
-            break
-    else:
-        result["error"] = "no short call"
-        started.set()
-        return
-    final[0] = True
-    result["value"] = outer()
-t = threading.Thread(target=worker, daemon=True)
-t.start()
-started.wait()
-if "error" not in result:
-    # Holds the GIL (PyDLL) until g, running without it, opens the fifo for reading.
-    libc = ctypes.PyDLL(None)
-    fd = libc.open(fifo.encode(), os.O_WRONLY)
-    os.close(fd)
-t.join()
-print(result)
-"""
-
-
-def test_perf_12_a_released_call_nested_in_a_kept_call_never_waits_for_the_gil(tmp_path: Path) -> None:
-    out = run_attack(f"DIR = {str(tmp_path)!r}\n" + PERF_12, timeout=20)
-    out.assert_ok("{'value': 0}")
 
 
 def test_other_13_an_int_past_int64_at_an_i32_parameter_is_refused_as_i32() -> None:
