@@ -7,7 +7,15 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from .workspace import TEST_MODULE, Crate, list_entries, rust_files, strip_comments_and_strings, without_test_modules
+from .workspace import (
+    TEST_MODULE,
+    Crate,
+    closing_brace,
+    list_entries,
+    rust_files,
+    strip_comments_and_strings,
+    without_test_modules,
+)
 
 
 def module_path(src_dir: Path, file: Path) -> tuple[str, ...]:
@@ -58,16 +66,7 @@ def inline_module_at(code: str) -> list[tuple[int, int, str]]:
     """The inline `mod name { ... }` blocks of a file: (start, end, name)."""
     blocks = []
     for m in re.finditer(r"\bmod\s+(\w+)\s*\{", code):
-        depth, j = 0, m.end() - 1
-        while j < len(code):
-            if code[j] == "{":
-                depth += 1
-            elif code[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        blocks.append((m.start(), j, m.group(1)))
+        blocks.append((m.start(), closing_brace(code, m.end() - 1), m.group(1)))
     return blocks
 
 

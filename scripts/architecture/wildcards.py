@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .workspace import Crate, rust_files, strip_comments_and_strings
+from .workspace import Crate, closing_brace, rust_files, strip_comments_and_strings
 
 INSTRUCTION_ENUMS = ("Instruction", "Opcode", "ArgKind")
 
@@ -29,16 +29,7 @@ def match_bodies(code: str):
             j += 1
         if j < 0 or j >= len(code):
             continue
-        start, depth = j, 0
-        while j < len(code):
-            if code[j] == "{":
-                depth += 1
-            elif code[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        yield m.start(), code[start + 1 : j]
+        yield m.start(), code[j + 1 : closing_brace(code, j)]
 
 
 def top_level_arms(body: str) -> list[str]:

@@ -123,3 +123,18 @@ def without_test_modules(code: str) -> str:
             j += 1
         code = code[: m.start()] + re.sub(r"[^\n]", " ", code[m.start() : j + 1]) + code[j + 1 :]
     return code
+
+
+def closing_brace(code: str, open_at: int) -> int:
+    """The index of the `}` closing the `{` at `open_at` (counting nested braces), or
+    `len(code)` when the code ends first."""
+    depth, j = 0, open_at
+    while j < len(code):
+        if code[j] == "{":
+            depth += 1
+        elif code[j] == "}":
+            depth -= 1
+            if depth == 0:
+                break
+        j += 1
+    return j
