@@ -1,4 +1,4 @@
-//! The whole message of the C API's errors (tests/errors.rs checks each path's code and a piece
+//! The whole message of the C API's errors (tests/errors*.rs check each path's code and a piece
 //! of its message; this checks what each says: the function and argument, what was expected,
 //! what was found).
 
@@ -9,7 +9,7 @@ use relaxvm_capi::error::*;
 use relaxvm_capi::executable::*;
 use relaxvm_capi::value::*;
 use relaxvm_capi::vm::*;
-use relaxvm_tvm::ffi::abi::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor};
+use relaxvm_tvm::ffi::abi::{DLDevice, DLManagedTensorVersioned};
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr::{null, null_mut};
 
@@ -30,32 +30,11 @@ fn is(e: *mut rvm_error, code: rvm_error_code, message: &str) {
     assert_eq!(error_of(e), (code, message.to_string()));
 }
 
-#[track_caller]
-fn ok(e: *mut rvm_error) {
-    if !e.is_null() {
-        panic!("expected success, got {:?}", error_of(e));
-    }
-}
-
-const ADD: &str = "@main inputs=2 regs=3 params=(a, b):\n  call  vm.builtin.int.add  in: %0, %1  dst: %2\n  ret  %2\n.packed vm.builtin.int.add\n";
-
-fn exe_of(text: &str) -> *mut rvm_executable {
-    let bytes = relaxvm_builder::assemble(text).unwrap().save_to_bytes();
-    let mut exe = null_mut();
-    // SAFETY: valid bytes, a valid out pointer.
-    ok(unsafe { rvm_executable_load_bytes(bytes.as_ptr(), bytes.len(), c"test".as_ptr(), null(), &mut exe) });
-    exe
-}
+mod support;
+use support::{exe_of, ok, ADD};
 
 fn vm_of(text: &str) -> *mut rvm_vm {
-    let exe = exe_of(text);
-    let mut vm = null_mut();
-    // SAFETY: a live executable, a valid out pointer.
-    unsafe {
-        ok(rvm_vm_create(exe, null(), &mut vm));
-        ok(rvm_executable_free(exe));
-    }
-    vm
+    support::vm_of(text, None)
 }
 
 #[test]
@@ -217,21 +196,7 @@ fn a_c_function_returning_a_pointer_that_is_no_error() {
 
 /// A DLPack tensor of 3 floats at `data`, its shape at `shape`, no deleter (borrowed).
 fn tensor(data: &mut [f32; 3], shape: &mut [i64; 1]) -> DLManagedTensorVersioned {
-    DLManagedTensorVersioned {
-        version: DLPackVersion { major: 1, minor: 1 },
-        manager_ctx: null_mut(),
-        deleter: None,
-        flags: 0,
-        dl_tensor: DLTensor {
-            data: data.as_mut_ptr().cast(),
-            device: DLDevice { device_type: 1, device_id: 0 },
-            ndim: 1,
-            dtype: DLDataType { code: 2, bits: 32, lanes: 1 },
-            shape: shape.as_mut_ptr(),
-            strides: null_mut(),
-            byte_offset: 0,
-        },
-    }
+    support::borrowed_f32(data, shape)
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use relaxvm_capi::callback::rvm_register_func;
 use relaxvm_capi::dlpack::*;
-use relaxvm_capi::error::rvm_error_code::{self, *};
+use relaxvm_capi::error::rvm_error_code::*;
 use relaxvm_capi::error::*;
 use relaxvm_capi::executable::*;
 use relaxvm_capi::string::rvm_string_free;
@@ -15,86 +15,8 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// The tests of this file run one at a time: `rvm_live_handle_count` counts the handles of the
-/// whole process, so a test that checks it must not see another test's handles come and go.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The code and message of `e` (freed), or None for success.
-fn outcome(e: *mut rvm_error) -> Option<(rvm_error_code, String)> {
-    if e.is_null() {
-        return None;
-    }
-    // SAFETY: `e` is an error object the API returned; freed once here.
-    unsafe {
-        let r = (rvm_error_get_code(e), CStr::from_ptr(rvm_error_message(e)).to_string_lossy().into_owned());
-        rvm_error_free(e);
-        Some(r)
-    }
-}
-
-fn ok(e: *mut rvm_error) {
-    if let Some((code, msg)) = outcome(e) {
-        panic!("expected success, got {code:?}: {msg}");
-    }
-}
-
-#[track_caller]
-fn fails(e: *mut rvm_error, code: rvm_error_code, needle: &str) -> String {
-    let (c, msg) = outcome(e).expect("expected an error, got success");
-    assert_eq!(c, code, "{msg}");
-    assert!(msg.contains(needle), "{msg:?} does not contain {needle:?}");
-    msg
-}
-
-fn exe_of(text: &str) -> *mut rvm_executable {
-    let bytes = relaxvm_builder::assemble(text).unwrap().save_to_bytes();
-    let mut exe = null_mut();
-    // SAFETY: valid bytes, a valid out pointer.
-    ok(unsafe { rvm_executable_load_bytes(bytes.as_ptr(), bytes.len(), c"test".as_ptr(), null(), &mut exe) });
-    exe
-}
-
-fn vm_of(text: &str, opts: Option<rvm_vm_options>) -> *mut rvm_vm {
-    let exe = exe_of(text);
-    let mut vm = null_mut();
-    let o = opts.as_ref().map_or(null(), |o| o as *const _);
-    // SAFETY: live handles, valid pointers.
-    unsafe {
-        ok(rvm_vm_create(exe, o, &mut vm));
-        ok(rvm_executable_free(exe));
-    }
-    vm
-}
-
-const ADD: &str = "@main inputs=2 regs=3 params=(a, b):\n  call  vm.builtin.int.add  in: %0, %1  dst: %2\n  ret  %2\n.packed vm.builtin.int.add\n";
-
-fn call(vm: *const rvm_vm, name: &CStr, args: &[*mut rvm_value]) -> Result<*mut rvm_value, (rvm_error_code, String)> {
-    let mut out = null_mut();
-    // SAFETY: live handles, valid pointers.
-    match outcome(unsafe { rvm_vm_call(vm, name.as_ptr(), args.as_ptr().cast(), args.len(), &mut out) }) {
-        None => Ok(out),
-        Some(e) => Err(e),
-    }
-}
-
-/// The error of a call expected to fail (as an error object, for `fails`).
-fn call_err(vm: *const rvm_vm, name: &CStr, args: &[*mut rvm_value]) -> *mut rvm_error {
-    match call(vm, name, args) {
-        Ok(v) => {
-            free(v);
-            null_mut()
-        }
-        Err((c, m)) => err(c, &m),
-    }
-}
-
-fn free(v: *mut rvm_value) {
-    // SAFETY: a live value, freed once.
-    ok(unsafe { rvm_value_free(v) });
-}
+mod support;
+use support::*;
 
 #[test]
 fn calls_succeed_and_return_owned_values() {
@@ -238,101 +160,6 @@ fn shapes_and_tuples() {
 }
 
 #[test]
-fn loading_errors_name_the_file_and_the_problem() {
-    let _serial = serial();
-    let mut exe = null_mut();
-    // SAFETY: valid pointers; the files and bytes are what is being checked.
-    unsafe {
-        fails(
-            rvm_executable_load_file(c"/nonexistent/model.rvx".as_ptr(), null(), &mut exe),
-            RVM_ERROR_IO,
-            "/nonexistent/model.rvx",
-        );
-        let junk = b"not an executable at all";
-        fails(
-            rvm_executable_load_bytes(junk.as_ptr(), junk.len(), c"junk.bin".as_ptr(), null(), &mut exe),
-            RVM_ERROR_FORMAT,
-            "junk.bin",
-        );
-        fails(
-            rvm_executable_load_bytes(null(), 10, null(), null(), &mut exe),
-            RVM_ERROR_INVALID_ARGUMENT,
-            "found NULL",
-        );
-        let mut opts = std::mem::zeroed::<rvm_load_options>();
-        ok(rvm_load_options_init(&mut opts));
-        opts.native_libraries = 7;
-        let bytes = relaxvm_builder::assemble(ADD).unwrap().save_to_bytes();
-        fails(
-            rvm_executable_load_bytes(bytes.as_ptr(), bytes.len(), null(), &opts, &mut exe),
-            RVM_ERROR_INVALID_ARGUMENT,
-            "native_libraries is 7",
-        );
-        opts.native_libraries = RVM_NATIVE_ALLOW_LISTED;
-        opts.num_allowed_paths = 1;
-        fails(
-            rvm_executable_load_bytes(bytes.as_ptr(), bytes.len(), null(), &opts, &mut exe),
-            RVM_ERROR_INVALID_ARGUMENT,
-            "allowed_paths: expected 1 elements, found NULL",
-        );
-        ok(rvm_load_options_init(&mut opts));
-        opts.max_input_size = 8;
-        fails(
-            rvm_executable_load_bytes(bytes.as_ptr(), bytes.len(), null(), &opts, &mut exe),
-            RVM_ERROR_VALUE,
-            "more than max_input_size (8)",
-        );
-        assert!(exe.is_null(), "no output on failure");
-        // A bytecode program calling a function nothing provides fails when the VM is made.
-        let exe = exe_of("@main inputs=0 regs=1:\n  call  no.such.fn  dst: %0\n  ret  %0\n.packed no.such.fn\n");
-        let mut vm = null_mut();
-        fails(rvm_vm_create(exe, null(), &mut vm), RVM_ERROR_UNKNOWN_FUNCTION, "no.such.fn");
-        ok(rvm_executable_free(exe));
-        fails(rvm_executable_free(exe), RVM_ERROR_INVALID_ARGUMENT, "not a live rvm_executable");
-    }
-}
-
-#[test]
-fn a_saved_tvm_model_opens_its_library_only_with_consent() {
-    let _serial = serial();
-    let Some(so) = corpus_model("mlp") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let lib = dir.path().join("model.so");
-    std::fs::copy(&so, &lib).unwrap();
-    let rvx = dir.path().join("model.rvx");
-    relaxvm_tvm::import::load_module(&lib).unwrap().save(&rvx, &Default::default()).unwrap();
-    let rvx_c = CString::new(rvx.to_str().unwrap()).unwrap();
-    let mut exe = null_mut();
-    // SAFETY: valid pointers and options.
-    unsafe {
-        fails(rvm_executable_load_file(rvx_c.as_ptr(), null(), &mut exe), RVM_ERROR_VALUE, "model.so");
-        let mut opts = std::mem::zeroed::<rvm_load_options>();
-        ok(rvm_load_options_init(&mut opts));
-        let other = CString::new("/nonexistent-folder").unwrap();
-        let allowed = [other.as_ptr()];
-        opts.native_libraries = RVM_NATIVE_ALLOW_LISTED;
-        opts.allowed_paths = allowed.as_ptr();
-        opts.num_allowed_paths = 1;
-        fails(rvm_executable_load_file(rvx_c.as_ptr(), &opts, &mut exe), RVM_ERROR_VALUE, "model.so");
-        let folder = CString::new(dir.path().to_str().unwrap()).unwrap();
-        let allowed = [folder.as_ptr()];
-        opts.allowed_paths = allowed.as_ptr();
-        ok(rvm_executable_load_file(rvx_c.as_ptr(), &opts, &mut exe));
-        ok(rvm_executable_free(exe));
-    }
-}
-
-/// The corpus model `name`'s `.so`, when the corpus is built (`RELAXVM_TVM_CORPUS`).
-fn corpus_model(name: &str) -> Option<std::path::PathBuf> {
-    // Without a corpus (the first `cargo test` of scripts/test.sh, before it is built) these
-    // tests have nothing to run; scripts/test.sh runs them again with it.
-    let root = std::env::var_os("RELAXVM_TVM_CORPUS")?;
-    let p = std::path::Path::new(&root).join("hand").join(name).join("model.so");
-    assert!(p.exists(), "RELAXVM_TVM_CORPUS is set but has no {}", p.display());
-    Some(p)
-}
-
-#[test]
 fn unknown_functions_list_the_functions() {
     let _serial = serial();
     let vm = vm_of(ADD, None);
@@ -343,13 +170,6 @@ fn unknown_functions_list_the_functions() {
     free(a);
     // SAFETY: a live VM, freed once.
     ok(unsafe { rvm_vm_free(vm) });
-}
-
-/// An error object made again from a code and message (to reuse `fails`).
-fn err(code: rvm_error_code, msg: &str) -> *mut rvm_error {
-    let m = CString::new(msg).unwrap();
-    // SAFETY: a valid string.
-    unsafe { rvm_error_new(code as u32, m.as_ptr()) }
 }
 
 const SPIN: &str = "@spin inputs=0 regs=1:\n  call  test.spinning  dst: void\n  goto  -1\n.packed test.spinning\n";
@@ -496,146 +316,6 @@ fn registered_c_functions_report_their_errors() {
     }
 }
 
-/// A float32 vector owned by the test, as a DLPack managed tensor; `deleted` counts deleter calls.
-struct Owned {
-    managed: DLManagedTensorVersioned,
-    shape: Vec<i64>,
-    _data: Vec<f32>,
-    deleted: &'static AtomicUsize,
-}
-
-unsafe extern "C" fn delete_owned(m: *mut DLManagedTensorVersioned) {
-    // SAFETY: made by `Box::into_raw` in `owned`; called once.
-    let b = unsafe { Box::from_raw((*m).manager_ctx.cast::<Owned>()) };
-    b.deleted.fetch_add(1, Ordering::SeqCst);
-}
-
-fn owned(data: Vec<f32>, flags: u64, deleted: &'static AtomicUsize) -> *mut DLManagedTensorVersioned {
-    let mut b = Box::new(Owned {
-        managed: DLManagedTensorVersioned {
-            version: DLPackVersion { major: 1, minor: 1 },
-            manager_ctx: null_mut(),
-            deleter: Some(delete_owned),
-            flags,
-            dl_tensor: DLTensor {
-                data: null_mut(),
-                device: DLDevice { device_type: 1, device_id: 0 },
-                ndim: 1,
-                dtype: DLDataType { code: 2, bits: 32, lanes: 1 },
-                shape: null_mut(),
-                strides: null_mut(),
-                byte_offset: 0,
-            },
-        },
-        shape: vec![data.len() as i64],
-        _data: data,
-        deleted,
-    });
-    b.managed.dl_tensor.data = b._data.as_mut_ptr().cast();
-    b.managed.dl_tensor.shape = b.shape.as_mut_ptr();
-    let p = Box::into_raw(b);
-    // SAFETY: `p` is valid; the managed tensor is its first field's address.
-    unsafe {
-        (*p).managed.manager_ctx = p.cast();
-        &mut (*p).managed
-    }
-}
-
-#[test]
-fn dlpack_in_and_out_without_copies() {
-    let _serial = serial();
-    static DELETED: AtomicUsize = AtomicUsize::new(0);
-    let m = owned(vec![1.0, 2.0, 3.0], 0, &DELETED);
-    // SAFETY: `m` is a valid managed tensor; the handles are live.
-    unsafe {
-        let data = (*m).dl_tensor.data;
-        let mut v = null_mut();
-        ok(rvm_value_from_dlpack(m, &mut v));
-        let mut view = null_mut::<DLManagedTensorVersioned>();
-        ok(rvm_value_to_dlpack(v, &mut view));
-        assert_eq!((*view).dl_tensor.data, data, "the same memory both ways");
-        assert_eq!((*view).flags & RVM_DLPACK_FLAG_READ_ONLY, 0);
-        ok(rvm_value_free(v));
-        assert_eq!(DELETED.load(Ordering::SeqCst), 0, "the exported view keeps the memory alive");
-        ((*view).deleter.unwrap())(view);
-        assert_eq!(DELETED.load(Ordering::SeqCst), 1, "released with the last view");
-    }
-}
-
-#[test]
-fn dlpack_errors_leave_the_tensor_with_the_caller() {
-    let _serial = serial();
-    static DELETED: AtomicUsize = AtomicUsize::new(0);
-    type Corrupt = fn(*mut DLManagedTensorVersioned);
-    // SAFETY (every closure below): each is called once, on a live tensor this test made, to
-    // change one field of it before the import it tests.
-    let cases: [(&str, Corrupt); 6] = [
-        ("DLPack version 2.1 is not supported", |m| unsafe { (*m).version.major = 2 }),
-        ("device type 2", |m| unsafe { (*m).dl_tensor.device.device_type = 2 }),
-        ("NULL shape pointer", |m| unsafe { (*m).dl_tensor.shape = null_mut() }),
-        ("shape[0] is -3", |m| unsafe { *(*m).dl_tensor.shape = -3 }),
-        ("4 lanes", |m| unsafe { (*m).dl_tensor.dtype.lanes = 4 }),
-        ("overflows the address space", |m| unsafe { (*m).dl_tensor.byte_offset = u64::MAX - 2 }),
-    ];
-    for (needle, corrupt) in cases {
-        let m = owned(vec![1.0, 2.0, 3.0], 0, &DELETED);
-        corrupt(m);
-        let mut v = null_mut();
-        // SAFETY: a managed tensor whose header the API checks before use.
-        unsafe {
-            fails(rvm_value_from_dlpack(m, &mut v), RVM_ERROR_VALUE, needle);
-            assert_eq!(DELETED.load(Ordering::SeqCst), 0, "{needle}: not taken");
-            // Restore what the deleter reads and release it as its owner.
-            (*m).dl_tensor.shape = (*(*m).manager_ctx.cast::<Owned>()).shape.as_mut_ptr();
-            ((*m).deleter.unwrap())(m);
-            DELETED.store(0, Ordering::SeqCst);
-        }
-    }
-    let mut v = null_mut();
-    // SAFETY: NULL inputs the API checks.
-    unsafe {
-        fails(rvm_value_from_dlpack(null_mut(), &mut v), RVM_ERROR_INVALID_ARGUMENT, "found NULL");
-        let i = rvm_value_new_int(3);
-        let mut view = null_mut();
-        fails(rvm_value_to_dlpack(i, &mut view), RVM_ERROR_TYPE, "expected a tensor, found the int 3");
-        ok(rvm_value_free(i));
-    }
-}
-
-#[test]
-fn read_only_tensors_stay_read_only() {
-    let _serial = serial();
-    static DELETED: AtomicUsize = AtomicUsize::new(0);
-    let m = owned(vec![1.0, 2.0], RVM_DLPACK_FLAG_READ_ONLY, &DELETED);
-    // SAFETY: a valid managed tensor; live handles.
-    unsafe {
-        let mut v = null_mut();
-        ok(rvm_value_from_dlpack(m, &mut v));
-        let mut view = null_mut::<DLManagedTensorVersioned>();
-        ok(rvm_value_to_dlpack(v, &mut view));
-        assert_ne!((*view).flags & RVM_DLPACK_FLAG_READ_ONLY, 0, "exported with the read-only flag");
-        ((*view).deleter.unwrap())(view);
-        ok(rvm_value_free(v));
-    }
-    assert_eq!(DELETED.load(Ordering::SeqCst), 1);
-    // A constant of the program comes out read-only.
-    let vm = vm_of(
-        "@main inputs=0 regs=1:\n  call  vm.builtin.copy  in: c[0]  dst: %0\n  ret  %0\n.packed vm.builtin.copy\n\
-         .const c[0] = tensor float32 (2,) [1.0, 2.0]\n",
-        None,
-    );
-    let r = call(vm, c"main", &[]).unwrap();
-    // SAFETY: live handles.
-    unsafe {
-        let mut view = null_mut::<DLManagedTensorVersioned>();
-        ok(rvm_value_to_dlpack(r, &mut view));
-        assert_ne!((*view).flags & RVM_DLPACK_FLAG_READ_ONLY, 0, "a constant is read-only");
-        ((*view).deleter.unwrap())(view);
-        free(r);
-        ok(rvm_vm_free(vm));
-    }
-}
-
 #[test]
 fn profiling_needs_the_option_and_a_known_format() {
     let _serial = serial();
@@ -685,56 +365,6 @@ fn vm_options_are_checked() {
         fails(rvm_vm_create(exe, &opts, &mut vm), RVM_ERROR_VALUE, "num_threads");
         ok(rvm_executable_free(exe));
     }
-}
-
-#[test]
-fn a_tvm_model_runs_from_a_path_and_from_bytes_as_in_rust() {
-    let _serial = serial();
-    let Some(so) = corpus_model("mlp") else { return };
-    static DELETED: AtomicUsize = AtomicUsize::new(0);
-    let input: Vec<f32> = (0..784).map(|i| (i % 13) as f32 / 13.0).collect();
-    // The same model run directly in Rust.
-    relaxvm_builtins::ensure_registered();
-    let mut direct =
-        relaxvm::VirtualMachine::new(std::sync::Arc::new(relaxvm_tvm::import::load_module(&so).unwrap())).unwrap();
-    let x = relaxvm::Tensor::from_vec(vec![1, 784], input.clone()).unwrap();
-    let want = direct.invoke("main", &[relaxvm::Value::Tensor(x)]).unwrap();
-    let want = want.as_tensor().unwrap().to_vec::<f32>().unwrap();
-    let path = CString::new(so.to_str().unwrap()).unwrap();
-    let bytes = std::fs::read(&so).unwrap();
-    for from_bytes in [false, true] {
-        let mut exe = null_mut();
-        // SAFETY: valid pointers; live handles.
-        unsafe {
-            if from_bytes {
-                ok(rvm_executable_load_bytes(bytes.as_ptr(), bytes.len(), path.as_ptr(), null(), &mut exe));
-            } else {
-                ok(rvm_executable_load_file(path.as_ptr(), null(), &mut exe));
-            }
-            let mut vm = null_mut();
-            ok(rvm_vm_create(exe, null(), &mut vm));
-            ok(rvm_executable_free(exe));
-            let m = owned(input.clone(), 0, &DELETED);
-            (*m).dl_tensor.ndim = 2;
-            let ctx = (*m).manager_ctx.cast::<Owned>();
-            (*ctx).shape = vec![1, 784];
-            (*m).dl_tensor.shape = (*ctx).shape.as_mut_ptr();
-            let mut x = null_mut();
-            ok(rvm_value_from_dlpack(m, &mut x));
-            let y = call(vm, c"main", &[x]).unwrap();
-            let mut view = null_mut::<DLManagedTensorVersioned>();
-            ok(rvm_value_to_dlpack(y, &mut view));
-            let t = &(*view).dl_tensor;
-            assert_eq!(std::slice::from_raw_parts(t.shape, t.ndim as usize), &[1, 10]);
-            let got = std::slice::from_raw_parts(t.data.cast::<f32>(), 10);
-            assert_eq!(got, &want[..], "bit-identical to the Rust run");
-            ((*view).deleter.unwrap())(view);
-            free(x);
-            free(y);
-            ok(rvm_vm_free(vm));
-        }
-    }
-    assert_eq!(DELETED.load(Ordering::SeqCst), 2, "each input released once");
 }
 
 #[test]

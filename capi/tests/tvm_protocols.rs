@@ -19,38 +19,8 @@ use std::mem::size_of;
 use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The handle count is process-wide: the tests of this file run one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn outcome(e: *mut rvm_error) -> Option<(rvm_error_code, String)> {
-    if e.is_null() {
-        return None;
-    }
-    // SAFETY: an error object the API returned, freed once here.
-    unsafe {
-        let r = (rvm_error_get_code(e), CStr::from_ptr(rvm_error_message(e)).to_string_lossy().into_owned());
-        rvm_error_free(e);
-        Some(r)
-    }
-}
-
-#[track_caller]
-fn ok(e: *mut rvm_error) {
-    if let Some((code, msg)) = outcome(e) {
-        panic!("expected success, got {code:?}: {msg}");
-    }
-}
-
-#[track_caller]
-fn fails(e: *mut rvm_error, code: rvm_error_code, needle: &str) -> String {
-    let (c, msg) = outcome(e).expect("expected an error, got success");
-    assert_eq!(c, code, "{msg}");
-    assert!(msg.contains(needle), "{msg:?} does not contain {needle:?}");
-    msg
-}
+mod support;
+use support::*;
 
 /// `pair(n: i64, x: any)` returns `(n, x)`; `add(a, b)` adds two ints (no signature); `py(x)`
 /// is `R.call_py_func("rust.c_twice", (x,))`.
@@ -72,11 +42,7 @@ const PROGRAM: &str = r#"@pair regs=3 sig=(n: i64, x: any) -> any:
 "#;
 
 fn exe() -> *mut rvm_executable {
-    let bytes = relaxvm_builder::assemble(PROGRAM).unwrap().save_to_bytes();
-    let mut exe = null_mut();
-    // SAFETY: valid bytes and out pointer.
-    ok(unsafe { rvm_executable_load_bytes(bytes.as_ptr(), bytes.len(), c"test".as_ptr(), null(), &mut exe) });
-    exe
+    exe_of(PROGRAM)
 }
 
 /// A VM of [`PROGRAM`] made with `opts`, or the error.
@@ -491,27 +457,14 @@ fn a_c_function_registered_for_call_py_func_is_called_by_name() {
 /// call, run after run.
 #[test]
 fn a_tvm_model_runs_through_set_input_with_the_naive_allocator() {
-    use relaxvm_tvm::ffi::abi::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor};
+    use relaxvm_tvm::ffi::abi::DLManagedTensorVersioned;
     let _s = serial();
     let so = std::ffi::CString::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../tvm/tests/data/mlp.so")).unwrap();
     let mut pixels: Vec<f32> = (0..16).map(|i| (i % 10) as f32 / 10.0).collect();
     let mut shape = [2i64, 8];
     // Static-like memory of this test, lent without a deleter (it outlives the VM).
-    let mut input = DLManagedTensorVersioned {
-        version: DLPackVersion { major: RVM_DLPACK_MAJOR_VERSION, minor: 0 },
-        manager_ctx: null_mut(),
-        deleter: None,
-        flags: 0,
-        dl_tensor: DLTensor {
-            data: pixels.as_mut_ptr().cast(),
-            device: DLDevice { device_type: 1, device_id: 0 },
-            ndim: 2,
-            dtype: DLDataType { code: 2, bits: 32, lanes: 1 },
-            shape: shape.as_mut_ptr(),
-            strides: null_mut(),
-            byte_offset: 0,
-        },
-    };
+    let mut input = borrowed_f32(&mut pixels, &mut shape);
+
     let mut opts = options();
     opts.memory_cfg = c"naive".as_ptr();
     let read = |v: *const rvm_value| -> Vec<f32> {

@@ -3,7 +3,7 @@ would: pointers that are not handles, handles of the wrong type or already freed
 would overflow, and one VM shared by threads. Each misuse must come back as an error object
 (RVM_ERROR_INVALID_ARGUMENT, or RVM_ERROR_BUSY for a VM in use), never a crash; each attack runs
 in a child process with a memory cap and a timeout (attack.py). The Rust tests of every error
-path are capi/tests/errors.rs; scripts/test-c-api.sh runs C programs under AddressSanitizer.
+path are capi/tests/errors*.rs; scripts/test-c-api.sh runs C programs under AddressSanitizer.
 """
 
 from __future__ import annotations
