@@ -5,7 +5,8 @@ use crate::executable::{exe_arg, rvm_executable};
 use crate::handle::{self, publish, Handle, Kind};
 use crate::input::{check_out, str_arg, write_out};
 use crate::value::{new_value, rvm_value, value_arg, values_arg};
-use crate::vm_options::{allocator_kind, read_options, VM_DEVICE};
+use crate::vm_options::{read_options, VM_DEVICE};
+use relaxvm::memory_cfg::allocator_kind;
 // The options were declared here before they had a module of their own: their path stays.
 pub use crate::vm_options::{rvm_vm_options, rvm_vm_options_init_sized};
 use relaxvm::{InterruptHandle, Value, VirtualMachine};

@@ -255,12 +255,3 @@ unsafe fn memory_cfg(o: &Fields) -> Result<MemoryCfg, CError> {
     }
     Ok(MemoryCfg::PerDevice(map))
 }
-
-/// The kind number (`RVM_NAIVE_ALLOCATOR`, `RVM_POOLED_ALLOCATOR`) of `allocator`, as
-/// relaxvm's `memory_cfg` table reads it.
-pub(crate) fn allocator_kind(allocator: Allocator) -> i64 {
-    [RVM_NAIVE_ALLOCATOR, RVM_POOLED_ALLOCATOR]
-        .into_iter()
-        .find(|k| AllocatorName::Kind(*k).allocator() == Some(allocator))
-        .unwrap_or(RVM_POOLED_ALLOCATOR)
-}

@@ -13,14 +13,29 @@ pub const NAIVE_ALLOCATOR: i64 = 1;
 /// TVM's kind number of the pooled allocator (`VirtualMachine.POOLED_ALLOCATOR`).
 pub const POOLED_ALLOCATOR: i64 = 2;
 
-/// The allocators with TVM's name and kind number of each: the one table both directions read.
-const ALLOCATORS: [(Allocator, &str, i64); 2] =
-    [(Allocator::Naive, "naive", NAIVE_ALLOCATOR), (Allocator::Pooled, "pooled", POOLED_ALLOCATOR)];
+/// TVM's name (`"naive"`, `"pooled"`, as a `memory_cfg` string names it) and kind number of
+/// `allocator`. An exhaustive match, so an allocator added without TVM's name and number fails
+/// to compile here instead of being reported as another one.
+pub fn allocator_name_and_kind(allocator: Allocator) -> (&'static str, i64) {
+    match allocator {
+        Allocator::Naive => ("naive", NAIVE_ALLOCATOR),
+        Allocator::Pooled => ("pooled", POOLED_ALLOCATOR),
+    }
+}
 
 /// TVM's name of `allocator` (`"naive"`, `"pooled"`), as a `memory_cfg` string names it.
 pub fn allocator_name(allocator: Allocator) -> &'static str {
-    ALLOCATORS.iter().find(|(a, _, _)| *a == allocator).map_or("pooled", |(_, name, _)| name)
+    allocator_name_and_kind(allocator).0
 }
+
+/// TVM's kind number of `allocator` ([`NAIVE_ALLOCATOR`], [`POOLED_ALLOCATOR`]).
+pub fn allocator_kind(allocator: Allocator) -> i64 {
+    allocator_name_and_kind(allocator).1
+}
+
+/// Every allocator, for the lookups by name and number (the test `every_allocator_is_listed`
+/// checks it against the exhaustive match above).
+const ALLOCATORS: [Allocator; 2] = [Allocator::Naive, Allocator::Pooled];
 
 /// One allocator as a `memory_cfg` names it, before it is checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,11 +52,11 @@ impl AllocatorName {
     /// The allocator this names, if it is one of TVM's names or kind numbers.
     pub fn allocator(&self) -> Option<Allocator> {
         let found = match self {
-            AllocatorName::Name(name) => ALLOCATORS.iter().find(|(_, n, _)| n == name),
-            AllocatorName::Kind(kind) => ALLOCATORS.iter().find(|(_, _, k)| k == kind),
+            AllocatorName::Name(name) => ALLOCATORS.iter().find(|a| allocator_name(**a) == name),
+            AllocatorName::Kind(kind) => ALLOCATORS.iter().find(|a| allocator_kind(**a) == *kind),
             AllocatorName::Other(_) => None,
         };
-        found.map(|(a, _, _)| *a)
+        found.copied()
     }
 }
 
@@ -165,7 +180,19 @@ mod tests {
         assert_eq!(AllocatorName::Kind(POOLED_ALLOCATOR).allocator(), Some(Allocator::Pooled));
         for a in [Allocator::Naive, Allocator::Pooled] {
             assert_eq!(name(allocator_name(a)).allocator(), Some(a), "the names read back");
+            assert_eq!(AllocatorName::Kind(allocator_kind(a)).allocator(), Some(a), "the numbers read back");
         }
+    }
+
+    #[test]
+    fn every_allocator_is_listed() {
+        // Each variant (this match must name them all) is in the lookup table, once.
+        let listed = |a: Allocator| match a {
+            Allocator::Naive | Allocator::Pooled => ALLOCATORS.iter().filter(|b| **b == a).count(),
+        };
+        assert_eq!(listed(Allocator::Naive), 1);
+        assert_eq!(listed(Allocator::Pooled), 1);
+        assert!(ALLOCATORS.contains(&Allocator::default()));
     }
 
     #[test]
