@@ -7,37 +7,38 @@ use relaxvm::{CallCtx, DataType, Device, ErrorKind, PackedFunc, Storage, Tensor,
 use relaxvm_builtins::builtin_names;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// The tensor cache is one per process, shared by every test of this binary: the fuzz below
+/// The process-wide tables (the tensor cache and `call_py_func`'s table) are shared by every
+/// test of this binary. The tensor cache: the fuzz below
 /// inserts (`update` with pool strings as names), removes and clears entries, while the error
 /// table's rows read what their earlier rows stored, and `wrong_types_are_errors_naming_the_builtin`
 /// expects `param_array_from_cache_by_name_unpacked("x")` to miss. Every test calling a cache
-/// builtin holds this lock while it does, and the fuzz empties the cache before releasing it.
-pub(crate) fn tensor_cache_lock() -> MutexGuard<'static, ()> {
+/// builtin holds this lock while it does, and the fuzz empties the tables before releasing it.
+pub(crate) fn process_table_lock() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// True for the builtins that read or change the process-wide tensor cache, or the
 /// process-wide table of `call_py_func` (whose error-table rows likewise read what earlier rows
-/// registered): both are guarded by [`tensor_cache_lock`].
-pub(crate) fn uses_tensor_cache(name: &str) -> bool {
+/// registered): both are guarded by [`process_table_lock`].
+pub(crate) fn uses_process_wide_table(name: &str) -> bool {
     name.starts_with("vm.builtin.tensor_cache.")
         || name.starts_with("vm.builtin.param_array_from_cache")
         || name.ends_with("_py_func")
         || name == "vm.builtin.clear_py_func_registry"
 }
 
-/// Holds the tensor-cache lock while `name` (a cache builtin) is exercised; on drop, empties
-/// the cache of whatever the random arguments stored.
-struct CacheGuard(Option<MutexGuard<'static, ()>>);
+/// Holds the process-table lock while `name` (a builtin using such a table) is exercised; on
+/// drop, empties both tables of whatever the random arguments stored.
+struct ProcessTableGuard(Option<MutexGuard<'static, ()>>);
 
-impl CacheGuard {
+impl ProcessTableGuard {
     fn for_builtin(name: &str) -> Self {
-        CacheGuard(uses_tensor_cache(name).then(tensor_cache_lock))
+        ProcessTableGuard(uses_process_wide_table(name).then(process_table_lock))
     }
 }
 
-impl Drop for CacheGuard {
+impl Drop for ProcessTableGuard {
     fn drop(&mut self) {
         if self.0.is_some() {
             // Not `expect`: a panic here, while a failed assertion unwinds, would abort.
@@ -236,7 +237,7 @@ fn the_table_covers_every_builtin() {
 fn wrong_argument_counts_are_arity_errors() {
     for name in builtin_names() {
         let s = spec_of(name);
-        let _cache = CacheGuard::for_builtin(name);
+        let _cache = ProcessTableGuard::for_builtin(name);
         for n in 0..=MAX_ARGS {
             if s.accepts(n) {
                 continue;
@@ -261,7 +262,7 @@ fn wrong_types_are_errors_naming_the_builtin() {
         if s.any_type {
             continue;
         }
-        let _cache = CacheGuard::for_builtin(name);
+        let _cache = ProcessTableGuard::for_builtin(name);
         let max = s.max.unwrap_or(MAX_ARGS).min(MAX_ARGS);
         for n in s.min.max(1)..=max {
             for bad in [Value::str("x"), Value::Device(Device::cpu(0)), Value::tuple(vec![])] {
@@ -363,7 +364,7 @@ fn random_arguments_never_panic() {
     let mut calls = 0usize;
     for name in builtin_names() {
         let f = crate::common::registry().get(name).unwrap();
-        let _cache = CacheGuard::for_builtin(name);
+        let _cache = ProcessTableGuard::for_builtin(name);
         for n in 0..=MAX_ARGS {
             for _ in 0..150 {
                 let args: Vec<Value> = (0..n).map(|_| pool[rng.below(pool.len())].clone()).collect();
@@ -383,7 +384,7 @@ fn random_arguments_never_panic() {
 fn every_pair_of_pool_values_is_handled() {
     let pool = pool();
     for name in builtin_names().into_iter().filter(|n| spec_of(n).accepts(2)) {
-        let _cache = CacheGuard::for_builtin(name);
+        let _cache = ProcessTableGuard::for_builtin(name);
         for a in &pool {
             for b in &pool {
                 let args = [a.clone(), b.clone()];

@@ -397,7 +397,7 @@ fn tensor_pipeline() {
 #[test]
 fn call_py_func_calls_a_function_registered_from_rust() {
     // The fuzz of this binary clears the process-wide table while holding this lock.
-    let _table = crate::robustness::tensor_cache_lock();
+    let _table = crate::robustness::process_table_lock();
     relaxvm_builtins::py_funcs::register_py_func(
         "vmprog.twice",
         PackedFunc::from_fn("vmprog.twice", |a| Ok(Value::Int(2 * a[0].as_int()?))),
