@@ -87,6 +87,8 @@ impl VirtualMachine {
                 }
                 // The hook after the call: `$ret` is what the call returned; the hook sees it
                 // (or that the call failed), and the call's result goes on unchanged.
+                // In the plain copy the arguments are always `None`: forgotten, not dropped, as
+                // the test of a drop that never runs cost every call three instructions.
                 macro_rules! hook_after {
                     ($args:expr, $ret:expr) => {
                         if INSTRUMENTED {
@@ -94,6 +96,8 @@ impl VirtualMachine {
                             fp = self.frame_regs(base);
                             ret
                         } else {
+                            debug_assert!($args.is_none());
+                            std::mem::forget($args);
                             $ret
                         }
                     };
@@ -102,17 +106,17 @@ impl VirtualMachine {
                 // when instrumented (the hook sees the result written). The arms then go on:
                 // instrumented, always to the next op (a fused branch's `if` or `goto` runs as
                 // its own op).
+                // (The plain copy has no hook code at all here: an unused `None` of arguments
+                // cost each int op three instructions, a store and a test of its drop.)
                 macro_rules! int_op {
                     ($dst:expr, $run:expr) => {{
-                        let args = hook_before!();
-                        let ran = $run;
-                        let ran = if INSTRUMENTED {
-                            let ret = ran.map(|()| fp.get($dst).clone());
-                            hook_after!(args, ret).map(drop)
+                        if INSTRUMENTED {
+                            let args = hook_before!();
+                            let ret = $run.map(|()| $dst.slot(fp).clone());
+                            hook_after!(args, ret).map(drop)?;
                         } else {
-                            ran
-                        };
-                        ran?;
+                            $run?;
+                        }
                     }};
                 }
                 match *ip {
@@ -151,7 +155,7 @@ impl VirtualMachine {
                     }
                     Op::IntAddJumpImm { f, a, imm, dst, target } => {
                         int_op!(dst, self.int_add_imm(code, f, a, imm, dst, fp, at));
-                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump(ops, ip.add(1), target)? };
+                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump_back(ops, ip.add(1), target)? };
                     }
                     Op::CallBinary { f, a, b, dst } => {
                         prefetch_ahead(ip);
@@ -184,7 +188,7 @@ impl VirtualMachine {
                         let hooked = hook_before!();
                         // The one argument is passed in place: no argument list to build.
                         let p = code.call_fn(func);
-                        let arg = std::slice::from_ref(fp.get(a.0));
+                        let arg = std::slice::from_ref(fp.reg(a));
                         let picked = match catch_unwind(AssertUnwindSafe(|| f(p.name(), arg))) {
                             Ok(r) => r,
                             Err(payload) => Err(panic_error(p.name(), payload)),
@@ -193,14 +197,15 @@ impl VirtualMachine {
                             // The hook is given the result (a clone: the hook may keep it).
                             let ret = picked.map(Selected::to_value).map_err(|e| self.locate_at(at, e));
                             let ret = hook_after!(hooked, ret)?;
-                            set_reg(fp.get_mut(dst), ret);
+                            set_reg(fp.reg_mut(dst), ret);
                         } else {
-                            // `dst` is a register: a select without one is decoded as `CallSelect`.
+                            std::mem::forget(hooked); // `None` (see `hook_after`)
+                                                      // `dst` is a register: a select without one is decoded as `CallSelect`.
                             match picked {
-                                Ok(v) if v.is_held_by(fp.get(dst)) => {}
+                                Ok(v) if v.is_held_by(fp.reg(dst)) => {}
                                 Ok(v) => {
                                     let v = v.to_value();
-                                    set_reg(fp.get_mut(dst), v);
+                                    set_reg(fp.reg_mut(dst), v);
                                 }
                                 Err(e) => return Err(self.locate_at(at, e)),
                             }
@@ -213,15 +218,15 @@ impl VirtualMachine {
                             // The hook sees the call, and is given its result (a clone: the hook
                             // may keep it).
                             let hooked = hook_before!();
-                            let ret = hook_after!(hooked, Ok(fp.get(a.0).clone()))?;
-                            set_reg(fp.get_mut(dst), ret);
+                            let ret = hook_after!(hooked, Ok(fp.reg(a).clone()))?;
+                            set_reg(fp.reg_mut(dst), ret);
                         } else {
-                            let v = fp.get(a.0);
+                            let v = fp.reg(a);
                             // The destination often holds this very value already (a copy in a
                             // loop): then there is nothing to do, not even reference counting.
-                            if !v.same_object(fp.get(dst)) {
+                            if !v.same_object(fp.reg(dst)) {
                                 let v = v.clone();
-                                set_reg(fp.get_mut(dst), v);
+                                set_reg(fp.reg_mut(dst), v);
                             }
                         }
                         ip = ip.add(1);
@@ -241,6 +246,7 @@ impl VirtualMachine {
                                 set_reg(fp.get_mut(dst), ret);
                             }
                         } else {
+                            std::mem::forget(hooked); // `None` (see `hook_after`)
                             let picked = picked.map(|v| {
                                 // A result the destination already holds needs no write (and no
                                 // reference-count traffic); anything else is cloned out of the
@@ -328,6 +334,20 @@ impl VirtualMachine {
         Ok(to)
     }
 
+    /// [`Self::jump`] for a jump known at load to be backward (or to itself): it counts a step
+    /// with no test of the direction.
+    ///
+    /// # Safety
+    /// As for [`Self::jump`], and `target` is at or before `from`.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    unsafe fn jump_back(&mut self, ops: Ops, from: *const Op, target: u32) -> Result<*const Op> {
+        // SAFETY: the caller's contract.
+        let to = unsafe { ops.at(target as usize) };
+        debug_assert!(to <= from, "a backward jump");
+        self.count_step().map_err(|e| self.locate_at(At { ops, ip: from }, e))?;
+        Ok(to)
+    }
+
     /// Runs the int operation `op` (its builtin `f` for anything but two ints) of the call at
     /// `at` and writes its result to `dst`.
     ///
@@ -336,21 +356,21 @@ impl VirtualMachine {
     /// `fp` holds (see [`src`]).
     #[cfg_attr(not(debug_assertions), inline(always))]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn int_into<A: Operand, B: Operand>(
+    unsafe fn int_into<A: Operand, B: Operand, D: Operand>(
         &mut self,
         code: &DecodedProgram,
         (op, f): (IntOp, BinaryFn),
         a: A,
         b: B,
-        dst: u32,
+        dst: D,
         fp: Regs,
         at: At,
     ) -> Result<()> {
         match int_inline(code, op, a, b, fp) {
-            Some(v) => set_scalar(fp.get_mut(dst), v),
+            Some(v) => set_scalar(dst.slot(fp), v),
             None => {
                 let v = self.call_binary(f, a.read(code, fp), b.read(code, fp), at)?;
-                set_reg(fp.get_mut(dst), v);
+                set_reg(dst.slot(fp), v);
             }
         }
         Ok(())
@@ -364,20 +384,20 @@ impl VirtualMachine {
     /// (see [`Self::jump`]).
     #[cfg_attr(not(debug_assertions), inline(always))]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn int_branch<A: Operand, B: Operand>(
+    unsafe fn int_branch<A: Operand, B: Operand, D: Operand>(
         &mut self,
         code: &DecodedProgram,
         (op, f): (IntOp, BinaryFn),
         a: A,
         b: B,
-        (dst, false_target): (u32, u32),
+        (dst, false_target): (D, u32),
         fp: Regs,
         at: At,
     ) -> Result<*const Op> {
         let taken = match int_inline(code, op, a, b, fp) {
             Some(v) => {
                 let taken = matches!(v, Value::Bool(true)) || matches!(v, Value::Int(i) if i != 0);
-                set_scalar(fp.get_mut(dst), v);
+                set_scalar(dst.slot(fp), v);
                 taken
             }
             None => self.int_branch_slow(code, f, a, b, dst, fp, at)?,
@@ -397,19 +417,19 @@ impl VirtualMachine {
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn int_branch_slow<A: Operand, B: Operand>(
+    unsafe fn int_branch_slow<A: Operand, B: Operand, D: Operand>(
         &mut self,
         code: &DecodedProgram,
         f: BinaryFn,
         a: A,
         b: B,
-        dst: u32,
+        dst: D,
         fp: Regs,
         at: At,
     ) -> Result<bool> {
         let v = self.call_binary(f, a.read(code, fp), b.read(code, fp), at)?;
         let taken = v.truthy().map_err(|e| self.locate(at.pc() + 1, e));
-        set_reg(fp.get_mut(dst), v);
+        set_reg(dst.slot(fp), v);
         taken
     }
 
@@ -426,13 +446,13 @@ impl VirtualMachine {
         f: BinaryFn,
         a: Reg,
         imm: i64,
-        dst: u32,
+        dst: Reg,
         fp: Regs,
         at: At,
     ) -> Result<()> {
         if let Value::Int(x) = a.read(code, fp) {
             if let Some(v) = IntOp::Add.apply(*x, imm) {
-                set_scalar(fp.get_mut(dst), v);
+                set_scalar(fp.reg_mut(dst), v);
                 return Ok(());
             }
         }
@@ -452,13 +472,13 @@ impl VirtualMachine {
         f: BinaryFn,
         a: Reg,
         imm: i64,
-        dst: u32,
+        dst: Reg,
         fp: Regs,
         at: At,
         code: &DecodedProgram,
     ) -> Result<()> {
         let v = self.call_binary(f, a.read(code, fp), &Value::Int(imm), at)?;
-        set_reg(fp.get_mut(dst), v);
+        set_reg(fp.reg_mut(dst), v);
         Ok(())
     }
 
@@ -534,13 +554,21 @@ unsafe fn src(code: &DecodedProgram, s: Src, fp: Regs) -> &Value {
     }
 }
 
-/// An operand of an int op: any [`Src`], or a [`Reg`] (which reads with no constant test).
+/// An operand of an int op: any [`Src`], or a [`Reg`] (which reads with no constant test and
+/// no shift). A destination is one too: a register index, or a [`Reg`].
 trait Operand: Copy {
     /// The value the operand reads.
     ///
     /// # Safety
     /// As for [`src`].
     unsafe fn read(self, code: &DecodedProgram, fp: Regs) -> &Value;
+
+    /// The register the operand names, to write.
+    ///
+    /// # Safety
+    /// The operand is a register (a destination) of a decoded op of the frame `fp` holds, as for
+    /// [`Regs::get_mut`].
+    unsafe fn slot<'a>(self, fp: Regs) -> &'a mut Value;
 }
 
 impl Operand for Src {
@@ -549,13 +577,25 @@ impl Operand for Src {
         // SAFETY: the caller's contract.
         unsafe { src(code, self, fp) }
     }
+
+    #[inline(always)]
+    unsafe fn slot<'a>(self, fp: Regs) -> &'a mut Value {
+        // SAFETY: the caller's contract.
+        unsafe { fp.get_mut(self) }
+    }
 }
 
 impl Operand for Reg {
     #[inline(always)]
     unsafe fn read(self, _: &DecodedProgram, fp: Regs) -> &Value {
         // SAFETY: the caller's contract (a register operand of the running frame).
-        unsafe { fp.get(self.0) }
+        unsafe { fp.reg(self) }
+    }
+
+    #[inline(always)]
+    unsafe fn slot<'a>(self, fp: Regs) -> &'a mut Value {
+        // SAFETY: the caller's contract (a register destination of the running frame).
+        unsafe { fp.reg_mut(self) }
     }
 }
 
