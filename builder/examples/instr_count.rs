@@ -1,10 +1,25 @@
 //! Instruction-count probe for the interpreter rows of the bench (scripts/bench_programs.py): the
-//! shape-heap triple program (1000 triples), or with `copy` 1000 calls of `vm.builtin.copy`,
-//! invoked REPS times, plainly or (with a third argument) under `VirtualMachine::profile`.
+//! shape-heap triple program (1000 triples), with `copy` 1000 calls of `vm.builtin.copy`, or with
+//! `sum` the counting loop (1000 iterations), invoked REPS times, plainly or (with a third
+//! argument) under `VirtualMachine::profile`.
 //!
-//! Per-unit counts are the difference of two runs, which cancels the setup:
-//! `valgrind --tool=callgrind target/release/examples/instr_count 20` and the same with 220,
-//! then (Ir of the second - Ir of the first) / 200,000.
+//! Per-unit counts are the difference of two runs, which cancels the setup (building, verifying
+//! and decoding the program):
+//!
+//! ```text
+//! cargo build --release -p relaxvm-builder --example instr_count
+//! valgrind --tool=callgrind target/release/examples/instr_count 20 shape
+//! valgrind --tool=callgrind target/release/examples/instr_count 120 shape
+//! ```
+//!
+//! then (`Ir` of the second - `Ir` of the first) / 100,000 (100 more invocations of 1000 units).
+//! What a unit is: `shape`, a whole triple (`shape_of` + `match_shape` + `make_shape`: the
+//! loop's dispatch and call setup and the three builtins); `copy`, one call (dispatch only: the
+//! call is decoded as a register move); `sum`, one iteration of the loop (its three ops);
+//! `copy p`, one profiled call (the plain call, the instrument hook and the profiler's
+//! recording). The share of the interpreter loop alone is the difference of the `run_loop`
+//! function's own (exclusive) count in `callgrind_annotate --inclusive=no` of the two runs,
+//! divided the same way (for `shape`, the loop's part of the triple, about a third).
 use relaxvm::{Arg, Executable, Tensor, Value, VirtualMachine};
 use relaxvm_builder::ExecBuilder;
 use std::hint::black_box;
@@ -27,6 +42,16 @@ fn main() {
             ib.emit_call("vm.builtin.make_shape", &[Reg(1), Imm(2), Imm(1), Imm(0), Imm(1), Imm(1)], Some(3)).unwrap();
         }
         ib.emit_ret(3).unwrap();
+    } else if which == "sum" {
+        // emit_sum of scripts/bench_programs.py: r1 = total, r2 = i, r3 = i < n.
+        ib.emit_call("vm.builtin.int.add", &[Imm(0), Imm(0)], Some(1)).unwrap();
+        ib.emit_call("vm.builtin.int.add", &[Imm(0), Imm(0)], Some(2)).unwrap();
+        ib.emit_call("vm.builtin.int.lt", &[Reg(2), Reg(0)], Some(3)).unwrap();
+        ib.emit_if(3, 4).unwrap();
+        ib.emit_call("vm.builtin.int.add", &[Reg(1), Reg(2)], Some(1)).unwrap();
+        ib.emit_call("vm.builtin.int.add", &[Reg(2), Imm(1)], Some(2)).unwrap();
+        ib.emit_goto(-4).unwrap();
+        ib.emit_ret(1).unwrap();
     } else {
         for _ in 0..1000 {
             ib.emit_call("vm.builtin.copy", &[Reg(0)], Some(1)).unwrap();
@@ -36,7 +61,11 @@ fn main() {
     ib.end_function().unwrap();
     let exe: Executable = ib.get().unwrap().executable;
     let mut vm = VirtualMachine::new(Arc::new(exe)).unwrap();
-    let x = [Value::Tensor(Tensor::zeros([32, 16], relaxvm::DataType::F32, Default::default()).unwrap())];
+    let x = if which == "sum" {
+        [Value::Int(1000)]
+    } else {
+        [Value::Tensor(Tensor::zeros([32, 16], relaxvm::DataType::F32, Default::default()).unwrap())]
+    };
     let profile = std::env::args().nth(3).is_some();
     vm.set_profiling_enabled(profile);
     for _ in 0..reps {

@@ -23,11 +23,35 @@ pub(crate) const CONST_BIT: u32 = 1 << 31;
 /// An operand: a register index, or [`CONST_BIT`] plus an index into [`DecodedProgram::consts`].
 pub(crate) type Src = u32;
 
-/// An operand that is a register (never a constant): the specialised int ops and
+/// An operand that is a register (never a constant): the specialised int ops, [`Op::Move`] and
 /// [`Op::CallSelect1`] take these, so that reading one tests no [`CONST_BIT`]; the general forms
-/// of the same calls take any [`Src`].
+/// of the same calls take any [`Src`]. It holds the register's byte offset in its frame (its
+/// index times the size of a value), so that the hot ops reach a register with one add and no
+/// shift.
 #[derive(Clone, Copy)]
-pub(crate) struct Reg(pub(crate) u32);
+pub(crate) struct Reg(u32);
+
+impl Reg {
+    /// Register `s`, when `s` is a register (not a [`CONST_BIT`] operand) whose byte offset fits
+    /// (every register of a verified function does: `MAX_REGISTERS` is 2^20).
+    pub(crate) fn new(s: Src) -> Option<Reg> {
+        if s & CONST_BIT != 0 {
+            return None;
+        }
+        s.checked_mul(std::mem::size_of::<Value>() as u32).map(Reg)
+    }
+
+    /// The register's index in its frame.
+    pub(crate) fn index(self) -> u32 {
+        self.0 / std::mem::size_of::<Value>() as u32
+    }
+
+    /// The register's byte offset in its frame.
+    #[inline(always)]
+    pub(crate) fn offset(self) -> usize {
+        self.0 as usize
+    }
+}
 
 /// A decoded instruction; indices were proven in range by the verifier.
 #[derive(Clone, Copy)]
@@ -86,14 +110,14 @@ pub(crate) enum Op {
         f: BinaryFn,
         a: Reg,
         b: Reg,
-        dst: u32,
+        dst: Reg,
     },
     /// [`Op::IntBranch`] of [`IntOp::Lt`] on two registers (a loop's test).
     IntLtBranch {
         f: BinaryFn,
         a: Reg,
         b: Reg,
-        dst: u32,
+        dst: Reg,
         false_target: u32,
     },
     /// [`Op::IntJump`] of [`IntOp::Add`] on two registers (a loop's step).
@@ -101,16 +125,18 @@ pub(crate) enum Op {
         f: BinaryFn,
         a: Reg,
         b: Reg,
-        dst: u32,
+        dst: Reg,
         target: u32,
     },
     /// [`Op::IntJump`] of [`IntOp::Add`] of a register and an int fixed at load, held in the op
-    /// (a loop's `i + 1`): no operand to look up and test.
+    /// (a loop's `i + 1`): no operand to look up and test. Its jump is backward (a loop's back
+    /// edge: `target` is at or before the `goto`), so it always counts a step, with no test of
+    /// the direction; a forward one keeps the general [`Op::IntJump`].
     IntAddJumpImm {
         f: BinaryFn,
         a: Reg,
         imm: i64,
-        dst: u32,
+        dst: Reg,
         target: u32,
     },
     /// A call of a packed function that selects its result from its arguments (`func` indexes
@@ -129,13 +155,13 @@ pub(crate) enum Op {
         f: SelectFn,
         func: u32,
         a: Reg,
-        dst: u32,
+        dst: Reg,
     },
     /// A call on one register of a function that returns its argument itself
     /// ([`PackedFunc::returning_its_argument`], `vm.builtin.copy`), into a register: a move.
     Move {
         a: Reg,
-        dst: u32,
+        dst: Reg,
     },
     /// A call of a bytecode function of this executable.
     CallBytecode {
@@ -329,16 +355,17 @@ impl DecodedProgram {
                     Some(p) => match (p.as_binary(), p.as_int_op(), p.as_select(), &srcs[..]) {
                         (Some(f), Some(op), _, &[a, b]) if dst != VOID => Op::IntBinary { op, f, a, b, dst },
                         (Some(f), _, _, &[a, b]) => Op::CallBinary { f, a, b, dst },
-                        (_, _, Some(_), &[a]) if dst != VOID && a & CONST_BIT == 0 && p.returns_its_argument() => {
-                            Op::Move { a: Reg(a), dst }
+                        (_, _, Some(_), &[a]) if p.returns_its_argument() && dst != VOID => {
+                            match (Reg::new(a), Reg::new(dst)) {
+                                (Some(a), Some(dst)) => Op::Move { a, dst },
+                                _ => self.select_op(func, p, start, nargs, dst, &srcs),
+                            }
                         }
-                        (_, _, Some(f), &[a]) if dst != VOID && a & CONST_BIT == 0 => {
-                            Op::CallSelect1 { f, func: self.shared_fn(func, p), a: Reg(a), dst }
-                        }
-                        (_, _, Some(_), _) => {
-                            let npatches = count_regs(&srcs);
-                            Op::CallSelect { func: self.shared_fn(func, p), args: start, nargs, dst, patches, npatches }
-                        }
+                        (_, _, Some(f), &[a]) if dst != VOID => match (Reg::new(a), Reg::new(dst)) {
+                            (Some(a), Some(dst)) => Op::CallSelect1 { f, func: self.shared_fn(func, p), a, dst },
+                            _ => self.select_op(func, p, start, nargs, dst, &srcs),
+                        },
+                        (_, _, Some(_), _) => self.select_op(func, p, start, nargs, dst, &srcs),
                         _ => {
                             let func = match self.specialized(&p, &srcs) {
                                 Some(special) => {
@@ -381,6 +408,14 @@ impl DecodedProgram {
         })
     }
 
+    /// The general [`Op::CallSelect`] of a call of `p` (function-table entry `func`) with
+    /// operands `srcs`, stored at `args`, into `dst`.
+    fn select_op(&mut self, func: u32, p: PackedFunc, args: u32, nargs: u32, dst: u32, srcs: &[Src]) -> Op {
+        let patches = self.patches.len() as u32;
+        let npatches = count_regs(srcs);
+        Op::CallSelect { func: self.shared_fn(func, p), args, nargs, dst, patches, npatches }
+    }
+
     /// `p` specialised to a call with operands `srcs` (those fixed at load known), when it can
     /// be.
     fn specialized(&self, p: &PackedFunc, srcs: &[Src]) -> Option<PackedFunc> {
@@ -404,52 +439,6 @@ impl DecodedProgram {
     fn push_fn(&mut self, f: PackedFunc) -> u32 {
         self.call_fns.push(f);
         (self.call_fns.len() - 1) as u32
-    }
-
-    /// Fuses each int operation followed by an `if` on its result (a loop's test) into one
-    /// [`Op::IntBranch`], and each followed by a `goto` (a loop's step) into one
-    /// [`Op::IntJump`]. Running a fused op is running the two in sequence, so it needs no
-    /// condition on where they are: a jump to the second finds it unchanged. Then gives the
-    /// commonest of these, on registers, their own ops ([`Op::IntAdd`], [`Op::IntLtBranch`],
-    /// [`Op::IntAddJump`], [`Op::IntAddJumpImm`]).
-    fn fuse_pairs(&mut self) {
-        for pc in 0..self.ops.len().saturating_sub(1) {
-            let Op::IntBinary { op, f, a, b, dst } = self.ops[pc] else { continue };
-            match self.ops[pc + 1] {
-                Op::If { cond, false_target } if cond == dst => {
-                    self.ops[pc] = Op::IntBranch { op, f, a, b, dst, false_target };
-                }
-                Op::Goto { target } => self.ops[pc] = Op::IntJump { op, f, a, b, dst, target },
-                _ => {}
-            }
-        }
-        let reg = |s: Src| (s & CONST_BIT == 0).then_some(Reg(s));
-        for pc in 0..self.ops.len() {
-            self.ops[pc] = match self.ops[pc] {
-                Op::IntBinary { op: IntOp::Add, f, a, b, dst } => match (reg(a), reg(b)) {
-                    (Some(a), Some(b)) => Op::IntAdd { f, a, b, dst },
-                    _ => self.ops[pc],
-                },
-                Op::IntBranch { op: IntOp::Lt, f, a, b, dst, false_target } => match (reg(a), reg(b)) {
-                    (Some(a), Some(b)) => Op::IntLtBranch { f, a, b, dst, false_target },
-                    _ => self.ops[pc],
-                },
-                Op::IntJump { op: IntOp::Add, f, a, b, dst, target } => match (reg(a), reg(b), self.int_constant(b)) {
-                    (Some(a), _, Some(imm)) => Op::IntAddJumpImm { f, a, imm, dst, target },
-                    (Some(a), Some(b), _) => Op::IntAddJump { f, a, b, dst, target },
-                    _ => self.ops[pc],
-                },
-                other => other,
-            };
-        }
-    }
-
-    /// The int operand `s` is when it is one fixed at load.
-    fn int_constant(&self, s: Src) -> Option<i64> {
-        match self.consts.get((s & !CONST_BIT) as usize) {
-            Some(Value::Int(i)) if s & CONST_BIT != 0 => Some(*i),
-            _ => None,
-        }
     }
 
     /// Function-table entry `func`, without a bounds check.
@@ -532,7 +521,8 @@ impl DecodedProgram {
                 std::ptr::copy_nonoverlapping(self.arg_values.as_ptr().add(args), out, nargs);
             }
             for &(pos, r) in self.patches.get_unchecked(patches as usize..(patches + npatches) as usize) {
-                out.add(pos as usize).write(ManuallyDrop::new(std::ptr::read(reg(r))));
+                // A bitwise copy, straight from the register to the list (no value in between).
+                std::ptr::copy_nonoverlapping(reg(r), out.add(pos as usize).cast::<Value>(), 1);
             }
         }
     }
@@ -554,10 +544,10 @@ impl DecodedProgram {
             | Op::IntBranch { a, b, .. }
             | Op::IntJump { a, b, .. } => [read(a), read(b)].into_iter().collect(),
             Op::IntAdd { a, b, .. } | Op::IntLtBranch { a, b, .. } | Op::IntAddJump { a, b, .. } => {
-                [reg(a.0), reg(b.0)].into_iter().collect()
+                [reg(a.index()), reg(b.index())].into_iter().collect()
             }
-            Op::IntAddJumpImm { a, imm, .. } => [reg(a.0), Value::Int(imm)].into_iter().collect(),
-            Op::CallSelect1 { a, .. } | Op::Move { a, .. } => [reg(a.0)].into_iter().collect(),
+            Op::IntAddJumpImm { a, imm, .. } => [reg(a.index()), Value::Int(imm)].into_iter().collect(),
+            Op::CallSelect1 { a, .. } | Op::Move { a, .. } => [reg(a.index())].into_iter().collect(),
             Op::Ret { .. } | Op::Goto { .. } | Op::If { .. } => smallvec::SmallVec::new(),
         }
     }
@@ -575,5 +565,6 @@ unsafe fn at<T>(items: &[T], i: usize) -> &T {
     unsafe { items.get_unchecked(i) }
 }
 
+mod fuse;
 #[cfg(test)]
 mod tests;

@@ -108,11 +108,29 @@ pub struct Recorder {
     /// Callees by name text (a name lent from another address).
     callee_named: HashMap<u32, u32>,
     caller_at: ByAddr,
+    /// The last callee and caller found, by the address of their name, each with its index:
+    /// consecutive calls mostly have the same caller and often the same callee (a loop, a
+    /// straight run of copies), which then costs a compare instead of a hash lookup.
+    last_callee: Memo,
+    last_caller: Memo,
     /// Texts by content, to intern each once.
     text_ids: HashMap<Box<str>, u32>,
     /// One row per callee, in the order of their first returns.
     rows: Vec<ProfileRow>,
     log: CallLog,
+}
+
+/// The address of a text the VM lent and what it was found to be (see
+/// [`Recorder::last_callee`]); the text is compared before the index is used, as for [`ByAddr`].
+#[derive(Clone, Copy)]
+struct Memo {
+    at: (usize, usize),
+    index: u32,
+}
+
+impl Memo {
+    /// A memo that matches no text (no text has length `usize::MAX`).
+    const NONE: Memo = Memo { at: (0, usize::MAX), index: 0 };
 }
 
 /// `float32(2, 3), int 4`: the argument types and shapes of a call.
@@ -150,6 +168,8 @@ impl Recorder {
             callee_at: ByAddr::default(),
             callee_named: HashMap::new(),
             caller_at: ByAddr::default(),
+            last_callee: Memo::NONE,
+            last_caller: Memo::NONE,
             text_ids: HashMap::new(),
             rows: Vec::new(),
             log: CallLog::default(),
@@ -217,6 +237,18 @@ impl Recorder {
 
     /// The callee of `call`, interned.
     fn callee(&mut self, call: &InstrumentCall<'_>) -> u32 {
+        let at = addr(call.name);
+        let memo = self.last_callee;
+        if memo.at == at && *self.log.texts[self.callees[memo.index as usize].name as usize] == *call.name {
+            return memo.index;
+        }
+        let i = self.callee_by_name(call);
+        self.last_callee = Memo { at, index: i };
+        i
+    }
+
+    /// [`Self::callee`] past its memo.
+    fn callee_by_name(&mut self, call: &InstrumentCall<'_>) -> u32 {
         if let Some(&i) = self.callee_at.get(&addr(call.name)) {
             if *self.log.texts[self.callees[i as usize].name as usize] == *call.name {
                 return i;
@@ -263,14 +295,21 @@ impl Recorder {
 
     /// The calling function's name, interned.
     fn caller(&mut self, caller: &str) -> u32 {
-        match self.caller_at.get(&addr(caller)) {
+        let at = addr(caller);
+        let memo = self.last_caller;
+        if memo.at == at && *self.log.texts[memo.index as usize] == *caller {
+            return memo.index;
+        }
+        let i = match self.caller_at.get(&at) {
             Some(&i) if *self.log.texts[i as usize] == *caller => i,
             _ => {
                 let i = self.intern(caller);
-                self.caller_at.insert(addr(caller), i);
+                self.caller_at.insert(at, i);
                 i
             }
-        }
+        };
+        self.last_caller = Memo { at, index: i };
+        i
     }
 }
 
@@ -339,5 +378,23 @@ mod tests {
         assert_eq!(rows, [("same", 2), ("one", 1), ("two", 1)]);
         assert!(events.iter().all(|e| e.caller == "main" && e.pc == 3));
         assert_eq!(events.len(), 4);
+    }
+
+    #[test]
+    fn a_callers_reused_address_names_its_own_caller() {
+        // Consecutive calls from one address: the memo of the last caller must still compare
+        // the text, as the hash lookup does.
+        let mut rec = Recorder::new(Instant::now());
+        let mut caller = String::from("outer");
+        for name in ["f", "f"] {
+            rec.record(&call(name, true, &[], &caller));
+            rec.record(&call(name, false, &[], &caller));
+        }
+        caller.replace_range(.., "inner");
+        rec.record(&call("f", true, &[], &caller));
+        rec.record(&call("f", false, &[], &caller));
+        let (_, events) = rec.into_parts();
+        let callers: Vec<&str> = events.iter().map(|e| e.caller).collect();
+        assert_eq!(callers, ["outer", "outer", "inner"]);
     }
 }

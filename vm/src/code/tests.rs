@@ -126,3 +126,36 @@ fn a_call_returning_its_one_register_argument_is_a_move() {
     assert_eq!(kinds, ["move", "select1", "select", "select", "select", "other"]);
     assert!(!PackedFunc::from_fn("t.f", |_| Ok(Value::Null)).returning_its_argument().returns_its_argument());
 }
+
+#[test]
+fn only_a_backward_add_and_goto_is_an_add_jump_imm() {
+    // `IntAddJumpImm` counts a step at every jump with no test of the direction, so a forward
+    // `goto` after `add` of an immediate keeps the general `IntJump` (which tests it).
+    let mut overrides = Registry::new();
+    fn add(a: &Value, b: &Value) -> Result<Value> {
+        Ok(Value::Int(a.as_int()? + b.as_int()?))
+    }
+    overrides.register(PackedFunc::binary("t.add", add).with_int_op(IntOp::Add), true).unwrap();
+    let add1 = |r| Instruction::Call { func: 1, args: vec![Arg::Reg(r), Arg::Imm(1)], dst: Some(1) };
+    let instrs = vec![
+        add1(0),
+        Instruction::Goto { offset: 2 },
+        Instruction::Ret { result: 1 },
+        add1(1),
+        Instruction::Goto { offset: -2 },
+    ];
+    let funcs = vec![FuncInfo::bytecode("main", 0, instrs.len() as u32, 1, 2), FuncInfo::packed("t.add")];
+    let exe = Executable::from_parts(ExecutableParts { funcs, instrs, ..Default::default() }).unwrap();
+    let code = DecodedProgram::decode(&Arc::new(exe), &overrides).unwrap();
+    let kinds: Vec<&str> = code
+        .ops
+        .iter()
+        .map(|op| match op {
+            Op::IntJump { .. } => "jump",
+            Op::IntAddJumpImm { .. } => "jump_imm",
+            Op::Goto { .. } => "goto",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["jump", "goto", "other", "jump_imm", "goto"]);
+}

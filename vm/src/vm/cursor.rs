@@ -2,7 +2,7 @@
 //! it walks ([`Ops`], with [`prefetch_ahead`]), and an op's position for errors ([`At`]); each
 //! a pointer or two the loop keeps in registers.
 
-use crate::code::Op;
+use crate::code::{Op, Reg};
 use crate::value::Value;
 
 /// The registers of the running frame: a pointer to its first, taken by
@@ -47,6 +47,31 @@ impl Regs {
         debug_assert!((r as usize) < self.len);
         // SAFETY: the caller's contract.
         unsafe { &*self.first.add(r as usize) }
+    }
+
+    /// Register `r` (a [`Reg`], reached by its byte offset), without a bounds check.
+    ///
+    /// # Safety
+    /// As for [`Regs::get`] with `r`'s index.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(super) unsafe fn reg<'a>(self, r: Reg) -> &'a Value {
+        #[cfg(debug_assertions)]
+        debug_assert!((r.index() as usize) < self.len);
+        // SAFETY: the caller's contract; the offset is the index times the size of a value.
+        unsafe { &*self.first.byte_add(r.offset()) }
+    }
+
+    /// Register `r` (a [`Reg`]), to write, without a bounds check.
+    ///
+    /// # Safety
+    /// As for [`Regs::get_mut`] with `r`'s index.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[allow(clippy::mut_from_ref)]
+    pub(super) unsafe fn reg_mut<'a>(self, r: Reg) -> &'a mut Value {
+        #[cfg(debug_assertions)]
+        debug_assert!((r.index() as usize) < self.len);
+        // SAFETY: the caller's contract; the offset is the index times the size of a value.
+        unsafe { &mut *self.first.byte_add(r.offset()) }
     }
 
     /// Register `r`, to write, without a bounds check.

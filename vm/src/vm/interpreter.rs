@@ -1,5 +1,6 @@
 //! The interpreter loop: runs decoded ops (`crate::code`) frame by frame, with the helpers
-//! its hot path inlines (operand reads, register writes, borrowed argument lists).
+//! its hot path inlines (register writes, borrowed argument lists; the int operations, jumps
+//! and operand reads are `super::int_ops`).
 //!
 //! Register and op indices are read without bounds checks: the verifier proves every register
 //! operand below its function's register-file size and every jump inside its function, no
@@ -9,13 +10,14 @@
 
 use super::arg_list::ArgList;
 use super::cursor::{prefetch_ahead, At, Ops, Regs};
-use super::registers::{set_reg, set_scalar, truncate_regs};
+use super::int_ops::{src, Operand};
+use super::registers::{set_reg, truncate_regs};
 use super::VirtualMachine;
 use crate::bytecode::Instruction;
-use crate::code::{Callee, DecodedProgram, Op, Reg, Src, CONST_BIT, VOID};
+use crate::code::{Callee, DecodedProgram, Op, VOID};
 use crate::error::{Error, ErrorKind, Result};
 use crate::int_op::IntOp;
-use crate::packed::{panic_error, BinaryFn, CallCtx};
+use crate::packed::{panic_error, CallCtx};
 use crate::value::{Selected, Value};
 use smallvec::SmallVec;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -87,6 +89,8 @@ impl VirtualMachine {
                 }
                 // The hook after the call: `$ret` is what the call returned; the hook sees it
                 // (or that the call failed), and the call's result goes on unchanged.
+                // In the plain copy the arguments are always `None`: forgotten, not dropped, as
+                // the test of a drop that never runs cost every call three instructions.
                 macro_rules! hook_after {
                     ($args:expr, $ret:expr) => {
                         if INSTRUMENTED {
@@ -94,6 +98,8 @@ impl VirtualMachine {
                             fp = self.frame_regs(base);
                             ret
                         } else {
+                            debug_assert!($args.is_none());
+                            std::mem::forget($args);
                             $ret
                         }
                     };
@@ -102,17 +108,17 @@ impl VirtualMachine {
                 // when instrumented (the hook sees the result written). The arms then go on:
                 // instrumented, always to the next op (a fused branch's `if` or `goto` runs as
                 // its own op).
+                // (The plain copy has no hook code at all here: an unused `None` of arguments
+                // cost each int op three instructions, a store and a test of its drop.)
                 macro_rules! int_op {
                     ($dst:expr, $run:expr) => {{
-                        let args = hook_before!();
-                        let ran = $run;
-                        let ran = if INSTRUMENTED {
-                            let ret = ran.map(|()| fp.get($dst).clone());
-                            hook_after!(args, ret).map(drop)
+                        if INSTRUMENTED {
+                            let args = hook_before!();
+                            let ret = $run.map(|()| $dst.slot(fp).clone());
+                            hook_after!(args, ret).map(drop)?;
                         } else {
-                            ran
-                        };
-                        ran?;
+                            $run?;
+                        }
                     }};
                 }
                 match *ip {
@@ -151,7 +157,7 @@ impl VirtualMachine {
                     }
                     Op::IntAddJumpImm { f, a, imm, dst, target } => {
                         int_op!(dst, self.int_add_imm(code, f, a, imm, dst, fp, at));
-                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump(ops, ip.add(1), target)? };
+                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump_back(ops, ip.add(1), target)? };
                     }
                     Op::CallBinary { f, a, b, dst } => {
                         prefetch_ahead(ip);
@@ -184,7 +190,7 @@ impl VirtualMachine {
                         let hooked = hook_before!();
                         // The one argument is passed in place: no argument list to build.
                         let p = code.call_fn(func);
-                        let arg = std::slice::from_ref(fp.get(a.0));
+                        let arg = std::slice::from_ref(fp.reg(a));
                         let picked = match catch_unwind(AssertUnwindSafe(|| f(p.name(), arg))) {
                             Ok(r) => r,
                             Err(payload) => Err(panic_error(p.name(), payload)),
@@ -193,14 +199,15 @@ impl VirtualMachine {
                             // The hook is given the result (a clone: the hook may keep it).
                             let ret = picked.map(Selected::to_value).map_err(|e| self.locate_at(at, e));
                             let ret = hook_after!(hooked, ret)?;
-                            set_reg(fp.get_mut(dst), ret);
+                            set_reg(fp.reg_mut(dst), ret);
                         } else {
-                            // `dst` is a register: a select without one is decoded as `CallSelect`.
+                            std::mem::forget(hooked); // `None` (see `hook_after`)
+                                                      // `dst` is a register: a select without one is decoded as `CallSelect`.
                             match picked {
-                                Ok(v) if v.is_held_by(fp.get(dst)) => {}
+                                Ok(v) if v.is_held_by(fp.reg(dst)) => {}
                                 Ok(v) => {
                                     let v = v.to_value();
-                                    set_reg(fp.get_mut(dst), v);
+                                    set_reg(fp.reg_mut(dst), v);
                                 }
                                 Err(e) => return Err(self.locate_at(at, e)),
                             }
@@ -213,15 +220,15 @@ impl VirtualMachine {
                             // The hook sees the call, and is given its result (a clone: the hook
                             // may keep it).
                             let hooked = hook_before!();
-                            let ret = hook_after!(hooked, Ok(fp.get(a.0).clone()))?;
-                            set_reg(fp.get_mut(dst), ret);
+                            let ret = hook_after!(hooked, Ok(fp.reg(a).clone()))?;
+                            set_reg(fp.reg_mut(dst), ret);
                         } else {
-                            let v = fp.get(a.0);
+                            let v = fp.reg(a);
                             // The destination often holds this very value already (a copy in a
                             // loop): then there is nothing to do, not even reference counting.
-                            if !v.same_object(fp.get(dst)) {
+                            if !v.same_object(fp.reg(dst)) {
                                 let v = v.clone();
-                                set_reg(fp.get_mut(dst), v);
+                                set_reg(fp.reg_mut(dst), v);
                             }
                         }
                         ip = ip.add(1);
@@ -241,6 +248,7 @@ impl VirtualMachine {
                                 set_reg(fp.get_mut(dst), ret);
                             }
                         } else {
+                            std::mem::forget(hooked); // `None` (see `hook_after`)
                             let picked = picked.map(|v| {
                                 // A result the destination already holds needs no write (and no
                                 // reference-count traffic); anything else is cloned out of the
@@ -312,165 +320,6 @@ impl VirtualMachine {
         }
     }
 
-    /// The op after a jump from the op at `from` to the one at index `target`: a backward (or
-    /// zero) jump closes a loop and counts a step (see `count_step`), located at `from`.
-    ///
-    /// # Safety
-    /// `from` is an op of `ops` and `target` the index of an op of the same function (a jump
-    /// target of a decoded op: JumpOutside).
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    unsafe fn jump(&mut self, ops: Ops, from: *const Op, target: u32) -> Result<*const Op> {
-        // SAFETY: the caller's contract.
-        let to = unsafe { ops.at(target as usize) };
-        if to <= from {
-            self.count_step().map_err(|e| self.locate_at(At { ops, ip: from }, e))?;
-        }
-        Ok(to)
-    }
-
-    /// Runs the int operation `op` (its builtin `f` for anything but two ints) of the call at
-    /// `at` and writes its result to `dst`.
-    ///
-    /// # Safety
-    /// `a`, `b` and `dst` are operands of a decoded op of the running frame, whose registers
-    /// `fp` holds (see [`src`]).
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn int_into<A: Operand, B: Operand>(
-        &mut self,
-        code: &DecodedProgram,
-        (op, f): (IntOp, BinaryFn),
-        a: A,
-        b: B,
-        dst: u32,
-        fp: Regs,
-        at: At,
-    ) -> Result<()> {
-        match int_inline(code, op, a, b, fp) {
-            Some(v) => set_scalar(fp.get_mut(dst), v),
-            None => {
-                let v = self.call_binary(f, a.read(code, fp), b.read(code, fp), at)?;
-                set_reg(fp.get_mut(dst), v);
-            }
-        }
-        Ok(())
-    }
-
-    /// Runs an [`Op::IntBranch`] at `at` (the int operation `op`, then the `if` after it on its
-    /// result, as its own op would run it) and returns the next op.
-    ///
-    /// # Safety
-    /// As for [`Self::int_into`], and the `if` after the op at `at` jumps to `false_target`
-    /// (see [`Self::jump`]).
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn int_branch<A: Operand, B: Operand>(
-        &mut self,
-        code: &DecodedProgram,
-        (op, f): (IntOp, BinaryFn),
-        a: A,
-        b: B,
-        (dst, false_target): (u32, u32),
-        fp: Regs,
-        at: At,
-    ) -> Result<*const Op> {
-        let taken = match int_inline(code, op, a, b, fp) {
-            Some(v) => {
-                let taken = matches!(v, Value::Bool(true)) || matches!(v, Value::Int(i) if i != 0);
-                set_scalar(fp.get_mut(dst), v);
-                taken
-            }
-            None => self.int_branch_slow(code, f, a, b, dst, fp, at)?,
-        };
-        if taken {
-            Ok(at.ip.add(2))
-        } else {
-            self.jump(at.ops, at.ip.add(1), false_target)
-        }
-    }
-
-    /// An [`Op::IntBranch`] that [`int_inline`] left to its builtin: calls it, writes its result
-    /// and tests it as the `if` after the op at `at` would.
-    ///
-    /// # Safety
-    /// As for [`Self::int_into`].
-    #[cold]
-    #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn int_branch_slow<A: Operand, B: Operand>(
-        &mut self,
-        code: &DecodedProgram,
-        f: BinaryFn,
-        a: A,
-        b: B,
-        dst: u32,
-        fp: Regs,
-        at: At,
-    ) -> Result<bool> {
-        let v = self.call_binary(f, a.read(code, fp), b.read(code, fp), at)?;
-        let taken = v.truthy().map_err(|e| self.locate(at.pc() + 1, e));
-        set_reg(fp.get_mut(dst), v);
-        taken
-    }
-
-    /// `a + imm` into `dst` (an [`Op::IntAddJumpImm`]'s add): inline for an int `a` without
-    /// overflow, else by the builtin `f`.
-    ///
-    /// # Safety
-    /// As for [`Self::int_into`].
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn int_add_imm(
-        &mut self,
-        code: &DecodedProgram,
-        f: BinaryFn,
-        a: Reg,
-        imm: i64,
-        dst: u32,
-        fp: Regs,
-        at: At,
-    ) -> Result<()> {
-        if let Value::Int(x) = a.read(code, fp) {
-            if let Some(v) = IntOp::Add.apply(*x, imm) {
-                set_scalar(fp.get_mut(dst), v);
-                return Ok(());
-            }
-        }
-        self.int_imm_slow(f, a, imm, dst, fp, at, code)
-    }
-
-    /// An [`Op::IntAddJumpImm`] left to its builtin: calls it with the int `imm` as its second
-    /// argument and writes the result.
-    ///
-    /// # Safety
-    /// As for [`Self::int_into`].
-    #[cold]
-    #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn int_imm_slow(
-        &mut self,
-        f: BinaryFn,
-        a: Reg,
-        imm: i64,
-        dst: u32,
-        fp: Regs,
-        at: At,
-        code: &DecodedProgram,
-    ) -> Result<()> {
-        let v = self.call_binary(f, a.read(code, fp), &Value::Int(imm), at)?;
-        set_reg(fp.get_mut(dst), v);
-        Ok(())
-    }
-
-    /// Calls `f`, the binary function of the call at `at`, with `x` and `y`; a panic in it and
-    /// its error are located there.
-    #[inline]
-    fn call_binary(&self, f: BinaryFn, x: &Value, y: &Value, at: At) -> Result<Value> {
-        // A panic is caught here, not in `PackedFunc::call`, which this path skips.
-        let ret = catch_unwind(AssertUnwindSafe(|| f(x, y))).unwrap_or_else(|p| Err(self.panicked(at.pc(), p)));
-        ret.map_err(|e| self.locate_at(at, e))
-    }
-
     /// The arguments of the call at `pc`, cloned (for instruments; read with bounds checks, as
     /// this path is cold).
     pub(super) fn load_args(&self, code: &DecodedProgram, pc: usize, base: usize) -> SmallVec<[Value; 8]> {
@@ -490,7 +339,7 @@ impl VirtualMachine {
 
     /// The error for a panic in the packed function that instruction `pc` calls.
     #[cold]
-    fn panicked(&self, pc: usize, payload: Box<dyn std::any::Any + Send>) -> Error {
+    pub(super) fn panicked(&self, pc: usize, payload: Box<dyn std::any::Any + Send>) -> Error {
         let Instruction::Call { func, .. } = self.exe.instrs()[pc] else { unreachable!("a call") };
         panic_error(&self.exe.funcs()[func as usize].name, payload)
     }
@@ -498,7 +347,7 @@ impl VirtualMachine {
     /// [`Self::locate`] at the op `at` (whose index is computed here, off the hot path).
     #[cold]
     #[inline(never)]
-    fn locate_at(&self, at: At, e: Error) -> Error {
+    pub(super) fn locate_at(&self, at: At, e: Error) -> Error {
         self.locate(at.pc(), e)
     }
 
@@ -517,68 +366,5 @@ impl VirtualMachine {
             source: e,
         }
         .into()
-    }
-}
-
-/// The value operand `s` reads.
-///
-/// # Safety
-/// `s` is an operand of a decoded op of the frame `fp` holds (a register below its
-/// register-file size, or a constant `decode_op` made), as for [`Regs::get`].
-#[inline(always)]
-unsafe fn src(code: &DecodedProgram, s: Src, fp: Regs) -> &Value {
-    if s & CONST_BIT == 0 {
-        fp.get(s)
-    } else {
-        code.constant(s & !CONST_BIT)
-    }
-}
-
-/// An operand of an int op: any [`Src`], or a [`Reg`] (which reads with no constant test).
-trait Operand: Copy {
-    /// The value the operand reads.
-    ///
-    /// # Safety
-    /// As for [`src`].
-    unsafe fn read(self, code: &DecodedProgram, fp: Regs) -> &Value;
-}
-
-impl Operand for Src {
-    #[inline(always)]
-    unsafe fn read(self, code: &DecodedProgram, fp: Regs) -> &Value {
-        // SAFETY: the caller's contract.
-        unsafe { src(code, self, fp) }
-    }
-}
-
-impl Operand for Reg {
-    #[inline(always)]
-    unsafe fn read(self, _: &DecodedProgram, fp: Regs) -> &Value {
-        // SAFETY: the caller's contract (a register operand of the running frame).
-        unsafe { fp.get(self.0) }
-    }
-}
-
-/// The result of an int operation computed here, for two ints that it maps to an int or a bool;
-/// `None` for anything else (bools, other types, overflow, division by zero), which the builtin
-/// defines.
-///
-/// # Safety
-/// `a` and `b` are operands of a decoded op of the frame `fp` holds (see [`src`]).
-// Inlined into each of its three ops in optimised builds (the loop's hot path); not forced in
-// debug builds, where three inlined copies would swell the loop's stack frame, which every
-// re-entry into the VM nests.
-#[cfg_attr(not(debug_assertions), inline(always))]
-unsafe fn int_inline<A: Operand, B: Operand>(code: &DecodedProgram, op: IntOp, a: A, b: B, fp: Regs) -> Option<Value> {
-    match (a.read(code, fp), b.read(code, fp)) {
-        // The operations loops use most are tested first: a compare each instead of a jump
-        // through a table (the arms are `apply` itself, specialised).
-        (Value::Int(x), Value::Int(y)) => match op {
-            IntOp::Add => IntOp::Add.apply(*x, *y),
-            IntOp::Lt => IntOp::Lt.apply(*x, *y),
-            IntOp::Sub => IntOp::Sub.apply(*x, *y),
-            _ => op.apply(*x, *y),
-        },
-        _ => None,
     }
 }

@@ -22,6 +22,7 @@ mod cursor;
 mod deprecated_config;
 mod entry;
 mod instrument;
+mod int_ops;
 mod interpreter;
 mod limits;
 mod native_calls;

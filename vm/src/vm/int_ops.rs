@@ -1,0 +1,271 @@
+//! The interpreter's int operations and jumps: what the loop (`super::interpreter`) inlines for
+//! the int ops and their fused `if` and `goto`, with their fall-backs to the builtin, and the
+//! operand reads they share with the loop.
+
+use super::cursor::{At, Ops, Regs};
+use super::registers::{set_reg, set_scalar};
+use super::VirtualMachine;
+use crate::code::{DecodedProgram, Op, Reg, Src, CONST_BIT};
+use crate::error::Result;
+use crate::int_op::IntOp;
+use crate::packed::BinaryFn;
+use crate::value::Value;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+impl VirtualMachine {
+    /// The op after a jump from the op at `from` to the one at index `target`: a backward (or
+    /// zero) jump closes a loop and counts a step (see `count_step`), located at `from`.
+    ///
+    /// # Safety
+    /// `from` is an op of `ops` and `target` the index of an op of the same function (a jump
+    /// target of a decoded op: JumpOutside).
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(super) unsafe fn jump(&mut self, ops: Ops, from: *const Op, target: u32) -> Result<*const Op> {
+        // SAFETY: the caller's contract.
+        let to = unsafe { ops.at(target as usize) };
+        if to <= from {
+            self.count_step().map_err(|e| self.locate_at(At { ops, ip: from }, e))?;
+        }
+        Ok(to)
+    }
+
+    /// [`Self::jump`] for a jump known at load to be backward (or to itself): it counts a step
+    /// with no test of the direction.
+    ///
+    /// # Safety
+    /// As for [`Self::jump`], and `target` is at or before `from`.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(super) unsafe fn jump_back(&mut self, ops: Ops, from: *const Op, target: u32) -> Result<*const Op> {
+        // SAFETY: the caller's contract.
+        let to = unsafe { ops.at(target as usize) };
+        debug_assert!(to <= from, "a backward jump");
+        self.count_step().map_err(|e| self.locate_at(At { ops, ip: from }, e))?;
+        Ok(to)
+    }
+
+    /// Runs the int operation `op` (its builtin `f` for anything but two ints) of the call at
+    /// `at` and writes its result to `dst`.
+    ///
+    /// # Safety
+    /// `a`, `b` and `dst` are operands of a decoded op of the running frame, whose registers
+    /// `fp` holds (see [`src`]).
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn int_into<A: Operand, B: Operand, D: Operand>(
+        &mut self,
+        code: &DecodedProgram,
+        (op, f): (IntOp, BinaryFn),
+        a: A,
+        b: B,
+        dst: D,
+        fp: Regs,
+        at: At,
+    ) -> Result<()> {
+        match int_inline(code, op, a, b, fp) {
+            Some(v) => set_scalar(dst.slot(fp), v),
+            None => {
+                let v = self.call_binary(f, a.read(code, fp), b.read(code, fp), at)?;
+                set_reg(dst.slot(fp), v);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs an [`Op::IntBranch`] at `at` (the int operation `op`, then the `if` after it on its
+    /// result, as its own op would run it) and returns the next op.
+    ///
+    /// # Safety
+    /// As for [`Self::int_into`], and the `if` after the op at `at` jumps to `false_target`
+    /// (see [`Self::jump`]).
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn int_branch<A: Operand, B: Operand, D: Operand>(
+        &mut self,
+        code: &DecodedProgram,
+        (op, f): (IntOp, BinaryFn),
+        a: A,
+        b: B,
+        (dst, false_target): (D, u32),
+        fp: Regs,
+        at: At,
+    ) -> Result<*const Op> {
+        let taken = match int_inline(code, op, a, b, fp) {
+            Some(v) => {
+                let taken = matches!(v, Value::Bool(true)) || matches!(v, Value::Int(i) if i != 0);
+                set_scalar(dst.slot(fp), v);
+                taken
+            }
+            None => self.int_branch_slow(code, f, a, b, dst, fp, at)?,
+        };
+        if taken {
+            Ok(at.ip.add(2))
+        } else {
+            self.jump(at.ops, at.ip.add(1), false_target)
+        }
+    }
+
+    /// An [`Op::IntBranch`] that [`int_inline`] left to its builtin: calls it, writes its result
+    /// and tests it as the `if` after the op at `at` would.
+    ///
+    /// # Safety
+    /// As for [`Self::int_into`].
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn int_branch_slow<A: Operand, B: Operand, D: Operand>(
+        &mut self,
+        code: &DecodedProgram,
+        f: BinaryFn,
+        a: A,
+        b: B,
+        dst: D,
+        fp: Regs,
+        at: At,
+    ) -> Result<bool> {
+        let v = self.call_binary(f, a.read(code, fp), b.read(code, fp), at)?;
+        let taken = v.truthy().map_err(|e| self.locate(at.pc() + 1, e));
+        set_reg(dst.slot(fp), v);
+        taken
+    }
+
+    /// `a + imm` into `dst` (an [`Op::IntAddJumpImm`]'s add): inline for an int `a` without
+    /// overflow, else by the builtin `f`.
+    ///
+    /// # Safety
+    /// As for [`Self::int_into`].
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn int_add_imm(
+        &mut self,
+        code: &DecodedProgram,
+        f: BinaryFn,
+        a: Reg,
+        imm: i64,
+        dst: Reg,
+        fp: Regs,
+        at: At,
+    ) -> Result<()> {
+        if let Value::Int(x) = a.read(code, fp) {
+            if let Some(v) = IntOp::Add.apply(*x, imm) {
+                set_scalar(fp.reg_mut(dst), v);
+                return Ok(());
+            }
+        }
+        self.int_imm_slow(f, a, imm, dst, fp, at, code)
+    }
+
+    /// An [`Op::IntAddJumpImm`] left to its builtin: calls it with the int `imm` as its second
+    /// argument and writes the result.
+    ///
+    /// # Safety
+    /// As for [`Self::int_into`].
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn int_imm_slow(
+        &mut self,
+        f: BinaryFn,
+        a: Reg,
+        imm: i64,
+        dst: Reg,
+        fp: Regs,
+        at: At,
+        code: &DecodedProgram,
+    ) -> Result<()> {
+        let v = self.call_binary(f, a.read(code, fp), &Value::Int(imm), at)?;
+        set_reg(fp.reg_mut(dst), v);
+        Ok(())
+    }
+
+    /// Calls `f`, the binary function of the call at `at`, with `x` and `y`; a panic in it and
+    /// its error are located there.
+    #[inline]
+    pub(super) fn call_binary(&self, f: BinaryFn, x: &Value, y: &Value, at: At) -> Result<Value> {
+        // A panic is caught here, not in `PackedFunc::call`, which this path skips.
+        let ret = catch_unwind(AssertUnwindSafe(|| f(x, y))).unwrap_or_else(|p| Err(self.panicked(at.pc(), p)));
+        ret.map_err(|e| self.locate_at(at, e))
+    }
+}
+
+/// The value operand `s` reads.
+///
+/// # Safety
+/// `s` is an operand of a decoded op of the frame `fp` holds (a register below its
+/// register-file size, or a constant `decode_op` made), as for [`Regs::get`].
+#[inline(always)]
+pub(super) unsafe fn src(code: &DecodedProgram, s: Src, fp: Regs) -> &Value {
+    if s & CONST_BIT == 0 {
+        fp.get(s)
+    } else {
+        code.constant(s & !CONST_BIT)
+    }
+}
+
+/// An operand of an int op: any [`Src`], or a [`Reg`] (which reads with no constant test and
+/// no shift). A destination is one too: a register index, or a [`Reg`].
+pub(super) trait Operand: Copy {
+    /// The value the operand reads.
+    ///
+    /// # Safety
+    /// As for [`src`].
+    unsafe fn read(self, code: &DecodedProgram, fp: Regs) -> &Value;
+
+    /// The register the operand names, to write.
+    ///
+    /// # Safety
+    /// The operand is a register (a destination) of a decoded op of the frame `fp` holds, as for
+    /// [`Regs::get_mut`].
+    unsafe fn slot<'a>(self, fp: Regs) -> &'a mut Value;
+}
+
+impl Operand for Src {
+    #[inline(always)]
+    unsafe fn read(self, code: &DecodedProgram, fp: Regs) -> &Value {
+        // SAFETY: the caller's contract.
+        unsafe { src(code, self, fp) }
+    }
+
+    #[inline(always)]
+    unsafe fn slot<'a>(self, fp: Regs) -> &'a mut Value {
+        // SAFETY: the caller's contract.
+        unsafe { fp.get_mut(self) }
+    }
+}
+
+impl Operand for Reg {
+    #[inline(always)]
+    unsafe fn read(self, _: &DecodedProgram, fp: Regs) -> &Value {
+        // SAFETY: the caller's contract (a register operand of the running frame).
+        unsafe { fp.reg(self) }
+    }
+
+    #[inline(always)]
+    unsafe fn slot<'a>(self, fp: Regs) -> &'a mut Value {
+        // SAFETY: the caller's contract (a register destination of the running frame).
+        unsafe { fp.reg_mut(self) }
+    }
+}
+
+/// The result of an int operation computed here, for two ints that it maps to an int or a bool;
+/// `None` for anything else (bools, other types, overflow, division by zero), which the builtin
+/// defines.
+///
+/// # Safety
+/// `a` and `b` are operands of a decoded op of the frame `fp` holds (see [`src`]).
+// Inlined into each of its three ops in optimised builds (the loop's hot path); not forced in
+// debug builds, where three inlined copies would swell the loop's stack frame, which every
+// re-entry into the VM nests.
+#[cfg_attr(not(debug_assertions), inline(always))]
+unsafe fn int_inline<A: Operand, B: Operand>(code: &DecodedProgram, op: IntOp, a: A, b: B, fp: Regs) -> Option<Value> {
+    match (a.read(code, fp), b.read(code, fp)) {
+        // The operations loops use most are tested first: a compare each instead of a jump
+        // through a table (the arms are `apply` itself, specialised).
+        (Value::Int(x), Value::Int(y)) => match op {
+            IntOp::Add => IntOp::Add.apply(*x, *y),
+            IntOp::Lt => IntOp::Lt.apply(*x, *y),
+            IntOp::Sub => IntOp::Sub.apply(*x, *y),
+            _ => op.apply(*x, *y),
+        },
+        _ => None,
+    }
+}
