@@ -101,13 +101,12 @@ fn make_storage(name: &str, ctx: &mut CallCtx<'_>, dims: &[i64], dtype: DataType
     let device = ctx.device();
     // A site whose VM lends it only its own cache (no table of every site's: native code's
     // sites) pools as well; it then sees no kept header of another site.
-    let sites = if ctx.pool_sites().is_some() {
-        ctx.pool_sites()
-    } else {
-        ctx.pool_cache().map(|own| (std::slice::from_mut(own), 0))
+    // Asked once: each ask is two calls through the VM's vtable.
+    let storage = match ctx.pool_sites() {
+        Some(sites) => site_alloc::storage(Some(sites), nbytes, device),
+        None => site_alloc::storage(ctx.pool_cache().map(|own| (std::slice::from_mut(own), 0)), nbytes, device),
     };
-    let storage = site_alloc::storage(sites, nbytes, device).map_err(|e| in_builtin(name, e))?;
-    Ok(Value::Storage(storage))
+    Ok(Value::Storage(storage.map_err(|e| in_builtin(name, e))?))
 }
 
 /// What `alloc_tensor` reads of its operands besides the storage and the shape: the byte

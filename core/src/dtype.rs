@@ -112,7 +112,7 @@ impl DataType {
     }
 
     /// Width in bits (`bool` counts as 8, as DLPack stores it).
-    pub fn bits(self) -> u8 {
+    pub const fn bits(self) -> u8 {
         match self {
             DataType::Bool | DataType::I8 | DataType::U8 => 8,
             DataType::I16 | DataType::U16 | DataType::F16 | DataType::BF16 => 16,
@@ -122,7 +122,7 @@ impl DataType {
     }
 
     /// The broad class.
-    pub fn class(self) -> TypeClass {
+    pub const fn class(self) -> TypeClass {
         match self {
             DataType::Bool => TypeClass::Bool,
             DataType::I8 | DataType::I16 | DataType::I32 | DataType::I64 => TypeClass::Int,
@@ -138,7 +138,7 @@ impl DataType {
     }
 
     /// The DLPack type code (0 int, 1 uint, 2 float, 4 bfloat, 6 bool).
-    pub fn dlpack_code(self) -> u8 {
+    pub const fn dlpack_code(self) -> u8 {
         match self.class() {
             TypeClass::Int => 0,
             TypeClass::UInt => 1,

@@ -16,6 +16,9 @@ pub const KERNEL_PREFIX: &str = "__tvm_ffi_";
 /// Data symbols the library exports that are not slots.
 const DATA_SYMBOLS: &[&str] = &["__tvm_ffi__library_bin"];
 
+/// The slot through which a library's kernels make parallel launches.
+const PARALLEL_LAUNCH_SLOT: &str = "__TVMBackendParallelLaunch";
+
 /// The pointer slots a TVM 0.27 library may export, and what relaxvm stores in each.
 fn slot_value(name: &str) -> Option<*const c_void> {
     type Alloc = extern "C" fn(i32, i32, u64, i32, i32) -> *mut c_void;
@@ -30,7 +33,7 @@ fn slot_value(name: &str) -> Option<*const c_void> {
     Some(match name {
         "__TVMBackendAllocWorkspace" => services::alloc_workspace as Alloc as *const c_void,
         "__TVMBackendFreeWorkspace" => services::free_workspace as Free as *const c_void,
-        "__TVMBackendParallelLaunch" => pool::parallel_launch as Launch as *const c_void,
+        PARALLEL_LAUNCH_SLOT => pool::parallel_launch as Launch as *const c_void,
         "__TVMBackendParallelBarrier" => pool::parallel_barrier as Barrier as *const c_void,
         "__TVMFFIErrorSetRaisedFromCStr" => super::raised::set_raised_from_cstr_slot as SetRaised as *const c_void,
         "__TVMFFIFunctionCall" => services::function_call as Call as *const c_void,
@@ -52,6 +55,11 @@ struct Inner {
     kernels: HashMap<String, SafeCall>,
     /// The machine code of VM TIR functions, by the name the program calls (`__vmtir__NAME`).
     vmtir: HashMap<String, SafeCall>,
+    /// Whether the library has a `__TVMBackendParallelLaunch` slot, its kernels' only way to
+    /// a parallel launch (the one service that polls the calling VM): a library without it
+    /// (a small model's) calls its kernels without entering a [`pool::PollScope`], which costs
+    /// two thread-local accesses a call.
+    parallel: bool,
     /// Unloading the library invalidates every kernel pointer: it lives as long as any kernel.
     _lib: libloading::os::unix::Library,
     /// Unloading it also gives back the workspace blocks kept for its kernels.
@@ -154,6 +162,7 @@ impl Library {
             }
         }
 
+        let parallel = slots.iter().any(|s| s == PARALLEL_LAUNCH_SLOT);
         let hash = crate::import::content_hash(bytes);
         log::debug!("opened {} ({} kernels, content hash {hash:#018x})", path.display(), kernels.len());
         let inner = Inner {
@@ -161,6 +170,7 @@ impl Library {
             hash,
             kernels,
             vmtir,
+            parallel,
             _lib: lib,
             _workspaces: Default::default(),
             _file: copy,
@@ -211,6 +221,13 @@ impl NativeLibrary for Library {
         let f = *self.inner.kernels.get(name)?;
         let inner = Arc::clone(&self.inner);
         let owned: Arc<str> = name.into();
+        if !inner.parallel {
+            // No parallel launch to poll the VM from (see `Inner::parallel`).
+            return Some(PackedFunc::new(name, move |_ctx, args| {
+                let _loaded = &inner;
+                kernel::call(&owned, f, args)
+            }));
+        }
         Some(PackedFunc::new(name, move |ctx, args| {
             let _loaded = &inner;
             // The kernel's parallel launches poll the calling VM through `ctx` (Ctrl-C).

@@ -9,7 +9,7 @@
 //! process keep binding TVM's.
 
 use relaxvm::{Error, ErrorKind};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, CStr};
 use std::sync::{Arc, OnceLock};
 
@@ -25,6 +25,11 @@ struct Slot {
 
 thread_local! {
     static SLOT: RefCell<Slot> = const { RefCell::new(Slot { raised: None, carried: None }) };
+    /// False only while this thread's [`SLOT`] is surely empty: every access through
+    /// [`with_slot`] sets it, and [`clear`] resets it once it emptied the slot. A plain flag (no
+    /// destructor to register, no borrow to track) lets the [`clear`] before every kernel call
+    /// skip the slot itself, about 25 instructions a call.
+    static DIRTY: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `f` on this thread's [`Slot`]. `f` must not drop an error it replaces: dropping an
@@ -32,6 +37,7 @@ thread_local! {
 /// (a kernel call's [`clear`], a callback's [`set`]) while it is borrowed; [`replace_slot`]
 /// and the takes hand the old contents out instead.
 fn with_slot<R>(f: impl FnOnce(&mut Slot) -> R) -> R {
+    DIRTY.with(|d| d.set(true));
     SLOT.with(|s| f(&mut s.borrow_mut()))
 }
 
@@ -143,8 +149,15 @@ pub fn set_error(e: &Error) {
 
 /// Forgets any error recorded on this thread (before a call, so a stale one is never reported).
 pub fn clear() {
+    // Usually untouched since the last clear: then the slot is not even looked at.
+    if !DIRTY.with(Cell::get) {
+        return;
+    }
     // Usually empty: then nothing is moved or dropped.
     let old = with_slot(|s| (s.raised.is_some() || s.carried.is_some()).then(|| std::mem::take(s)));
+    // Empty now. Reset before the drop, which may run an embedder's code that sets the slot
+    // again (through `with_slot`, which marks it again).
+    DIRTY.with(|d| d.set(false));
     drop(old);
 }
 
@@ -205,6 +218,52 @@ mod tests {
             // Panics ("already borrowed") if the slot is borrowed while this runs.
             SLOT.with(|s| drop(s.borrow_mut()));
         }
+    }
+
+    /// An embedder's error (passing through kernels) whose drop records another error.
+    #[derive(Debug)]
+    struct SetsAnErrorWhenDropped;
+
+    impl std::fmt::Display for SetsAnErrorWhenDropped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("passes: sets an error when dropped")
+        }
+    }
+
+    impl std::error::Error for SetsAnErrorWhenDropped {}
+
+    impl Drop for SetsAnErrorWhenDropped {
+        fn drop(&mut self) {
+            set("ValueError".into(), "set while dropped".into());
+        }
+    }
+
+    #[test]
+    fn clear_empties_the_slot_whatever_was_recorded_meanwhile() {
+        pass_through(|e| e.to_string().starts_with("passes"));
+        let unset = "failed without setting an error message";
+        // Nothing recorded: a clear finds nothing, and a take says so.
+        clear();
+        clear();
+        assert!(take("k").to_string().contains(unset));
+        // Recorded after a clear: the next clear removes it.
+        set("ValueError".into(), "stale".into());
+        clear();
+        assert!(take("k").to_string().contains(unset));
+        // Taken, then recorded again without a clear in between: still seen by the next one.
+        set("ValueError".into(), "first".into());
+        assert!(take("k").to_string().contains("first"));
+        set("ValueError".into(), "second".into());
+        clear();
+        assert!(take("k").to_string().contains(unset));
+        // The clear's own drop records an error: the next clear must still see and remove it.
+        set_error(&Error::external(SetsAnErrorWhenDropped));
+        clear();
+        assert!(take_raw().is_some_and(|(_, m)| m == "set while dropped"));
+        set_error(&Error::external(SetsAnErrorWhenDropped));
+        clear();
+        clear();
+        assert!(take("k").to_string().contains(unset));
     }
 
     #[test]
