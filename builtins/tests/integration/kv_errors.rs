@@ -517,3 +517,34 @@ fn calls_out_of_order_and_changed_checkpoints() {
     }
     check.done();
 }
+
+/// Each kernel argument of create (15..=22) given a backend other than "tirx", or a tuple of
+/// another form: the message names the argument and its kernel (one row each, the whole text).
+#[test]
+fn create_refuses_each_kernel_argument_by_name() {
+    let n = |m: &str| format!("{CREATE}: {m}");
+    let cuda = Value::tuple(vec![s("cuda"), func()]);
+    let pair = Value::tuple(vec![i(1), i(2)]);
+    let rows: &[(usize, &Value, &str)] = &[
+        (15, &cuda, "argument 15 (ragged prefill): backend \"cuda\" is not supported on the CPU (expected \"tirx\")"),
+        (16, &cuda, "argument 16 (paged prefill): backend \"cuda\" is not supported on the CPU (expected \"tirx\")"),
+        (16, &pair, "argument 16 (paged prefill): expected (\"tirx\", function) or (), found (1, 2)"),
+        (17, &cuda, "argument 17 (paged decode): backend \"cuda\" is not supported on the CPU (expected \"tirx\")"),
+        (17, &pair, "argument 17 (paged decode): expected (\"tirx\", function) or (), found (1, 2)"),
+        (18, &cuda, "argument 18 (sliding-window prefill): backend \"cuda\" is not supported on the CPU (expected \"tirx\")"),
+        (18, &pair, "argument 18 (sliding-window prefill): expected (\"tirx\", function) or (), found (1, 2)"),
+        (19, &cuda, "argument 19 (sliding-window decode): backend \"cuda\" is not supported on the CPU (expected \"tirx\")"),
+        (19, &pair, "argument 19 (sliding-window decode): expected (\"tirx\", function) or (), found (1, 2)"),
+        (20, &cuda, "argument 20 (tree-mask prefill with paged KV): backend \"cuda\" is not supported on the CPU (expected \"tirx\")"),
+        (20, &pair, "argument 20 (tree-mask prefill with paged KV): expected (\"tirx\", function) or (), found (1, 2)"),
+        (21, &cuda, "argument 21 (tree-mask ragged prefill): backend \"cuda\" is not supported on the CPU (expected \"tirx\")"),
+        (21, &pair, "argument 21 (tree-mask ragged prefill): expected (\"tirx\", function) or (), found (1, 2)"),
+        (22, &cuda, "argument 22 (MLA prefill): backend \"cuda\" is not supported on the CPU (expected \"tirx\")"),
+        (22, &pair, "argument 22 (MLA prefill): expected (\"tirx\", function) or (), found (1, 2)"),
+    ];
+    let mut check = Check::default();
+    for (k, v, want) in rows {
+        check.err(CREATE, &with(&[(*k, (*v).clone())]), &n(want));
+    }
+    check.done();
+}

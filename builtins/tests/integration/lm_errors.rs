@@ -210,3 +210,77 @@ fn sampling_and_logits() {
     );
     check.done();
 }
+
+/// Each tensor argument of the sampling and logit builtins given a 0-d tensor, and each one-row
+/// argument given two rows: the message names the builtin and the argument (one row each).
+#[test]
+fn each_tensor_argument_needs_its_dimensions() {
+    let scalar = tensor(&[], vec![0f32]);
+    let scalar_ids = tensor(&[], vec![0i32]);
+    let logits = tensor(&[4], vec![0f32; 4]);
+    let ids = tensor(&[1], vec![0i32]);
+    let prob = tensor(&[1, 4], vec![0.25f32; 4]);
+    let two_rows = tensor(&[2, 4], vec![0.25f32; 8]);
+    let rows: Vec<(&str, Vec<Value>, &str)> = vec![
+        (
+            "vm.builtin.apply_repetition_penalty",
+            vec![scalar.clone(), ids.clone(), f(1.0)],
+            "vm.builtin.apply_repetition_penalty: logits needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.apply_repetition_penalty",
+            vec![logits.clone(), scalar_ids.clone(), f(1.0)],
+            "vm.builtin.apply_repetition_penalty: token_ids needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.apply_repetition_penalty",
+            vec![logits.clone(), tensor(&[2, 1], vec![0i32; 2]), f(1.0)],
+            "vm.builtin.apply_repetition_penalty: the leading dimensions of token_ids must be 1 (one row), found shape (2, 1)",
+        ),
+        (
+            "vm.builtin.apply_presence_and_frequency_penalty",
+            vec![scalar.clone(), ids.clone(), ids.clone(), f(0.0), f(0.0)],
+            "vm.builtin.apply_presence_and_frequency_penalty: logits needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.apply_presence_and_frequency_penalty",
+            vec![logits.clone(), ids.clone(), scalar_ids.clone(), f(0.0), f(0.0)],
+            "vm.builtin.apply_presence_and_frequency_penalty: token_freqs needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.apply_softmax_with_temperature",
+            vec![scalar.clone(), f(1.0)],
+            "vm.builtin.apply_softmax_with_temperature: logits needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.multinomial_from_uniform",
+            vec![scalar.clone(), tensor(&[1, 1], vec![0.5f32])],
+            "vm.builtin.multinomial_from_uniform: prob needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.multinomial_from_uniform",
+            vec![prob.clone(), scalar.clone()],
+            "vm.builtin.multinomial_from_uniform: uniform_samples needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.sample_top_p_from_logits",
+            vec![scalar.clone(), f(1.0), f(0.9), f(0.5)],
+            "vm.builtin.sample_top_p_from_logits: logits needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.sample_top_p_from_prob",
+            vec![scalar.clone(), f(0.9), f(0.5)],
+            "vm.builtin.sample_top_p_from_prob: prob needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.sample_top_p_from_prob",
+            vec![two_rows, f(0.9), f(0.5)],
+            "vm.builtin.sample_top_p_from_prob: the leading dimensions of prob must be 1 (one row), found shape (2, 4)",
+        ),
+    ];
+    let mut check = Check::default();
+    for (name, args, want) in &rows {
+        check.err(name, args, want);
+    }
+    check.done();
+}
