@@ -97,6 +97,13 @@ fn options() -> rvm_vm_options {
 
 type Call = fn(&Fx) -> *mut rvm_error;
 
+/// The tests of this file run one at a time: the first counts the live handles of the whole
+/// process, which the other's handles would change.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// (expected code, expected message, the call). Every call breaks one argument; the others are
 /// valid, so the message must name the broken one.
 #[rustfmt::skip]
@@ -296,6 +303,7 @@ const ROWS: &[(rvm_error_code, &str, Call)] = &[
 
 #[test]
 fn every_broken_argument_is_named_in_the_error() {
+    let _serial = serial();
     let fx = Fx::new();
     let before = rvm_live_handle_count();
     let mut failures = Vec::new();
@@ -322,4 +330,85 @@ fn every_broken_argument_is_named_in_the_error() {
     // A refused call keeps no handle (the rows that make one free it).
     assert_eq!(rvm_live_handle_count(), before);
     assert!(failures.is_empty(), "{} of {} rows:\n{}", failures.len(), ROWS.len(), failures.join("\n"));
+}
+
+/// What the re-entering function below needs: the VM running it, one of its functions, and the
+/// messages its refused calls gave.
+/// (The VM runs the function on the thread that calls it: cells suffice.)
+struct Reentry {
+    vm: std::cell::Cell<*mut rvm_vm>,
+    func: std::cell::Cell<*mut rvm_value>,
+    got: std::cell::RefCell<Vec<(rvm_error_code, String)>>,
+}
+
+/// A C function that calls back into the VM running it through each entry point that locks the
+/// VM, records each refusal, and returns null.
+unsafe extern "C" fn reenters(
+    user_data: *mut std::ffi::c_void,
+    _: *const *const rvm_value,
+    _: usize,
+    result: *mut *mut rvm_value,
+) -> *mut rvm_error {
+    // SAFETY: `user_data` is the `Reentry` the test keeps alive while the VM runs; the handles
+    // in it are live; the out pointers are valid.
+    unsafe {
+        let r = &*user_data.cast::<Reentry>();
+        let mut calls = vec![
+            rvm_vm_get_function(r.vm.get(), c"main".as_ptr(), &mut null_mut()),
+            rvm_vm_invoke(r.vm.get(), r.func.get(), null(), 0, &mut null_mut()),
+            rvm_vm_profile(r.vm.get(), c"main".as_ptr(), null(), 0, 0, &mut null_mut()),
+            rvm_vm_get_allocator(r.vm.get(), &mut 0),
+        ];
+        for e in calls.drain(..) {
+            let got = if e.is_null() {
+                (RVM_OK, "succeeded".to_string())
+            } else {
+                let m = CStr::from_ptr(rvm_error_message(e)).to_string_lossy().into_owned();
+                let code = rvm_error_get_code(e);
+                rvm_error_free(e);
+                (code, m)
+            };
+            r.got.borrow_mut().push(got);
+        }
+        *result = rvm_value_new_null();
+    }
+    null_mut()
+}
+
+#[test]
+fn each_entry_point_that_locks_the_vm_refuses_a_call_from_inside_it() {
+    let _serial = serial();
+    let bytes = relaxvm_builder::assemble(
+        "@main inputs=0 regs=1:\n  call  errs.misuse.reenters  dst: %0\n  ret  %0\n.packed errs.misuse.reenters\n",
+    )
+    .unwrap()
+    .save_to_bytes();
+    // SAFETY: valid bytes, names and out pointers; `r` outlives the call that uses it.
+    unsafe {
+        let (mut exe, mut vm, mut func, mut out) = (null_mut(), null_mut(), null_mut(), null_mut());
+        // Registered first: a VM resolves its packed functions when it is made. The registry
+        // keeps the function (and its data) for the process: leaked, never dangling.
+        let r: &'static Reentry =
+            Box::leak(Box::new(Reentry { vm: Default::default(), func: Default::default(), got: Default::default() }));
+        let data = (r as *const Reentry).cast_mut().cast();
+        ok(rvm_register_func(c"errs.misuse.reenters".as_ptr(), Some(reenters), data, None, true));
+        ok(rvm_executable_load_bytes(bytes.as_ptr(), bytes.len(), c"reenter".as_ptr(), null(), &mut exe));
+        ok(rvm_vm_create(exe, null(), &mut vm));
+        ok(rvm_vm_get_function(vm, c"main".as_ptr(), &mut func));
+        r.vm.set(vm);
+        r.func.set(func);
+        ok(rvm_vm_call(vm, c"main".as_ptr(), null(), 0, &mut out));
+        let want = [
+            "rvm_vm_get_function: the VM is running a call on another thread, or this call comes from inside one of its own calls (a packed function calling the VM that runs it); use one VM per thread",
+            "rvm_vm_invoke: the VM is running a call on another thread, or this call comes from inside one of its own calls (a packed function calling the VM that runs it); use one VM per thread",
+            "rvm_vm_profile: the VM is running a call on another thread, or this call comes from inside one of its own calls (a packed function calling the VM that runs it); use one VM per thread",
+            "rvm_vm_get_allocator: the VM is running a call on another thread, or this call comes from inside one of its own calls (a packed function calling the VM that runs it); use one VM per thread",
+        ];
+        let got = r.got.borrow().clone();
+        assert_eq!(got, want.iter().map(|m| (RVM_ERROR_BUSY, m.to_string())).collect::<Vec<_>>());
+        ok(rvm_value_free(out));
+        ok(rvm_value_free(func));
+        ok(rvm_vm_free(vm));
+        ok(rvm_executable_free(exe));
+    }
 }
