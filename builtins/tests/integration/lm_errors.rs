@@ -59,7 +59,7 @@ fn the_legacy_kv_cache() {
     check.err(
         create,
         &[rows(1), shape(&[2, 2]), i(5)],
-        &n(create, "create", "init_fill_count must be at most the 2 rows reserved, found 5"),
+        &format!("{create}: attention_kv_cache create: init_fill_count must be at most the 2 rows reserved, found 5"),
     );
     check.err(
         create,
@@ -77,10 +77,14 @@ fn the_legacy_kv_cache() {
     check.err(
         append,
         &[c.clone(), tensor(&[1, 3], vec![1i32; 3])],
-        &n(append, "append", "expected a value of shape (n, 2), found (1, 3)"),
+        &format!("{append}: attention_kv_cache append: expected a value of shape (n, 2), found (1, 3)"),
     );
     let update = "vm.builtin.attention_kv_cache_update";
-    check.err(update, &[c.clone(), rows(1)], &n(update, "update", "the value must have the 2 rows filled, found 1"));
+    check.err(
+        update,
+        &[c.clone(), rows(1)],
+        &format!("{update}: attention_kv_cache update: the value must have the 2 rows filled, found 1"),
+    );
     let view = "vm.builtin.attention_kv_cache_view";
     check.err(
         view,
