@@ -174,7 +174,7 @@ fn each_page_group_tensor_is_checked_by_name() {
     let export = "vm.builtin.attention_kv_cache_export_page_group";
     let c = cache(&[4, 64, 16, 16, 0], &[]);
     call("vm.builtin.kv_state_begin_forward", &[c.clone(), shape(&[0]), shape(&[3])]).unwrap();
-    call("vm.builtin.kv_state_end_forward", &[c.clone()]).unwrap();
+    call("vm.builtin.kv_state_end_forward", std::slice::from_ref(&c)).unwrap();
     let meta = call(META, &[c.clone(), i(0)]).unwrap();
     // One page group: (1, pages, K and V, heads, page size, head dim).
     let dims = [1, 1, 2, 2, 16, 8];
