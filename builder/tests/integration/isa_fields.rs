@@ -106,6 +106,11 @@ const ROWS: &[(&str, Check, &str)] = &[
     ),
     ("location reference", Index, "{where} at byte {at}: location reference {v} out of range (there are {bound})"),
     (
+        "libraries count",
+        Count,
+        "{where} at byte {at}: libraries count {v} cannot fit in the {left} bytes left in the section",
+    ),
+    (
         "parameter count",
         Count,
         "{where} at byte {at}: parameter count {v} cannot fit in the {left} bytes left in the section",
@@ -216,13 +221,23 @@ fn every_named_field_of_the_format_is_refused_by_name_and_offset() {
         })
         .collect();
     let load = |b: &[u8]| format::load_bytes_with(b, &LoadOptions::default()).map(drop);
+    // And a program that references a native library (a libraries section; the format's
+    // reader records the reference, a loader decides whether to open it).
+    let with_library = {
+        let mut parts = exe.to_parts();
+        parts.libraries = vec![relaxvm::executable::Library {
+            reference: relaxvm::LibraryRef { path: "/nonexistent/kernels.so".into(), content_hash: 7 },
+            loaded: None,
+        }];
+        relaxvm::Executable::from_parts(parts).unwrap().save_to_bytes()
+    };
     let table: BTreeMap<(&str, Check), &str> = ROWS.iter().map(|(w, c, t)| ((*w, *c), *t)).collect();
     assert_eq!(table.len(), ROWS.len(), "a row listed twice");
     let mut seen: BTreeSet<(String, Check)> = BTreeSet::new();
     let mut caused: BTreeSet<(String, Check)> = BTreeSet::new();
     let mut other: BTreeMap<(String, Check), Vec<String>> = BTreeMap::new();
     let mut no_row = BTreeSet::new();
-    for file in &files {
+    for file in files.iter().chain([&with_library]) {
         let (ok, fields) = record_fields(|| load(file));
         ok.expect("the program loads");
         for f in &fields {
