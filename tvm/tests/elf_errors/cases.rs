@@ -470,6 +470,16 @@ pub(crate) const CASES: &[Case] = &[
         &["the target is outside the GOT (.got)"],
     ),
     case(
+        "a packed relative relocation written twice",
+        Lib::C,
+        // The second word of .relr.dyn made the first one's address again.
+        |b| {
+            let relr = section(b, ".relr.dyn").offset;
+            vec![(relr + 8, le64(u64_at(b, relr)))]
+        },
+        &["DT_RELR entry 1: the target", "is written by another relocation too"],
+    ),
+    case(
         "DT_RELRSZ not whole words",
         Lib::C,
         |b| vec![(dyn_entry(b, DT_RELRSZ) + 8, le64(12))],
