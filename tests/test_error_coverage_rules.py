@@ -270,6 +270,8 @@ def test_the_check_fails_on_an_untested_site_not_listed_and_on_a_stale_line() ->
     assert ES.check(status, listed) == ([], [])
     # The line of a site a test now causes is stale.
     assert ES.check([(alpha, True), (beta, True)], listed) == ([], [(beta.path, beta.text)])
+    # A line --update wrote for a new site gives no reason: the site is still missing one.
+    assert ES.check(status, {(beta.path, beta.text): ES.NOT_YET}) == ([beta], [])
 
 
 def test_an_exemption_needs_a_reason_of_a_known_kind() -> None:
