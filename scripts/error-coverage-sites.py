@@ -226,6 +226,22 @@ def check(
     return missing, stale
 
 
+#: The file readers, whose sites name fields: each field's site must build a text of its own, since
+#: a text at two sites is caused by a test of either (and the field tables tell reads apart by
+#: name). Elsewhere two sites of one text are one check written twice (a pointer checked at entry
+#: and again where it is written), left to scripts/error-coverage.py's rule on messages.
+READERS = ("isa/src/format/", "tvm/src/vmexec/", "tvm/src/library_bin.rs", "tvm/src/elf/")
+
+
+def same_text_sites(sites: list[Site]) -> list[list[Site]]:
+    """The groups of reader sites (READERS) of one crate that build one text at several places."""
+    groups: dict[tuple[str, str], dict[tuple[str, int], Site]] = {}
+    for s in sites:
+        if s.path.startswith(READERS):
+            groups.setdefault((s.path.split("/", 1)[0], s.text), {})[(s.path, s.line)] = s
+    return [sorted(g.values(), key=lambda s: (s.path, s.line)) for g in groups.values() if len(g) > 1]
+
+
 def site_status() -> tuple[set[Helper], list[tuple[Site, bool]]]:
     """Every site, and whether a test of a crate that can run it causes its message."""
     messages, tests, reach = EC.collect_grouped()
@@ -282,7 +298,11 @@ def main() -> int:
         print(f"  untested, and no reason given: {s.path}:{s.line}: {s.text!r}")
     for path, text in stale:
         print(f"  stale exemption (no untested site of {path} has this text): {text!r}")
-    return 1 if missing or stale else 0
+    repeated = same_text_sites([s for s, _ in status])
+    for group in repeated:
+        where = ", ".join(f"{s.path}:{s.line}" for s in group)
+        print(f"  one text at {len(group)} reader sites ({where}): {group[0].text!r}: name each field apart")
+    return 1 if missing or stale or repeated else 0
 
 
 if __name__ == "__main__":

@@ -290,3 +290,14 @@ def test_ci_runs_the_site_rule() -> None:
     with open(os.path.join(ROOT, "scripts", "test.sh")) as f:
         sections = [line.split() for line in f if line.startswith("section ")]
     assert any('error-coverage-sites.py"' in " ".join(s) and "--check" in s for s in sections), sections
+
+
+def test_one_text_at_two_reader_sites_is_a_finding() -> None:
+    # errs/01: a reader's two reads named alike are caused by a test of either; outside the file
+    # readers, a check written twice (entry and write) is left to error-coverage.py's rule.
+    code = HELPER + 'fn a(c: &C) { need(c, "alpha"); }\nfn b(c: &C) { need(c, "alpha"); }\n'
+    reader = _sites({"isa/src/format/fake.rs": code})
+    (group,) = ES.same_text_sites(reader)
+    assert [s.line for s in group] == [2, 3]
+    assert ES.same_text_sites(_sites({"capi/src/fake.rs": code})) == []
+    assert ES.same_text_sites(_sites({"isa/src/format/fake.rs": HELPER + CALLERS})) == []
