@@ -305,6 +305,8 @@ fn every_named_field_of_the_format_is_refused_by_name_and_offset() {
             if *got == want {
                 caused.insert(key);
             } else {
+                // Every instance of a field must give its row's message, not only one of them.
+                mismatched.push(format!("{:?} at byte {}: {got}\n    expected {want}", f.what, f.offset));
                 other.entry(key).or_default().push(format!("{got}  (expected {want})"));
             }
         }
