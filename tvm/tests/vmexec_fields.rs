@@ -371,7 +371,8 @@ fn rich_program() -> Vec<u8> {
     let pad = "p".repeat(300);
     let mut w = W::default().u64(vmexec::MAGIC).str("0.14");
     w = w.u64(2);
-    w = w.i32(0).str(&pad).i64(0).i64(0).i64(0).i64(0).u64(1).str(&pad);
+    // A packed function ignores its numbers: distinct ones let the test tell the fields apart.
+    w = w.i32(0).str(&pad).i64(11).i64(12).i64(13).i64(14).u64(1).str(&pad);
     w = w.i32(1).str("main").i64(0).i64(1).i64(1).i64(2).u64(1).str("x");
     w = w.u64(4);
     for _ in 0..4 {
@@ -385,7 +386,7 @@ fn rich_program() -> Vec<u8> {
     w = w.i32(69).vec_i64(&[2, 3]); // shape
                                     // A float32 tensor of shape (2,): magic, reserved, device (CPU, 0), ndim, dtype, shape,
                                     // nbytes, data.
-    w = w.i32(70).u64(0xDD5E_40F0_96B4_A13F).u64(0).i32(1).i32(0).i32(1).bytes(&[2, 32]);
+    w = w.i32(70).u64(0xDD5E_40F0_96B4_A13F).u64(21).i32(1).i32(5).i32(1).bytes(&[2, 32]);
     w = w.bytes(&1u16.to_le_bytes()).i64(2).i64(8).bytes(&[0; 8]);
     w.vec_i64(&[0]).vec_i64(&[2, 0]).0
 }
@@ -417,6 +418,35 @@ fn every_field_of_the_library_blob_is_refused_by_name_and_offset() {
         }
     };
     check_fields(LIBRARY_BIN, &[blob], read, seal);
+}
+
+/// The record's labels checked against the bytes they point at, with values the crafted program
+/// wrote for each field (distinct ones): two reads whose names were swapped would fail here,
+/// which the tables, built on the same names, cannot see.
+#[test]
+fn each_recorded_field_holds_the_value_written_for_it() {
+    let rich = rich_program();
+    let (_, fields) = record_fields(|| vmexec::read_parts(&rich).map(drop));
+    let written: &[(&str, i64)] = &[
+        ("function kind", 0),
+        ("start_instr", 11),
+        ("end_instr", 12),
+        ("num_args", 13),
+        ("register_file_size", 14),
+        ("tensor reserved field", 21),
+        ("tensor device type", 1),
+        ("tensor device id", 5),
+        ("int constant", 7),
+        ("tensor nbytes", 8),
+    ];
+    for (name, value) in written {
+        // The first read of each name: the packed function's fields, the one tensor's.
+        let f = fields.iter().find(|f| f.field == *name).unwrap_or_else(|| panic!("no {name:?} read"));
+        let at = f.addr - rich.as_ptr() as usize;
+        let mut le = [0u8; 8];
+        le[..f.len].copy_from_slice(&rich[at..at + f.len]);
+        assert_eq!(i64::from_le_bytes(le), *value, "{name:?} at byte {}", f.pos);
+    }
 }
 
 #[test]
