@@ -12,7 +12,8 @@ paged KV cache's bookkeeping (builtins/src/paged_kv_cache/); stop 40's pooled al
 (builtins/src/paged_kv_cache/sliding_mask.rs), observed calls (vm/src/vm/mod.rs), compiled mode's
 handle cache and cell stamps (tvm/src/vmtir, core/src/registry.rs's located lookups), the
 rules of scripts/error-coverage.py and error-coverage-sites.py (whose tests run under pytest),
-and the TVM readers' field record and count check (tvm/src/vmexec/bytes.rs).
+the TVM readers' field record and count check (tvm/src/vmexec/bytes.rs), and a format reader's
+field names (isa/src/format/instructions.rs).
 """
 
 import json
@@ -322,6 +323,20 @@ MUTANTS = [
         ".filter(|n| n.saturating_mul(item_size.max(1)) < self.remaining());",
         "TVM reader: a count that exactly fills the bytes left is refused",
         ["-p", "relaxvm-tvm", "--test", "vmexec_fields"],
+    ),
+    (
+        "scripts/error-coverage-sites.py",
+        "for g in groups.values() if len(g) > 1]",
+        "for g in groups.values() if len(g) > 2]",
+        "error coverage sites: one text at two reader sites is not a finding (errs/01)",
+        ["pytest", "tests/test_error_coverage_rules.py"],
+    ),
+    (
+        "isa/src/format/instructions.rs",
+        'IF => Instruction::If { cond: c.u32("condition register")?',
+        'IF => Instruction::If { cond: c.u32("result register")?',
+        "isa reader: two reads named alike (errs/01)",
+        ["-p", "relaxvm-builder", "--test", "integration", "isa_fields"],
     ),
 ]
 only = [int(a) for a in sys.argv[1:]] or range(len(MUTANTS))
