@@ -87,6 +87,15 @@ fn each_attention_tensor_is_checked_by_name() {
         &[c.clone(), i(0), Value::Float(0.5), zeros(&[3, 4, 8]), zeros(&[3, 4, 8])],
         &format!("{fused}: qkv: expected shape (_, 8, 8), found (3, 4, 8)"),
     );
+    // Fused QKV's own output checks (errs/02): qkv (3, 8, 8) is right, the output is not.
+    let fused_rows: Vec<(Value, &str)> = vec![
+        (f64s(&[3, 4, 8]), "output: expected dtype float32, found float64"),
+        (zeros(&[3, 4]), "output: expected shape (3, 4, 8), found (3, 4)"),
+        (strided(&[3, 4, 8], &[1, 3, 12], 96), "output: expected a contiguous tensor, found strides [1, 3, 12]"),
+    ];
+    for (o, want) in fused_rows {
+        check.err(fused, &[c.clone(), i(0), Value::Float(0.5), zeros(&[3, 8, 8]), o], &format!("{fused}: {want}"));
+    }
     ok("vm.builtin.kv_state_end_forward", std::slice::from_ref(&c));
     check.done();
 }
