@@ -286,5 +286,24 @@ fn each_tensor_argument_needs_its_dimensions() {
     for (name, args, want) in &rows {
         check.err(name, args, want);
     }
+    // Each builtin that writes logits in place refuses a strided view, and softmax two rows
+    // (errs/02: one check per builtin, each caused).
+    let strided = Tensor::from_parts(Storage::from_vec(vec![0f32; 8]), 0, [4].into(), Some(vec![2]), DataType::F32);
+    let strided = Value::Tensor(strided.unwrap());
+    check.err(
+        "vm.builtin.apply_repetition_penalty",
+        &[strided.clone(), ids.clone(), f(1.0)],
+        "vm.builtin.apply_repetition_penalty: logits must be contiguous (it is written in place)",
+    );
+    check.err(
+        "vm.builtin.apply_presence_and_frequency_penalty",
+        &[strided, ids.clone(), ids.clone(), f(0.0), f(0.0)],
+        "vm.builtin.apply_presence_and_frequency_penalty: logits must be contiguous (it is written in place)",
+    );
+    check.err(
+        "vm.builtin.apply_softmax_with_temperature",
+        &[tensor(&[2, 4], vec![0f32; 8]), f(1.0)],
+        "vm.builtin.apply_softmax_with_temperature: the leading dimensions of logits must be 1 (one row), found shape (2, 4)",
+    );
     check.done();
 }
