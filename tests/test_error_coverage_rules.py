@@ -292,12 +292,17 @@ def test_ci_runs_the_site_rule() -> None:
     assert any('error-coverage-sites.py"' in " ".join(s) and "--check" in s for s in sections), sections
 
 
-def test_one_text_at_two_reader_sites_is_a_finding() -> None:
-    # errs/01: a reader's two reads named alike are caused by a test of either; outside the file
-    # readers, a check written twice (entry and write) is left to error-coverage.py's rule.
+def test_one_text_at_two_sites_needs_its_own_text_or_a_reason() -> None:
+    # errs/01, errs/02: a test of a text two sites build is credited to both. A reader's two
+    # reads must be named apart; elsewhere a "same text" line may say why they share it.
     code = HELPER + 'fn a(c: &C) { need(c, "alpha"); }\nfn b(c: &C) { need(c, "alpha"); }\n'
-    reader = _sites({"isa/src/format/fake.rs": code})
-    (group,) = ES.same_text_sites(reader)
+    (group,) = ES.same_text_sites(_sites({"isa/src/format/fake.rs": code}))
     assert [s.line for s in group] == [2, 3]
-    assert ES.same_text_sites(_sites({"capi/src/fake.rs": code})) == []
     assert ES.same_text_sites(_sites({"isa/src/format/fake.rs": HELPER + CALLERS})) == []
+    for path, excusable in (("isa/src/format/fake.rs", False), ("capi/src/fake.rs", True)):
+        groups = ES.same_text_sites(_sites({path: code}))
+        key = (path, groups[0][0].text)
+        assert ES.unexcused(groups, {key}, {}) == groups, "a tested group without a reason"
+        same = {key: ES.SAME + "the later site cannot fail"}
+        assert (ES.unexcused(groups, {key}, same) == []) == excusable, path
+        assert ES.unexcused(groups, set(), {}) == [], "untested: each site needs its own reason anyway"

@@ -49,6 +49,9 @@ def test_a_branch_condition_must_be_a_register():
             TypeError, "emit_if's condition must be a register such as ib.r(2), got imm(1)", ib.emit_if, ib.imm(1), 2
         )
         raises(TypeError, "emit_if's condition must be a register such as ib.r(2)", ib.emit_if, "x", 2)
+        # dst: an object that is no Arg (the branch after the Arg one, errs/02).
+        add = ("vm.builtin.int.add", [ib.r(0), ib.r(0)])
+        raises(TypeError, "dst must be a register such as ib.r(2)", lambda: ib.emit_call(*add, dst="x"))
         ib.emit_ret(ib.r(0))
 
 
