@@ -23,7 +23,10 @@ the function discards) or "limit: ..." (a condition the machine cannot make: mem
 out for an allocation the bytes already read bound, a platform CI does not run). A listed site
 that a test now causes, or that no longer exists, fails the check too (delete its line), and so
 does a line whose reason is still "not yet tested" (what ``--update`` writes for a new site:
-give it a test, or a reason).
+give it a test, or a reason). A text built at several sites of one crate is credited with any
+test that causes it, so the check fails on such a group when its text is tested, unless every
+file's line says why its sites may share that test ("same text: ..."); a file reader's sites
+(``READERS``) may not: each field must be named apart.
 
 Usage: ``scripts/error-coverage-sites.py [--untested] [--check] [--update]`` (``--untested``:
 only the sites no test causes; ``--update``: rewrite the list, stale lines dropped and new
