@@ -10,17 +10,34 @@ of one in the crate's code that passes a string literal there, and prints each s
 with the literal filled in: tested when a test string of a crate that can run it holds the whole
 of it (its placeholders filled with anything on one line), as error-coverage.py's templates.
 
-It is a report for sweeps, not a CI check: a site counts as reached by its literal alone (the
-parsing is by pattern: a call of another function of the same name, with a literal at that
-position, is listed too), and many sites can only be reached by crafting a file byte by byte.
+A site counts as reached by its literal alone (the parsing is by pattern: a call of another
+function of the same name, with a literal at that position, is listed too). The byte-level
+fields of the file readers are caused by table-driven tests that break each field a reader
+records (tvm/tests/vmexec_fields.rs); their tables hold each message's literal text, so this
+report attributes them without running them.
 
-Usage: ``scripts/error-coverage-sites.py [--untested]`` (only the sites no test causes).
+With ``--check`` it is a CI rule (a section of scripts/test.sh): it fails on a site no test
+causes unless ``scripts/error-coverage-sites-exempt.txt`` lists it (``path | "text" | reason``,
+the text as a JSON string) with a reason: "internal: ..." (reached only by a bug, or a message
+the function discards) or "limit: ..." (a condition the machine cannot make: memory running
+out for an allocation the bytes already read bound, a platform CI does not run). A listed site
+that a test now causes, or that no longer exists, fails the check too (delete its line), and so
+does a line whose reason is still "not yet tested" (what ``--update`` writes for a new site:
+give it a test, or a reason). A text built at several sites of one crate is credited with any
+test that causes it, so the check fails on such a group when its text is tested, unless every
+file's line says why its sites may share that test ("same text: ..."); a file reader's sites
+(``READERS``) may not: each field must be named apart.
+
+Usage: ``scripts/error-coverage-sites.py [--untested] [--check] [--update]`` (``--untested``:
+only the sites no test causes; ``--update``: rewrite the list, stale lines dropped and new
+untested sites added as "not yet tested", the other reasons kept).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import re
 import signal
 import sys
@@ -49,6 +66,8 @@ class Helper:
     """A function that puts its `param`-th argument (after `self`) into `text`'s `{name}`."""
 
     crate: str
+    #: The file that defines it.
+    path: str
     function: str
     param: int
     name: str
@@ -113,6 +132,19 @@ def functions(path: str, crate: str, code: str) -> list[Function]:
     return out
 
 
+def without_comment_lines(code: str) -> str:
+    """`code` with its comment lines (`//`, `///`, `//!`: doc examples hold calls) blanked, the
+    line numbers kept."""
+    return re.sub(r"(?m)^[ \t]*//[^\n]*", "", code)
+
+
+def defines_own(code: str, function: str) -> bool:
+    """Whether `code` defines a function or closure named `function` itself: its calls of that
+    name are of its own (`paged_kv_cache/attention.rs`'s `err(msg)`, not `attention_kv_cache`'s
+    `err(op, msg)`)."""
+    return re.search(rf"\bfn\s+{function}\b|\blet\s+{function}\s*=", code) is not None
+
+
 def calls(code: str, function: str):
     """Each call of `function` in `code` (not its definition): where, and its arguments."""
     for c in re.finditer(rf"\b{function}\s*\(", code):
@@ -128,7 +160,7 @@ def helpers_and_sites(sources: dict[str, str], messages: list) -> tuple[set[Help
     for f in fns:
         for m in messages:
             if m.path == f.path and m.line in f.lines:
-                helpers |= {Helper(f.crate, f.name, i, n, m.text) for i, n in f.strs if "{" + n + "}" in m.text}
+                helpers |= {Helper(f.crate, f.path, f.name, i, n, m.text) for i, n in f.strs if "{" + n + "}" in m.text}
     # A function passing its own parameter on to a helper's is a helper too.
     while True:
         more = set()
@@ -139,7 +171,7 @@ def helpers_and_sites(sources: dict[str, str], messages: list) -> tuple[set[Help
                 for _, args in calls(f.body, h.function):
                     for i, n in f.strs:
                         if h.param < len(args) and args[h.param] == n:
-                            more.add(Helper(f.crate, f.name, i, n, h.text))
+                            more.add(Helper(f.crate, f.path, f.name, i, n, h.text))
         if more <= helpers:
             break
         helpers |= more
@@ -147,6 +179,10 @@ def helpers_and_sites(sources: dict[str, str], messages: list) -> tuple[set[Help
     for path, code in sources.items():
         for h in helpers:
             if path.split("/", 1)[0] != h.crate:
+                continue
+            # A file that defines a function of the helper's name calls its own (which, if it
+            # is a helper too, `helpers` holds with its own text).
+            if path != h.path and defines_own(code, h.function):
                 continue
             for at, args in calls(code, h.function):
                 lit = LITERAL.fullmatch(args[h.param]) if h.param < len(args) else None
@@ -156,28 +192,139 @@ def helpers_and_sites(sources: dict[str, str], messages: list) -> tuple[set[Help
     return helpers, sorted(set(sites), key=lambda s: (s.path, s.line, s.text))
 
 
-def main() -> int:
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--untested", action="store_true", help="list only the sites no test causes")
-    opts = ap.parse_args()
+EXEMPT = Path(__file__).resolve().parent / "error-coverage-sites-exempt.txt"
+#: `path | "text" | reason`.
+EXEMPT_LINE = re.compile(r'^(\S+) \| ("(?:[^"\\]|\\.)*") \| (\S.*)$')
+#: The reasons a site may go untested (see the module's doc), and the placeholder `--update`
+#: writes for a new one, which the check refuses.
+REASONS = ("internal: ", "limit: ")
+NOT_YET = "not yet tested"
+#: The reason that lets the sites of one text outside the readers share the tests of that text.
+SAME = "same text: "
+
+
+def read_exemptions(text: str) -> dict[tuple[str, str], str]:
+    """The exemption lines of `text` (`#` comments), by (path, site text); an error for a line
+    of another form or a reason of no known kind."""
+    out = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = EXEMPT_LINE.match(line)
+        if not m:
+            raise ValueError(f"{EXEMPT.name}:{n}: expected 'path | \"text\" | reason', found {line!r}")
+        if not m.group(3).startswith((*REASONS, NOT_YET, SAME)):
+            raise ValueError(f"{EXEMPT.name}:{n}: the reason must start with one of {REASONS}, found {m.group(3)!r}")
+        out[(m.group(1), json.loads(m.group(2)))] = m.group(3)
+    return out
+
+
+def check(
+    status: list[tuple[Site, bool]], exempt: dict[tuple[str, str], str]
+) -> tuple[list[Site], list[tuple[str, str]]]:
+    """The sites no test causes that no exemption lists, and the exemptions that list no such
+    site (a site a test now causes, or one that is gone)."""
+    untested = [s for s, tested in status if not tested]
+    # An untested site needs an internal or limit reason of its own.
+    missing = [s for s in untested if not exempt.get((s.path, s.text), NOT_YET).startswith(REASONS)]
+    listed = {(s.path, s.text) for s in untested}
+    shared = {(s.path, s.text) for g in same_text_sites([s for s, _ in status]) for s in g}
+    stale = [k for k, why in exempt.items() if k not in listed and not (why.startswith(SAME) and k in shared)]
+    return missing, stale
+
+
+#: The file readers, whose sites name fields: each field's site must build a text of its own (the
+#: field tables tell reads apart by name), so no "same text" reason is accepted there.
+READERS = ("isa/src/format/", "tvm/src/vmexec/", "tvm/src/library_bin.rs", "tvm/src/elf/")
+
+
+def same_text_sites(sites: list[Site]) -> list[list[Site]]:
+    """The groups of sites of one crate that build one text at several places: a test that
+    causes the text is credited to each of them (errs/01, errs/02)."""
+    groups: dict[tuple[str, str], dict[tuple[str, int], Site]] = {}
+    for s in sites:
+        groups.setdefault((s.path.split("/", 1)[0], s.text), {})[(s.path, s.line)] = s
+    return [sorted(g.values(), key=lambda s: (s.path, s.line)) for g in groups.values() if len(g) > 1]
+
+
+def unexcused(groups: list[list[Site]], tested: set[tuple[str, str]], exempt: dict[tuple[str, str], str]):
+    """The groups whose sites are credited with one test (their text is tested) without every
+    file's line saying why they may share it (a "same text" reason; never in a reader)."""
+    out = []
+    for g in groups:
+        keys = {(s.path, s.text) for s in g}
+        if not keys <= tested:
+            continue  # untested: each site needs its own reason anyway
+        if any(s.path.startswith(READERS) for s in g) or not all(exempt.get(k, "").startswith(SAME) for k in keys):
+            out.append(g)
+    return out
+
+
+def site_status() -> tuple[set[Helper], list[tuple[Site, bool]]]:
+    """Every site, and whether a test of a crate that can run it causes its message."""
     messages, tests, reach = EC.collect_grouped()
     sources = {}
     for crate in EC.CRATES:
         for p in sorted((EC.ROOT / crate / "src").rglob("*.rs")):
             if not EC.is_test_file(p):
-                sources[str(p.relative_to(EC.ROOT))] = EC.split_tests(p.read_text())[0]
+                sources[str(p.relative_to(EC.ROOT))] = without_comment_lines(EC.split_tests(p.read_text())[0])
     helpers, sites = helpers_and_sites(sources, messages)
-    untested = 0
+    status = []
     for s in sites:
         crate = s.path.split("/", 1)[0]
         m = EC.Message(s.path, s.line, s.text, max(EC.fragments(s.text), key=len), [])
-        tested = any(EC.template(m).search(tests[w]) for w in tests if crate in reach[w])
-        untested += not tested
-        if not (opts.untested and tested):
-            print(f"{s.path}:{s.line}: {'tested' if tested else 'UNTESTED'}: {s.text!r}")
-    print(f"helpers: {len(helpers)}, call sites with a literal: {len(sites)}, not caused by a test: {untested}")
-    return 0
+        status.append((s, any(EC.template(m).search(tests[w]) for w in tests if crate in reach[w])))
+    return helpers, status
+
+
+def write_exemptions(status: list[tuple[Site, bool]], exempt: dict[tuple[str, str], str]) -> None:
+    header = [line for line in EXEMPT.read_text().splitlines() if line.startswith("#")] if EXEMPT.exists() else []
+    keys = {(s.path, s.text) for s, tested in status if not tested}
+    shared = {(s.path, s.text) for g in same_text_sites([s for s, _ in status]) for s in g}
+    keys |= {k for k, why in exempt.items() if why.startswith(SAME) and k in shared}
+    body = [f"{p} | {json.dumps(t, ensure_ascii=False)} | {exempt.get((p, t), NOT_YET)}" for p, t in sorted(keys)]
+    EXEMPT.write_text("\n".join(header + body) + "\n")
+
+
+def main() -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--untested", action="store_true", help="list only the sites no test causes")
+    ap.add_argument("--check", action="store_true", help="fail on an untested site not exempted, or a stale exemption")
+    ap.add_argument("--update", action="store_true", help="rewrite the exemptions (see above)")
+    opts = ap.parse_args()
+    helpers, status = site_status()
+    untested = sum(not tested for _, tested in status)
+    if not opts.check:
+        for s, tested in status:
+            if not (opts.untested and tested):
+                print(f"{s.path}:{s.line}: {'tested' if tested else 'UNTESTED'}: {s.text!r}")
+    print(f"helpers: {len(helpers)}, call sites with a literal: {len(status)}, not caused by a test: {untested}")
+    try:
+        exempt = read_exemptions(EXEMPT.read_text()) if EXEMPT.exists() else {}
+    except ValueError as e:
+        print(e)
+        return 1
+    if opts.update:
+        write_exemptions(status, exempt)
+        print(f"rewrote {EXEMPT.relative_to(EC.ROOT)}")
+        return 0
+    if not opts.check:
+        return 0
+    missing, stale = check(status, exempt)
+    kinds = {r: sum(v.startswith(r) for v in exempt.values()) for r in (*REASONS, NOT_YET)}
+    print("exempt: " + ", ".join(f"{n} {r.rstrip(': ')}" for r, n in kinds.items()))
+    for s in missing:
+        print(f"  untested, and no reason given: {s.path}:{s.line}: {s.text!r}")
+    for path, text in stale:
+        print(f"  stale exemption (no untested site of {path} has this text): {text!r}")
+    tested = {(s.path, s.text) for s, t in status if t}
+    repeated = unexcused(same_text_sites([s for s, _ in status]), tested, exempt)
+    for group in repeated:
+        where = ", ".join(f"{s.path}:{s.line}" for s in group)
+        print(f"  one text at {len(group)} sites ({where}): {group[0].text!r}: a test of it is credited to each;")
+        print("    give each site its own text, or (outside the readers) a 'same text: ...' line saying why")
+    return 1 if missing or stale or repeated else 0
 
 
 if __name__ == "__main__":

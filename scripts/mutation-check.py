@@ -10,8 +10,10 @@ the specialised shape steps (builtins/src/shape_heap/site.rs), the batched and t
 paged KV cache's bookkeeping (builtins/src/paged_kv_cache/); stop 40's pooled allocation
 (builtins/src/site_alloc.rs, core/src/tensor/pooled.rs), the sliding window's first row
 (builtins/src/paged_kv_cache/sliding_mask.rs), observed calls (vm/src/vm/mod.rs), compiled mode's
-handle cache and cell stamps (tvm/src/vmtir, core/src/registry.rs's located lookups) and the
-rules of scripts/error-coverage.py (whose tests run under pytest).
+handle cache and cell stamps (tvm/src/vmtir, core/src/registry.rs's located lookups), the
+rules of scripts/error-coverage.py and error-coverage-sites.py (whose tests run under pytest),
+the TVM readers' field record and count check (tvm/src/vmexec/bytes.rs), and a format reader's
+field names (isa/src/format/instructions.rs).
 """
 
 import json
@@ -286,6 +288,55 @@ MUTANTS = [
         "if everything.count(w) == mine.count(w)}",
         "error coverage: a window is compared with its end spaces (a shared phrase after a placeholder counts)",
         ["pytest", "tests/test_error_coverage_rules.py"],
+    ),
+    (
+        "scripts/error-coverage-sites.py",
+        "    missing = [s for s in untested if not exempt.get((s.path, s.text), NOT_YET).startswith(REASONS)]",
+        "    missing = [s for s in untested if (s.path, s.text) not in exempt]",
+        "error coverage sites: a line still 'not yet tested' passes the check",
+        ["pytest", "tests/test_error_coverage_rules.py"],
+    ),
+    (
+        "scripts/error-coverage-sites.py",
+        "if k not in listed and not (why.startswith(SAME) and k in shared)]",
+        "if False]",
+        "error coverage sites: the line of a site a test now causes is not stale",
+        ["pytest", "tests/test_error_coverage_rules.py"],
+    ),
+    (
+        "scripts/error-coverage-sites.py",
+        "            if path != h.path and defines_own(code, h.function):",
+        "            if False:",
+        "error coverage sites: a file's own function of a helper's name makes sites",
+        ["pytest", "tests/test_error_coverage_rules.py"],
+    ),
+    (
+        "tvm/src/vmexec/bytes.rs",
+        "        mark_last(FieldKind::Text);",
+        "",
+        "field record: a string's bytes are not marked as text (its UTF-8 break is never tried)",
+        ["-p", "relaxvm-tvm", "--test", "vmexec_fields"],
+    ),
+    (
+        "tvm/src/vmexec/bytes.rs",
+        ".filter(|n| n.saturating_mul(item_size.max(1)) <= self.remaining());",
+        ".filter(|n| n.saturating_mul(item_size.max(1)) < self.remaining());",
+        "TVM reader: a count that exactly fills the bytes left is refused",
+        ["-p", "relaxvm-tvm", "--test", "vmexec_fields"],
+    ),
+    (
+        "scripts/error-coverage-sites.py",
+        "for g in groups.values() if len(g) > 1]",
+        "for g in groups.values() if len(g) > 2]",
+        "error coverage sites: one text at two reader sites is not a finding (errs/01)",
+        ["pytest", "tests/test_error_coverage_rules.py"],
+    ),
+    (
+        "isa/src/format/instructions.rs",
+        'IF => Instruction::If { cond: c.u32("condition register")?',
+        'IF => Instruction::If { cond: c.u32("result register")?',
+        "isa reader: two reads named alike (errs/01)",
+        ["-p", "relaxvm-builder", "--test", "integration", "isa_fields"],
     ),
 ]
 only = [int(a) for a in sys.argv[1:]] or range(len(MUTANTS))

@@ -122,6 +122,8 @@ section deploy-venv "$root/scripts/deploy-venv.sh"
 section ruff sh -c "\"$root/.venv/bin/ruff\" format --check python tests examples scripts && \"$root/.venv/bin/ruff\" check python tests examples scripts"
 # Every error message a user can cause is caused by a test, or listed with why not.
 section error-coverage "$root/.venv/bin/python" "$root/scripts/error-coverage.py"
+# ... and at every call site of a message-building helper (each field a reader names).
+section error-coverage-sites "$root/.venv/bin/python" "$root/scripts/error-coverage-sites.py" --check
 # Built by Apache TVM in its own venv; the tests run it in .venv, where TVM is absent.
 # RELAXVM_TVM_FULL=1 builds every ONNX backend test instead of the default subset.
 corpus_flags=()

@@ -219,3 +219,90 @@ fn decode(c: &mut C) -> Result<()> {{
         (13, "widget count {v}" + tail),
         (14, "lone widget {v}" + tail),
     ]
+
+
+def _sites_script():
+    spec = importlib.util.spec_from_file_location(
+        "error_coverage_sites", os.path.join(ROOT, "scripts", "error-coverage-sites.py")
+    )
+    es = importlib.util.module_from_spec(spec)
+    sys.modules["error_coverage_sites"] = es  # dataclasses look their module up
+    spec.loader.exec_module(es)
+    return es
+
+
+ES = _sites_script()
+
+# A helper that builds its message from the name its callers pass, and two callers; the texts are
+# built from halves, as above.
+HELPER = 'fn need(c: &C, what: &str) -> Error { Error::format(format!("{what} ' + 'is beyond the frobnicator")) }\n'
+CALLERS = 'fn a(c: &C) { need(c, "alpha"); }\nfn b(c: &C) { need(c, "beta"); }\n'
+
+
+def _sites(sources: dict[str, str]):
+    messages = [m for path, code in sources.items() for m in _messages(path, code)]
+    return ES.helpers_and_sites(sources, messages)[1]
+
+
+def test_each_literal_passed_to_a_helper_is_a_site() -> None:
+    sites = _sites({"tvm/src/fake.rs": HELPER + CALLERS})
+    assert [s.text for s in sites] == ["alpha " + "is beyond the frobnicator", "beta " + "is beyond the frobnicator"]
+
+
+def test_a_file_calling_its_own_function_of_the_name_is_no_site() -> None:
+    # paged_kv_cache's `err(msg)` is not attention_kv_cache's `err(op, msg)`.
+    own = 'fn need(x: u32) -> u32 { x }\nfn c() { need(3, "gamma"); }\n'
+    sites = _sites({"tvm/src/fake.rs": HELPER + CALLERS, "tvm/src/other.rs": own})
+    assert {s.path for s in sites} == {"tvm/src/fake.rs"}
+
+
+def test_a_call_in_a_comment_is_no_site() -> None:
+    code = ES.without_comment_lines(HELPER + '/// need(c, "delta");\n' + CALLERS)
+    assert len(_sites({"tvm/src/fake.rs": code})) == 2
+
+
+def test_the_check_fails_on_an_untested_site_not_listed_and_on_a_stale_line() -> None:
+    alpha, beta = _sites({"tvm/src/fake.rs": HELPER + CALLERS})
+    status = [(alpha, True), (beta, False)]
+    missing, stale = ES.check(status, {})
+    assert (missing, stale) == ([beta], [])
+    listed = {(beta.path, beta.text): "internal: reached only by a bug"}
+    assert ES.check(status, listed) == ([], [])
+    # The line of a site a test now causes is stale.
+    assert ES.check([(alpha, True), (beta, True)], listed) == ([], [(beta.path, beta.text)])
+    # A line --update wrote for a new site gives no reason: the site is still missing one.
+    assert ES.check(status, {(beta.path, beta.text): ES.NOT_YET}) == ([beta], [])
+
+
+def test_an_exemption_needs_a_reason_of_a_known_kind() -> None:
+    text = ES.json.dumps("beta " + "is beyond the frobnicator")
+    assert ES.read_exemptions(f"tvm/src/fake.rs | {text} | limit: 2^32 entries\n")
+    for bad in (f"tvm/src/fake.rs | {text} | because\n", f"tvm/src/fake.rs {text}\n"):
+        try:
+            ES.read_exemptions(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {bad!r}")
+
+
+def test_ci_runs_the_site_rule() -> None:
+    # The rule is a section of scripts/test.sh: removing the line fails here.
+    with open(os.path.join(ROOT, "scripts", "test.sh")) as f:
+        sections = [line.split() for line in f if line.startswith("section ")]
+    assert any('error-coverage-sites.py"' in " ".join(s) and "--check" in s for s in sections), sections
+
+
+def test_one_text_at_two_sites_needs_its_own_text_or_a_reason() -> None:
+    # errs/01, errs/02: a test of a text two sites build is credited to both. A reader's two
+    # reads must be named apart; elsewhere a "same text" line may say why they share it.
+    code = HELPER + 'fn a(c: &C) { need(c, "alpha"); }\nfn b(c: &C) { need(c, "alpha"); }\n'
+    (group,) = ES.same_text_sites(_sites({"isa/src/format/fake.rs": code}))
+    assert [s.line for s in group] == [2, 3]
+    assert ES.same_text_sites(_sites({"isa/src/format/fake.rs": HELPER + CALLERS})) == []
+    for path, excusable in (("isa/src/format/fake.rs", False), ("capi/src/fake.rs", True)):
+        groups = ES.same_text_sites(_sites({path: code}))
+        key = (path, groups[0][0].text)
+        assert ES.unexcused(groups, {key}, {}) == groups, "a tested group without a reason"
+        same = {key: ES.SAME + "the later site cannot fail"}
+        assert (ES.unexcused(groups, {key}, same) == []) == excusable, path
+        assert ES.unexcused(groups, set(), {}) == [], "untested: each site needs its own reason anyway"

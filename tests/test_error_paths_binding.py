@@ -28,9 +28,31 @@ def identity(**function_kwargs) -> rx.Executable:
     return ib.get()
 
 
-@pytest.mark.parametrize("option", ["max_call_depth", "max_reentry", "step_budget", "max_stack_registers"])
-def test_vm_limits_below_one(option):
-    raises(ValueError, f"{option} must be at least 1, found 0", rx.VirtualMachine, identity(), **{option: 0})
+# Each message whole (scripts/error-coverage-sites.py finds each option's text here).
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        ("max_call_depth", "max_call_depth must be at least 1, found 0"),
+        ("max_reentry", "max_reentry must be at least 1, found 0"),
+        ("step_budget", "step_budget must be at least 1, found 0"),
+        ("max_stack_registers", "max_stack_registers must be at least 1, found 0"),
+    ],
+)
+def test_vm_limits_below_one(option, message):
+    raises(ValueError, message, rx.VirtualMachine, identity(), **{option: 0})
+
+
+def test_a_branch_condition_must_be_a_register():
+    ib = rx.ExecBuilder()
+    with ib.function("f", num_inputs=1):
+        raises(
+            TypeError, "emit_if's condition must be a register such as ib.r(2), got imm(1)", ib.emit_if, ib.imm(1), 2
+        )
+        raises(TypeError, "emit_if's condition must be a register such as ib.r(2)", ib.emit_if, "x", 2)
+        # dst: an object that is no Arg (the branch after the Arg one, errs/02).
+        add = ("vm.builtin.int.add", [ib.r(0), ib.r(0)])
+        raises(TypeError, "dst must be a register such as ib.r(2)", lambda: ib.emit_call(*add, dst="x"))
+        ib.emit_ret(ib.r(0))
 
 
 def test_a_vm_on_several_devices():

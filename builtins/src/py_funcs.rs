@@ -122,6 +122,7 @@ fn call_py_func(fname: &'static str, ctx: &mut CallCtx<'_>, a: &[Value]) -> Resu
 mod tests {
     use super::*;
     use crate::table::call;
+    use relaxvm::ErrorKind;
     use std::sync::{Mutex as StdMutex, MutexGuard as StdGuard};
 
     /// The table is process-wide: the tests that clear it or count on its contents take turns.
@@ -167,7 +168,9 @@ mod tests {
         );
         register_py_func("t.back", PackedFunc::from_fn("t.back", |_| Ok(Value::Null)));
         clear_py_func_registry();
-        assert!(get_py_func("t.back").is_err());
+        let e = get_py_func("t.back").unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Value(_)), "{e:?}");
+        assert!(e.to_string().contains("Python function \"t.back\" not found in the call_py_func registry"), "{e}");
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub fn modules(symbol: &[u8]) -> Result<Vec<Module<'_>>> {
             None
         } else {
             let n = b.count("module payload", 1)?;
-            Some(b.take(n, "module payload")?)
+            Some(b.take(n, "module payload bytes")?)
         };
         out.push(Module { kind, payload });
     }

@@ -315,11 +315,21 @@ fn step_budget_and_interrupt() {
     assert!(matches!(e.root().kind(), ErrorKind::StepBudget(1000)), "{e}");
     m.limits_mut().step_budget = None;
     let h = m.interrupt_handle();
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        h.interrupt();
+    // Ordered by events, not by a sleep: an interrupt sent before the run starts is discarded
+    // as stale, so the thread interrupts again and again until the run has returned (one sent
+    // once after a pause hangs the test when this thread is scheduled late).
+    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let t = std::thread::spawn({
+        let finished = Arc::clone(&finished);
+        move || {
+            while !finished.load(std::sync::atomic::Ordering::Acquire) {
+                h.interrupt();
+                std::thread::yield_now();
+            }
+        }
     });
     let e = m.invoke("spin", &[]).unwrap_err();
+    finished.store(true, std::sync::atomic::Ordering::Release);
     assert!(matches!(e.root().kind(), ErrorKind::Interrupted), "{e}");
     t.join().unwrap();
     let _: relaxvm::Arg = Imm(0);

@@ -7,6 +7,7 @@ mod builder_errors;
 mod check;
 mod common;
 mod golden;
+mod isa_fields;
 mod link;
 mod renumber;
 mod run;

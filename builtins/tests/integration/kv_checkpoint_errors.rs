@@ -159,3 +159,55 @@ fn imports_out_of_order() {
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// A float32 tensor of `dims` laid out with `strides` (not contiguous), over `len` elements.
+fn strided(dims: &[i64], strides: &[i64], len: usize) -> Value {
+    let storage = relaxvm::Storage::from_vec(vec![0f32; len]);
+    let t = relaxvm::Tensor::from_parts(storage, 0, dims.into(), Some(strides.to_vec()), relaxvm::DataType::F32);
+    Value::Tensor(t.unwrap())
+}
+
+/// The page-group tensors of export (dst) and import (src) broken one way at a time, for a
+/// sequence of 3 tokens (one page): one row each, the whole message naming the argument.
+#[test]
+fn each_page_group_tensor_is_checked_by_name() {
+    let export = "vm.builtin.attention_kv_cache_export_page_group";
+    let c = cache(&[4, 64, 16, 16, 0], &[]);
+    call("vm.builtin.kv_state_begin_forward", &[c.clone(), shape(&[0]), shape(&[3])]).unwrap();
+    call("vm.builtin.kv_state_end_forward", std::slice::from_ref(&c)).unwrap();
+    let meta = call(META, &[c.clone(), i(0)]).unwrap();
+    // One page group: (1, pages, K and V, heads, page size, head dim).
+    let dims = [1, 1, 2, 2, 16, 8];
+    let swapped = strided(&dims, &[512, 512, 256, 128, 1, 16], 512);
+    let frozen = zeros(&dims);
+    frozen.as_tensor().unwrap().storage().freeze();
+    let mut wrong = Vec::new();
+    refused(
+        &mut wrong,
+        export,
+        &[c.clone(), i(0), i(0), swapped.clone()],
+        "dst: expected a contiguous tensor, found strides [512, 512, 256, 128, 1, 16]",
+    );
+    refused(
+        &mut wrong,
+        export,
+        &[c.clone(), i(0), i(0), frozen],
+        "dst: expected a writable tensor, found read-only memory",
+    );
+    call(PREPARE, &[c.clone(), i(0), meta]).unwrap();
+    let f64s = tensor(&dims, vec![0f64; 512]);
+    refused(&mut wrong, IMPORT, &[c.clone(), i(0), i(0), f64s], "src: expected dtype float32, found float64");
+    refused(
+        &mut wrong,
+        IMPORT,
+        &[c.clone(), i(0), i(0), zeros(&[1, 2, 2, 2, 16, 8])],
+        "src: expected shape (1, 1, 2, 2, 16, 8), found (1, 2, 2, 2, 16, 8)",
+    );
+    refused(
+        &mut wrong,
+        IMPORT,
+        &[c.clone(), i(0), i(0), swapped],
+        "src: expected a contiguous tensor, found strides [512, 512, 256, 128, 1, 16]",
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

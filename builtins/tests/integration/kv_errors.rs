@@ -8,18 +8,18 @@ use crate::common::{call, shape, tensor};
 use relaxvm::{DataType, ErrorKind, PackedFunc, Result, Storage, Tensor, Value};
 use std::sync::{Arc, Mutex};
 
-const CREATE: &str = "vm.builtin.paged_attention_kv_cache_create";
+pub(super) const CREATE: &str = "vm.builtin.paged_attention_kv_cache_create";
 
-fn i(v: i64) -> Value {
+pub(super) fn i(v: i64) -> Value {
     Value::Int(v)
 }
 
-fn s(v: &str) -> Value {
+pub(super) fn s(v: &str) -> Value {
     Value::str(v)
 }
 
 /// A kernel stand-in that does nothing.
-fn func() -> Value {
+pub(super) fn func() -> Value {
     Value::packed(PackedFunc::from_fn("test.kernel", |_| Ok(Value::Null)))
 }
 
@@ -29,7 +29,7 @@ fn tirx() -> Value {
 
 /// The create call's arguments: 2 layers, 4 query heads, 2 KV heads, head dim 8, float32,
 /// normal RoPE; `config` is (reserved_num_seqs, capacity, prefill chunk, page size, sliding).
-fn create_args(config: &[i64]) -> Vec<Value> {
+pub(super) fn create_args(config: &[i64]) -> Vec<Value> {
     let mut args = vec![shape(config), shape(&[0, 2]), i(4), i(2), i(8), i(8), shape(&[0, 0]), Value::Bool(false)];
     args.extend([i(1), Value::Float(1.0), Value::Float(10000.0), Value::Null, tensor(&[], vec![0f32]), func()]);
     args.push(Value::Null);
@@ -41,7 +41,7 @@ fn create_args(config: &[i64]) -> Vec<Value> {
 }
 
 /// `create_args(&[4, 64, 16, 16, 0])` with `changes` applied.
-fn with(changes: &[(usize, Value)]) -> Vec<Value> {
+pub(super) fn with(changes: &[(usize, Value)]) -> Vec<Value> {
     let mut args = create_args(&[4, 64, 16, 16, 0]);
     for (k, v) in changes {
         args[*k] = v.clone();
@@ -49,15 +49,15 @@ fn with(changes: &[(usize, Value)]) -> Vec<Value> {
     args
 }
 
-fn create(args: &[Value]) -> Value {
+pub(super) fn create(args: &[Value]) -> Value {
     call(CREATE, args).unwrap()
 }
 
-fn zeros(dims: &[i64]) -> Value {
+pub(super) fn zeros(dims: &[i64]) -> Value {
     tensor(dims, vec![0f32; dims.iter().product::<i64>() as usize])
 }
 
-fn ok(name: &str, args: &[Value]) {
+pub(super) fn ok(name: &str, args: &[Value]) {
     if let Err(e) = call(name, args) {
         panic!("{name}: {e}");
     }
@@ -74,10 +74,10 @@ fn step(c: &Value, ids: &[i64], lens: &[i64], tree: Option<&[i64]>) {
 /// Collects the mismatches of a scenario: each refusal must be a value error (or `kind`) with
 /// exactly this message.
 #[derive(Default)]
-struct Check(Vec<String>);
+pub(super) struct Check(Vec<String>);
 
 impl Check {
-    fn err(&mut self, name: &str, args: &[Value], want: &str) {
+    pub(super) fn err(&mut self, name: &str, args: &[Value], want: &str) {
         self.result(name, call(name, args), want, |k| matches!(k, ErrorKind::Value(_)));
     }
 
@@ -95,7 +95,7 @@ impl Check {
         }
     }
 
-    fn done(self) {
+    pub(super) fn done(self) {
         assert!(self.0.is_empty(), "{}", self.0.join("\n"));
     }
 }
@@ -307,7 +307,7 @@ fn forks_pops_and_sliding_windows() {
 }
 
 /// A float32 `dims` tensor whose storage is read-only (as a constant's is).
-fn frozen(dims: &[i64]) -> Value {
+pub(super) fn frozen(dims: &[i64]) -> Value {
     let t = zeros(dims);
     t.as_tensor().unwrap().storage().freeze();
     t

@@ -59,7 +59,7 @@ fn the_legacy_kv_cache() {
     check.err(
         create,
         &[rows(1), shape(&[2, 2]), i(5)],
-        &n(create, "create", "init_fill_count must be at most the 2 rows reserved, found 5"),
+        &format!("{create}: attention_kv_cache create: init_fill_count must be at most the 2 rows reserved, found 5"),
     );
     check.err(
         create,
@@ -77,10 +77,14 @@ fn the_legacy_kv_cache() {
     check.err(
         append,
         &[c.clone(), tensor(&[1, 3], vec![1i32; 3])],
-        &n(append, "append", "expected a value of shape (n, 2), found (1, 3)"),
+        &format!("{append}: attention_kv_cache append: expected a value of shape (n, 2), found (1, 3)"),
     );
     let update = "vm.builtin.attention_kv_cache_update";
-    check.err(update, &[c.clone(), rows(1)], &n(update, "update", "the value must have the 2 rows filled, found 1"));
+    check.err(
+        update,
+        &[c.clone(), rows(1)],
+        &format!("{update}: attention_kv_cache update: the value must have the 2 rows filled, found 1"),
+    );
     let view = "vm.builtin.attention_kv_cache_view";
     check.err(
         view,
@@ -207,6 +211,99 @@ fn sampling_and_logits() {
         softmax,
         &[Value::Tensor(strided), f(1.0)],
         &n(softmax, "logits must be contiguous (it is written in place)"),
+    );
+    check.done();
+}
+
+/// Each tensor argument of the sampling and logit builtins given a 0-d tensor, and each one-row
+/// argument given two rows: the message names the builtin and the argument (one row each).
+#[test]
+fn each_tensor_argument_needs_its_dimensions() {
+    let scalar = tensor(&[], vec![0f32]);
+    let scalar_ids = tensor(&[], vec![0i32]);
+    let logits = tensor(&[4], vec![0f32; 4]);
+    let ids = tensor(&[1], vec![0i32]);
+    let prob = tensor(&[1, 4], vec![0.25f32; 4]);
+    let two_rows = tensor(&[2, 4], vec![0.25f32; 8]);
+    let rows: Vec<(&str, Vec<Value>, &str)> = vec![
+        (
+            "vm.builtin.apply_repetition_penalty",
+            vec![scalar.clone(), ids.clone(), f(1.0)],
+            "vm.builtin.apply_repetition_penalty: logits needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.apply_repetition_penalty",
+            vec![logits.clone(), scalar_ids.clone(), f(1.0)],
+            "vm.builtin.apply_repetition_penalty: token_ids needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.apply_repetition_penalty",
+            vec![logits.clone(), tensor(&[2, 1], vec![0i32; 2]), f(1.0)],
+            "vm.builtin.apply_repetition_penalty: the leading dimensions of token_ids must be 1 (one row), found shape (2, 1)",
+        ),
+        (
+            "vm.builtin.apply_presence_and_frequency_penalty",
+            vec![scalar.clone(), ids.clone(), ids.clone(), f(0.0), f(0.0)],
+            "vm.builtin.apply_presence_and_frequency_penalty: logits needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.apply_presence_and_frequency_penalty",
+            vec![logits.clone(), ids.clone(), scalar_ids.clone(), f(0.0), f(0.0)],
+            "vm.builtin.apply_presence_and_frequency_penalty: token_freqs needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.apply_softmax_with_temperature",
+            vec![scalar.clone(), f(1.0)],
+            "vm.builtin.apply_softmax_with_temperature: logits needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.multinomial_from_uniform",
+            vec![scalar.clone(), tensor(&[1, 1], vec![0.5f32])],
+            "vm.builtin.multinomial_from_uniform: prob needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.multinomial_from_uniform",
+            vec![prob.clone(), scalar.clone()],
+            "vm.builtin.multinomial_from_uniform: uniform_samples needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.sample_top_p_from_logits",
+            vec![scalar.clone(), f(1.0), f(0.9), f(0.5)],
+            "vm.builtin.sample_top_p_from_logits: logits needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.sample_top_p_from_prob",
+            vec![scalar.clone(), f(0.9), f(0.5)],
+            "vm.builtin.sample_top_p_from_prob: prob needs at least one dimension, found a 0-d tensor",
+        ),
+        (
+            "vm.builtin.sample_top_p_from_prob",
+            vec![two_rows, f(0.9), f(0.5)],
+            "vm.builtin.sample_top_p_from_prob: the leading dimensions of prob must be 1 (one row), found shape (2, 4)",
+        ),
+    ];
+    let mut check = Check::default();
+    for (name, args, want) in &rows {
+        check.err(name, args, want);
+    }
+    // Each builtin that writes logits in place refuses a strided view, and softmax two rows
+    // (errs/02: one check per builtin, each caused).
+    let strided = Tensor::from_parts(Storage::from_vec(vec![0f32; 8]), 0, [4].into(), Some(vec![2]), DataType::F32);
+    let strided = Value::Tensor(strided.unwrap());
+    check.err(
+        "vm.builtin.apply_repetition_penalty",
+        &[strided.clone(), ids.clone(), f(1.0)],
+        "vm.builtin.apply_repetition_penalty: logits must be contiguous (it is written in place)",
+    );
+    check.err(
+        "vm.builtin.apply_presence_and_frequency_penalty",
+        &[strided, ids.clone(), ids.clone(), f(0.0), f(0.0)],
+        "vm.builtin.apply_presence_and_frequency_penalty: logits must be contiguous (it is written in place)",
+    );
+    check.err(
+        "vm.builtin.apply_softmax_with_temperature",
+        &[tensor(&[2, 4], vec![0f32; 8]), f(1.0)],
+        "vm.builtin.apply_softmax_with_temperature: the leading dimensions of logits must be 1 (one row), found shape (2, 4)",
     );
     check.done();
 }

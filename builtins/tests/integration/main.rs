@@ -5,6 +5,7 @@ mod common;
 mod constants;
 mod error_table;
 mod interrupts;
+mod kv_argument_errors;
 mod kv_checkpoint_errors;
 mod kv_errors;
 mod lm_errors;

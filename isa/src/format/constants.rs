@@ -170,7 +170,7 @@ fn decode_value(
         TRUE => Value::Bool(true),
         STR => strings.read_value(c, budget)?,
         SHAPE => {
-            let n = c.count("dimension", 1)?;
+            let n = c.count("shape constant dimension", 1)?;
             let mut dims = Vec::with_capacity(n);
             for _ in 0..n {
                 dims.push(c.signed()?);
@@ -204,7 +204,7 @@ fn decode_value(
 
 fn tensor(c: &mut Cursor<'_>, blob: &Blob, at: usize) -> Result<Tensor> {
     let dtype = c.dtype()?;
-    let ndim = c.count("dimension", 1)?;
+    let ndim = c.count("tensor dimension", 1)?;
     let mut dims = Vec::with_capacity(ndim);
     let mut numel: u128 = 1;
     for _ in 0..ndim {

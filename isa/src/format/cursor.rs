@@ -1,6 +1,7 @@
 //! A bounds-checked reader over one section's bytes whose errors name the section and the
 //! absolute byte offset in the file.
 
+use super::field_record::{note, FieldKind, FieldRead};
 use super::varint;
 use crate::error::{Error, Result};
 
@@ -94,6 +95,7 @@ impl<'a> Cursor<'a> {
     pub fn u32(&mut self, what: &str) -> Result<u32> {
         let at = self.pos;
         let v = self.varint()?;
+        self.record(at, what, "", FieldKind::U32);
         u32::try_from(v).map_err(|_| self.beyond_u32(at, what, v))
     }
 
@@ -101,6 +103,7 @@ impl<'a> Cursor<'a> {
     pub fn index(&mut self, what: &str, bound: usize) -> Result<usize> {
         let at = self.pos;
         let v = self.varint()?;
+        self.record(at, what, "", FieldKind::Index { bound });
         match usize::try_from(v) {
             Ok(i) if i < bound => Ok(i),
             _ => Err(self.err_at(at, format!("{what} {v} out of range (there are {bound})"))),
@@ -137,6 +140,7 @@ impl<'a> Cursor<'a> {
     pub fn count(&mut self, what: &str, per_byte: usize) -> Result<usize> {
         let at = self.pos;
         let v = self.varint()?;
+        self.record(at, what, " count", FieldKind::Count { per_byte, left: self.remaining() });
         let cap = (self.remaining() as u64).saturating_mul(per_byte as u64);
         match usize::try_from(v) {
             Ok(n) if v <= cap => Ok(n),
@@ -145,6 +149,12 @@ impl<'a> Cursor<'a> {
                 format!("{what} count {v} cannot fit in the {} bytes left in the section", self.remaining()),
             )),
         }
+    }
+
+    /// Notes the varint field `what` + `suffix` read from `at` up to here, when a recording
+    /// runs (see [`super::field_record`]; the name is built only then).
+    fn record(&self, at: usize, what: &str, suffix: &str, kind: FieldKind) {
+        note(|| FieldRead { what: format!("{what}{suffix}"), offset: self.file_offset(at), len: self.pos - at, kind });
     }
 
     /// Fails unless every byte was read.

@@ -184,18 +184,18 @@ pub fn decode(mut c: Cursor<'_>, version: u32, bounds: &Bounds) -> Result<Vec<In
 
 fn payload(c: &mut Cursor<'_>, kind: u8, at: usize, bounds: &Bounds) -> Result<Arg> {
     Ok(match kind {
-        KIND_REG => Arg::Reg(c.u32("register")?),
+        KIND_REG => Arg::Reg(c.u32("argument register")?),
         KIND_VOID => Arg::Void,
         KIND_VM => Arg::VmState,
         KIND_IMM => Arg::Imm(c.signed()?),
         KIND_CONST => Arg::Const(c.index32("constant index", bounds.constants)?),
-        KIND_FUNC => Arg::Func(c.index32("function index", bounds.funcs)?),
+        KIND_FUNC => Arg::Func(c.index32("function argument index", bounds.funcs)?),
         other => return Err(c.err_at(at, format!("unknown argument kind {other}"))),
     })
 }
 
 fn callee(c: &mut Cursor<'_>, bounds: &Bounds) -> Result<u32> {
-    c.index32("function index", bounds.funcs)
+    c.index32("called function index", bounds.funcs)
 }
 
 fn decode_v1(c: &mut Cursor<'_>, bounds: &Bounds) -> Result<Instruction> {
@@ -217,9 +217,9 @@ fn decode_v1(c: &mut Cursor<'_>, bounds: &Bounds) -> Result<Instruction> {
             };
             Instruction::Call { func, args, dst }
         }
-        RET => Instruction::Ret { result: c.u32("register")? },
+        RET => Instruction::Ret { result: c.u32("result register")? },
         GOTO => Instruction::Goto { offset: c.signed()? },
-        IF => Instruction::If { cond: c.u32("register")?, false_offset: c.signed()? },
+        IF => Instruction::If { cond: c.u32("condition register")?, false_offset: c.signed()? },
         op => return Err(c.err_at(at, format!("unknown opcode {op:#04x}"))),
     })
 }
@@ -248,10 +248,10 @@ fn decode_v2(c: &mut Cursor<'_>, bounds: &Bounds) -> Result<Instruction> {
             let mut n = usize::from(op & V2_NARGS_ESCAPE);
             if op & V2_NARGS_ESCAPE == V2_NARGS_ESCAPE {
                 // Void and vm-state arguments take half a byte (their kind nibble) each.
-                n = c.count("argument", 2)?.saturating_add(n);
+                n = c.count("extra argument", 2)?.saturating_add(n);
             }
             let func = callee(c, bounds)?;
-            let dst = if op & V2_HAS_DST != 0 { Some(c.u32("register")?) } else { None };
+            let dst = if op & V2_HAS_DST != 0 { Some(c.u32("destination register")?) } else { None };
             let mut kinds = Vec::new();
             if op & V2_ALL_REGS == 0 {
                 let kinds_at = c.pos();
@@ -333,7 +333,7 @@ mod tests {
         let bytes = encode(&[Instruction::Call { func: 201, args: vec![], dst: None }], 1);
         assert_eq!(
             format!("{:?}", decode(Cursor::new(&bytes, 0, "instructions"), 1, &BOUNDS).expect_err("an error")),
-            r#"Format("instructions section at byte 2: function index 201 out of range (there are 201)")"#
+            r#"Format("instructions section at byte 2: called function index 201 out of range (there are 201)")"#
         );
     }
 

@@ -31,6 +31,7 @@ mod checksum;
 mod constants;
 mod cursor;
 mod debug;
+pub mod field_record;
 mod functions;
 mod instructions;
 mod libraries;

@@ -166,7 +166,7 @@ fn decode_type(c: &mut Cursor<'_>, strings: &Strings<'_>, budget: &mut Budget, d
             }
             let dtype = if flags & HAS_DTYPE != 0 { Some(c.dtype()?) } else { None };
             let dims = if flags & HAS_RANK != 0 {
-                let n = c.count("dimension", 1)?;
+                let n = c.count("type dimension", 1)?;
                 budget.charge(n as u64 * 24, c, flags_at)?;
                 let mut dims = Vec::with_capacity(n);
                 for _ in 0..n {

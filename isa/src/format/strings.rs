@@ -126,7 +126,7 @@ impl<'a> Strings<'a> {
     /// names the same string (one allocation per distinct string).
     pub fn read_value(&mut self, c: &mut Cursor<'_>, budget: &mut Budget) -> Result<Value> {
         let at = c.pos();
-        let i = c.index("string index", self.items.len())?;
+        let i = c.index("string constant index", self.items.len())?;
         if let Some(v) = &self.shared[i] {
             return Ok(v.clone());
         }

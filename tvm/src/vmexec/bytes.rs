@@ -3,6 +3,72 @@
 //! before anything is allocated, so a hostile count fails instead of exhausting memory.
 
 use relaxvm::{Error, Result};
+use std::cell::RefCell;
+
+/// How a recorded field was read (see [`record_fields`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldKind {
+    /// Fixed-size bytes: an integer, a float, or bytes whose count was read before.
+    Fixed,
+    /// A `u64` element count, each element at least `item_size` bytes.
+    Count {
+        /// The least size of one element that the count is checked against.
+        item_size: usize,
+    },
+    /// The bytes of a UTF-8 string (after its count).
+    Text,
+}
+
+/// One field a reader read: where it lies, and how its errors name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldRead {
+    /// What the reader describes in its errors (`relax.VMExecutable`, ...).
+    pub what: &'static str,
+    /// The field's name in its errors.
+    pub field: String,
+    /// Its offset within the reader's bytes (the offset its errors report).
+    pub pos: usize,
+    /// Its address in memory, to find it in a file that holds the reader's bytes (nested
+    /// readers, such as the module tree inside `__tvm_ffi__library_bin`, start inside it).
+    pub addr: usize,
+    /// Its size in bytes.
+    pub len: usize,
+    /// How it was read.
+    pub kind: FieldKind,
+}
+
+thread_local! {
+    /// The fields read on this thread while [`record_fields`] runs.
+    static RECORDED: RefCell<Option<Vec<FieldRead>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` and returns, beside its result, every field the readers of this module read on this
+/// thread meanwhile, in reading order. Tests derive crafted files from it (truncate each field,
+/// overflow each count, break each string), so their table of fields follows the reader
+/// instead of a hand-kept offset table; a field read by no test fails there.
+pub fn record_fields<R>(f: impl FnOnce() -> R) -> (R, Vec<FieldRead>) {
+    let outer = RECORDED.with(|r| r.borrow_mut().replace(Vec::new()));
+    let out = f();
+    let fields = RECORDED.with(|r| std::mem::replace(&mut *r.borrow_mut(), outer)).unwrap_or_default();
+    (out, fields)
+}
+
+fn note(read: impl FnOnce() -> FieldRead) {
+    RECORDED.with(|r| {
+        if let Some(fields) = r.borrow_mut().as_mut() {
+            fields.push(read());
+        }
+    });
+}
+
+/// Marks the last recorded field (just read by `take`) as `kind`.
+fn mark_last(kind: FieldKind) {
+    RECORDED.with(|r| {
+        if let Some(last) = r.borrow_mut().as_mut().and_then(|f| f.last_mut()) {
+            last.kind = kind;
+        }
+    });
+}
 
 /// A reader of one serialized object; errors name `what` it reads and the byte offset.
 pub struct Bytes<'a> {
@@ -38,6 +104,14 @@ impl<'a> Bytes<'a> {
             return Err(self.err(format!("{field} needs {n} bytes, but only {} remain (truncated?)", self.remaining())));
         }
         let out = &self.data[self.pos..self.pos + n];
+        note(|| FieldRead {
+            what: self.what,
+            field: field.to_owned(),
+            pos: self.pos,
+            addr: out.as_ptr() as usize,
+            len: n,
+            kind: FieldKind::Fixed,
+        });
         self.pos += n;
         Ok(out)
     }
@@ -82,6 +156,7 @@ impl<'a> Bytes<'a> {
     pub fn count(&mut self, field: &str, item_size: usize) -> Result<usize> {
         let at = self.pos;
         let n = self.u64(field)?;
+        mark_last(FieldKind::Count { item_size: item_size.max(1) });
         let fits = usize::try_from(n).ok().filter(|n| n.saturating_mul(item_size.max(1)) <= self.remaining());
         fits.ok_or_else(|| {
             Error::format(format!(
@@ -98,6 +173,7 @@ impl<'a> Bytes<'a> {
         let n = self.count(field, 1)?;
         let at = self.pos;
         let b = self.take(n, field)?;
+        mark_last(FieldKind::Text);
         let s = std::str::from_utf8(b)
             .map_err(|_| Error::format(format!("{} at byte {at}: {field} is not valid UTF-8", self.what)))?;
         let mut out = String::new();

@@ -8,11 +8,13 @@
 
 mod cases;
 mod library;
+mod version_cases;
 
 use cases::CASES;
 use library::{bytes_of, Lib};
 use relaxvm::ErrorKind;
 use relaxvm_tvm::elf;
+use version_cases::VERSION_CASES;
 
 #[test]
 fn both_libraries_validate_unchanged() {
@@ -24,7 +26,7 @@ fn both_libraries_validate_unchanged() {
 #[test]
 fn every_damage_is_a_format_error_naming_the_field() {
     let mut failures = Vec::new();
-    for c in CASES {
+    for c in CASES.iter().chain(VERSION_CASES) {
         let bytes = bytes_of(c.lib);
         let mut m = bytes.to_vec();
         let edits = (c.edits)(bytes);
@@ -45,7 +47,13 @@ fn every_damage_is_a_format_error_naming_the_field() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases:\n{}", failures.len(), CASES.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases:\n{}",
+        failures.len(),
+        CASES.len() + VERSION_CASES.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
