@@ -277,7 +277,7 @@ MUTANTS = [
     ),
     (
         "scripts/error-coverage.py",
-        'sites.setdefault((m.path.split("/", 1)[0], PLACEHOLDER.sub("{}", m.text)), []).append(m)',
+        'sites.setdefault((m.path.split("/", 1)[0], printed(m.text)), []).append(m)',
         'sites.setdefault((m.path.split("/", 1)[0], m.text), []).append(m)',
         "error coverage: two sites whose texts differ only in a placeholder's name are not a finding",
         ["pytest", "tests/test_error_coverage_rules.py"],
