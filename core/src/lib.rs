@@ -18,6 +18,7 @@ pub mod dlpack;
 pub mod dtype;
 pub mod element;
 pub mod error;
+pub mod field_record;
 pub mod input_file;
 pub mod instrument;
 pub mod location;

@@ -84,7 +84,7 @@ pub use object::{Named, NamedObject};
 pub use packed::{BinaryFn, CallCtx, PackedFunc, SelectFn, Selected, TypedFn, VmHandle};
 pub use registry::Registry;
 #[allow(deprecated)]
-pub use relaxvm_core::{arcstr, ArcStr};
+pub use relaxvm_core::{arcstr, field_recorder, ArcStr};
 pub use shape::Shape;
 pub use storage::{Storage, StorageRead};
 pub use tensor::{Element, Tensor, TensorView};

@@ -3,8 +3,6 @@
 //! bytes left, each index to its bound, each 32-bit value to 2^32, and check the message names
 //! that field at its offset, with no hand-kept offset table that could drift from the reader.
 
-use std::cell::RefCell;
-
 /// How a recorded field is checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldKind {
@@ -37,24 +35,4 @@ pub struct FieldRead {
     pub kind: FieldKind,
 }
 
-thread_local! {
-    static RECORDED: RefCell<Option<Vec<FieldRead>>> = const { RefCell::new(None) };
-}
-
-/// Runs `f` and returns, beside its result, the named fields the format's readers read on this
-/// thread meanwhile, in reading order.
-pub fn record_fields<R>(f: impl FnOnce() -> R) -> (R, Vec<FieldRead>) {
-    let outer = RECORDED.with(|r| r.borrow_mut().replace(Vec::new()));
-    let out = f();
-    let fields = RECORDED.with(|r| std::mem::replace(&mut *r.borrow_mut(), outer)).unwrap_or_default();
-    (out, fields)
-}
-
-/// Records a field when a recording runs.
-pub(crate) fn note(read: impl FnOnce() -> FieldRead) {
-    RECORDED.with(|r| {
-        if let Some(fields) = r.borrow_mut().as_mut() {
-            fields.push(read());
-        }
-    });
-}
+relaxvm_core::field_recorder!(FieldRead);

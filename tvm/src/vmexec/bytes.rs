@@ -3,7 +3,6 @@
 //! before anything is allocated, so a hostile count fails instead of exhausting memory.
 
 use relaxvm::{Error, Result};
-use std::cell::RefCell;
 
 /// How a recorded field was read (see [`record_fields`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,37 +36,13 @@ pub struct FieldRead {
     pub kind: FieldKind,
 }
 
-thread_local! {
-    /// The fields read on this thread while [`record_fields`] runs.
-    static RECORDED: RefCell<Option<Vec<FieldRead>>> = const { RefCell::new(None) };
-}
-
-/// Runs `f` and returns, beside its result, every field the readers of this module read on this
-/// thread meanwhile, in reading order. Tests derive crafted files from it (truncate each field,
-/// overflow each count, break each string), so their table of fields follows the reader
-/// instead of a hand-kept offset table; a field read by no test fails there.
-pub fn record_fields<R>(f: impl FnOnce() -> R) -> (R, Vec<FieldRead>) {
-    let outer = RECORDED.with(|r| r.borrow_mut().replace(Vec::new()));
-    let out = f();
-    let fields = RECORDED.with(|r| std::mem::replace(&mut *r.borrow_mut(), outer)).unwrap_or_default();
-    (out, fields)
-}
-
-fn note(read: impl FnOnce() -> FieldRead) {
-    RECORDED.with(|r| {
-        if let Some(fields) = r.borrow_mut().as_mut() {
-            fields.push(read());
-        }
-    });
-}
+// Tests derive crafted files from the record (truncate each field, overflow each count, break
+// each string), so their table of fields follows the reader; a field read by no test fails there.
+relaxvm::field_recorder!(FieldRead);
 
 /// Marks the last recorded field (just read by `take`) as `kind`.
 fn mark_last(kind: FieldKind) {
-    RECORDED.with(|r| {
-        if let Some(last) = r.borrow_mut().as_mut().and_then(|f| f.last_mut()) {
-            last.kind = kind;
-        }
-    });
+    with_last(|last| last.kind = kind);
 }
 
 /// A reader of one serialized object; errors name `what` it reads and the byte offset.
