@@ -97,7 +97,7 @@ impl PyVmFunction {
             let mut each = args.clone();
             let call = |vm: &mut VirtualMachine| vm.call_entry_with(e, n, |_| each.next().and_then(|a| held_value(&a)));
             match self.shared.run_attached(py, call) {
-                Ok(Some(ret)) => return self.result_to_py(py, ret).map_or_else(|e| raise(py, e), Bound::into_ptr),
+                Ok(Some(ret)) => return self.result_ptr(py, ret),
                 Ok(None) => {}
                 Err(e) => return raise(py, e),
             }
@@ -176,6 +176,20 @@ impl PyVmFunction {
             Some(e) => self.shared.run(py, release, |vm| vm.call_entry(e, argv)),
             None => self.shared.run(py, release, |vm| vm.invoke_closure(&self.func, argv)),
         }
+    }
+
+    /// [`Self::result_to_py`] as a new reference, or null with the Python error set. An int
+    /// (the commonest scalar result) goes straight to CPython's constructor, which is what
+    /// `to_py` and a signature's conversion (a tuple's slots aside) make of it too.
+    #[inline(always)]
+    fn result_ptr(&self, py: Python<'_>, ret: Value) -> *mut ffi::PyObject {
+        if let Value::Int(i) = ret {
+            std::mem::forget(ret); // owns nothing (see `call_positional`)
+                                   // SAFETY: the thread is attached (`py`); the call returns a new reference, or
+                                   // null with a MemoryError set, which is how this entry reports an error.
+            return unsafe { ffi::PyLong_FromLongLong(i) };
+        }
+        self.result_to_py(py, ret).map_or_else(|e| raise(py, e), Bound::into_ptr)
     }
 
     /// The Python object for a call's result.
