@@ -13,10 +13,14 @@ this file runs them and writes the README table.
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import re
+import sys
+import time
 
 import bench_measure
+import bench_record
 from bench_measure import Row, best_time, ctrl_c_latency_ms, measure_row, ours, peer, scale, threads_ratio, tvm
 from bench_rows import rows
 
@@ -27,6 +31,7 @@ __all__ = ["README_END", "README_START", "Row", "replace_table", "rows"]
 
 README_START = "<!-- bench table: written by scripts/bench.py --update-readme -->"
 README_END = "<!-- end of bench table -->"
+README_RECORD_REL = os.path.relpath(bench_record.README_RECORD, bench_record.ROOT)
 
 
 def replace_table(readme: str, table: list[str]) -> str:
@@ -39,7 +44,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer rounds and shorter programs")
     ap.add_argument("--rounds", type=int, default=None)
-    ap.add_argument("--update-readme", action="store_true", help="also write the table into README.md")
+    ap.add_argument(
+        "--update-readme",
+        action="store_true",
+        help=f"also write the table into README.md, and the record it comes from into {README_RECORD_REL}",
+    )
+    ap.add_argument("--record", metavar="FILE", help="also write the run's record (JSON) into FILE")
+    ap.add_argument(
+        "--readme-from",
+        metavar="FILE",
+        help="measure nothing: write README.md's table from a record FILE (and copy it to the README's record)",
+    )
     ap.add_argument("--only", metavar="REGEX", help="run only the rows whose label matches (and no thread rows)")
     ap.add_argument(
         "--clock",
@@ -48,16 +63,21 @@ def main() -> None:
         help="time rows by wall time (default) or by the measuring thread's CPU time (on a loaded machine)",
     )
     args = ap.parse_args()
+    if args.readme_from:
+        write_readme(bench_record.load(args.readme_from))
+        return
     bench_measure.set_clock(args.clock)
     if args.only and args.update_readme:
         ap.error("--update-readme writes the whole table: run it without --only")
     rounds = args.rounds or (2 if args.quick else 5)
+    if rounds < 1:
+        ap.error(f"--rounds must be at least 1, not {rounds}")
     min_seconds = 0.05 if args.quick else 0.2
+    started, load_start = time.monotonic(), os.getloadavg()[0]
     backends = [b for b in (ours(), peer()) if b is not None]
     print(f"relaxvm {rx.__version__}; peer: {'Apache TVM ' + tvm.__version__ if tvm else 'not installed'}")
     print()
-    table = ["| row | unit | relaxvm | peer | peer / relaxvm | target |", "| --- | --- | ---: | ---: | ---: | --- |"]
-    print("\n".join(table))
+    print("\n".join(bench_record.HEADER))
     import bench_tvm_models  # beside this file; needs TVM, so only the bench venv has its rows
     from progress import Progress  # beside this file
 
@@ -65,37 +85,73 @@ def main() -> None:
     if args.only:
         all_rows = [r for r in all_rows if re.search(args.only, r.label)]
     progress = Progress(len(all_rows) + 2, "bench")
+    recorded: list[dict] = []
 
-    def emit(line: str) -> None:
+    def emit(r: dict) -> None:
         progress.clear()
-        table.append(line)
-        print(line, flush=True)
+        recorded.append(r)
+        print(bench_record.render_row(r), flush=True)
 
-    for row in all_rows:
-        progress.step(row.label)
-        best = measure_row(row, backends, rounds, min_seconds)
-        ours_v, peer_v = best["relaxvm"], best.get("tvm")
-        peer_s = f"{peer_v:.1f}" if peer_v is not None else "-"
-        ratio = f"{peer_v / ours_v:.1f}x" if peer_v is not None else "-"
-        if row.reference is not None:
-            who, fn = row.reference
-            ref = min(best_time(fn, min_seconds) for _ in range(rounds)) / row.per * scale(row.unit)
-            peer_s, ratio = f"{who} {ref:.1f}", f"{ref / ours_v:.2f}x"
-        emit(f"| {row.label} | {row.unit} | {ours_v:.1f} | {peer_s} | {ratio} | {row.target} |")
-    if args.only:
-        return
-    progress.step("2 Python threads")
-    threads = threads_ratio(min_seconds)
-    progress.step("Ctrl-C latency")
-    ctrl_c = ctrl_c_latency_ms()
-    emit(f"| 2 Python threads, each its own VM | throughput | {threads:.2f}x one thread | - | - | >= 1.9x |")
-    emit(f"| Ctrl-C in an endless loop to KeyboardInterrupt | ms, worst of 5 | {ctrl_c:.2f} | - | - | <= 100 |")
+    for r in all_rows:
+        progress.step(r.label)
+        best = measure_row(r, backends, rounds, min_seconds)
+        ours_v, peer_v, reference = best["relaxvm"], best.get("tvm"), None
+        if r.reference is not None:
+            reference, fn = r.reference
+            peer_v = min(best_time(fn, min_seconds) for _ in range(rounds)) / r.per * scale(r.unit)
+        emit(bench_record.row(r.label, r.unit, ours_v, r.target, peer_v, reference))
+    if not args.only:
+        progress.step("2 Python threads")
+        threads = threads_ratio(min_seconds)
+        progress.step("Ctrl-C latency")
+        ctrl_c = ctrl_c_latency_ms()
+        emit(
+            bench_record.row(
+                "2 Python threads, each its own VM", "throughput", threads, ">= 1.9x", decimals=2, suffix="x one thread"
+            )
+        )
+        emit(
+            bench_record.row(
+                "Ctrl-C in an endless loop to KeyboardInterrupt", "ms, worst of 5", ctrl_c, "<= 100", decimals=2
+            )
+        )
+    progress.clear()
+    record = {
+        "provenance": {
+            "command": " ".join(["scripts/bench.py", *sys.argv[1:]]),
+            "quick": args.quick,
+            "rounds": rounds,
+            "clock": args.clock,
+            "only": args.only,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": bench_record.commit(),
+            "relaxvm": rx.__version__,
+            "peer": tvm.__version__ if tvm else None,
+            "machine": bench_record.machine(),
+            "load_start": load_start,
+            "load_end": os.getloadavg()[0],
+            "seconds": time.monotonic() - started,
+        },
+        "rows": recorded,
+    }
+    print(f"\n{bench_record.provenance_text(record['provenance'])}")
+    if args.record:
+        bench_record.save(record, args.record)
     if args.update_readme:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
-        with open(path) as f:
-            readme = f.read()
-        with open(path, "w") as f:
-            f.write(replace_table(readme, table))
+        write_readme(record)
+
+
+def write_readme(record: dict) -> None:
+    """Writes ``record``'s table into README.md and the record beside it (README_RECORD)."""
+    if record["provenance"]["only"]:
+        raise SystemExit("the README's table is the whole suite: this record is of an --only run")
+    path = os.path.join(bench_record.ROOT, "README.md")
+    with open(path) as f:
+        readme = f.read()
+    table = bench_record.render(record)
+    bench_record.save(record, bench_record.README_RECORD)
+    with open(path, "w") as f:
+        f.write(replace_table(readme, table))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Benchmarks: the Rust criterion suite, then the Python suite side by side with Apache TVM.
-# Usage: scripts/bench.sh [--quick] [--no-rust] [--no-peer] [--update-readme] [--only REGEX] [--clock thread]
-# `--update-readme` writes the README's table, which comes from the Python suite alone: the Rust
-# suite is then skipped (`scripts/bench.sh --quick --update-readme` regenerates the table with
-# two rounds per row and the short programs).
+# Usage: scripts/bench.sh [--quick] [--rounds N] [--no-rust] [--no-peer] [--update-readme]
+#                         [--record FILE] [--only REGEX] [--clock thread]
+# `scripts/bench.sh --update-readme` is the README's run: a full run of the Python suite (the
+# Rust suite is then skipped), which writes the table into README.md and the record it comes from
+# into docs/bench-run.json; the table says how it was measured (quick or full, rounds, clock,
+# machine, load, date, commit). With `--quick` it is a quick run and the table says so.
 # The peer lives in its own environment (.venv-bench) so the test environment stays lean; the
 # relaxvm package built into .venv (in place, by maturin develop) is put on its path.
 set -euo pipefail

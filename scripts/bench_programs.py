@@ -12,24 +12,26 @@ def emit_identity(ib: Any) -> None:
         ib.emit_ret(ib.r(0))
 
 
-def emit_copies(n: int) -> Callable[[Any], None]:
+def emit_straight(callee: str, n: int) -> Callable[[Any], None]:
+    """``main(x)``: ``n`` calls of ``callee`` on ``x`` in a straight line, returning the last."""
+
     def emit(ib: Any) -> None:
         with ib.function("main", num_inputs=1):
             for _ in range(n):
-                ib.emit_call("vm.builtin.copy", args=[ib.r(0)], dst=ib.r(1))
+                ib.emit_call(callee, args=[ib.r(0)], dst=ib.r(1))
             ib.emit_ret(ib.r(1))
 
     return emit
+
+
+def emit_copies(n: int) -> Callable[[Any], None]:
+    """The dispatch program: ``n`` calls of ``vm.builtin.copy``."""
+    return emit_straight("vm.builtin.copy", n)
 
 
 def emit_callbacks(n: int) -> Callable[[Any], None]:
-    def emit(ib: Any) -> None:
-        with ib.function("main", num_inputs=1):
-            for _ in range(n):
-                ib.emit_call("bench.py_identity", args=[ib.r(0)], dst=ib.r(1))
-            ib.emit_ret(ib.r(1))
-
-    return emit
+    """The callback program: ``n`` calls of the registered Python ``bench.py_identity``."""
+    return emit_straight("bench.py_identity", n)
 
 
 def emit_shape_heap(n: int) -> Callable[[Any], None]:

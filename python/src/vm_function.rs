@@ -5,6 +5,7 @@ pub(crate) mod vectorcall;
 use crate::call_args::{assign_args, convert_arg, Params};
 use crate::convert::{held_value, quick_value, to_py, Args};
 use crate::signature::{inspect_signature, inspect_untyped, typed_to_py};
+use crate::tensor::PyTensor;
 use crate::vm_lock::VmLock;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -41,6 +42,31 @@ pub fn raise(py: Python<'_>, e: PyErr) -> *mut ffi::PyObject {
     std::ptr::null_mut()
 }
 
+/// The Python object for a call's tensor result, the tensor moved into it rather than cloned
+/// and then dropped with `ret`: two atomic reference-count updates less per call (a signature
+/// converts a tensor result as `to_py` does: only tuples follow their declared type). Out of
+/// line, so that the scalar results' path compiles as it did without it.
+#[inline(never)]
+fn tensor_result(py: Python<'_>, ret: Value) -> PyResult<Bound<'_, PyAny>> {
+    let mut ret = std::mem::ManuallyDrop::new(ret);
+    match &*ret {
+        Value::Tensor(t) => {
+            // SAFETY: `ret` is ours and never dropped (`ManuallyDrop`, not taken out of), so
+            // the tensor it holds is read out exactly once and owned by `wrap` from here.
+            // `Value`'s drop does nothing for a tensor beyond dropping it, which `wrap` now
+            // does (or its new object does, later).
+            let t = unsafe { std::ptr::read(t) };
+            PyTensor::wrap(py, t).map(Bound::into_any)
+        }
+        other => {
+            let out = to_py(py, other);
+            // SAFETY: `ret` was not read out of (not a tensor) and is dropped once, here.
+            unsafe { std::mem::ManuallyDrop::drop(&mut ret) };
+            out
+        }
+    }
+}
+
 impl PyVmFunction {
     /// Assigns a call's arguments to the parameters (see [`crate::call_args::assign_args`]).
     #[inline]
@@ -71,11 +97,24 @@ impl PyVmFunction {
             let mut each = args.clone();
             let call = |vm: &mut VirtualMachine| vm.call_entry_with(e, n, |_| each.next().and_then(|a| held_value(&a)));
             match self.shared.run_attached(py, call) {
-                Ok(Some(ret)) => return self.result_to_py(py, ret).map_or_else(|e| raise(py, e), Bound::into_ptr),
+                Ok(Some(ret)) => return self.result_ptr(py, ret),
                 Ok(None) => {}
                 Err(e) => return raise(py, e),
             }
         }
+        self.call_converting(py, args)
+    }
+
+    /// [`Self::call_positional`] for the calls its direct path declines: the arguments are
+    /// converted into a list first. Out of line, so that the direct path stays small enough
+    /// for the compiler to inline what it calls (the registers' reserve was left out of line
+    /// once it grew, about 40 instructions more per call).
+    #[inline(never)]
+    fn call_converting<'a, 'py: 'a>(
+        &self,
+        py: Python<'py>,
+        args: impl ExactSizeIterator<Item = Borrowed<'a, 'py, PyAny>>,
+    ) -> *mut ffi::PyObject {
         let mut argv = Args::new();
         let params = self.params();
         for (i, a) in args.enumerate() {
@@ -139,9 +178,26 @@ impl PyVmFunction {
         }
     }
 
+    /// [`Self::result_to_py`] as a new reference, or null with the Python error set. An int
+    /// (the commonest scalar result) goes straight to CPython's constructor, which is what
+    /// `to_py` and a signature's conversion (a tuple's slots aside) make of it too.
+    #[inline(always)]
+    fn result_ptr(&self, py: Python<'_>, ret: Value) -> *mut ffi::PyObject {
+        if let Value::Int(i) = ret {
+            std::mem::forget(ret); // owns nothing (see `call_positional`)
+                                   // SAFETY: the thread is attached (`py`); the call returns a new reference, or
+                                   // null with a MemoryError set, which is how this entry reports an error.
+            return unsafe { ffi::PyLong_FromLongLong(i) };
+        }
+        self.result_to_py(py, ret).map_or_else(|e| raise(py, e), Bound::into_ptr)
+    }
+
     /// The Python object for a call's result.
     #[inline]
     fn result_to_py<'py>(&self, py: Python<'py>, ret: Value) -> PyResult<Bound<'py, PyAny>> {
+        if matches!(ret, Value::Tensor(_)) {
+            return tensor_result(py, ret);
+        }
         let out = match &self.sig {
             Some(sig) => typed_to_py(py, &ret, &sig.result),
             None => to_py(py, &ret),

@@ -92,16 +92,7 @@ pub unsafe extern "C" fn call(
         match kwnames.filter(|_| nkw > 0) {
             None => f.call_positional(py, positional.iter().map(borrow)),
             Some(names) => {
-                // Keywords are rare on the hot path: assign them as `tp_call` would.
-                let call = || -> PyResult<Bound<'_, PyAny>> {
-                    let tuple = PyTuple::new(py, positional.iter().map(borrow))?;
-                    let dict = PyDict::new(py);
-                    for (name, value) in names.iter().zip(keywords.iter().map(borrow)) {
-                        dict.set_item(name, value)?;
-                    }
-                    f.call_bound(py, &tuple, Some(&dict))
-                };
-                call().map_or_else(|e| raise(py, e), Bound::into_ptr)
+                call_with_keywords(f, py, positional, &names, keywords).map_or_else(|e| raise(py, e), Bound::into_ptr)
             }
         }
     };
@@ -109,4 +100,25 @@ pub unsafe extern "C" fn call(
         Ok(ret) => ret,
         Err(payload) => raise(py, pyo3::panic::PanicException::new_err(relaxvm::packed::panic_message(&*payload))),
     }
+}
+
+/// A vectorcall with keywords: rare on the hot path, so assigned as `tp_call` would, out of
+/// line (the positional path stays small enough for the compiler to inline what it calls).
+#[cold]
+#[inline(never)]
+fn call_with_keywords<'py>(
+    f: &PyVmFunction,
+    py: Python<'py>,
+    positional: &[*mut ffi::PyObject],
+    names: &Bound<'py, PyTuple>,
+    keywords: &[*mut ffi::PyObject],
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: each pointer is a live object CPython lends for the call (see `call`).
+    let borrow = |p: &*mut ffi::PyObject| unsafe { Borrowed::from_ptr(py, *p) };
+    let tuple = PyTuple::new(py, positional.iter().map(borrow))?;
+    let dict = PyDict::new(py);
+    for (name, value) in names.iter().zip(keywords.iter().map(borrow)) {
+        dict.set_item(name, value)?;
+    }
+    f.call_bound(py, &tuple, Some(&dict))
 }
