@@ -64,6 +64,20 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.readme_from:
+        measuring = [
+            flag
+            for flag, given in (
+                ("--quick", args.quick),
+                ("--rounds", args.rounds is not None),
+                ("--update-readme", args.update_readme),
+                ("--record", args.record),
+                ("--only", args.only),
+                ("--clock", args.clock != "wall"),
+            )
+            if given
+        ]
+        if measuring:
+            ap.error(f"--readme-from measures nothing: {', '.join(measuring)} would be ignored")
         write_readme(bench_record.load(args.readme_from))
         return
     bench_measure.set_clock(args.clock)

@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import bench  # noqa: E402
@@ -164,6 +166,26 @@ def test_an_only_record_is_refused_for_the_readme(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "scripts"), *sys.path]))
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode != 0 and "this record is of an --only run" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--only", "Python"], "--only"),
+        (["--quick", "--record", "x.json"], "--quick, --record"),
+        (["--clock", "thread"], "--clock"),
+    ],
+)
+def test_readme_from_refuses_the_measuring_flags_it_would_ignore(tmp_path, flags, named):
+    path = tmp_path / "run.json"
+    bench_record.save(record(), str(path))
+    code = "import sys, bench; sys.argv = ['bench.py', '--readme-from', *sys.argv[1:]]; bench.main()"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "scripts"), *sys.path]))
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path), *flags], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"--readme-from measures nothing: {named} would be ignored" in done.stderr
 
 
 def test_replace_table_swaps_only_the_table():
