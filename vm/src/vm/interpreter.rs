@@ -89,8 +89,11 @@ impl VirtualMachine {
                 }
                 // The hook after the call: `$ret` is what the call returned; the hook sees it
                 // (or that the call failed), and the call's result goes on unchanged.
-                // In the plain copy the arguments are always `None`: forgotten, not dropped, as
-                // the test of a drop that never runs cost every call three instructions.
+                // In the plain copy the arguments are always `None` (`hook_before!` makes them
+                // only when `INSTRUMENTED`, a constant of this copy): forgotten, not dropped, as
+                // the test of a drop that never runs cost every call three instructions. Were
+                // they ever `Some` here, the values would leak (never be freed), not be misused;
+                // debug builds (every `cargo test`) assert it.
                 macro_rules! hook_after {
                     ($args:expr, $ret:expr) => {
                         if INSTRUMENTED {
