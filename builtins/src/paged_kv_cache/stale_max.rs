@@ -25,9 +25,10 @@
 //! uninitialised). Let `M` be a row's final `m`, `D` its final `d`, `n` its visible columns.
 //! - **Rounding of `lse`** (`up`). `lse_x = M + log2 D` (exact in `M` and the computed `D`)
 //!   differs from the written `lse` by the final addition, `≤ ε·|lse_x|`, and `log2f`'s
-//!   error, `≤ 2^-23·|log2 D| ≤ 2^-23·149` (`D ≥ 2^-149` when positive); with
-//!   `|lse_x| ≤ |lse| + 150` both together are below `2^-20·(|lse| + 256)`. And `D` itself
-//!   carries the rounding of at most `kv + 2` products and sums (every column, the initial
+//!   error, `≤ 2^-23·|log2 D| ≤ 2^-23·149` (`D ≥ 2^-149` when positive); so `|lse_x|` is
+//!   below `|lse| + 1` and both together below `2^-24·(|lse| + 1) + 2^-23·149`, less than
+//!   `2^-20·(|lse| + 256)`. And `D` itself carries the rounding of a product and a sum for
+//!   each of at most `kv + 2` terms (every column, the initial
 //!   `d` and the last scaling), each a factor `1 ± ε`: `log2` of the accumulated factor is
 //!   below `2(kv + 2)·ε / ln 2 < (kv + 2)·2^-22`. `up(lse, kv)` adds both: it is at least
 //!   `M + log2 D_exact` of the same weights in exact arithmetic.
