@@ -176,7 +176,15 @@ fn begin_forward(name: &'static str, args: &[Value]) -> Result<Value> {
     c.transact(&mut st, |st| {
         let spare = st.spare_plan.take();
         let plan = forward::begin(&mut st.pool, ids, lens, token_tree.as_deref(), &limits, spare)?;
-        let aux = c.aux_tensors(&plan, st.step.as_ref().map(|s| &s.aux))?;
+        if let Some(last) = st.step.as_mut() {
+            if c.refill_aux(&plan, &mut last.aux)? {
+                let old = std::mem::replace(&mut last.plan, plan);
+                (last.ended, last.stale) = (false, false);
+                st.spare_plan = Some(old);
+                return Ok(());
+            }
+        }
+        let aux = c.aux_tensors(&plan)?;
         if let Some(old) = st.step.replace(Step { plan, aux, ended: false, stale: false }) {
             st.spare_plan = Some(old.plan);
         }
