@@ -21,6 +21,7 @@ import build_paged_kv as pkv  # noqa: E402
 import corpus  # noqa: E402
 import located  # noqa: E402
 import paged_kv_ops as pko  # noqa: E402
+import paged_kv_reference as ref  # noqa: E402
 
 SUITE = located.suite_dir(pkv.SUITE)
 AVAILABLE = SUITE is not None
@@ -81,13 +82,12 @@ def assert_matches_by_row(cfg: dict, cache, op: dict, i: int) -> None:
 
     Tolerance: the two differ only in the maximum each row's exponentials are taken against
     (a stale one is larger), which scales every weight of a row by the same factor before the
-    normalisation: float32 rounding of at most a window of terms and one merge, a few ulp,
-    where rtol 1e-5 leaves two orders of magnitude of room; a wrong column, window or merge
-    changes outputs by far more (the inputs are of order 1)."""
+    normalisation: float32 rounding of at most a window of terms and one merge, the float32
+    tolerance of ``paged_kv_reference`` (``RTOL``, ``ATOL``)."""
     assert op["op"] == "attn", f"op {i}: only fused attention is undefined in TVM, found {op}"
     got, want = fused_and_by_row(cfg, cache, op)
     assert np.isfinite(got).all(), f"op {i} {op}: non-finite output"
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"op {i} {op}")
+    np.testing.assert_allclose(got, want, rtol=ref.RTOL, atol=ref.ATOL, err_msg=f"op {i} {op}")
 
 
 def fused_and_by_row(cfg: dict, cache, op: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -116,7 +116,7 @@ def assert_nonfinite_rows_recomputed(cfg: dict, cache, call: dict, op: dict, i: 
     bad = op["nonfinite_rows"]
     if call["op"] == "attn":
         got, want = fused_and_by_row(cfg, cache, call)
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"op {i} {call}")
+        np.testing.assert_allclose(got, want, rtol=ref.RTOL, atol=ref.ATOL, err_msg=f"op {i} {call}")
     else:
         assert call["op"] == "attn_shared", f"op {i}: unexpected non-finite output of {call}"
         qo, kv, d, dt, n = cfg["num_qo_heads"], cfg["num_kv_heads"], cfg["head_dim"], cfg["dtype"], call["rows"]
@@ -291,51 +291,11 @@ def test_a_sliding_layer_step_past_the_window_gives_the_windowed_attention() -> 
         )
         outs.append(out.numpy())
     assert outs[0].tobytes() == outs[1].tobytes()
-    got, qn = outs[0], q.numpy().astype("float64")
-    for r in range(step):
-        # The last `w` tokens up to row r: cached tokens cached - w + 1 + r .. cached - 1, then
-        # the step's rows 0..r.
-        keys = np.concatenate([k_cached[cached - w + 1 + r :], k[: r + 1].astype("float64")])
-        vals = np.concatenate([v_cached[cached - w + 1 + r :], v[: r + 1].astype("float64")])
-        assert len(keys) == w
-        for h in range(qo):
-            g = h // (qo // kv)
-            s = keys[:, g] @ qn[r, h] * scale
-            p = np.exp(s - s.max())
-            want = (p / p.sum()) @ vals[:, g]
-            np.testing.assert_allclose(got[r, h], want, rtol=1e-5, atol=1e-6, err_msg=f"row {r}, head {h}")
+    # The last `w` tokens up to row r: cached tokens cached - w + 1 + r .. cached - 1, then the
+    # step's rows 0..r.
+    want = ref.windowed_attention(q.numpy(), k_cached, v_cached, k, v, w, scale)
+    want.assert_close(outs[0], "the step past the window")
     pko.run_op(API, cache, cfg, {"op": "end"})
-
-
-def windowed_attention_f64(q, k_cached, v_cached, k_new, v_new, window: int, scale: float) -> np.ndarray:
-    """The causal sliding-window attention of one sequence's step in float64, independent of
-    relaxvm's and TVM's kernels (review R-kv-3): query row ``r`` of ``q`` (``(n, qo, d)``) sees
-    the cached tokens the window still holds (``k_cached[len - window + 1 + r:]``) and the
-    step's tokens up to itself; grouped-query heads share their kv head. No RoPE (the sliding
-    configuration's rope mode is 0)."""
-    q, kc, vc, kn, vn = (np.asarray(x, "float64") for x in (q, k_cached, v_cached, k_new, v_new))
-    n, qo, _ = q.shape
-    group = qo // kc.shape[1]
-    out = np.zeros(q.shape)
-    for r in range(n):
-        keys = np.concatenate([kc[max(0, len(kc) - window + 1 + r) :], kn[: r + 1]])
-        vals = np.concatenate([vc[max(0, len(vc) - window + 1 + r) :], vn[: r + 1]])
-        for h in range(qo):
-            s = keys[:, h // group] @ q[r, h] * scale
-            p = np.exp(s - s.max())
-            out[r, h] = (p / p.sum()) @ vals[:, h // group]
-    return out
-
-
-def assert_float32_close(got: np.ndarray, want: np.ndarray, q, keys, vals, scale: float, what: str) -> None:
-    """``got`` (float32 kernels) against float64 ``want``: rtol 1e-5 (a window of terms and a
-    merge, a few ulp) and an absolute term for the scores' own rounding — the kernels round
-    each score ``s * log2 e`` to float32, a few units in the last place of the largest one, which
-    moves the softmax's output by as much (relative) times the values' scale."""
-    s_max = np.abs(np.asarray(q, "float64")).sum(axis=-1).max() * np.abs(np.asarray(keys, "float64")).max() * scale
-    ulp = float(np.spacing(np.float32(s_max * np.log2(np.e))))
-    atol = 1e-6 + 4 * ulp * float(np.abs(np.asarray(vals)).max())
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=atol, err_msg=what)
 
 
 def test_recomputed_sliding_rows_are_the_float64_windowed_attention() -> None:
@@ -379,7 +339,69 @@ def test_recomputed_sliding_rows_are_the_float64_windowed_attention() -> None:
             rows = slice(s * step, (s + 1) * step)
             q, k_new, v_new = qkv[rows, :qo], qkv[rows, qo : qo + kv], qkv[rows, qo + kv :]
             k_c, v_c = cached[a:b, qo : qo + kv], cached[a:b, qo + kv :]
-            want = windowed_attention_f64(q, k_c, v_c, k_new, v_new, w, scale)
-            keys, vals = np.concatenate([k_c, k_new]), np.concatenate([v_c, v_new])
-            assert_float32_close(got[rows], want, q, keys, vals, scale, f"{name}, sequence {s}")
+            want = ref.windowed_attention(q, k_c, v_c, k_new, v_new, w, scale)
+            want.assert_close(got[rows], f"{name}, sequence {s}")
+    pko.run_op(API, cache, cfg, {"op": "end"})
+
+
+def test_a_row_at_the_certificates_keep_threshold() -> None:
+    """Review R-kv-2: a row put at the stale-maximum certificate's keep threshold
+    (builtins/src/paged_kv_cache/stale_max.rs). A sequence past the window, a step of two
+    tokens: row 0 starts fresh, row 1 on row 0's maximum (its first cached column is masked).
+    Row 0's queries are scaled by ``f``, which raises the stale maximum row 1 starts on; ``f`` is
+    bisected to the point where the certificate stops keeping row 1. Just inside, the step runs
+    the kernel once and nothing else (the bytes are the kernel's, TVM's); just outside, row 1 is
+    computed again (more kernel calls, as the profiler counts them); both are the float64
+    windowed attention at the float32 tolerance."""
+    cfg = next((c for c in CONFIGS if c.get("layer_window")), None)
+    if cfg is None:
+        pytest.skip("the corpus has no configuration with a sliding layer")
+    w, qo, kv, d = cfg["layer_window"], cfg["num_qo_heads"], cfg["num_kv_heads"], cfg["head_dim"]
+    assert cfg["rope_mode"] == 0 and cfg["dtype"] == "float32"  # the reference applies no RoPE
+    cache = new_cache(cfg)
+    scale = d**-0.5
+    cached, step, seed = w + 16, 2, 9_700
+    pko.run_op(API, cache, cfg, {"op": "add", "seq": 0})
+    pko.run_op(API, cache, cfg, {"op": "begin", "seqs": [0], "lens": [cached]})
+    for layer in range(cfg["num_layers"]):
+        op = {"op": "attn", "layer": layer, "sm_scale": scale, "seed": seed + layer, "rows": cached}
+        pko.run_op(API, cache, cfg, op)
+    pko.run_op(API, cache, cfg, {"op": "end"})
+    qkv = pko.qkv_input(cfg, seed, cached)
+    k_cached, v_cached = qkv[:, qo : qo + kv], qkv[:, qo + kv :]
+    q0 = corpus.counter_floats(4 * (seed + 100), (step, qo, d), "float32")
+    k = corpus.counter_floats(4 * (seed + 100) + 1, (step, kv, d), "float32")
+    v = corpus.counter_floats(4 * (seed + 100) + 2, (step, kv, d), "float32")
+    # One call of the builtin in a VM function, for the profiler's count of its kernel calls.
+    name = "vm.builtin.attention_kv_cache_attention_with_shared_kv"
+    ib = rx.ExecBuilder()
+    with ib.function("attn", num_inputs=7):
+        ib.emit_call(name, args=[ib.r(i) for i in range(7)], dst=ib.r(7))
+        ib.emit_ret(ib.r(7))
+    vm = rx.VirtualMachine(ib.get(), rx.cpu(), profile=True)
+    pko.run_op(API, cache, cfg, {"op": "begin", "seqs": [0], "lens": [step]})
+
+    def run(f: float) -> tuple[np.ndarray, np.ndarray, int]:
+        """Row 0's queries times ``f``: the queries, the output and the kernel calls made.
+        (Each call appends nothing: shared K/V stay out of the cache.)"""
+        q = q0.copy()
+        q[0] *= np.float32(f)
+        out = rx.tensor(np.zeros((step, qo, d), "float32"))
+        report = vm.profile("attn", cache, 0, scale, rx.tensor(q), rx.tensor(k), rx.tensor(v), out)
+        # The kernels are the rows besides the builtin's own and the VM's overhead (they come
+        # from the corpus library, not this VM's, so the profiler lists them by their names).
+        calls = sum(r.count for r in report.rows if r.name != name and r.kind != "overhead")
+        return q, out.numpy(), calls
+
+    plain = run(1.0)[2]
+    lo, hi = 1.0, 1000.0
+    assert run(hi)[2] > plain, "row 1 is recomputed far past the threshold"
+    while hi / lo > 1 + 1e-6:
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if run(mid)[2] == plain else (lo, mid)
+    for f, kept in ((lo, True), (hi, False)):
+        q, got, calls = run(f)
+        assert (calls == plain) == kept, (f, calls, plain)
+        want = ref.windowed_attention(q, k_cached, v_cached, k, v, w, scale)
+        want.assert_close(got, f"queries of row 0 times {f} ({'kept' if kept else 'recomputed'})")
     pko.run_op(API, cache, cfg, {"op": "end"})

@@ -71,6 +71,9 @@ pub(crate) struct DepthTensors {
     pub(crate) tree: Option<(Value, Value)>,
 }
 
+/// Per depth, the indices of its arrays in a [`Packer`].
+type PerDepth = smallvec::SmallVec<[[usize; 9]; 2]>;
+
 /// The step's arrays as the kernels take them.
 pub(crate) struct AuxTensors {
     pub(crate) depths: Vec<DepthTensors>,
@@ -271,11 +274,11 @@ impl PagedKvCache {
         }
     }
 
-    /// The plan's arrays as tensors (TVM's SyncAuxArrayToDevice), all views of one storage;
-    /// `previous` (the last step's) is refilled in place when its layout is the plan's.
-    pub(crate) fn aux_tensors(&self, plan: &Plan, previous: Option<&AuxTensors>) -> Result<AuxTensors> {
+    /// Adds the plan's arrays to a packer, in the order the tensors are made: per depth the
+    /// indices of its nine arrays, then the four of the step.
+    fn pack<'a>(&self, plan: &'a Plan) -> (Packer<'a>, PerDepth, [usize; 4]) {
         let mut p = Packer::default();
-        let per_depth: smallvec::SmallVec<[[usize; 9]; 2]> = plan
+        let per_depth: PerDepth = plan
             .depths
             .iter()
             .map(|d| {
@@ -299,33 +302,42 @@ impl PagedKvCache {
             p.vector(&plan.q_rope_position_map),
             p.vector(&plan.append_position_map),
         ];
-        let total = plan.total_len();
+        (p, per_depth, step)
+    }
+
+    /// Writes the plan's arrays into the last step's `aux` in place (TVM's
+    /// SyncAuxArrayToDevice, into the same tensors) when their layout is the plan's and
+    /// neither has a token tree; returns false, changing nothing, otherwise. Nothing is
+    /// changed on an error either. The tensors stay the same objects: a decode step after a
+    /// decode step makes no tensor, no vector and no reference count change for its arrays.
+    pub(crate) fn refill_aux(&self, plan: &Plan, aux: &mut AuxTensors) -> Result<bool> {
         let has_tree = plan.tree.is_chain.iter().take(plan.depths.len()).any(|c| !c);
-        if let Some(prev) = previous {
-            let same_trees = !has_tree && prev.depths.iter().all(|d| d.tree.is_none());
-            if same_trees && p.has_layout(&prev.layout) {
-                // The views first: a failure leaves the previous step's arrays as they were.
-                let views = if prev.total == total { prev.views.clone() } else { self.scratch_views(total)? };
-                p.refill(&prev.storage)?;
-                let depths = prev
-                    .depths
-                    .iter()
-                    .zip(&plan.depths)
-                    .map(|(dt, d)| DepthTensors { page_indices_len: d.page_indices.len(), ..dt.clone() })
-                    .collect();
-                return Ok(AuxTensors {
-                    depths,
-                    cur_append_length_indptr: prev.cur_append_length_indptr.clone(),
-                    k_ragged_rope_pos_offset: prev.k_ragged_rope_pos_offset.clone(),
-                    q_rope_position_map: prev.q_rope_position_map.clone(),
-                    append_position_map: prev.append_position_map.clone(),
-                    views,
-                    storage: prev.storage.clone(),
-                    layout: prev.layout.clone(),
-                    total,
-                });
-            }
+        if has_tree || aux.depths.iter().any(|d| d.tree.is_some()) {
+            return Ok(false);
         }
+        let (p, _, _) = self.pack(plan);
+        if !p.has_layout(&aux.layout) {
+            return Ok(false);
+        }
+        let total = plan.total_len();
+        // The views first: a failure leaves the previous step's arrays as they were.
+        let views = if aux.total == total { None } else { Some(self.scratch_views(total)?) };
+        p.refill(&aux.storage)?;
+        for (dt, d) in aux.depths.iter_mut().zip(&plan.depths) {
+            dt.page_indices_len = d.page_indices.len();
+        }
+        if let Some(v) = views {
+            aux.views = v;
+            aux.total = total;
+        }
+        Ok(true)
+    }
+
+    /// The plan's arrays as tensors (TVM's SyncAuxArrayToDevice), all views of one new
+    /// storage (see [`PagedKvCache::refill_aux`] for the step after).
+    pub(crate) fn aux_tensors(&self, plan: &Plan) -> Result<AuxTensors> {
+        let (p, per_depth, step) = self.pack(plan);
+        let total = plan.total_len();
         let layout = p.layout().into();
         let (storage, t) = p.finish()?;
         let depths = plan
@@ -453,5 +465,97 @@ mod alloc_tests {
         assert!(e.to_string().contains("exceeds the address space"), "{e}");
         let s = alloc(&[3, 5, 7], DataType::F32).unwrap();
         assert_eq!(s.len(), 3 * 5 * 7 * 4);
+    }
+}
+
+/// A cache of one layer (two query heads on one KV head of 4 dimensions, 2 pages of 16, one
+/// sequence) whose kernels are named bytecode closures a test's VM handle sees by name;
+/// `layer_window`: the layer is `mha_sliding` with that window.
+#[cfg(test)]
+pub(crate) fn test_cache(layer_window: Option<i32>) -> PagedKvCache {
+    use super::create::{AttnKind, Config, Kernels, RopeMode};
+    fn kernel(name: &str) -> Value {
+        let callable = relaxvm::Callable::Bytecode { index: 0, name: name.into(), program: None };
+        Value::Func(std::sync::Arc::new(relaxvm::Closure { callable, captured: Vec::new() }))
+    }
+    let cfg = Config {
+        reserved_num_seqs: 1,
+        num_total_pages: 2,
+        prefill_chunk_size: 8,
+        page_size: 16,
+        support_sliding_window: false,
+        layer_sliding_window: layer_window,
+        layer_begin: 0,
+        num_layers: 1,
+        num_qo_heads: 2,
+        num_kv_heads: 1,
+        qk_head_dim: 4,
+        v_head_dim: 4,
+        attn_kinds: vec![if layer_window.is_some() { AttnKind::MhaSliding } else { AttnKind::Mha }],
+        rope_mode: RopeMode::None,
+        rotary_scale: 1.0,
+        rotary_theta: 10000.0,
+        dtype: relaxvm::DataType::F32,
+    };
+    let kernels = Kernels {
+        transpose_append: kernel("append"),
+        prefill_ragged: kernel("ragged"),
+        prefill: kernel("prefill"),
+        decode: kernel("decode"),
+        prefill_sliding_window: Some(kernel("paged")),
+        decode_sliding_window: None,
+        tree_paged: None,
+        tree_ragged: None,
+        compact_copy: kernel("compact"),
+        merge_inplace: vec![kernel("merge")],
+        split_rotary: kernel("split"),
+        copy_single_page: kernel("copy"),
+        debug_get_kv: None,
+        rope_ext_factors: None,
+    };
+    PagedKvCache::new(cfg, kernels).unwrap()
+}
+
+#[cfg(test)]
+mod refill_tests {
+    use super::super::forward;
+    use super::test_cache;
+    use relaxvm::Value;
+
+    fn ints(v: &Value) -> Vec<i32> {
+        let t = v.as_tensor().unwrap();
+        t.with_contiguous_bytes(|b| b.chunks_exact(4).map(|e| i32::from_ne_bytes([e[0], e[1], e[2], e[3]])).collect())
+            .unwrap()
+    }
+
+    fn same_object(a: &Value, b: &Value) -> bool {
+        let (a, b) = (a.as_tensor().unwrap(), b.as_tensor().unwrap());
+        a.storage().ptr_eq(b.storage()) && a.byte_offset() == b.byte_offset()
+    }
+
+    #[test]
+    fn a_decode_step_after_a_decode_step_refills_the_same_tensors() {
+        let cache = test_cache(None);
+        let mut st = cache.lock("test").unwrap();
+        let limits = cache.limits();
+        st.pool.add(0).unwrap();
+        let mut begin = |len: i64| forward::begin(&mut st.pool, &[0], &[len], None, &limits, None).unwrap();
+        let prefill = begin(3);
+        let mut aux = cache.aux_tensors(&prefill).unwrap();
+        let d1 = begin(1);
+        // A prefill's arrays are laid out otherwise: nothing is refilled, nothing changes.
+        let before = ints(&aux.q_rope_position_map);
+        assert!(!cache.refill_aux(&d1, &mut aux).unwrap());
+        assert_eq!(ints(&aux.q_rope_position_map), before);
+        let mut aux = cache.aux_tensors(&d1).unwrap();
+        let (map, views_q) = (aux.q_rope_position_map.clone(), aux.views.q.clone());
+        assert_eq!(ints(&map), [3]);
+        let d2 = begin(1);
+        assert!(cache.refill_aux(&d2, &mut aux).unwrap());
+        // The same tensors (and scratch views) hold the new step's values.
+        assert!(same_object(&aux.q_rope_position_map, &map) && same_object(&aux.views.q, &views_q));
+        assert_eq!(ints(&map), [4]);
+        assert_eq!(ints(&aux.append_position_map), d2.append_position_map);
+        assert_eq!(aux.depths[0].page_indices_len, d2.depths[0].page_indices.len());
     }
 }

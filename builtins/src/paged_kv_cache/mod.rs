@@ -170,17 +170,27 @@ fn begin_forward(name: &'static str, args: &[Value]) -> Result<Value> {
     // The last step's arrays are refilled when the new ones have their layout, and the plan
     // before it lends its buffers (a refused step leaves the last one in place: a commit may
     // still read it).
-    let step = c
-        .transact(&mut st, |st| {
-            let spare = st.spare_plan.take();
-            let plan = forward::begin(&mut st.pool, ids, lens, token_tree.as_deref(), &limits, spare)?;
-            let aux = c.aux_tensors(&plan, st.step.as_ref().map(|s| &s.aux))?;
-            Ok(Step { plan, aux, ended: false, stale: false })
-        })
-        .map_err(in_name(name))?;
-    if let Some(old) = st.step.replace(step) {
-        st.spare_plan = Some(old.plan);
-    }
+    // The new step is written into the state where it lives, once nothing can fail: a step
+    // (the plan and its arrays, several hundred bytes) is not moved out through the
+    // transaction's result (perf: that move was a `memmove` per step).
+    c.transact(&mut st, |st| {
+        let spare = st.spare_plan.take();
+        let plan = forward::begin(&mut st.pool, ids, lens, token_tree.as_deref(), &limits, spare)?;
+        if let Some(last) = st.step.as_mut() {
+            if c.refill_aux(&plan, &mut last.aux)? {
+                let old = std::mem::replace(&mut last.plan, plan);
+                (last.ended, last.stale) = (false, false);
+                st.spare_plan = Some(old);
+                return Ok(());
+            }
+        }
+        let aux = c.aux_tensors(&plan)?;
+        if let Some(old) = st.step.replace(Step { plan, aux, ended: false, stale: false }) {
+            st.spare_plan = Some(old.plan);
+        }
+        Ok(())
+    })
+    .map_err(in_name(name))?;
     Ok(Value::Null)
 }
 

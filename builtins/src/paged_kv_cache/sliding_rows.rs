@@ -231,51 +231,11 @@ mod tests {
         }
     }
 
-    fn kernel(name: &str) -> Value {
-        let callable = relaxvm::Callable::Bytecode { index: 0, name: name.into(), program: None };
-        Value::Func(std::sync::Arc::new(relaxvm::Closure { callable, captured: Vec::new() }))
-    }
-
     #[test]
     fn an_interrupt_during_a_recomputed_row_stops_before_the_next_row() {
-        use super::super::create::{AttnKind, Config, Kernels, RopeMode};
         use super::super::forward::DepthArrays;
-        let cfg = Config {
-            reserved_num_seqs: 1,
-            num_total_pages: 2,
-            prefill_chunk_size: 8,
-            page_size: 16,
-            support_sliding_window: false,
-            layer_sliding_window: Some(24),
-            layer_begin: 0,
-            num_layers: 1,
-            num_qo_heads: 2,
-            num_kv_heads: 1,
-            qk_head_dim: 4,
-            v_head_dim: 4,
-            attn_kinds: vec![AttnKind::MhaSliding],
-            rope_mode: RopeMode::None,
-            rotary_scale: 1.0,
-            rotary_theta: 10000.0,
-            dtype: DataType::F32,
-        };
-        let kernels = Kernels {
-            transpose_append: kernel("append"),
-            prefill_ragged: kernel("ragged"),
-            prefill: kernel("prefill"),
-            decode: kernel("decode"),
-            prefill_sliding_window: Some(kernel("paged")),
-            decode_sliding_window: None,
-            tree_paged: None,
-            tree_ragged: None,
-            compact_copy: kernel("compact"),
-            merge_inplace: vec![kernel("merge")],
-            split_rotary: kernel("split"),
-            copy_single_page: kernel("copy"),
-            debug_get_kv: None,
-            rope_ext_factors: None,
-        };
-        let cache = PagedKvCache::new(cfg, kernels).unwrap();
+        // One sliding layer of window 24, two query heads on one KV head of 4 dimensions.
+        let cache = super::super::cache::test_cache(Some(24));
         // One sequence of 20 cached tokens (two pages), a step of 3 tokens.
         let depth = DepthArrays {
             qo_indptr: vec![0, 3],

@@ -11,26 +11,61 @@
 //! weights into float32's subnormal range they keep few significant bits (kvcache/02: up to
 //! ~10% off), and when it pushes all of them to 0 the row is `0 / 0 = NaN` (kvcache/01).
 //!
+//! What the kernel computes for one row (its TIR, `_attention_prefill_cpu`; `fl` is float32
+//! rounding, `ε = 2^-24` its unit round-off): `m = -5e4`, `d = 1`, `O = 0`, then for each
+//! column `j` in order `S_j = fl(fl(q·k_j)·sm_scale·log2 e)`; a visible column sets
+//! `new_m = max(m, S_j)`, a masked one sets `S_j = -5e4` and leaves `new_m` as it is;
+//! `d = fl(fl(d·exp2f(m - new_m)) + exp2f(S_j - new_m))`,
+//! `O = fl(fl(O·exp2f(m - new_m)) + fl(V_j·exp2f(S_j - new_m)))`, `m = new_m`; at the end
+//! `o = fl(O / d)` and `lse = fl(m + log2f(d))`. `exp2f` and `log2f` (libm) are faithful:
+//! within one unit of the last place, `2^-149` absolutely in the subnormal range.
+//!
 //! The certificate. For the rows of one call, in the kernel's order, keep `R`, an upper bound
 //! on the `new_m` the last visited row left (`+∞` before the first row: the slot is
-//! uninitialised). The kernel writes each row's `lse = M + log2 D`, `D` the sum of its weights.
-//! - A row whose first column is visible starts fresh (`M = own`, the largest weight is exactly
-//!   1, so `D ≥ 1`): it is TVM's fresh computation, kept; `M ≤ lse (+ rounding)`, the new `R`.
-//! - A row whose first column is masked has `M = max(stale, own)` with `stale ≤ R`. Its largest
-//!   weight is `2^-δ` and there are `n` visible columns, each weight at most `2^-δ` plus one
-//!   subnormal unit `2^-149` of `exp2f`'s error, so `D ≤ n·2^-δ·(1 + 2^(δ-149))` and
-//!   `δ ≤ R - lse + log2 n + 1` (+ rounding) whenever `δ ≤ 149`; for `δ > 149` that bound
-//!   exceeds 148 itself. Either way `δ_ub = R - lse + log2 n + 1` bounds `δ` for every row kept
-//!   below (the threshold is below 125).
-//! - Error of a kept row: relative to the same computation scaled by `2^-δ` (which normal
-//!   floats carry exactly as the fresh kernel does), each weight, product and sum that is
-//!   subnormal is off by at most `2^-149` more, and `D ≥ 2^-δ`: the output moves by at most
-//!   `n·2^(δ-149)·(3·maxV + 2)`, `maxV` the largest `|v|` the row attends. The row is kept only
-//!   when that is at most `2^-24·maxV` (one float32 rounding unit of the largest value, on top
-//!   of the kernel's own rounding): `δ_ub ≤ 125 - log2 n - log2(3 + 2/maxV)`. `maxV` is bounded
+//! uninitialised). Let `M` be a row's final `m`, `D` its final `d`, `n` its visible columns.
+//! - **Rounding of `lse`** (`up`). `lse_x = M + log2 D` (exact in `M` and the computed `D`)
+//!   differs from the written `lse` by the final addition, `≤ ε·|lse_x|`, and `log2f`'s
+//!   error, `≤ 2^-23·|log2 D| ≤ 2^-23·149` (`D ≥ 2^-149` when positive); so `|lse_x|` is
+//!   below `|lse| + 1` and both together below `2^-24·(|lse| + 1) + 2^-23·149`, less than
+//!   `2^-20·(|lse| + 256)`. And `D` itself carries the rounding of a product and a sum for
+//!   each of at most `kv + 2` terms (every column, the initial
+//!   `d` and the last scaling), each a factor `1 ± ε`: `log2` of the accumulated factor is
+//!   below `2(kv + 2)·ε / ln 2 < (kv + 2)·2^-22`. `up(lse, kv)` adds both: it is at least
+//!   `M + log2 D_exact` of the same weights in exact arithmetic.
+//! - A row whose first column is visible starts fresh: `new_m` becomes its own first score,
+//!   `M = own` its largest score, and the largest weight is added as `exp2f(0) = 1` and only
+//!   scaled by `exp2f(0) = 1` afterwards, so `D ≥ 1`, `log2f(D) ≥ 0` (faithful) and, rounding
+//!   being monotone, `M ≤ lse`: it is TVM's fresh computation, kept, and the new `R` is
+//!   `up(lse)` (a bound with room to spare).
+//! - A row whose first column is masked has `M = max(stale, own) ≤ max(R, own)`, and
+//!   `δ = M - own ≥ 0`. Every computed weight is at most `2^-δ·(1 + 2^-23) + 2^-149` (the
+//!   exact weight `2^(S_j - M) ≤ 2^-δ`, plus `exp2f`'s error, relative in the normal range,
+//!   absolute in the subnormal one; the later scalings by `exp2f(m - new_m) ≤ 1` only shrink
+//!   it), so `D ≤ n·2^-δ·(1 + 2^(δ-149))` up to the `(kv + 2)·2^-22` of `up`, and
+//!   `δ ≤ M - lse_x + log2 n + log2(1 + 2^(δ-149)) ≤ R - lse + log2 n + 1 + (up(lse) - lse)`
+//!   whenever `δ ≤ 149`: this is `δ_ub`. For `δ > 149` the same bound gives `δ_ub > 148`
+//!   (`D ≤ n·2^-148` then), so either way a row with `δ_ub` below the keep threshold (< 125)
+//!   has `δ ≤ δ_ub`.
+//! - **Error of a kept row.** In the normal range the stale computation rounds as the fresh one
+//!   does (each operation `1 ± ε`, scale-free), so its error is the kernel's own. What the
+//!   subnormal range adds is absolute, at most `2^-149` per operation: per column, the weight
+//!   (`exp2f`), its product with `V_j` and the rescaling of `O` and of `d`. With `Δ` those
+//!   additions, the numerator `N = Σ w_j V_j` moves by `|ΔN| ≤ n·2^-149·(maxV + 2)` and the
+//!   denominator by `|ΔD| ≤ n·2^-149·2`, `maxV` the largest `|v|` the row attends; so
+//!   `o = N / D` (`|o| ≤ maxV`) moves by `(|ΔN| + |o|·|ΔD|) / D ≤ n·2^-149·(3·maxV + 2) / D`,
+//!   and `D ≥ 2^-δ` (the largest weight): `|Δo| ≤ n·2^(δ-149)·(3·maxV + 2)`. The row is kept
+//!   only when that is at most `ε·maxV`, one float32 rounding unit of the largest value on top
+//!   of the kernel's own rounding: `δ_ub ≤ 125 - log2 n - log2(3 + 2/maxV)`. `maxV` is bounded
 //!   below by the row's own output, a convex combination of those values: with `A` its largest
 //!   magnitude, `maxV ≥ (A - 2^-24)/(1 + 2^-23)` under that same condition (so a row whose
 //!   output is ~0 is never kept on this ground).
+//! - **The margin** ([`MARGIN`]). The last step dropped terms of second order: `D ≥ 2^-δ` is
+//!   really `D ≥ 2^-δ·(1 - 2^-23)` (its largest weight, rounded), the product `ΔN·ΔD / D²` is at
+//!   most `2^-24` relative at the threshold, and the test itself is evaluated in float64 (a
+//!   dozen operations on values below `2^17` in magnitude, each off by at most `2^-36`; above
+//!   that `up`'s relative `2^-20` dominates float64's `2^-52`). In base-2 units of `δ` these
+//!   are together below `2^-20`; the margin is that bound rounded up to `0.01` (0.7% of the
+//!   smallest weight), which costs nothing: a row within it of the threshold is recomputed.
 //! - `R` afterwards: `M ≤ max(R, lse + 1)` (the largest weight, if not below `2^-149`, is at
 //!   least half its value after rounding, so `own ≤ lse + 1`; if below, `own < M` and `M` is the
 //!   stale `≤ R`).
@@ -55,8 +90,12 @@ pub(crate) fn kv_len(d: &DepthArrays, b: usize, ps: i32) -> i32 {
     (pages - 1) * ps + d.last_page_len[b] - d.sliding_window_offset[b] + d.sink_size[b]
 }
 
+/// How far below the keep threshold a row's bound must be, in base-2 units (the module's
+/// documentation derives it: the terms it covers sum to less than `2^-20`).
+pub(crate) const MARGIN: f64 = 0.01;
+
 /// A float32 `lse` plus the rounding of its computation (`m + log2 d` in float32, `d` a sum
-/// of up to `terms` float32 weights), as an upper bound.
+/// of up to `terms` float32 weights), as an upper bound (derived in the module's documentation).
 fn up(lse: f64, terms: i32) -> f64 {
     lse + (lse.abs() + 256.0) * 2f64.powi(-20) + f64::from(terms + 2) * 2f64.powi(-22)
 }
@@ -113,7 +152,7 @@ pub(crate) fn mark_uncertain_rows(
                 let delta = bound - lse + log_n + 1.0 + (up(lse, kv) - lse);
                 let a = out.o_max[row * heads + h] / (1.0 + 2.0 * out.unit);
                 let v_low = (a - 2f64.powi(-24)) / (1.0 + 2f64.powi(-23));
-                let keep = v_low > 0.0 && delta <= 125.0 - log_n - (3.0 + 2.0 / v_low).log2() - 0.01;
+                let keep = v_low > 0.0 && delta <= 125.0 - log_n - (3.0 + 2.0 / v_low).log2() - MARGIN;
                 if !keep {
                     redo[row] = true;
                 }
@@ -203,6 +242,44 @@ mod tests {
         assert_eq!(marks(&d, 24, &[130.0, 30.0, 130.0], &[0.5; 3]), [false; 3]);
         // ... but not when the row's output (so maybe its values) is tiny.
         assert_eq!(marks(&d, 24, &[130.0, 30.0, 130.0], &[0.5, 1e-9, 0.5]), [false, true, false]);
+    }
+
+    #[test]
+    fn a_row_at_the_keep_threshold_is_kept_just_inside_and_recomputed_just_outside() {
+        // Review R-kv-2. Row 0 is fresh (lse 100), row 1 starts on its maximum with n = 22
+        // visible columns of 23 and an output of magnitude 0.5: kept exactly while
+        // δ_ub = up(100) - lse1 + log2 22 + 1 + (up(lse1) - lse1)
+        //      <= 125 - log2 22 - log2(3 + 2 / v_low) - MARGIN.
+        let d = depth(&[(2, 2, 16, 9)]);
+        assert_eq!(kv_len(&d, 0, 16), 23);
+        let (lse0, a) = (100.0f32, 0.5f64);
+        let v_low = (a / (1.0 + 2.0 * 2f64.powi(-24)) - 2f64.powi(-24)) / (1.0 + 2f64.powi(-23));
+        let log_n = 22f64.log2();
+        let limit = 125.0 - log_n - (3.0 + 2.0 / v_low).log2() - MARGIN;
+        let delta = |lse1: f32| {
+            let l = f64::from(lse1);
+            up(f64::from(lse0), 23) - l + log_n + 1.0 + (up(l, 23) - l)
+        };
+        // The float32 lse1 nearest the threshold from each side (δ_ub falls as lse1 grows).
+        // Bisection on the bit patterns (for negative floats a larger pattern is further
+        // from 0): -5 is inside, -20 outside.
+        let (mut inb, mut outb) = ((-5.0f32).to_bits(), (-20.0f32).to_bits());
+        assert!(delta(f32::from_bits(inb)) <= limit && delta(f32::from_bits(outb)) > limit);
+        while outb - inb > 1 {
+            let mid = inb + (outb - inb) / 2;
+            if delta(f32::from_bits(mid)) <= limit {
+                inb = mid;
+            } else {
+                outb = mid;
+            }
+        }
+        let (inside, outside) = (f32::from_bits(inb), f32::from_bits(outb));
+        assert!(delta(outside) > limit && delta(inside) <= limit);
+        assert!(limit - delta(inside) < 1e-5, "{} {}", limit, delta(inside));
+        assert_eq!(marks(&d, 24, &[lse0, inside], &[a; 2]), [false, false]);
+        assert_eq!(marks(&d, 24, &[lse0, outside], &[a; 2]), [false, true]);
+        // With the margin gone the outside row would have been kept: the margin decides it.
+        assert!(delta(outside) <= limit + MARGIN);
     }
 
     #[test]

@@ -6,19 +6,10 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tvm_corpus"))
+import paged_kv_reference as ref  # noqa: E402
 import test_tvm_paged_kv_cache as T  # noqa: E402
 
 import relaxvm as rx  # noqa: E402
-
-
-def float32_atol(scores, values):
-    """The absolute tolerance of a row in float32: TVM's kernel rounds each score (in base-2
-    units, ``s * log2 e``) to float32, so a score is off by a few units in the last place of the
-    largest one, which moves the softmax's output by as much (relative) times the values' scale
-    (at 1000 times the scale, ~1e-4: a fresh float32 computation is that far off too)."""
-    ulp = float(np.spacing(np.float32(np.abs(scores).max() * np.log2(np.e))))
-    return 1e-5 + 4 * ulp * float(np.abs(values).max())
-
 
 pkv, corpus, API = T.pko, T.corpus, T.API
 cfg = next(c for c in T.CONFIGS if c.get("layer_window"))
@@ -49,18 +40,7 @@ out = rx.tensor(np.zeros((step, qo, d), "float32"))
 rx.get_global_func("vm.builtin.attention_kv_cache_attention_with_shared_kv")(
     cache, 0, scale, q, rx.tensor(k), rx.tensor(v), out
 )
-got, qn = out.numpy(), qn32.astype("float64")
-bad = 0
-for r in range(step):
-    keys = np.concatenate([k_cached[max(0, cached - w + 1 + r) :], k[: r + 1].astype("float64")])
-    vals = np.concatenate([v_cached[max(0, cached - w + 1 + r) :], v[: r + 1].astype("float64")])
-    for h in range(qo):
-        g = h // (qo // kv)
-        s = keys[:, g] @ qn[r, h] * scale
-        p = np.exp(s - s.max())
-        want = (p / p.sum()) @ vals[:, g]
-        if not np.allclose(got[r, h], want, rtol=1e-4, atol=float32_atol(s, vals[:, g])):
-            bad += 1
-            if bad <= 5:
-                print(f"row {r} head {h}: got {got[r, h][:4]} want {want[:4]}")
-print("mismatching (row, head):", bad, "of", step * qo)
+bad = ref.windowed_attention(qn32, k_cached, v_cached, k, v, w, scale).mismatches(out.numpy())
+for r, h in bad[:5]:
+    print(f"row {r} head {h}: got {out.numpy()[r, h][:4]}")
+print("mismatching (row, head):", len(bad), "of", step * qo)
