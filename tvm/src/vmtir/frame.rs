@@ -113,17 +113,20 @@ impl Default for Parts {
 #[derive(Clone)]
 pub struct Resolved {
     generation: u64,
-    func: Value,
+    func: Closure,
 }
 
 impl Frame {
     /// The function `handle` names, looked up in the registry unless the frame has it from the
-    /// same generation of the registry.
-    fn resolve(&mut self, handle: &Handle) -> Result<Value> {
+    /// same generation of the registry; taken out of the frame for one call (see
+    /// [`Frame::give_back`]).
+    fn resolve(&mut self, handle: &Handle) -> Result<Resolved> {
         let generation = relaxvm::registry::generation();
-        if let Some(Some(r)) = self.resolved.get(handle.index) {
+        // Taken out for the call, not cloned (a closure's clone counts several references).
+        let taken = self.resolved.get_mut(handle.index).and_then(Option::take);
+        if let Some(r) = taken {
             if r.generation == generation {
-                return Ok(r.func.clone());
+                return Ok(r);
             }
         }
         let known = self.located.get(handle.index).copied().flatten();
@@ -138,12 +141,19 @@ impl Frame {
                 packed
             }
         };
-        let func = Value::Func(Arc::new(Closure { callable: Callable::Packed(packed), captured: Vec::new() }));
-        if self.resolved.len() <= handle.index {
-            self.resolved.resize(handle.index + 1, None);
+        Ok(Resolved { generation, func: Closure { callable: Callable::Packed(packed), captured: Vec::new() } })
+    }
+
+    /// Gives back what [`Frame::resolve`] took for handle `index`, for its next call in this
+    /// run (unless a nested call of the same handle gave back its own meanwhile).
+    fn give_back(&mut self, index: usize, r: Resolved) {
+        if self.resolved.len() <= index {
+            self.resolved.resize(index + 1, None);
         }
-        self.resolved[handle.index] = Some(Resolved { generation, func: func.clone() });
-        Ok(func)
+        let slot = &mut self.resolved[index];
+        if slot.is_none() {
+            *slot = Some(r);
+        }
     }
 }
 
@@ -168,6 +178,10 @@ impl Frame {
             let found = self.owned.get(a).or_else(|| self.consts.cells.get(a));
             return found.or_else(|| self.funcs.cells.get(a)).cloned().ok_or_else(|| cells::unknown_object(a, &what()));
         }
+        if matches!(a.type_index, type_index::NONE | type_index::INT | type_index::BOOL | type_index::FLOAT) {
+            // The scalars native code passes most (shape-heap arguments), read in place.
+            return convert::result_from_ffi(a);
+        }
         if a.type_index == type_index::OPAQUE_PTR {
             return if a.as_ptr().cast_const() == self.ctx_ptr() {
                 Ok(Value::VmState)
@@ -179,8 +193,24 @@ impl Frame {
         unsafe { copies.value(a) }
     }
 
+    /// The list of this function `list` points to (registers, constants or functions), if any.
+    #[inline]
+    fn list(&self, list: *mut c_void) -> Option<&[TVMFFIAny]> {
+        let p = list.cast_const().cast::<TVMFFIAny>();
+        if p == self.regs.as_ptr() {
+            Some(&self.regs)
+        } else if p == self.consts.anys.as_ptr() {
+            Some(&self.consts.anys)
+        } else if p == self.funcs.anys.as_ptr() {
+            Some(&self.funcs.anys)
+        } else {
+            None
+        }
+    }
+
     /// Releases the cell a register held in `old`, unless another register still holds it
     /// (its value is dropped later, see [`Cells::drop_released`]).
+    #[inline]
     fn release(&mut self, old: TVMFFIAny) {
         if cells::is_object(&old) {
             self.owned.unhold(&old);
@@ -286,6 +316,41 @@ fn finish<R>(what: &str, body: impl FnOnce(&mut Frame) -> Result<R>) -> std::res
     })
 }
 
+/// The innermost frame of this thread, when one runs and has not failed: the fast path of the
+/// AnyList functions, which fall back to their checked path (with its errors) otherwise.
+#[inline]
+fn healthy_innermost() -> Option<*mut Frame> {
+    let frame = INNERMOST.with(|f| f.get());
+    // SAFETY: a pointer `Entered` set to a live frame (see `with_innermost`), read only.
+    (!frame.is_null() && unsafe { (*frame).error.is_none() }).then_some(frame)
+}
+
+/// `TVMBackendAnyListMoveFromPackedReturn`'s work when every check passes (false, with nothing
+/// changed, otherwise: the checked path then says what failed).
+///
+/// # Safety
+/// When `args` is not null and `offset` not negative, `args[offset]` is readable and writable.
+#[inline]
+unsafe fn move_fast(frame: &mut Frame, list: *mut c_void, index: i32, args: *mut TVMFFIAny, offset: i32) -> bool {
+    let (Ok(offset), Ok(i)) = (usize::try_from(offset), usize::try_from(index)) else { return false };
+    if args.is_null() || list.cast_const().cast::<TVMFFIAny>() != frame.regs.as_ptr() || i >= frame.regs.len() {
+        return false;
+    }
+    // SAFETY: the caller's contract.
+    let slot = unsafe { args.add(offset) };
+    // SAFETY: as above.
+    let new = unsafe { slot.read() };
+    if !cells::storable(&new) || (cells::is_object(&new) && !frame.owned.hold(&new)) {
+        return false;
+    }
+    let old = std::mem::replace(&mut frame.regs[i], new);
+    frame.release(old);
+    // SAFETY: as above; a move leaves None behind, as tvm-ffi's does. The last step (see
+    // `finish`): nothing in this frame is left to drop.
+    unsafe { slot.write(TVMFFIAny::NONE) };
+    true
+}
+
 /// The register list of `frame`, which `list` must be: the only list native code may write.
 fn registers_of<'f>(frame: &'f mut Frame, list: *mut c_void, what: &str) -> Result<&'f mut [TVMFFIAny]> {
     if list.cast_const().cast::<TVMFFIAny>() == frame.regs.as_ptr() {
@@ -317,20 +382,27 @@ pub unsafe extern "C" fn RVMBackendAnyListSetPackedArg(
     args: *mut TVMFFIAny,
     offset: i32,
 ) -> i32 {
+    // The path of every well-formed call: one read of the innermost frame, no error built.
+    if let Some(frame) = healthy_innermost() {
+        // SAFETY: as `with_innermost`'s; only read here.
+        let frame = unsafe { &*frame };
+        let item = frame.list(list).and_then(|items| items.get(usize::try_from(index).ok()?));
+        if let (Some(item), Ok(offset)) = (item, usize::try_from(offset)) {
+            if !args.is_null() {
+                // SAFETY: the caller's contract: `args[offset]` is writable; nothing is left to
+                // drop (see `finish`).
+                unsafe { args.add(offset).write(*item) };
+                return 0;
+            }
+        }
+    }
     let what = "TVMBackendAnyListSetPackedArg";
     let item = finish(what, |frame| {
         let offset = usize::try_from(offset).map_err(|_| negative_offset(what))?;
         if args.is_null() {
             return Err(Error::value(format!("{what}: a null argument stack")));
         }
-        let p = list.cast_const().cast::<TVMFFIAny>();
-        let items: &[TVMFFIAny] = if p == frame.regs.as_ptr() {
-            &frame.regs
-        } else if p == frame.consts.anys.as_ptr() {
-            &frame.consts.anys
-        } else if p == frame.funcs.anys.as_ptr() {
-            &frame.funcs.anys
-        } else {
+        let Some(items) = frame.list(list) else {
             return Err(Error::value(format!(
                 "{what}: {list:p} is not a list of the running function {:?}",
                 frame.name
@@ -372,6 +444,13 @@ pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
     args: *mut TVMFFIAny,
     offset: i32,
 ) -> i32 {
+    if let Some(frame) = healthy_innermost() {
+        // SAFETY: as `with_innermost`'s; `args[offset]` is readable and writable (the caller's
+        // contract, once checked non-null and the offset non-negative).
+        if unsafe { move_fast(&mut *frame, list, index, args, offset) } {
+            return 0;
+        }
+    }
     let what = "TVMBackendAnyListMoveFromPackedReturn";
     let slot = finish(what, |frame| {
         let offset = usize::try_from(offset).map_err(|_| negative_offset(what))?;
@@ -484,8 +563,8 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
         // SAFETY: as above.
         let ctx = unsafe { &mut *ctx };
         match &mut site {
-            Some(site) => ctx.call_named_at(name, &f, &values, &mut site.cache),
-            None => ctx.call_named(name, &f, &values),
+            Some(site) => ctx.call_closure_named_at(name, &f.func, &values, &mut site.cache),
+            None => ctx.call_named(name, &Value::Func(Arc::new(f.func.clone())), &values),
         }
     }))
     .unwrap_or_else(|p| Err(Error::value(format!("{name} panicked: {}", relaxvm::packed::panic_message(&*p)))));
@@ -496,6 +575,7 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
         if let Some(site) = site {
             frame.sites.put_back(site);
         }
+        frame.give_back(handle.index, f);
         let v = out?;
         let ctx_ptr = frame.ctx_ptr();
         frame.owned.hand_out(v, ctx_ptr, &mut frame.staged)
