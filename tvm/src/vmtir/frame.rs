@@ -46,7 +46,7 @@ pub struct Frame {
     /// What the function handles native code called resolved to, by the handle's `index`, for
     /// this call only (see [`Resolved`]): nothing outlives the call, so a function replaced in
     /// or removed from the registry is never kept alive by a VM (attack perf/02).
-    pub resolved: Vec<Option<Resolved>>,
+    pub resolved: Vec<Option<Box<Resolved>>>,
     /// The caches of the function's call sites for this run (see `super::sites`).
     pub sites: super::sites::Running,
     /// Where in the registry each function handle's name was found, by the handle's `index`:
@@ -66,7 +66,7 @@ pub struct Parts {
     /// The staged copies' list's memory.
     pub staged: Vec<Staged>,
     /// The resolved handles' list's memory.
-    pub resolved: Vec<Option<Resolved>>,
+    pub resolved: Vec<Option<Box<Resolved>>>,
     /// Where the handles' names were found (see [`Frame::located`]).
     pub located: Vec<Option<relaxvm::registry::Location>>,
 }
@@ -120,9 +120,10 @@ impl Frame {
     /// The function `handle` names, looked up in the registry unless the frame has it from the
     /// same generation of the registry; taken out of the frame for one call (see
     /// [`Frame::give_back`]).
-    fn resolve(&mut self, handle: &Handle) -> Result<Resolved> {
+    fn resolve(&mut self, handle: &Handle) -> Result<Box<Resolved>> {
         let generation = relaxvm::registry::generation();
-        // Taken out for the call, not cloned (a closure's clone counts several references).
+        // Taken out for the call (a pointer), not cloned: a closure's clone counts several
+        // references, and a nested call may resolve again meanwhile.
         let taken = self.resolved.get_mut(handle.index).and_then(Option::take);
         if let Some(r) = taken {
             if r.generation == generation {
@@ -141,12 +142,15 @@ impl Frame {
                 packed
             }
         };
-        Ok(Resolved { generation, func: Closure { callable: Callable::Packed(packed), captured: Vec::new() } })
+        Ok(Box::new(Resolved {
+            generation,
+            func: Closure { callable: Callable::Packed(packed), captured: Vec::new() },
+        }))
     }
 
     /// Gives back what [`Frame::resolve`] took for handle `index`, for its next call in this
     /// run (unless a nested call of the same handle gave back its own meanwhile).
-    fn give_back(&mut self, index: usize, r: Resolved) {
+    fn give_back(&mut self, index: usize, r: Box<Resolved>) {
         if self.resolved.len() <= index {
             self.resolved.resize(index + 1, None);
         }
