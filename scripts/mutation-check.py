@@ -239,7 +239,7 @@ MUTANTS = [
     ),
     # Compiled mode's handle cache and its recycled cells (tvm/src/vmtir).
     (
-        "tvm/src/vmtir/frame.rs",
+        "tvm/src/vmtir/handles.rs",
         "            if r.generation == generation {",
         "            if r.generation <= generation {",
         "compiled mode: a handle resolved before the registry changed is used after the change",

@@ -10,10 +10,11 @@
 //! one frame exist at once.
 
 use super::cells::{self, Cells, Prepared, Staged};
+use super::handles::Handles;
 use crate::ffi::abi::{type_index, TVMFFIAny};
 use crate::ffi::services::Handle;
 use crate::ffi::{convert, raised};
-use relaxvm::{CallCtx, Callable, Closure, Error, Result, Value};
+use relaxvm::{CallCtx, Error, Result, Value};
 use smallvec::SmallVec;
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -43,16 +44,10 @@ pub struct Frame {
     /// carries), even when the machine code goes on (TVM's code ignores the AnyList functions'
     /// return codes). Once set, every later callback of the function refuses.
     pub error: Option<Error>,
-    /// What the function handles native code called resolved to, by the handle's `index`, for
-    /// this call only (see [`Resolved`]): nothing outlives the call, so a function replaced in
-    /// or removed from the registry is never kept alive by a VM (attack perf/02).
-    pub resolved: Vec<Option<Box<Resolved>>>,
+    /// The function handles native code called, resolved for this run (see `super::handles`).
+    pub handles: Handles,
     /// The caches of the function's call sites for this run (see `super::sites`).
     pub sites: super::sites::Running,
-    /// Where in the registry each function handle's name was found, by the handle's `index`:
-    /// kept from run to run (it holds no function), so that a handle resolves without hashing
-    /// its name while the registry is unchanged.
-    pub located: Vec<Option<relaxvm::registry::Location>>,
 }
 
 /// What a run's frame allocates, kept by its VM for its next run (`super::Lists`): the register
@@ -65,10 +60,8 @@ pub struct Parts {
     pub owned: Cells,
     /// The staged copies' list's memory.
     pub staged: Vec<Staged>,
-    /// The resolved handles' list's memory.
-    pub resolved: Vec<Option<Box<Resolved>>>,
-    /// Where the handles' names were found (see [`Frame::located`]).
-    pub located: Vec<Option<relaxvm::registry::Location>>,
+    /// The handles' lists (none resolved).
+    pub handles: Handles,
 }
 
 /// The most registers whose list a VM keeps between runs (a larger one is freed with its run).
@@ -77,87 +70,27 @@ const MAX_KEPT_REGISTERS: usize = 1 << 16;
 impl Parts {
     /// Parts for a run of their own.
     pub fn new() -> Self {
-        Parts {
-            regs: Vec::new(),
-            owned: Cells::for_run(),
-            staged: Vec::new(),
-            resolved: Vec::new(),
-            located: Vec::new(),
-        }
+        Parts { regs: Vec::new(), owned: Cells::for_run(), staged: Vec::new(), handles: Handles::default() }
     }
 
     /// The parts of finished frame `frame`, emptied for another run: drops every value the run
     /// left (destructors run: not inside the kernel-call guard, nor under a lock).
     pub fn recycled(frame: Frame) -> Self {
-        let Frame { mut regs, mut owned, mut staged, mut resolved, located, .. } = frame;
+        let Frame { mut regs, mut owned, mut staged, mut handles, .. } = frame;
         regs.clear();
         if regs.capacity() > MAX_KEPT_REGISTERS {
             regs = Vec::new();
         }
         owned.recycle();
         staged.clear();
-        resolved.clear();
-        Parts { regs, owned, staged, resolved, located }
+        handles.recycle();
+        Parts { regs, owned, staged, handles }
     }
 }
 
 impl Default for Parts {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-/// A function handle's packed function as the VM calls it, looked up at registry generation
-/// `generation`: the lookup stands while the registry is unchanged (a re-registered name takes
-/// effect at the next call, as without the cache).
-#[derive(Clone)]
-pub struct Resolved {
-    generation: u64,
-    func: Closure,
-}
-
-impl Frame {
-    /// The function `handle` names, looked up in the registry unless the frame has it from the
-    /// same generation of the registry; taken out of the frame for one call (see
-    /// [`Frame::give_back`]).
-    fn resolve(&mut self, handle: &Handle) -> Result<Box<Resolved>> {
-        let generation = relaxvm::registry::generation();
-        // Taken out for the call (a pointer), not cloned: a closure's clone counts several
-        // references, and a nested call may resolve again meanwhile.
-        let taken = self.resolved.get_mut(handle.index).and_then(Option::take);
-        if let Some(r) = taken {
-            if r.generation == generation {
-                return Ok(r);
-            }
-        }
-        let known = self.located.get(handle.index).copied().flatten();
-        let packed = match known.and_then(|at| relaxvm::registry::get_global_at(at, &handle.name)) {
-            Some(packed) => packed,
-            None => {
-                let (packed, at) = relaxvm::registry::get_global_located(&handle.name)?;
-                if self.located.len() <= handle.index {
-                    self.located.resize(handle.index + 1, None);
-                }
-                self.located[handle.index] = Some(at);
-                packed
-            }
-        };
-        Ok(Box::new(Resolved {
-            generation,
-            func: Closure { callable: Callable::Packed(packed), captured: Vec::new() },
-        }))
-    }
-
-    /// Gives back what [`Frame::resolve`] took for handle `index`, for its next call in this
-    /// run (unless a nested call of the same handle gave back its own meanwhile).
-    fn give_back(&mut self, index: usize, r: Box<Resolved>) {
-        if self.resolved.len() <= index {
-            self.resolved.resize(index + 1, None);
-        }
-        let slot = &mut self.resolved[index];
-        if slot.is_none() {
-            *slot = Some(r);
-        }
     }
 }
 
@@ -536,7 +469,7 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
                 frame.name
             )));
         }
-        let f = match frame.resolve(handle) {
+        let f = match frame.handles.resolve(handle) {
             Ok(f) => f,
             // Not the frame's failure: the call never started (native code reports it).
             Err(e) => return Ok(Err(e)),
@@ -579,7 +512,7 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
         if let Some(site) = site {
             frame.sites.put_back(site);
         }
-        frame.give_back(handle.index, f);
+        frame.handles.give_back(handle.index, f);
         let v = out?;
         let ctx_ptr = frame.ctx_ptr();
         frame.owned.hand_out(v, ctx_ptr, &mut frame.staged)
