@@ -241,7 +241,7 @@ MUTANTS = [
     ),
     # Compiled mode's handle cache and its recycled cells (tvm/src/vmtir).
     (
-        "tvm/src/vmtir/frame.rs",
+        "tvm/src/vmtir/handles.rs",
         "            if r.generation == generation {",
         "            if r.generation <= generation {",
         "compiled mode: a handle resolved before the registry changed is used after the change",
@@ -249,10 +249,24 @@ MUTANTS = [
     ),
     (
         "tvm/src/vmtir/cells.rs",
-        "        self.stamp == a.small_str_len\n",
-        "        true\n",
+        "        self.live && self.stamp == a.small_str_len\n",
+        "        self.live\n",
         "compiled mode: a cell is found by its address alone, whatever run's stamp the value carries",
         ["-p", "relaxvm-tvm", "--lib", "vmtir"],
+    ),
+    (
+        "tvm/src/vmtir/cells.rs",
+        "        self.live && self.stamp == a.small_str_len\n",
+        "        self.stamp == a.small_str_len\n",
+        "compiled mode: a released cell is still found at its address",
+        ["-p", "relaxvm-tvm", "--lib", "vmtir::cells"],
+    ),
+    (
+        "tvm/src/vmtir/cells.rs",
+        "offset.is_multiple_of(size).then_some(",
+        "true.then_some(",
+        "compiled mode: an address inside a cell is taken for the cell",
+        ["-p", "relaxvm-tvm", "--lib", "vmtir::cells"],
     ),
     (
         "core/src/registry.rs",

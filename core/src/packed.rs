@@ -5,7 +5,7 @@ use crate::device::Device;
 pub use crate::error::panic_message;
 use crate::error::{Error, ErrorKind, Result};
 use crate::int_op::IntOp;
-use crate::value::{Callable, Value};
+use crate::value::{Callable, Closure, Value};
 use crate::value_conv::{FromValue, IntoValue};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -118,9 +118,21 @@ impl<'a> CallCtx<'a> {
     /// As [`call_named`](Self::call_named), from a call site of native code that keeps its
     /// own site cache `site` (see [`VmHandle::call_named_at`]).
     pub fn call_named_at(&mut self, name: &str, f: &Value, args: &[Value], site: &mut Value) -> Result<Value> {
+        self.call_closure_named_at(name, f.as_func()?, args, site)
+    }
+
+    /// As [`call_named_at`](Self::call_named_at), of a closure the caller holds (no function
+    /// value made for the call: compiled mode keeps its handles' closures so).
+    pub fn call_closure_named_at(
+        &mut self,
+        name: &str,
+        f: &Closure,
+        args: &[Value],
+        site: &mut Value,
+    ) -> Result<Value> {
         match &mut self.vm {
-            Some(vm) => vm.call_named_at(name, f.as_func()?, args, site),
-            None => self.call(f, args),
+            Some(vm) => vm.call_named_at(name, f, args, site),
+            None => self.call_closure(f, args),
         }
     }
 
@@ -143,7 +155,11 @@ impl<'a> CallCtx<'a> {
 
     /// Calls a function value with `args` followed by its captured values.
     pub fn call(&mut self, f: &Value, args: &[Value]) -> Result<Value> {
-        let closure = f.as_func()?;
+        self.call_closure(f.as_func()?, args)
+    }
+
+    /// Calls closure `closure` with `args` followed by its captured values.
+    pub fn call_closure(&mut self, closure: &Closure, args: &[Value]) -> Result<Value> {
         match (&mut self.vm, &closure.callable) {
             (Some(vm), _) => vm.call_closure(closure, args),
             (None, Callable::Packed(p)) => {

@@ -265,8 +265,6 @@ pub unsafe extern "C" fn handle_init_once(
     init: Option<unsafe extern "C" fn(*mut *mut c_void) -> i32>,
 ) -> i32 {
     static LOCK: Mutex<()> = Mutex::new(());
-    // Rust code holding a lock around `init`: a fault is never jumped over by the guard.
-    let _unguarded = super::guard::Unguarded::enter();
     let Some(init) = init else { return -1 };
     if handle_addr.is_null() {
         return -1;
@@ -275,10 +273,13 @@ pub unsafe extern "C" fn handle_init_once(
     // (this function, under the lock) writes atomically.
     let slot = unsafe { AtomicPtr::from_ptr(handle_addr) };
     // Native code calls this before every use of a handle (a compiled function, at each call of
-    // a builtin): once set, the handle is read without the lock.
+    // a builtin): once set, the handle is read without the lock, and still inside the kernel-call
+    // guard (a fault of this one read, as of a kernel's own, skips a frame owning nothing).
     if !slot.load(Ordering::Acquire).is_null() {
         return 0;
     }
+    // Rust code holding a lock around `init`: a fault is never jumped over by the guard.
+    let _unguarded = super::guard::Unguarded::enter();
     let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
     if !slot.load(Ordering::Acquire).is_null() {
         return 0;

@@ -19,7 +19,6 @@
 use crate::ffi::abi::{type_index, DLTensor, TVMFFIAny, TVMFFIObject};
 use crate::ffi::convert;
 use relaxvm::{Error, Result, Tensor, Value};
-use std::collections::HashMap;
 
 /// tvm-ffi's static type indices of the objects relaxvm's values stand for.
 mod object_index {
@@ -48,6 +47,8 @@ pub struct Cell {
     holders: u32,
     /// The stamp of the run that made it (see the module's note).
     stamp: u32,
+    /// Whether the cell is handed out and not released: its address is found only then.
+    live: bool,
 }
 
 // SAFETY: the raw pointers in `header` (null) and `dl` (into the tensor `value` owns) are
@@ -58,14 +59,28 @@ unsafe impl Send for Cell {}
 unsafe impl Sync for Cell {}
 
 impl Cell {
-    /// Whether object value `a` (which points to this cell) carries the stamp the cell was made
-    /// under (see the module's note).
+    /// Whether object value `a` (which points to this cell) is the cell's current value: the
+    /// cell is handed out and not released, and `a` carries the stamp it was made under (see
+    /// the module's note).
     fn made_for(&self, a: &TVMFFIAny) -> bool {
-        self.stamp == a.small_str_len
+        self.live && self.stamp == a.small_str_len
     }
 
-    fn new(value: Value, stamp: u32) -> Cell {
-        let type_index = match &value {
+    /// An empty cell (no value, not live), to be filled.
+    fn empty() -> Cell {
+        let header = TVMFFIObject {
+            combined_ref_count: 1,
+            type_index: object_index::OBJECT,
+            padding: 0,
+            deleter: std::ptr::null(),
+        };
+        Cell { header, dl: no_tensor(), value: Value::Null, holders: 0, stamp: 0, live: false }
+    }
+
+    /// Makes this empty cell (its value None: replacing it runs no destructor) hold `value`,
+    /// live under `stamp`, written in place.
+    fn fill(&mut self, value: Value, stamp: u32) {
+        self.header.type_index = match &value {
             Value::Tensor(_) => object_index::TENSOR,
             Value::Shape(_) => object_index::SHAPE,
             Value::Tuple(_) => object_index::ARRAY,
@@ -73,51 +88,89 @@ impl Cell {
             Value::Func(_) => object_index::FUNCTION,
             _ => object_index::OBJECT,
         };
-        let dl = match &value {
+        self.dl = match &value {
             // The shape pointer points into the tensor the cell owns, which never moves.
             Value::Tensor(t) => convert::dl_tensor(t, None),
-            _ => DLTensor {
-                data: std::ptr::null_mut(),
-                device: crate::ffi::abi::DLDevice { device_type: 1, device_id: 0 },
-                ndim: 0,
-                dtype: crate::ffi::abi::DLDataType { code: 0, bits: 0, lanes: 0 },
-                shape: std::ptr::null_mut(),
-                strides: std::ptr::null_mut(),
-                byte_offset: 0,
-            },
+            _ => no_tensor(),
         };
-        let header = TVMFFIObject { combined_ref_count: 1, type_index, padding: 0, deleter: std::ptr::null() };
-        Cell { header, dl, value, holders: 0, stamp }
+        self.value = value;
+        self.holders = 0;
+        self.stamp = stamp;
+        self.live = true;
     }
 }
 
-/// Cells owned by one list or one running function, by address.
-// Boxed cells keep their addresses (which native code holds) while the lists move.
-#[allow(clippy::vec_box)]
+/// The `DLTensor` of a cell that holds no tensor (zeroed: kernels never read it).
+fn no_tensor() -> DLTensor {
+    DLTensor {
+        data: std::ptr::null_mut(),
+        device: crate::ffi::abi::DLDevice { device_type: 1, device_id: 0 },
+        ndim: 0,
+        dtype: crate::ffi::abi::DLDataType { code: 0, bits: 0, lanes: 0 },
+        shape: std::ptr::null_mut(),
+        strides: std::ptr::null_mut(),
+        byte_offset: 0,
+    }
+}
+
+/// Cells owned by one list or one running function, in a slab: chunks of cells that never move
+/// (native code holds their addresses), so an address is turned back into its cell by
+/// arithmetic, with no hashing: its chunk is the one whose range holds it, its position the
+/// offset divided by the cell size (an address inside a cell, or between chunks, is no cell).
 #[derive(Default)]
 pub struct Cells {
-    // Addresses are found at every call native code makes: hashed by a multiplication (the
-    // addresses are relaxvm's own allocations, not input an attacker picks to collide).
-    by_address: HashMap<usize, Box<Cell>, rustc_hash::FxBuildHasher>,
+    /// Chunk `k` holds `FIRST_CHUNK << k` cells.
+    chunks: Vec<Box<[Cell]>>,
+    /// The next cell never filled since the last [`Cells::recycle`] (cells from here on hold
+    /// no value).
+    fresh: Slot,
+    /// Emptied cells below `fresh`, filled again before fresh ones.
+    free: Vec<Slot>,
     /// Cells no register holds any more, whose values are not dropped yet: the AnyList
     /// functions that let go of a cell run inside the kernel-call guard, where no destructor
     /// may run (a value's may run any code, a Python finalizer); [`Cells::drop_released`]
     /// drops them from outside it.
-    released: Vec<Box<Cell>>,
-    /// Emptied cells, reused for the next values (no allocation per result).
-    spare: Vec<Box<Cell>>,
+    released: Vec<Slot>,
     /// The stamp of the cells made now (see the module's note; 0 for a VM's constant and
     /// function lists, which are never recycled).
     stamp: u32,
 }
+
+/// A cell's place in the slab.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    chunk: u32,
+    index: u32,
+}
+
+/// The cells of the first chunk (each next chunk doubles).
+const FIRST_CHUNK: usize = 16;
 
 /// The stamps of runs: each run's cells get a new one. (After 2^32 runs a stamp comes back; an
 /// address kept that long could then be taken for a live cell of the same address, whose value
 /// is then read: a wrong value, never freed memory.)
 static NEXT_STAMP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
-/// The most emptied cells a VM keeps between runs (what a larger run made beyond them is freed).
-const MAX_SPARE: usize = 1 << 12;
+/// A new run's stamp (see [`stamp_from`]).
+fn next_stamp() -> u32 {
+    stamp_from(&NEXT_STAMP)
+}
+
+/// The next stamp of `counter`, never 0: 0 is reserved for the cells of the constant and
+/// function lists, which are never recycled, and is what `small_str_len` holds in objects not
+/// made by relaxvm; a run stamped 0 (after the counter wraps) would take them for its own.
+fn stamp_from(counter: &std::sync::atomic::AtomicU32) -> u32 {
+    loop {
+        let s = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if s != 0 {
+            return s;
+        }
+    }
+}
+
+/// The most chunks a VM keeps between runs (16 + 32 + ... + 2048 cells: what a larger run made
+/// beyond them is freed).
+const MAX_KEPT_CHUNKS: usize = 8;
 
 /// A tensor passed to native code as an aligned, compact copy (see [`Cells::hand_out`]).
 pub struct Staged {
@@ -154,21 +207,26 @@ impl Cells {
 
     /// No cells yet, for a new run (with a stamp of its own).
     pub fn for_run() -> Self {
-        Cells { stamp: NEXT_STAMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed), ..Default::default() }
+        Cells { stamp: next_stamp(), ..Default::default() }
     }
 
-    /// Empties these cells for another run, keeping their memory (up to [`MAX_SPARE`] cells)
-    /// and taking a new stamp: no address handed out so far is found any more. Drops the
-    /// values: not inside the kernel-call guard.
+    /// Empties these cells for another run, keeping their memory (up to [`MAX_KEPT_CHUNKS`]
+    /// chunks) and taking a new stamp: no address handed out so far is found any more. Drops
+    /// the values: not inside the kernel-call guard.
     pub fn recycle(&mut self) {
-        self.drop_released();
-        for (_, mut c) in self.by_address.drain() {
-            c.value = Value::Null;
-            if self.spare.len() < MAX_SPARE {
-                self.spare.push(c);
+        let fresh = self.fresh;
+        for (k, chunk) in self.chunks.iter_mut().enumerate().take(fresh.chunk as usize + 1) {
+            let used = if k == fresh.chunk as usize { fresh.index as usize } else { chunk.len() };
+            for c in &mut chunk[..used] {
+                c.live = false;
+                c.value = Value::Null;
             }
         }
-        self.stamp = NEXT_STAMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.chunks.truncate(MAX_KEPT_CHUNKS);
+        self.released.clear();
+        self.free.clear();
+        self.fresh = Slot::default();
+        self.stamp = next_stamp();
     }
 
     /// Drops the values of the cells no register holds any more (see `released`); their
@@ -181,63 +239,93 @@ impl Cells {
     }
 
     fn drop_released_now(&mut self) {
-        for mut c in self.released.drain(..) {
-            c.value = Value::Null;
-            self.spare.push(c);
+        // Popped, not taken: the list keeps its memory for the next releases.
+        while let Some(s) = self.released.pop() {
+            self.chunks[s.chunk as usize][s.index as usize].value = Value::Null;
+            self.free.push(s);
         }
     }
 
+    /// An empty cell's place: a freed one, the next fresh one, or the first of a new chunk.
+    fn vacant(&mut self) -> Slot {
+        if let Some(s) = self.free.pop() {
+            return s;
+        }
+        let s = self.fresh;
+        if s.chunk as usize == self.chunks.len() {
+            let len = FIRST_CHUNK << self.chunks.len();
+            self.chunks.push((0..len).map(|_| Cell::empty()).collect());
+        }
+        let len = self.chunks[s.chunk as usize].len() as u32;
+        self.fresh =
+            if s.index + 1 == len { Slot { chunk: s.chunk + 1, index: 0 } } else { Slot { index: s.index + 1, ..s } };
+        s
+    }
+
     fn insert(&mut self, v: Value) -> TVMFFIAny {
-        let cell = match self.spare.pop() {
-            Some(mut spare) => {
-                // Its value is None (`drop_released`): overwriting it runs no destructor.
-                *spare = Cell::new(v, self.stamp);
-                spare
-            }
-            None => Box::new(Cell::new(v, self.stamp)),
-        };
-        let address = &*cell as *const Cell as usize;
+        let s = self.vacant();
+        let stamp = self.stamp;
+        let cell = &mut self.chunks[s.chunk as usize][s.index as usize];
+        // Its value is None (emptied, or never filled).
+        cell.fill(v, stamp);
         let mut any = TVMFFIAny::ptr(cell.header.type_index, (&*cell as *const Cell).cast());
-        any.small_str_len = self.stamp;
-        self.by_address.insert(address, cell);
+        any.small_str_len = stamp;
         any
     }
 
-    /// The cell object value `a` points to, if it is one of these, made under the stamp `a` carries.
-    fn find(&self, a: &TVMFFIAny) -> Option<&Cell> {
-        self.by_address.get(&(a.payload as usize)).map(|c| &**c).filter(|c| c.made_for(a))
+    /// Where the cell at `address` is, if it is one of these (live or not).
+    #[inline]
+    fn locate(&self, address: usize) -> Option<Slot> {
+        let size = std::mem::size_of::<Cell>();
+        for (k, chunk) in self.chunks.iter().enumerate() {
+            let offset = address.wrapping_sub(chunk.as_ptr() as usize);
+            if offset < chunk.len() * size {
+                return offset.is_multiple_of(size).then_some(Slot { chunk: k as u32, index: (offset / size) as u32 });
+            }
+        }
+        None
     }
 
-    /// The value of the cell object value `a` points to, if it is one of these (see [`Cells::find`]).
+    /// The live cell object value `a` points to, if it is one of these, made under the stamp
+    /// `a` carries, with its place.
+    #[inline]
+    fn find_mut(&mut self, a: &TVMFFIAny) -> Option<(Slot, &mut Cell)> {
+        let s = self.locate(a.payload as usize)?;
+        let c = &mut self.chunks[s.chunk as usize][s.index as usize];
+        c.made_for(a).then_some((s, c))
+    }
+
+    /// The value of the cell object value `a` points to, if it is one of these, live and made
+    /// under the stamp `a` carries.
+    #[inline]
     pub fn get(&self, a: &TVMFFIAny) -> Option<&Value> {
-        self.find(a).map(|c| &c.value)
+        let s = self.locate(a.payload as usize)?;
+        let c = &self.chunks[s.chunk as usize][s.index as usize];
+        c.made_for(a).then_some(&c.value)
     }
 
     /// Counts one more register holding the cell `a` points to; false when it is not one of these.
+    #[inline]
     pub fn hold(&mut self, a: &TVMFFIAny) -> bool {
-        match self.by_address.get_mut(&(a.payload as usize)) {
-            Some(c) if c.made_for(a) => {
+        match self.find_mut(a) {
+            Some((_, c)) => {
                 c.holders += 1;
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 
     /// Counts one register fewer holding the cell `a` points to, releasing the cell when none
     /// holds it any more (nothing when it is not one of these): its address is then refused,
     /// and its value dropped by the next [`Cells::drop_released`] (no destructor runs here).
+    #[inline]
     pub fn unhold(&mut self, a: &TVMFFIAny) {
-        let address = a.payload as usize;
-        if let Some(c) = self.by_address.get_mut(&address) {
-            if !c.made_for(a) {
-                return;
-            }
+        if let Some((s, c)) = self.find_mut(a) {
             c.holders = c.holders.saturating_sub(1);
             if c.holders == 0 {
-                if let Some(cell) = self.by_address.remove(&address) {
-                    self.released.push(cell);
-                }
+                c.live = false;
+                self.released.push(s);
             }
         }
     }
@@ -304,5 +392,69 @@ pub fn inline_value(a: &TVMFFIAny) -> Result<Value> {
             unsafe { none.value(a) }
         }
         _ => convert::result_from_ffi(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_is_never_zero_when_the_counter_wraps() {
+        let counter = std::sync::atomic::AtomicU32::new(u32::MAX);
+        assert_eq!(stamp_from(&counter), u32::MAX);
+        assert_eq!(stamp_from(&counter), 1, "0 is skipped");
+        assert_eq!(stamp_from(&counter), 2);
+    }
+
+    fn moved(a: TVMFFIAny, by: isize) -> TVMFFIAny {
+        TVMFFIAny { payload: (a.payload as isize + by) as u64, ..a }
+    }
+
+    #[test]
+    fn only_a_live_cell_s_own_address_and_stamp_find_it() {
+        let mut cells = Cells::for_run();
+        // Past the first chunk: the lookup finds cells of every chunk.
+        let anys: Vec<TVMFFIAny> = (0..FIRST_CHUNK * 3 + 1).map(|i| cells.insert(Value::str(&i.to_string()))).collect();
+        assert_eq!(cells.chunks.len(), 3);
+        for (i, a) in anys.iter().enumerate() {
+            assert!(matches!(cells.get(a), Some(Value::Str(s)) if **s == *i.to_string()), "cell {i}");
+        }
+        let last = *anys.last().unwrap();
+        let size = std::mem::size_of::<Cell>() as isize;
+        // An address inside a cell, the next cell (not filled yet), before the first chunk,
+        // another stamp: none is a cell.
+        assert!(cells.get(&moved(last, 8)).is_none());
+        assert!(cells.get(&moved(last, size)).is_none());
+        assert!(cells.get(&moved(anys[0], -size)).is_none());
+        assert!(cells.get(&TVMFFIAny { small_str_len: last.small_str_len + 1, ..last }).is_none());
+        assert!(!cells.hold(&moved(last, 8)));
+        // A released cell is refused, and its address is reused (by the same run) for the next value.
+        assert!(cells.hold(&anys[5]));
+        cells.unhold(&anys[5]);
+        assert!(cells.get(&anys[5]).is_none());
+        assert!(!cells.hold(&anys[5]));
+        cells.drop_released();
+        let again = cells.insert(Value::str("again"));
+        assert_eq!(again.payload, anys[5].payload);
+        // After recycling, the same addresses come back under a new stamp: the old values are refused.
+        cells.recycle();
+        let first = cells.insert(Value::str("next run"));
+        assert_eq!(first.payload, anys[0].payload);
+        assert!(cells.get(&anys[0]).is_none());
+        assert!(matches!(cells.get(&first), Some(Value::Str(s)) if &**s == "next run"));
+    }
+
+    #[test]
+    fn recycling_keeps_at_most_the_first_chunks() {
+        let mut cells = Cells::for_run();
+        let n: usize = (0..=MAX_KEPT_CHUNKS).map(|k| FIRST_CHUNK << k).sum();
+        for _ in 0..n {
+            cells.insert(Value::str("x"));
+        }
+        assert_eq!(cells.chunks.len(), MAX_KEPT_CHUNKS + 1);
+        cells.recycle();
+        assert_eq!(cells.chunks.len(), MAX_KEPT_CHUNKS);
+        assert!(cells.chunks.iter().flat_map(|c| c.iter()).all(|c| !c.live && matches!(c.value, Value::Null)));
     }
 }

@@ -10,10 +10,11 @@
 //! one frame exist at once.
 
 use super::cells::{self, Cells, Prepared, Staged};
+use super::handles::Handles;
 use crate::ffi::abi::{type_index, TVMFFIAny};
 use crate::ffi::services::Handle;
 use crate::ffi::{convert, raised};
-use relaxvm::{CallCtx, Callable, Closure, Error, Result, Value};
+use relaxvm::{CallCtx, Error, Result, Value};
 use smallvec::SmallVec;
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -43,16 +44,10 @@ pub struct Frame {
     /// carries), even when the machine code goes on (TVM's code ignores the AnyList functions'
     /// return codes). Once set, every later callback of the function refuses.
     pub error: Option<Error>,
-    /// What the function handles native code called resolved to, by the handle's `index`, for
-    /// this call only (see [`Resolved`]): nothing outlives the call, so a function replaced in
-    /// or removed from the registry is never kept alive by a VM (attack perf/02).
-    pub resolved: Vec<Option<Resolved>>,
+    /// The function handles native code called, resolved for this run (see `super::handles`).
+    pub handles: Handles,
     /// The caches of the function's call sites for this run (see `super::sites`).
     pub sites: super::sites::Running,
-    /// Where in the registry each function handle's name was found, by the handle's `index`:
-    /// kept from run to run (it holds no function), so that a handle resolves without hashing
-    /// its name while the registry is unchanged.
-    pub located: Vec<Option<relaxvm::registry::Location>>,
 }
 
 /// What a run's frame allocates, kept by its VM for its next run (`super::Lists`): the register
@@ -65,10 +60,8 @@ pub struct Parts {
     pub owned: Cells,
     /// The staged copies' list's memory.
     pub staged: Vec<Staged>,
-    /// The resolved handles' list's memory.
-    pub resolved: Vec<Option<Resolved>>,
-    /// Where the handles' names were found (see [`Frame::located`]).
-    pub located: Vec<Option<relaxvm::registry::Location>>,
+    /// The handles' lists (none resolved).
+    pub handles: Handles,
 }
 
 /// The most registers whose list a VM keeps between runs (a larger one is freed with its run).
@@ -77,73 +70,27 @@ const MAX_KEPT_REGISTERS: usize = 1 << 16;
 impl Parts {
     /// Parts for a run of their own.
     pub fn new() -> Self {
-        Parts {
-            regs: Vec::new(),
-            owned: Cells::for_run(),
-            staged: Vec::new(),
-            resolved: Vec::new(),
-            located: Vec::new(),
-        }
+        Parts { regs: Vec::new(), owned: Cells::for_run(), staged: Vec::new(), handles: Handles::default() }
     }
 
     /// The parts of finished frame `frame`, emptied for another run: drops every value the run
     /// left (destructors run: not inside the kernel-call guard, nor under a lock).
     pub fn recycled(frame: Frame) -> Self {
-        let Frame { mut regs, mut owned, mut staged, mut resolved, located, .. } = frame;
+        let Frame { mut regs, mut owned, mut staged, mut handles, .. } = frame;
         regs.clear();
         if regs.capacity() > MAX_KEPT_REGISTERS {
             regs = Vec::new();
         }
         owned.recycle();
         staged.clear();
-        resolved.clear();
-        Parts { regs, owned, staged, resolved, located }
+        handles.recycle();
+        Parts { regs, owned, staged, handles }
     }
 }
 
 impl Default for Parts {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-/// A function handle's packed function as the VM calls it, looked up at registry generation
-/// `generation`: the lookup stands while the registry is unchanged (a re-registered name takes
-/// effect at the next call, as without the cache).
-#[derive(Clone)]
-pub struct Resolved {
-    generation: u64,
-    func: Value,
-}
-
-impl Frame {
-    /// The function `handle` names, looked up in the registry unless the frame has it from the
-    /// same generation of the registry.
-    fn resolve(&mut self, handle: &Handle) -> Result<Value> {
-        let generation = relaxvm::registry::generation();
-        if let Some(Some(r)) = self.resolved.get(handle.index) {
-            if r.generation == generation {
-                return Ok(r.func.clone());
-            }
-        }
-        let known = self.located.get(handle.index).copied().flatten();
-        let packed = match known.and_then(|at| relaxvm::registry::get_global_at(at, &handle.name)) {
-            Some(packed) => packed,
-            None => {
-                let (packed, at) = relaxvm::registry::get_global_located(&handle.name)?;
-                if self.located.len() <= handle.index {
-                    self.located.resize(handle.index + 1, None);
-                }
-                self.located[handle.index] = Some(at);
-                packed
-            }
-        };
-        let func = Value::Func(Arc::new(Closure { callable: Callable::Packed(packed), captured: Vec::new() }));
-        if self.resolved.len() <= handle.index {
-            self.resolved.resize(handle.index + 1, None);
-        }
-        self.resolved[handle.index] = Some(Resolved { generation, func: func.clone() });
-        Ok(func)
     }
 }
 
@@ -168,6 +115,10 @@ impl Frame {
             let found = self.owned.get(a).or_else(|| self.consts.cells.get(a));
             return found.or_else(|| self.funcs.cells.get(a)).cloned().ok_or_else(|| cells::unknown_object(a, &what()));
         }
+        if matches!(a.type_index, type_index::NONE | type_index::INT | type_index::BOOL | type_index::FLOAT) {
+            // The scalars native code passes most (shape-heap arguments), read in place.
+            return convert::result_from_ffi(a);
+        }
         if a.type_index == type_index::OPAQUE_PTR {
             return if a.as_ptr().cast_const() == self.ctx_ptr() {
                 Ok(Value::VmState)
@@ -179,8 +130,24 @@ impl Frame {
         unsafe { copies.value(a) }
     }
 
+    /// The list of this function `list` points to (registers, constants or functions), if any.
+    #[inline]
+    fn list(&self, list: *mut c_void) -> Option<&[TVMFFIAny]> {
+        let p = list.cast_const().cast::<TVMFFIAny>();
+        if p == self.regs.as_ptr() {
+            Some(&self.regs)
+        } else if p == self.consts.anys.as_ptr() {
+            Some(&self.consts.anys)
+        } else if p == self.funcs.anys.as_ptr() {
+            Some(&self.funcs.anys)
+        } else {
+            None
+        }
+    }
+
     /// Releases the cell a register held in `old`, unless another register still holds it
     /// (its value is dropped later, see [`Cells::drop_released`]).
+    #[inline]
     fn release(&mut self, old: TVMFFIAny) {
         if cells::is_object(&old) {
             self.owned.unhold(&old);
@@ -286,6 +253,41 @@ fn finish<R>(what: &str, body: impl FnOnce(&mut Frame) -> Result<R>) -> std::res
     })
 }
 
+/// The innermost frame of this thread, when one runs and has not failed: the fast path of the
+/// AnyList functions, which fall back to their checked path (with its errors) otherwise.
+#[inline]
+fn healthy_innermost() -> Option<*mut Frame> {
+    let frame = INNERMOST.with(|f| f.get());
+    // SAFETY: a pointer `Entered` set to a live frame (see `with_innermost`), read only.
+    (!frame.is_null() && unsafe { (*frame).error.is_none() }).then_some(frame)
+}
+
+/// `TVMBackendAnyListMoveFromPackedReturn`'s work when every check passes (false, with nothing
+/// changed, otherwise: the checked path then says what failed).
+///
+/// # Safety
+/// When `args` is not null and `offset` not negative, `args[offset]` is readable and writable.
+#[inline]
+unsafe fn move_fast(frame: &mut Frame, list: *mut c_void, index: i32, args: *mut TVMFFIAny, offset: i32) -> bool {
+    let (Ok(offset), Ok(i)) = (usize::try_from(offset), usize::try_from(index)) else { return false };
+    if args.is_null() || list.cast_const().cast::<TVMFFIAny>() != frame.regs.as_ptr() || i >= frame.regs.len() {
+        return false;
+    }
+    // SAFETY: the caller's contract.
+    let slot = unsafe { args.add(offset) };
+    // SAFETY: as above.
+    let new = unsafe { slot.read() };
+    if !cells::storable(&new) || (cells::is_object(&new) && !frame.owned.hold(&new)) {
+        return false;
+    }
+    let old = std::mem::replace(&mut frame.regs[i], new);
+    frame.release(old);
+    // SAFETY: as above; a move leaves None behind, as tvm-ffi's does. The last step (see
+    // `finish`): nothing in this frame is left to drop.
+    unsafe { slot.write(TVMFFIAny::NONE) };
+    true
+}
+
 /// The register list of `frame`, which `list` must be: the only list native code may write.
 fn registers_of<'f>(frame: &'f mut Frame, list: *mut c_void, what: &str) -> Result<&'f mut [TVMFFIAny]> {
     if list.cast_const().cast::<TVMFFIAny>() == frame.regs.as_ptr() {
@@ -317,20 +319,27 @@ pub unsafe extern "C" fn RVMBackendAnyListSetPackedArg(
     args: *mut TVMFFIAny,
     offset: i32,
 ) -> i32 {
+    // The path of every well-formed call: one read of the innermost frame, no error built.
+    if let Some(frame) = healthy_innermost() {
+        // SAFETY: as `with_innermost`'s; only read here.
+        let frame = unsafe { &*frame };
+        let item = frame.list(list).and_then(|items| items.get(usize::try_from(index).ok()?));
+        if let (Some(item), Ok(offset)) = (item, usize::try_from(offset)) {
+            if !args.is_null() {
+                // SAFETY: the caller's contract: `args[offset]` is writable; nothing is left to
+                // drop (see `finish`).
+                unsafe { args.add(offset).write(*item) };
+                return 0;
+            }
+        }
+    }
     let what = "TVMBackendAnyListSetPackedArg";
     let item = finish(what, |frame| {
         let offset = usize::try_from(offset).map_err(|_| negative_offset(what))?;
         if args.is_null() {
             return Err(Error::value(format!("{what}: a null argument stack")));
         }
-        let p = list.cast_const().cast::<TVMFFIAny>();
-        let items: &[TVMFFIAny] = if p == frame.regs.as_ptr() {
-            &frame.regs
-        } else if p == frame.consts.anys.as_ptr() {
-            &frame.consts.anys
-        } else if p == frame.funcs.anys.as_ptr() {
-            &frame.funcs.anys
-        } else {
+        let Some(items) = frame.list(list) else {
             return Err(Error::value(format!(
                 "{what}: {list:p} is not a list of the running function {:?}",
                 frame.name
@@ -372,6 +381,13 @@ pub unsafe extern "C" fn RVMBackendAnyListMoveFromPackedReturn(
     args: *mut TVMFFIAny,
     offset: i32,
 ) -> i32 {
+    if let Some(frame) = healthy_innermost() {
+        // SAFETY: as `with_innermost`'s; `args[offset]` is readable and writable (the caller's
+        // contract, once checked non-null and the offset non-negative).
+        if unsafe { move_fast(&mut *frame, list, index, args, offset) } {
+            return 0;
+        }
+    }
     let what = "TVMBackendAnyListMoveFromPackedReturn";
     let slot = finish(what, |frame| {
         let offset = usize::try_from(offset).map_err(|_| negative_offset(what))?;
@@ -453,7 +469,7 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
                 frame.name
             )));
         }
-        let f = match frame.resolve(handle) {
+        let f = match frame.handles.resolve(handle) {
             Ok(f) => f,
             // Not the frame's failure: the call never started (native code reports it).
             Err(e) => return Ok(Err(e)),
@@ -484,8 +500,8 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
         // SAFETY: as above.
         let ctx = unsafe { &mut *ctx };
         match &mut site {
-            Some(site) => ctx.call_named_at(name, &f, &values, &mut site.cache),
-            None => ctx.call_named(name, &f, &values),
+            Some(site) => ctx.call_closure_named_at(name, &f.func, &values, &mut site.cache),
+            None => ctx.call_named(name, &Value::Func(Arc::new(f.func.clone())), &values),
         }
     }))
     .unwrap_or_else(|p| Err(Error::value(format!("{name} panicked: {}", relaxvm::packed::panic_message(&*p)))));
@@ -496,6 +512,7 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
         if let Some(site) = site {
             frame.sites.put_back(site);
         }
+        frame.handles.give_back(handle.index, f);
         let v = out?;
         let ctx_ptr = frame.ctx_ptr();
         frame.owned.hand_out(v, ctx_ptr, &mut frame.staged)

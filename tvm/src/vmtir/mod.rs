@@ -33,6 +33,7 @@
 
 mod cells;
 pub mod frame;
+mod handles;
 mod sites;
 
 use crate::ffi::abi::{type_index, SafeCall, TVMFFIAny};
@@ -206,8 +207,7 @@ fn invoke(
         ctx: ctx_raw.cast(),
         staged: parts.staged,
         error: None,
-        resolved: parts.resolved,
-        located: parts.located,
+        handles: parts.handles,
         sites: std::mem::take(sites),
     };
     let ctx_ptr = frame.ctx_ptr();

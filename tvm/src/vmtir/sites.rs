@@ -70,7 +70,6 @@ pub struct Running {
 /// A call's site: its position, and its cache taken out for the call (see [`Running::next`]).
 pub struct CallSite {
     position: usize,
-    handle: usize,
     /// The cache the called function may use.
     pub cache: Value,
 }
@@ -84,19 +83,25 @@ impl Running {
         if position >= MAX_SITES {
             return None;
         }
-        let cache = match self.sites.get_mut(position) {
-            Some(s) if s.handle == handle => std::mem::take(&mut s.cache),
-            _ => Value::Null,
-        };
-        Some(CallSite { position, handle, cache })
+        // Positions are taken in order from 0: a position not seen yet is the list's next.
+        if position == self.sites.len() {
+            self.sites.push(Site { handle, cache: Value::Null });
+        }
+        let s = &mut self.sites[position];
+        if s.handle != handle {
+            // Another handle than last run's called here: the cache starts over.
+            s.handle = handle;
+            s.cache = Value::Null;
+        }
+        Some(CallSite { position, cache: std::mem::take(&mut s.cache) })
     }
 
     /// Keeps what the call left in its site's cache.
     pub fn put_back(&mut self, site: CallSite) {
-        if self.sites.len() <= site.position {
-            self.sites.resize_with(site.position + 1, || Site { handle: usize::MAX, cache: Value::Null });
+        // The site exists (`next` made it) and its cache is empty (`next` took it).
+        if let Some(s) = self.sites.get_mut(site.position) {
+            s.cache = site.cache;
         }
-        self.sites[site.position] = Site { handle: site.handle, cache: site.cache };
     }
 }
 

@@ -558,3 +558,36 @@ fn an_object_kept_from_an_earlier_run_is_refused_even_where_its_cell_lives_again
     let e = vm_with(kept_handle_fn).invoke("f", &[tensor()]).unwrap_err().to_string();
     assert!(e.contains("did not hand to this function in this run"), "{e}");
 }
+
+/// Moves into register 1 the input's object value (register 0) with its address moved by
+/// `FORGED_BY` bytes (same type and stamp).
+unsafe extern "C" fn moved_address_fn(_: *mut c_void, args: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+    // SAFETY: the adapter passes 4 values.
+    let (_, r, _, _) = unsafe { lists(args) };
+    let mut stack = [TVMFFIAny::NONE];
+    // SAFETY: `r` is the register list; one value at offset 0.
+    unsafe {
+        assert_eq!(RVMBackendAnyListSetPackedArg(r, 0, stack.as_mut_ptr(), 0), 0);
+        stack[0].payload = stack[0].payload.wrapping_add(FORGED_BY.load(std::sync::atomic::Ordering::SeqCst));
+        RVMBackendAnyListMoveFromPackedReturn(r, 1, stack.as_mut_ptr(), 0)
+    }
+}
+
+static FORGED_BY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static FORGED_LOCK: Mutex<()> = Mutex::new(());
+
+#[test]
+fn an_address_inside_a_live_cell_or_at_its_empty_neighbour_is_refused() {
+    // Cells are found by arithmetic on their address (a slab of chunks): only a cell's own
+    // address is one, with its run's stamp, while it is live.
+    let _one = FORGED_LOCK.lock().unwrap();
+    let size = std::mem::size_of::<super::cells::Cell>() as u64;
+    for by in [8, size, size * 1000, 0u64.wrapping_sub(size)] {
+        FORGED_BY.store(by, std::sync::atomic::Ordering::SeqCst);
+        let e = vm_with(moved_address_fn).invoke("f", &[tensor()]).unwrap_err().to_string();
+        assert!(e.contains("did not hand to this function"), "moved by {by}: {e}");
+    }
+    // The unmoved address is the input's cell: accepted.
+    FORGED_BY.store(0, std::sync::atomic::Ordering::SeqCst);
+    vm_with(moved_address_fn).invoke("f", &[tensor()]).unwrap();
+}
