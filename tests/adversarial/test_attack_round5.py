@@ -2,104 +2,16 @@
 rule, the interpreter's fused ops, kernel-call fast paths, compiled mode's cell slab, the Python
 call path, the paged KV cache's decode caching). One test per finding in
 /work/attack-findings/<area>/NN.md (errs/01, errs/02, perfpy/01-05); a finding's test
-is marked xfail(strict=True) while it is open. errs/01 and errs/02 are closed on branch errs (no
-mark); perfpy/01-05 are open. The other surfaces held (see the round's report).
+is marked xfail(strict=True) while it is open. errs/01 and errs/02 are closed on branch errs
+(their tests come with it); perfpy/01-05 are closed. The other surfaces held (see the round's
+report).
 Attacks that run code run in a child process with a memory cap and a timeout (attack.py)."""
 
 from __future__ import annotations
 
-import collections
-import functools
-import importlib.util
-import sys
-from pathlib import Path
-
-import pytest
 from attack import run_attack
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-@functools.cache
-def _site_status():
-    """The per-site report (every call site of a message helper, and whether the rule credits
-    it with a test), computed once for the tests below (a scan of the whole tree)."""
-    return _sites_module().site_status()[1]
-
-
-def _shared_texts(status, prefixes=None) -> dict[str, list[str]]:
-    """Texts that two or more call sites of one crate build, with those sites (under
-    `prefixes` only, when given), when the rule credits more than one of them."""
-    groups: dict[tuple[str, str], list[tuple[str, bool]]] = collections.defaultdict(list)
-    for site, tested in status:
-        if prefixes is None or site.path.startswith(prefixes):
-            groups[(site.path.split("/", 1)[0], site.text)].append((f"{site.path}:{site.line}", tested))
-    return {text: [w for w, _ in where] for (_, text), where in groups.items() if sum(t for _, t in where) > 1}
-
-
-def _sites_module():
-    path = ROOT / "scripts" / "error-coverage-sites.py"
-    spec = importlib.util.spec_from_file_location("error_coverage_sites_r5", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("error_coverage_sites_r5", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_errs_01_reader_sites_are_told_apart() -> None:
-    """The file readers' call sites (isa/src/format, tvm/src) each build a text no other site of
-    its crate builds: the per-site rule attributes a test by text, so two sites of one text are
-    counted caused when one is (errs/01: instructions.rs's `if` condition register is never
-    read by any test and is reported tested through the call argument's)."""
-    shared = _shared_texts(_site_status(), ("isa/src/format/", "tvm/src/"))
-    assert not shared, "call sites that build one text (a test of one counts for all):\n" + "\n".join(
-        f"  {t!r}: {w}" for t, w in sorted(shared.items())
-    )
-
-
-def test_errs_02_no_crate_credits_one_text_to_two_sites_without_a_reason() -> None:
-    """errs/02: in any crate, two call sites that build one text are credited together by the
-    per-site rule (it matches texts), so a site no test reaches was reported caused: fused-QKV
-    attention's output checks (paged_kv_cache/attention.rs) were credited with self-attention's
-    tests. Each such group now needs texts of their own or, outside the readers, a "same text"
-    line per file saying why the sites may share their tests."""
-    mod = _sites_module()
-    status = _site_status()
-    exempt = mod.read_exemptions(mod.EXEMPT.read_text())
-    tested = {(s.path, s.text) for s, t in status if t}
-    left = mod.unexcused(mod.same_text_sites([s for s, _ in status]), tested, exempt)
-    assert not left, "texts credited to several sites with no reason:\n" + "\n".join(
-        f"  {g[0].text!r}: {[f'{s.path}:{s.line}' for s in g]}" for g in left
-    )
-
-
-def test_errs_02_fused_qkv_output_checks_are_caused() -> None:
-    """errs/02's reachable gap: fused-QKV attention refuses a float64, wrongly shaped or
-    strided output by name (no other test causes these three through fused-QKV)."""
-    from test_kv_cache import PRELUDE
-
-    run_attack(
-        PRELUDE
-        + """
-c = create()
-f("vm.builtin.kv_state_add_sequence")(c, 0)
-f("vm.builtin.kv_state_begin_forward")(c, rx.Shape([0]), rx.Shape([3]), None)
-strided = rx.from_dlpack(np.zeros((8, 4, 3), "float32").transpose(2, 1, 0))
-for out in [rx.tensor(np.zeros((3, 4, 8), "float64")), zeros(3, 4), strided]:
-    try:
-        attention(c, 0, 0.35, zeros(3, 8, 8), out)
-        print("accepted")
-    except rx.VMError as e:
-        print(str(e).split(": ", 1)[1])
-"""
-    ).assert_ok(
-        "output: expected dtype float32, found float64\n"
-        "output: expected shape (3, 4, 8), found (3, 4)\n"
-        "output: expected a contiguous tensor, found strides [1, 3, 12]"
-    )
-
-
-@pytest.mark.xfail(strict=True, reason="attack perfpy/01: a declared result type is not checked")
 def test_perfpy_01_a_declared_result_type_is_held_to() -> None:
     """perfpy/01: a function whose signature declares its result returns a value of another type
     silently (`-> bool` gives 1, `-> f64` 4, `-> tensor<[2], f32>` and `-> str` an int, a
@@ -137,7 +49,6 @@ print(wrong)
     ).assert_ok("[]")
 
 
-@pytest.mark.xfail(strict=True, reason="attack perfpy/02: a float past float32 passes an f32 parameter")
 def test_perfpy_02_a_float_past_float32_is_refused_for_an_f32_parameter() -> None:
     """perfpy/02: `(x: f32)` accepts 1e300 (positionally and by keyword) while `(x: i32)` refuses
     2**31 by name and range; a float32 parameter must refuse a finite value no float32 holds."""
@@ -157,7 +68,6 @@ for call in (lambda: f(1e300), lambda: f(x=-1e300)):
     ).assert_ok("True\nTrue")
 
 
-@pytest.mark.xfail(strict=True, reason="attack perfpy/02: a float past the dtype becomes inf in a list too")
 def test_perfpy_02_a_float_past_the_dtype_in_a_list_is_refused() -> None:
     """perfpy/02 (second place): a list for a float32/float16 tensor parameter with a finite
     value past the dtype's range became inf (a numpy warning only), where ints past an int
@@ -181,7 +91,6 @@ for sig, arg in [("(x: tensor<[2], f32>) -> any", [1e300, 1.0]), ("(x: tensor<[2
     ).assert_ok("True\nTrue")
 
 
-@pytest.mark.xfail(strict=True, reason="attack perfpy/03: an int past int64 in a list is 'not numbers'")
 def test_perfpy_03_an_int_past_int64_in_a_list_is_named() -> None:
     """perfpy/03: [2**70] for an int64 tensor parameter was refused as "found list (not numbers)";
     the element is a number past int64 and the message must say so (the one int message)."""
@@ -200,7 +109,6 @@ except (rx.VMError, OverflowError) as e:
     ).assert_ok("True True")
 
 
-@pytest.mark.xfail(strict=True, reason="attack perfpy/04: an int past int64 for an f64 parameter names int64")
 def test_perfpy_04_an_int_past_int64_for_an_f64_parameter() -> None:
     """perfpy/04: ints for float parameters become floats, but 2**63 and 2**70 (exact float64
     values) for `(x: f64)` raised OverflowError '... does not fit in int64', a type the function
@@ -221,7 +129,6 @@ for v in (2**63, 2**70):
     ).assert_ok("True\nTrue")
 
 
-@pytest.mark.xfail(strict=True, reason="attack perfpy/05: a lone surrogate's error names no place")
 def test_perfpy_05_a_lone_surrogate_names_its_place() -> None:
     """perfpy/05: a str holding a lone surrogate, as an argument (or inside a tuple argument) or
     as a callback's result, raised a bare UnicodeEncodeError naming neither the parameter nor the
