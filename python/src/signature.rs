@@ -5,11 +5,15 @@
 //! ([`relaxvm::Signature::prepare_args`]); what happens here is only what Python needs first:
 //!
 //! - a list or scalar given for a tensor parameter becomes a tensor of the declared dtype
-//!   (`numpy.asarray(v, dtype)`; floats for an integer tensor are refused, not truncated);
+//!   (`numpy.asarray(v, dtype)`; floats for an integer tensor are refused, not truncated; an
+//!   element past the dtype's range is refused naming it, with the VM's int or float message);
 //!   arrays and tensors pass unchanged, so a different dtype is an error, not a cast;
+//! - an int past int64 (how the VM holds ints) is refused against the declared int type, and
+//!   becomes a float for a float parameter;
 //! - a dict given for a `dict<{...}>` parameter becomes the tuple of its values in sorted key
 //!   order (missing or unexpected keys are an error naming them);
-//! - a result typed `dict<{...}>` comes back as a dict, `list<...>` as a list.
+//! - a result typed `dict<{...}>` comes back as a dict, `list<...>` as a list (the VM has
+//!   checked it against the declared type: [`relaxvm::Signature::prepare_result`]).
 
 use crate::convert::{to_py, to_value, to_value_in};
 use crate::errors::to_pyerr;
