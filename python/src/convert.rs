@@ -224,6 +224,7 @@ pub fn to_value_in(ob: &Bound<'_, PyAny>, place: &dyn Fn() -> String) -> PyResul
 fn str_not_utf8(s: &Bound<'_, PyString>, e: PyErr, place: &str) -> PyErr {
     let py = s.py();
     let at = if place.is_empty() { String::new() } else { format!("{place}: ") };
+    // int probe: the codec error's position (a str index), not an int the caller passed.
     let start = e.value(py).getattr(pyo3::intern!(py, "start")).and_then(|v| v.extract::<usize>());
     // The code point through `ord` (a lone surrogate is no Rust `char`).
     let ord = |start: usize| -> PyResult<u32> {

@@ -176,6 +176,7 @@ fn int_past_int64_element(inferred: &Bound<'_, PyAny>, dtype: Option<DataType>, 
     let np = py.import(pyo3::intern!(py, "numpy"))?;
     for entry in np.call_method1(pyo3::intern!(py, "ndenumerate"), (inferred,))?.try_iter()? {
         let (index, item): (Vec<usize>, Bound<'_, PyAny>) = entry?.extract()?;
+        // int probe: an int element that fits is numpy's to convert; one past int64 is refused.
         if item.is_instance_of::<PyInt>() && !item.is_instance_of::<PyBool>() && item.extract::<i64>().is_err() {
             let shown = shown_int(&item);
             return Ok(Some(to_pyerr(py, relaxvm::types::int_outside(d, &shown, &element_path(path, &index)))));
