@@ -151,6 +151,24 @@ impl Type {
     }
 }
 
+impl Type {
+    /// True when tensor `t` is of this tensor type by its dtype, contiguity and static
+    /// dimensions alone (no symbolic dimension to bind, no string made): the common typed
+    /// result passes with a few comparisons; anything else takes the full check.
+    fn holds_at_once(&self, t: &crate::tensor::Tensor) -> bool {
+        let Type::Tensor { dtype, dims, contiguous } = self else { return false };
+        let fits = |want: &Vec<Dim>| {
+            want.len() == t.shape().len()
+                && want.iter().zip(t.shape().iter()).all(|(w, g)| match w {
+                    Dim::Unknown => true,
+                    Dim::Static(n) => n == g,
+                    Dim::Symbolic(_) => false,
+                })
+        };
+        dtype.is_none_or(|d| d == t.dtype()) && (!contiguous || t.is_contiguous()) && dims.as_ref().is_none_or(fits)
+    }
+}
+
 /// Symbolic dimensions bound so far: name -> (value, where it was bound).
 type Dims = HashMap<String, (i64, String)>;
 /// Tuples (by the address of their items) that passed a check against a type.
@@ -279,8 +297,7 @@ impl Signature {
                 | (Type::Scalar(DataType::Bool), Value::Bool(_))
                 | (Type::Scalar(DataType::I64), Value::Int(_))
                 | (Type::Scalar(DataType::F64), Value::Float(_))
-                | (Type::Tensor { dtype: None, dims: None, contiguous: false }, Value::Tensor(_))
-        );
+        ) || matches!((&self.result, &v), (t @ Type::Tensor { .. }, Value::Tensor(x)) if t.holds_at_once(x));
         if at_once {
             return Ok(v);
         }

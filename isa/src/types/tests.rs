@@ -230,4 +230,12 @@ fn a_declared_result_is_checked_and_converted() {
         .unwrap_err()
         .to_string()
         .contains("does not fit in int8"));
+    // Tensors: the quick path (dtype and static dimensions) and the full one (symbols).
+    assert!(sig("tensor<[3], f32>").prepare_result("main", f32s(&[3])).is_ok());
+    assert!(sig("tensor<[?, 2], f32>").prepare_result("main", f32s(&[5, 2])).is_ok());
+    assert!(sig("tensor<[n, n], f32>").prepare_result("main", f32s(&[2, 2])).is_ok());
+    assert!(err("tensor<[n, n], f32>", f32s(&[2, 3])).contains("result of main: dimension 1 is 3, but symbol n is 2"));
+    assert!(err("tensor<[3], f64>", f32s(&[3]))
+        .contains("expected tensor of float64 for result of main, found tensor of float32"));
+    assert!(err("tensor<[3, 1], f32>", f32s(&[3])).contains("result of main: expected a tensor of rank 2"));
 }
