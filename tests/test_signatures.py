@@ -462,14 +462,16 @@ def test_set_input_converts_with_the_signature():
 # Reflection, introspection, text form, persistence
 # --------------------------------------------------------------------------------------------
 
-SIG = "(x: tensor<[n, 16], f32>, k: f32, cfg: dict<{name: str, depth: i64}>) -> tuple<tensor<*, f32>, i64>"
+SIG = "(x: tensor<[n, 16], f32>, k: f32, cfg: dict<{name: str, depth: i64}>) -> tuple<tensor<*, f32>, f32, i64>"
 
 
 def sig_ex():
     ib = rx.ExecBuilder()
     with ib.function("main", signature=SIG):
-        ib.emit_call("vm.builtin.make_tuple", args=[ib.r(0), ib.r(1), ib.r(2)], dst=ib.r(3))
-        ib.emit_ret(ib.r(3))
+        # (x, k, cfg's first slot): the declared result.
+        ib.emit_call("vm.builtin.tuple_getitem", args=[ib.r(2), ib.imm(0)], dst=ib.r(3))
+        ib.emit_call("vm.builtin.make_tuple", args=[ib.r(0), ib.r(1), ib.r(3)], dst=ib.r(4))
+        ib.emit_ret(ib.r(4))
     with ib.function("plain", num_inputs=1):
         ib.emit_ret(ib.r(0))
     return ib.get()
@@ -477,7 +479,7 @@ def sig_ex():
 
 REFLECTION = {
     "a": [["ndarray", "f32", 2, "n", 16], "f32", ["sdict", ["depth", "i64"], ["name", "str"]]],
-    "r": [["stuple", ["ndarray", "f32", None], "i64"]],
+    "r": [["stuple", ["ndarray", "f32", None], "f32", "i64"]],
 }
 
 
@@ -512,8 +514,10 @@ def test_inspect_signature_and_help():
     assert list(s.parameters) == ["x", "k", "cfg"]
     assert s.parameters["x"].annotation == "tensor<[n, 16], f32>"
     assert s.parameters["cfg"].annotation == "dict<{depth: i64, name: str}>"
-    assert s.return_annotation == "tuple<tensor<*, f32>, i64>"
-    canonical = "(x: tensor<[n, 16], f32>, k: f32, cfg: dict<{depth: i64, name: str}>) -> tuple<tensor<*, f32>, i64>"
+    assert s.return_annotation == "tuple<tensor<*, f32>, f32, i64>"
+    canonical = (
+        "(x: tensor<[n, 16], f32>, k: f32, cfg: dict<{depth: i64, name: str}>) -> tuple<tensor<*, f32>, f32, i64>"
+    )
     assert f.signature_text == canonical
     assert canonical in f.__doc__
     assert f.__name__ == "main"
@@ -550,7 +554,7 @@ def test_save_load_round_trip_keeps_signatures(strip_debug, tmp_path):
         with pytest.raises(ValueError, match="dimension 1 must be 16"):
             vm["main"](np.zeros((2, 3), "float32"), 1.0, {"name": "a", "depth": 1})
         out = vm["main"](np.zeros((2, 16), "float32"), 1.0, {"name": "a", "depth": 1})
-        assert out[2] == (1, "a")  # dict slots are passed in sorted key order
+        assert out[2] == 1  # dict slots are passed in sorted key order: depth is the first
 
 
 def _save_load(ex, path, strip_debug):

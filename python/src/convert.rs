@@ -168,7 +168,10 @@ pub fn to_value_in(ob: &Bound<'_, PyAny>, place: &dyn Fn() -> String) -> PyResul
         return recent_arrays::tensor_of(a).map(Value::Tensor);
     }
     if let Ok(s) = ob.cast::<PyString>() {
-        return Ok(Value::Str(relaxvm::ArcString::from(&*s.to_cow()?)));
+        return match s.to_cow() {
+            Ok(text) => Ok(Value::Str(relaxvm::ArcString::from(&*text))),
+            Err(e) => Err(str_not_utf8(s, e, &place())),
+        };
     }
     if ob.cast::<PyTuple>().is_ok() || ob.cast::<PyList>().is_ok() {
         return sequence_value(ob, place);
@@ -212,6 +215,31 @@ pub fn to_value_in(ob: &Bound<'_, PyAny>, place: &dyn Fn() -> String) -> PyResul
         return Ok(Value::packed(python_packed_func(ob)?));
     }
     Err(type_error(ob))
+}
+
+/// The refusal of a `str` that UTF-8 cannot hold (a lone surrogate, e.g. `"a\ud800"`: the VM's
+/// strings are UTF-8) at `place`, naming the place, the code point and its position as the
+/// int refusals do, as a value error; `e` is the codec's error, whose `start` is the position.
+#[cold]
+fn str_not_utf8(s: &Bound<'_, PyString>, e: PyErr, place: &str) -> PyErr {
+    let py = s.py();
+    let at = if place.is_empty() { String::new() } else { format!("{place}: ") };
+    // int probe: the codec error's position (a str index), not an int the caller passed.
+    let start = e.value(py).getattr(pyo3::intern!(py, "start")).and_then(|v| v.extract::<usize>());
+    // The code point through `ord` (a lone surrogate is no Rust `char`).
+    let ord = |start: usize| -> PyResult<u32> {
+        let c = s.get_item(start)?;
+        py.import(pyo3::intern!(py, "builtins"))?.getattr(pyo3::intern!(py, "ord"))?.call1((c,))?.extract()
+    };
+    let what = match start {
+        Ok(start) => match ord(start) {
+            Ok(c) if (0xd800..0xe000).contains(&c) => format!("a lone surrogate \\u{c:04x} at position {start}"),
+            _ => format!("at position {start}"),
+        },
+        // Not the codec's error: its own words.
+        Err(_) => e.value(py).to_string(),
+    };
+    crate::errors::to_pyerr(py, relaxvm::Error::value(format!("{at}str is not valid UTF-8 ({what})")))
 }
 
 /// A tuple or list, converted with a heap stack of the sequences being filled: nesting never

@@ -5,11 +5,15 @@
 //! ([`relaxvm::Signature::prepare_args`]); what happens here is only what Python needs first:
 //!
 //! - a list or scalar given for a tensor parameter becomes a tensor of the declared dtype
-//!   (`numpy.asarray(v, dtype)`; floats for an integer tensor are refused, not truncated);
+//!   (`numpy.asarray(v, dtype)`; floats for an integer tensor are refused, not truncated; an
+//!   element past the dtype's range is refused naming it, with the VM's int or float message);
 //!   arrays and tensors pass unchanged, so a different dtype is an error, not a cast;
+//! - an int past int64 (how the VM holds ints) is refused against the declared int type, and
+//!   becomes a float for a float parameter;
 //! - a dict given for a `dict<{...}>` parameter becomes the tuple of its values in sorted key
 //!   order (missing or unexpected keys are an error naming them);
-//! - a result typed `dict<{...}>` comes back as a dict, `list<...>` as a list.
+//! - a result typed `dict<{...}>` comes back as a dict, `list<...>` as a list (the VM has
+//!   checked it against the declared type: [`relaxvm::Signature::prepare_result`]).
 
 use crate::convert::{to_py, to_value, to_value_in};
 use crate::errors::to_pyerr;
@@ -18,7 +22,8 @@ use crate::tensor::PyTensor;
 use numpy::PyUntypedArray;
 use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
+use pyo3::PyTypeInfo;
 use relaxvm::dtype::TypeClass;
 use relaxvm::{DataType, Error, Signature, Type, Value};
 use std::collections::HashMap;
@@ -91,7 +96,13 @@ fn list_to_tensor(ob: &Bound<'_, PyAny>, dtype: Option<DataType>, path: &str) ->
         .call_method1(pyo3::intern!(py, "asarray"), (ob,))
         .map_err(|e| type_error(path, expected.clone(), ob, &e.value(py).to_string()))?;
     let kind: String = inferred.getattr("dtype")?.getattr("kind")?.extract()?;
-    if !matches!(kind.as_str(), "b" | "i" | "u" | "f" | "c") {
+    if kind == "O" {
+        if let Some(e) = int_past_int64_element(&inferred, dtype, path)? {
+            return Err(e);
+        }
+    }
+    let floats_from_big_ints = kind == "O" && dtype.is_some_and(DataType::is_float);
+    if !matches!(kind.as_str(), "b" | "i" | "u" | "f" | "c") && !floats_from_big_ints {
         return Err(type_error(path, expected, ob, "not numbers"));
     }
     let arr = match dtype {
@@ -100,11 +111,78 @@ fn list_to_tensor(ob: &Bound<'_, PyAny>, dtype: Option<DataType>, path: &str) ->
             if matches!(kind.as_str(), "f" | "c") && !d.is_float() {
                 return Err(type_error(path, expected, ob, "floats, which would be truncated"));
             }
-            np.call_method1(pyo3::intern!(py, "asarray"), (ob, d.name()))
-                .map_err(|e| type_error(path, expected.clone(), ob, &e.value(py).to_string()))?
+            let arr = np
+                .call_method1(pyo3::intern!(py, "asarray"), (ob, d.name()))
+                .map_err(|e| type_error(path, expected.clone(), ob, &e.value(py).to_string()))?;
+            if d.is_float() && d != DataType::F64 {
+                check_float_elements(&np, &inferred, &arr, d, path)?;
+            }
+            arr
         }
     };
     to_value(&arr)
+}
+
+/// An element's place in errors: `parameter "x" of main, element [1, 0]` (the parameter alone
+/// for a scalar given for a tensor).
+fn element_path(path: &str, index: &[usize]) -> String {
+    if index.is_empty() {
+        return path.to_string();
+    }
+    let index: Vec<String> = index.iter().map(usize::to_string).collect();
+    format!("{path}, element [{}]", index.join(", "))
+}
+
+/// Refuses a list for a float tensor of `d` holding a finite number that became inf in `d`
+/// (past its range: numpy only warns), with the VM's message for a float scalar past `d`
+/// (attack finding perfpy/02); `inferred` is the list as numpy read it, `arr` the same as `d`.
+fn check_float_elements(
+    np: &Bound<'_, PyModule>,
+    inferred: &Bound<'_, PyAny>,
+    arr: &Bound<'_, PyAny>,
+    d: DataType,
+    path: &str,
+) -> PyResult<()> {
+    let py = np.py();
+    let inf = np.call_method1(pyo3::intern!(py, "isinf"), (arr,))?;
+    if !inf.call_method0(pyo3::intern!(py, "any"))?.is_truthy()? {
+        return Ok(());
+    }
+    let finite = np.call_method1(pyo3::intern!(py, "isfinite"), (inferred,))?;
+    let over = inf.call_method1(pyo3::intern!(py, "__and__"), (finite,))?;
+    let hits = np.call_method1(pyo3::intern!(py, "argwhere"), (over,))?;
+    if hits.len()? == 0 {
+        return Ok(());
+    }
+    let index: Vec<usize> = hits.get_item(0)?.call_method0(pyo3::intern!(py, "tolist"))?.extract()?;
+    let item = inferred.get_item(PyTuple::new(py, &index)?)?;
+    let shown = match item.call_method0(pyo3::intern!(py, "item"))?.extract::<f64>() {
+        Ok(f) if item.getattr("dtype")?.getattr("kind")?.extract::<String>()? == "f" => format!("{f:?}"),
+        _ => item.str()?.to_string(),
+    };
+    Err(to_pyerr(py, relaxvm::types::float_outside(d, &shown, &element_path(path, &index))))
+}
+
+/// The first element of an object array (what numpy makes of a list holding an int past
+/// int64) that is an int past int64, refused as an int past the declared int type (int64 when
+/// none is declared) with the one int message, naming the element (attack finding perfpy/03);
+/// `None` when there is none or the declared type is a float (which takes big ints).
+fn int_past_int64_element(inferred: &Bound<'_, PyAny>, dtype: Option<DataType>, path: &str) -> PyResult<Option<PyErr>> {
+    let py = inferred.py();
+    let d = dtype.unwrap_or(DataType::I64);
+    if d.is_float() {
+        return Ok(None);
+    }
+    let np = py.import(pyo3::intern!(py, "numpy"))?;
+    for entry in np.call_method1(pyo3::intern!(py, "ndenumerate"), (inferred,))?.try_iter()? {
+        let (index, item): (Vec<usize>, Bound<'_, PyAny>) = entry?.extract()?;
+        // int probe: an int element that fits is numpy's to convert; one past int64 is refused.
+        if item.is_instance_of::<PyInt>() && !item.is_instance_of::<PyBool>() && item.extract::<i64>().is_err() {
+            let shown = shown_int(&item);
+            return Ok(Some(to_pyerr(py, relaxvm::types::int_outside(d, &shown, &element_path(path, &index)))));
+        }
+    }
+    Ok(None)
 }
 
 /// Converts argument `ob` for a parameter of type `t`; `path` names it in errors.
@@ -153,6 +231,9 @@ fn scalar_typed_value(ob: &Bound<'_, PyAny>, t: &Type, path: &str) -> PyResult<V
         Type::Scalar(d) if matches!(d.class(), TypeClass::Int | TypeClass::UInt) => {
             to_value_in(ob, &|| path.to_string()).map_err(|e| declared_int_refusal(ob, *d, path, e))
         }
+        Type::Scalar(d) if d.is_float() => {
+            to_value_in(ob, &|| path.to_string()).or_else(|e| int_past_int64_as_float(ob, *d, path, e))
+        }
         _ => to_value_in(ob, &|| path.to_string()),
     }
 }
@@ -167,6 +248,27 @@ fn declared_int_refusal(ob: &Bound<'_, PyAny>, d: DataType, path: &str, e: PyErr
         return e;
     }
     to_pyerr(py, relaxvm::types::int_outside(d, &shown_int(ob), path))
+}
+
+/// An int past int64 at a parameter declared float `d` becomes the nearest float, as an int
+/// within int64 does (attack finding perfpy/04: int64 is how the VM holds ints, not what the
+/// caller was asked for); past float64's range it is refused naming the declared type, as a
+/// value error. The float is read through `int`'s own `__float__` (no override of a subclass
+/// runs); the VM then checks it against `d`'s range. Other errors pass unchanged.
+fn int_past_int64_as_float(ob: &Bound<'_, PyAny>, d: DataType, path: &str, e: PyErr) -> PyResult<Value> {
+    let py = ob.py();
+    if !e.is_instance_of::<PyOverflowError>(py) || ob.is_instance_of::<PyBool>() {
+        return Err(e);
+    }
+    let float = if ob.is_instance_of::<PyInt>() {
+        PyInt::type_object(py).getattr(pyo3::intern!(py, "__float__"))?.call1((ob,))
+    } else {
+        ob.call_method0(pyo3::intern!(py, "__float__"))
+    };
+    match float.and_then(|f| f.extract::<f64>()) {
+        Ok(f) => Ok(Value::Float(f)),
+        Err(_) => Err(to_pyerr(py, relaxvm::types::float_outside(d, &shown_int(ob), path))),
+    }
 }
 
 /// [`typed_value`] for dicts, tuples and lists.

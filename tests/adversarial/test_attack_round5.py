@@ -5,12 +5,11 @@ call path, the paged KV cache's decode caching). One test per finding in
 is marked xfail(strict=True) while it is open. errs/01 and errs/02 (the per-site rule crediting
 one text to several sites) are closed by the rule itself: `scripts/error-coverage-sites.py --check`,
 a section of scripts/test.sh, refuses such groups (tests/test_error_coverage_rules.py tests that
-refusal); errs/02's reachable gap keeps its test here. The other surfaces held (see the round's report).
+refusal); errs/02's reachable gap keeps its test here. perfpy/01-05 are closed. The other surfaces held (see the round's report).
 Attacks that run code run in a child process with a memory cap and a timeout (attack.py)."""
 
 from __future__ import annotations
 
-import pytest
 from attack import run_attack
 
 
@@ -40,7 +39,6 @@ for out in [rx.tensor(np.zeros((3, 4, 8), "float64")), zeros(3, 4), strided]:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="attack perfpy/01: a declared result type is not checked")
 def test_perfpy_01_a_declared_result_type_is_held_to() -> None:
     """perfpy/01: a function whose signature declares its result returns a value of another type
     silently (`-> bool` gives 1, `-> f64` 4, `-> tensor<[2], f32>` and `-> str` an int, a
@@ -78,7 +76,6 @@ print(wrong)
     ).assert_ok("[]")
 
 
-@pytest.mark.xfail(strict=True, reason="attack perfpy/02: a float past float32 passes an f32 parameter")
 def test_perfpy_02_a_float_past_float32_is_refused_for_an_f32_parameter() -> None:
     """perfpy/02: `(x: f32)` accepts 1e300 (positionally and by keyword) while `(x: i32)` refuses
     2**31 by name and range; a float32 parameter must refuse a finite value no float32 holds."""
@@ -98,7 +95,6 @@ for call in (lambda: f(1e300), lambda: f(x=-1e300)):
     ).assert_ok("True\nTrue")
 
 
-@pytest.mark.xfail(strict=True, reason="attack perfpy/02: a float past the dtype becomes inf in a list too")
 def test_perfpy_02_a_float_past_the_dtype_in_a_list_is_refused() -> None:
     """perfpy/02 (second place): a list for a float32/float16 tensor parameter with a finite
     value past the dtype's range became inf (a numpy warning only), where ints past an int
@@ -122,7 +118,6 @@ for sig, arg in [("(x: tensor<[2], f32>) -> any", [1e300, 1.0]), ("(x: tensor<[2
     ).assert_ok("True\nTrue")
 
 
-@pytest.mark.xfail(strict=True, reason="attack perfpy/03: an int past int64 in a list is 'not numbers'")
 def test_perfpy_03_an_int_past_int64_in_a_list_is_named() -> None:
     """perfpy/03: [2**70] for an int64 tensor parameter was refused as "found list (not numbers)";
     the element is a number past int64 and the message must say so (the one int message)."""
@@ -141,7 +136,6 @@ except (rx.VMError, OverflowError) as e:
     ).assert_ok("True True")
 
 
-@pytest.mark.xfail(strict=True, reason="attack perfpy/04: an int past int64 for an f64 parameter names int64")
 def test_perfpy_04_an_int_past_int64_for_an_f64_parameter() -> None:
     """perfpy/04: ints for float parameters become floats, but 2**63 and 2**70 (exact float64
     values) for `(x: f64)` raised OverflowError '... does not fit in int64', a type the function
@@ -162,7 +156,6 @@ for v in (2**63, 2**70):
     ).assert_ok("True\nTrue")
 
 
-@pytest.mark.xfail(strict=True, reason="attack perfpy/05: a lone surrogate's error names no place")
 def test_perfpy_05_a_lone_surrogate_names_its_place() -> None:
     """perfpy/05: a str holding a lone surrogate, as an argument (or inside a tuple argument) or
     as a callback's result, raised a bare UnicodeEncodeError naming neither the parameter nor the

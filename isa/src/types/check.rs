@@ -39,7 +39,10 @@ impl Type {
             (Type::Any, _) | (Type::Object, _) => Ok(()),
             (Type::Scalar(DataType::Bool), Value::Bool(_)) => Ok(()),
             (Type::Scalar(d), Value::Int(i)) if !d.is_float() && *d != DataType::Bool => check_int_range(*d, *i, path),
-            (Type::Scalar(d), Value::Float(_) | Value::Int(_)) if d.is_float() => Ok(()),
+            (Type::Scalar(d), Value::Float(f)) if d.is_float() => check_float_range(*d, *f, || format!("{f:?}"), path),
+            (Type::Scalar(d), Value::Int(i)) if d.is_float() => {
+                check_float_range(*d, *i as f64, || i.to_string(), path)
+            }
             (Type::Scalar(d), _) => wrong(d.name()),
             (Type::Str, Value::Str(_)) => Ok(()),
             (Type::Str, _) => wrong("str"),
@@ -148,6 +151,24 @@ impl Type {
     }
 }
 
+impl Type {
+    /// True when tensor `t` is of this tensor type by its dtype, contiguity and static
+    /// dimensions alone (no symbolic dimension to bind, no string made): the common typed
+    /// result passes with a few comparisons; anything else takes the full check.
+    fn holds_at_once(&self, t: &crate::tensor::Tensor) -> bool {
+        let Type::Tensor { dtype, dims, contiguous } = self else { return false };
+        let fits = |want: &Vec<Dim>| {
+            want.len() == t.shape().len()
+                && want.iter().zip(t.shape().iter()).all(|(w, g)| match w {
+                    Dim::Unknown => true,
+                    Dim::Static(n) => n == g,
+                    Dim::Symbolic(_) => false,
+                })
+        };
+        dtype.is_none_or(|d| d == t.dtype()) && (!contiguous || t.is_contiguous()) && dims.as_ref().is_none_or(fits)
+    }
+}
+
 /// Symbolic dimensions bound so far: name -> (value, where it was bound).
 type Dims = HashMap<String, (i64, String)>;
 /// Tuples (by the address of their items) that passed a check against a type.
@@ -180,6 +201,40 @@ pub fn int_outside(d: DataType, shown: &str, path: &str) -> Error {
         _ => format!("-2^{}..2^{}-1", bits - 1, bits - 1),
     };
     Error::value(format!("{path}: {shown} does not fit in {d} ({range})"))
+}
+
+/// The largest finite value of float type `d`, or `None` when every finite f64 is one
+/// (float64) or `d` is not a float.
+fn float_max(d: DataType) -> Option<f32> {
+    match d {
+        DataType::F16 => Some(half::f16::MAX.to_f32()),
+        DataType::BF16 => Some(half::bf16::MAX.to_f32()),
+        DataType::F32 => Some(f32::MAX),
+        _ => None,
+    }
+}
+
+/// True when `v` is a value of float type `d`: inf and nan are (every float type holds them);
+/// a finite value is when its magnitude is at most `d`'s largest finite value (past it, storing
+/// it as `d` would make it inf).
+pub fn float_fits(d: DataType, v: f64) -> bool {
+    float_max(d).is_none_or(|max| !v.is_finite() || v.abs() <= f64::from(max))
+}
+
+fn check_float_range(d: DataType, v: f64, shown: impl FnOnce() -> String, path: &str) -> Result<()> {
+    if float_fits(d, v) {
+        Ok(())
+    } else {
+        Err(float_outside(d, &shown(), path))
+    }
+}
+
+/// The refusal of a finite number (`shown`: its text) past the range of float type `d` at
+/// `path`, in [`int_outside`]'s form: the one message for a value no `d` holds, whether the VM
+/// finds it (a scalar) or the Python binding does (an element of a list for a tensor).
+pub fn float_outside(d: DataType, shown: &str, path: &str) -> Error {
+    let max = float_max(d).map_or_else(|| format!("{:?}", f64::MAX), |m| format!("{m:?}"));
+    Error::value(format!("{path}: {shown} does not fit in {d} (|x| <= {max})"))
 }
 
 fn check_dims(want: &[Dim], got: &[i64], path: &str, bound: &mut HashMap<String, (i64, String)>) -> Result<()> {
@@ -224,6 +279,34 @@ impl Signature {
             t.check(v, &format!("parameter {name:?} of {func}"), &mut dims)?;
         }
         Ok(())
+    }
+
+    /// Checks a function's result against the declared result type and converts it as
+    /// arguments are (an int for a float scalar becomes a float), where the VM returns to its
+    /// caller: a result of another type is an [`ErrorKind::Type`](crate::error::ErrorKind)
+    /// error naming the function, the declared type and what was returned (`type mismatch:
+    /// expected bool for result of main, found int 1`), a wrong shape or arity an
+    /// [`ErrorKind::Value`](crate::error::ErrorKind) one. `-> any` and the common results of
+    /// their declared kind cost one comparison of tags.
+    #[inline]
+    pub fn prepare_result(&self, func: &str, v: Value) -> Result<Value> {
+        let at_once = matches!(
+            (&self.result, &v),
+            (Type::Any | Type::Object, _)
+                | (Type::Str, Value::Str(_))
+                | (Type::Scalar(DataType::Bool), Value::Bool(_))
+                | (Type::Scalar(DataType::I64), Value::Int(_))
+                | (Type::Scalar(DataType::F64), Value::Float(_))
+        ) || matches!((&self.result, &v), (t @ Type::Tensor { .. }, Value::Tensor(x)) if t.holds_at_once(x));
+        if at_once {
+            return Ok(v);
+        }
+        self.check_result(func, v)
+    }
+
+    fn check_result(&self, func: &str, v: Value) -> Result<Value> {
+        self.result.check(&v, &format!("result of {func}"), &mut HashMap::new())?;
+        self.result.coerce(v)
     }
 
     /// Checks and converts arguments (see [`Type::coerce`]).

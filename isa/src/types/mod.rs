@@ -18,7 +18,7 @@ mod reflection;
 mod tests;
 mod text;
 
-pub use check::int_outside;
+pub use check::{float_fits, float_outside, int_outside};
 pub use text::ParseError;
 
 /// One dimension of a tensor type.

@@ -185,3 +185,57 @@ fn an_int_outside_a_declared_type_is_refused_with_the_types_range() {
         "{past}"
     );
 }
+
+#[test]
+fn a_float_past_a_declared_float_type_is_refused_with_its_largest_value() {
+    use crate::dtype::DataType;
+    let check = |d, v: Value| Type::Scalar(d).check(&v, "p", &mut Default::default());
+    let msg = |d, v| check(d, v).unwrap_err().to_string();
+    assert_eq!(msg(DataType::F32, Value::Float(1e300)), "p: 1e300 does not fit in float32 (|x| <= 3.4028235e38)");
+    assert_eq!(msg(DataType::F32, Value::Float(-1e39)), "p: -1e39 does not fit in float32 (|x| <= 3.4028235e38)");
+    assert_eq!(msg(DataType::F16, Value::Int(65505)), "p: 65505 does not fit in float16 (|x| <= 65504.0)");
+    assert!(msg(DataType::BF16, Value::Float(1e39)).ends_with("does not fit in bfloat16 (|x| <= 3.3895314e38)"));
+    // The largest finite value, inf and nan are values of the type; float64 holds every f64.
+    for v in [f64::from(f32::MAX), -f64::from(f32::MAX), f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
+        assert!(check(DataType::F32, Value::Float(v)).is_ok(), "{v}");
+    }
+    assert!(check(DataType::F16, Value::Int(65504)).is_ok());
+    assert!(check(DataType::F64, Value::Float(f64::MAX)).is_ok());
+    assert!(float_fits(DataType::F16, 65504.0) && !float_fits(DataType::F16, 65504.5));
+}
+
+#[test]
+fn a_declared_result_is_checked_and_converted() {
+    let sig = |r: &str| format!("(x: i64) -> {r}").parse::<Signature>().unwrap();
+    let err = |r: &str, v: Value| sig(r).prepare_result("main", v).unwrap_err().to_string();
+    assert_eq!(err("bool", Value::Int(1)), "type mismatch: expected bool for result of main, found int 1");
+    assert!(err("str", Value::Int(3)).contains("expected str for result of main"));
+    assert!(err("tensor<[2], f32>", Value::Int(7)).contains("expected tensor for result of main"));
+    assert!(err("tensor<[2], f32>", f32s(&[3])).contains("result of main: dimension 0 must be 2"));
+    let three = Value::tuple(vec![Value::Int(1), Value::Int(1), Value::Int(1)]);
+    assert!(err("dict<{a: i64, b: i64}>", three).contains("result of main: expected a structure of 2 slots, got 3"));
+    assert!(err("f32", Value::Float(1e300)).contains("result of main: 1e300 does not fit in float32"));
+    // An int for a float result becomes a float, nested too; matching results pass unchanged.
+    assert!(matches!(sig("f64").prepare_result("main", Value::Int(4)).unwrap(), Value::Float(f) if f == 4.0));
+    let pair = sig("tuple<f32, i64>").prepare_result("main", Value::tuple(vec![Value::Int(2), Value::Int(3)])).unwrap();
+    let Value::Tuple(ref items) = pair else { panic!("a tuple") };
+    assert!(matches!((&items[0], &items[1]), (Value::Float(f), Value::Int(3)) if *f == 2.0));
+    for (r, v) in
+        [("any", Value::Int(1)), ("bool", Value::Bool(true)), ("i64", Value::Int(5)), ("tensor<*, ?>", f32s(&[3]))]
+    {
+        assert!(sig(r).prepare_result("main", v).is_ok(), "{r}");
+    }
+    assert!(sig("i8")
+        .prepare_result("main", Value::Int(300))
+        .unwrap_err()
+        .to_string()
+        .contains("does not fit in int8"));
+    // Tensors: the quick path (dtype and static dimensions) and the full one (symbols).
+    assert!(sig("tensor<[3], f32>").prepare_result("main", f32s(&[3])).is_ok());
+    assert!(sig("tensor<[?, 2], f32>").prepare_result("main", f32s(&[5, 2])).is_ok());
+    assert!(sig("tensor<[n, n], f32>").prepare_result("main", f32s(&[2, 2])).is_ok());
+    assert!(err("tensor<[n, n], f32>", f32s(&[2, 3])).contains("result of main: dimension 1 is 3, but symbol n is 2"));
+    assert!(err("tensor<[3], f64>", f32s(&[3]))
+        .contains("expected tensor of float64 for result of main, found tensor of float32"));
+    assert!(err("tensor<[3, 1], f32>", f32s(&[3])).contains("result of main: expected a tensor of rank 2"));
+}

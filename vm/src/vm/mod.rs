@@ -201,7 +201,8 @@ impl VirtualMachine {
     /// runs: a wrong type or dtype is an [`ErrorKind::Type`], a wrong count an
     /// [`ErrorKind::Arity`], a wrong rank, dimension or symbolic dimension an
     /// [`ErrorKind::Value`]; each names the parameter, what was expected and what was given,
-    /// and none is wrapped in [`ErrorKind::At`].
+    /// and none is wrapped in [`ErrorKind::At`]. Its result is checked and converted likewise
+    /// by [`Signature::prepare_result`] (the errors name `result of <function>`).
     pub fn invoke_closure(&mut self, f: &Value, args: &[Value]) -> Result<Value> {
         let closure = f.as_func()?;
         if self.reentry == 0 {
@@ -216,7 +217,8 @@ impl VirtualMachine {
             let sig = info.signature.as_ref().expect("checked above");
             let all: SmallVec<[Value; 8]> = args.iter().chain(&closure.captured).cloned().collect();
             let prepared = sig.prepare_args(&info.name, &all)?;
-            return self.run(index, &prepared, &[]);
+            let result = self.run(index, &prepared, &[])?;
+            return sig.prepare_result(&info.name, result);
         }
         let got = args.len() + closure.captured.len();
         if info.num_args as usize != got {
