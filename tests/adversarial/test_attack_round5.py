@@ -5,7 +5,8 @@ call path, the paged KV cache's decode caching). One test per finding in
 is marked xfail(strict=True) while it is open. errs/01 and errs/02 (the per-site rule crediting
 one text to several sites) are closed by the rule itself: `scripts/error-coverage-sites.py --check`,
 a section of scripts/test.sh, refuses such groups (tests/test_error_coverage_rules.py tests that
-refusal); errs/02's reachable gap keeps its test here. perfpy/01-05 are closed. The other surfaces held (see the round's report).
+refusal); errs/02's reachable gap keeps its test here. perfpy/01-05 are closed. The other surfaces held
+(see the round's report).
 Attacks that run code run in a child process with a memory cap and a timeout (attack.py)."""
 
 from __future__ import annotations
