@@ -24,7 +24,8 @@ python="$root/.venv/bin/python"
 if [ "$peer" = 1 ]; then
   bench="$root/.venv-bench"
   [ -x "$bench/bin/python" ] || python3 -m venv "$bench"
-  if "$bench/bin/python" -m pip install --quiet --disable-pip-version-check numpy "apache-tvm==0.27.0.post1"; then
+  # The corpus's pinned set: the peer, and onnx for the resnet50 rows' model.
+  if "$bench/bin/python" -m pip install --quiet --disable-pip-version-check -r "$root/tests/tvm_corpus/requirements.txt"; then
     python="$bench/bin/python"
   else
     echo "apache-tvm could not be installed: peer rows are skipped"
