@@ -1,7 +1,7 @@
 """Attack round 5 (this stop's new surfaces: the crafted-file field tables and the per-site CI
 rule, the interpreter's fused ops, kernel-call fast paths, compiled mode's cell slab, the Python
-call path, the paged KV cache's decode caching). One test per finding in
-/work/attack-findings/<area>/NN.md (errs/01, errs/02, perfpy/01-05); a finding's test
+call path, the paged KV cache's decode caching). One test per
+finding of the round (errs/01, errs/02, perfpy/01-05); a finding's test
 is marked xfail(strict=True) while it is open. errs/01 and errs/02 (the per-site rule crediting
 one text to several sites) are closed by the rule itself: `scripts/error-coverage-sites.py --check`,
 a section of scripts/test.sh, refuses such groups (tests/test_error_coverage_rules.py tests that
