@@ -41,6 +41,7 @@
 
 pub mod abi;
 pub mod convert;
+pub mod function_handle;
 pub mod guard;
 pub(crate) mod kernel;
 mod library;

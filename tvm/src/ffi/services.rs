@@ -4,6 +4,7 @@
 
 use super::abi::TVMFFIAny;
 use super::convert;
+use super::function_handle::Handle;
 use super::raised;
 use relaxvm::{CallCtx, Value};
 use std::alloc::Layout;
@@ -117,17 +118,6 @@ pub unsafe extern "C" fn free_workspace(_device_type: i32, _device_id: i32, ptr:
         }
     }
     0
-}
-
-/// What a function handle given to a kernel points at: the name of a packed function, resolved
-/// in relaxvm's registry at each call (so re-registering a name takes effect, as in TVM). A
-/// running VM TIR function keeps what its handles resolved to while the registry is unchanged
-/// (see `crate::vmtir::frame::Resolved`), indexed by its `index`.
-pub struct Handle {
-    /// The packed function's name.
-    pub(crate) name: String,
-    /// The handle's position among all handles given out (dense, from 0).
-    pub(crate) index: usize,
 }
 
 /// The handles given out, one per name, process-wide: libraries cache them in their globals, and

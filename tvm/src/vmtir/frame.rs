@@ -12,7 +12,7 @@
 use super::cells::{self, Cells, Prepared, Staged};
 use super::handles::Handles;
 use crate::ffi::abi::{type_index, TVMFFIAny};
-use crate::ffi::services::Handle;
+use crate::ffi::function_handle::Handle;
 use crate::ffi::{convert, raised};
 use relaxvm::{CallCtx, Error, Result, Value};
 use smallvec::SmallVec;

@@ -1,7 +1,7 @@
 //! The function handles a running VM TIR function's native code calls
-//! (`crate::ffi::services::Handle`, one per name), resolved to the packed functions they name.
+//! (`crate::ffi::function_handle::Handle`, one per name), resolved to the packed functions they name.
 
-use crate::ffi::services::Handle;
+use crate::ffi::function_handle::Handle;
 use relaxvm::{Callable, Closure, Result};
 
 /// A function handle's packed function as the VM calls it, looked up at registry generation
