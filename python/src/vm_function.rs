@@ -184,9 +184,10 @@ impl PyVmFunction {
     #[inline(always)]
     fn result_ptr(&self, py: Python<'_>, ret: Value) -> *mut ffi::PyObject {
         if let Value::Int(i) = ret {
-            std::mem::forget(ret); // owns nothing (see `call_positional`)
-                                   // SAFETY: the thread is attached (`py`); the call returns a new reference, or
-                                   // null with a MemoryError set, which is how this entry reports an error.
+            // An int owns nothing: forgotten, not dropped (see `call_positional`).
+            std::mem::forget(ret);
+            // SAFETY: the thread is attached (`py`); the call returns a new reference, or null
+            // with a MemoryError set, which is how this entry reports an error.
             return unsafe { ffi::PyLong_FromLongLong(i) };
         }
         self.result_to_py(py, ret).map_or_else(|e| raise(py, e), Bound::into_ptr)
