@@ -12,6 +12,8 @@ use relaxvm_builder::ExecBuilder;
 use std::hint::black_box;
 use std::sync::Arc;
 
+mod programs;
+
 const STRAIGHT: u32 = 100_000;
 const TRIPLES: u32 = 1_000;
 const CLOSURE_CALLS: u32 = 1_000;
@@ -42,16 +44,8 @@ fn dispatch(c: &mut Criterion) {
 
 /// `sum(n)`: 0 + 1 + ... + (n - 1), five instructions an iteration.
 pub fn build_sum(ib: &mut ExecBuilder) {
-    use Arg::*;
     ib.function("sum", 1, None).unwrap();
-    ib.emit_call("vm.builtin.int.add", &[Imm(0), Imm(0)], Some(1)).unwrap();
-    ib.emit_call("vm.builtin.int.add", &[Imm(0), Imm(0)], Some(2)).unwrap();
-    ib.emit_call("vm.builtin.int.lt", &[Reg(2), Reg(0)], Some(3)).unwrap();
-    ib.emit_if(3, 4).unwrap();
-    ib.emit_call("vm.builtin.int.add", &[Reg(1), Reg(2)], Some(1)).unwrap();
-    ib.emit_call("vm.builtin.int.add", &[Reg(2), Imm(1)], Some(2)).unwrap();
-    ib.emit_goto(-4).unwrap();
-    ib.emit_ret(1).unwrap();
+    programs::emit_sum_body(ib);
     ib.end_function().unwrap();
 }
 

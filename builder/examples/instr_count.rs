@@ -25,6 +25,9 @@ use relaxvm_builder::ExecBuilder;
 use std::hint::black_box;
 use std::sync::Arc;
 
+#[path = "../benches/programs/mod.rs"]
+mod programs;
+
 fn main() {
     use Arg::*;
     let reps: usize = std::env::args().nth(1).map(|s| s.parse().unwrap()).unwrap_or(100);
@@ -43,15 +46,7 @@ fn main() {
         }
         ib.emit_ret(3).unwrap();
     } else if which == "sum" {
-        // emit_sum of scripts/bench_programs.py: r1 = total, r2 = i, r3 = i < n.
-        ib.emit_call("vm.builtin.int.add", &[Imm(0), Imm(0)], Some(1)).unwrap();
-        ib.emit_call("vm.builtin.int.add", &[Imm(0), Imm(0)], Some(2)).unwrap();
-        ib.emit_call("vm.builtin.int.lt", &[Reg(2), Reg(0)], Some(3)).unwrap();
-        ib.emit_if(3, 4).unwrap();
-        ib.emit_call("vm.builtin.int.add", &[Reg(1), Reg(2)], Some(1)).unwrap();
-        ib.emit_call("vm.builtin.int.add", &[Reg(2), Imm(1)], Some(2)).unwrap();
-        ib.emit_goto(-4).unwrap();
-        ib.emit_ret(1).unwrap();
+        programs::emit_sum_body(&mut ib);
     } else {
         for _ in 0..1000 {
             ib.emit_call("vm.builtin.copy", &[Reg(0)], Some(1)).unwrap();

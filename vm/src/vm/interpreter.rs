@@ -204,8 +204,9 @@ impl VirtualMachine {
                             let ret = hook_after!(hooked, ret)?;
                             set_reg(fp.reg_mut(dst), ret);
                         } else {
-                            std::mem::forget(hooked); // `None` (see `hook_after`)
-                                                      // `dst` is a register: a select without one is decoded as `CallSelect`.
+                            // `None` here (see `hook_after`): forgotten, not dropped.
+                            std::mem::forget(hooked);
+                            // `dst` is a register: a select without one is decoded as `CallSelect`.
                             match picked {
                                 Ok(v) if v.is_held_by(fp.reg(dst)) => {}
                                 Ok(v) => {
