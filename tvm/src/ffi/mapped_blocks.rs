@@ -37,28 +37,33 @@ pub(crate) const MAX_BYTES: usize = 16 << 20;
 /// The size mapped for a block: whole pages.
 const PAGE: usize = 4096;
 
-/// A mapped block: its length and start. The pointer is only an address here: whoever holds the
-/// `Block` (the cache, or a kernel's workspace) owns the mapping.
+/// A block of memory (a mapping here; a heap block in `services`' cache of small workspaces):
+/// its length and start. The pointer is only an address here: whoever holds the `Block` (the
+/// cache, or a kernel's workspace) owns the memory.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Block {
     pub(crate) len: usize,
     pub(crate) base: *mut u8,
 }
 
-// SAFETY: a block is an anonymous mapping, which any thread may use or unmap; whoever holds the
-// `Block` is its one user.
+// SAFETY: a block is an anonymous mapping or a block of the global allocator, which any thread
+// may use or release; whoever holds the `Block` is its one user.
 unsafe impl Send for Block {}
 
-/// The kept blocks, smallest first, and their bytes in all.
+/// The kept blocks, smallest first, and their bytes in all, within bounds: at most
+/// `max_blocks` blocks and `max_bytes` bytes. The policy only: what leaves it is released by
+/// the caller (unmapped here, freed by `services`' cache of small workspaces).
 pub(crate) struct Kept {
     blocks: Vec<Block>,
     bytes: usize,
+    max_blocks: usize,
+    max_bytes: usize,
 }
 
 impl Kept {
-    /// An empty cache.
-    pub(crate) const fn new() -> Self {
-        Kept { blocks: Vec::new(), bytes: 0 }
+    /// An empty cache with these bounds.
+    pub(crate) const fn new(max_blocks: usize, max_bytes: usize) -> Self {
+        Kept { blocks: Vec::new(), bytes: 0, max_blocks, max_bytes }
     }
 
     /// For a request of `size` bytes: the smallest kept block of at least `size` bytes, which
@@ -81,10 +86,11 @@ impl Kept {
 
     /// Keeps `block`, making room by evicting the smallest kept blocks when they are smaller
     /// than it; what leaves the cache (evicted blocks, or `block` itself when it cannot be kept:
-    /// bigger than [`MAX_BYTES`], or only blocks at least as large could make room), for the
-    /// caller to unmap.
+    /// bigger than the cache's byte bound, or only blocks at least as large could make room),
+    /// for the caller to release.
     pub(crate) fn keep(&mut self, block: Block) -> Vec<Block> {
-        let full = |count: usize, bytes: usize| count >= MAX_BLOCKS || bytes + block.len > MAX_BYTES;
+        let (max_blocks, max_bytes) = (self.max_blocks, self.max_bytes);
+        let full = |count: usize, bytes: usize| count >= max_blocks || bytes + block.len > max_bytes;
         // The smallest blocks whose eviction makes room: all must be smaller than `block`.
         let (mut evict, mut freed) = (0, 0);
         while full(self.blocks.len() - evict, self.bytes - freed) {
@@ -127,7 +133,7 @@ pub(crate) static PROCESS: Cache = Cache::new();
 impl Cache {
     /// An empty cache.
     pub(crate) const fn new() -> Self {
-        Cache(Mutex::new(Kept::new()))
+        Cache(Mutex::new(Kept::new(MAX_BLOCKS, MAX_BYTES)))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {

@@ -13,7 +13,7 @@ const MB: usize = 1 << 20;
 
 #[test]
 fn a_request_gets_the_smallest_kept_block_that_holds_it() {
-    let mut k = Kept::new();
+    let mut k = Kept::new(MAX_BLOCKS, MAX_BYTES);
     for (id, len) in [(1, 3 * MB), (2, MB), (3, 2 * MB)] {
         assert!(k.keep(b(id, len)).is_empty());
     }
@@ -28,7 +28,7 @@ fn a_request_gets_the_smallest_kept_block_that_holds_it() {
 
 #[test]
 fn a_request_no_block_holds_replaces_the_largest_smaller_one() {
-    let mut k = Kept::new();
+    let mut k = Kept::new(MAX_BLOCKS, MAX_BYTES);
     for (id, len) in [(1, MB), (2, 2 * MB)] {
         assert!(k.keep(b(id, len)).is_empty());
     }
@@ -47,7 +47,7 @@ fn a_request_no_block_holds_replaces_the_largest_smaller_one() {
 
 #[test]
 fn the_cache_stays_bounded_evicting_smaller_blocks_first() {
-    let mut k = Kept::new();
+    let mut k = Kept::new(MAX_BLOCKS, MAX_BYTES);
     // MAX_BLOCKS small blocks fill it by count.
     for id in 0..MAX_BLOCKS {
         assert!(k.keep(b(id + 1, 64 << 10)).is_empty());
@@ -59,7 +59,7 @@ fn the_cache_stays_bounded_evicting_smaller_blocks_first() {
     assert_eq!(k.counts(), (MAX_BLOCKS, (MAX_BLOCKS - 1) * (64 << 10) + MB));
     // Bytes: a block that needs more room than the smaller blocks give is refused whole, and
     // nothing is evicted for it.
-    let mut k = Kept::new();
+    let mut k = Kept::new(MAX_BLOCKS, MAX_BYTES);
     assert!(k.keep(b(1, MAX_BYTES - 2 * MB)).is_empty());
     assert!(k.keep(b(2, MB)).is_empty());
     assert_eq!(ids(&k.keep(b(3, 4 * MB))), [3], "only a larger block could make room");

@@ -7,6 +7,7 @@ use super::convert;
 use super::function_handle::Handle;
 use super::mapped_blocks;
 use super::raised;
+use super::small_blocks;
 use relaxvm::{CallCtx, Value};
 use std::alloc::Layout;
 use std::ffi::{c_char, c_void, CStr};
@@ -51,8 +52,7 @@ pub extern "C" fn alloc_workspace(
     let (size, base) = if layout.size() >= MAPPED_WORKSPACE {
         mapped_blocks::PROCESS.take_or_map(layout.size())
     } else {
-        // SAFETY: the layout has a non-zero size (it includes the header).
-        (layout.size(), unsafe { std::alloc::alloc(layout) })
+        small_blocks::take_or_alloc(layout.size())
     };
     if base.is_null() {
         raised::set("MemoryError".into(), format!("cannot allocate a workspace of {nbytes} bytes"));
@@ -75,16 +75,17 @@ pub unsafe extern "C" fn free_workspace(_device_type: i32, _device_id: i32, ptr:
         return 0;
     }
     // SAFETY: `ptr` came from `alloc_workspace`, so the header sits WORKSPACE_HEADER bytes
-    // before it and records the size of the block, which tells how it was allocated: mapped
+    // before it and records the length of the block, which tells where it came from: mapped
     // (at least MAPPED_WORKSPACE bytes, the mapping's whole length, from the process's cache)
-    // or with this layout. The kernel is done with it, so the cache may keep it.
+    // or from the small blocks (below it, the block's whole length). The kernel is done with
+    // it, so a cache may keep it.
     unsafe {
         let base = ptr.cast::<u8>().sub(WORKSPACE_HEADER);
         let size = base.cast::<usize>().read();
         if size >= MAPPED_WORKSPACE {
             mapped_blocks::PROCESS.give_back(size, base);
         } else {
-            std::alloc::dealloc(base, Layout::from_size_align_unchecked(size, WORKSPACE_HEADER));
+            small_blocks::give_back(size, base);
         }
     }
     0
