@@ -31,12 +31,13 @@
 //! | `guard.rs` | every call into kernel code: a write to a constant becomes an error |
 //! | `kernel.rs` | one kernel call |
 //! | `library.rs` | `Library::open`: validate, dlopen, fill the service slots, find kernels |
-//! | `mapped_blocks.rs` | mapped workspace blocks kept for the next workspace |
+//! | `mapped_blocks.rs` | mapped workspace blocks kept for the next workspace; the policy both caches share |
 //! | `private_copy.rs` | the copy of a library's bytes the loader maps (one mapping per runtime) |
 //! | `rebind.rs` | the imports the copy binds under relaxvm's own names |
 //! | `pool.rs` | parallel launches and the barrier, on `relaxvm::pool` |
 //! | `raised.rs` | the errors kernels raise (`TVMFFIErrorSetRaisedFromCStr*`) |
 //! | `services.rs` | workspace memory and calls from kernels into the registry |
+//! | `small_blocks.rs` | small workspace blocks kept per thread for the next workspace |
 //! | `visibility.rs` | making the runtime's C symbols resolvable by the libraries |
 
 pub mod abi;
@@ -51,6 +52,7 @@ mod private_copy;
 pub mod raised;
 mod rebind;
 pub mod services;
+mod small_blocks;
 mod visibility;
 
 pub use library::{Library, KERNEL_PREFIX};

@@ -5,7 +5,9 @@
 use super::abi::TVMFFIAny;
 use super::convert;
 use super::function_handle::Handle;
+use super::mapped_blocks;
 use super::raised;
+use super::small_blocks;
 use relaxvm::{CallCtx, Value};
 use std::alloc::Layout;
 use std::ffi::{c_char, c_void, CStr};
@@ -16,18 +18,15 @@ use std::sync::Mutex;
 /// this many bytes in front of it, so that freeing needs only the pointer.
 const WORKSPACE_HEADER: usize = relaxvm::storage::ALIGNMENT;
 
-/// Workspaces of at least this many bytes (with the header) are mapped from the system and
-/// unmapped when freed. Kernels take and free large workspaces (a convolution's padded input) at
-/// every call, often on pool threads: through `malloc`, each free of a mapped block raises the
-/// allocator's mapping threshold, later blocks then come from the heap or a thread's arena and
-/// stay resident after they are freed (a run's peak memory then depends on which thread freed
-/// what). Mapped directly, a workspace is resident only while a kernel holds it, or while the
-/// few kept for the next workspace ([`super::mapped_blocks`]) wait. (The size of `malloc`'s
-/// initial mapping threshold.)
+/// Workspaces of at least this many bytes (with the header) are mapped from the system, and
+/// the blocks freed are kept for the next workspaces ([`super::mapped_blocks`], as TVM's
+/// workspace pool keeps them). Kernels take and free large workspaces (a convolution's padded
+/// input) at every call, often on pool threads: through `malloc`, each free of a mapped block
+/// raises the allocator's mapping threshold, later blocks then come from the heap or a thread's
+/// arena and stay resident after they are freed (a run's peak memory then depends on which
+/// thread freed what), outside any bound. Mapped here, what stays resident is what the bounded
+/// cache keeps. (The size of `malloc`'s initial mapping threshold.)
 const MAPPED_WORKSPACE: usize = 128 << 10;
-
-/// The size mapped for a block of `size` bytes: whole pages.
-const PAGE: usize = 4096;
 
 /// `TVMBackendAllocWorkspace(device_type, device_id, nbytes, dtype_code_hint, dtype_bits_hint)`:
 /// 64-byte-aligned memory, or null (the kernel then reports an error) when it cannot be had.
@@ -51,10 +50,9 @@ pub extern "C" fn alloc_workspace(
         return std::ptr::null_mut();
     };
     let (size, base) = if layout.size() >= MAPPED_WORKSPACE {
-        map(layout.size())
+        mapped_blocks::PROCESS.take_or_map(layout.size())
     } else {
-        // SAFETY: the layout has a non-zero size (it includes the header).
-        (layout.size(), unsafe { std::alloc::alloc(layout) })
+        small_blocks::take_or_alloc(layout.size())
     };
     if base.is_null() {
         raised::set("MemoryError".into(), format!("cannot allocate a workspace of {nbytes} bytes"));
@@ -68,32 +66,6 @@ pub extern "C" fn alloc_workspace(
     }
 }
 
-/// A mapped block of at least `size` bytes (at least [`MAPPED_WORKSPACE`]), with its size: a
-/// kept one when one fits, else a new mapping of whole pages; null when the system has none.
-fn map(size: usize) -> (usize, *mut u8) {
-    if let Some(kept) = super::mapped_blocks::take(size) {
-        return kept;
-    }
-    let Some(len) = size.checked_next_multiple_of(PAGE) else { return (size, std::ptr::null_mut()) };
-    // SAFETY: an anonymous private mapping of a non-zero size at an address the system picks:
-    // no existing memory is touched. The result is page-aligned (so 64-aligned).
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        (len, std::ptr::null_mut())
-    } else {
-        (len, p.cast::<u8>())
-    }
-}
-
 /// `TVMBackendFreeWorkspace(device_type, device_id, ptr)`.
 ///
 /// # Safety
@@ -103,18 +75,17 @@ pub unsafe extern "C" fn free_workspace(_device_type: i32, _device_id: i32, ptr:
         return 0;
     }
     // SAFETY: `ptr` came from `alloc_workspace`, so the header sits WORKSPACE_HEADER bytes
-    // before it and records the size of the block, which tells how it was allocated: mapped
-    // (at least MAPPED_WORKSPACE bytes, the mapping's whole length) or with this layout. The
-    // kernel is done with it, so the cache may keep it.
+    // before it and records the length of the block, which tells where it came from: mapped
+    // (at least MAPPED_WORKSPACE bytes, the mapping's whole length, from the process's cache)
+    // or from the small blocks (below it, the block's whole length). The kernel is done with
+    // it, so a cache may keep it.
     unsafe {
         let base = ptr.cast::<u8>().sub(WORKSPACE_HEADER);
         let size = base.cast::<usize>().read();
         if size >= MAPPED_WORKSPACE {
-            if !super::mapped_blocks::keep(size, base) {
-                libc::munmap(base.cast(), size);
-            }
+            mapped_blocks::PROCESS.give_back(size, base);
         } else {
-            std::alloc::dealloc(base, Layout::from_size_align_unchecked(size, WORKSPACE_HEADER));
+            small_blocks::give_back(size, base);
         }
     }
     0

@@ -1,0 +1,161 @@
+//! Small workspace blocks (below the size from which workspaces are mapped), kept per thread
+//! once freed for the next workspaces of that thread.
+//!
+//! Attention kernels take and free small workspaces at every call: a decode step of the tiny
+//! Llama (micro model, batch 1) made two 64-byte-aligned heap allocations (`posix_memalign`,
+//! several times a plain `malloc`) and two frees a step, where TVM's per-thread workspace pool
+//! hands the same blocks back. The policy is the mapped blocks' ([`Kept`]: the smallest kept
+//! block that holds a request; a miss replaces the largest smaller one), with bounds of its own
+//! per thread ([`MAX_BLOCKS`], [`MAX_BYTES`]); the blocks go back to the allocator when the
+//! thread exits. `RELAXVM_BLOCK_CACHE=0` (see [`relaxvm::block_cache`]) turns it off: memory
+//! checkers then see each workspace allocated and freed.
+
+use super::mapped_blocks::{Block, Kept};
+use std::alloc::Layout;
+use std::cell::RefCell;
+
+/// The most blocks a thread keeps.
+pub(crate) const MAX_BLOCKS: usize = 8;
+/// The most bytes a thread keeps.
+pub(crate) const MAX_BYTES: usize = 512 << 10;
+
+/// The alignment of every block (a workspace's, with its header).
+const ALIGN: usize = relaxvm::storage::ALIGNMENT;
+
+/// A thread's kept blocks, freed when the thread exits.
+struct ThreadBlocks(Kept);
+
+impl Drop for ThreadBlocks {
+    fn drop(&mut self) {
+        for b in self.0.take_all() {
+            free(b);
+        }
+    }
+}
+
+thread_local! {
+    static KEPT: RefCell<ThreadBlocks> = const { RefCell::new(ThreadBlocks(Kept::new(MAX_BLOCKS, MAX_BYTES))) };
+}
+
+/// The layout of a block of `len` bytes; `None` when no allocation can have it.
+fn layout(len: usize) -> Option<Layout> {
+    Layout::from_size_align(len, ALIGN).ok()
+}
+
+fn free(b: Block) {
+    // SAFETY: every block came from `take_or_alloc`, allocated with `layout(b.len)` (valid, or
+    // it would not have been allocated), and has left every cache and user.
+    unsafe { std::alloc::dealloc(b.base, Layout::from_size_align_unchecked(b.len, ALIGN)) }
+}
+
+/// A block of at least `size` bytes (`size` > 0), 64-byte aligned, with its length: one this
+/// thread kept when one holds it, else a new one; null when the allocator has none. Its bytes
+/// are what its last user left (workspaces are not zeroed, as in TVM).
+pub(crate) fn take_or_alloc(size: usize) -> (usize, *mut u8) {
+    if relaxvm::block_cache::enabled() {
+        // `try_with`: during the thread's exit the cache may be gone; allocate then.
+        let taken = KEPT.try_with(|k| k.borrow_mut().0.take(size));
+        match taken {
+            Ok(Ok(b)) => return (b.len, b.base),
+            Ok(Err(Some(replaced))) => free(replaced),
+            Ok(Err(None)) | Err(_) => {}
+        }
+    }
+    let Some(layout) = layout(size.max(1)) else { return (size, std::ptr::null_mut()) };
+    // SAFETY: the layout has a non-zero size.
+    (layout.size(), unsafe { std::alloc::alloc(layout) })
+}
+
+/// Gives back a block [`take_or_alloc`] returned: kept by this thread, or freed.
+///
+/// # Safety
+/// `base` and `len` are a block from `take_or_alloc` (on any thread), which nothing uses or
+/// frees once this is called.
+pub(crate) unsafe fn give_back(len: usize, base: *mut u8) {
+    let block = Block { len, base };
+    if !relaxvm::block_cache::enabled() {
+        return free(block);
+    }
+    // A block's memory belongs to the global allocator, so any thread may keep or free it.
+    let mut block = Some(block);
+    let leaving = KEPT.try_with(|k| k.borrow_mut().0.keep(block.take().expect("given once")));
+    for b in leaving.unwrap_or_default().into_iter().chain(block) {
+        free(b);
+    }
+}
+
+/// The number of blocks and bytes this thread keeps (for tests).
+#[cfg(test)]
+pub(crate) fn kept() -> (usize, usize) {
+    KEPT.with(|k| k.borrow().0.counts())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_gets_its_freed_small_block_back_and_frees_them_when_it_exits() {
+        // Each test runs on a thread of its own: this thread's cache is this test's.
+        std::thread::spawn(|| {
+            let (len, p) = take_or_alloc(1000);
+            assert!(!p.is_null() && (p as usize).is_multiple_of(ALIGN) && len >= 1000);
+            // SAFETY: the block holds `len` writable bytes; given back once, then not used.
+            unsafe {
+                std::ptr::write_bytes(p, 0x5a, len);
+                give_back(len, p);
+            }
+            if !relaxvm::block_cache::enabled() {
+                assert_eq!(kept(), (0, 0), "RELAXVM_BLOCK_CACHE=0: nothing is kept");
+                return;
+            }
+            assert_eq!(kept(), (1, len));
+            // A smaller request takes it, its bytes as left; a larger one replaces it.
+            let (again_len, again) = take_or_alloc(64);
+            assert_eq!((again_len, again), (len, p));
+            // SAFETY: the block holds `len` bytes.
+            assert_eq!(unsafe { *again.add(len - 1) }, 0x5a);
+            // SAFETY: from take_or_alloc, given back once.
+            unsafe { give_back(again_len, again) };
+            let (big_len, big) = take_or_alloc(5000);
+            assert!(big_len >= 5000);
+            assert_eq!(kept(), (0, 0), "the smaller block made way for the new one");
+            // SAFETY: from take_or_alloc, given back once.
+            unsafe { give_back(big_len, big) };
+            // Bounded: more blocks than the bound are freed, not kept.
+            let blocks: Vec<_> = (0..MAX_BLOCKS + 3).map(|_| take_or_alloc(4096)).collect();
+            for (len, p) in blocks {
+                // SAFETY: each from take_or_alloc, given back once.
+                unsafe { give_back(len, p) };
+            }
+            let (count, bytes) = kept();
+            assert!(count == MAX_BLOCKS && bytes <= MAX_BYTES, "{count} blocks, {bytes} bytes");
+            // The thread's exit frees what it keeps (a leak would show under the sanitizer's
+            // leak check, which runs these tests).
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_block_freed_on_another_thread_is_kept_there() {
+        let (len, p) = take_or_alloc(3000);
+        let addr = p as usize;
+        std::thread::spawn(move || {
+            // SAFETY: from take_or_alloc on the launching thread, given back once here.
+            unsafe { give_back(len, addr as *mut u8) };
+            if relaxvm::block_cache::enabled() {
+                assert_eq!(kept(), (1, len));
+                assert_eq!(take_or_alloc(3000), (len, addr as *mut u8));
+                let (l, q) = take_or_alloc(3000);
+                // SAFETY: from take_or_alloc, given back once.
+                unsafe {
+                    give_back(l, q);
+                    give_back(len, addr as *mut u8);
+                }
+            }
+        })
+        .join()
+        .unwrap();
+    }
+}
