@@ -53,107 +53,123 @@ impl Reg {
     }
 }
 
+/// The operands of a call that takes a list of them ([`Op::CallPacked`], [`Op::CallSelect`],
+/// [`Op::CallBytecode`]), kept beside the ops so that an op stays 16 bytes: `func` indexes
+/// [`DecodedProgram::call_fns`] (a bytecode call: the function table), `args`
+/// [`DecodedProgram::args`] and [`DecodedProgram::arg_values`], `patches`
+/// [`DecodedProgram::patches`] (see [`DecodedProgram::prepare_args`]; none for a bytecode call).
+#[derive(Clone, Copy)]
+pub(crate) struct CallSite {
+    pub func: u32,
+    pub args: u32,
+    pub nargs: u32,
+    pub patches: u32,
+    pub npatches: u32,
+}
+
+/// An [`Op::CallBinary`]'s function and operands (beside the ops, as [`CallSite`]s are).
+#[derive(Clone, Copy)]
+pub(crate) struct BinarySite {
+    pub f: BinaryFn,
+    pub a: Src,
+    pub b: Src,
+    pub dst: u32,
+}
+
+/// An [`Op::CallSelect1`]'s selecting function, and its entry in [`DecodedProgram::call_fns`]
+/// (for its name).
+#[derive(Clone, Copy)]
+pub(crate) struct SelectSite {
+    pub f: SelectFn,
+    pub func: u32,
+}
+
 /// A decoded instruction; indices were proven in range by the verifier.
+///
+/// An op is 16 bytes (four to a cache line): a straight line of 100,000 calls is 1.6 MB of ops
+/// the loop streams through, not 3.2 MB. What does not fit lies beside the ops ([`CallSite`],
+/// [`BinarySite`], [`SelectSite`]); the int ops carry no function (their builtin, for anything
+/// but two ints, is found from the instruction when needed: a cold path), and a fused int op
+/// finds its jump target in the `if` or `goto` after it, which it was fused with and which
+/// keeps its own op.
 #[derive(Clone, Copy)]
 pub(crate) enum Op {
-    /// A call of a packed function: `func` indexes [`DecodedProgram::call_fns`], `args`
-    /// [`DecodedProgram::args`] and [`DecodedProgram::arg_values`], `patches` [`DecodedProgram::patches`] (see
-    /// [`DecodedProgram::prepare_args`]).
+    /// A call of a packed function (`site` indexes [`DecodedProgram::sites`]).
     CallPacked {
-        func: u32,
-        args: u32,
-        nargs: u32,
+        site: u32,
         dst: u32,
-        patches: u32,
-        npatches: u32,
     },
-    /// A call of a two-argument plain function.
+    /// A call of a two-argument plain function (`site` indexes
+    /// [`DecodedProgram::binary_sites`]).
     CallBinary {
-        f: BinaryFn,
-        a: Src,
-        b: Src,
-        dst: u32,
+        site: u32,
     },
     /// A call of a two-int builtin ([`IntOp`]), computed inline when both operands are ints
-    /// and by calling `f` otherwise; its result is kept (`dst` is a register).
+    /// and by calling the builtin otherwise; its result is kept (`dst` is a register).
     IntBinary {
         op: IntOp,
-        f: BinaryFn,
         a: Src,
         b: Src,
         dst: u32,
     },
     /// [`Op::IntBinary`] fused with the `if` that follows it and tests its result: both run
-    /// here, with one dispatch (the `if` keeps its own op for jumps that land on it).
+    /// here, with one dispatch (the `if` keeps its own op for jumps that land on it, and
+    /// holds the jump's target).
     IntBranch {
         op: IntOp,
-        f: BinaryFn,
         a: Src,
         b: Src,
         dst: u32,
-        false_target: u32,
     },
-    /// [`Op::IntBinary`] fused with the `goto` that follows it (a loop's step and back edge).
+    /// [`Op::IntBinary`] fused with the `goto` that follows it (a loop's step and back edge;
+    /// the `goto` holds the target).
     IntJump {
         op: IntOp,
-        f: BinaryFn,
         a: Src,
         b: Src,
         dst: u32,
-        target: u32,
     },
     /// [`Op::IntBinary`] of [`IntOp::Add`] on two registers, the most common: each of these
     /// four forms has its operation fixed by the op itself, so running it tests no operation
     /// code (`int_inline`, inlined with a constant operation, folds to the one case), and its
     /// operands are registers, so reading them tests no [`CONST_BIT`].
     IntAdd {
-        f: BinaryFn,
         a: Reg,
         b: Reg,
         dst: Reg,
     },
     /// [`Op::IntBranch`] of [`IntOp::Lt`] on two registers (a loop's test).
     IntLtBranch {
-        f: BinaryFn,
         a: Reg,
         b: Reg,
         dst: Reg,
-        false_target: u32,
     },
     /// [`Op::IntJump`] of [`IntOp::Add`] on two registers (a loop's step).
     IntAddJump {
-        f: BinaryFn,
         a: Reg,
         b: Reg,
         dst: Reg,
-        target: u32,
     },
-    /// [`Op::IntJump`] of [`IntOp::Add`] of a register and an int fixed at load, held in the op
-    /// (a loop's `i + 1`): no operand to look up and test. Its jump is backward (a loop's back
-    /// edge: `target` is at or before the `goto`), so it always counts a step, with no test of
-    /// the direction; a forward one keeps the general [`Op::IntJump`].
+    /// [`Op::IntJump`] of a register plus an int fixed at load (that fits 32 bits), into that
+    /// same register (a loop's `i += 1`): no operand to look up and test, one register to
+    /// reach. Its jump is backward (a loop's back edge: `target` is at or before the `goto`),
+    /// so it always counts a step, with no test of the direction; a forward one keeps the
+    /// general [`Op::IntJump`].
     IntAddJumpImm {
-        f: BinaryFn,
         a: Reg,
-        imm: i64,
-        dst: Reg,
+        imm: i32,
         target: u32,
     },
-    /// A call of a packed function that selects its result from its arguments (`func` indexes
-    /// [`DecodedProgram::call_fns`], as for [`Op::CallPacked`]).
+    /// A call of a packed function that selects its result from its arguments (`site` indexes
+    /// [`DecodedProgram::sites`], as for [`Op::CallPacked`]).
     CallSelect {
-        func: u32,
-        args: u32,
-        nargs: u32,
+        site: u32,
         dst: u32,
-        patches: u32,
-        npatches: u32,
     },
     /// [`Op::CallSelect`] with one argument, a register, which is passed in place (no argument
-    /// list), and a destination register.
+    /// list), and a destination register (`site` indexes [`DecodedProgram::select_sites`]).
     CallSelect1 {
-        f: SelectFn,
-        func: u32,
+        site: u32,
         a: Reg,
         dst: Reg,
     },
@@ -163,11 +179,10 @@ pub(crate) enum Op {
         a: Reg,
         dst: Reg,
     },
-    /// A call of a bytecode function of this executable.
+    /// A call of a bytecode function of this executable (`site` indexes
+    /// [`DecodedProgram::sites`]; its `func` is the function-table entry).
     CallBytecode {
-        func: u32,
-        args: u32,
-        nargs: u32,
+        site: u32,
         dst: u32,
     },
     Ret {
@@ -182,8 +197,8 @@ pub(crate) enum Op {
     },
 }
 
-// An op is half a cache line: the loop reads one per dispatch.
-const _: () = assert!(std::mem::size_of::<Op>() == 32);
+// Four ops to a cache line: the loop reads one per dispatch.
+const _: () = assert!(std::mem::size_of::<Op>() == 16);
 
 /// What a function-table entry resolves to.
 pub(crate) enum Callee {
@@ -195,6 +210,12 @@ pub(crate) enum Callee {
 /// function, their operands and the values fixed at load, and the functions packed calls call.
 pub(crate) struct DecodedProgram {
     pub ops: Vec<Op>,
+    /// The operand lists of the calls that take one ([`CallSite`]).
+    pub sites: Vec<CallSite>,
+    /// The functions and operands of [`Op::CallBinary`]s.
+    pub binary_sites: Vec<BinarySite>,
+    /// The functions of [`Op::CallSelect1`]s.
+    pub select_sites: Vec<SelectSite>,
     /// The operands of calls that take a list of them, in runs the ops index.
     pub args: Vec<Src>,
     /// `args` as an argument list ready to copy: each operand fixed at load as a bitwise copy
@@ -265,6 +286,9 @@ impl DecodedProgram {
         }
         let mut code = DecodedProgram {
             ops: Vec::new(),
+            sites: Vec::new(),
+            binary_sites: Vec::new(),
+            select_sites: Vec::new(),
             args: Vec::new(),
             arg_values: Vec::new(),
             patches: Vec::new(),
@@ -351,10 +375,13 @@ impl DecodedProgram {
                 // function reads only the first few.
                 let mut passed = srcs.len();
                 let op = match packed {
-                    None => Op::CallBytecode { func, args: start, nargs, dst },
+                    None => Op::CallBytecode { site: self.push_site(func, start, nargs, (0, 0)), dst },
                     Some(p) => match (p.as_binary(), p.as_int_op(), p.as_select(), &srcs[..]) {
-                        (Some(f), Some(op), _, &[a, b]) if dst != VOID => Op::IntBinary { op, f, a, b, dst },
-                        (Some(f), _, _, &[a, b]) => Op::CallBinary { f, a, b, dst },
+                        (Some(_), Some(op), _, &[a, b]) if dst != VOID => Op::IntBinary { op, a, b, dst },
+                        (Some(f), _, _, &[a, b]) => {
+                            self.binary_sites.push(BinarySite { f, a, b, dst });
+                            Op::CallBinary { site: (self.binary_sites.len() - 1) as u32 }
+                        }
                         (_, _, Some(_), &[a]) if p.returns_its_argument() && dst != VOID => {
                             match (Reg::new(a), Reg::new(dst)) {
                                 (Some(a), Some(dst)) => Op::Move { a, dst },
@@ -362,7 +389,11 @@ impl DecodedProgram {
                             }
                         }
                         (_, _, Some(f), &[a]) if dst != VOID => match (Reg::new(a), Reg::new(dst)) {
-                            (Some(a), Some(dst)) => Op::CallSelect1 { f, func: self.shared_fn(func, p), a, dst },
+                            (Some(a), Some(dst)) => {
+                                let func = self.shared_fn(func, p);
+                                self.select_sites.push(SelectSite { f, func });
+                                Op::CallSelect1 { site: (self.select_sites.len() - 1) as u32, a, dst }
+                            }
                             _ => self.select_op(func, p, start, nargs, dst, &srcs),
                         },
                         (_, _, Some(_), _) => self.select_op(func, p, start, nargs, dst, &srcs),
@@ -375,7 +406,8 @@ impl DecodedProgram {
                                 None => self.shared_fn(func, p),
                             };
                             let npatches = count_regs(&srcs[..passed]);
-                            Op::CallPacked { func, args: start, nargs: passed as u32, dst, patches, npatches }
+                            let site = self.push_site(func, start, passed as u32, (patches, npatches));
+                            Op::CallPacked { site, dst }
                         }
                     },
                 };
@@ -413,7 +445,14 @@ impl DecodedProgram {
     fn select_op(&mut self, func: u32, p: PackedFunc, args: u32, nargs: u32, dst: u32, srcs: &[Src]) -> Op {
         let patches = self.patches.len() as u32;
         let npatches = count_regs(srcs);
-        Op::CallSelect { func: self.shared_fn(func, p), args, nargs, dst, patches, npatches }
+        let func = self.shared_fn(func, p);
+        Op::CallSelect { site: self.push_site(func, args, nargs, (patches, npatches)), dst }
+    }
+
+    /// Adds a call's [`CallSite`]; its index in [`DecodedProgram::sites`].
+    fn push_site(&mut self, func: u32, args: u32, nargs: u32, (patches, npatches): (u32, u32)) -> u32 {
+        self.sites.push(CallSite { func, args, nargs, patches, npatches });
+        (self.sites.len() - 1) as u32
     }
 
     /// `p` specialised to a call with operands `srcs` (those fixed at load known), when it can
@@ -453,12 +492,44 @@ impl DecodedProgram {
         unsafe { at(&self.callees, func as usize) }
     }
 
+    /// The [`CallSite`] of a call op (`CallPacked`, `CallSelect`, `CallBytecode`), without a
+    /// bounds check.
+    ///
+    /// # Safety
+    /// `site` is the `site` of such a decoded op: `push_site` made it the index of the site it
+    /// pushed onto `sites`, which is not changed after decoding.
+    #[inline(always)]
+    pub unsafe fn site(&self, site: u32) -> &CallSite {
+        // SAFETY: the caller's contract.
+        unsafe { at(&self.sites, site as usize) }
+    }
+
+    /// The [`BinarySite`] of a `CallBinary` op, without a bounds check.
+    ///
+    /// # Safety
+    /// `site` is the `site` of such a decoded op (`decode_op` pushed the site it names).
+    #[inline(always)]
+    pub unsafe fn binary_site(&self, site: u32) -> &BinarySite {
+        // SAFETY: the caller's contract.
+        unsafe { at(&self.binary_sites, site as usize) }
+    }
+
+    /// The [`SelectSite`] of a `CallSelect1` op, without a bounds check.
+    ///
+    /// # Safety
+    /// `site` is the `site` of such a decoded op (`decode_op` pushed the site it names).
+    #[inline(always)]
+    pub unsafe fn select_site(&self, site: u32) -> &SelectSite {
+        // SAFETY: the caller's contract.
+        unsafe { at(&self.select_sites, site as usize) }
+    }
+
     /// The function of a packed call (`CallPacked`, `CallSelect`, `CallSelect1`), without a
     /// bounds check.
     ///
     /// # Safety
-    /// `func` is the `func` of such a decoded op: `push_fn` made it the index of the function it
-    /// pushed onto `call_fns`, which is not changed after decoding.
+    /// `func` is the `func` of such an op's site: `push_fn` and `shared_fn` made it the index of
+    /// a function they pushed onto `call_fns`, which is not changed after decoding.
     #[inline(always)]
     pub unsafe fn call_fn(&self, func: u32) -> &PackedFunc {
         // SAFETY: the caller's contract.
@@ -536,19 +607,39 @@ impl DecodedProgram {
             _ => self.consts[(s & !CONST_BIT) as usize].clone(),
         };
         match *op {
-            Op::CallPacked { args, .. } | Op::CallSelect { args, .. } | Op::CallBytecode { args, .. } => {
-                self.args[args as usize..args as usize + nargs].iter().map(|&s| read(s)).collect()
+            Op::CallPacked { site, .. } | Op::CallSelect { site, .. } | Op::CallBytecode { site, .. } => {
+                let args = self.sites[site as usize].args as usize;
+                self.args[args..args + nargs].iter().map(|&s| read(s)).collect()
             }
-            Op::CallBinary { a, b, .. }
-            | Op::IntBinary { a, b, .. }
-            | Op::IntBranch { a, b, .. }
-            | Op::IntJump { a, b, .. } => [read(a), read(b)].into_iter().collect(),
+            Op::CallBinary { site } => {
+                let BinarySite { a, b, .. } = self.binary_sites[site as usize];
+                [read(a), read(b)].into_iter().collect()
+            }
+            Op::IntBinary { a, b, .. } | Op::IntBranch { a, b, .. } | Op::IntJump { a, b, .. } => {
+                [read(a), read(b)].into_iter().collect()
+            }
             Op::IntAdd { a, b, .. } | Op::IntLtBranch { a, b, .. } | Op::IntAddJump { a, b, .. } => {
                 [reg(a.index()), reg(b.index())].into_iter().collect()
             }
-            Op::IntAddJumpImm { a, imm, .. } => [reg(a.index()), Value::Int(imm)].into_iter().collect(),
+            Op::IntAddJumpImm { a, imm, .. } => [reg(a.index()), Value::Int(imm.into())].into_iter().collect(),
             Op::CallSelect1 { a, .. } | Op::Move { a, .. } => [reg(a.index())].into_iter().collect(),
             Op::Ret { .. } | Op::Goto { .. } | Op::If { .. } => smallvec::SmallVec::new(),
+        }
+    }
+
+    /// The jump target of the `if` or `goto` at `next`, the second op of a fused pair
+    /// ([`Op::IntBranch`], [`Op::IntJump`] and their specialised forms), which holds it.
+    ///
+    /// # Safety
+    /// `next` points to the op after a fused op of these ops: `fuse_pairs` fuses an int op only
+    /// with the `if` or `goto` right after it, and ops are not changed after decoding.
+    #[inline(always)]
+    pub unsafe fn fused_target(next: *const Op) -> u32 {
+        // SAFETY: the caller's contract (an op of the ops, so readable).
+        match unsafe { *next } {
+            Op::If { false_target, .. } => false_target,
+            Op::Goto { target } => target,
+            _ => unreachable!("a fused op is followed by the `if` or `goto` it was fused with"),
         }
     }
 }

@@ -209,6 +209,53 @@ fn a_step_by_an_immediate_runs_as_the_call_it_stands_for() {
     assert_eq!(*seen.lock().unwrap(), vec![vec![format!("{:?}", Value::Int(7)), format!("{:?}", Value::Int(1))]]);
 }
 
+/// `count(x)`: `while x < limit { x = x + step }; return x`, the step a call into the loop's
+/// own register before a backward `goto`.
+fn step_loop_vm(step: i64, limit: i64) -> VirtualMachine {
+    use Arg::*;
+    vm(
+        vec![FuncInfo::bytecode("count", 0, 5, 1, 2), FuncInfo::packed("d.lt"), FuncInfo::packed("d.add")],
+        vec![
+            call(1, vec![Reg(0), Imm(limit)], Some(1)),
+            Instruction::If { cond: 1, false_offset: 3 },
+            call(2, vec![Reg(0), Imm(step)], Some(0)),
+            Instruction::Goto { offset: -3 },
+            Instruction::Ret { result: 0 },
+        ],
+    )
+}
+
+/// The loop step `x += imm` (an op of its own when the immediate fits 32 bits and the result
+/// goes back into `x`, which it updates in place) computes what the call computes, falls back
+/// to the builtin for anything but an int, reports overflow at its instruction, and shows the
+/// instrument the call's operands; a step wider than 32 bits runs as the general op, alike.
+#[test]
+fn a_loop_step_in_place_runs_as_the_call_it_stands_for() {
+    let before = slow_calls();
+    let mut m = step_loop_vm(7, 20);
+    assert_eq!(m.invoke("count", &[Value::Int(0)]).unwrap().as_int().unwrap(), 21);
+    assert_eq!(slow_calls(), before, "inline");
+    // A bool is the builtins' (the test's and the step's): true + 7 = 8, then 15, 22.
+    assert_eq!(m.invoke("count", &[Value::Bool(true)]).unwrap().as_int().unwrap(), 22);
+    assert_eq!(slow_calls(), before + 2);
+    let mut near_max = step_loop_vm(7, i64::MAX);
+    let e = near_max.invoke("count", &[Value::Int(i64::MAX - 3)]).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::At { pc: 2, .. }) && e.to_string().contains("+ overflows"), "{e}");
+    let mut wide = step_loop_vm(1 << 40, 3 << 40);
+    assert_eq!(wide.invoke("count", &[Value::Int(1)]).unwrap().as_int().unwrap(), (3 << 40) + 1);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    m.set_instrument(Some(Box::new(move |c| {
+        if c.before && c.args.len() == 2 {
+            log.lock().unwrap().push((c.args[0].as_int().unwrap(), c.args[1].as_int().unwrap()));
+        }
+        Ok(relaxvm::InstrumentAction::Continue)
+    })));
+    assert_eq!(m.invoke("count", &[Value::Int(10)]).unwrap().as_int().unwrap(), 24);
+    // lt(10, 20), add(10, 7), lt(17, 20), add(17, 7), lt(24, 20).
+    assert_eq!(*seen.lock().unwrap(), [(10, 20), (10, 7), (17, 20), (17, 7), (24, 20)]);
+}
+
 /// A fused int test whose builtin returns something an `if` cannot test: the error is the
 /// `if`'s, at its own instruction, after the result was written.
 #[test]

@@ -8,38 +8,41 @@ use crate::value::Value;
 impl DecodedProgram {
     /// Fuses each int operation followed by an `if` on its result (a loop's test) into one
     /// [`Op::IntBranch`], and each followed by a `goto` (a loop's step) into one
-    /// [`Op::IntJump`]. Running a fused op is running the two in sequence, so it needs no
+    /// [`Op::IntJump`] (the `if` or `goto` keeps its own op, and holds the jump target the fused
+    /// op uses). Running a fused op is running the two in sequence, so it needs no
     /// condition on where they are: a jump to the second finds it unchanged. Then gives the
     /// commonest of these, on registers, their own ops ([`Op::IntAdd`], [`Op::IntLtBranch`],
     /// [`Op::IntAddJump`], [`Op::IntAddJumpImm`]).
     pub(super) fn fuse_pairs(&mut self) {
         for pc in 0..self.ops.len().saturating_sub(1) {
-            let Op::IntBinary { op, f, a, b, dst } = self.ops[pc] else { continue };
+            let Op::IntBinary { op, a, b, dst } = self.ops[pc] else { continue };
             match self.ops[pc + 1] {
-                Op::If { cond, false_target } if cond == dst => {
-                    self.ops[pc] = Op::IntBranch { op, f, a, b, dst, false_target };
-                }
-                Op::Goto { target } => self.ops[pc] = Op::IntJump { op, f, a, b, dst, target },
+                Op::If { cond, .. } if cond == dst => self.ops[pc] = Op::IntBranch { op, a, b, dst },
+                Op::Goto { .. } => self.ops[pc] = Op::IntJump { op, a, b, dst },
                 _ => {}
             }
         }
         let reg = Reg::new;
         for pc in 0..self.ops.len() {
             self.ops[pc] = match self.ops[pc] {
-                Op::IntBinary { op: IntOp::Add, f, a, b, dst } => match (reg(a), reg(b), reg(dst)) {
-                    (Some(a), Some(b), Some(dst)) => Op::IntAdd { f, a, b, dst },
+                Op::IntBinary { op: IntOp::Add, a, b, dst } => match (reg(a), reg(b), reg(dst)) {
+                    (Some(a), Some(b), Some(dst)) => Op::IntAdd { a, b, dst },
                     _ => self.ops[pc],
                 },
-                Op::IntBranch { op: IntOp::Lt, f, a, b, dst, false_target } => match (reg(a), reg(b), reg(dst)) {
-                    (Some(a), Some(b), Some(dst)) => Op::IntLtBranch { f, a, b, dst, false_target },
+                Op::IntBranch { op: IntOp::Lt, a, b, dst } => match (reg(a), reg(b), reg(dst)) {
+                    (Some(a), Some(b), Some(dst)) => Op::IntLtBranch { a, b, dst },
                     _ => self.ops[pc],
                 },
-                Op::IntJump { op: IntOp::Add, f, a, b, dst, target } => {
-                    match (reg(a), reg(b), self.int_constant(b), reg(dst)) {
-                        (Some(a), _, Some(imm), Some(dst)) if target as usize <= pc + 1 => {
-                            Op::IntAddJumpImm { f, a, imm, dst, target }
+                Op::IntJump { op: IntOp::Add, a, b, dst } => {
+                    // The `goto` fused with it holds the target. An add of a constant into its
+                    // own operand (`i += 1`) carries the target itself: it is a loop's back edge.
+                    let Op::Goto { target } = self.ops[pc + 1] else { unreachable!("fused with a goto") };
+                    let imm = self.int_constant(b).and_then(|i| i32::try_from(i).ok());
+                    match (reg(a), reg(b), imm, reg(dst)) {
+                        (Some(a), _, Some(imm), Some(_)) if a.index() == dst && target as usize <= pc + 1 => {
+                            Op::IntAddJumpImm { a, imm, target }
                         }
-                        (Some(a), Some(b), _, Some(dst)) => Op::IntAddJump { f, a, b, dst, target },
+                        (Some(a), Some(b), _, Some(dst)) => Op::IntAddJump { a, b, dst },
                         _ => self.ops[pc],
                     }
                 }

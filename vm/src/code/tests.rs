@@ -43,7 +43,8 @@ fn call_sites_share_their_callees_entry_unless_specialised() {
         .ops
         .iter()
         .filter_map(|op| match *op {
-            Op::CallSelect1 { func, .. } | Op::CallSelect { func, .. } | Op::CallPacked { func, .. } => Some(func),
+            Op::CallSelect1 { site, .. } => Some(code.select_sites[site as usize].func),
+            Op::CallSelect { site, .. } | Op::CallPacked { site, .. } => Some(code.sites[site as usize].func),
             _ => None,
         })
         .collect();
@@ -76,7 +77,7 @@ fn a_specialised_call_passes_only_the_operands_its_function_reads() {
         .ops
         .iter()
         .filter_map(|op| match *op {
-            Op::CallPacked { nargs, npatches, .. } => Some((nargs, npatches)),
+            Op::CallPacked { site, .. } => Some((code.sites[site as usize].nargs, code.sites[site as usize].npatches)),
             _ => None,
         })
         .collect();
@@ -128,21 +129,28 @@ fn a_call_returning_its_one_register_argument_is_a_move() {
 }
 
 #[test]
-fn only_a_backward_add_and_goto_is_an_add_jump_imm() {
+fn only_a_backward_add_in_place_and_goto_is_an_add_jump_imm() {
     // `IntAddJumpImm` counts a step at every jump with no test of the direction, so a forward
-    // `goto` after `add` of an immediate keeps the general `IntJump` (which tests it).
+    // `goto` after `add` of an immediate keeps the general `IntJump` (which tests it); it also
+    // adds into its own operand only, by an immediate of 32 bits.
     let mut overrides = Registry::new();
     fn add(a: &Value, b: &Value) -> Result<Value> {
         Ok(Value::Int(a.as_int()? + b.as_int()?))
     }
     overrides.register(PackedFunc::binary("t.add", add).with_int_op(IntOp::Add), true).unwrap();
-    let add1 = |r| Instruction::Call { func: 1, args: vec![Arg::Reg(r), Arg::Imm(1)], dst: Some(1) };
+    let add = |r, imm| Instruction::Call { func: 1, args: vec![Arg::Reg(r), Arg::Imm(imm)], dst: Some(1) };
     let instrs = vec![
-        add1(0),
+        add(0, 1),
         Instruction::Goto { offset: 2 },
         Instruction::Ret { result: 1 },
-        add1(1),
+        add(1, 1),
         Instruction::Goto { offset: -2 },
+        // Backward, but into another register than its operand, or by more than 32 bits: the
+        // general op (the in-place form holds its immediate in 32 bits).
+        add(0, 1),
+        Instruction::Goto { offset: -6 },
+        add(1, 1 << 40),
+        Instruction::Goto { offset: -8 },
     ];
     let funcs = vec![FuncInfo::bytecode("main", 0, instrs.len() as u32, 1, 2), FuncInfo::packed("t.add")];
     let exe = Executable::from_parts(ExecutableParts { funcs, instrs, ..Default::default() }).unwrap();
@@ -157,5 +165,5 @@ fn only_a_backward_add_and_goto_is_an_add_jump_imm() {
             _ => "other",
         })
         .collect();
-    assert_eq!(kinds, ["jump", "goto", "other", "jump_imm", "goto"]);
+    assert_eq!(kinds, ["jump", "goto", "other", "jump_imm", "goto", "jump", "goto", "jump", "goto"]);
 }

@@ -34,7 +34,8 @@ impl VirtualMachine {
         pc: usize,
         base: usize,
     ) -> Result<(usize, usize)> {
-        let Op::CallBytecode { func, dst, .. } = code.ops[pc] else { unreachable!("a bytecode call") };
+        let Op::CallBytecode { site, dst } = code.ops[pc] else { unreachable!("a bytecode call") };
+        let func = code.sites[site as usize].func;
         self.count_step().map_err(|e| self.locate(pc, e))?;
         let Some(args) = self.hook_before_call(code, pc, base)? else { return Ok((base, pc + 1)) };
         let Callee::Bytecode { start, .. } = code.callees[func as usize] else { unreachable!("decoded as bytecode") };

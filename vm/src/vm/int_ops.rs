@@ -5,7 +5,8 @@
 use super::cursor::{At, Ops, Regs};
 use super::registers::{set_reg, set_scalar};
 use super::VirtualMachine;
-use crate::code::{DecodedProgram, Op, Reg, Src, CONST_BIT};
+use crate::bytecode::Instruction;
+use crate::code::{Callee, DecodedProgram, Op, Reg, Src, CONST_BIT};
 use crate::error::Result;
 use crate::int_op::IntOp;
 use crate::packed::BinaryFn;
@@ -29,6 +30,17 @@ impl VirtualMachine {
         Ok(to)
     }
 
+    /// [`Self::jump`] for the `if` or `goto` at `next` after a fused op, which holds the target
+    /// ([`DecodedProgram::fused_target`]).
+    ///
+    /// # Safety
+    /// `next` is the op after a fused op of `ops`.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(super) unsafe fn jump_fused(&mut self, ops: Ops, next: *const Op) -> Result<*const Op> {
+        // SAFETY: the caller's contract; the target is one of the `if`'s or `goto`'s function.
+        unsafe { self.jump(ops, next, DecodedProgram::fused_target(next)) }
+    }
+
     /// [`Self::jump`] for a jump known at load to be backward (or to itself): it counts a step
     /// with no test of the direction.
     ///
@@ -43,8 +55,8 @@ impl VirtualMachine {
         Ok(to)
     }
 
-    /// Runs the int operation `op` (its builtin `f` for anything but two ints) of the call at
-    /// `at` and writes its result to `dst`.
+    /// Runs the int operation `op` (its builtin for anything but two ints) of the call at `at`
+    /// and writes its result to `dst`.
     ///
     /// # Safety
     /// `a`, `b` and `dst` are operands of a decoded op of the running frame, whose registers
@@ -54,7 +66,7 @@ impl VirtualMachine {
     pub(super) unsafe fn int_into<A: Operand, B: Operand, D: Operand>(
         &mut self,
         code: &DecodedProgram,
-        (op, f): (IntOp, BinaryFn),
+        op: IntOp,
         a: A,
         b: B,
         dst: D,
@@ -63,29 +75,57 @@ impl VirtualMachine {
     ) -> Result<()> {
         match int_inline(code, op, a, b, fp) {
             Some(v) => set_scalar(dst.slot(fp), v),
-            None => {
-                let v = self.call_binary(f, a.read(code, fp), b.read(code, fp), at)?;
-                set_reg(dst.slot(fp), v);
-            }
+            None => self.int_slow(code, a, b, dst, fp, at)?,
         }
         Ok(())
+    }
+
+    /// An int op that [`int_inline`] left to its builtin: calls it and writes its result.
+    ///
+    /// # Safety
+    /// As for [`Self::int_into`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn int_slow<A: Operand, B: Operand, D: Operand>(
+        &mut self,
+        code: &DecodedProgram,
+        a: A,
+        b: B,
+        dst: D,
+        fp: Regs,
+        at: At,
+    ) -> Result<()> {
+        let v = self.call_binary(self.int_fn(code, at), a.read(code, fp), b.read(code, fp), at)?;
+        set_reg(dst.slot(fp), v);
+        Ok(())
+    }
+
+    /// The builtin of the int op at `at`, which the op does not carry (an op is 16 bytes): the
+    /// binary function of its instruction's callee, as `decode_op` found it (a cold path).
+    #[cold]
+    fn int_fn(&self, code: &DecodedProgram, at: At) -> BinaryFn {
+        let Instruction::Call { func, .. } = self.exe.instrs()[at.pc()] else { unreachable!("an int op is a call") };
+        match &code.callees[func as usize] {
+            Callee::Packed(p) => p.as_binary().expect("an int op's callee is a binary function"),
+            Callee::Bytecode { .. } => unreachable!("an int op calls a packed function"),
+        }
     }
 
     /// Runs an [`Op::IntBranch`] at `at` (the int operation `op`, then the `if` after it on its
     /// result, as its own op would run it) and returns the next op.
     ///
     /// # Safety
-    /// As for [`Self::int_into`], and the `if` after the op at `at` jumps to `false_target`
-    /// (see [`Self::jump`]).
+    /// As for [`Self::int_into`], and the op at `at` is a fused op (the `if` after it holds the
+    /// jump's target: [`DecodedProgram::fused_target`]).
     #[cfg_attr(not(debug_assertions), inline(always))]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn int_branch<A: Operand, B: Operand, D: Operand>(
         &mut self,
         code: &DecodedProgram,
-        (op, f): (IntOp, BinaryFn),
+        op: IntOp,
         a: A,
         b: B,
-        (dst, false_target): (D, u32),
+        dst: D,
         fp: Regs,
         at: At,
     ) -> Result<*const Op> {
@@ -95,12 +135,13 @@ impl VirtualMachine {
                 set_scalar(dst.slot(fp), v);
                 taken
             }
-            None => self.int_branch_slow(code, f, a, b, dst, fp, at)?,
+            None => self.int_branch_slow(code, a, b, dst, fp, at)?,
         };
         if taken {
             Ok(at.ip.add(2))
         } else {
-            self.jump(at.ops, at.ip.add(1), false_target)
+            let next = at.ip.add(1);
+            self.jump(at.ops, next, DecodedProgram::fused_target(next))
         }
     }
 
@@ -115,43 +156,43 @@ impl VirtualMachine {
     unsafe fn int_branch_slow<A: Operand, B: Operand, D: Operand>(
         &mut self,
         code: &DecodedProgram,
-        f: BinaryFn,
         a: A,
         b: B,
         dst: D,
         fp: Regs,
         at: At,
     ) -> Result<bool> {
-        let v = self.call_binary(f, a.read(code, fp), b.read(code, fp), at)?;
+        let v = self.call_binary(self.int_fn(code, at), a.read(code, fp), b.read(code, fp), at)?;
         let taken = v.truthy().map_err(|e| self.locate(at.pc() + 1, e));
         set_reg(dst.slot(fp), v);
         taken
     }
 
-    /// `a + imm` into `dst` (an [`Op::IntAddJumpImm`]'s add): inline for an int `a` without
-    /// overflow, else by the builtin `f`.
+    /// `a += imm` (an [`Op::IntAddJumpImm`]'s add, into its own operand): inline for an int
+    /// `a` without overflow, else by the builtin.
     ///
     /// # Safety
     /// As for [`Self::int_into`].
     #[cfg_attr(not(debug_assertions), inline(always))]
-    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn int_add_imm(
         &mut self,
         code: &DecodedProgram,
-        f: BinaryFn,
         a: Reg,
-        imm: i64,
-        dst: Reg,
+        imm: i32,
         fp: Regs,
         at: At,
     ) -> Result<()> {
-        if let Value::Int(x) = a.read(code, fp) {
-            if let Some(v) = IntOp::Add.apply(*x, imm) {
-                set_scalar(fp.reg_mut(dst), v);
+        let slot = fp.reg_mut(a);
+        if let Value::Int(x) = slot {
+            // `IntOp::Add` as `apply` defines it (checked: an overflow is the builtin's to
+            // report), without its `Option<Value>`, whose drop the compiler would not elide.
+            if let Some(sum) = x.checked_add(imm.into()) {
+                // An int over an int, in place: no tag to write, nothing to drop.
+                *x = sum;
                 return Ok(());
             }
         }
-        self.int_imm_slow(f, a, imm, dst, fp, at, code)
+        self.int_imm_slow(a, imm, fp, at, code)
     }
 
     /// An [`Op::IntAddJumpImm`] left to its builtin: calls it with the int `imm` as its second
@@ -161,19 +202,9 @@ impl VirtualMachine {
     /// As for [`Self::int_into`].
     #[cold]
     #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn int_imm_slow(
-        &mut self,
-        f: BinaryFn,
-        a: Reg,
-        imm: i64,
-        dst: Reg,
-        fp: Regs,
-        at: At,
-        code: &DecodedProgram,
-    ) -> Result<()> {
-        let v = self.call_binary(f, a.read(code, fp), &Value::Int(imm), at)?;
-        set_reg(fp.reg_mut(dst), v);
+    unsafe fn int_imm_slow(&mut self, a: Reg, imm: i32, fp: Regs, at: At, code: &DecodedProgram) -> Result<()> {
+        let v = self.call_binary(self.int_fn(code, at), a.read(code, fp), &Value::Int(imm.into()), at)?;
+        set_reg(fp.reg_mut(a), v);
         Ok(())
     }
 

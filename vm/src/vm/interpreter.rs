@@ -14,7 +14,7 @@ use super::int_ops::{src, Operand};
 use super::registers::{set_reg, truncate_regs};
 use super::VirtualMachine;
 use crate::bytecode::Instruction;
-use crate::code::{Callee, DecodedProgram, Op, VOID};
+use crate::code::{BinarySite, CallSite, Callee, DecodedProgram, Op, SelectSite, VOID};
 use crate::error::{Error, ErrorKind, Result};
 use crate::int_op::IntOp;
 use crate::packed::{panic_error, CallCtx};
@@ -125,46 +125,47 @@ impl VirtualMachine {
                     }};
                 }
                 match *ip {
-                    Op::IntBinary { op, f, a, b, dst } => {
-                        int_op!(dst, self.int_into(code, (op, f), a, b, dst, fp, at));
+                    Op::IntBinary { op, a, b, dst } => {
+                        int_op!(dst, self.int_into(code, op, a, b, dst, fp, at));
                         ip = ip.add(1);
                     }
-                    Op::IntAdd { f, a, b, dst } => {
-                        int_op!(dst, self.int_into(code, (IntOp::Add, f), a, b, dst, fp, at));
+                    Op::IntAdd { a, b, dst } => {
+                        int_op!(dst, self.int_into(code, IntOp::Add, a, b, dst, fp, at));
                         ip = ip.add(1);
                     }
-                    Op::IntBranch { op, f, a, b, dst, false_target } => {
+                    Op::IntBranch { op, a, b, dst } => {
                         if INSTRUMENTED {
-                            int_op!(dst, self.int_into(code, (op, f), a, b, dst, fp, at));
+                            int_op!(dst, self.int_into(code, op, a, b, dst, fp, at));
                             ip = ip.add(1);
                         } else {
-                            ip = self.int_branch(code, (op, f), a, b, (dst, false_target), fp, at)?;
+                            ip = self.int_branch(code, op, a, b, dst, fp, at)?;
                         }
                     }
-                    Op::IntLtBranch { f, a, b, dst, false_target } => {
+                    Op::IntLtBranch { a, b, dst } => {
                         if INSTRUMENTED {
-                            int_op!(dst, self.int_into(code, (IntOp::Lt, f), a, b, dst, fp, at));
+                            int_op!(dst, self.int_into(code, IntOp::Lt, a, b, dst, fp, at));
                             ip = ip.add(1);
                         } else {
-                            ip = self.int_branch(code, (IntOp::Lt, f), a, b, (dst, false_target), fp, at)?;
+                            ip = self.int_branch(code, IntOp::Lt, a, b, dst, fp, at)?;
                         }
                     }
-                    Op::IntJump { op, f, a, b, dst, target } => {
-                        int_op!(dst, self.int_into(code, (op, f), a, b, dst, fp, at));
+                    Op::IntJump { op, a, b, dst } => {
+                        int_op!(dst, self.int_into(code, op, a, b, dst, fp, at));
                         // The `goto` after it, as its own op would run it.
-                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump(ops, ip.add(1), target)? };
+                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump_fused(ops, ip.add(1))? };
                     }
-                    Op::IntAddJump { f, a, b, dst, target } => {
-                        int_op!(dst, self.int_into(code, (IntOp::Add, f), a, b, dst, fp, at));
-                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump(ops, ip.add(1), target)? };
+                    Op::IntAddJump { a, b, dst } => {
+                        int_op!(dst, self.int_into(code, IntOp::Add, a, b, dst, fp, at));
+                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump_fused(ops, ip.add(1))? };
                     }
-                    Op::IntAddJumpImm { f, a, imm, dst, target } => {
-                        int_op!(dst, self.int_add_imm(code, f, a, imm, dst, fp, at));
+                    Op::IntAddJumpImm { a, imm, target } => {
+                        int_op!(a, self.int_add_imm(code, a, imm, fp, at));
                         ip = if INSTRUMENTED { ip.add(1) } else { self.jump_back(ops, ip.add(1), target)? };
                     }
-                    Op::CallBinary { f, a, b, dst } => {
+                    Op::CallBinary { site } => {
                         prefetch_ahead(ip);
                         let args = hook_before!();
+                        let BinarySite { f, a, b, dst } = *code.binary_site(site);
                         let ret = self.call_binary(f, src(code, a, fp), src(code, b, fp), at);
                         let ret = hook_after!(args, ret)?;
                         if dst != VOID {
@@ -172,9 +173,10 @@ impl VirtualMachine {
                         }
                         ip = ip.add(1);
                     }
-                    Op::CallPacked { func, args, nargs, dst, patches, npatches } => {
+                    Op::CallPacked { site, dst } => {
                         prefetch_ahead(ip);
                         let hooked = hook_before!();
+                        let CallSite { func, args, nargs, patches, npatches } = *code.site(site);
                         let f = code.call_fn(func);
                         // Borrowed copies of the arguments, on the stack: no allocation and no
                         // reference-count traffic per call.
@@ -188,10 +190,11 @@ impl VirtualMachine {
                         }
                         ip = ip.add(1);
                     }
-                    Op::CallSelect1 { f, func, a, dst } => {
+                    Op::CallSelect1 { site, a, dst } => {
                         prefetch_ahead(ip);
                         let hooked = hook_before!();
                         // The one argument is passed in place: no argument list to build.
+                        let SelectSite { f, func } = *code.select_site(site);
                         let p = code.call_fn(func);
                         let arg = std::slice::from_ref(fp.reg(a));
                         let picked = match catch_unwind(AssertUnwindSafe(|| f(p.name(), arg))) {
@@ -237,9 +240,10 @@ impl VirtualMachine {
                         }
                         ip = ip.add(1);
                     }
-                    Op::CallSelect { func, args, nargs, dst, patches, npatches } => {
+                    Op::CallSelect { site, dst } => {
                         prefetch_ahead(ip);
                         let hooked = hook_before!();
+                        let CallSite { func, args, nargs, patches, npatches } = *code.site(site);
                         let p = code.call_fn(func);
                         let select = p.as_select().expect("decoded as select");
                         let argv = list.fill(code, (args, nargs, patches, npatches), |r| fp.get(r));
@@ -265,7 +269,7 @@ impl VirtualMachine {
                         }
                         ip = ip.add(1);
                     }
-                    Op::CallBytecode { func, args, nargs, dst } => {
+                    Op::CallBytecode { site, dst } => {
                         if INSTRUMENTED {
                             // The hook runs before; `Ret` runs it after (the callee's frame is on
                             // the frame stack like any other, no native recursion).
@@ -276,6 +280,7 @@ impl VirtualMachine {
                             continue;
                         }
                         self.count_step().map_err(|e| self.locate_at(at, e))?;
+                        let CallSite { func, args, nargs, .. } = *code.site(site);
                         let Callee::Bytecode { start, .. } = *code.callee(func) else {
                             unreachable!("decoded as bytecode")
                         };
