@@ -9,7 +9,7 @@
 
 use super::create::{Config, Kernels};
 use super::forward::{Limits, Plan};
-use super::packed::Packer;
+use super::packed::{self, Packer};
 use super::pool::{PageCopy, Pool};
 use relaxvm::pool::{is_me_or_my_launcher, thread_key};
 use relaxvm::{CallCtx, Device, Error, NamedObject, Result, Shape, Storage, Tensor, Value};
@@ -274,35 +274,43 @@ impl PagedKvCache {
         }
     }
 
-    /// Adds the plan's arrays to a packer, in the order the tensors are made: per depth the
-    /// indices of its nine arrays, then the four of the step.
+    /// Calls `f` with each of the plan's arrays (its rows: one for a vector, three for a
+    /// matrix) in the order the tensors are made: per depth its nine arrays, then the four of
+    /// the step. One source of the order for [`PagedKvCache::pack`] and
+    /// [`PagedKvCache::refill_aux`].
+    fn each_array<'a>(&self, plan: &'a Plan, mut f: impl FnMut(&[&'a [i32]])) {
+        for d in &plan.depths {
+            let info = [&d.last_page_len[..], &d.sliding_window_offset, &d.sink_size];
+            f(&[&d.qo_indptr]);
+            f(&[&d.page_indptr]);
+            f(&[&d.page_indices]);
+            if self.cfg.support_sliding_window {
+                f(&info);
+            } else {
+                f(&[&d.last_page_len]);
+            }
+            f(&[&d.k_rope_pos_offset]);
+            f(&[&d.page_indptr_sliding]);
+            f(&[&d.page_indices_sliding]);
+            f(&info);
+            f(&[&d.k_rope_pos_offset_sliding]);
+        }
+        f(&[&plan.cur_append_length_indptr]);
+        f(&[&plan.k_ragged_rope_pos_offset]);
+        f(&[&plan.q_rope_position_map]);
+        f(&[&plan.append_position_map]);
+    }
+
+    /// Adds the plan's arrays to a packer ([`PagedKvCache::each_array`]'s order): per depth
+    /// the indices of its nine arrays, then the four of the step.
     fn pack<'a>(&self, plan: &'a Plan) -> (Packer<'a>, PerDepth, [usize; 4]) {
         let mut p = Packer::default();
-        let per_depth: PerDepth = plan
-            .depths
-            .iter()
-            .map(|d| {
-                let info = [&d.last_page_len[..], &d.sliding_window_offset, &d.sink_size];
-                [
-                    p.vector(&d.qo_indptr),
-                    p.vector(&d.page_indptr),
-                    p.vector(&d.page_indices),
-                    if self.cfg.support_sliding_window { p.matrix(&info) } else { p.vector(&d.last_page_len) },
-                    p.vector(&d.k_rope_pos_offset),
-                    p.vector(&d.page_indptr_sliding),
-                    p.vector(&d.page_indices_sliding),
-                    p.matrix(&info),
-                    p.vector(&d.k_rope_pos_offset_sliding),
-                ]
-            })
-            .collect();
-        let step = [
-            p.vector(&plan.cur_append_length_indptr),
-            p.vector(&plan.k_ragged_rope_pos_offset),
-            p.vector(&plan.q_rope_position_map),
-            p.vector(&plan.append_position_map),
-        ];
-        (p, per_depth, step)
+        self.each_array(plan, |rows| {
+            p.matrix(rows);
+        });
+        let per_depth: PerDepth = (0..plan.depths.len()).map(|d| std::array::from_fn(|j| 9 * d + j)).collect();
+        let first = 9 * plan.depths.len();
+        (p, per_depth, std::array::from_fn(|k| first + k))
     }
 
     /// Writes the plan's arrays into the last step's `aux` in place (TVM's
@@ -315,14 +323,30 @@ impl PagedKvCache {
         if has_tree || aux.depths.iter().any(|d| d.tree.is_some()) {
             return Ok(false);
         }
-        let (p, _, _) = self.pack(plan);
-        if !p.has_layout(&aux.layout) {
+        // The layout is checked before anything is written (no packer is built: a decode
+        // step's refill is a compare and a copy per array, #32 item 8).
+        let (mut i, mut same, mut bytes) = (0, true, 0);
+        self.each_array(plan, |rows| {
+            same &= aux.layout.get(i) == Some(&packed::shape_of(rows)) && packed::rows_even(rows);
+            bytes += packed::padded_bytes(rows);
+            i += 1;
+        });
+        if !same || i != aux.layout.len() {
             return Ok(false);
+        }
+        if bytes != aux.storage.len() {
+            return Err(Error::value("internal error: refilling step arrays of another layout"));
         }
         let total = plan.total_len();
         // The views first: a failure leaves the previous step's arrays as they were.
         let views = if aux.total == total { None } else { Some(self.scratch_views(total)?) };
-        p.refill(&aux.storage)?;
+        aux.storage.write_with(|buf| {
+            let mut at = 0;
+            self.each_array(plan, |rows| {
+                packed::write_rows(buf, at, rows);
+                at += packed::padded_bytes(rows);
+            });
+        })?;
         for (dt, d) in aux.depths.iter_mut().zip(&plan.depths) {
             dt.page_indices_len = d.page_indices.len();
         }
@@ -557,5 +581,24 @@ mod refill_tests {
         assert_eq!(ints(&map), [4]);
         assert_eq!(ints(&aux.append_position_map), d2.append_position_map);
         assert_eq!(aux.depths[0].page_indices_len, d2.depths[0].page_indices.len());
+    }
+
+    #[test]
+    fn a_refill_into_a_storage_of_another_size_is_refused_unchanged() {
+        let cache = test_cache(None);
+        let mut st = cache.lock("test").unwrap();
+        let limits = cache.limits();
+        st.pool.add(0).unwrap();
+        let mut begin = |len: i64| forward::begin(&mut st.pool, &[0], &[len], None, &limits, None).unwrap();
+        let d1 = begin(1);
+        let mut aux = cache.aux_tensors(&d1).unwrap();
+        let d2 = begin(1);
+        // The layout matches but the storage is one byte short (a broken invariant): an
+        // internal error, and the arrays keep the last step's values.
+        let before = ints(&aux.q_rope_position_map);
+        aux.storage = relaxvm::Storage::alloc(aux.storage.len() - 1, relaxvm::Device::default()).unwrap();
+        let e = cache.refill_aux(&d2, &mut aux).unwrap_err();
+        assert!(e.to_string().contains("internal error: refilling step arrays of another layout"), "{e}");
+        assert_eq!(ints(&aux.q_rope_position_map), before);
     }
 }

@@ -9,6 +9,35 @@ use smallvec::SmallVec;
 /// A packed tensor's rows (one for a vector; the matrices of a step have three).
 type Rows<'a> = SmallVec<[&'a [i32]; 3]>;
 
+/// An array's rows and row length (its entry in a [`Packer::layout`]).
+pub(crate) fn shape_of(rows: &[&[i32]]) -> (usize, usize) {
+    (rows.len(), rows.first().map_or(0, |r| r.len()))
+}
+
+/// Whether every row has the first one's length (a matrix's rows must).
+pub(crate) fn rows_even(rows: &[&[i32]]) -> bool {
+    rows.iter().all(|r| r.len() == rows[0].len())
+}
+
+/// The bytes an array takes in a packed storage: its values, to the next 64-byte boundary.
+pub(crate) fn padded_bytes(rows: &[&[i32]]) -> usize {
+    let len: usize = rows.iter().map(|r| r.len()).sum();
+    (len * 4).div_ceil(ALIGNMENT) * ALIGNMENT
+}
+
+/// Writes `rows` one after another from byte `at` of `buf` (a copy per row, not a checked
+/// write per value).
+pub(crate) fn write_rows(buf: &mut [u8], at: usize, rows: &[&[i32]]) {
+    let mut at = at;
+    for r in rows {
+        let dst = &mut buf[at..at + r.len() * 4];
+        for (d, x) in dst.chunks_exact_mut(4).zip(r.iter()) {
+            d.copy_from_slice(&x.to_ne_bytes());
+        }
+        at += r.len() * 4;
+    }
+}
+
 /// The arrays added so far; [`Packer::finish`] makes their tensors. Inline up to the arrays of
 /// a step of two depths: a decode step packs its arrays without a heap allocation per array
 /// (#32 item 8).
@@ -20,51 +49,29 @@ pub(crate) struct Packer<'a> {
 }
 
 impl<'a> Packer<'a> {
-    /// Adds a vector; returns its index.
+    /// Adds a vector; returns its index (the tests' shorthand for a one-row matrix).
+    #[cfg(test)]
     pub(crate) fn vector(&mut self, v: &'a [i32]) -> usize {
         self.matrix(&[v])
     }
 
     /// Adds a `(rows.len(), n)` matrix of rows of equal length `n`; returns its index.
     pub(crate) fn matrix(&mut self, rows: &[&'a [i32]]) -> usize {
-        let len: usize = rows.iter().map(|r| r.len()).sum();
         self.parts.push((rows.iter().copied().collect(), self.bytes));
-        self.bytes += (len * 4).div_ceil(ALIGNMENT) * ALIGNMENT;
+        self.bytes += padded_bytes(rows);
         self.parts.len() - 1
     }
 
     /// Each array's rows and row length, in order: two packers with the same layout put their
     /// arrays at the same offsets, in tensors of the same shapes.
     pub(crate) fn layout(&self) -> Vec<(usize, usize)> {
-        self.parts.iter().map(Self::shape_of).collect()
-    }
-
-    /// Whether [`Packer::layout`] would be `layout` (without making it).
-    pub(crate) fn has_layout(&self, layout: &[(usize, usize)]) -> bool {
-        self.parts.len() == layout.len() && self.parts.iter().map(Self::shape_of).eq(layout.iter().copied())
-    }
-
-    fn shape_of((rows, _): &(Rows<'a>, usize)) -> (usize, usize) {
-        (rows.len(), rows.first().map_or(0, |r| r.len()))
+        self.parts.iter().map(|(rows, _)| shape_of(rows)).collect()
     }
 
     fn fill(&self, buf: &mut [u8]) {
         for (rows, offset) in &self.parts {
-            let mut at = *offset;
-            for &x in rows.iter().flat_map(|r| r.iter()) {
-                buf[at..at + 4].copy_from_slice(&x.to_ne_bytes());
-                at += 4;
-            }
+            write_rows(buf, *offset, rows);
         }
-    }
-
-    /// Writes the arrays into `storage`, which [`Packer::finish`] made for a packer of the same
-    /// [`Packer::layout`] (its tensors then hold the new values, as TVM's step arrays do).
-    pub(crate) fn refill(&self, storage: &Storage) -> Result<()> {
-        if storage.len() != self.bytes {
-            return Err(Error::value("internal error: refilling step arrays of another layout"));
-        }
-        storage.write_with(|buf| self.fill(buf))
     }
 
     /// The storage and the tensors, in the order they were added (a vector has shape `(n,)`).
@@ -109,27 +116,23 @@ mod tests {
     }
 
     #[test]
-    fn a_refill_writes_new_values_under_the_same_tensors() {
+    fn rows_written_at_an_arrays_offset_show_under_its_tensor() {
         let (a, b) = ([1, 2, 3], [4, 5]);
         let mut p = Packer::default();
         p.vector(&a);
         p.vector(&b);
-        let layout = p.layout();
+        assert_eq!(p.layout(), [(1, 3), (1, 2)]);
         let (storage, t) = p.finish().unwrap();
-        let (c, d) = ([7, 8, 9], [10, 11]);
-        let mut q = Packer::default();
-        q.vector(&c);
-        q.vector(&d);
-        assert_eq!(q.layout(), layout);
-        assert!(q.has_layout(&layout) && !q.has_layout(&layout[1..]));
-        q.refill(&storage).unwrap();
+        assert_eq!(storage.len(), padded_bytes(&[&a]) + padded_bytes(&[&b]));
+        storage
+            .write_with(|buf| {
+                write_rows(buf, 0, &[&[7, 8, 9]]);
+                write_rows(buf, padded_bytes(&[&a]), &[&[10], &[11]]);
+            })
+            .unwrap();
         assert_eq!(t[0].as_tensor().unwrap().to_vec::<i32>().unwrap(), [7, 8, 9]);
         assert_eq!(t[1].as_tensor().unwrap().to_vec::<i32>().unwrap(), [10, 11]);
-        // Another layout (here more bytes) is refused, not written past the storage.
-        let mut r = Packer::default();
-        r.vector(&[0; 40]);
-        let e = r.refill(&storage).unwrap_err();
-        assert!(e.to_string().contains("refilling step arrays of another layout"), "{e}");
+        assert_eq!((shape_of(&[&a, &a]), rows_even(&[&a, &a]), rows_even(&[&a, &b])), ((2, 3), true, false));
     }
 
     #[test]
