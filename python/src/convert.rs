@@ -112,6 +112,13 @@ pub fn held_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
     if let Some(v) = quick_plain_value(ob) {
         return Some(v);
     }
+    held_array(ob)
+}
+
+/// [`held_value`]'s numpy array, out of line: inlined, its thread-local lookup was hoisted
+/// out of the caller's loop over the arguments and paid by every call, ints and tensors too.
+#[inline(never)]
+fn held_array(ob: &Bound<'_, PyAny>) -> Option<Value> {
     recent_arrays::kept_made(ob).map(Value::Tensor)
 }
 

@@ -12,17 +12,11 @@
 use crate::errors::IntoPyResult;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use relaxvm::{InterruptHandle, VirtualMachine};
+use relaxvm::{CallingThread, InterruptHandle, VirtualMachine};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
-
-/// A number naming the calling thread (never 0, never reused): what `holder` holds.
-#[inline]
-fn thread_id(_py: Python<'_>) -> u64 {
-    relaxvm::pool::thread_key()
-}
 
 /// How long a waiting thread sleeps at most before it looks at the VM again: a release that
 /// raced with the waiter's registration is noticed by then.
@@ -218,14 +212,32 @@ impl VmLock {
         py: Python<'_>,
         f: impl FnOnce(&mut VirtualMachine) -> relaxvm::Result<R>,
     ) -> PyResult<R> {
-        let mut held = self.take_vm(py)?;
-        f(held.vm()).py_err(py)
+        self.run_attached_on(py, |vm, _| f(vm))
+    }
+
+    /// [`Self::run_attached`] for an `f` that is given the calling thread too (named once per
+    /// call: the lock's holder is its key, and the VM finds its stack's limit by it).
+    #[inline]
+    pub fn run_attached_on<R>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut VirtualMachine, CallingThread) -> relaxvm::Result<R>,
+    ) -> PyResult<R> {
+        let me = CallingThread::current();
+        let mut held = self.take_vm_as(py, me.key())?;
+        f(held.vm(), me).py_err(py)
     }
 
     /// Takes the VM for this thread, waiting while another thread holds it.
     #[inline]
     fn take_vm(&self, py: Python<'_>) -> PyResult<Held<'_>> {
-        let me = thread_id(py);
+        self.take_vm_as(py, relaxvm::pool::thread_key())
+    }
+
+    /// [`Self::take_vm`] for the thread whose key (`relaxvm::pool::thread_key`, never 0, never
+    /// reused: what `holder` holds) is `me`.
+    #[inline]
+    fn take_vm_as(&self, py: Python<'_>, me: u64) -> PyResult<Held<'_>> {
         match self.try_hold(py, me) {
             TryHold::Held(held) => Ok(held),
             TryHold::Reentrant => Err(reentrant_error()),
