@@ -191,6 +191,11 @@ impl PyVmFunction {
             // with a MemoryError set, which is how this entry reports an error.
             return unsafe { ffi::PyLong_FromLongLong(i) };
         }
+        // A tensor goes straight to its object too, as `result_to_py` sends it (one call
+        // less per tensor call).
+        if matches!(ret, Value::Tensor(_)) {
+            return tensor_result(py, ret).map_or_else(|e| raise(py, e), Bound::into_ptr);
+        }
         self.result_to_py(py, ret).map_or_else(|e| raise(py, e), Bound::into_ptr)
     }
 

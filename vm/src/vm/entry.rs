@@ -12,9 +12,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// The thread a call through an entry runs on, named once by the caller (which may use its
-/// key for its own bookkeeping too, such as a lock's holder): the VM then finds the thread's
-/// native-stack limit in [`StackLimit`] instead of asking the thread-local `stacker` keeps,
-/// a lookup that was a tenth of a short call from Python.
+/// key for its own bookkeeping too, such as a lock's holder): by its key the VM finds the
+/// native-stack limit it kept for the thread, instead of the thread-local lookup `stacker`
+/// makes, which was a tenth of a short call from Python.
 ///
 /// Made only by [`CallingThread::current`] and not `Send`, so it always names the thread
 /// that holds it.
@@ -120,7 +120,7 @@ impl VirtualMachine {
     /// Calls the function `e` resolved with `args`: what
     /// [`invoke_closure`](Self::invoke_closure) does for it, with the checks that depend only
     /// on the function done once by [`entry`](Self::entry). An entry of another VM is an
-    /// [`ErrorKind::Value`](crate::ErrorKind::Value) error.
+    /// [`ErrorKind::Value`] error.
     #[inline]
     pub fn call_entry(&mut self, e: &Entry, args: &[Value]) -> Result<Value> {
         match self.call_entry_with(e, args.len(), |i| Some(args[i].clone()))? {
