@@ -112,6 +112,13 @@ pub fn held_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
     if let Some(v) = quick_plain_value(ob) {
         return Some(v);
     }
+    held_array(ob)
+}
+
+/// [`held_value`]'s numpy array, out of line: inlined, its thread-local lookup was hoisted
+/// out of the caller's loop over the arguments and paid by every call, ints and tensors too.
+#[inline(never)]
+fn held_array(ob: &Bound<'_, PyAny>) -> Option<Value> {
     recent_arrays::kept_made(ob).map(Value::Tensor)
 }
 
@@ -265,8 +272,10 @@ fn sequence_value(root: &Bound<'_, PyAny>, place: &dyn Fn() -> String) -> PyResu
         Ok(Frame { seq, len, items })
     }
     let py = root.py();
-    // Sequences on the path from the root: one seen again is a cycle.
-    let mut on_path: HashSet<usize> = HashSet::from([root.as_ptr() as usize]);
+    // Sequences on the path from the root: one seen again is a cycle. The root is compared
+    // apart, so that a flat tuple or list (the common argument) allocates no set.
+    let root_at = root.as_ptr() as usize;
+    let mut on_path: HashSet<usize> = HashSet::new();
     let mut stack = vec![frame(root.clone())?];
     // The sequences converted so far, by identity, holding the object so that its address is
     // not reused by another object during the conversion.
@@ -300,7 +309,7 @@ fn sequence_value(root: &Bound<'_, PyAny>, place: &dyn Fn() -> String) -> PyResu
                     continue;
                 }
                 on_path.try_reserve(1).map_err(|_| out_of_memory(stack.len()))?;
-                if !on_path.insert(item.as_ptr() as usize) {
+                if item.as_ptr() as usize == root_at || !on_path.insert(item.as_ptr() as usize) {
                     return Err(PyValueError::new_err(format!(
                         "cannot pass a self-referential {} to the VM: it contains itself (at nesting depth {})",
                         item.get_type().name()?,
@@ -328,6 +337,11 @@ fn sequence_value(root: &Bound<'_, PyAny>, place: &dyn Fn() -> String) -> PyResu
             continue;
         }
         let frame = stack.pop().expect("checked above");
+        if stack.is_empty() {
+            // The root: nothing converts after it, so it is not recorded (no map is made for
+            // a flat sequence).
+            return Ok(Value::Tuple(frame.items.into()));
+        }
         on_path.remove(&(frame.seq.as_ptr() as usize));
         let value = Value::Tuple(frame.items.into());
         done.insert(frame.seq.as_ptr() as usize, (frame.seq, value.clone()));

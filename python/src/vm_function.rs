@@ -95,8 +95,9 @@ impl PyVmFunction {
         // with no list of them in between; any other declines the call to the general path.
         if let (Some(e), None, false) = (self.entry.as_ref().filter(|e| e.num_args() == n), &self.sig, self.release) {
             let mut each = args.clone();
-            let call = |vm: &mut VirtualMachine| vm.call_entry_with(e, n, |_| each.next().and_then(|a| held_value(&a)));
-            match self.shared.run_attached(py, call) {
+            let call =
+                |vm: &mut VirtualMachine, on| vm.call_entry_on(on, e, n, |_| each.next().and_then(|a| held_value(&a)));
+            match self.shared.run_attached_on(py, call) {
                 Ok(Some(ret)) => return self.result_ptr(py, ret),
                 Ok(None) => {}
                 Err(e) => return raise(py, e),
@@ -189,6 +190,11 @@ impl PyVmFunction {
             // SAFETY: the thread is attached (`py`); the call returns a new reference, or null
             // with a MemoryError set, which is how this entry reports an error.
             return unsafe { ffi::PyLong_FromLongLong(i) };
+        }
+        // A tensor goes straight to its object too, as `result_to_py` sends it (one call
+        // less per tensor call).
+        if matches!(ret, Value::Tensor(_)) {
+            return tensor_result(py, ret).map_or_else(|e| raise(py, e), Bound::into_ptr);
         }
         self.result_to_py(py, ret).map_or_else(|e| raise(py, e), Bound::into_ptr)
     }

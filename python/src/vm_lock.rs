@@ -12,17 +12,11 @@
 use crate::errors::IntoPyResult;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use relaxvm::{InterruptHandle, VirtualMachine};
+use relaxvm::{CallingThread, InterruptHandle, VirtualMachine};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
-
-/// A number naming the calling thread (never 0, never reused): what `holder` holds.
-#[inline]
-fn thread_id(_py: Python<'_>) -> u64 {
-    relaxvm::pool::thread_key()
-}
 
 /// How long a waiting thread sleeps at most before it looks at the VM again: a release that
 /// raced with the waiter's registration is noticed by then.
@@ -73,11 +67,13 @@ impl Held<'_> {
 }
 
 impl Drop for Held<'_> {
+    /// Inline, with the wake-up out of line: a release nobody waits for is a store and a load
+    /// (an out-of-line drop cost a short call a call and a stack frame).
+    #[inline(always)]
     fn drop(&mut self) {
         self.lock.holder.store(0, Ordering::Release);
         if self.lock.waiting.load(Ordering::Relaxed) > 0 {
-            let _g = self.lock.sleep.lock().unwrap_or_else(|p| p.into_inner());
-            self.lock.wake.notify_all();
+            self.lock.wake_waiters();
         }
     }
 }
@@ -101,6 +97,14 @@ impl VmLock {
             interrupt,
             interrupts: AtomicU64::new(0),
         }
+    }
+
+    /// Wakes the threads sleeping in `wait_free` (the VM was released).
+    #[cold]
+    #[inline(never)]
+    fn wake_waiters(&self) {
+        let _g = self.sleep.lock().unwrap_or_else(|p| p.into_inner());
+        self.wake.notify_all();
     }
 
     /// `vm.interrupt()`: stops the running call at its next check, and every call waiting for
@@ -218,14 +222,47 @@ impl VmLock {
         py: Python<'_>,
         f: impl FnOnce(&mut VirtualMachine) -> relaxvm::Result<R>,
     ) -> PyResult<R> {
-        let mut held = self.take_vm(py)?;
-        f(held.vm()).py_err(py)
+        self.run_attached_on(py, |vm, _| f(vm))
+    }
+
+    /// [`Self::run_attached`] for an `f` that is given the calling thread too (named once per
+    /// call: the lock's holder is its key, and the VM finds its stack's limit by it).
+    #[inline]
+    pub fn run_attached_on<R>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut VirtualMachine, CallingThread) -> relaxvm::Result<R>,
+    ) -> PyResult<R> {
+        let me = CallingThread::current();
+        let mut held = self.take_vm_as(py, me.key())?;
+        f(held.vm(), me).py_err(py)
     }
 
     /// Takes the VM for this thread, waiting while another thread holds it.
     #[inline]
     fn take_vm(&self, py: Python<'_>) -> PyResult<Held<'_>> {
-        let me = thread_id(py);
+        self.take_vm_as(py, relaxvm::pool::thread_key())
+    }
+
+    /// [`Self::take_vm`] for the thread whose key (`relaxvm::pool::thread_key`, never 0, never
+    /// reused: what `holder` holds) is `me`.
+    ///
+    /// Inline, with what a held VM needs out of line: taking a free VM is a load and a store,
+    /// and an out-of-line call returning a `PyResult` through memory cost a short call more
+    /// than the taking itself.
+    #[inline(always)]
+    fn take_vm_as(&self, py: Python<'_>, me: u64) -> PyResult<Held<'_>> {
+        match self.take(me) {
+            Ok(()) => Ok(Held { lock: self }),
+            Err(_) => self.take_held(py, me),
+        }
+    }
+
+    /// [`Self::take_vm_as`] of a VM held when first looked at: re-entry is an error, a VM
+    /// busy in another thread is waited for.
+    #[cold]
+    #[inline(never)]
+    fn take_held(&self, py: Python<'_>, me: u64) -> PyResult<Held<'_>> {
         match self.try_hold(py, me) {
             TryHold::Held(held) => Ok(held),
             TryHold::Reentrant => Err(reentrant_error()),

@@ -45,6 +45,18 @@ def test_deep_reentry_on_an_8_mib_thread_is_an_error_too():
     assert out.stdout.split("ATTACK-END")[0].split()[-1] == "True", out.describe()
 
 
+def test_a_stack_limit_kept_from_another_thread_is_not_applied():
+    # Each VM is called on the main thread first (where it keeps the main thread's stack limit,
+    # found once per thread), then re-entered deeply on a 128 KiB thread: the limit checked
+    # there is the small thread's, so the nesting still ends with the error.
+    warm = "for m in vms:\n    assert m['f'](0) == 0\nt = threading.Thread(target=body)"
+    script = ("STACK = 128 << 10\n" + REENTER).replace("t = threading.Thread(target=body)", warm, 1)
+    assert warm in script
+    out = run_attack(script)
+    out.assert_ok()
+    assert out.stdout.split("ATTACK-END")[0].split()[-1] == "True", out.describe()
+
+
 def test_instrumented_bytecode_recursion_is_not_reentry():
     run_attack(
         """

@@ -91,8 +91,9 @@ pub use tensor::{Element, Tensor, TensorView};
 pub use types::{Dim, Signature, Type};
 pub use value::{Callable, Closure, Value};
 pub use value_conv::{FromValue, IntoValue};
+pub use vm::{
+    CallingThread, Entry, InstrumentAction, InstrumentCall, InterruptHandle, Limits, PollHook, VirtualMachine,
+    POLL_INTERVAL,
+};
 #[allow(deprecated)]
 pub use vm::{ConfigMut, VmConfig};
-pub use vm::{
-    Entry, InstrumentAction, InstrumentCall, InterruptHandle, Limits, PollHook, VirtualMachine, POLL_INTERVAL,
-};

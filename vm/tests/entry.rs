@@ -254,3 +254,49 @@ fn a_function_value_runs_only_in_vms_of_its_own_executable() {
         "{e}"
     );
 }
+
+/// The stack's limit an entry finds once per thread (`CallingThread`) is the limit of the
+/// thread that calls: a VM called on one thread, then moved to a thread with a small stack,
+/// measures the small one; and on that thread, the limit kept from a shallow call still
+/// refuses a deep one.
+#[test]
+fn an_entry_measures_the_stack_of_the_thread_that_calls() {
+    let mut m = vm();
+    let fib = entry(&m, "fib");
+    let here = relaxvm::CallingThread::current();
+    assert_eq!(here.key(), relaxvm::pool::thread_key());
+    assert_eq!(m.call_entry_on(here, &fib, 1, |_| Some(Value::Int(6))).unwrap().unwrap().as_int().unwrap(), 8);
+    let here_key = here.key();
+    let fib_there = fib.clone();
+    let (m, shallow, deep_outcome) = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || {
+            fn deep(m: &mut VirtualMachine, e: &relaxvm::Entry) -> relaxvm::Result<Option<Value>> {
+                let pad = [0u8; 1024];
+                std::hint::black_box(&pad);
+                if stacker::remaining_stack().expect("known") < relaxvm::vm::MIN_NATIVE_STACK - (8 << 10) {
+                    m.call_entry_on(relaxvm::CallingThread::current(), e, 1, |_| Some(Value::Int(3)))
+                } else {
+                    deep(m, e)
+                }
+            }
+            // Shallow first: this thread's limit is found and kept.
+            let there = relaxvm::CallingThread::current();
+            assert_ne!(there.key(), here_key);
+            let shallow = m.call_entry_on(there, &fib_there, 1, |_| Some(Value::Int(6))).unwrap().unwrap();
+            let deep_outcome = deep(&mut m, &fib_there);
+            (m, shallow, deep_outcome)
+        })
+        .unwrap()
+        .join()
+        .expect("the thread ended by itself");
+    assert_eq!(shallow.as_int().unwrap(), 8);
+    let e = deep_outcome.unwrap_err();
+    assert!(
+        matches!(e.root().kind(), ErrorKind::NativeStack { remaining, .. } if *remaining < relaxvm::vm::MIN_NATIVE_STACK),
+        "{e}"
+    );
+    // Back on this thread, the call runs again (the other thread's limit is not applied here).
+    let mut m = m;
+    assert_eq!(m.call_entry_with(&fib, 1, |_| Some(Value::Int(7))).unwrap().unwrap().as_int().unwrap(), 13);
+}

@@ -3,12 +3,61 @@
 //! works out again every time — that the value is a function, which table entry it is, whether
 //! it has a signature, its arity and its frame size.
 
-use super::limits::check_native_stack;
+use super::limits::{check_native_stack, MIN_NATIVE_STACK};
 use super::{Frame, VirtualMachine};
 use crate::code::{Callee, DecodedProgram, VOID};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::value::Value;
+use std::marker::PhantomData;
 use std::sync::Arc;
+
+/// The thread a call through an entry runs on, named once by the caller (which may use its
+/// key for its own bookkeeping too, such as a lock's holder): by its key the VM finds the
+/// native-stack limit it kept for the thread, instead of the thread-local lookup `stacker`
+/// makes, which was a tenth of a short call from Python.
+///
+/// Made only by [`CallingThread::current`] and not `Send`, so it always names the thread
+/// that holds it.
+#[derive(Clone, Copy, Debug)]
+pub struct CallingThread {
+    key: u64,
+    /// Not `Send`/`Sync`: the value names the thread that made it.
+    _here: PhantomData<*const ()>,
+}
+
+impl CallingThread {
+    /// The calling thread.
+    #[inline]
+    pub fn current() -> Self {
+        CallingThread { key: crate::pool::thread_key(), _here: PhantomData }
+    }
+
+    /// Its key: [`crate::pool::thread_key`] of this thread (never 0, never reused).
+    #[inline]
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+}
+
+/// The native-stack limit of the last thread that entered the VM through an entry: a
+/// thread's key is never reused and its stack never moves, so the limit found once for a key
+/// holds for every later call on that thread; a call from another thread looks again.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct StackLimit {
+    /// The thread's key (0: none yet).
+    key: u64,
+    /// The lowest address of its stack (0 when unknown: `stacker` could not tell, and the
+    /// check passes, as `check_native_stack` does then).
+    limit: usize,
+}
+
+/// An address in the caller's current stack frame: where the stack is now, to within the
+/// few hundred bytes the frames between here and the interpreter take.
+#[inline(always)]
+fn stack_address() -> usize {
+    let marker = 0u8;
+    std::hint::black_box(std::ptr::addr_of!(marker)) as usize
+}
 
 /// A bytecode function of one VM that takes its arguments as they are (no signature to check
 /// them against, no captured values), resolved by [`VirtualMachine::entry`] for
@@ -71,7 +120,7 @@ impl VirtualMachine {
     /// Calls the function `e` resolved with `args`: what
     /// [`invoke_closure`](Self::invoke_closure) does for it, with the checks that depend only
     /// on the function done once by [`entry`](Self::entry). An entry of another VM is an
-    /// [`ErrorKind::Value`](crate::ErrorKind::Value) error.
+    /// [`ErrorKind::Value`] error.
     #[inline]
     pub fn call_entry(&mut self, e: &Entry, args: &[Value]) -> Result<Value> {
         match self.call_entry_with(e, args.len(), |i| Some(args[i].clone()))? {
@@ -102,6 +151,19 @@ impl VirtualMachine {
         &mut self,
         e: &Entry,
         nargs: usize,
+        arg: impl FnMut(usize) -> Option<Value>,
+    ) -> Result<Option<Value>> {
+        self.call_entry_on(CallingThread::current(), e, nargs, arg)
+    }
+
+    /// [`call_entry_with`](Self::call_entry_with) on the thread `on` names (the caller's:
+    /// a [`CallingThread`] cannot leave its thread), for a caller that named it already.
+    #[inline]
+    pub fn call_entry_on(
+        &mut self,
+        on: CallingThread,
+        e: &Entry,
+        nargs: usize,
         mut arg: impl FnMut(usize) -> Option<Value>,
     ) -> Result<Option<Value>> {
         if !Arc::ptr_eq(&e.code, &self.code) {
@@ -119,10 +181,16 @@ impl VirtualMachine {
         if self.reentry != 0 || !self.frames.is_empty() || !self.fits_top_level(top) {
             return Ok(None);
         }
-        check_native_stack()?;
-        // What `run` and `enter_frame` do for the first frame, with the limits checked above.
-        super::reserve_regs(&mut self.regs, e.regs as usize)?;
-        super::reserve_frame(&mut self.frames)?;
+        self.check_stack_on(on)?;
+        // What `run` and `enter_frame` do for the first frame, with the limits checked above;
+        // the room is looked at here first, as the reserve calls are out of line and there is
+        // room on every call but the first few.
+        if self.regs.capacity() - self.regs.len() < e.regs as usize {
+            super::reserve_regs(&mut self.regs, e.regs as usize)?;
+        }
+        if self.frames.capacity() == self.frames.len() {
+            super::reserve_frame(&mut self.frames)?;
+        }
         // Until every argument is made, the registers go back to `mark` on the way out, also
         // when `arg` panics (the next call would otherwise start above values no frame owns).
         let made = Truncate { regs: &mut self.regs, mark };
@@ -146,6 +214,32 @@ impl VirtualMachine {
             self.unwind(0, mark);
         }
         result.map(Some)
+    }
+
+    /// What [`check_native_stack`] checks, with the stack's limit of thread `on` found once
+    /// (see [`StackLimit`]): an [`ErrorKind::NativeStack`] error when less than
+    /// [`MIN_NATIVE_STACK`] bytes are left below the caller's frame.
+    #[inline]
+    fn check_stack_on(&mut self, on: CallingThread) -> Result<()> {
+        if self.stack_limit.key != on.key {
+            return self.learn_stack_limit(on);
+        }
+        let remaining = stack_address().saturating_sub(self.stack_limit.limit);
+        if remaining < MIN_NATIVE_STACK && self.stack_limit.limit != 0 {
+            return Err(ErrorKind::NativeStack { remaining, needed: MIN_NATIVE_STACK }.into());
+        }
+        Ok(())
+    }
+
+    /// [`Self::check_stack_on`] for a thread the VM has not seen last: checks as
+    /// [`check_native_stack`] does and keeps the thread's limit for its next calls.
+    #[cold]
+    #[inline(never)]
+    fn learn_stack_limit(&mut self, on: CallingThread) -> Result<()> {
+        check_native_stack()?;
+        let limit = stacker::remaining_stack().map_or(0, |left| stack_address().saturating_sub(left));
+        self.stack_limit = StackLimit { key: on.key, limit };
+        Ok(())
     }
 
     /// Whether a first frame reaching register `top` is within the limits (the rare cases —

@@ -30,7 +30,7 @@ mod recording;
 mod registers;
 #[allow(deprecated)]
 pub use deprecated_config::{ConfigMut, VmConfig};
-pub use entry::Entry;
+pub use entry::{CallingThread, Entry};
 use instrument::InstrumentedFrame;
 pub use instrument::{Instrument, InstrumentAction, InstrumentCall};
 pub use limits::{InterruptHandle, Limits, PollHook, MIN_NATIVE_STACK, POLL_INTERVAL};
@@ -57,6 +57,8 @@ pub struct VirtualMachine {
     frames: Vec<Frame>,
     regs: Vec<Value>,
     reentry: usize,
+    /// The native-stack limit of the thread that last called through an entry.
+    stack_limit: entry::StackLimit,
     /// Steps the budget allows beyond those issued as fuel.
     steps_left: u64,
     /// Steps until the next check (see `count_step`), and how many were issued at the last.
@@ -105,6 +107,7 @@ impl VirtualMachine {
             frames: Vec::new(),
             regs: Vec::new(),
             reentry: 0,
+            stack_limit: entry::StackLimit::default(),
             steps_left: u64::MAX,
             fuel: POLL_INTERVAL,
             issued: POLL_INTERVAL,
