@@ -25,7 +25,8 @@ fn call(func: u32, args: Vec<Arg>, dst: Option<u32>) -> Instruction {
 }
 
 /// `fib(n)` (recursive), `fail(x)` (an error from a packed call), `spin()` (an endless loop),
-/// `id(x)`, `typed(x)` with a signature, and `first(x, y)`.
+/// `id(x)`, `typed(x)` with a signature, `first(x, y)`, `blank(x)` (returns its second
+/// register, never written: null) and `second(x, y)` (returns `y`, in a frame of 3 registers).
 fn exe() -> Arc<Executable> {
     use Arg::*;
     setup();
@@ -43,6 +44,8 @@ fn exe() -> Arc<Executable> {
                 FuncInfo::bytecode("id", 12, 13, 1, 1),
                 FuncInfo::bytecode("typed", 13, 14, 1, 1).with_signature(sig),
                 FuncInfo::bytecode("first", 14, 15, 2, 2),
+                FuncInfo::bytecode("blank", 15, 16, 1, 2),
+                FuncInfo::bytecode("second", 16, 17, 2, 3),
             ],
             instrs: vec![
                 call(1, vec![Reg(0), Imm(2)], Some(1)),
@@ -60,6 +63,8 @@ fn exe() -> Arc<Executable> {
                 Instruction::Ret { result: 0 },
                 Instruction::Ret { result: 0 },
                 Instruction::Ret { result: 0 },
+                Instruction::Ret { result: 1 },
+                Instruction::Ret { result: 1 },
             ],
             ..Default::default()
         })
@@ -86,6 +91,34 @@ fn an_entry_call_is_an_invoke() {
     let id = entry(&m, "id");
     let t = Value::tuple(vec![Value::Int(1)]);
     assert!(m.call_entry(&id, std::slice::from_ref(&t)).unwrap().same_object(&t));
+}
+
+/// A function whose first op is `ret` returns without a frame (`return_at_once`): the register
+/// it names (an argument, or null past them), the registers back at the mark, each argument's
+/// reference dropped, and an instrumented call (the loop's) the same.
+#[test]
+fn a_function_that_returns_at_once_is_called_as_invoke_calls_it() {
+    let mut m = vm();
+    let (id, blank, second, fib) = (entry(&m, "id"), entry(&m, "blank"), entry(&m, "second"), entry(&m, "fib"));
+    let t = Value::tuple(vec![Value::Int(1)]);
+    let Value::Tuple(ref arc) = t else { panic!("a tuple") };
+    let before = Arc::strong_count(arc);
+    for instrumented in [false, true] {
+        if instrumented {
+            m.set_instrument(Some(Box::new(|_| Ok(InstrumentAction::Continue))));
+        }
+        assert!(matches!(m.call_entry(&blank, std::slice::from_ref(&t)).unwrap(), Value::Null));
+        assert!(matches!(m.invoke("blank", std::slice::from_ref(&t)).unwrap(), Value::Null));
+        let got = m.call_entry(&second, &[Value::Int(5), t.clone()]).unwrap();
+        assert!(got.same_object(&t), "the second argument comes back");
+        drop(got);
+        let got = m.call_entry_with(&id, 1, |_| Some(t.clone())).unwrap().unwrap();
+        assert!(got.same_object(&t));
+        drop(got);
+        assert_eq!(Arc::strong_count(arc), before, "no register keeps an argument");
+        // The registers are back where they were: a deeper call after them runs as before.
+        assert_eq!(m.call_entry(&fib, &[Value::Int(7)]).unwrap().as_int().unwrap(), 13);
+    }
 }
 
 #[test]
