@@ -61,7 +61,7 @@ fn alloc_storage(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> R
     let dims = storage_size(name, args)?;
     // Every argument's type is checked before any value, as TVM's typed calls do.
     let dtype = storage_plan(name, args)?;
-    make_storage(name, ctx, dims, dtype)
+    make_storage(name, ctx, None, dims, dtype)
 }
 
 /// `alloc_storage` specialised to a call whose device index, dtype hint and scope are fixed
@@ -71,9 +71,11 @@ fn specialize_alloc_storage(name: &'static str, fixed: &[Option<&Value>]) -> Opt
     let args = args::fixed_from(fixed, 2)?;
     args::arity_range(name, &args, 4, 5).ok()?;
     let dtype = storage_plan(name, &args).ok()?;
+    // Where this site's storage was last seen viewed (see `site_alloc::ViewsHint`).
+    let hint = site_alloc::ViewsHint::default();
     let f = PackedFunc::new(name, move |ctx, args| {
         args::vm_state(name, args, 0)?;
-        make_storage(name, ctx, storage_size(name, args)?, dtype)
+        make_storage(name, ctx, Some(&hint), storage_size(name, args)?, dtype)
     });
     // It reads the VM state and the size.
     Some(f.reading_first(2))
@@ -88,8 +90,15 @@ fn storage_size<'a>(name: &str, args: &'a [Value]) -> Result<&'a [i64]> {
     }
 }
 
-/// Storage for `dims` elements of `dtype`, from the call site's cache when it has one.
-fn make_storage(name: &str, ctx: &mut CallCtx<'_>, dims: &[i64], dtype: DataType) -> Result<Value> {
+/// Storage for `dims` elements of `dtype`, from the call site's cache when it has one (`hint`:
+/// the site's, when it keeps one).
+fn make_storage(
+    name: &str,
+    ctx: &mut CallCtx<'_>,
+    hint: Option<&site_alloc::ViewsHint>,
+    dims: &[i64],
+    dtype: DataType,
+) -> Result<Value> {
     if let Some(d) = dims.iter().find(|d| **d < 0) {
         return Err(value_err(name, format!("storage size {} has negative dimension {d}", Shape::from(dims))));
     }
@@ -103,8 +112,8 @@ fn make_storage(name: &str, ctx: &mut CallCtx<'_>, dims: &[i64], dtype: DataType
     // sites) pools as well; it then sees no kept header of another site.
     // Asked once: each ask is two calls through the VM's vtable.
     let storage = match ctx.pool_sites() {
-        Some(sites) => site_alloc::storage(Some(sites), nbytes, device),
-        None => site_alloc::storage(ctx.pool_cache().map(|own| (std::slice::from_mut(own), 0)), nbytes, device),
+        Some(sites) => site_alloc::storage(Some(sites), hint, nbytes, device),
+        None => site_alloc::storage(ctx.pool_cache().map(|own| (std::slice::from_mut(own), 0)), None, nbytes, device),
     };
     Ok(Value::Storage(storage.map_err(|e| in_builtin(name, e))?))
 }
