@@ -61,7 +61,7 @@ fn alloc_storage(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> R
     let dims = storage_size(name, args)?;
     // Every argument's type is checked before any value, as TVM's typed calls do.
     let dtype = storage_plan(name, args)?;
-    make_storage(name, ctx, None, dims, dtype)
+    make_storage(name, ctx, dims, dtype)
 }
 
 /// `alloc_storage` specialised to a call whose device index, dtype hint and scope are fixed
@@ -71,11 +71,9 @@ fn specialize_alloc_storage(name: &'static str, fixed: &[Option<&Value>]) -> Opt
     let args = args::fixed_from(fixed, 2)?;
     args::arity_range(name, &args, 4, 5).ok()?;
     let dtype = storage_plan(name, &args).ok()?;
-    // Where this site's storage was last seen viewed (see `site_alloc::ViewsHint`).
-    let hint = site_alloc::ViewsHint::default();
     let f = PackedFunc::new(name, move |ctx, args| {
         args::vm_state(name, args, 0)?;
-        make_storage(name, ctx, Some(&hint), storage_size(name, args)?, dtype)
+        make_storage(name, ctx, storage_size(name, args)?, dtype)
     });
     // It reads the VM state and the size.
     Some(f.reading_first(2))
@@ -90,30 +88,29 @@ fn storage_size<'a>(name: &str, args: &'a [Value]) -> Result<&'a [i64]> {
     }
 }
 
-/// Storage for `dims` elements of `dtype`, from the call site's cache when it has one (`hint`:
-/// the site's, when it keeps one).
-fn make_storage(
-    name: &str,
-    ctx: &mut CallCtx<'_>,
-    hint: Option<&site_alloc::ViewsHint>,
-    dims: &[i64],
-    dtype: DataType,
-) -> Result<Value> {
+/// Storage for `dims` elements of `dtype`, from the call site's cache when it has one.
+fn make_storage(name: &str, ctx: &mut CallCtx<'_>, dims: &[i64], dtype: DataType) -> Result<Value> {
     if let Some(d) = dims.iter().find(|d| **d < 0) {
         return Err(value_err(name, format!("storage size {} has negative dimension {d}", Shape::from(dims))));
     }
     // As TVM's allocator: the shape counts elements of the dtype hint (Relax passes uint8 sizes).
-    let nbytes = dims
-        .iter()
-        .try_fold(dtype.itemsize() as i128, |acc, d| acc.checked_mul(i128::from(*d)))
-        .ok_or_else(|| Error::alloc(u128::MAX, format!("storage size {} overflows (in {name})", Shape::from(dims))))?;
+    // In 64 bits first (every dimension is non-negative here), which is every size memory can
+    // hold; in 128 bits, whose checked product costs about 35 instructions a dimension, only
+    // when that overflows, to tell a size beyond the address space from one beyond 128 bits.
+    let small = dims.iter().try_fold(dtype.itemsize() as u64, |acc, d| acc.checked_mul(*d as u64));
+    let nbytes = match small {
+        Some(n) => i128::from(n),
+        None => dims.iter().try_fold(dtype.itemsize() as i128, |acc, d| acc.checked_mul(i128::from(*d))).ok_or_else(
+            || Error::alloc(u128::MAX, format!("storage size {} overflows (in {name})", Shape::from(dims))),
+        )?,
+    };
     let device = ctx.device();
     // A site whose VM lends it only its own cache (no table of every site's: native code's
     // sites) pools as well; it then sees no kept header of another site.
     // Asked once: each ask is two calls through the VM's vtable.
     let storage = match ctx.pool_sites() {
-        Some(sites) => site_alloc::storage(Some(sites), hint, nbytes, device),
-        None => site_alloc::storage(ctx.pool_cache().map(|own| (std::slice::from_mut(own), 0)), None, nbytes, device),
+        Some(sites) => site_alloc::storage(Some(sites), nbytes, device),
+        None => site_alloc::storage(ctx.pool_cache().map(|own| (std::slice::from_mut(own), 0)), nbytes, device),
     };
     Ok(Value::Storage(storage.map_err(|e| in_builtin(name, e))?))
 }
@@ -406,6 +403,14 @@ mod tests {
         assert!(e.contains(n) && e.contains("negative"), "{e}");
         let e = ok(Value::Shape([1 << 50].into()), 0, "uint8", Value::Null).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Alloc { .. }) && e.to_string().contains(n), "{e}");
+        // Past 64 bits but within 128: beyond the address space, as any size memory cannot hold
+        // (the 64-bit product overflows; the 128-bit one gives the size).
+        let e = ok(Value::Shape([1 << 40, 1 << 40].into()), 0, "float32", Value::Null).expect_err("an error");
+        assert!(
+            matches!(e.kind(), ErrorKind::Alloc { bytes, .. } if *bytes == 1 << 82)
+                && e.to_string().contains("size exceeds the address space"),
+            "{e:?}"
+        );
         assert_eq!(
             format!(
                 "{:?}",

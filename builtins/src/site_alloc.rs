@@ -21,43 +21,20 @@
 //! [`CallCtx::pool_cache`]: relaxvm::CallCtx::pool_cache
 
 use relaxvm::{DataType, Device, Result, Shape, Storage, Tensor, Value};
-use std::sync::atomic::AtomicU64;
-
-/// Where a storage site\'s last search found the headers viewing its storage (see
-/// [`Tensor::site_storage_is_free_hinted`]): only a hint of where to look, so a relaxed atomic,
-/// shared by every VM that runs the site (each has its own caches, laid out alike).
-pub(crate) struct ViewsHint(AtomicU64);
-
-impl Default for ViewsHint {
-    fn default() -> Self {
-        ViewsHint(AtomicU64::new(Tensor::NO_VIEWS))
-    }
-}
 
 /// `nbytes` of zeroed storage on `device`: the site's last storage when that is free and of the
 /// same size, else new storage, which becomes the site's last. `sites` is every site cache of
 /// the VM and the index of this site's ([`CallCtx::pool_sites`]; `None` when the call has
-/// none); `hint`, where the site's last call found the headers viewing its storage (`None`:
-/// the search starts after the site).
+/// none).
 ///
 /// [`CallCtx::pool_sites`]: relaxvm::CallCtx::pool_sites
-pub(crate) fn storage(
-    sites: Option<(&mut [Value], usize)>,
-    hint: Option<&ViewsHint>,
-    nbytes: i128,
-    device: Device,
-) -> Result<Storage> {
+pub(crate) fn storage(sites: Option<(&mut [Value], usize)>, nbytes: i128, device: Device) -> Result<Storage> {
     let Some((caches, own)) = sites else { return Storage::alloc_checked(nbytes, device) };
     if let Value::Storage(s) = &caches[own] {
         let fits = i128::try_from(s.len()).is_ok_and(|len| len == nbytes) && s.device() == device;
-        let free = fits
-            && match hint {
-                Some(h) => Tensor::site_storage_is_free_hinted(caches, own, &h.0),
-                None => Tensor::site_storage_is_free(caches, own),
-            };
         // Free, it has no reader or writer but us: the zeroing cannot fail, but if it did,
         // new storage serves the call.
-        if free && s.write_with(|b| b.fill(0)).is_ok() {
+        if fits && Tensor::site_storage_is_free(caches, own) && s.write_with(|b| b.fill(0)).is_ok() {
             return Ok(s.clone());
         }
         // Replaced: the headers other sites keep no longer keep it.
@@ -109,38 +86,38 @@ mod tests {
                 Some((&mut caches[..], 0))
             };
         }
-        let a = storage(site!(), None, 64, dev).unwrap();
+        let a = storage(site!(), 64, dev).unwrap();
         a.write(0, &[7; 64]).unwrap();
         // Still held (by `a`): a second call gets other storage.
-        let b = storage(site!(), None, 64, dev).unwrap();
+        let b = storage(site!(), 64, dev).unwrap();
         assert!(!b.ptr_eq(&a));
         // The site keeps `b`: written here, it must come back zeroed.
         b.write(0, &[5; 64]).unwrap();
         drop(a);
         drop(b);
         // Only the cache holds the last one: it comes back, zeroed.
-        let c = storage(site!(), None, 64, dev).unwrap();
+        let c = storage(site!(), 64, dev).unwrap();
         assert!(c.ptr_eq(cached(&caches[0])));
         assert!(c.bytes().iter().all(|x| *x == 0));
         c.write(0, &[1]).unwrap();
         drop(c);
         // Another size: new storage.
-        let d = storage(site!(), None, 32, dev).unwrap();
+        let d = storage(site!(), 32, dev).unwrap();
         assert_eq!(d.len(), 32);
         // A tensor viewing the last storage holds it.
         drop(d);
         let view =
             Tensor::from_parts(cached(&caches[0]).clone(), 0, Shape::from(&[8][..]), None, DataType::F32).unwrap();
-        let e = storage(site!(), None, 32, dev).unwrap();
+        let e = storage(site!(), 32, dev).unwrap();
         assert!(!e.ptr_eq(view.storage()));
         // Without a cache, always new.
-        assert!(storage(None, None, 32, dev).unwrap().bytes().iter().all(|x| *x == 0));
+        assert!(storage(None, 32, dev).unwrap().bytes().iter().all(|x| *x == 0));
     }
 
     /// Sites: 0 a storage site, 1 and 2 tensor sites keeping headers (1 views the storage).
     fn sites_with_a_kept_view(dev: Device) -> ([Value; 3], Storage) {
         let mut caches = [Value::Null, Value::Null, Value::Null];
-        let s = storage(Some((&mut caches[..], 0)), None, 64, dev).unwrap();
+        let s = storage(Some((&mut caches[..], 0)), 64, dev).unwrap();
         let t = Tensor::view_in_slot(&mut caches[1], &s, 0, &Shape::from(&[16][..]), DataType::F32).unwrap();
         let other = Storage::alloc(64, dev).unwrap();
         Tensor::view_in_slot(&mut caches[2], &other, 0, &Shape::from(&[16][..]), DataType::F32).unwrap();
@@ -154,7 +131,7 @@ mod tests {
         let (mut caches, s) = sites_with_a_kept_view(dev);
         s.write(0, &[5; 64]).unwrap();
         // Held by `s`: not free, and the kept header keeps viewing it meanwhile.
-        let fresh = storage(Some((&mut caches[..], 0)), None, 64, dev).unwrap();
+        let fresh = storage(Some((&mut caches[..], 0)), 64, dev).unwrap();
         assert!(!fresh.ptr_eq(&s));
         assert!(!caches[1].as_tensor().unwrap().storage().ptr_eq(&s), "the replaced storage is let go of");
         drop((s, fresh));
@@ -163,7 +140,7 @@ mod tests {
         Tensor::view_in_slot(&mut caches[1], &s, 0, &Shape::from(&[16][..]), DataType::F32).unwrap();
         s.write(0, &[5; 64]).unwrap();
         drop(s);
-        let again = storage(Some((&mut caches[..], 0)), None, 64, dev).unwrap();
+        let again = storage(Some((&mut caches[..], 0)), 64, dev).unwrap();
         assert!(again.ptr_eq(cached(&caches[0])));
         assert!(again.bytes().iter().all(|x| *x == 0), "zeroed again");
         // The header still views it, and its site makes the same view without a new header.
@@ -181,7 +158,7 @@ mod tests {
         drop(s);
         let result = caches[1].as_tensor().unwrap().clone();
         result.storage().write(0, &[3; 64]).unwrap();
-        let fresh = storage(Some((&mut caches[..], 0)), None, 64, dev).unwrap();
+        let fresh = storage(Some((&mut caches[..], 0)), 64, dev).unwrap();
         assert!(!fresh.ptr_eq(result.storage()));
         assert_eq!(result.storage().bytes()[0], 3, "the held view's data is untouched");
     }
@@ -191,7 +168,7 @@ mod tests {
         let dev = Device::cpu(0);
         let (mut caches, s) = sites_with_a_kept_view(dev);
         // Another size: the site's storage is replaced, and the kept view lets go of it.
-        let fresh = storage(Some((&mut caches[..], 0)), None, 32, dev).unwrap();
+        let fresh = storage(Some((&mut caches[..], 0)), 32, dev).unwrap();
         assert!(s.is_sole(), "only the test's handle is left");
         assert!(!caches[1].as_tensor().unwrap().storage().ptr_eq(&s));
         // The unrelated header keeps its view.

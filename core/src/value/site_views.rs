@@ -23,28 +23,26 @@ impl TensorSlot for Value {
 }
 
 impl Tensor {
-    /// A [`site_storage_is_free_hinted`](Self::site_storage_is_free_hinted) hint that names no
-    /// site.
-    pub const NO_VIEWS: u64 = NO_VIEWS;
-
     /// Whether the storage the call site `caches[own]` kept (a [`Value::Storage`]) is free for
     /// that site to hand out again: its only other holders are tensor headers other sites of
     /// `caches` keep and nothing else holds (they view it from an earlier run: see the module
     /// docs). `false` when `caches[own]` holds no storage.
-    pub fn site_storage_is_free(caches: &[Value], own: usize) -> bool {
-        Tensor::site_storage_is_free_hinted(caches, own, &AtomicU64::new(NO_VIEWS))
-    }
-
-    /// [`site_storage_is_free`](Self::site_storage_is_free), looking first at the sites `hint`
-    /// names: where the site's last search found the headers viewing its storage (up to four
-    /// site indices, increasing, 16 bits each; [`Tensor::NO_VIEWS`] names none). A model views its
+    ///
+    /// The sites the last such search found those headers at are looked at first: a hint the
+    /// storage keeps (up to four site indices, increasing, 16 bits each). A model views its
     /// storages from the same sites at every call, and those may lie anywhere among the
     /// program's sites (every call instruction has one, and a storage's views are spread over
     /// the function), so a search of every site costs about as many sites as the program has.
-    /// Each named site is checked as the search checks it, and the names must increase, so
-    /// a stale or mixed hint (it is shared, relaxed, by every VM running the site) can only
-    /// send the call to the search, which then names what it found.
-    pub fn site_storage_is_free_hinted(caches: &[Value], own: usize, hint: &AtomicU64) -> bool {
+    /// Each named site is checked as the search checks it, and the names must increase, so a
+    /// stale or mixed hint (the storage may be shared, and the hint is relaxed) can only send
+    /// the call to the search, which then names what it found.
+    pub fn site_storage_is_free(caches: &[Value], own: usize) -> bool {
+        let Some(Value::Storage(s)) = caches.get(own) else { return false };
+        Tensor::site_storage_is_free_hinted(caches, own, s.views_hint())
+    }
+
+    /// [`site_storage_is_free`](Self::site_storage_is_free) with the hint `hint`.
+    fn site_storage_is_free_hinted(caches: &[Value], own: usize, hint: &AtomicU64) -> bool {
         let Some(Value::Storage(s)) = caches.get(own) else { return false };
         let views = |i: usize| {
             i != own
@@ -95,7 +93,7 @@ impl Tensor {
     }
 }
 
-/// See [`Tensor::NO_VIEWS`].
+/// A hint that names no site.
 const NO_VIEWS: u64 = u64::MAX;
 
 /// How many sites a hint names at most.
@@ -182,6 +180,22 @@ mod tests {
         let hint = AtomicU64::new(NO_VIEWS);
         assert!(Tensor::site_storage_is_free_hinted(&moved, 3, &hint));
         assert_eq!(hint.load(Ordering::Relaxed), naming(&[2, 5]).load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn each_storage_keeps_its_own_sites_hint() {
+        let caches = caches();
+        let Value::Storage(s) = &caches[0] else { unreachable!() };
+        assert_eq!(s.views_hint().load(Ordering::Relaxed), NO_VIEWS);
+        assert!(Tensor::site_storage_is_free(&caches, 0));
+        assert_eq!(s.views_hint().load(Ordering::Relaxed), naming(&[2, 5]).load(Ordering::Relaxed));
+        // The other storage (site 4's view) is no site's: its hint is untouched.
+        let Value::Tensor(t) = &caches[4] else { unreachable!() };
+        assert_eq!(t.storage().views_hint().load(Ordering::Relaxed), NO_VIEWS);
+        // A wrong hint in the storage: the same answer, and the hint corrected.
+        s.views_hint().store(naming(&[4]).load(Ordering::Relaxed), Ordering::Relaxed);
+        assert!(Tensor::site_storage_is_free(&caches, 0));
+        assert_eq!(s.views_hint().load(Ordering::Relaxed), naming(&[2, 5]).load(Ordering::Relaxed));
     }
 
     #[test]
