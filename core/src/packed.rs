@@ -68,6 +68,15 @@ impl<'a> CallCtx<'a> {
         vm.site_cache(self.entry?)
     }
 
+    /// Whether the call comes from a call site of native code that keeps its own cache (a VM
+    /// TIR function of a TVM `exec_mode="compiled"` model, [`VmHandle::call_named_at`]). Its
+    /// allocations serve TVM-built machine code, whose kernels write what they allocate before
+    /// reading it (TVM's pooled allocator hands them back uninitialised), so `alloc_storage`
+    /// reuses a block at such a site as the last run left it instead of zeroing it again.
+    pub fn from_native_site(&self) -> bool {
+        self.site.is_some()
+    }
+
     /// Every site cache of the calling VM and the index of this call's among them, when the
     /// VM pools allocations (as [`pool_cache`](Self::pool_cache)): an allocating site sees
     /// which other sites' kept values still hold its block. `None` when it allocates at every
