@@ -2,7 +2,7 @@
 //!
 //! | builtin | arguments | result |
 //! |---|---|---|
-//! | `vm.builtin.alloc_storage` | `(%vm, size, device_index, dtype, [scope])` | zeroed storage for `size` elements of `dtype` |
+//! | `vm.builtin.alloc_storage` | `(%vm, size, device_index, dtype, [scope])` | zeroed storage for `size` elements of `dtype` (a compiled-mode site's reused block: as its last run left it) |
 //! | `vm.builtin.alloc_tensor` | `(storage, offset, shape, dtype, [scope])` | a tensor viewing the storage at byte `offset` |
 //! | `vm.builtin.reshape` | `(tensor, shape)` | a view (a copy when the tensor is strided) |
 //! | `vm.builtin.copy`, `vm.builtin.move` | `(value)` | the same value (no data copy, as TVM) |
@@ -108,9 +108,12 @@ fn make_storage(name: &str, ctx: &mut CallCtx<'_>, dims: &[i64], dtype: DataType
     // A site whose VM lends it only its own cache (no table of every site's: native code's
     // sites) pools as well; it then sees no kept header of another site.
     // Asked once: each ask is two calls through the VM's vtable.
+    // Native code's sites (compiled mode) get their block as its last run left it, as TVM's
+    // pooled allocator gives it (see `site_alloc::Reuse::AsLeft`).
+    let reuse = if ctx.from_native_site() { site_alloc::Reuse::AsLeft } else { site_alloc::Reuse::Zeroed };
     let storage = match ctx.pool_sites() {
-        Some(sites) => site_alloc::storage(Some(sites), nbytes, device),
-        None => site_alloc::storage(ctx.pool_cache().map(|own| (std::slice::from_mut(own), 0)), nbytes, device),
+        Some(sites) => site_alloc::storage(Some(sites), nbytes, device, reuse),
+        None => site_alloc::storage(ctx.pool_cache().map(|own| (std::slice::from_mut(own), 0)), nbytes, device, reuse),
     };
     Ok(Value::Storage(storage.map_err(|e| in_builtin(name, e))?))
 }

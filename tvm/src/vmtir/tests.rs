@@ -401,6 +401,26 @@ fn compiled_allocation_sites_follow_memory_cfg() {
     assert!(naive.is_sole(), "a naive VM's sites keep nothing");
 }
 
+#[test]
+fn a_compiled_site_reuses_its_storage_as_left_and_a_naive_one_gets_zeroed_storage() {
+    // The storage TVM's pooled allocator gives machine code is uninitialised: a compiled-mode
+    // site's reused block holds what its last run left (never uninitialised memory: new
+    // storage starts zeroed), a bytecode site's and a naive VM's are zeroed.
+    let mut vm = vm_with(alloc_fn);
+    let first = storage_of(&vm.invoke("f", &[tensor()]).unwrap());
+    assert!(first.bytes().iter().all(|b| *b == 0), "new storage starts zeroed");
+    first.write(0, &[5; 16]).unwrap();
+    let address = first.as_ptr();
+    drop(first);
+    let again = storage_of(&vm.invoke("f", &[tensor()]).unwrap());
+    assert_eq!(again.as_ptr(), address, "the site's block, handed out again");
+    assert!(again.bytes().iter().all(|b| *b == 5), "as the last run left it, not zeroed");
+    drop(again);
+    vm.set_allocator(relaxvm::Allocator::Naive);
+    let naive = storage_of(&vm.invoke("f", &[tensor()]).unwrap());
+    assert!(naive.bytes().iter().all(|b| *b == 0));
+}
+
 /// The address of read-only pages for [`read_only_stack_fn`] (set by its test).
 static READ_ONLY_STACK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
