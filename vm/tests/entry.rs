@@ -93,11 +93,11 @@ fn an_entry_call_is_an_invoke() {
     assert!(m.call_entry(&id, std::slice::from_ref(&t)).unwrap().same_object(&t));
 }
 
-/// A function whose first op is `ret` returns without a frame (`return_at_once`): the register
-/// it names (an argument, or null past them), the registers back at the mark, each argument's
-/// reference dropped, and an instrumented call (the loop's) the same.
+/// A call that returns at once gives the register it names (an argument, or null past them)
+/// and leaves the registers where they were (each argument's reference dropped), plain or
+/// instrumented, as invoke does.
 #[test]
-fn a_function_that_returns_at_once_is_called_as_invoke_calls_it() {
+fn a_leaf_call_returns_its_register_and_leaves_no_register_behind() {
     let mut m = vm();
     let (id, blank, second, fib) = (entry(&m, "id"), entry(&m, "blank"), entry(&m, "second"), entry(&m, "fib"));
     let t = Value::tuple(vec![Value::Int(1)]);

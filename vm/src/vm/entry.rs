@@ -4,9 +4,8 @@
 //! it has a signature, its arity and its frame size.
 
 use super::limits::{check_native_stack, MIN_NATIVE_STACK};
-use super::registers::truncate_regs;
 use super::{Frame, VirtualMachine};
-use crate::code::{Callee, DecodedProgram, Op, VOID};
+use crate::code::{Callee, DecodedProgram, VOID};
 use crate::error::{Error, ErrorKind, Result};
 use crate::value::Value;
 use std::marker::PhantomData;
@@ -72,14 +71,7 @@ pub struct Entry {
     num_args: u32,
     /// The function's register-file size.
     regs: u32,
-    /// The register the function's first op returns, when that op is a `ret` (an identity or
-    /// a constant-free leaf: `ret r0`), else [`RUNS_CODE`]: such a call needs no frame and no
-    /// interpreter loop, only its arguments' registers (see [`VirtualMachine::call_entry_on`]).
-    returns: u32,
 }
-
-/// [`Entry::returns`] of a function whose first op is not a `ret`.
-const RUNS_CODE: u32 = u32::MAX;
 
 impl Entry {
     /// How many arguments the function takes.
@@ -121,20 +113,8 @@ impl VirtualMachine {
         }
         let index = self.bytecode_index(closure).ok()??;
         let info = &self.exe.funcs()[index as usize];
-        let Callee::Bytecode { regs, start } = self.code.callees[index as usize] else { return None };
-        // The verifier proves a `ret`'s register below the register-file size, so `returns`
-        // is never `RUNS_CODE` for a `ret`.
-        let returns = match self.code.ops[start as usize] {
-            Op::Ret { result } => result,
-            _ => RUNS_CODE,
-        };
-        info.signature.is_none().then(|| Entry {
-            code: Arc::clone(&self.code),
-            index,
-            num_args: info.num_args,
-            regs,
-            returns,
-        })
+        let Callee::Bytecode { regs, .. } = self.code.callees[index as usize] else { return None };
+        info.signature.is_none().then(|| Entry { code: Arc::clone(&self.code), index, num_args: info.num_args, regs })
     }
 
     /// Calls the function `e` resolved with `args`: what
@@ -221,9 +201,6 @@ impl VirtualMachine {
             }
         }
         std::mem::forget(made);
-        if e.returns != RUNS_CODE && self.instrument.is_none() {
-            return Ok(Some(self.return_at_once(mark, nargs, e.returns)));
-        }
         self.start_counting();
         self.reentry = 1;
         // A plain loop: `resize_with` is an out-of-line call here.
@@ -237,22 +214,6 @@ impl VirtualMachine {
             self.unwind(0, mark);
         }
         result.map(Some)
-    }
-
-    /// The call of a function whose first op is `ret result`, its `nargs` arguments pushed at
-    /// `mark`: what the interpreter would do for it (take the register, drop the frame's
-    /// registers), without a frame or the loop's entry, a third of a short call from Python.
-    /// A `ret` takes no step (only calls and backward jumps do) and polls nothing, so there is
-    /// no budget to start (an interrupt raised before it stays for the next call's start to
-    /// drop, which every later run starts with). Uninstrumented calls only: an instrumented one
-    /// runs the loop that instruments.
-    #[inline]
-    fn return_at_once(&mut self, mark: usize, #[allow(unused)] nargs: usize, result: u32) -> Value {
-        // Only the arguments are pushed: a register past them would hold null.
-        debug_assert_eq!(self.regs.len(), mark + nargs);
-        let value = self.regs.get_mut(mark + result as usize).map_or(Value::Null, std::mem::take);
-        truncate_regs(&mut self.regs, mark);
-        value
     }
 
     /// What [`check_native_stack`] checks, with the stack's limit of thread `on` found once
