@@ -162,6 +162,9 @@ impl<'a> CallCtx<'a> {
     pub fn call_closure(&mut self, closure: &Closure, args: &[Value]) -> Result<Value> {
         match (&mut self.vm, &closure.callable) {
             (Some(vm), _) => vm.call_closure(closure, args),
+            // Nothing captured (every function the registry holds): the arguments as they are,
+            // with no list of them collected per call.
+            (None, Callable::Packed(p)) if closure.captured.is_empty() => p.call(&mut CallCtx::detached(), args),
             (None, Callable::Packed(p)) => {
                 let all: Vec<Value> = args.iter().chain(&closure.captured).cloned().collect();
                 p.call(&mut CallCtx::detached(), &all)

@@ -410,7 +410,7 @@ fn object_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> 
         Value::Func(c) => match python_origin(c) {
             // A Python function that went into the VM comes back as itself.
             Some(f) => f.bind(py).clone(),
-            None => Bound::new(py, PyClosure(Arc::clone(c), Default::default()))?.into_any(),
+            None => crate::closure_call::new_closure(py, Arc::clone(c))?.into_any(),
         },
         other => Bound::new(py, PyOpaque(other.clone()))?.into_any(),
     })
@@ -463,9 +463,14 @@ fn tuple_to_py<'py>(py: Python<'py>, root: &Arc<Vec<Value>>) -> PyResult<Bound<'
 
 /// A function value from the VM: a bytecode function (callable through
 /// `VirtualMachine.invoke_closure`) or a packed function (callable directly), with the values it
-/// captured.
+/// captured. Made by `crate::closure_call::new_closure` (which gives it its vectorcall entry,
+/// the third field).
 #[pyclass(module = "relaxvm", name = "Closure", frozen)]
-pub struct PyClosure(pub Arc<Closure>, pub(crate) relaxvm::short_calls::ShortRecord);
+pub struct PyClosure(
+    pub Arc<Closure>,
+    pub(crate) relaxvm::short_calls::ShortRecord,
+    pub(crate) crate::vm_function::vectorcall::VectorcallFn,
+);
 
 #[pymethods]
 impl PyClosure {
@@ -490,24 +495,33 @@ impl PyClosure {
     /// Calls a packed function with `args` followed by the captured values. Bytecode closures
     /// need a VM: use `vm.invoke_closure(closure, *args)`.
     #[pyo3(signature = (*args))]
+    /// (Calls from Python come through the vectorcall entry, `crate::closure_call`; this is
+    /// for callers holding a tuple.)
     fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
         let argv = args_to_values(args, self.0.name())?;
-        let f = Value::Func(Arc::clone(&self.0));
-        let call = |keep: bool| {
-            if keep {
-                CallCtx::detached().call(&f, &argv)
-            } else {
-                py.detach(|| CallCtx::detached().call(&f, &argv))
-            }
-        };
-        // Kept as `keeps_gil_always` (gil.rs) says, else as `relaxvm::short_calls` records.
-        let ret = if self.keeps_gil_always() { call(true) } else { self.1.run(&argv, call) }.py_err(py)?;
-        to_py(py, &ret)
+        self.call_values(py, &argv)
     }
 
     fn __repr__(&self) -> String {
         let kind = if self.is_bytecode() { "bytecode" } else { "packed" };
         format!("<relaxvm.Closure {kind} {:?} captured={}>", self.0.name(), self.0.captured.len())
+    }
+}
+
+impl PyClosure {
+    /// Calls it with the converted arguments `argv` (followed by its captured values); the
+    /// result converted for Python.
+    pub(crate) fn call_values<'py>(&self, py: Python<'py>, argv: &[Value]) -> PyResult<Bound<'py, PyAny>> {
+        let call = |keep: bool| {
+            if keep {
+                CallCtx::detached().call_closure(&self.0, argv)
+            } else {
+                py.detach(|| CallCtx::detached().call_closure(&self.0, argv))
+            }
+        };
+        // Kept as `keeps_gil_always` (gil.rs) says, else as `relaxvm::short_calls` records.
+        let ret = if self.keeps_gil_always() { call(true) } else { self.1.run(argv, call) }.py_err(py)?;
+        to_py(py, &ret)
     }
 }
 

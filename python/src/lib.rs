@@ -4,6 +4,7 @@
 mod builder;
 mod call_args;
 mod cli;
+mod closure_call;
 mod convert;
 mod device;
 mod dlpack;
