@@ -157,15 +157,15 @@ MUTANTS = [
     # pytest: a first argument "pytest").
     (
         "builtins/src/site_alloc.rs",
-        "if fits && Tensor::site_storage_is_free(caches, own) && s.write_with(|b| b.fill(0)).is_ok() {",
-        "if fits && s.write_with(|b| b.fill(0)).is_ok() {",
+        "            && Tensor::site_storage_is_free(caches, own)\n",
+        "",
         "site alloc: a site hands out its last storage while something else still holds it",
         ["-p", "relaxvm-builtins", "--lib", "site_alloc"],
     ),
     (
         "builtins/src/site_alloc.rs",
-        "if fits && Tensor::site_storage_is_free(caches, own) && s.write_with(|b| b.fill(0)).is_ok() {",
-        "if fits && Tensor::site_storage_is_free(caches, own) && s.write_with(|_| ()).is_ok() {",
+        "(reuse == Reuse::AsLeft || s.write_with(|b| b.fill(0)).is_ok())",
+        "(reuse == Reuse::AsLeft || s.write_with(|_| ()).is_ok())",
         "site alloc: reused storage is not zeroed",
         ["-p", "relaxvm-builtins", "--lib", "site_alloc"],
     ),
@@ -185,14 +185,14 @@ MUTANTS = [
     ),
     (
         "core/src/tensor/pooled.rs",
-        "                    && inner.byte_offset == byte_offset\n",
+        "        && inner.byte_offset == byte_offset\n",
         "",
         "pooled header: the same-view fast path ignores a changed offset (an unchecked view)",
         ["-p", "relaxvm-core", "--lib", "tensor::pooled"],
     ),
     (
         "core/src/tensor/pooled.rs",
-        "                    && inner.dtype == dtype\n",
+        "        && inner.dtype == dtype\n",
         "",
         "pooled header: the same-view fast path ignores a changed dtype (an unchecked view)",
         ["-p", "relaxvm-core", "--lib", "tensor::pooled"],
@@ -203,6 +203,13 @@ MUTANTS = [
         "        if !inner.storage.is_sole() {\n            return;",
         "pooled header: a free header lets go of its own storage and keeps shared storage",
         ["-p", "relaxvm-core", "--lib", "tensor::pooled"],
+    ),
+    (
+        "core/src/value/site_views.rs",
+        "if i == u16::MAX || last.is_some_and(|l| i <= l) || !views(usize::from(i)) {",
+        "if i == u16::MAX || !views(usize::from(i)) {",
+        "site views hint: a site the hint names twice counts as two of the storage's holders",
+        ["-p", "relaxvm-core", "--lib", "value::site_views"],
     ),
     (
         "builtins/src/paged_kv_cache/sliding_mask.rs",
@@ -351,6 +358,14 @@ MUTANTS = [
         'IF => Instruction::If { cond: c.u32("result register")?',
         "isa reader: two reads named alike (errs/01)",
         ["-p", "relaxvm-builder", "--test", "integration", "isa_fields"],
+    ),
+    # Stop 44: compiled-mode sites reuse storage as left (perfcomp).
+    (
+        "builtins/src/site_alloc.rs",
+        "(reuse == Reuse::AsLeft || s.write_with(|b| b.fill(0)).is_ok())",
+        "s.write_with(|b| b.fill(0)).is_ok()",
+        "site alloc: a compiled-mode site's reused storage is zeroed again (perfcomp, #35 block row)",
+        ["-p", "relaxvm-builtins", "--lib", "site_alloc"],
     ),
 ]
 only = [int(a) for a in sys.argv[1:]] or range(len(MUTANTS))

@@ -2,7 +2,7 @@
 //!
 //! | builtin | arguments | result |
 //! |---|---|---|
-//! | `vm.builtin.alloc_storage` | `(%vm, size, device_index, dtype, [scope])` | zeroed storage for `size` elements of `dtype` |
+//! | `vm.builtin.alloc_storage` | `(%vm, size, device_index, dtype, [scope])` | zeroed storage for `size` elements of `dtype` (a compiled-mode site's reused block: as its last run left it) |
 //! | `vm.builtin.alloc_tensor` | `(storage, offset, shape, dtype, [scope])` | a tensor viewing the storage at byte `offset` |
 //! | `vm.builtin.reshape` | `(tensor, shape)` | a view (a copy when the tensor is strided) |
 //! | `vm.builtin.copy`, `vm.builtin.move` | `(value)` | the same value (no data copy, as TVM) |
@@ -94,17 +94,26 @@ fn make_storage(name: &str, ctx: &mut CallCtx<'_>, dims: &[i64], dtype: DataType
         return Err(value_err(name, format!("storage size {} has negative dimension {d}", Shape::from(dims))));
     }
     // As TVM's allocator: the shape counts elements of the dtype hint (Relax passes uint8 sizes).
-    let nbytes = dims
-        .iter()
-        .try_fold(dtype.itemsize() as i128, |acc, d| acc.checked_mul(i128::from(*d)))
-        .ok_or_else(|| Error::alloc(u128::MAX, format!("storage size {} overflows (in {name})", Shape::from(dims))))?;
+    // In 64 bits first (every dimension is non-negative here), which is every size memory can
+    // hold; in 128 bits, whose checked product costs about 35 instructions a dimension, only
+    // when that overflows, to tell a size beyond the address space from one beyond 128 bits.
+    let small = dims.iter().try_fold(dtype.itemsize() as u64, |acc, d| acc.checked_mul(*d as u64));
+    let nbytes = match small {
+        Some(n) => i128::from(n),
+        None => dims.iter().try_fold(dtype.itemsize() as i128, |acc, d| acc.checked_mul(i128::from(*d))).ok_or_else(
+            || Error::alloc(u128::MAX, format!("storage size {} overflows (in {name})", Shape::from(dims))),
+        )?,
+    };
     let device = ctx.device();
     // A site whose VM lends it only its own cache (no table of every site's: native code's
     // sites) pools as well; it then sees no kept header of another site.
     // Asked once: each ask is two calls through the VM's vtable.
+    // Native code's sites (compiled mode) get their block as its last run left it, as TVM's
+    // pooled allocator gives it (see `site_alloc::Reuse::AsLeft`).
+    let reuse = if ctx.from_native_site() { site_alloc::Reuse::AsLeft } else { site_alloc::Reuse::Zeroed };
     let storage = match ctx.pool_sites() {
-        Some(sites) => site_alloc::storage(Some(sites), nbytes, device),
-        None => site_alloc::storage(ctx.pool_cache().map(|own| (std::slice::from_mut(own), 0)), nbytes, device),
+        Some(sites) => site_alloc::storage(Some(sites), nbytes, device, reuse),
+        None => site_alloc::storage(ctx.pool_cache().map(|own| (std::slice::from_mut(own), 0)), nbytes, device, reuse),
     };
     Ok(Value::Storage(storage.map_err(|e| in_builtin(name, e))?))
 }
@@ -397,6 +406,14 @@ mod tests {
         assert!(e.contains(n) && e.contains("negative"), "{e}");
         let e = ok(Value::Shape([1 << 50].into()), 0, "uint8", Value::Null).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Alloc { .. }) && e.to_string().contains(n), "{e}");
+        // Past 64 bits but within 128: beyond the address space, as any size memory cannot hold
+        // (the 64-bit product overflows; the 128-bit one gives the size).
+        let e = ok(Value::Shape([1 << 40, 1 << 40].into()), 0, "float32", Value::Null).expect_err("an error");
+        assert!(
+            matches!(e.kind(), ErrorKind::Alloc { bytes, .. } if *bytes == 1 << 82)
+                && e.to_string().contains("size exceeds the address space"),
+            "{e:?}"
+        );
         assert_eq!(
             format!(
                 "{:?}",

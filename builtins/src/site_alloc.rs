@@ -6,8 +6,8 @@
 //! site keeps the last one it made; at the next call (or the next run of the site within one
 //! call: a loop, a recursion), when that one is no longer held anywhere else (no register,
 //! tensor, numpy array or result the caller kept: [`Storage::is_sole`], [`Tensor::is_sole`])
-//! and has the size asked for, it is handed out again, zeroed as new storage is, with no
-//! allocation or free. Anything still held is never handed out twice: the site then allocates
+//! and has the size asked for, it is handed out again, with no allocation or free: zeroed as
+//! new storage is, except at the sites of compiled-mode machine code ([`Reuse::AsLeft`]). Anything still held is never handed out twice: the site then allocates
 //! anew and keeps the new one. As TVM's pooled allocator keeps freed blocks, a VM keeps each
 //! site's last allocation while it lives. `alloc_tensor`'s sites keep their last tensor header
 //! likewise ([`relaxvm::Tensor::view_in_slot`]), still viewing its storage: a storage site
@@ -22,19 +22,46 @@
 
 use relaxvm::{DataType, Device, Result, Shape, Storage, Tensor, Value};
 
-/// `nbytes` of zeroed storage on `device`: the site's last storage when that is free and of the
-/// same size, else new storage, which becomes the site's last. `sites` is every site cache of
-/// the VM and the index of this site's ([`CallCtx::pool_sites`]; `None` when the call has
-/// none).
+/// What a site's reused storage holds when it is handed out again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reuse {
+    /// Zeroes, as new storage: the contract of `alloc_storage` for bytecode, whose programs
+    /// (ours, hand-written ones) may read what they allocate before writing it.
+    Zeroed,
+    /// The bytes the site's last run left in it, not zeroed again: for the sites of a VM TIR
+    /// function's machine code ([`CallCtx::from_native_site`]). TVM's pooled allocator hands
+    /// such code recycled blocks uninitialised, so the kernels TVM built for it write what
+    /// they allocate before they read it, and zeroing would only cost (about 53k
+    /// instructions a call of the transformer block). The bytes are never uninitialised memory:
+    /// new storage starts zeroed, and a reused block holds what this VM's earlier runs (or
+    /// a caller that held its result) wrote, readable by nobody else meanwhile (it is reused
+    /// only when nothing else holds it).
+    ///
+    /// [`CallCtx::from_native_site`]: relaxvm::CallCtx::from_native_site
+    AsLeft,
+}
+
+/// `nbytes` of storage on `device`: the site's last storage when that is free and of the same
+/// size (zeroed or as left, by `reuse`), else new, zeroed storage, which becomes the site's
+/// last. `sites` is every site cache of the VM and the index of this site's
+/// ([`CallCtx::pool_sites`]; `None` when the call has none).
 ///
 /// [`CallCtx::pool_sites`]: relaxvm::CallCtx::pool_sites
-pub(crate) fn storage(sites: Option<(&mut [Value], usize)>, nbytes: i128, device: Device) -> Result<Storage> {
+pub(crate) fn storage(
+    sites: Option<(&mut [Value], usize)>,
+    nbytes: i128,
+    device: Device,
+    reuse: Reuse,
+) -> Result<Storage> {
     let Some((caches, own)) = sites else { return Storage::alloc_checked(nbytes, device) };
     if let Value::Storage(s) = &caches[own] {
         let fits = i128::try_from(s.len()).is_ok_and(|len| len == nbytes) && s.device() == device;
         // Free, it has no reader or writer but us: the zeroing cannot fail, but if it did,
         // new storage serves the call.
-        if fits && Tensor::site_storage_is_free(caches, own) && s.write_with(|b| b.fill(0)).is_ok() {
+        if fits
+            && Tensor::site_storage_is_free(caches, own)
+            && (reuse == Reuse::AsLeft || s.write_with(|b| b.fill(0)).is_ok())
+        {
             return Ok(s.clone());
         }
         // Replaced: the headers other sites keep no longer keep it.
@@ -86,38 +113,61 @@ mod tests {
                 Some((&mut caches[..], 0))
             };
         }
-        let a = storage(site!(), 64, dev).unwrap();
+        let a = storage(site!(), 64, dev, Reuse::Zeroed).unwrap();
         a.write(0, &[7; 64]).unwrap();
         // Still held (by `a`): a second call gets other storage.
-        let b = storage(site!(), 64, dev).unwrap();
+        let b = storage(site!(), 64, dev, Reuse::Zeroed).unwrap();
         assert!(!b.ptr_eq(&a));
         // The site keeps `b`: written here, it must come back zeroed.
         b.write(0, &[5; 64]).unwrap();
         drop(a);
         drop(b);
         // Only the cache holds the last one: it comes back, zeroed.
-        let c = storage(site!(), 64, dev).unwrap();
+        let c = storage(site!(), 64, dev, Reuse::Zeroed).unwrap();
         assert!(c.ptr_eq(cached(&caches[0])));
         assert!(c.bytes().iter().all(|x| *x == 0));
         c.write(0, &[1]).unwrap();
         drop(c);
         // Another size: new storage.
-        let d = storage(site!(), 32, dev).unwrap();
+        let d = storage(site!(), 32, dev, Reuse::Zeroed).unwrap();
         assert_eq!(d.len(), 32);
         // A tensor viewing the last storage holds it.
         drop(d);
         let view =
             Tensor::from_parts(cached(&caches[0]).clone(), 0, Shape::from(&[8][..]), None, DataType::F32).unwrap();
-        let e = storage(site!(), 32, dev).unwrap();
+        let e = storage(site!(), 32, dev, Reuse::Zeroed).unwrap();
         assert!(!e.ptr_eq(view.storage()));
         // Without a cache, always new.
-        assert!(storage(None, 32, dev).unwrap().bytes().iter().all(|x| *x == 0));
+        assert!(storage(None, 32, dev, Reuse::Zeroed).unwrap().bytes().iter().all(|x| *x == 0));
+    }
+
+    #[test]
+    fn a_native_code_site_reuses_its_storage_as_left_and_new_storage_starts_zeroed() {
+        let dev = Device::cpu(0);
+        let mut caches = [Value::Null];
+        let a = storage(Some((&mut caches[..], 0)), 64, dev, Reuse::AsLeft).unwrap();
+        assert!(a.bytes().iter().all(|x| *x == 0), "new storage starts zeroed");
+        a.write(0, &[7; 64]).unwrap();
+        // Still held: never handed out twice, and the new one starts zeroed.
+        let b = storage(Some((&mut caches[..], 0)), 64, dev, Reuse::AsLeft).unwrap();
+        assert!(!b.ptr_eq(&a) && b.bytes().iter().all(|x| *x == 0));
+        b.write(0, &[9; 64]).unwrap();
+        drop((a, b));
+        // Free: the same block, holding what the last run wrote (TVM's pooled allocator's
+        // recycled blocks are uninitialised; ours are what was left).
+        let c = storage(Some((&mut caches[..], 0)), 64, dev, Reuse::AsLeft).unwrap();
+        assert!(c.ptr_eq(cached(&caches[0])));
+        assert!(c.bytes().iter().all(|x| *x == 9));
+        drop(c);
+        // The same block at a bytecode site's reuse is zeroed.
+        let d = storage(Some((&mut caches[..], 0)), 64, dev, Reuse::Zeroed).unwrap();
+        assert!(d.ptr_eq(cached(&caches[0])) && d.bytes().iter().all(|x| *x == 0));
     }
 
     /// Sites: 0 a storage site, 1 and 2 tensor sites keeping headers (1 views the storage).
     fn sites_with_a_kept_view(dev: Device) -> ([Value; 3], Storage) {
         let mut caches = [Value::Null, Value::Null, Value::Null];
-        let s = storage(Some((&mut caches[..], 0)), 64, dev).unwrap();
+        let s = storage(Some((&mut caches[..], 0)), 64, dev, Reuse::Zeroed).unwrap();
         let t = Tensor::view_in_slot(&mut caches[1], &s, 0, &Shape::from(&[16][..]), DataType::F32).unwrap();
         let other = Storage::alloc(64, dev).unwrap();
         Tensor::view_in_slot(&mut caches[2], &other, 0, &Shape::from(&[16][..]), DataType::F32).unwrap();
@@ -131,7 +181,7 @@ mod tests {
         let (mut caches, s) = sites_with_a_kept_view(dev);
         s.write(0, &[5; 64]).unwrap();
         // Held by `s`: not free, and the kept header keeps viewing it meanwhile.
-        let fresh = storage(Some((&mut caches[..], 0)), 64, dev).unwrap();
+        let fresh = storage(Some((&mut caches[..], 0)), 64, dev, Reuse::Zeroed).unwrap();
         assert!(!fresh.ptr_eq(&s));
         assert!(!caches[1].as_tensor().unwrap().storage().ptr_eq(&s), "the replaced storage is let go of");
         drop((s, fresh));
@@ -140,7 +190,7 @@ mod tests {
         Tensor::view_in_slot(&mut caches[1], &s, 0, &Shape::from(&[16][..]), DataType::F32).unwrap();
         s.write(0, &[5; 64]).unwrap();
         drop(s);
-        let again = storage(Some((&mut caches[..], 0)), 64, dev).unwrap();
+        let again = storage(Some((&mut caches[..], 0)), 64, dev, Reuse::Zeroed).unwrap();
         assert!(again.ptr_eq(cached(&caches[0])));
         assert!(again.bytes().iter().all(|x| *x == 0), "zeroed again");
         // The header still views it, and its site makes the same view without a new header.
@@ -158,7 +208,7 @@ mod tests {
         drop(s);
         let result = caches[1].as_tensor().unwrap().clone();
         result.storage().write(0, &[3; 64]).unwrap();
-        let fresh = storage(Some((&mut caches[..], 0)), 64, dev).unwrap();
+        let fresh = storage(Some((&mut caches[..], 0)), 64, dev, Reuse::Zeroed).unwrap();
         assert!(!fresh.ptr_eq(result.storage()));
         assert_eq!(result.storage().bytes()[0], 3, "the held view's data is untouched");
     }
@@ -168,7 +218,7 @@ mod tests {
         let dev = Device::cpu(0);
         let (mut caches, s) = sites_with_a_kept_view(dev);
         // Another size: the site's storage is replaced, and the kept view lets go of it.
-        let fresh = storage(Some((&mut caches[..], 0)), 32, dev).unwrap();
+        let fresh = storage(Some((&mut caches[..], 0)), 32, dev, Reuse::Zeroed).unwrap();
         assert!(s.is_sole(), "only the test's handle is left");
         assert!(!caches[1].as_tensor().unwrap().storage().ptr_eq(&s));
         // The unrelated header keeps its view.

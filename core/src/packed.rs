@@ -68,6 +68,15 @@ impl<'a> CallCtx<'a> {
         vm.site_cache(self.entry?)
     }
 
+    /// Whether the call comes from a call site of native code that keeps its own cache (a VM
+    /// TIR function of a TVM `exec_mode="compiled"` model, [`VmHandle::call_named_at`]). Its
+    /// allocations serve TVM-built machine code, whose kernels write what they allocate before
+    /// reading it (TVM's pooled allocator hands them back uninitialised), so `alloc_storage`
+    /// reuses a block at such a site as the last run left it instead of zeroing it again.
+    pub fn from_native_site(&self) -> bool {
+        self.site.is_some()
+    }
+
     /// Every site cache of the calling VM and the index of this call's among them, when the
     /// VM pools allocations (as [`pool_cache`](Self::pool_cache)): an allocating site sees
     /// which other sites' kept values still hold its block. `None` when it allocates at every
@@ -162,8 +171,8 @@ impl<'a> CallCtx<'a> {
     pub fn call_closure(&mut self, closure: &Closure, args: &[Value]) -> Result<Value> {
         match (&mut self.vm, &closure.callable) {
             (Some(vm), _) => vm.call_closure(closure, args),
-            // Nothing captured (every function the registry holds): the arguments as they are,
-            // with no list of them collected per call.
+            // Nothing captured (a builtin, a kernel): the arguments go as they are, with no list
+            // collected per call.
             (None, Callable::Packed(p)) if closure.captured.is_empty() => p.call(&mut CallCtx::detached(), args),
             (None, Callable::Packed(p)) => {
                 let all: Vec<Value> = args.iter().chain(&closure.captured).cloned().collect();
@@ -401,6 +410,16 @@ impl_typed_fn!(6, A0 0, A1 1, A2 2, A3 3, A4 4, A5 5);
 mod tests {
     use super::*;
     use crate::value::Closure;
+
+    #[test]
+    fn a_detached_closure_call_passes_its_arguments_then_its_captures() {
+        let count = PackedFunc::new("t.count", |_, args| Ok(Value::Int(args.len() as i64)));
+        let mut ctx = CallCtx::detached();
+        let bare = Closure { callable: Callable::Packed(count.clone()), captured: Vec::new() };
+        assert_eq!(ctx.call_closure(&bare, &[Value::Int(1), Value::Int(2)]).unwrap().as_int().unwrap(), 2);
+        let with = Closure { callable: Callable::Packed(count), captured: vec![Value::Int(3)] };
+        assert_eq!(ctx.call_closure(&with, &[Value::Int(1), Value::Int(2)]).unwrap().as_int().unwrap(), 3);
+    }
 
     #[test]
     fn typed_converts_and_checks() {

@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use std::alloc::Layout;
 use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 pub mod block_cache;
@@ -63,6 +63,9 @@ struct Block {
     frozen: AtomicBool,
     /// The bytes lie in [`read_only::ReadOnlyPages`] (always frozen too).
     sealed: bool,
+    /// Where the call site that keeps this block last found the tensor headers viewing it
+    /// (`Tensor::site_storage_is_free`, `value/site_views.rs`): a hint, so relaxed.
+    views: AtomicU64,
 }
 
 enum Owner {
@@ -104,7 +107,16 @@ impl Drop for Block {
 
 impl Block {
     fn new(ptr: NonNull<u8>, len: usize, device: Device, owner: Owner) -> Self {
-        Block { ptr, len, device, owner, state: AtomicUsize::new(0), frozen: AtomicBool::new(false), sealed: false }
+        Block {
+            ptr,
+            len,
+            device,
+            owner,
+            state: AtomicUsize::new(0),
+            frozen: AtomicBool::new(false),
+            sealed: false,
+            views: AtomicU64::new(u64::MAX),
+        }
     }
 }
 
@@ -263,6 +275,13 @@ impl Storage {
     /// (`Tensor::site_storage_is_free`) may hand the block out again.
     pub(crate) fn handles(&self) -> usize {
         Arc::strong_count(&self.0)
+    }
+
+    /// Where the call site keeping this block last found the headers viewing it: a hint
+    /// `Tensor::site_storage_is_free` keeps with the block (one per site, since each site
+    /// keeps its own block), read and written relaxed.
+    pub(crate) fn views_hint(&self) -> &AtomicU64 {
+        &self.0.views
     }
 
     /// The bytes, read-only, for as long as the guard lives (safe writes wait for it to drop).

@@ -9,11 +9,12 @@
 //! such headers as no holders ([`Tensor::site_storage_is_free`]): nothing can read a header only
 //! its site holds until that site makes it a view again.
 
-use super::{check_view, Tensor};
+use super::{check_view, Inner, Tensor};
 use crate::dtype::DataType;
 use crate::error::Result;
 use crate::shape::Shape;
 use crate::storage::Storage;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 /// Where a call site keeps a tensor header between calls: a place that may hold a tensor
@@ -38,26 +39,30 @@ impl Tensor {
         dtype: DataType,
     ) -> Result<Tensor> {
         if let Some(Tensor(kept)) = slot.tensor_mut() {
+            // The view it already is (a model's next run of this site), held by the slot alone:
+            // handed out as it is, without `get_mut`'s atomic exchange. Its checks passed for
+            // exactly these parts, none of which can change (a storage's length is fixed, a
+            // shape immutable), and no other handle exists to read it meanwhile (`sole`: one
+            // strong handle, whose fence orders what dropped handles did before this; no weak
+            // handles are made of tensors).
+            if crate::storage::sole(kept) && is_view(kept, storage, byte_offset, shape, dtype) {
+                // A binding's object, if one was made, is gone (it held the header).
+                kept.binding.store(std::ptr::null_mut(), Ordering::Relaxed);
+                return Ok(Tensor(Arc::clone(kept)));
+            }
             // `get_mut` succeeds only for the one handle (no other strong or weak reference),
             // and orders what the dropped handles did before the writes below.
             if let Some(inner) = Arc::get_mut(kept) {
-                let same_shape = inner.shape.ptr_eq(shape);
-                // The view it already is (a model's next run of this site): its checks passed
-                // for exactly these parts, none of which can change (a storage's length is
-                // fixed, a shape immutable).
-                let same = same_shape
-                    && inner.storage.ptr_eq(storage)
-                    && inner.byte_offset == byte_offset
-                    && inner.dtype == dtype
-                    && inner.strides.is_none();
-                if !same {
+                // The view it already is only if another handle was dropped since the check
+                // above; then as there.
+                if !is_view(inner, storage, byte_offset, shape, dtype) {
                     check_view(storage, byte_offset, shape, None, dtype)?;
                     if !inner.storage.ptr_eq(storage) {
                         inner.storage = storage.clone();
                     }
                     inner.byte_offset = byte_offset;
                     inner.dtype = dtype;
-                    if !same_shape {
+                    if !inner.shape.ptr_eq(shape) {
                         inner.shape = shape.clone();
                     }
                     inner.strides = None;
@@ -91,6 +96,17 @@ impl Tensor {
         inner.strides = None;
         *inner.binding.get_mut() = std::ptr::null_mut();
     }
+}
+
+/// Whether `inner` is the contiguous view of `storage` at `byte_offset` with `shape` (the very
+/// object) and `dtype`.
+#[inline]
+fn is_view(inner: &Inner, storage: &Storage, byte_offset: usize, shape: &Shape, dtype: DataType) -> bool {
+    inner.shape.ptr_eq(shape)
+        && inner.storage.ptr_eq(storage)
+        && inner.byte_offset == byte_offset
+        && inner.dtype == dtype
+        && inner.strides.is_none()
 }
 
 /// Empty storage and the shape `(0,)`, shared by every released header.
@@ -172,9 +188,13 @@ mod tests {
         let s = storage(64);
         let shape = Shape::from(&[4][..]);
         let a = Tensor::view_in_slot(&mut slot, &s, 16, &shape, DataType::F32).unwrap();
+        // A binding wrapped it; that object is gone once only the slot holds the header.
+        let mut wrapper = 0u8;
+        a.binding_slot().store((&raw mut wrapper).cast(), std::sync::atomic::Ordering::Relaxed);
         drop(a);
         let b = Tensor::view_in_slot(&mut slot, &s, 16, &shape, DataType::F32).unwrap();
         assert!(b.ptr_eq(slot.as_tensor().unwrap()));
+        assert!(b.binding_slot().load(std::sync::atomic::Ordering::Relaxed).is_null(), "the wrapper is forgotten");
         assert!(b.storage().ptr_eq(&s) && b.shape().ptr_eq(&shape));
         assert_eq!((b.byte_offset(), b.dtype(), b.is_contiguous()), (16, DataType::F32, true));
         drop(b);

@@ -74,26 +74,37 @@ fn first_copy_for(name: &str, address: usize) -> bool {
     said.insert((name.to_string(), address))
 }
 
-/// The most arguments [`call_direct`] takes (its arrays live on the stack).
+/// The most arguments [`call_direct`] takes in its common form (its arrays live on the stack,
+/// and the arguments array is cleared at every call, so it is kept small).
 const DIRECT_ARGS: usize = 8;
+
+/// The most arguments any call keeps on the stack: TVM's paged-attention kernels take about
+/// twenty, and beyond the inline size their lists cost an allocation per call.
+const WIDE_ARGS: usize = 24;
 
 /// Calls kernel `name` (`f`) with `args`.
 pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
-    if args.len() <= DIRECT_ARGS {
-        if let Some(result) = call_direct(name, f, args) {
-            return result;
-        }
+    let direct = if args.len() <= DIRECT_ARGS {
+        call_direct::<DIRECT_ARGS>(name, f, args)
+    } else if args.len() <= WIDE_ARGS {
+        call_direct::<WIDE_ARGS>(name, f, args)
+    } else {
+        None
+    };
+    match direct {
+        Some(result) => result,
+        None => call_staged(name, f, args),
     }
-    call_staged(name, f, args)
 }
 
 /// The common call: every tensor argument is aligned and contiguous, so its DLTensor views it
 /// in place, and the DLTensors and arguments are built once in arrays on the stack (no vectors
 /// moved, no second pass). `None` when an argument needs an aligned copy: [`call_staged`] then
 /// makes the whole call, meeting any argument error in the same order this loop would.
-fn call_direct(name: &str, f: SafeCall, args: &[Value]) -> Option<Result<Value>> {
-    let mut dls = [const { MaybeUninit::<DLTensor>::uninit() }; DIRECT_ARGS];
-    let mut anys = [TVMFFIAny::NONE; DIRECT_ARGS];
+/// `N` is the arrays' length, at least `args.len()`.
+fn call_direct<const N: usize>(name: &str, f: SafeCall, args: &[Value]) -> Option<Result<Value>> {
+    let mut dls = [const { MaybeUninit::<DLTensor>::uninit() }; N];
+    let mut anys = [TVMFFIAny::NONE; N];
     for (i, v) in args.iter().enumerate() {
         if let Value::Tensor(t) = v {
             if !viewable(t) {
@@ -167,8 +178,8 @@ fn invoke(name: &str, f: SafeCall, anys: &[TVMFFIAny]) -> Result<TVMFFIAny> {
 /// aligned copies, written back after the kernel returns.
 fn call_staged(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
     let mut staged: SmallVec<[Staged; 2]> = SmallVec::new();
-    let mut sources: SmallVec<[Option<Source>; 8]> = SmallVec::with_capacity(args.len());
-    let mut anys: SmallVec<[TVMFFIAny; 8]> = SmallVec::with_capacity(args.len());
+    let mut sources: SmallVec<[Option<Source>; WIDE_ARGS]> = SmallVec::with_capacity(args.len());
+    let mut anys: SmallVec<[TVMFFIAny; WIDE_ARGS]> = SmallVec::with_capacity(args.len());
     for (i, v) in args.iter().enumerate() {
         match convert::scalar_to_ffi(v, &|| format!("argument {i} of kernel {name:?}"))? {
             Some(any) => {
@@ -204,7 +215,7 @@ fn call_staged(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
         }
     }
     // DLTensors are built after every copy is made, so the pointers into `dls` stay valid.
-    let dls: SmallVec<[DLTensor; 8]> = sources
+    let dls: SmallVec<[DLTensor; WIDE_ARGS]> = sources
         .iter()
         .flatten()
         .map(|s| match s {
@@ -240,4 +251,61 @@ fn call_staged(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
         }
     }
     convert::result_from_ffi(&result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::c_void;
+
+    /// A kernel that returns the sum of its int arguments plus, for each tensor argument, its
+    /// first element (an f32 or i64, truncated), and adds 1 to that element in place.
+    unsafe extern "C" fn sum_and_bump(_: *mut c_void, args: *const TVMFFIAny, n: i32, result: *mut TVMFFIAny) -> i32 {
+        let mut sum = 0i64;
+        for i in 0..n as usize {
+            // SAFETY: the caller passes `n` values.
+            let a = unsafe { *args.add(i) };
+            match a.type_index {
+                type_index::INT => sum += a.payload as i64,
+                type_index::DL_TENSOR_PTR => {
+                    // SAFETY: a DLTensor the caller made, viewing a live, writable tensor of
+                    // at least one element.
+                    let dl = unsafe { &*(a.payload as usize as *const DLTensor) };
+                    let p = dl.data.cast::<i64>();
+                    // SAFETY: as above (an i64 tensor here).
+                    unsafe {
+                        sum += *p;
+                        *p += 1;
+                    }
+                }
+                _ => return -1,
+            }
+        }
+        // SAFETY: the result is writable.
+        unsafe { *result = TVMFFIAny::int(sum) };
+        0
+    }
+
+    #[test]
+    fn every_arity_up_to_the_wide_arrays_and_past_them_gives_the_same_call() {
+        for n in [0usize, 1, 8, 9, 20, WIDE_ARGS, WIDE_ARGS + 1, 40] {
+            let tensors: Vec<Tensor> = (0..n).map(|i| Tensor::from_vec([1], vec![i as i64]).unwrap()).collect();
+            // Ints and tensors interleaved.
+            let args: Vec<Value> =
+                (0..n).map(|i| if i % 2 == 0 { Value::Int(100) } else { Value::Tensor(tensors[i].clone()) }).collect();
+            let expected: i64 = (0..n).map(|i| if i % 2 == 0 { 100 } else { i as i64 }).sum();
+            let got = call("k", sum_and_bump, &args).unwrap();
+            assert!(matches!(got, Value::Int(s) if s == expected), "{n} arguments: {}", got.describe());
+            for (i, t) in tensors.iter().enumerate().filter(|(i, _)| i % 2 == 1) {
+                assert_eq!(t.to_vec::<i64>().unwrap(), [i as i64 + 1], "{n} arguments: written in place");
+            }
+            // An argument a kernel cannot take is named, at any arity.
+            if n > 0 {
+                let mut bad = args.clone();
+                bad[n - 1] = Value::str("x");
+                let e = call("k", sum_and_bump, &bad).unwrap_err().to_string();
+                assert!(e.contains(&format!("argument {} of kernel \"k\"", n - 1)), "{e}");
+            }
+        }
+    }
 }

@@ -148,11 +148,18 @@ pub fn set_error(e: &Error) {
 }
 
 /// Forgets any error recorded on this thread (before a call, so a stale one is never reported).
+// Inline: the check is what every kernel call runs; the call around it cost as much again.
+#[inline]
 pub fn clear() {
     // Usually untouched since the last clear: then the slot is not even looked at.
-    if !DIRTY.with(Cell::get) {
-        return;
+    if DIRTY.with(Cell::get) {
+        clear_slot();
     }
+}
+
+/// [`clear`]'s work when the slot may hold something.
+#[inline(never)]
+fn clear_slot() {
     // Usually empty: then nothing is moved or dropped.
     let old = with_slot(|s| (s.raised.is_some() || s.carried.is_some()).then(|| std::mem::take(s)));
     // Empty now. Reset before the drop, which may run an embedder's code that sets the slot

@@ -13,6 +13,8 @@ use relaxvm::{
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex};
 
+mod alloc_sites;
+
 type Lists = (*mut c_void, *mut c_void, *mut c_void, *mut c_void);
 
 /// The four pointers a VM TIR function receives.
@@ -368,37 +370,6 @@ fn a_replaced_or_removed_function_is_not_kept_by_the_vm() {
     drop(relaxvm::registry::remove_global("test.vmtir.kept"));
     assert_eq!(Arc::strong_count(&marker), 1, "nothing else does, the VM included");
     drop(vm);
-}
-
-fn storage_of(v: &Value) -> relaxvm::Storage {
-    match v {
-        Value::Storage(s) => s.clone(),
-        other => panic!("expected a storage, found {}", other.describe()),
-    }
-}
-
-#[test]
-fn compiled_allocation_sites_follow_memory_cfg() {
-    // F9: the machine code's `alloc_storage` call is a site with a cache, as a bytecode call
-    // instruction is: pooled (the default) keeps what it made and hands it out again once
-    // nothing else holds it; naive keeps nothing.
-    let mut vm = vm_with(alloc_fn);
-    assert_eq!(vm.allocator(), relaxvm::Allocator::Pooled);
-    let first = storage_of(&vm.invoke("f", &[tensor()]).unwrap());
-    assert!(!first.is_sole(), "the site keeps the storage it made");
-    let address = first.as_ptr();
-    drop(first);
-    // The site's storage stayed alive, so the same address is the same storage, handed out again.
-    let again = storage_of(&vm.invoke("f", &[tensor()]).unwrap());
-    assert_eq!(again.as_ptr(), address);
-    // A result the caller keeps is never handed out again.
-    let other = storage_of(&vm.invoke("f", &[tensor()]).unwrap());
-    assert!(!other.ptr_eq(&again) && other.as_ptr() != address);
-    // Switching to naive drops what the sites keep, and nothing is kept after.
-    vm.set_allocator(relaxvm::Allocator::Naive);
-    assert!(other.is_sole());
-    let naive = storage_of(&vm.invoke("f", &[tensor()]).unwrap());
-    assert!(naive.is_sole(), "a naive VM's sites keep nothing");
 }
 
 /// The address of read-only pages for [`read_only_stack_fn`] (set by its test).
