@@ -1,5 +1,5 @@
 """A packed function from ``rx.get_global_func`` is called through CPython's vectorcall entry
-(python/src/closure_call.rs); calling its ``__call__`` (``tp_call``, with a tuple) must behave
+(python/src/convert/closure.rs); calling its ``__call__`` (``tp_call``, with a tuple) must behave
 the same: results, conversion refusals naming the argument, keywords refused, exceptions of
 Python callbacks carried through, re-entry from a callback."""
 
@@ -26,7 +26,7 @@ def test_results_match_the_tuple_path():
 
 
 def test_opaque_object_and_shape_arguments_convert():
-    # An rx.Object (storage) and rx.Shape take the exact-type conversion of closure_call.rs.
+    # An rx.Object (storage) and rx.Shape take the exact-type conversion of convert/closure.rs.
     alloc = rx.get_global_func("vm.builtin.alloc_storage")
     tensor = rx.get_global_func("vm.builtin.alloc_tensor")
     ident = rx.get_global_func("vm.builtin.copy")

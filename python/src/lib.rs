@@ -4,7 +4,6 @@
 mod builder;
 mod call_args;
 mod cli;
-mod closure_call;
 mod convert;
 mod device;
 mod dlpack;

@@ -1,5 +1,5 @@
 //! `rx.get_global_func(name)(...)` — any packed `rx.Closure` called from Python — through
-//! CPython's vectorcall protocol (PEP 590), as `vm["name"](...)` is (`vm_function::vectorcall`).
+//! CPython's vectorcall protocol (PEP 590), as `vm["name"](...)` is (`crate::vm_function::vectorcall`).
 //!
 //! pyo3's `__call__` goes through `tp_call`: CPython packs the positional arguments into a new
 //! tuple for every call, and pyo3 unpacks them again through its argument parser. A Closure
@@ -8,24 +8,90 @@
 //! type comparison each, before the general conversion's chain of checks). `tp_call` stays for
 //! callers holding a tuple (and for keywords, which it refuses with pyo3's message).
 
-use crate::convert::{quick_value, to_value_in, Args, PyClosure, PyOpaque};
+use super::{args_to_values, quick_value, to_py, to_value_in, Args, PyOpaque};
+use crate::errors::IntoPyResult;
 use crate::shape::PyShape;
-use crate::vm_function::raise;
-use crate::vm_function::vectorcall::VectorcallFn;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 use pyo3::Borrowed;
-use relaxvm::{Closure, Value};
+use relaxvm::{CallCtx, Callable, Closure, Value};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
+
+/// Hands `e` to Python as the pending exception: what a vectorcall entry returns on failure.
+fn raise(py: Python<'_>, e: PyErr) -> *mut ffi::PyObject {
+    e.restore(py);
+    std::ptr::null_mut()
+}
+
+/// A function value from the VM: a bytecode function (callable through
+/// `VirtualMachine.invoke_closure`) or a packed function (callable directly), with the values it
+/// captured. Made by [`new_closure`] (which gives it its vectorcall entry,
+/// the third field).
+#[pyclass(module = "relaxvm", name = "Closure", frozen)]
+pub struct PyClosure(pub Arc<Closure>, pub(crate) relaxvm::short_calls::ShortRecord, pub(crate) ffi::vectorcallfunc);
+
+#[pymethods]
+impl PyClosure {
+    /// The function's name.
+    #[getter]
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    /// True for a bytecode function (which needs a VM to run).
+    #[getter]
+    fn is_bytecode(&self) -> bool {
+        matches!(self.0.callable, Callable::Bytecode { .. })
+    }
+
+    /// How many values it captured (passed after each call's own arguments).
+    #[getter]
+    fn num_captured(&self) -> usize {
+        self.0.captured.len()
+    }
+
+    /// Calls a packed function with `args` followed by the captured values. Bytecode closures
+    /// need a VM: use `vm.invoke_closure(closure, *args)`.
+    #[pyo3(signature = (*args))]
+    /// (Calls from Python come through the vectorcall entry, [`call`]; this is
+    /// for callers holding a tuple.)
+    fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        let argv = args_to_values(args, self.0.name())?;
+        self.call_values(py, &argv)
+    }
+
+    fn __repr__(&self) -> String {
+        let kind = if self.is_bytecode() { "bytecode" } else { "packed" };
+        format!("<relaxvm.Closure {kind} {:?} captured={}>", self.0.name(), self.0.captured.len())
+    }
+}
+
+impl PyClosure {
+    /// Calls it with the converted arguments `argv` (followed by its captured values); the
+    /// result converted for Python.
+    pub(crate) fn call_values<'py>(&self, py: Python<'py>, argv: &[Value]) -> PyResult<Bound<'py, PyAny>> {
+        let call = |keep: bool| {
+            if keep {
+                CallCtx::detached().call_closure(&self.0, argv)
+            } else {
+                py.detach(|| CallCtx::detached().call_closure(&self.0, argv))
+            }
+        };
+        // Kept as `keeps_gil_always` (gil.rs) says, else as `relaxvm::short_calls` records.
+        let ret = if self.keeps_gil_always() { call(true) } else { self.1.run(argv, call) }.py_err(py)?;
+        to_py(py, &ret)
+    }
+}
 
 /// Where in a Closure object its vectorcall entry is, once the type has been told.
 static OFFSET: OnceLock<isize> = OnceLock::new();
 
 /// A new Python `rx.Closure` for `c`, callable through vectorcall.
 pub fn new_closure<'py>(py: Python<'py>, c: Arc<Closure>) -> PyResult<Bound<'py, PyClosure>> {
-    let f = Bound::new(py, PyClosure(c, Default::default(), call as VectorcallFn))?;
+    let f = Bound::new(py, PyClosure(c, Default::default(), call as ffi::vectorcallfunc))?;
     let field = std::ptr::from_ref(&f.get().2) as isize;
     let offset = field - f.as_ptr() as isize;
     let set = *OFFSET.get_or_init(|| {
