@@ -101,3 +101,31 @@ def test_threads_call_one_closure():
     for t in ts:
         t.join()
     assert sorted(out) == sorted(sum(range(k * 100, k * 100 + 100)) for k in range(4))
+
+
+def test_recursion_through_global_functions_is_an_error_not_a_crash():
+    # Attack finding perfpy/01: each vectorcall of a Closure counts a level of Python recursion
+    # (as tp_call did), so a recursion through registered functions on a 2 MiB thread stack
+    # raises RecursionError before the native stack runs out (a crash before the count).
+    import subprocess
+    import sys
+
+    child = """
+import threading, relaxvm as rx
+f = rx.get_global_func
+@rx.register_func("test.closure_vectorcall.deep", override=True)
+def d(n):
+    return 0 if n == 0 else f("test.closure_vectorcall.deep")(n - 1) + 1
+out = []
+def run():
+    try:
+        out.append(f("test.closure_vectorcall.deep")(2000))
+    except BaseException as e:
+        out.append(type(e).__name__)
+threading.stack_size(2 << 20)
+t = threading.Thread(target=run); t.start(); t.join()
+print(out)
+"""
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert r.stdout.strip() == "['RecursionError']", r.stdout

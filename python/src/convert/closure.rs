@@ -179,10 +179,20 @@ pub unsafe extern "C" fn call(
             Err(e) => raise(py, e),
         }
     };
-    match catch_unwind(AssertUnwindSafe(run)) {
+    // Counted as a level of Python recursion, as `tp_call` counts it (attack finding
+    // perfpy/01): CPython counts none for a C vectorcall entry, so a recursion through
+    // registered functions would otherwise run the native stack out before RecursionError.
+    // SAFETY: attached thread (above); the message is a NUL-terminated static string.
+    if unsafe { ffi::Py_EnterRecursiveCall(c" while calling a Python object".as_ptr()) } != 0 {
+        return std::ptr::null_mut();
+    }
+    let ret = match catch_unwind(AssertUnwindSafe(run)) {
         Ok(ret) => ret,
         Err(payload) => raise(py, pyo3::panic::PanicException::new_err(relaxvm::packed::panic_message(&*payload))),
-    }
+    };
+    // SAFETY: paired with the successful `Py_EnterRecursiveCall` above, on the same thread.
+    unsafe { ffi::Py_LeaveRecursiveCall() };
+    ret
 }
 
 /// A vectorcall with keywords, handed to the type's `tp_call` (pyo3's `__call__`, which refuses
