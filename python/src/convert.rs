@@ -16,7 +16,7 @@
 
 use crate::device::PyDevice;
 use crate::dtype::PyDataType;
-use crate::errors::{from_pyerr, IntoPyResult};
+use crate::errors::from_pyerr;
 use crate::int_arg::int_out_of_range;
 use crate::recent_arrays;
 use crate::shape::PyShape;
@@ -27,7 +27,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::PyTypeInfo;
-use relaxvm::{CallCtx, Callable, Closure, PackedFunc, Value};
+use relaxvm::{Callable, Closure, PackedFunc, Value};
 use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -35,6 +35,10 @@ use std::sync::Arc;
 /// How deeply tuples and lists passed to the VM may nest. Conversion itself is iterative and
 /// would take any depth; the limit keeps what reaches Rust code that walks values within the
 /// stack of any thread (Python's own default recursion limit is the same).
+mod closure;
+pub(crate) use closure::new_closure;
+pub use closure::PyClosure;
+
 pub const MAX_NESTING: usize = 1000;
 
 /// How many items a conversion handles between two checks for Ctrl-C.
@@ -410,7 +414,7 @@ fn object_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> 
         Value::Func(c) => match python_origin(c) {
             // A Python function that went into the VM comes back as itself.
             Some(f) => f.bind(py).clone(),
-            None => Bound::new(py, PyClosure(Arc::clone(c), Default::default()))?.into_any(),
+            None => new_closure(py, Arc::clone(c))?.into_any(),
         },
         other => Bound::new(py, PyOpaque(other.clone()))?.into_any(),
     })
@@ -461,55 +465,7 @@ fn tuple_to_py<'py>(py: Python<'py>, root: &Arc<Vec<Value>>) -> PyResult<Bound<'
 
 // --- Function values: VM functions as Python callables, Python callables as packed functions.
 
-/// A function value from the VM: a bytecode function (callable through
-/// `VirtualMachine.invoke_closure`) or a packed function (callable directly), with the values it
-/// captured.
-#[pyclass(module = "relaxvm", name = "Closure", frozen)]
-pub struct PyClosure(pub Arc<Closure>, pub(crate) relaxvm::short_calls::ShortRecord);
-
-#[pymethods]
-impl PyClosure {
-    /// The function's name.
-    #[getter]
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-
-    /// True for a bytecode function (which needs a VM to run).
-    #[getter]
-    fn is_bytecode(&self) -> bool {
-        matches!(self.0.callable, Callable::Bytecode { .. })
-    }
-
-    /// How many values it captured (passed after each call's own arguments).
-    #[getter]
-    fn num_captured(&self) -> usize {
-        self.0.captured.len()
-    }
-
-    /// Calls a packed function with `args` followed by the captured values. Bytecode closures
-    /// need a VM: use `vm.invoke_closure(closure, *args)`.
-    #[pyo3(signature = (*args))]
-    fn __call__<'py>(&self, py: Python<'py>, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
-        let argv = args_to_values(args, self.0.name())?;
-        let f = Value::Func(Arc::clone(&self.0));
-        let call = |keep: bool| {
-            if keep {
-                CallCtx::detached().call(&f, &argv)
-            } else {
-                py.detach(|| CallCtx::detached().call(&f, &argv))
-            }
-        };
-        // Kept as `keeps_gil_always` (gil.rs) says, else as `relaxvm::short_calls` records.
-        let ret = if self.keeps_gil_always() { call(true) } else { self.1.run(&argv, call) }.py_err(py)?;
-        to_py(py, &ret)
-    }
-
-    fn __repr__(&self) -> String {
-        let kind = if self.is_bytecode() { "bytecode" } else { "packed" };
-        format!("<relaxvm.Closure {kind} {:?} captured={}>", self.0.name(), self.0.captured.len())
-    }
-}
+// `rx.Closure` (`PyClosure`) and its calls from Python: `closure.rs`.
 
 /// A packed function that calls the Python callable `f` (taking the GIL for the call).
 /// Arguments are converted to Python objects, the result back to a VM value; an exception is
