@@ -92,8 +92,8 @@ pub use types::{Dim, Signature, Type};
 pub use value::{Callable, Closure, Value};
 pub use value_conv::{FromValue, IntoValue};
 pub use vm::{
-    CallingThread, Entry, InstrumentAction, InstrumentCall, InterruptHandle, Limits, PollHook, VirtualMachine,
-    POLL_INTERVAL,
+    check_native_stack, CallingThread, Entry, InstrumentAction, InstrumentCall, InterruptHandle, Limits, PollHook,
+    VirtualMachine, POLL_INTERVAL,
 };
 #[allow(deprecated)]
 pub use vm::{ConfigMut, VmConfig};

@@ -73,6 +73,10 @@ impl PyClosure {
     /// Calls it with the converted arguments `argv` (followed by its captured values); the
     /// result converted for Python.
     pub(crate) fn call_values<'py>(&self, py: Python<'py>, argv: &[Value]) -> PyResult<Bound<'py, PyAny>> {
+        // A registered function may call this closure back through Python, nesting on the
+        // native stack outside any VM entry's check: on a small thread stack the recursion
+        // limit alone comes too late (attack finding perfpy/01 at 1 MiB).
+        relaxvm::check_native_stack().py_err(py)?;
         let call = |keep: bool| {
             if keep {
                 CallCtx::detached().call_closure(&self.0, argv)

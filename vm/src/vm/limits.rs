@@ -37,9 +37,11 @@ pub const MIN_NATIVE_STACK: usize = 64 << 10;
 
 /// Refuses to enter the interpreter with less than [`MIN_NATIVE_STACK`] bytes of native stack
 /// left: a thread with a small stack (a Python thread made with `threading.stack_size`) would
-/// otherwise overflow it, a SIGSEGV.
+/// otherwise overflow it, a SIGSEGV. Public for embedders' own call paths that nest on the
+/// thread's stack without entering the VM (the Python binding's calls of registered functions,
+/// which can call each other back through Python).
 #[inline]
-pub(super) fn check_native_stack() -> Result<()> {
+pub fn check_native_stack() -> Result<()> {
     match stacker::remaining_stack() {
         Some(remaining) if remaining < MIN_NATIVE_STACK => {
             Err(ErrorKind::NativeStack { remaining, needed: MIN_NATIVE_STACK }.into())

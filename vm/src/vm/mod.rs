@@ -33,7 +33,7 @@ pub use deprecated_config::{ConfigMut, VmConfig};
 pub use entry::{CallingThread, Entry};
 use instrument::InstrumentedFrame;
 pub use instrument::{Instrument, InstrumentAction, InstrumentCall};
-pub use limits::{InterruptHandle, Limits, PollHook, MIN_NATIVE_STACK, POLL_INTERVAL};
+pub use limits::{check_native_stack, InterruptHandle, Limits, PollHook, MIN_NATIVE_STACK, POLL_INTERVAL};
 use registers::set_reg;
 
 #[derive(Clone, Copy)]
