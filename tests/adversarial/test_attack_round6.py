@@ -2,10 +2,10 @@
 call path's per-thread stack limit and inlined VM lock, allocation-site view hints and wider
 on-stack kernel argument lists, compiled mode's reused storage as left, the KV cache's in-place
 decode refill; second wave: Closure vectorcall for global functions, in-place register
-truncation). One test per finding of the round (perfpy/01, fixed: the Closure entry counts a level of
-Python recursion and checks the native stack as a VM entry does); what held is listed in /work/attack-findings/round6-held.md. The other tests keep two new
-mechanisms whose failure would be silent or a crash, and that no other test drives the way an
-attacker does:
+truncation). One test per finding of the round (perfpy/01, fixed: the Closure entry counts a
+level of Python recursion and checks the native stack as a VM entry does); what held is listed
+in the stop's closing note. The other tests keep two new mechanisms whose failure would be
+silent or a crash, and that no other test drives the way an attacker does:
 
 - the process-wide workspace cache (mapped blocks) and the per-thread small-block cache, shared
   by kernels of two models running on several Python threads and pool workers at once: every
