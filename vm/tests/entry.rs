@@ -333,3 +333,35 @@ fn an_entry_measures_the_stack_of_the_thread_that_calls() {
     let mut m = m;
     assert_eq!(m.call_entry_with(&fib, 1, |_| Some(Value::Int(7))).unwrap().unwrap().as_int().unwrap(), 13);
 }
+
+#[test]
+fn an_entry_on_another_stack_of_the_same_thread_is_checked_against_that_stack() {
+    // Review R-perfpy-1: code on one thread may run on another stack (a `stacker::grow`
+    // segment, a fiber). The limit kept for the thread's own stack must not be applied there:
+    // a shallow call in the segment runs (no false error), a deep one is refused (no SIGSEGV).
+    let mut m = vm();
+    let fib = entry(&m, "fib");
+    let here = relaxvm::CallingThread::current();
+    assert_eq!(m.call_entry_on(here, &fib, 1, |_| Some(Value::Int(6))).unwrap().unwrap().as_int().unwrap(), 8);
+    fn deep(m: &mut VirtualMachine, e: &relaxvm::Entry) -> relaxvm::Result<Option<Value>> {
+        let pad = [0u8; 1024];
+        std::hint::black_box(&pad);
+        if stacker::remaining_stack().expect("known") < relaxvm::vm::MIN_NATIVE_STACK - (8 << 10) {
+            m.call_entry_on(relaxvm::CallingThread::current(), e, 1, |_| Some(Value::Int(3)))
+        } else {
+            deep(m, e)
+        }
+    }
+    let (shallow, deep_outcome) = stacker::grow(256 << 10, || {
+        let shallow = m.call_entry_on(relaxvm::CallingThread::current(), &fib, 1, |_| Some(Value::Int(6)));
+        (shallow, deep(&mut m, &fib))
+    });
+    assert_eq!(shallow.unwrap().unwrap().as_int().unwrap(), 8, "a shallow call in the segment runs");
+    let e = deep_outcome.unwrap_err();
+    assert!(
+        matches!(e.root().kind(), ErrorKind::NativeStack { remaining, .. } if *remaining < relaxvm::vm::MIN_NATIVE_STACK),
+        "{e}"
+    );
+    // Back on the thread's own stack, calls run as before.
+    assert_eq!(m.call_entry_on(here, &fib, 1, |_| Some(Value::Int(7))).unwrap().unwrap().as_int().unwrap(), 13);
+}

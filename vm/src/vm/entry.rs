@@ -39,9 +39,13 @@ impl CallingThread {
     }
 }
 
-/// The native-stack limit of the last thread that entered the VM through an entry: a
-/// thread's key is never reused and its stack never moves, so the limit found once for a key
-/// holds for every later call on that thread; a call from another thread looks again.
+/// The native-stack limit of the last thread that entered the VM through an entry, and the
+/// range of that stack seen so far. A thread's key is never reused, but code on one thread
+/// may run on more than one stack (`stacker::grow` segments, fibers, coroutines), so the
+/// limit is used only for a frame inside `[limit, top]`: addresses already seen on the stack
+/// whose limit this is, which no other stack can overlap. A frame outside it takes the cold
+/// path, which asks `stacker` (it tracks its own segments) and widens the range when the
+/// answer is the same stack (review R-perfpy-1).
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct StackLimit {
     /// The thread's key (0: none yet).
@@ -49,6 +53,8 @@ pub(super) struct StackLimit {
     /// The lowest address of its stack (0 when unknown: `stacker` could not tell, and the
     /// check passes, as `check_native_stack` does then).
     limit: usize,
+    /// The highest frame address seen on that stack (0: none).
+    top: usize,
 }
 
 /// An address in the caller's current stack frame: where the stack is now, to within the
@@ -221,24 +227,31 @@ impl VirtualMachine {
     /// [`MIN_NATIVE_STACK`] bytes are left below the caller's frame.
     #[inline]
     fn check_stack_on(&mut self, on: CallingThread) -> Result<()> {
-        if self.stack_limit.key != on.key {
-            return self.learn_stack_limit(on);
+        let here = stack_address();
+        let known = self.stack_limit;
+        if known.key != on.key || known.limit == 0 || here < known.limit || here > known.top {
+            return self.learn_stack_limit(on, here);
         }
-        let remaining = stack_address().saturating_sub(self.stack_limit.limit);
-        if remaining < MIN_NATIVE_STACK && self.stack_limit.limit != 0 {
-            return Err(ErrorKind::NativeStack { remaining, needed: MIN_NATIVE_STACK }.into());
+        if here - known.limit < MIN_NATIVE_STACK {
+            // Rare: the cold path words the error from `stacker`'s own answer.
+            return self.learn_stack_limit(on, here);
         }
         Ok(())
     }
 
-    /// [`Self::check_stack_on`] for a thread the VM has not seen last: checks as
-    /// [`check_native_stack`] does and keeps the thread's limit for its next calls.
+    /// [`Self::check_stack_on`] for a thread, or a stack, the VM has not seen last (`caller`:
+    /// the hot path's frame address): checks as [`check_native_stack`] does and keeps the
+    /// stack's limit and the range seen on it.
     #[cold]
     #[inline(never)]
-    fn learn_stack_limit(&mut self, on: CallingThread) -> Result<()> {
+    fn learn_stack_limit(&mut self, on: CallingThread, caller: usize) -> Result<()> {
         check_native_stack()?;
         let limit = stacker::remaining_stack().map_or(0, |left| stack_address().saturating_sub(left));
-        self.stack_limit = StackLimit { key: on.key, limit };
+        let known = self.stack_limit;
+        // The same limit on the same thread is the same stack: the range grows to the caller's
+        // frame (the address the hot path compares, not this deeper one).
+        let top = if known.key == on.key && known.limit == limit { known.top.max(caller) } else { caller };
+        self.stack_limit = StackLimit { key: on.key, limit, top };
         Ok(())
     }
 
