@@ -32,13 +32,13 @@ use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-/// How deeply tuples and lists passed to the VM may nest. Conversion itself is iterative and
-/// would take any depth; the limit keeps what reaches Rust code that walks values within the
-/// stack of any thread (Python's own default recursion limit is the same).
 mod closure;
 pub(crate) use closure::new_closure;
 pub use closure::PyClosure;
 
+/// How deeply tuples and lists passed to the VM may nest. Conversion itself is iterative and
+/// would take any depth; the limit keeps what reaches Rust code that walks values within the
+/// stack of any thread (Python's own default recursion limit is the same).
 pub const MAX_NESTING: usize = 1000;
 
 /// How many items a conversion handles between two checks for Ctrl-C.

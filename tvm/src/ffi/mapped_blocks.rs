@@ -171,6 +171,12 @@ impl Cache {
         }
     }
 
+    /// Whether a kept block starts at `base` (tests of the workspace functions' wiring).
+    #[cfg(test)]
+    pub(crate) fn holds(&self, base: *mut u8) -> bool {
+        self.lock().blocks.iter().any(|b| b.base == base)
+    }
+
     /// Unmaps every kept block.
     pub(crate) fn release_all(&self) {
         let blocks = self.lock().take_all();

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 /// Workspace blocks are aligned like relaxvm's tensors; the block's size is kept in a header of
 /// this many bytes in front of it, so that freeing needs only the pointer.
-const WORKSPACE_HEADER: usize = relaxvm::storage::ALIGNMENT;
+pub(super) const WORKSPACE_HEADER: usize = relaxvm::storage::ALIGNMENT;
 
 /// Workspaces of at least this many bytes (with the header) are mapped from the system, and
 /// the blocks freed are kept for the next workspaces ([`super::mapped_blocks`], as TVM's

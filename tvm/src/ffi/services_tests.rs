@@ -181,14 +181,16 @@ fn workspaces_small_and_mapped_are_aligned_writable_and_freed() {
 
 #[test]
 fn a_freed_mapped_workspace_goes_back_to_the_process_cache() {
-    use super::{alloc_workspace, free_workspace};
+    use super::{alloc_workspace, free_workspace, WORKSPACE_HEADER};
     use crate::ffi::mapped_blocks::{MAX_BLOCKS, MAX_BYTES, PROCESS};
     // The policy is tested on a cache of its own (mapped_blocks' tests); here, that the
-    // workspace functions use the process's cache, which other tests share: a freed block is
-    // kept (or unmapped when the cache is off), and the cache stays within its bounds.
-    let n = 333 * 4096 + 100;
+    // workspace functions use the process's cache (review R-pool-1): a freed block is kept
+    // there and the next request of its size gets it back, its bytes as left (or, with the
+    // cache off, it is unmapped and nothing is kept). The size is one no other test asks for.
+    let n = 777 * 4096 + 100;
     let p = alloc_workspace(1, 0, n as u64, 2, 32);
     assert!(!p.is_null());
+    let base = p.cast::<u8>().wrapping_sub(WORKSPACE_HEADER);
     // SAFETY: the workspace holds `n` bytes; returned by alloc_workspace, freed once.
     unsafe {
         std::ptr::write_bytes(p.cast::<u8>(), 0xcd, n);
@@ -197,6 +199,16 @@ fn a_freed_mapped_workspace_goes_back_to_the_process_cache() {
     let (blocks, bytes) = PROCESS.kept();
     assert!(blocks <= MAX_BLOCKS && bytes <= MAX_BYTES, "{blocks} blocks, {bytes} bytes");
     if !relaxvm::block_cache::enabled() {
+        assert!(!PROCESS.holds(base));
         assert_eq!((blocks, bytes), (0, 0), "RELAXVM_BLOCK_CACHE=0: nothing is kept");
+        return;
+    }
+    assert!(PROCESS.holds(base), "the freed workspace's block is kept by the process cache");
+    let again = alloc_workspace(1, 0, n as u64, 2, 32);
+    assert_eq!(again, p, "the next request of the size gets the kept block");
+    // SAFETY: the same block, `n` bytes; freed once below.
+    unsafe {
+        assert_eq!(*again.cast::<u8>().add(n - 1), 0xcd, "its bytes as the last user left them");
+        assert_eq!(free_workspace(1, 0, again), 0);
     }
 }

@@ -6,7 +6,7 @@
 use super::limits::{check_native_stack, MIN_NATIVE_STACK};
 use super::{Frame, VirtualMachine};
 use crate::code::{Callee, DecodedProgram, VOID};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::value::Value;
 use std::marker::PhantomData;
 use std::sync::Arc;
