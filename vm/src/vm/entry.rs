@@ -126,7 +126,7 @@ impl VirtualMachine {
     /// Calls the function `e` resolved with `args`: what
     /// [`invoke_closure`](Self::invoke_closure) does for it, with the checks that depend only
     /// on the function done once by [`entry`](Self::entry). An entry of another VM is an
-    /// [`ErrorKind::Value`] error.
+    /// [`ErrorKind::Value`](crate::error::ErrorKind::Value) error.
     #[inline]
     pub fn call_entry(&mut self, e: &Entry, args: &[Value]) -> Result<Value> {
         match self.call_entry_with(e, args.len(), |i| Some(args[i].clone()))? {
@@ -223,8 +223,8 @@ impl VirtualMachine {
     }
 
     /// What [`check_native_stack`] checks, with the stack's limit of thread `on` found once
-    /// (see [`StackLimit`]): an [`ErrorKind::NativeStack`] error when less than
-    /// [`MIN_NATIVE_STACK`] bytes are left below the caller's frame.
+    /// (see [`StackLimit`]): a [native-stack error](crate::error::ErrorKind::NativeStack) when
+    /// less than [`MIN_NATIVE_STACK`] bytes are left below the caller's frame.
     #[inline]
     fn check_stack_on(&mut self, on: CallingThread) -> Result<()> {
         let here = stack_address();
