@@ -46,6 +46,10 @@ impl Tensor {
             // strong handle, whose fence orders what dropped handles did before this; no weak
             // handles are made of tensors).
             if crate::storage::sole(kept) && is_view(kept, storage, byte_offset, shape, dtype) {
+                // The rule `sole` relies on, checked wherever debug builds run (review
+                // R-perfmlp-1): a weak handle, upgraded on another thread, would read this
+                // header while it is handed out as the only one.
+                debug_assert_eq!(Arc::weak_count(kept), 0, "no weak handles are made of tensors");
                 // A binding's object, if one was made, is gone (it held the header).
                 kept.binding.store(std::ptr::null_mut(), Ordering::Relaxed);
                 return Ok(Tensor(Arc::clone(kept)));
