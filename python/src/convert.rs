@@ -33,8 +33,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 mod closure;
-pub(crate) use closure::new_closure;
 pub use closure::PyClosure;
+pub(crate) use closure::{enable_type, new_closure};
 
 /// How deeply tuples and lists passed to the VM may nest. Conversion itself is iterative and
 /// would take any depth; the limit keeps what reaches Rust code that walks values within the

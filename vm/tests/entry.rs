@@ -292,6 +292,18 @@ fn a_function_value_runs_only_in_vms_of_its_own_executable() {
 /// thread that calls: a VM called on one thread, then moved to a thread with a small stack,
 /// measures the small one; and on that thread, the limit kept from a shallow call still
 /// refuses a deep one.
+/// Recurses until less than the VM's native-stack margin is left, then calls `e`: the call
+/// the stack check must refuse.
+fn deep(m: &mut VirtualMachine, e: &relaxvm::Entry) -> relaxvm::Result<Option<Value>> {
+    let pad = [0u8; 1024];
+    std::hint::black_box(&pad);
+    if stacker::remaining_stack().expect("known") < relaxvm::vm::MIN_NATIVE_STACK - (8 << 10) {
+        m.call_entry_on(relaxvm::CallingThread::current(), e, 1, |_| Some(Value::Int(3)))
+    } else {
+        deep(m, e)
+    }
+}
+
 #[test]
 fn an_entry_measures_the_stack_of_the_thread_that_calls() {
     let mut m = vm();
@@ -304,15 +316,6 @@ fn an_entry_measures_the_stack_of_the_thread_that_calls() {
     let (m, shallow, deep_outcome) = std::thread::Builder::new()
         .stack_size(256 << 10)
         .spawn(move || {
-            fn deep(m: &mut VirtualMachine, e: &relaxvm::Entry) -> relaxvm::Result<Option<Value>> {
-                let pad = [0u8; 1024];
-                std::hint::black_box(&pad);
-                if stacker::remaining_stack().expect("known") < relaxvm::vm::MIN_NATIVE_STACK - (8 << 10) {
-                    m.call_entry_on(relaxvm::CallingThread::current(), e, 1, |_| Some(Value::Int(3)))
-                } else {
-                    deep(m, e)
-                }
-            }
             // Shallow first: this thread's limit is found and kept.
             let there = relaxvm::CallingThread::current();
             assert_ne!(there.key(), here_key);
@@ -343,15 +346,6 @@ fn an_entry_on_another_stack_of_the_same_thread_is_checked_against_that_stack() 
     let fib = entry(&m, "fib");
     let here = relaxvm::CallingThread::current();
     assert_eq!(m.call_entry_on(here, &fib, 1, |_| Some(Value::Int(6))).unwrap().unwrap().as_int().unwrap(), 8);
-    fn deep(m: &mut VirtualMachine, e: &relaxvm::Entry) -> relaxvm::Result<Option<Value>> {
-        let pad = [0u8; 1024];
-        std::hint::black_box(&pad);
-        if stacker::remaining_stack().expect("known") < relaxvm::vm::MIN_NATIVE_STACK - (8 << 10) {
-            m.call_entry_on(relaxvm::CallingThread::current(), e, 1, |_| Some(Value::Int(3)))
-        } else {
-            deep(m, e)
-        }
-    }
     let (shallow, deep_outcome) = stacker::grow(256 << 10, || {
         let shallow = m.call_entry_on(relaxvm::CallingThread::current(), &fib, 1, |_| Some(Value::Int(6)));
         (shallow, deep(&mut m, &fib))

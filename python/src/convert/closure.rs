@@ -90,22 +90,27 @@ impl PyClosure {
     }
 }
 
-/// Where in a Closure object its vectorcall entry is, once the type has been told.
-static OFFSET: OnceLock<isize> = OnceLock::new();
-
-/// A new Python `rx.Closure` for `c`, callable through vectorcall.
-pub fn new_closure<'py>(py: Python<'py>, c: Arc<Closure>) -> PyResult<Bound<'py, PyClosure>> {
-    let f = Bound::new(py, PyClosure(c, Default::default(), call as ffi::vectorcallfunc))?;
-    let field = std::ptr::from_ref(&f.get().2) as isize;
-    let offset = field - f.as_ptr() as isize;
-    let set = *OFFSET.get_or_init(|| {
-        let tp = f.get_type().as_type_ptr();
-        // SAFETY: `tp` is Closure's type object, alive for the interpreter's life; we hold the
-        // GIL (the module declares `gil_used`), so no other thread reads it while the two
-        // fields change. `offset` is the entry's place inside an object of exactly this type
-        // (the class is final: no subclass can move it), and every Closure stores a valid entry
-        // there (this function is the one constructor), which is what CPython requires of a
-        // type with the flag. `PyType_Modified` drops what CPython cached about the type.
+/// Tells the type of `obj` (once, through `offset_of`) that its objects hold their vectorcall
+/// entry at `field`'s place, and checks every later object holds it at the same place: what
+/// VMFunction (vm_function/vectorcall.rs) and Closure share.
+///
+/// # Safety
+/// The type of `obj` is final (no subclass can move the field), `field` points into `obj`,
+/// and every object of the type stores a valid `vectorcallfunc` there from its construction,
+/// which is what CPython requires of a type with `Py_TPFLAGS_HAVE_VECTORCALL`.
+pub(crate) unsafe fn enable_type(
+    obj: &Bound<'_, PyAny>,
+    field: *const u8,
+    offset_of: &OnceLock<isize>,
+    name: &str,
+) -> PyResult<()> {
+    let offset = field as isize - obj.as_ptr() as isize;
+    let set = *offset_of.get_or_init(|| {
+        let tp = obj.get_type().as_type_ptr();
+        // SAFETY: `tp` is the type object, alive for the interpreter's life; we hold the GIL
+        // (the module declares `gil_used`), so no other thread reads it while the two fields
+        // change; the caller's contract makes `offset` a valid entry's place in every object.
+        // `PyType_Modified` drops what CPython cached about the type.
         unsafe {
             (*tp).tp_vectorcall_offset = offset;
             (*tp).tp_flags |= ffi::Py_TPFLAGS_HAVE_VECTORCALL;
@@ -115,9 +120,20 @@ pub fn new_closure<'py>(py: Python<'py>, c: Arc<Closure>) -> PyResult<Bound<'py,
     });
     if set != offset {
         return Err(PyRuntimeError::new_err(format!(
-            "internal error: Closure's vectorcall entry moved from offset {set} to {offset}"
+            "internal error: {name}'s vectorcall entry moved from offset {set} to {offset}"
         )));
     }
+    Ok(())
+}
+
+/// Where in a Closure object its vectorcall entry is, once the type has been told.
+static OFFSET: OnceLock<isize> = OnceLock::new();
+
+/// A new Python `rx.Closure` for `c`, callable through vectorcall.
+pub fn new_closure<'py>(py: Python<'py>, c: Arc<Closure>) -> PyResult<Bound<'py, PyClosure>> {
+    let f = Bound::new(py, PyClosure(c, Default::default(), call as ffi::vectorcallfunc))?;
+    // SAFETY: Closure is final and this, its one constructor, stores a valid entry in field 2.
+    unsafe { enable_type(f.as_any(), std::ptr::from_ref(&f.get().2).cast(), &OFFSET, "Closure")? };
     Ok(f)
 }
 

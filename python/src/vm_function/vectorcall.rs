@@ -7,8 +7,8 @@
 //! caller's own argument array — what CPython's functions, Cython's and nanobind's do. `tp_call`
 //! (pyo3's `__call__`) stays for callers that hold a tuple and a dict already.
 
+use crate::convert::enable_type;
 use crate::vm_function::{raise, PyVmFunction};
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -31,29 +31,8 @@ static OFFSET: OnceLock<isize> = OnceLock::new();
 /// the entry sits in its objects (the same place in every object of a class); every object
 /// holds the entry from its construction, so calls go through it from the first.
 pub fn enable(f: &Bound<'_, PyVmFunction>) -> PyResult<()> {
-    let field = std::ptr::from_ref(&f.get().vectorcall) as isize;
-    let offset = field - f.as_ptr() as isize;
-    let set = *OFFSET.get_or_init(|| {
-        let tp = f.get_type().as_type_ptr();
-        // SAFETY: `tp` is VMFunction's type object, alive for the interpreter's life; we hold
-        // the GIL (the module declares `gil_used`), so no other thread reads it while the two
-        // fields change. `offset` is the entry's place inside an object of exactly this type
-        // (the class is final), and every object of it stores a valid entry there (the
-        // constructor sets it), which is what CPython requires of a type with the flag.
-        // `PyType_Modified` drops what CPython cached about the type.
-        unsafe {
-            (*tp).tp_vectorcall_offset = offset;
-            (*tp).tp_flags |= ffi::Py_TPFLAGS_HAVE_VECTORCALL;
-            ffi::PyType_Modified(tp);
-        }
-        offset
-    });
-    if set != offset {
-        return Err(PyRuntimeError::new_err(format!(
-            "internal error: VMFunction's vectorcall entry moved from offset {set} to {offset}"
-        )));
-    }
-    Ok(())
+    // SAFETY: VMFunction is final and its constructor stores a valid entry in `vectorcall`.
+    unsafe { enable_type(f.as_any(), std::ptr::from_ref(&f.get().vectorcall).cast(), &OFFSET, "VMFunction") }
 }
 
 /// The vectorcall entry of every VMFunction.
