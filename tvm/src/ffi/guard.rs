@@ -5,7 +5,7 @@
 //!
 //! The mechanism is in `csrc/guard.c`: each guarded call arms a jump buffer (the compiler's
 //! `__builtin_setjmp`) and pushes it on a per-thread stack whose top lives in this thread's
-//! [`thread_state`](super::thread_state); a SIGSEGV/SIGBUS handler that finds the thread
+//! `thread_state` (`ffi/thread_state.rs`); a SIGSEGV/SIGBUS handler that finds the thread
 //! inside a guarded call and the faulting address in registered read-only pages jumps back to
 //! the innermost guard, which returns the address. Any other fault goes on to the handler
 //! installed before ours (or the default action): a kernel's wild write still ends the process,
@@ -26,7 +26,7 @@
 //! partly written, and workspace it allocated and had not freed yet is leaked.
 //!
 //! The cost is three stores to arm the buffer (no signal mask, no system call) and one lookup
-//! of the thread-local shared with the raised-error flag per call ([`clean_call`]); see the
+//! of the thread-local shared with the raised-error flag per call (`clean_call`); see the
 //! measurement in `docs/memory.md`.
 
 use super::abi::{ParallelLambda, SafeCall, TVMFFIAny, TVMParallelGroupEnv};
