@@ -101,7 +101,7 @@ mod tests {
     fn an_emptied_resolution_refuses_to_be_called_and_is_refilled() {
         let Callable::Packed(p) = emptied().callable else { panic!("a packed function") };
         let e = p.call(&mut relaxvm::CallCtx::detached(), &[]).unwrap_err().to_string();
-        assert!(e.contains("finished run"), "{e}");
+        assert!(e.contains("a function handle of a finished run of a VM TIR function was called"), "{e}");
         // A kept box (emptied by `recycle`) is refilled by the next run's lookup.
         relaxvm::registry::register_global(
             PackedFunc::from_fn("test.vmtir.handles.one", |_| Ok(relaxvm::Value::Int(1))),
