@@ -488,7 +488,7 @@ impl Frame {
 
 /// A call by native code of the innermost running function to the packed function `handle`
 /// names (`TVMFFIFunctionCall` on a handle from the library's lookup): the arguments become
-/// values (those of cells borrowed, see [`CallArgs`]), the call goes through the VM
+/// values (those of cells borrowed, see `CallArgs`), the call goes through the VM
 /// ([`CallCtx::call_named`]: a step, seen by the instrument hook), and the result is stored for
 /// native code as a new cell of the frame.
 ///
