@@ -500,7 +500,7 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
         // SAFETY: as above.
         let ctx = unsafe { &mut *ctx };
         match &mut site {
-            Some(site) => ctx.call_closure_named_at(name, &f.func, &values, &mut site.cache),
+            Some(site) => ctx.call_native_code_at(name, &f.func, &values, &mut site.cache),
             None => ctx.call_named(name, &Value::Func(Arc::new(f.func.clone())), &values),
         }
     }))
