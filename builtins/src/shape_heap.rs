@@ -25,11 +25,12 @@
 //! (see `site.rs`).
 
 use crate::args::{self, in_builtin, type_err, value_err};
-use crate::site_alloc;
 use crate::table::{builtin, Builtin};
 use crate::tensor_ops::num::Num;
-use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, PackedFunc, Result, Selected, Shape, Tensor, Value};
+use relaxvm::storage::Storage;
+use relaxvm::{dispatch_dtype, CallCtx, DataType, Device, Error, PackedFunc, Result, Selected, Shape, Tensor, Value};
 use smallvec::SmallVec;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
@@ -58,6 +59,9 @@ struct Heap<'a> {
     /// The byte offset of slot 0 and the bytes from one slot to the next.
     base: usize,
     step: usize,
+    /// The storage's words, when it is word storage and the slots lie on its word boundaries
+    /// (a heap `alloc_shape_heap` made, or a view of one): read and written without a lock.
+    words: Option<&'a [AtomicI64]>,
 }
 
 impl<'a> Heap<'a> {
@@ -65,7 +69,7 @@ impl<'a> Heap<'a> {
     #[inline(always)]
     fn arg(name: &'static str, args: &'a [Value], i: usize) -> Result<Self> {
         match args.get(i) {
-            Some(Value::Null) => Ok(Heap { name, tensor: None, len: 0, reach: 0, base: 0, step: 0 }),
+            Some(Value::Null) => Ok(Heap { name, tensor: None, len: 0, reach: 0, base: 0, step: 0, words: None }),
             Some(Value::Tensor(t)) if t.dtype() == DataType::I64 && t.ndim() == 1 => {
                 let (len, base) = (t.numel(), t.byte_offset());
                 let step = usize::try_from(t.stride(0)).ok().and_then(|s| s.checked_mul(8));
@@ -75,7 +79,9 @@ impl<'a> Heap<'a> {
                         .map_or(Some(base), |last| last.checked_mul(step)?.checked_add(base)?.checked_add(8))
                 });
                 let reach = if end.is_some_and(|end| end <= t.storage().len()) { len } else { 0 };
-                Ok(Heap { name, tensor: Some(t), len, reach, base, step: step.unwrap_or(0) })
+                // Slot offsets are `base` plus multiples of 8 (`step` is).
+                let words = t.storage().words().filter(|_| base % 8 == 0);
+                Ok(Heap { name, tensor: Some(t), len, reach, base, step: step.unwrap_or(0), words })
             }
             _ => Err(Self::bad_arg(name, args, i)),
         }
@@ -115,13 +121,21 @@ impl<'a> Heap<'a> {
         Error::index(format!("shape heap storage (in {})", self.name), idx, self.len)
     }
 
-    /// Runs `f` on the heap's slots, held once for all the reads and writes it makes (one
-    /// atomic operation per call, not one or two per slot): for writing when `write`, else
-    /// for reading. A null heap has no slots: touching one is an error.
+    /// Runs `f` on the heap's slots: a word heap's words as they are (a frozen one refuses
+    /// writes, as its storage does), else the storage's bytes held once for all the reads and
+    /// writes `f` makes (one atomic operation per call, not one or two per slot): for writing
+    /// when `write`, else for reading. A null heap has no slots: touching one is an error.
     #[inline]
     fn with_slots<R>(&self, write: bool, f: impl FnOnce(&mut Slots<'_, '_>) -> Result<R>) -> Result<R> {
         match self.tensor {
             None => f(&mut Slots { heap: self, held: Held::Absent }),
+            Some(t) if self.words.is_some() => {
+                let words = match write {
+                    true => t.storage().words_for_write().map_err(|e| in_builtin(self.name, e))?,
+                    false => self.words,
+                };
+                f(&mut Slots { heap: self, held: words.map_or(Held::Absent, Held::Words) })
+            }
             Some(t) if write => t
                 .storage()
                 .write_with(|b| f(&mut Slots { heap: self, held: Held::Write(b) }))
@@ -137,11 +151,13 @@ struct Slots<'h, 'b> {
     held: Held<'b>,
 }
 
-/// The heap storage's bytes, as held (none for a null heap).
+/// The heap storage's bytes, as held (none for a null heap), or its words.
 enum Held<'b> {
     Absent,
     Read(&'b [u8]),
     Write(&'b mut [u8]),
+    /// A word heap's words (read and written relaxed: see `relaxvm::storage::words`).
+    Words(&'b [AtomicI64]),
 }
 
 impl Slots<'_, '_> {
@@ -152,6 +168,7 @@ impl Slots<'_, '_> {
             Held::Absent => return Err(self.heap.no_heap(idx)),
             Held::Read(b) => b,
             Held::Write(b) => b,
+            Held::Words(w) => return Ok(w[self.heap.slot(idx)? / 8].load(Ordering::Relaxed)),
         };
         let at = self.heap.slot(idx)?;
         Ok(i64::from_ne_bytes(bytes[at..at + 8].try_into().expect("a slot is 8 bytes")))
@@ -164,6 +181,10 @@ impl Slots<'_, '_> {
             Held::Write(bytes) => {
                 let at = self.heap.slot(idx)?;
                 bytes[at..at + 8].copy_from_slice(&value.to_ne_bytes());
+                Ok(())
+            }
+            Held::Words(w) => {
+                w[self.heap.slot(idx)? / 8].store(value, Ordering::Relaxed);
                 Ok(())
             }
             Held::Absent => Err(self.heap.no_heap(idx)),
@@ -211,9 +232,42 @@ fn specialize_alloc_shape_heap(name: &'static str, fixed: &[Option<&Value>]) -> 
 /// A zeroed heap of `size` slots, from the call site's cache when it has one.
 fn make_heap(name: &str, ctx: &mut CallCtx<'_>, size: i64) -> Result<Value> {
     let device = ctx.device();
-    let heap =
-        site_alloc::own_tensor(ctx.pool_cache(), size, DataType::I64, device).map_err(|e| in_builtin(name, e))?;
+    let heap = own_heap(ctx.pool_cache(), size, device).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Tensor(heap))
+}
+
+/// A zeroed heap of `size` slots on `device` in word storage of its own
+/// ([`Storage::alloc_words`]): the site's last one when that (and its storage) is free and the
+/// same, else a new one, which becomes the site's last (the rule `site_alloc::own_tensor` keeps
+/// for tensors, with word storage).
+fn own_heap(cache: Option<&mut Value>, size: i64, device: Device) -> Result<Tensor> {
+    let new = || {
+        // `size` was checked non-negative (`heap_size`); one beyond `usize` fails to allocate.
+        let words = usize::try_from(size).unwrap_or(usize::MAX);
+        Tensor::from_parts(Storage::alloc_words(words, device)?, 0, Shape::interned(&[size]), None, DataType::I64)
+    };
+    let Some(cache) = cache else { return new() };
+    if let Value::Tensor(t) = cache {
+        let s = t.storage();
+        let same = t.dtype() == DataType::I64 && t.shape().has_dims(&[size]) && s.device() == device;
+        if same && t.is_sole() && s.is_sole() {
+            let cleared = match s.words_for_write() {
+                Ok(Some(words)) => {
+                    words.iter().for_each(|w| w.store(0, Ordering::Relaxed));
+                    true
+                }
+                // A heap too large for word storage.
+                Ok(None) => s.write_with(|b| b.fill(0)).is_ok(),
+                Err(_) => false,
+            };
+            if cleared {
+                return Ok(t.clone());
+            }
+        }
+    }
+    let t = new()?;
+    *cache = Value::Tensor(t.clone());
+    Ok(t)
 }
 
 /// `shape_of(tensor)`: the tensor's shape, lent by reference: the interpreter clones it only
