@@ -170,11 +170,11 @@ MUTANTS = [
         ["-p", "relaxvm-builtins", "--lib", "site_alloc"],
     ),
     (
-        "builtins/src/site_alloc.rs",
-        "let sole = same && t.is_sole() && t.storage().is_sole();",
-        "let sole = same && t.is_sole();",
-        "site alloc: a site's own tensor is reused while its storage is held elsewhere",
-        ["-p", "relaxvm-builtins", "--lib", "site_alloc"],
+        "builtins/src/shape_heap.rs",
+        "if same && t.is_sole() && s.is_sole() {",
+        "if same && t.is_sole() {",
+        "shape heap: a site's own heap is reused while its storage is held elsewhere",
+        ["-p", "relaxvm-builtins", "--lib", "shape_heap"],
     ),
     (
         "core/src/tensor/pooled.rs",
@@ -366,6 +366,14 @@ MUTANTS = [
         "s.write_with(|b| b.fill(0)).is_ok()",
         "site alloc: a compiled-mode site's reused storage is zeroed again (perfcomp, #35 block row)",
         ["-p", "relaxvm-builtins", "--lib", "site_alloc"],
+    ),
+    # Review R-shape-5: a door's partial-word write keeps a racing slot store.
+    (
+        "core/src/storage/words.rs",
+        "let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, patch);",
+        "word.store(patch(word.load(Ordering::Relaxed)).unwrap(), Ordering::Relaxed);",
+        "word storage: a partial-word write stores back the word as it loaded it (undoing a racing slot store)",
+        ["-p", "relaxvm-core", "--lib", "storage::words"],
     ),
 ]
 only = [int(a) for a in sys.argv[1:]] or range(len(MUTANTS))

@@ -25,11 +25,13 @@
 //! (see `site.rs`).
 
 use crate::args::{self, in_builtin, type_err, value_err};
-use crate::site_alloc;
 use crate::table::{builtin, Builtin};
 use crate::tensor_ops::num::Num;
-use relaxvm::{dispatch_dtype, CallCtx, DataType, Error, PackedFunc, Result, Selected, Shape, Tensor, Value};
+use heap::{Heap, Slots};
+use relaxvm::storage::Storage;
+use relaxvm::{dispatch_dtype, CallCtx, DataType, Device, Error, PackedFunc, Result, Selected, Shape, Tensor, Value};
 use smallvec::SmallVec;
+use std::sync::atomic::Ordering;
 
 /// The builtins of this module.
 pub(crate) const BUILTINS: &[Builtin] = &[
@@ -38,144 +40,11 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.store_shape", store_shape).constant_time(),
     builtin!("vm.builtin.load_shape", load_shape).constant_time(),
     builtin!("vm.builtin.match_shape", match_shape).constant_time().specialized(site::specialize_match_shape),
-    builtin!("vm.builtin.make_shape", make_shape).constant_time().specialized(site::specialize_make_shape),
+    builtin!("vm.builtin.make_shape", ctx make_shape).constant_time().specialized(site::specialize_make_shape),
     builtin!("vm.builtin.match_prim_value", match_prim_value).constant_time(),
     builtin!("vm.builtin.make_prim_value", make_prim_value).constant_time(),
     builtin!("vm.builtin.tensor_to_shape", tensor_to_shape),
 ];
-
-/// A shape heap argument: a 1-D `int64` tensor, or null when the program has none. Where its
-/// slots lie is worked out once per call, not once per slot.
-struct Heap<'a> {
-    name: &'static str,
-    tensor: Option<&'a Tensor>,
-    /// The number of slots.
-    len: usize,
-    /// How many of them lie inside the storage: all of them, as tensor views are checked
-    /// against their storage when made; checked here too rather than assumed (any others
-    /// would be errors, not reads past the bytes).
-    reach: usize,
-    /// The byte offset of slot 0 and the bytes from one slot to the next.
-    base: usize,
-    step: usize,
-}
-
-impl<'a> Heap<'a> {
-    /// Argument `i` of `args` as a heap.
-    #[inline(always)]
-    fn arg(name: &'static str, args: &'a [Value], i: usize) -> Result<Self> {
-        match args.get(i) {
-            Some(Value::Null) => Ok(Heap { name, tensor: None, len: 0, reach: 0, base: 0, step: 0 }),
-            Some(Value::Tensor(t)) if t.dtype() == DataType::I64 && t.ndim() == 1 => {
-                let (len, base) = (t.numel(), t.byte_offset());
-                let step = usize::try_from(t.stride(0)).ok().and_then(|s| s.checked_mul(8));
-                // The end of the last slot, when every slot's offset is a valid `usize`.
-                let end = step.and_then(|step| {
-                    len.checked_sub(1)
-                        .map_or(Some(base), |last| last.checked_mul(step)?.checked_add(base)?.checked_add(8))
-                });
-                let reach = if end.is_some_and(|end| end <= t.storage().len()) { len } else { 0 };
-                Ok(Heap { name, tensor: Some(t), len, reach, base, step: step.unwrap_or(0) })
-            }
-            _ => Err(Self::bad_arg(name, args, i)),
-        }
-    }
-
-    #[cold]
-    fn bad_arg(name: &str, args: &[Value], i: usize) -> Error {
-        match args.get(i) {
-            Some(other) => type_err(name, i, "shape heap", "1-D int64 tensor or null", other),
-            None => args::missing(name, i, args.len()),
-        }
-    }
-
-    #[cold]
-    fn no_heap(&self, idx: i64) -> Error {
-        value_err(self.name, format!("reading or writing slot {idx} needs a shape heap, found null"))
-    }
-
-    #[cold]
-    fn out_of_range(&self, idx: i64) -> Error {
-        Error::index(format!("shape heap (in {})", self.name), idx, self.len)
-    }
-
-    /// The byte offset of slot `idx` in the heap's storage.
-    #[inline]
-    fn slot(&self, idx: i64) -> Result<usize> {
-        match usize::try_from(idx) {
-            // In reach, the offset was shown to fit when the heap was read.
-            Ok(i) if i < self.reach => Ok(self.base + i * self.step),
-            Ok(i) if i < self.len => Err(self.outside_storage(idx)),
-            _ => Err(self.out_of_range(idx)),
-        }
-    }
-
-    #[cold]
-    fn outside_storage(&self, idx: i64) -> Error {
-        Error::index(format!("shape heap storage (in {})", self.name), idx, self.len)
-    }
-
-    /// Runs `f` on the heap's slots, held once for all the reads and writes it makes (one
-    /// atomic operation per call, not one or two per slot): for writing when `write`, else
-    /// for reading. A null heap has no slots: touching one is an error.
-    #[inline]
-    fn with_slots<R>(&self, write: bool, f: impl FnOnce(&mut Slots<'_, '_>) -> Result<R>) -> Result<R> {
-        match self.tensor {
-            None => f(&mut Slots { heap: self, held: Held::Absent }),
-            Some(t) if write => t
-                .storage()
-                .write_with(|b| f(&mut Slots { heap: self, held: Held::Write(b) }))
-                .map_err(|e| in_builtin(self.name, e))?,
-            Some(t) => t.storage().read_with(|b| f(&mut Slots { heap: self, held: Held::Read(b) })),
-        }
-    }
-}
-
-/// A heap's slots while [`Heap::with_slots`] holds them.
-struct Slots<'h, 'b> {
-    heap: &'h Heap<'h>,
-    held: Held<'b>,
-}
-
-/// The heap storage's bytes, as held (none for a null heap).
-enum Held<'b> {
-    Absent,
-    Read(&'b [u8]),
-    Write(&'b mut [u8]),
-}
-
-impl Slots<'_, '_> {
-    /// `heap[idx]`.
-    #[inline]
-    fn load(&self, idx: i64) -> Result<i64> {
-        let bytes: &[u8] = match &self.held {
-            Held::Absent => return Err(self.heap.no_heap(idx)),
-            Held::Read(b) => b,
-            Held::Write(b) => b,
-        };
-        let at = self.heap.slot(idx)?;
-        Ok(i64::from_ne_bytes(bytes[at..at + 8].try_into().expect("a slot is 8 bytes")))
-    }
-
-    /// `heap[idx] = value`.
-    #[inline]
-    fn store(&mut self, idx: i64, value: i64) -> Result<()> {
-        match &mut self.held {
-            Held::Write(bytes) => {
-                let at = self.heap.slot(idx)?;
-                bytes[at..at + 8].copy_from_slice(&value.to_ne_bytes());
-                Ok(())
-            }
-            Held::Absent => Err(self.heap.no_heap(idx)),
-            // Callers that store take the heap for writing (`with_slots(true, ..)`); this is
-            // never reached, and would be an error of ours, not of the program.
-            Held::Read(_) => Err(value_err(
-                self.heap.name,
-                format!("internal error: slot {idx} was to be written, but the heap was taken for reading only"),
-            )),
-        }
-    }
-}
 
 /// The size of `alloc_shape_heap(size)` or `alloc_shape_heap(%vm, size)`, checked.
 fn heap_size(name: &'static str, args: &[Value]) -> Result<i64> {
@@ -211,9 +80,42 @@ fn specialize_alloc_shape_heap(name: &'static str, fixed: &[Option<&Value>]) -> 
 /// A zeroed heap of `size` slots, from the call site's cache when it has one.
 fn make_heap(name: &str, ctx: &mut CallCtx<'_>, size: i64) -> Result<Value> {
     let device = ctx.device();
-    let heap =
-        site_alloc::own_tensor(ctx.pool_cache(), size, DataType::I64, device).map_err(|e| in_builtin(name, e))?;
+    let heap = own_heap(ctx.pool_cache(), size, device).map_err(|e| in_builtin(name, e))?;
     Ok(Value::Tensor(heap))
+}
+
+/// A zeroed heap of `size` slots on `device` in word storage of its own
+/// ([`Storage::alloc_words`]): the site's last one when that (and its storage) is free and the
+/// same, else a new one, which becomes the site's last (the rule `site_alloc::own_tensor` keeps
+/// for tensors, with word storage).
+fn own_heap(cache: Option<&mut Value>, size: i64, device: Device) -> Result<Tensor> {
+    let new = || {
+        // `size` was checked non-negative (`heap_size`); one beyond `usize` fails to allocate.
+        let words = usize::try_from(size).unwrap_or(usize::MAX);
+        Tensor::from_parts(Storage::alloc_words(words, device)?, 0, Shape::interned(&[size]), None, DataType::I64)
+    };
+    let Some(cache) = cache else { return new() };
+    if let Value::Tensor(t) = cache {
+        let s = t.storage();
+        let same = t.dtype() == DataType::I64 && t.shape().has_dims(&[size]) && s.device() == device;
+        if same && t.is_sole() && s.is_sole() {
+            let cleared = match s.words_for_write() {
+                Ok(Some(words)) => {
+                    words.iter().for_each(|w| w.store(0, Ordering::Relaxed));
+                    true
+                }
+                // A heap too large for word storage.
+                Ok(None) => s.write_with(|b| b.fill(0)).is_ok(),
+                Err(_) => false,
+            };
+            if cleared {
+                return Ok(t.clone());
+            }
+        }
+    }
+    let t = new()?;
+    *cache = Value::Tensor(t.clone());
+    Ok(t)
 }
 
 /// `shape_of(tensor)`: the tensor's shape, lent by reference: the interpreter clones it only
@@ -455,9 +357,11 @@ fn make_pairs(name: &str, args: &[Value]) -> Result<Pairs> {
     parse_pairs(name, args, 2, n, ["make code", "make value"])
 }
 
-/// `make_shape(heap, ndim, (code, v)*ndim)`: a shape of immediates and heap slots.
-fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
-    build_shape(name, args, &make_pairs(name, args)?, None)
+/// `make_shape(heap, ndim, (code, v)*ndim)`: a shape of immediates and heap slots. The call
+/// site's cache, when it has one (a compiled-mode model's native call sites each have theirs),
+/// keeps the shape made last, handed out again while the dimensions stay the same.
+fn make_shape(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    build_shape(name, args, &make_pairs(name, args)?, ctx.site_cache())
 }
 
 /// The most dimensions a shape is built in place for (on the stack): more than any model's.
@@ -528,6 +432,7 @@ fn to_i64s<T: Num>(name: &str, t: &Tensor) -> Result<Vec<i64>> {
         .collect()
 }
 
+mod heap;
 mod site;
 #[cfg(test)]
 mod tests;

@@ -20,7 +20,7 @@
 //! [`CallCtx::site_cache`]: relaxvm::CallCtx::site_cache
 //! [`CallCtx::pool_cache`]: relaxvm::CallCtx::pool_cache
 
-use relaxvm::{DataType, Device, Result, Shape, Storage, Tensor, Value};
+use relaxvm::{Device, Result, Storage, Tensor, Value};
 
 /// What a site's reused storage holds when it is handed out again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,30 +74,10 @@ pub(crate) fn storage(
     Ok(s)
 }
 
-/// A zeroed 1-D tensor of `len` elements of `dtype` on `device` in storage of its own: the
-/// site's last one when that (and its storage) is free and the same, else a new one, which
-/// becomes the site's last.
-pub(crate) fn own_tensor(cache: Option<&mut Value>, len: i64, dtype: DataType, device: Device) -> Result<Tensor> {
-    let new = || {
-        let storage = Storage::alloc_checked(i128::from(len) * dtype.itemsize() as i128, device)?;
-        Tensor::from_parts(storage, 0, Shape::interned(&[len]), None, dtype)
-    };
-    let Some(cache) = cache else { return new() };
-    if let Value::Tensor(t) = cache {
-        let same = t.dtype() == dtype && t.shape().has_dims(&[len]) && t.storage().device() == device;
-        let sole = same && t.is_sole() && t.storage().is_sole();
-        if sole && t.storage().write_with(|b| b.fill(0)).is_ok() {
-            return Ok(t.clone());
-        }
-    }
-    let t = new()?;
-    *cache = Value::Tensor(t.clone());
-    Ok(t)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use relaxvm::{DataType, Shape};
 
     fn cached(cache: &Value) -> &Storage {
         match cache {
@@ -226,24 +206,5 @@ mod tests {
         // The unrelated header keeps its view.
         assert_eq!(caches[2].as_tensor().unwrap().numel(), 16);
         drop(fresh);
-    }
-
-    #[test]
-    fn a_site_reuses_its_own_tensor_zeroed_once_free() {
-        let dev = Device::cpu(0);
-        let mut cache = Value::Null;
-        let a = own_tensor(Some(&mut cache), 3, DataType::I64, dev).unwrap();
-        a.storage().write(0, &[9; 24]).unwrap();
-        let storage = a.storage().clone();
-        drop(a);
-        // Its storage is still held: a new one.
-        let b = own_tensor(Some(&mut cache), 3, DataType::I64, dev).unwrap();
-        assert!(!b.storage().ptr_eq(&storage));
-        drop((b, storage));
-        let c = own_tensor(Some(&mut cache), 3, DataType::I64, dev).unwrap();
-        assert!(c.ptr_eq(cache.as_tensor().unwrap()));
-        assert_eq!(c.to_vec::<i64>().unwrap(), [0, 0, 0]);
-        drop(c);
-        assert_eq!(own_tensor(Some(&mut cache), 2, DataType::I64, dev).unwrap().numel(), 2);
     }
 }

@@ -27,6 +27,12 @@
 //! them either. Read-only foreign memory (a DLPack import flagged read-only) is frozen but not
 //! sealed: foreign code gets a private copy of it.
 //!
+//! *Word storage* ([`Storage::alloc_words`], the shape heap's: see [`words`]) keeps this
+//! protocol for every door above, but Rust code never holds a reference to its bytes: the
+//! doors hand out copies, and its 64-bit words are also read and written, without the state
+//! word, through atomic operations ([`Storage::words`] to read, [`Storage::words_for_write`] to
+//! write, which a frozen storage refuses).
+//!
 //! Raw pointers ([`Storage::as_ptr`]) are for foreign code — native kernels, numpy, DLPack
 //! consumers — whose writes run under `unsafe` contracts of their own: such code may write
 //! only into storage that is not frozen and that no Rust reader holds at the time.
@@ -41,6 +47,7 @@ use std::sync::Arc;
 
 pub mod block_cache;
 pub mod read_only;
+pub mod words;
 
 /// The alignment of memory the runtime allocates (a cache line; what DLPack consumers expect).
 pub const ALIGNMENT: usize = 64;
@@ -66,6 +73,8 @@ struct Block {
     /// Where the call site that keeps this block last found the tensor headers viewing it
     /// (`Tensor::site_storage_is_free`, `value/site_views.rs`): a hint, so relaxed.
     views: AtomicU64,
+    /// Word storage ([`words`]): set once, before a second handle exists, never cleared.
+    words: bool,
 }
 
 enum Owner {
@@ -87,6 +96,8 @@ unsafe impl Send for Block {}
 // SAFETY: shared access from several threads goes through the `state` protocol (module docs):
 // `bytes` hands out `&[u8]` only while `state` counts it as a reader, and `write` mutates only
 // after swapping `state` from 0 (no readers) to WRITING, so no `&[u8]` aliases a safe write.
+// Word storage's bytes are reached by Rust only through 8-byte atomics (`words`): its doors
+// hand out copies, so no reference to them exists for an atomic store to race with.
 unsafe impl Sync for Block {}
 
 impl Drop for Block {
@@ -116,6 +127,7 @@ impl Block {
             frozen: AtomicBool::new(false),
             sealed: false,
             views: AtomicU64::new(u64::MAX),
+            words: false,
         }
     }
 }
@@ -302,7 +314,7 @@ impl Storage {
                 continue;
             }
             if state.compare_exchange_weak(n, n + 1, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                return StorageRead { storage: self };
+                return StorageRead { storage: self, copy: self.0.words.then(|| words::Snapshot::of(self)) };
             }
         }
     }
@@ -315,6 +327,10 @@ impl Storage {
             return Err(Error::index("storage bytes", offset.saturating_add(src.len()) as i64, self.len()));
         }
         let held = self.take_for_write(src.len())?;
+        if self.0.words {
+            words::store_bytes(self, offset, src);
+            return Ok(());
+        }
         // SAFETY: the range [offset, offset + src.len()) lies inside the block (checked above),
         // and holding WRITING means no `StorageRead` of this block exists, so `src` is not a
         // view of these bytes and no `&[u8]` aliases the destination while we copy.
@@ -334,6 +350,9 @@ impl Storage {
     #[inline]
     pub fn write_with<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
         let held = self.take_for_write(self.len())?;
+        if self.0.words {
+            return Ok(words::write_with(self, f));
+        }
         // SAFETY: holding WRITING means no `StorageRead` of this block exists and no other safe
         // write runs, so this is the only reference to its `len` valid bytes until `held` drops
         // (after `f` returns, or as `f` unwinds).
@@ -346,9 +365,7 @@ impl Storage {
     #[inline]
     fn take_for_write(&self, nbytes: usize) -> Result<Exclusive<'_>> {
         if self.is_frozen() {
-            return Err(Error::value(format!(
-                "cannot write to {nbytes} bytes of read-only storage (a constant of an executable, or read-only memory)"
-            )));
+            return Err(frozen(nbytes));
         }
         Exclusive::take(&self.0).ok_or_else(|| {
             Error::value(
@@ -359,9 +376,15 @@ impl Storage {
 
     /// Runs `f` on the bytes, read-only. When no one reads or writes them, they are held as a
     /// write holds them (one atomic operation, where a [`StorageRead`] takes two); otherwise
-    /// as a reader. The same rules as for [`write_with`](Self::write_with) apply to `f`.
+    /// as a reader. Word storage ([`words`]) is always held as a reader and `f` gets a copy of
+    /// its words, allocated and loaded on every call (read a word storage's slots through
+    /// [`Storage::words`] where that cost matters). The same rules as for
+    /// [`write_with`](Self::write_with) apply to `f`.
     #[inline]
     pub fn read_with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        if self.0.words {
+            return f(&self.bytes());
+        }
         match Exclusive::take(&self.0) {
             Some(held) => {
                 // SAFETY: as in `write_with`: nothing else reads or writes the bytes while
@@ -395,6 +418,14 @@ impl Storage {
     }
 }
 
+/// The error of a write to frozen storage, `nbytes` long.
+#[cold]
+fn frozen(nbytes: usize) -> Error {
+    Error::value(format!(
+        "cannot write to {nbytes} bytes of read-only storage (a constant of an executable, or read-only memory)"
+    ))
+}
+
 /// True when `arc` is the only strong handle to its value. No weak handles are made of the
 /// runtime's `Arc`s, so none can become strong meanwhile; the fence orders this thread's later
 /// accesses after everything the other handles did before their release-decrement (as `Arc`'s
@@ -426,14 +457,19 @@ impl Drop for Exclusive<'_> {
     }
 }
 
-/// Read access to a storage's bytes; safe writes to the storage fail while it lives.
+/// Read access to a storage's bytes; safe writes to the storage fail while it lives. For word
+/// storage, the bytes are a copy taken when the guard was made ([`words`]).
 pub struct StorageRead<'a> {
     storage: &'a Storage,
+    copy: Option<words::Snapshot>,
 }
 
 impl std::ops::Deref for StorageRead<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
+        if let Some(copy) = &self.copy {
+            return copy.bytes();
+        }
         let block = &self.storage.0;
         // SAFETY: `ptr` is valid for `len` bytes while the block lives, which is at least as
         // long as `'a`; this guard is counted in `state`, so no safe write runs until it drops.

@@ -222,6 +222,8 @@ impl Tensor {
     /// A read-only ndarray view of the elements, which must be of type `T`. Safe writes to the
     /// storage fail while the view lives (see [`Storage`]). A `bool` view checks that every byte
     /// is 0 or 1: any other byte is not a `bool`, and reading it as one is undefined behaviour.
+    /// A view of word storage (a shape heap: see [`crate::storage::words`]) views a copy of its
+    /// words, allocated and loaded on every call, not the storage's bytes in place.
     pub fn view<T: Element>(&self) -> Result<TensorView<'_, T>> {
         if T::DTYPE != self.dtype() {
             return Err(Error::type_mismatch(format!("tensor of {}", T::DTYPE), format!("tensor of {}", self.dtype())));
@@ -231,6 +233,11 @@ impl Tensor {
             return Err(Error::value(format!("tensor data at {ptr:p} is not aligned for {}", self.dtype())));
         }
         let read = self.0.storage.bytes();
+        // The bytes the guard shows: the storage's own, or (word storage) a copy aligned as
+        // they are, which the view must see instead (see `storage::words`).
+        // SAFETY: `from_parts` checked byte_offset lies inside the storage, which `read` shows
+        // in full.
+        let ptr = unsafe { read.as_ptr().add(self.0.byte_offset) }.cast::<T>().cast_mut();
         let dims: Vec<usize> = self.shape().iter().map(|d| *d as usize).collect();
         let strides: Vec<usize> = self.strides().iter().map(|s| *s as usize).collect();
         let shape = IxDyn(&dims).strides(IxDyn(&strides));
@@ -242,9 +249,11 @@ impl Tensor {
             }
         }
         // SAFETY: `from_parts` proved every element (offset + sum((dim-1)*stride)) lies inside
-        // the storage, strides are non-negative, the pointer is aligned (checked above), bool
-        // bytes are valid bools (checked above), the storage outlives the view because the view
-        // borrows `self`, and `read` keeps safe writes out while the view lives.
+        // the storage, strides are non-negative, the pointer is aligned (checked above on the
+        // storage's own pointer; a word storage's copy is aligned as it is), bool bytes are
+        // valid bools (checked above), the storage (and `read`'s copy) outlives the view because
+        // the view borrows `self` and holds `read`, and `read` keeps safe writes out while the
+        // view lives.
         let view = unsafe { ArrayViewD::from_shape_ptr(shape, ptr) };
         Ok(TensorView { view, _read: read })
     }

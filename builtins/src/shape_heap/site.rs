@@ -14,8 +14,11 @@ use super::{
     apply_match, build_shape, constant_mismatch, heap_mismatch, make_pairs, Heap, MatchPlan, Subject, INLINE_RANK,
 };
 use crate::args;
-use relaxvm::{Error, PackedFunc, Result, Shape, Value};
+use relaxvm::storage::words::Words;
+use relaxvm::{DataType, Error, PackedFunc, Result, Shape, Storage, Value};
 use smallvec::SmallVec;
+use std::ops::Range;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 /// What a specialised `match_shape` does with one dimension.
 #[derive(Clone, Copy)]
@@ -72,12 +75,10 @@ pub(super) fn specialize_match_shape(name: &'static str, fixed: &[Option<&Value>
                 Check::Store(s) | Check::EqualSlot(s) => Some(*s),
                 Check::Equal(_) | Check::Skip => None,
             });
-            PackedFunc::from_fn(name, move |args| {
-                let site = Site { name, steps: &steps, slots, stores, err_ctx: err_ctx.as_deref() };
-                match run_checks(&site, args) {
-                    Some(done) => done.map(|()| Value::Null),
-                    None => apply_match(name, args, &pairs, stores, err_ctx.as_deref()),
-                }
+            let site = Site { name, steps: steps.into_iter().collect(), slots, stores, err_ctx };
+            PackedFunc::from_fn(name, move |args| match run_checks(&site, args) {
+                Some(done) => done.map(|()| Value::Null),
+                None => apply_match(name, args, &pairs, stores, site.err_ctx.as_deref()),
             })
         }
         None => PackedFunc::from_fn(name, move |args| apply_match(name, args, &pairs, stores, err_ctx.as_deref())),
@@ -88,33 +89,75 @@ pub(super) fn specialize_match_shape(name: &'static str, fixed: &[Option<&Value>
 
 /// A specialised `match_shape` call site: its steps, the number of slots they name, whether
 /// one stores, and its error context.
-struct Site<'a> {
+struct Site {
     name: &'static str,
-    steps: &'a [Check],
+    steps: Box<[Check]>,
     slots: usize,
     stores: bool,
-    err_ctx: Option<&'a str>,
+    err_ctx: Option<String>,
+}
+
+/// The storage of a heap argument that is a contiguous 1-D `int64` view of word storage (what
+/// `alloc_shape_heap` makes) with at least `slots` slots, and the words that hold its first
+/// `slots`; `None` for any other argument, which [`Heap::arg`] then serves (and reports, when it
+/// is wrong). Where [`Heap::arg`] works out the geometry of any view with overflow checks, a
+/// contiguous one's slot `s` is word `byte_offset / 8 + s`. The caller takes the words to read
+/// ([`Storage::words`]) or to write ([`Storage::words_for_write`]: not when frozen).
+#[inline(always)]
+fn word_slots(arg: Option<&Value>, slots: usize) -> Option<(&Storage, Range<usize>)> {
+    let Some(Value::Tensor(t)) = arg else { return None };
+    let offset = t.byte_offset();
+    let storage = t.storage();
+    if !storage.is_words() || t.dtype() != DataType::I64 || !t.is_contiguous() || offset % 8 != 0 {
+        return None;
+    }
+    let &[len] = t.shape().dims() else { return None };
+    // `len` slots from word `offset / 8` lie inside the storage (a view is checked against its
+    // storage when made); checked here too, for the `slots` used, rather than assumed.
+    let first = offset / 8;
+    if usize::try_from(len).is_ok_and(|len| len >= slots) && first + slots <= storage.len() / 8 {
+        Some((storage, first..first + slots))
+    } else {
+        None
+    }
 }
 
 /// Runs a match's steps: `None`, with nothing stored, when the general function must run
 /// instead (to report what it finds wrong); else the outcome, the first mismatch reported as
 /// the general function reports it.
 #[inline]
-fn run_checks(site: &Site<'_>, args: &[Value]) -> Option<Result<()>> {
+fn run_checks(site: &Site, args: &[Value]) -> Option<Result<()>> {
     let dims: &[i64] = match args.first() {
         Some(Value::Tensor(t)) => t.shape(),
         Some(Value::Shape(s)) => s,
         _ => return None,
     };
-    let heap = Heap::arg(site.name, args, 1).ok()?;
-    if dims.len() != site.steps.len() || site.slots > heap.reach {
+    if dims.len() != site.steps.len() {
         return None;
     }
+    // A word heap (frozen, it refuses the stores: the general function says so).
+    if let Some((storage, range)) = word_slots(args.get(1), site.slots) {
+        let checked = match site.stores {
+            true => check_all(dims, &site.steps, (0, 1), &mut storage.words_for_write().ok()??.get(range)?),
+            false => check_all(dims, &site.steps, (0, 1), &mut storage.words()?.get(range)?),
+        };
+        return Some(checked.map_err(|m| m.error(site, dims)));
+    }
+    let heap = Heap::arg(site.name, args, 1).ok()?;
+    if site.slots > heap.reach {
+        return None;
+    }
+    let at = (heap.base, heap.step);
     let checked = match heap.tensor {
         // No step names a slot (`slots` is 0, as a null heap's `reach` is).
-        None => check_all(dims, site.steps, &heap, &mut &[][..]),
-        Some(t) if site.stores => t.storage().write_with(|mut b| check_all(dims, site.steps, &heap, &mut b)).ok()?,
-        Some(t) => t.storage().read_with(|mut b| check_all(dims, site.steps, &heap, &mut b)),
+        None => check_all(dims, &site.steps, at, &mut (&[] as &[u8])),
+        // A view of word storage whose slots are not the fast path's (a strided one).
+        Some(t) if heap.words.is_some() => match site.stores {
+            true => check_all(dims, &site.steps, word_geometry(&heap), &mut t.storage().words_for_write().ok()??),
+            false => check_all(dims, &site.steps, word_geometry(&heap), &mut heap.words?),
+        },
+        Some(t) if site.stores => t.storage().write_with(|mut b| check_all(dims, &site.steps, at, &mut b)).ok()?,
+        Some(t) => t.storage().read_with(|mut b| check_all(dims, &site.steps, at, &mut b)),
     };
     Some(checked.map_err(|m| m.error(site, dims)))
 }
@@ -129,19 +172,25 @@ struct Mismatch {
 impl Mismatch {
     /// The error the general function reports for it.
     #[cold]
-    fn error(&self, site: &Site<'_>, dims: &[i64]) -> Error {
-        let (actual, what) = (dims[self.dim], Subject::Dim(self.dim));
+    fn error(&self, site: &Site, dims: &[i64]) -> Error {
+        let (actual, what, err_ctx) = (dims[self.dim], Subject::Dim(self.dim), site.err_ctx.as_deref());
         match site.steps[self.dim] {
-            Check::EqualSlot(s) => heap_mismatch(site.name, site.err_ctx, what, actual, self.expected, s as i64),
-            _ => constant_mismatch(site.name, site.err_ctx, what, actual, self.expected),
+            Check::EqualSlot(s) => heap_mismatch(site.name, err_ctx, what, actual, self.expected, s as i64),
+            _ => constant_mismatch(site.name, err_ctx, what, actual, self.expected),
         }
     }
 }
 
-/// Applies the steps to `dims` in order, with the heap's bytes, up to the first mismatch.
+/// Applies the steps to `dims` in order, with the heap's bytes or words (slot `s` at `base + s *
+/// step` in them), up to the first mismatch.
 #[inline(always)]
-fn check_all(dims: &[i64], steps: &[Check], heap: &Heap<'_>, bytes: &mut impl HeapBytes) -> Result<(), Mismatch> {
-    let at = |s: usize| heap.base + s * heap.step;
+fn check_all(
+    dims: &[i64],
+    steps: &[Check],
+    (base, step): (usize, usize),
+    bytes: &mut impl HeapBytes,
+) -> Result<(), Mismatch> {
+    let at = |s: usize| base + s * step;
     for (dim, (&actual, step)) in dims.iter().zip(steps).enumerate() {
         match *step {
             Check::Equal(v) if actual != v => return Err(Mismatch { dim, expected: v }),
@@ -179,6 +228,39 @@ impl HeapBytes for &[u8] {
     }
 }
 
+/// A word heap's words lent to read, where `at` is a word index (the fast path's slots are words
+/// `0, 1, ...`; [`Heap`]'s byte offsets are divided by 8 by the caller's geometry: see
+/// [`word_geometry`]).
+impl HeapBytes for Words<'_> {
+    #[inline(always)]
+    fn load(&self, at: usize) -> i64 {
+        Words::load(self, at)
+    }
+
+    fn store(&mut self, _: usize, _: i64) {
+        unreachable!("a match with a store takes the words to write")
+    }
+}
+
+/// A word heap's words lent to write, indexed as [`Words`] are.
+impl HeapBytes for &[AtomicI64] {
+    #[inline(always)]
+    fn load(&self, at: usize) -> i64 {
+        self[at].load(Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    fn store(&mut self, at: usize, v: i64) {
+        self[at].store(v, Ordering::Relaxed);
+    }
+}
+
+/// A word heap's slot geometry in words: [`Heap::arg`] gives it in bytes, a multiple of 8 for a
+/// word heap (`words` is set only then).
+fn word_geometry(heap: &Heap<'_>) -> (usize, usize) {
+    (heap.base / 8, heap.step / 8)
+}
+
 impl HeapBytes for &mut [u8] {
     #[inline(always)]
     fn load(&self, at: usize) -> i64 {
@@ -205,7 +287,7 @@ pub(super) fn specialize_make_shape(name: &'static str, fixed: &[Option<&Value>]
         });
         return Some(f.reading_first(1));
     }
-    let steps: Option<SmallVec<[Make; 4]>> = pairs
+    let steps: Option<Box<[Make]>> = pairs
         .iter()
         .map(|&(code, v)| match code {
             0 => Some(Make::Imm(v)),
@@ -223,7 +305,7 @@ pub(super) fn specialize_make_shape(name: &'static str, fixed: &[Option<&Value>]
     // It reads the heap; the rest are the fixed operands parsed here.
     let f = PackedFunc::new(name, move |ctx, args| {
         let last = ctx.site_cache();
-        match steps.as_deref().and_then(|steps| make_dims(name, args, steps, slots)) {
+        match steps.as_deref().and_then(|steps| Some((make_dims(name, args, steps, slots)?, steps.len()))) {
             Some((dims, n)) => Ok(recent_or_last(&dims[..n], last)),
             None => build_shape(name, args, &pairs, last),
         }
@@ -234,22 +316,33 @@ pub(super) fn specialize_make_shape(name: &'static str, fixed: &[Option<&Value>]
 /// The dimensions a make's steps give (at most [`INLINE_RANK`] of them), or `None` when the
 /// heap is not one that reaches their slots (the general function reports it).
 #[inline]
-fn make_dims(name: &'static str, args: &[Value], steps: &[Make], slots: usize) -> Option<([i64; INLINE_RANK], usize)> {
+fn make_dims(name: &'static str, args: &[Value], steps: &[Make], slots: usize) -> Option<[i64; INLINE_RANK]> {
+    if let Some((storage, range)) = word_slots(args.first(), slots) {
+        return Some(make_all(steps, (0, 1), &storage.words()?.get(range)?));
+    }
     let heap = Heap::arg(name, args, 0).ok()?;
     let t = heap.tensor?;
     if slots > heap.reach {
         return None;
     }
+    Some(match heap.words {
+        Some(words) => make_all(steps, word_geometry(&heap), &words),
+        None => t.storage().read_with(|b| make_all(steps, (heap.base, heap.step), &b)),
+    })
+}
+
+/// The dimensions `steps` make, with the heap's bytes or words (at most [`INLINE_RANK`]; the
+/// rest are 0).
+#[inline(always)]
+fn make_all(steps: &[Make], (base, step): (usize, usize), bytes: &impl HeapBytes) -> [i64; INLINE_RANK] {
     let mut dims = [0i64; INLINE_RANK];
-    t.storage().read_with(|b| {
-        for (d, step) in dims.iter_mut().zip(steps) {
-            *d = match *step {
-                Make::Imm(v) => v,
-                Make::Slot(s) => b.load(heap.base + s * heap.step),
-            };
-        }
-    });
-    Some((dims, steps.len()))
+    for (d, make) in dims.iter_mut().zip(steps) {
+        *d = match *make {
+            Make::Imm(v) => v,
+            Make::Slot(s) => bytes.load(base + s * step),
+        };
+    }
+    dims
 }
 
 /// A shape of `dims`: the one `last` (the call site's cache) holds when it has these
@@ -278,33 +371,65 @@ mod tests {
 
     #[test]
     fn steps_serve_every_match_they_can_report() {
-        let heap = Value::Tensor(Tensor::zeros([3], DataType::I64, Default::default()).unwrap());
-        let value = Value::Shape([5, 7].into());
-        let args = [value.clone(), heap.clone()];
-        let run = |pairs: &[(i64, i64)], slots: usize| {
-            let steps = checks(pairs).unwrap();
-            let stores = pairs.iter().any(|p| p.0 == 1);
-            run_checks(&Site { name: "m", steps: &steps, slots, stores, err_ctx: Some("c") }, &args)
-        };
-        // Stores 5 in slot 2, then finds 7 is not slot 2: reported here, as the general
-        // function words it.
-        let e = run(&[(1, 2), (3, 2)], 3).unwrap().unwrap_err().to_string();
-        assert!(e.contains("c match_cast error,  shape[1] mismatch to a previous populated value. (7 vs. 5"), "{e}");
-        assert!(run(&[(1, 2), (1, 0)], 3).unwrap().is_ok());
-        assert_eq!(heap.as_tensor().unwrap().to_vec::<i64>().unwrap(), [7, 0, 5]);
-        let e = run(&[(3, 2), (0, 8)], 3).unwrap().unwrap_err().to_string();
-        assert!(e.contains("shape[1] mismatch to specified constant. (7 vs. 8)"), "{e}");
-        // A heap too short for the slots, or a value of another rank: the general function.
-        assert!(run(&[(3, 2), (0, 7)], 4).is_none());
-        let steps = checks(&[(2, 0)]).unwrap();
-        let site = Site { name: "m", steps: &steps, slots: 0, stores: false, err_ctx: None };
-        assert!(run_checks(&site, &[Value::Shape([5, 1].into()), heap.clone()]).is_none());
-        assert!(checks(&[(1, -1)]).is_none() && checks(&[(4, 0)]).is_none());
+        // On a heap of ordinary storage (taken under its lock) and on a word heap (the fast path).
+        let plain = Tensor::zeros([3], DataType::I64, Default::default()).unwrap();
+        let words = relaxvm::Storage::alloc_words(3, Default::default()).unwrap();
+        let words = Tensor::from_parts(words, 0, [3].into(), None, DataType::I64).unwrap();
+        for heap in [Value::Tensor(plain), Value::Tensor(words)] {
+            let value = Value::Shape([5, 7].into());
+            let args = [value.clone(), heap.clone()];
+            let run = |pairs: &[(i64, i64)], slots: usize| {
+                let steps = checks(pairs).unwrap().into_iter().collect();
+                let stores = pairs.iter().any(|p| p.0 == 1);
+                run_checks(&Site { name: "m", steps, slots, stores, err_ctx: Some("c".into()) }, &args)
+            };
+            // Stores 5 in slot 2, then finds 7 is not slot 2: reported here, as the general
+            // function words it.
+            let e = run(&[(1, 2), (3, 2)], 3).unwrap().unwrap_err().to_string();
+            assert!(
+                e.contains("c match_cast error,  shape[1] mismatch to a previous populated value. (7 vs. 5"),
+                "{e}"
+            );
+            assert!(run(&[(1, 2), (1, 0)], 3).unwrap().is_ok());
+            assert_eq!(heap.as_tensor().unwrap().to_vec::<i64>().unwrap(), [7, 0, 5]);
+            let e = run(&[(3, 2), (0, 8)], 3).unwrap().unwrap_err().to_string();
+            assert!(e.contains("shape[1] mismatch to specified constant. (7 vs. 8)"), "{e}");
+            // A heap too short for the slots, or a value of another rank: the general function.
+            assert!(run(&[(3, 2), (0, 7)], 4).is_none());
+            let steps = checks(&[(2, 0)]).unwrap().into_iter().collect();
+            let site = Site { name: "m", steps, slots: 0, stores: false, err_ctx: None };
+            assert!(run_checks(&site, &[Value::Shape([5, 1].into()), heap.clone()]).is_none());
+            assert!(checks(&[(1, -1)]).is_none() && checks(&[(4, 0)]).is_none());
 
-        let made =
-            make_dims("m", std::slice::from_ref(&heap), &[Make::Slot(2), Make::Imm(3), Make::Slot(0)], 3).unwrap();
-        assert_eq!(&made.0[..made.1], [5, 3, 7]);
-        assert!(make_dims("m", &[heap], &[Make::Slot(2)], 4).is_none());
-        assert!(make_dims("m", &[Value::Null], &[Make::Imm(2)], 0).is_none());
+            let steps = [Make::Slot(2), Make::Imm(3), Make::Slot(0)];
+            let made = make_dims("m", std::slice::from_ref(&heap), &steps, 3).unwrap();
+            assert_eq!(made[..3], [5, 3, 7]);
+            assert!(make_dims("m", &[heap], &[Make::Slot(2)], 4).is_none());
+            assert!(make_dims("m", &[Value::Null], &[Make::Imm(2)], 0).is_none());
+        }
+        // The fast path takes contiguous int64 views of word storage only, reaching the slots.
+        let words = relaxvm::Storage::alloc_words(4, Default::default()).unwrap();
+        let view = |offset, len, strides, dtype| {
+            Value::Tensor(Tensor::from_parts(words.clone(), offset, [len].into(), strides, dtype).unwrap())
+        };
+        let range = |v: &Value, slots| word_slots(Some(v), slots).map(|(_, r)| r);
+        assert_eq!(range(&view(8, 3, None, DataType::I64), 3), Some(1..4));
+        assert!(range(&view(8, 3, None, DataType::I64), 4).is_none());
+        assert!(range(&view(4, 3, None, DataType::I64), 1).is_none());
+        assert!(range(&view(0, 2, Some(vec![2]), DataType::I64), 1).is_none());
+        assert!(range(&view(0, 4, None, DataType::F64), 1).is_none());
+        assert!(word_slots(Some(&Value::Null), 0).is_none() && word_slots(None, 0).is_none());
+        let plain = Tensor::zeros([3], DataType::I64, Default::default()).unwrap();
+        assert!(range(&Value::Tensor(plain), 1).is_none());
+        // Frozen: a site that stores leaves the call to the general function (which reports
+        // it), one that only reads still runs its steps on the words.
+        words.freeze();
+        let site = |code, stores| {
+            let steps = checks(&[(code, 0)]).unwrap().into_iter().collect();
+            Site { name: "m", steps, slots: 1, stores, err_ctx: None }
+        };
+        let args = [Value::Shape([0].into()), view(0, 4, None, DataType::I64)];
+        assert!(run_checks(&site(1, true), &args).is_none(), "frozen: no stores");
+        assert!(run_checks(&site(3, false), &args).unwrap().is_ok());
     }
 }

@@ -251,17 +251,36 @@ fn tensor_to_shape_converts_integer_tensors() {
     );
 }
 
-/// The heaps the specialised builtins are compared on: a fresh heap of 3 slots, the same as a
-/// strided view (slots 8 bytes apart at byte 8 of a larger storage), a fresh heap whose bytes
-/// another reader holds during the call (stores then fail), and a view whose 3 slots are one
-/// (stride 0). Slot 1 holds 4 in each.
+/// The heaps the specialised builtins are compared on: a fresh heap of 3 slots (word storage,
+/// as `alloc_shape_heap` makes), the same as a strided view (slots 8 bytes apart at byte 8 of a
+/// larger ordinary storage), a fresh heap whose bytes another reader holds during the call (a
+/// word heap's slots are not held: stores go on), the same for a heap of ordinary storage
+/// (stores then fail), a view whose 3 slots are one (stride 0), a view of word storage whose
+/// slots straddle its words (at byte 4: the storage's doors then serve it), a strided view of
+/// word storage (its words, at the view's geometry), and a frozen word heap (stores fail).
+/// Slot 1 holds 4 in each.
 #[derive(Clone, Copy, Debug)]
 enum HeapKind {
     Fresh,
     Strided,
     BeingRead,
+    PlainBeingRead,
     OneSlot,
+    Straddling,
+    WordsStrided,
+    Frozen,
 }
+
+const HEAP_KINDS: [HeapKind; 8] = [
+    HeapKind::Fresh,
+    HeapKind::Strided,
+    HeapKind::BeingRead,
+    HeapKind::PlainBeingRead,
+    HeapKind::OneSlot,
+    HeapKind::Straddling,
+    HeapKind::WordsStrided,
+    HeapKind::Frozen,
+];
 
 /// Runs `args` through the general builtin and through the version specialised to every
 /// operand but `regs` (when the specializer accepts; called with the operands it reads), each on
@@ -270,7 +289,16 @@ enum HeapKind {
 fn general_and_special(name: &str, args: &[Value], regs: &[usize], kind: HeapKind) -> (String, Option<String>) {
     let run = |f: &dyn Fn(&[Value]) -> Result<Value>| {
         let h = match kind {
-            HeapKind::Fresh | HeapKind::BeingRead => heap(3),
+            HeapKind::Fresh | HeapKind::BeingRead | HeapKind::Frozen => heap(3),
+            HeapKind::PlainBeingRead => Value::Tensor(Tensor::zeros([3], DataType::I64, Default::default()).unwrap()),
+            HeapKind::WordsStrided => {
+                let words = relaxvm::Storage::alloc_words(8, Default::default()).unwrap();
+                Value::Tensor(Tensor::from_parts(words, 8, [3].into(), Some(vec![2]), DataType::I64).unwrap())
+            }
+            HeapKind::Straddling => {
+                let words = relaxvm::Storage::alloc_words(4, Default::default()).unwrap();
+                Value::Tensor(Tensor::from_parts(words, 4, [3].into(), None, DataType::I64).unwrap())
+            }
             HeapKind::Strided | HeapKind::OneSlot => {
                 let base = Tensor::zeros([8], DataType::I64, Default::default()).unwrap();
                 let stride = if matches!(kind, HeapKind::Strided) { 2 } else { 0 };
@@ -280,16 +308,19 @@ fn general_and_special(name: &str, args: &[Value], regs: &[usize], kind: HeapKin
         };
         let t = h.as_tensor().unwrap();
         let step = match kind {
-            HeapKind::Strided => 16,
+            HeapKind::Strided | HeapKind::WordsStrided => 16,
             HeapKind::OneSlot => 0,
-            HeapKind::Fresh | HeapKind::BeingRead => 8,
+            _ => 8,
         };
         t.storage().write(t.byte_offset() + step, &4i64.to_ne_bytes()).unwrap();
+        if matches!(kind, HeapKind::Frozen) {
+            t.storage().freeze();
+        }
         let args: Vec<Value> = args
             .iter()
             .map(|a| if matches!(a, Value::Str(s) if &**s == "HEAP") { h.clone() } else { a.clone() })
             .collect();
-        let reader = matches!(kind, HeapKind::BeingRead).then(|| t.storage().bytes());
+        let reader = matches!(kind, HeapKind::BeingRead | HeapKind::PlainBeingRead).then(|| t.storage().bytes());
         let out = f(&args);
         drop(reader);
         format!("{:?} heap {:?}", out.map(|v| v.to_string()), h.to_string())
@@ -348,7 +379,7 @@ fn specialised_shape_builtins_match_the_general_ones() {
     let cases = cases.chain(makes.iter().map(|a| ("vm.builtin.make_shape", a, &[0][..])));
     let mut specialised = 0;
     for (name, args, regs) in cases {
-        for kind in [HeapKind::Fresh, HeapKind::Strided, HeapKind::BeingRead, HeapKind::OneSlot] {
+        for kind in HEAP_KINDS {
             let (general, special) = general_and_special(name, args, regs, kind);
             if let Some(special) = special {
                 assert_eq!(general, special, "{name} {args:?} {kind:?}");
@@ -356,7 +387,7 @@ fn specialised_shape_builtins_match_the_general_ones() {
             }
         }
     }
-    assert_eq!(specialised, 4 * (matches.len() + makes.len()), "every case has fixed codes");
+    assert_eq!(specialised, HEAP_KINDS.len() * (matches.len() + makes.len()), "every case has fixed codes");
     // Registers where the codes, ndim or err_ctx are: the general function, every time.
     let regs = [0, 1, 7];
     assert!(general_and_special("vm.builtin.match_shape", &matches[0], &regs, HeapKind::Fresh).1.is_none());
@@ -383,4 +414,126 @@ fn a_specialised_alloc_shape_heap_matches_the_general_one() {
     ] {
         assert!(crate::table::specialised(BUILTINS, "vm.builtin.alloc_shape_heap", &args, regs).is_none(), "{args:?}");
     }
+}
+
+#[test]
+fn a_heap_is_word_storage_and_its_site_hands_it_out_again_zeroed_once_free() {
+    let h = heap(3);
+    assert!(h.as_tensor().unwrap().storage().is_words(), "alloc_shape_heap makes word storage");
+    let dev = Default::default();
+    let mut cache = Value::Null;
+    let a = own_heap(Some(&mut cache), 3, dev).unwrap();
+    a.storage().write(0, &[9; 24]).unwrap();
+    let storage = a.storage().clone();
+    drop(a);
+    // Its storage is still held: a new one.
+    let b = own_heap(Some(&mut cache), 3, dev).unwrap();
+    assert!(!b.storage().ptr_eq(&storage));
+    drop((b, storage));
+    let c = own_heap(Some(&mut cache), 3, dev).unwrap();
+    assert!(c.ptr_eq(cache.as_tensor().unwrap()) && c.storage().is_words());
+    c.storage().write(8, &[7; 8]).unwrap();
+    drop(c);
+    let d = own_heap(Some(&mut cache), 3, dev).unwrap();
+    assert!(d.ptr_eq(cache.as_tensor().unwrap()));
+    assert_eq!(d.to_vec::<i64>().unwrap(), [0, 0, 0], "zeroed when handed out again");
+    drop(d);
+    assert_eq!(own_heap(Some(&mut cache), 2, dev).unwrap().numel(), 2);
+    // A frozen kept heap is not handed out again; one too large for word storage is, zeroed.
+    cache.as_tensor().unwrap().storage().freeze();
+    let e = own_heap(Some(&mut cache), 2, dev).unwrap();
+    assert!(!e.storage().is_frozen());
+    drop(e);
+    let large = relaxvm::storage::words::MAX_WORDS as i64 + 1;
+    let f = own_heap(Some(&mut cache), large, dev).unwrap();
+    assert!(!f.storage().is_words());
+    f.storage().write(0, &[1; 8]).unwrap();
+    drop(f);
+    let g = own_heap(Some(&mut cache), large, dev).unwrap();
+    assert!(g.ptr_eq(cache.as_tensor().unwrap()) && g.storage().bytes()[..8] == [0; 8]);
+    // A large heap takes its slots under the storage's lock, as any tensor's.
+    call("vm.builtin.store_shape", &[Value::Shape([5].into()), Value::Tensor(g.clone()), Value::Int(large - 1)])
+        .unwrap();
+    let back = call("vm.builtin.load_shape", &[Value::Tensor(g), Value::Int(large - 1)]).unwrap();
+    assert_eq!(back.as_shape().unwrap().dims(), [5]);
+}
+
+/// Runs `match_shape` storing `dims` into slots 0 and 1 of `h`, then `make_shape` of those
+/// slots, both specialised as a loaded program's call sites are.
+fn match_then_make(h: &Value, dims: [i64; 2]) -> Result<Vec<i64>> {
+    let i = Value::Int;
+    let m = [Value::Shape(dims[..].into()), h.clone(), i(2), i(1), i(0), i(1), i(1)];
+    let matcher = crate::table::specialised(BUILTINS, "vm.builtin.match_shape", &m, &[0, 1]).unwrap();
+    matcher(&m[..2])?;
+    let k = [h.clone(), i(2), i(1), i(0), i(1), i(1)];
+    let maker = crate::table::specialised(BUILTINS, "vm.builtin.make_shape", &k, &[0]).unwrap();
+    Ok(maker(&k[..1])?.as_shape().unwrap().dims().to_vec())
+}
+
+#[test]
+fn threads_sharing_one_heap_see_whole_slots_and_every_door_stays_usable() {
+    // Four threads match and make on one heap (as calls of one VM function on threads that
+    // share its heap would), while another reads it as a tensor and writes it through the
+    // storage's doors. Each slot only ever holds A or B (every writer stores its pair), which
+    // differ in every byte, so a value mixing their bytes (a torn write) or any other would
+    // fail; a thread's make may see another's match.
+    const A: i64 = 0x0102_0304_0506_0708;
+    const B: i64 = 0x0807_0605_0403_0201;
+    let h = heap(2);
+    std::thread::scope(|scope| {
+        for t in 0..4i64 {
+            let h = &h;
+            scope.spawn(move || {
+                for i in 0..500 {
+                    let d = if (i + t) % 2 == 0 { A } else { B };
+                    let made = match_then_make(h, [d, d]).unwrap();
+                    assert!(made.iter().all(|x| *x == A || *x == B), "{made:x?}");
+                }
+            });
+        }
+        scope.spawn(|| {
+            let t = h.as_tensor().unwrap();
+            for i in 0..500 {
+                let seen = t.to_vec::<i64>().unwrap();
+                // 0 until the first store to the slot.
+                assert!(seen.iter().all(|x| *x == A || *x == B || *x == 0), "{seen:x?}");
+                let v = if i % 2 == 0 { A } else { B };
+                // Fails only while another door reads (the doors' own rule, as for any tensor).
+                let _ = t.storage().write(8 * (i % 2), &v.to_ne_bytes());
+            }
+        });
+    });
+}
+
+#[test]
+#[allow(unsafe_code)] // a kernel's raw write, as the tvm crate's kernels make it
+fn a_kernel_writing_the_heap_in_place_is_seen_by_the_next_make() {
+    // A TIR shape function gets the heap as a DLTensor and writes its slots through the raw
+    // pointer, on the VM's thread, between the builtins' calls: the words are the storage's
+    // own bytes, in place, so the next make reads what it wrote.
+    let h = heap(2);
+    assert_eq!(match_then_make(&h, [6, 8]).unwrap(), [6, 8]);
+    let t = h.as_tensor().unwrap();
+    let p = t.data_ptr().cast::<i64>();
+    assert_eq!(p as usize % 8, 0);
+    // SAFETY: `p` points at the heap's 2 slots (a live, writable, 8-aligned i64 tensor of 2
+    // elements), and no other thread touches the heap during the test: the write is sequenced
+    // with the builtins' atomic accesses, as a kernel's is.
+    unsafe { p.add(1).write(11) };
+    let i = Value::Int;
+    let k = [h.clone(), i(2), i(1), i(1), i(1), i(0)];
+    assert_eq!(call("vm.builtin.make_shape", &k).unwrap().as_shape().unwrap().dims(), [11, 6]);
+    let maker = crate::table::specialised(BUILTINS, "vm.builtin.make_shape", &k, &[0]).unwrap();
+    assert_eq!(maker(&k[..1]).unwrap().as_shape().unwrap().dims(), [11, 6]);
+}
+
+#[test]
+fn a_frozen_word_heap_refuses_stores_as_frozen_storage_does() {
+    let h = heap(2);
+    h.as_tensor().unwrap().storage().freeze();
+    let e = match_then_make(&h, [1, 2]).unwrap_err().to_string();
+    assert!(e.contains("vm.builtin.match_shape") && e.contains("cannot write to 16 bytes of read-only storage"), "{e}");
+    // Reads go on.
+    let k = [h.clone(), Value::Int(1), Value::Int(1), Value::Int(0)];
+    assert_eq!(call("vm.builtin.make_shape", &k).unwrap().as_shape().unwrap().dims(), [0]);
 }
