@@ -4,7 +4,7 @@
 //!
 //! A test binary installs it with
 //! `#[global_allocator] static GLOBAL: relaxvm_test_alloc::Counting = relaxvm_test_alloc::Counting;`
-//! and asserts `allocations_during(|| ...) == 0`. It forwards every call to the system
+//! and asserts `allocations_during(|| ...).0 == 0`. It forwards every call to the system
 //! allocator and counts allocations and reallocations per thread (the test harness's own
 //! threads, and other tests running meanwhile, do not count), so the binary's other tests run
 //! as before.
@@ -55,11 +55,11 @@ unsafe impl GlobalAlloc for Counting {
 }
 
 /// How many allocations this thread made while `f` ran (0 unless [`Counting`] is the global
-/// allocator).
-pub fn allocations_during(f: impl FnOnce()) -> usize {
+/// allocator), and what `f` returned.
+pub fn allocations_during<R>(f: impl FnOnce() -> R) -> (usize, R) {
     let before = ALLOCS.with(Cell::get);
-    f();
-    ALLOCS.with(Cell::get) - before
+    let r = f();
+    (ALLOCS.with(Cell::get) - before, r)
 }
 
 #[cfg(test)]
@@ -71,12 +71,12 @@ mod tests {
 
     #[test]
     fn allocations_of_this_thread_are_counted_and_none_are_made_up() {
-        assert_eq!(allocations_during(|| drop(std::hint::black_box(vec![1u8; 100]))), 1);
+        assert_eq!(allocations_during(|| drop(std::hint::black_box(vec![1u8; 100]))).0, 1);
         let mut v: Vec<u64> = Vec::with_capacity(1);
-        let grown = allocations_during(|| v.extend(std::hint::black_box(0..100u64)));
+        let (grown, ()) = allocations_during(|| v.extend(std::hint::black_box(0..100u64)));
         assert_eq!(grown, 1, "a growth is a reallocation");
-        let mut x = 0u64;
-        assert_eq!(allocations_during(|| x += std::hint::black_box(1)), 0);
+        let x = 0u64;
+        assert_eq!(allocations_during(|| x + std::hint::black_box(1)), (0, 1));
         // Another thread's allocations are not this thread's: its counter starts at zero.
         let theirs = std::thread::spawn(|| ALLOCS.with(Cell::get)).join().unwrap();
         assert!(ALLOCS.with(Cell::get) > 2 && theirs <= 1, "a new thread counts only its own ({theirs})");
