@@ -6,39 +6,11 @@ mod common;
 
 use common::{compile, kernels_source};
 use relaxvm::{CallCtx, DataType, Device, NativeLibrary, Tensor, Value};
+use relaxvm_test_alloc::{allocations_during, Counting};
 use relaxvm_tvm::ffi::Library;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
-struct Counting;
-
-thread_local! {
-    /// Allocations made by this thread: other threads (the test harness's) do not count.
-    static ALLOCS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls (in a const-initialised
-// thread-local, which never allocates itself).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn allocations_during<R>(f: impl FnOnce() -> R) -> (usize, R) {
-    let before = ALLOCS.with(Cell::get);
-    let r = f();
-    (ALLOCS.with(Cell::get) - before, r)
-}
 
 /// The most arguments a kernel call keeps on the stack (`kernel.rs`'s `WIDE_ARGS`).
 const INLINE: usize = 24;
