@@ -241,7 +241,7 @@ MUTANTS = [
     ),
     (
         "vm/src/vm/mod.rs",
-        "Result<Value> {\n        self.native_call(name, f, args, None)\n    }\n\n    fn program_lists",
+        "Result<Value> {\n        self.native_call(name, f, args, None, false)\n    }\n\n    fn program_lists",
         "Result<Value> {\n        self.call_closure(f, args)\n    }\n\n    fn program_lists",
         "observed calls: a builtin's observed call is not seen by the profiler and the instrument",
         ["-p", "relaxvm", "--test", "builtin_calls"],
@@ -249,8 +249,8 @@ MUTANTS = [
     # Compiled mode's handle cache and its recycled cells (tvm/src/vmtir).
     (
         "tvm/src/vmtir/handles.rs",
-        "            if r.generation == generation {",
-        "            if r.generation <= generation {",
+        "            Some(r) if r.generation == Some(generation) => return Ok(r),",
+        "            Some(r) => return Ok(r),",
         "compiled mode: a handle resolved before the registry changed is used after the change",
         ["-p", "relaxvm-tvm", "--lib", "vmtir"],
     ),

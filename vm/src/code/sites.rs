@@ -210,12 +210,9 @@ impl DecodedProgram {
     /// or `goto` right after it. No type says so because none can here: a fused op has no room
     /// for the target (an op is 16 bytes, and the fused forms' operands fill them), and "the op
     /// after this one" is a relation between neighbours of a flat array, which the type of
-    /// either op does not carry. A read of the target without the match (`repr(u8)` on `Op`,
-    /// both jumps beginning with their target, read through a shared head) was measured, in
-    /// one build with the payload-only write `set_scalar` describes: the compiler laid out
-    /// the loop otherwise, and the counting loop took 2 more instructions an iteration
-    /// (callgrind, `instr_count sum`: 72.96 against 70.93). So the match stays, and its last
-    /// arm is the check that the pairing held.
+    /// either op does not carry. A read of the target without the match (through a shared
+    /// `repr(u8)` head) made the counting loop longer when measured (commit da8673c gives the
+    /// figures), so the match stays, and its last arm is the check that the pairing held.
     ///
     /// # Safety
     /// `next` points to the op after a fused op of these ops: `fuse_pairs` fuses an int op only
