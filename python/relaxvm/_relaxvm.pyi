@@ -61,6 +61,8 @@ __all__ = [
     "_register_panicking_func",
     "_keeps_gil_next",
     "_note_short_call",
+    "_small_int_decode",
+    "_small_int_self_check",
     "_tensor_from_buffer",
     "_registered_python_func",
     "_signature_text",
@@ -944,6 +946,14 @@ def _keeps_gil_next(f: VMFunction | Closure, *args: Any) -> bool:
 
 def _note_short_call(f: VMFunction | Closure, *args: Any) -> None:
     """Test aid: records that the last call of ``f`` with ``args`` ran short."""
+
+def _small_int_decode(word: int, digit: int, tagged: bool) -> tuple[int | None, bool]:
+    """Test aid: the direct read's value for an int's size ``word`` and first ``digit`` (3.12+'s
+    tag layout when ``tagged``), and whether it read the digit."""
+
+def _small_int_self_check(tagged: bool) -> tuple[list[int], bool]:
+    """Test aid: the ints the import-time check reads wrongly taking the layout ``tagged`` says,
+    and whether ints are read directly in this process."""
 
 def _is_plain_name(name: str) -> bool:
     """True when ``name`` needs no quotes in the text form (the VM's rule)."""

@@ -99,6 +99,8 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(testing::_register_panicking_func, m)?)?;
     m.add_function(wrap_pyfunction!(testing::_keeps_gil_next, m)?)?;
     m.add_function(wrap_pyfunction!(testing::_note_short_call, m)?)?;
+    m.add_function(wrap_pyfunction!(testing::_small_int_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(testing::_small_int_self_check, m)?)?;
     m.add_function(wrap_pyfunction!(signature::_is_plain_name, m)?)?;
     m.add_function(wrap_pyfunction!(type_text::_type_text, m)?)?;
     m.add_function(wrap_pyfunction!(type_text::_signature_text, m)?)?;

@@ -5,9 +5,11 @@
 //!
 //! Reading: an exact `int` whose magnitude fits in one digit ("compact", as CPython calls it) is
 //! its sign times that digit, read from the object as CPython's own inline
-//! `_PyLong_CompactValue` reads it. Where the layout is not the one this reads — the limited API,
-//! free-threaded builds, other interpreters, a build whose digits are not 30 bits (checked once,
-//! at import, from `sys.int_info`) — every int takes the general path.
+//! `_PyLong_CompactValue` reads it ([`decode`], a pure function compiled in every build, so the
+//! tests check both CPython layouts whichever one this build has). Where the layout is not the
+//! one this reads — the limited API, free-threaded builds, other interpreters, a build whose
+//! digits are not 30 bits (from `sys.int_info`), or one whose ints [`self_check`] reads wrongly
+//! (both checked once, at import) — every int takes the general path.
 //!
 //! Writing: CPython shares one object per int in -5..=256; the module keeps a reference to each
 //! (taken at import, through `PyLong_FromLong`, so they are CPython's own) and a small result is
@@ -25,10 +27,19 @@ const SMALL_COUNT: usize = (SMALL_MAX - SMALL_MIN + 1) as usize;
 /// CPython's objects for -5..=256 (null until [`init`]), each holding a reference of ours.
 static SMALL: [AtomicPtr<ffi::PyObject>; SMALL_COUNT] = [const { AtomicPtr::new(std::ptr::null_mut()) }; SMALL_COUNT];
 
-/// Whether ints are stored as this module reads them (set by [`init`]).
+/// Whether ints are read directly (set by [`init`] when the layout checks pass).
 static COMPACT_LAYOUT: AtomicBool = AtomicBool::new(false);
 
-/// Takes CPython's small-int objects and checks the int layout (at import).
+/// Whether this build's size word is CPython 3.12+'s `lv_tag` (else 3.11's `ob_size`).
+const TAGGED: bool = cfg!(Py_3_12);
+
+/// A digit's bits in the layout read directly (`sys.int_info.bits_per_digit`).
+const DIGIT_BITS: u32 = 30;
+
+/// Takes CPython's small-int objects and decides whether ints are read directly (at import):
+/// only when the build's layout is one [`compact`] knows, the digits are 30-bit `u32`s, and
+/// [`self_check`] reads every int it tries as CPython's own conversion does. A later CPython
+/// that lays ints out otherwise thus gets the general path, not wrong values.
 pub fn init(py: Python<'_>) -> PyResult<()> {
     for (slot, i) in SMALL.iter().zip(SMALL_MIN..=SMALL_MAX) {
         if slot.load(Ordering::Relaxed).is_null() {
@@ -41,48 +52,109 @@ pub fn init(py: Python<'_>) -> PyResult<()> {
         }
     }
     let info = py.import("sys")?.getattr("int_info")?;
-    let digits = info.getattr("bits_per_digit")?.eq(30)? && info.getattr("sizeof_digit")?.eq(4)?;
-    COMPACT_LAYOUT.store(LAYOUT_READABLE && digits, Ordering::Relaxed);
+    let digits = info.getattr("bits_per_digit")?.eq(DIGIT_BITS)? && info.getattr("sizeof_digit")?.eq(4)?;
+    let direct = LAYOUT_READABLE && digits && self_check(py, TAGGED)?.is_empty();
+    COMPACT_LAYOUT.store(direct, Ordering::Relaxed);
     Ok(())
+}
+
+/// Whether ints are read directly in this process (the import-time checks passed).
+pub fn direct() -> bool {
+    COMPACT_LAYOUT.load(Ordering::Relaxed)
+}
+
+/// The ints [`self_check`] reads: zero, one digit's edges of both signs, and the smallest
+/// two-digit magnitudes (which the direct read must leave to the general path).
+const CHECKED: [i64; 8] = [
+    0,
+    1,
+    -1,
+    (1 << DIGIT_BITS) - 1,
+    -((1 << DIGIT_BITS) - 1),
+    1 << DIGIT_BITS,
+    -(1 << DIGIT_BITS),
+    1 << (2 * DIGIT_BITS),
+];
+
+/// The ints of [`CHECKED`] that the direct read, taking the size word as `tagged` says,
+/// reads otherwise than `PyLong_AsLongLong` does (a value for a two-digit int, or none for a
+/// one-digit one, counts as otherwise). Empty when the direct read is right for them.
+pub fn self_check(py: Python<'_>, tagged: bool) -> PyResult<Vec<i64>> {
+    let mut wrong = Vec::new();
+    for v in CHECKED {
+        // SAFETY: attached (`py`); a new reference or null with an error set, which
+        // `from_owned_ptr_or_err` turns into the owned object or the error.
+        let ob = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyLong_FromLongLong(v)) }?;
+        // SAFETY: `ob` is a live exact int; the call only reads it (every value of `CHECKED`
+        // fits in a `long long`, so no error is set).
+        let general = unsafe { ffi::PyLong_AsLongLong(ob.as_ptr()) };
+        let want = (general.unsigned_abs() < 1 << DIGIT_BITS).then_some(general);
+        // SAFETY: `ob` is a live exact int and the thread is attached.
+        if general != v || unsafe { compact(ob.as_ptr(), tagged) } != want {
+            wrong.push(v);
+        }
+    }
+    Ok(wrong)
 }
 
 /// Whether this build's int layout is one [`compact`] knows.
 const LAYOUT_READABLE: bool =
     cfg!(all(not(Py_LIMITED_API), not(Py_GIL_DISABLED), not(PyPy), not(GraalPy), target_pointer_width = "64"));
 
-/// The value of the exact int `ob` when it fits in one digit, else `None`.
+/// The value of an int whose size word is `word` and whose first digit `digit` gives, when it
+/// has at most one digit; `None` when the word says more digits, or is not one a normalised int
+/// has (then CPython's general conversion reads it). `digit` is called only when the word says
+/// the int has one digit: a zero's digit slot may be uninitialised, or absent (3.9, 3.10).
+///
+/// `tagged`: the word is 3.12+'s `lv_tag` — the digit count above 3 flag bits, whose low two
+/// are the sign (0 positive, 1 zero, 2 negative) and whose third marks 3.14's immortal ints —
+/// else it is 3.11's `ob_size`, the digit count negated for a negative int.
+#[inline(always)]
+pub fn decode(word: isize, tagged: bool, digit: impl FnOnce() -> u32) -> Option<i64> {
+    let negative = if tagged {
+        let tag = word as usize;
+        match (tag >> 3, tag & 3) {
+            (0, 1) => return Some(0),
+            (1, 0) => false,
+            (1, 2) => true,
+            _ => return None,
+        }
+    } else {
+        match word {
+            0 => return Some(0),
+            1 => false,
+            -1 => true,
+            _ => return None,
+        }
+    };
+    let d = digit();
+    // A digit is below 2^30; one that is not means the layout is not the one read here.
+    if d >> DIGIT_BITS != 0 {
+        return None;
+    }
+    let d = i64::from(d);
+    Some(if negative { -d } else { d })
+}
+
+/// The value of the exact int `ob` when it fits in one digit, reading its size word as
+/// `tagged` says ([`decode`]); `None` otherwise, and always where the layout is not readable.
 ///
 /// # Safety
 /// `ob` is a live exact `int` (not a subclass) and the thread is attached.
 #[inline(always)]
 #[allow(unused_variables)]
-unsafe fn compact(ob: *mut ffi::PyObject) -> Option<i64> {
+unsafe fn compact(ob: *mut ffi::PyObject, tagged: bool) -> Option<i64> {
     #[cfg(all(not(Py_LIMITED_API), not(Py_GIL_DISABLED), not(PyPy), not(GraalPy), target_pointer_width = "64"))]
     {
-        // The object's fields after its `PyObject` header: a size word and the first digit.
-        // SAFETY: every int has at least one digit slot (CPython allocates one even for 0),
-        // and both reads stay inside the object; `COMPACT_LAYOUT` (checked by the caller) says
-        // the digits are 30-bit values in `u32`s.
-        let (word, digit) = unsafe {
+        // The object's fields after its `PyObject` header: a size word, then the digits.
+        // SAFETY: every int of these layouts has the size word; the digit is read only when
+        // the size word says there is one (`decode`), so inside the object and initialised.
+        // Whether the digits are 30-bit values in `u32`s was checked at import (the caller
+        // reads only when `COMPACT_LAYOUT` says so; `self_check` reads ints of known value).
+        unsafe {
             let fields = ob.cast::<u8>().add(std::mem::size_of::<ffi::PyObject>());
-            (fields.cast::<isize>().read(), i64::from(fields.add(8).cast::<u32>().read()))
-        };
-        #[cfg(not(Py_3_12))]
-        {
-            // `ob_size`: the digit count, negated for a negative int (0 for 0).
-            return match word {
-                0 => Some(0),
-                1 => Some(digit),
-                -1 => Some(-digit),
-                _ => None,
-            };
-        }
-        #[cfg(Py_3_12)]
-        {
-            // `lv_tag`: the digit count above 3 flag bits, whose low two are the sign (0
-            // positive, 1 zero, 2 negative); compact means fewer than two digits.
-            let tag = word as usize;
-            return (tag < (2 << 3)).then(|| (1 - (tag & 3) as i64) * digit);
+            let word = fields.cast::<isize>().read();
+            return decode(word, tagged, || fields.add(std::mem::size_of::<isize>()).cast::<u32>().read());
         }
     }
     #[allow(unreachable_code)]
@@ -97,7 +169,7 @@ unsafe fn compact(ob: *mut ffi::PyObject) -> Option<i64> {
 pub unsafe fn read(ob: *mut ffi::PyObject) -> Option<i64> {
     if COMPACT_LAYOUT.load(Ordering::Relaxed) {
         // SAFETY: the caller's contract; the layout was checked at import.
-        if let Some(v) = unsafe { compact(ob) } {
+        if let Some(v) = unsafe { compact(ob, TAGGED) } {
             return Some(v);
         }
     }

@@ -1,8 +1,10 @@
 //! Test aids: native functions that misbehave on purpose, so that the Python test suite can
 //! show how the runtime contains them (`relaxvm._relaxvm._register_panicking_func`), and hooks
-//! that tell and set which way a call goes for the GIL. Private.
+//! that tell and set which way a call goes for the GIL, or show the direct read of ints
+//! (`small_int`) on hand-made words. Private.
 
 use crate::convert::{args_to_values, Args, PyClosure};
+use crate::int_arg::extract_int;
 use crate::vm_function::PyVmFunction;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -66,4 +68,34 @@ pub fn _note_short_call(f: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>) -> PyRe
     })?;
     record.note(key, Duration::ZERO);
     Ok(())
+}
+
+/// What the direct read of an int (`small_int::decode`) makes of the size word `word` and the
+/// first digit `digit`, `tagged` saying which CPython layout the word is in, and whether it
+/// read the digit. Private (`relaxvm._relaxvm._small_int_decode`): the tests try both layouts
+/// with hand-made words, whichever one this build reads.
+#[pyfunction]
+pub fn _small_int_decode(
+    word: &Bound<'_, PyAny>,
+    digit: &Bound<'_, PyAny>,
+    tagged: bool,
+) -> PyResult<(Option<i64>, bool)> {
+    // A size word is pointer-sized: 64 bits wherever ints are read directly.
+    let word = extract_int::<i64>(word, &|| "_small_int_decode word".to_string())? as isize;
+    let digit = extract_int::<u32>(digit, &|| "_small_int_decode digit".to_string())?;
+    let mut read = false;
+    let value = crate::small_int::decode(word, tagged, || {
+        read = true;
+        digit
+    });
+    Ok((value, read))
+}
+
+/// The ints the import-time check reads wrongly when it takes the size word as `tagged` says
+/// (empty: it reads them right), and whether ints are read directly in this process. Private
+/// (`relaxvm._relaxvm._small_int_self_check`): the tests show the check passes for this
+/// build's layout and fails for the other one.
+#[pyfunction]
+pub fn _small_int_self_check(py: Python<'_>, tagged: bool) -> PyResult<(Vec<i64>, bool)> {
+    Ok((crate::small_int::self_check(py, tagged)?, crate::small_int::direct()))
 }

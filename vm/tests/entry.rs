@@ -378,3 +378,19 @@ fn call_entry_as_is_call_entry_on_a_named_thread() {
     let e = m.call_entry_as(here, &fib, &[Value::Int(3)]).unwrap_err();
     assert!(matches!(e.root().kind(), ErrorKind::StackOverflow(0)), "{e}");
 }
+
+/// The entry writes a call's arguments into the registers it reserved without checking the
+/// room again, relying on every function having no more inputs than registers. Nothing can
+/// build an executable that breaks that: `from_parts` (which every executable goes through)
+/// refuses it (review R-pycall-3).
+#[test]
+fn no_executable_has_a_function_with_more_inputs_than_registers() {
+    let parts = ExecutableParts {
+        funcs: vec![FuncInfo::bytecode("wide", 0, 1, 2, 1)],
+        instrs: vec![Instruction::Ret { result: 0 }],
+        ..Default::default()
+    };
+    let e = Executable::from_parts(parts).unwrap_err();
+    let v = e.as_invalid().unwrap_or_else(|| panic!("not a verifier error: {e}"));
+    assert_eq!(v.kind, relaxvm::verify::VerifyErrorKind::InputsExceedRegisters { inputs: 2, regs: 1 }, "{e}");
+}

@@ -143,14 +143,13 @@ impl VirtualMachine {
         let index = self.bytecode_index(closure).ok()??;
         let info = &self.exe.funcs()[index as usize];
         let Callee::Bytecode { regs, .. } = self.code.callees[index as usize] else { return None };
-        // The verifier refuses a function whose inputs exceed its registers; the entry's writes
-        // into reserved room rely on it (`call_entry_on`), so it is not taken on trust here.
-        (info.signature.is_none() && info.num_args <= regs).then(|| Entry {
-            code: Arc::clone(&self.code),
-            index,
-            num_args: info.num_args,
-            regs,
-        })
+        // The entry's writes into reserved room (`call_entry_on`) rely on `num_args <= regs`.
+        // Every `Executable` is built through `Executable::from_parts`, whose verifier refuses
+        // a function whose inputs exceed its registers (`InputsExceedRegisters`, tested by
+        // vm/tests/format/verifier.rs and, for `from_parts`, vm/tests/entry.rs): no executable
+        // a VM runs breaks it, so a check here could never be taken (review R-pycall-3).
+        debug_assert!(info.num_args <= regs, "the verifier let through more inputs than registers");
+        info.signature.is_none().then(|| Entry { code: Arc::clone(&self.code), index, num_args: info.num_args, regs })
     }
 
     /// Calls the function `e` resolved with `args`: what
@@ -235,7 +234,7 @@ impl VirtualMachine {
             super::reserve_frame(&mut self.frames)?;
         }
         // From here on the registers and the frame are written into the room reserved above
-        // (`nargs == num_args <= regs`, which `entry` made sure of): no push checks the
+        // (`nargs == num_args <= regs`, which the verifier made sure of, see `entry`): no push checks the
         // capacity again.
         // Until every argument is made, the registers go back to `mark` on the way out, also
         // when `arg` panics (the next call would otherwise start above values no frame owns).
@@ -243,7 +242,7 @@ impl VirtualMachine {
         for i in 0..nargs {
             match arg(i) {
                 // SAFETY: room for `e.regs` registers past `mark` was reserved above, and this
-                // is register `mark + i`, `i < nargs == num_args <= regs` (see `entry`); `arg`
+                // is register `mark + i`, `i < nargs == num_args <= regs` (verified, see `entry`); `arg`
                 // cannot reach the registers (the VM is borrowed here).
                 Some(v) => unsafe { push_within(made.regs, v) },
                 None => return Ok(None),
