@@ -74,7 +74,10 @@ fn a_call_argument_outlives_its_register_and_a_nested_call_into_the_frame() {
     }
     let mut vm = vm_with_registers(alive_fn, 3);
     let out = vm.invoke("f", &[super::tensor()]).unwrap();
-    assert!(matches!(out, Value::Bool(true)), "a call argument was dropped during its call (it must hold its own reference): {out:?}");
+    assert!(
+        matches!(out, Value::Bool(true)),
+        "a call argument was dropped during its call (it must hold its own reference): {out:?}"
+    );
     // Released, and dropped at the latest with the run.
     assert!(flag.load(Ordering::SeqCst), "the value is dropped once its run ends");
 }
