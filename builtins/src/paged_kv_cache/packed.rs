@@ -9,20 +9,40 @@ use smallvec::SmallVec;
 /// A packed tensor's rows (one for a vector; the matrices of a step have three).
 type Rows<'a> = SmallVec<[&'a [i32]; 3]>;
 
-/// An array's rows and row length (its entry in a [`Packer::layout`]).
-pub(crate) fn shape_of(rows: &[&[i32]]) -> (usize, usize) {
-    (rows.len(), rows.first().map_or(0, |r| r.len()))
+/// Where arrays go in a packed storage, one after another, each at a 64-byte boundary: the
+/// one account of an array's shape and offset, which [`Packer`] places its arrays by and a
+/// refill of packed arrays checks and writes them by (so both agree by construction).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct Layout {
+    bytes: usize,
 }
 
-/// Whether every row has the first one's length (a matrix's rows must).
-pub(crate) fn rows_even(rows: &[&[i32]]) -> bool {
-    rows.iter().all(|r| r.len() == rows[0].len())
+/// An array's place in a [`Layout`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Placed {
+    /// Its rows and the first row's length (a tensor of that shape views it).
+    pub(crate) shape: (usize, usize),
+    /// Whether every row has the first one's length (a matrix's rows must).
+    pub(crate) even: bool,
+    /// Its byte offset in the storage.
+    pub(crate) offset: usize,
 }
 
-/// The bytes an array takes in a packed storage: its values, to the next 64-byte boundary.
-pub(crate) fn padded_bytes(rows: &[&[i32]]) -> usize {
-    let len: usize = rows.iter().map(|r| r.len()).sum();
-    (len * 4).div_ceil(ALIGNMENT) * ALIGNMENT
+impl Layout {
+    /// Places an array of `rows` after those placed so far: its values, to the next 64-byte
+    /// boundary.
+    pub(crate) fn place(&mut self, rows: &[&[i32]]) -> Placed {
+        let first = rows.first().map_or(0, |r| r.len());
+        let len: usize = rows.iter().map(|r| r.len()).sum();
+        let offset = self.bytes;
+        self.bytes += (len * 4).div_ceil(ALIGNMENT) * ALIGNMENT;
+        Placed { shape: (rows.len(), first), even: rows.iter().all(|r| r.len() == first), offset }
+    }
+
+    /// The bytes the arrays placed so far take.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
 /// Writes `rows` one after another from byte `at` of `buf` (a copy per row, not a checked
@@ -43,9 +63,9 @@ pub(crate) fn write_rows(buf: &mut [u8], at: usize, rows: &[&[i32]]) {
 /// (#32 item 8).
 #[derive(Default)]
 pub(crate) struct Packer<'a> {
-    /// Per tensor: its rows and its byte offset.
-    parts: SmallVec<[(Rows<'a>, usize); 24]>,
-    bytes: usize,
+    /// Per tensor: its rows and its place.
+    parts: SmallVec<[(Rows<'a>, Placed); 24]>,
+    layout: Layout,
 }
 
 impl<'a> Packer<'a> {
@@ -57,39 +77,39 @@ impl<'a> Packer<'a> {
 
     /// Adds a `(rows.len(), n)` matrix of rows of equal length `n`; returns its index.
     pub(crate) fn matrix(&mut self, rows: &[&'a [i32]]) -> usize {
-        self.parts.push((rows.iter().copied().collect(), self.bytes));
-        self.bytes += padded_bytes(rows);
+        let placed = self.layout.place(rows);
+        self.parts.push((rows.iter().copied().collect(), placed));
         self.parts.len() - 1
     }
 
     /// Each array's rows and row length, in order: two packers with the same layout put their
     /// arrays at the same offsets, in tensors of the same shapes.
     pub(crate) fn layout(&self) -> Vec<(usize, usize)> {
-        self.parts.iter().map(|(rows, _)| shape_of(rows)).collect()
+        self.parts.iter().map(|(_, placed)| placed.shape).collect()
     }
 
     fn fill(&self, buf: &mut [u8]) {
-        for (rows, offset) in &self.parts {
-            write_rows(buf, *offset, rows);
+        for (rows, placed) in &self.parts {
+            write_rows(buf, placed.offset, rows);
         }
     }
 
     /// The storage and the tensors, in the order they were added (a vector has shape `(n,)`).
     pub(crate) fn finish(self) -> Result<(Storage, Vec<Value>)> {
-        let storage = Storage::alloc_filled(self.bytes, Device::default(), |buf| {
+        let storage = Storage::alloc_filled(self.layout.bytes(), Device::default(), |buf| {
             self.fill(buf);
             Ok(())
         })?;
         let values = self
             .parts
             .iter()
-            .map(|(rows, offset)| {
-                let n = rows.first().map_or(0, |r| r.len()) as i64;
-                if rows.iter().any(|r| r.len() as i64 != n) {
+            .map(|(_, placed)| {
+                if !placed.even {
                     return Err(Error::value("internal error: the rows of a packed matrix differ in length"));
                 }
-                let shape = if rows.len() == 1 { vec![n] } else { vec![rows.len() as i64, n] };
-                let t = Tensor::from_parts(storage.clone(), *offset, Shape::from(shape), None, DataType::I32)?;
+                let (rows, n) = (placed.shape.0 as i64, placed.shape.1 as i64);
+                let shape = if rows == 1 { vec![n] } else { vec![rows, n] };
+                let t = Tensor::from_parts(storage.clone(), placed.offset, Shape::from(shape), None, DataType::I32)?;
                 Ok(Value::Tensor(t))
             })
             .collect::<Result<Vec<Value>>>()?;
@@ -123,16 +143,21 @@ mod tests {
         p.vector(&b);
         assert_eq!(p.layout(), [(1, 3), (1, 2)]);
         let (storage, t) = p.finish().unwrap();
-        assert_eq!(storage.len(), padded_bytes(&[&a]) + padded_bytes(&[&b]));
+        let mut layout = Layout::default();
+        let (pa, pb) = (layout.place(&[&a]), layout.place(&[&b]));
+        assert_eq!((pa.offset, pb.offset, storage.len()), (0, ALIGNMENT, layout.bytes()));
         storage
             .write_with(|buf| {
-                write_rows(buf, 0, &[&[7, 8, 9]]);
-                write_rows(buf, padded_bytes(&[&a]), &[&[10], &[11]]);
+                write_rows(buf, pa.offset, &[&[7, 8, 9]]);
+                write_rows(buf, pb.offset, &[&[10], &[11]]);
             })
             .unwrap();
         assert_eq!(t[0].as_tensor().unwrap().to_vec::<i32>().unwrap(), [7, 8, 9]);
         assert_eq!(t[1].as_tensor().unwrap().to_vec::<i32>().unwrap(), [10, 11]);
-        assert_eq!((shape_of(&[&a, &a]), rows_even(&[&a, &a]), rows_even(&[&a, &b])), ((2, 3), true, false));
+        let mut layout = Layout::default();
+        let (even, uneven) = (layout.place(&[&a, &a]), layout.place(&[&a, &b]));
+        assert_eq!((even.shape, even.even, uneven.shape, uneven.even), ((2, 3), true, (2, 3), false));
+        assert_eq!((uneven.offset, layout.bytes()), (ALIGNMENT, 2 * ALIGNMENT));
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod error_table;
 mod interrupts;
 mod kv_argument_errors;
 mod kv_checkpoint_errors;
+mod kv_decode_alloc;
 mod kv_errors;
 mod lm_errors;
 mod numpy_tables;

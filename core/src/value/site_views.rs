@@ -57,7 +57,8 @@ impl Tensor {
             for i in (own + 1..caches.len()).chain(0..own) {
                 if views(i) {
                     if found < HINTED {
-                        names = names & !(0xffff << (16 * found)) | ((i as u64 & 0xffff) << (16 * found));
+                        // Truncated past 16 bits: `sorted_names` then keeps no hint.
+                        names = with_name(names, found, i as u16);
                     }
                     found += 1;
                     if found == wanted {
@@ -99,6 +100,18 @@ const NO_VIEWS: u64 = u64::MAX;
 /// How many sites a hint names at most.
 const HINTED: usize = 4;
 
+/// `names` (a hint) with `site` as its `k`-th name: the one place the packing is written.
+#[inline]
+fn with_name(names: u64, k: usize, site: u16) -> u64 {
+    names & !(0xffff << (16 * k)) | (u64::from(site) << (16 * k))
+}
+
+/// The `k`-th name of `names` (a hint); `u16::MAX` names no site.
+#[inline]
+fn name(names: u64, k: usize) -> u16 {
+    (names >> (16 * k)) as u16
+}
+
 /// Whether the first `wanted` sites `names` holds (a hint) all satisfy `views` and increase
 /// (so are distinct).
 #[inline]
@@ -108,7 +121,7 @@ fn hinted_views(names: u64, wanted: usize, views: impl Fn(usize) -> bool) -> boo
     }
     let mut last = None;
     for k in 0..wanted {
-        let i = (names >> (16 * k)) as u16;
+        let i = name(names, k);
         if i == u16::MAX || last.is_some_and(|l| i <= l) || !views(usize::from(i)) {
             return false;
         }
@@ -123,15 +136,9 @@ fn sorted_names(names: u64, wanted: usize, len: usize) -> Option<u64> {
     if wanted > HINTED || len >= usize::from(u16::MAX) {
         return None;
     }
-    let mut v: [u16; HINTED] = std::array::from_fn(|k| (names >> (16 * k)) as u16);
+    let mut v: [u16; HINTED] = std::array::from_fn(|k| name(names, k));
     v[..wanted].sort_unstable();
-    Some(v.iter().enumerate().fold(NO_VIEWS, |acc, (k, i)| {
-        if k < wanted {
-            acc & !(0xffff << (16 * k)) | (u64::from(*i) << (16 * k))
-        } else {
-            acc
-        }
-    }))
+    Some(v[..wanted].iter().enumerate().fold(NO_VIEWS, |acc, (k, i)| with_name(acc, k, *i)))
 }
 
 #[cfg(test)]
@@ -144,12 +151,7 @@ mod tests {
 
     /// A hint naming `sites` (increasing or not, as given).
     fn naming(sites: &[u16]) -> AtomicU64 {
-        AtomicU64::new(
-            sites
-                .iter()
-                .enumerate()
-                .fold(NO_VIEWS, |acc, (k, i)| acc & !(0xffff << (16 * k)) | (u64::from(*i) << (16 * k))),
-        )
+        AtomicU64::new(sites.iter().enumerate().fold(NO_VIEWS, |acc, (k, i)| with_name(acc, k, *i)))
     }
 
     /// Sites: 0 a storage site whose storage sites 2 and 5 view (headers only they keep),

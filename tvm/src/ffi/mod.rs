@@ -30,8 +30,9 @@
 //! | `convert.rs` | relaxvm values to and from `TVMFFIAny` |
 //! | `guard.rs` | every call into kernel code: a write to a constant becomes an error |
 //! | `kernel.rs` | one kernel call |
+//! | `kept_blocks.rs` | which freed workspace blocks are kept (the policy both workspace caches share) |
 //! | `library.rs` | `Library::open`: validate, dlopen, fill the service slots, find kernels |
-//! | `mapped_blocks.rs` | mapped workspace blocks kept for the next workspace; the policy both caches share |
+//! | `mapped_blocks.rs` | mapped workspace blocks kept for the next workspace, for the process |
 //! | `private_copy.rs` | the copy of a library's bytes the loader maps (one mapping per runtime) |
 //! | `rebind.rs` | the imports the copy binds under relaxvm's own names |
 //! | `pool.rs` | parallel launches and the barrier, on `relaxvm::pool` |
@@ -44,6 +45,7 @@ pub mod abi;
 pub mod convert;
 pub mod function_handle;
 pub mod guard;
+mod kept_blocks;
 pub(crate) mod kernel;
 mod library;
 pub(crate) mod mapped_blocks;

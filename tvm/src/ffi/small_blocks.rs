@@ -7,10 +7,13 @@
 //! hands the same blocks back. The policy is the mapped blocks' ([`Kept`]: the smallest kept
 //! block that holds a request; a miss replaces the largest smaller one), with bounds of its own
 //! per thread ([`MAX_BLOCKS`], [`MAX_BYTES`]); the blocks go back to the allocator when the
-//! thread exits. `RELAXVM_BLOCK_CACHE=0` (see [`relaxvm::block_cache`]) turns it off: memory
+//! thread exits, and the unloading thread's when a library is unloaded
+//! ([`super::mapped_blocks::release_for_unload`]). They are heap memory, not a library's: a
+//! block kept across an unload stays valid and serves the next workspace of any library's
+//! kernels on its thread. `RELAXVM_BLOCK_CACHE=0` (see [`relaxvm::block_cache`]) turns it off: memory
 //! checkers then see each workspace allocated and freed.
 
-use super::mapped_blocks::{Block, Kept};
+use super::kept_blocks::{Block, Kept};
 use std::alloc::Layout;
 use std::cell::RefCell;
 
@@ -25,13 +28,22 @@ const ALIGN: usize = relaxvm::storage::ALIGNMENT;
 /// A thread's kept blocks, freed when the thread exits.
 struct ThreadBlocks(Kept);
 
+impl ThreadBlocks {
+    /// Frees every kept block.
+    fn release(&mut self) {
+        for b in self.0.take_all() {
+            // SAFETY: every kept block came from `take_or_alloc` (through `give_back`'s
+            // contract) and has no user while it is kept.
+            unsafe { free(b) };
+            #[cfg(test)]
+            tests::FREED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
 impl Drop for ThreadBlocks {
     fn drop(&mut self) {
-        for b in self.0.take_all() {
-            free(b);
-            #[cfg(test)]
-            tests::FREED_AT_EXIT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
+        self.release();
     }
 }
 
@@ -44,10 +56,15 @@ fn layout(len: usize) -> Option<Layout> {
     Layout::from_size_align(len, ALIGN).ok()
 }
 
-fn free(b: Block) {
-    // SAFETY: every block came from `take_or_alloc`, allocated with `layout(b.len)` (valid, or
-    // it would not have been allocated), and has left every cache and user.
-    unsafe { std::alloc::dealloc(b.base, Layout::from_size_align_unchecked(b.len, ALIGN)) }
+/// Frees a block that has left every cache and every user.
+///
+/// # Safety
+/// `b` is a whole block `take_or_alloc` returned (allocated with `layout(b.len())`), which
+/// nothing uses or frees after this.
+unsafe fn free(b: Block) {
+    // SAFETY: the caller's contract; `layout(b.len())` was valid, or the block would not have
+    // been allocated.
+    unsafe { std::alloc::dealloc(b.base(), Layout::from_size_align_unchecked(b.len(), ALIGN)) }
 }
 
 /// A block of at least `size` bytes (`size` > 0), 64-byte aligned, with its length: one this
@@ -58,8 +75,9 @@ pub(crate) fn take_or_alloc(size: usize) -> (usize, *mut u8) {
         // `try_with`: during the thread's exit the cache may be gone; allocate then.
         let taken = KEPT.try_with(|k| k.borrow_mut().0.take(size));
         match taken {
-            Ok(Ok(b)) => return (b.len, b.base),
-            Ok(Err(Some(replaced))) => free(replaced),
+            Ok(Ok(b)) => return (b.len(), b.base()),
+            // SAFETY: a kept block (from `take_or_alloc`) that left the cache, unused.
+            Ok(Err(Some(replaced))) => unsafe { free(replaced) },
             Ok(Err(None)) | Err(_) => {}
         }
     }
@@ -74,16 +92,31 @@ pub(crate) fn take_or_alloc(size: usize) -> (usize, *mut u8) {
 /// `base` and `len` are a block from `take_or_alloc` (on any thread), which nothing uses or
 /// frees once this is called.
 pub(crate) unsafe fn give_back(len: usize, base: *mut u8) {
-    let block = Block { len, base };
+    let block = Block::new(len, base);
     if !relaxvm::block_cache::enabled() {
-        return free(block);
+        // SAFETY: the caller's contract: a block from `take_or_alloc`, unused.
+        return unsafe { free(block) };
     }
     // A block's memory belongs to the global allocator, so any thread may keep or free it.
     let mut block = Some(block);
-    let leaving = KEPT.try_with(|k| k.borrow_mut().0.keep(block.take().expect("given once")));
+    let leaving = KEPT.try_with(|k| k.borrow_mut().0.insert_evicting(block.take().expect("given once")));
     for b in leaving.unwrap_or_default().into_iter().chain(block) {
-        free(b);
+        // SAFETY: `block` (the caller's contract) or blocks kept before it: each from
+        // `take_or_alloc`, and unused once it leaves the cache.
+        unsafe { free(b) };
     }
+}
+
+/// Frees the blocks this thread keeps (a library's unloading: see
+/// [`super::mapped_blocks::release_for_unload`]).
+pub(crate) fn release_this_thread() {
+    // During the thread's exit the cache may be gone (it frees its blocks itself then); a
+    // borrow in progress cannot be (no workspace call unloads a library).
+    let _ = KEPT.try_with(|k| {
+        if let Ok(mut k) = k.try_borrow_mut() {
+            k.release();
+        }
+    });
 }
 
 /// The number of blocks and bytes this thread keeps (for tests).
@@ -97,13 +130,13 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// How many kept blocks threads' exits have freed (review R-pool-2: the exit's release is
-    /// counted, since no leak checker runs with the cache on).
-    pub(super) static FREED_AT_EXIT: AtomicUsize = AtomicUsize::new(0);
+    /// How many kept blocks threads' exits and unloads have freed (review R-pool-2: the release
+    /// is counted, since no leak checker runs with the cache on).
+    pub(super) static FREED: AtomicUsize = AtomicUsize::new(0);
 
     #[test]
     fn a_thread_gets_its_freed_small_block_back_and_frees_them_when_it_exits() {
-        let freed_before = FREED_AT_EXIT.load(Ordering::SeqCst);
+        let freed_before = FREED.load(Ordering::SeqCst);
         // Each test runs on a thread of its own: this thread's cache is this test's.
         let kept_at_exit = std::thread::spawn(|| {
             let (len, p) = take_or_alloc(1000);
@@ -145,7 +178,7 @@ mod tests {
         // The thread's exit freed what it kept (other tests' threads may free theirs meanwhile,
         // hence at least).
         if relaxvm::block_cache::enabled() {
-            let freed = FREED_AT_EXIT.load(Ordering::SeqCst) - freed_before;
+            let freed = FREED.load(Ordering::SeqCst) - freed_before;
             assert!(freed >= kept_at_exit, "{freed} blocks freed at the exit, {kept_at_exit} kept");
         }
     }

@@ -61,28 +61,26 @@ impl PagedKvCache {
             return Ok(false);
         }
         // The layout is checked before anything is written (no packer is built: a decode
-        // step's refill is a compare and a copy per array, #32 item 8).
-        let (mut i, mut same, mut bytes) = (0, true, 0);
+        // step's refill is a compare and a copy per array, #32 item 8), placed as a packer
+        // places its arrays.
+        let (mut layout, mut i, mut same) = (packed::Layout::default(), 0, true);
         self.each_array(plan, |rows| {
-            same &= aux.layout.get(i) == Some(&packed::shape_of(rows)) && packed::rows_even(rows);
-            bytes += packed::padded_bytes(rows);
+            let placed = layout.place(rows);
+            same &= placed.even && aux.layout.get(i) == Some(&placed.shape);
             i += 1;
         });
         if !same || i != aux.layout.len() {
             return Ok(false);
         }
-        if bytes != aux.storage.len() {
+        if layout.bytes() != aux.storage.len() {
             return Err(Error::value("internal error: refilling step arrays of another layout"));
         }
         let total = plan.total_len();
         // The views first: a failure leaves the previous step's arrays as they were.
         let views = if aux.total == total { None } else { Some(self.scratch_views(total)?) };
         aux.storage.write_with(|buf| {
-            let mut at = 0;
-            self.each_array(plan, |rows| {
-                packed::write_rows(buf, at, rows);
-                at += packed::padded_bytes(rows);
-            });
+            let mut layout = packed::Layout::default();
+            self.each_array(plan, |rows| packed::write_rows(buf, layout.place(rows).offset, rows));
         })?;
         for (dt, d) in aux.depths.iter_mut().zip(&plan.depths) {
             dt.page_indices_len = d.page_indices.len();
