@@ -7,7 +7,7 @@
 //! `-benches` forms for a package without such targets; add them here with the first one.
 //!
 //! It also compiles the C side of the kernel-call guard (`csrc/guard.c`, see
-//! `src/ffi/guard.rs`): `sigsetjmp` cannot be called from Rust, and the jump out of a faulting
+//! `src/ffi/guard.rs`): a setjmp cannot be armed from Rust, and the jump out of a faulting
 //! kernel must skip kernel frames only.
 
 fn main() {

@@ -39,7 +39,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     builtin!("vm.builtin.store_shape", store_shape).constant_time(),
     builtin!("vm.builtin.load_shape", load_shape).constant_time(),
     builtin!("vm.builtin.match_shape", match_shape).constant_time().specialized(site::specialize_match_shape),
-    builtin!("vm.builtin.make_shape", make_shape).constant_time().specialized(site::specialize_make_shape),
+    builtin!("vm.builtin.make_shape", ctx make_shape).constant_time().specialized(site::specialize_make_shape),
     builtin!("vm.builtin.match_prim_value", match_prim_value).constant_time(),
     builtin!("vm.builtin.make_prim_value", make_prim_value).constant_time(),
     builtin!("vm.builtin.tensor_to_shape", tensor_to_shape),
@@ -509,9 +509,11 @@ fn make_pairs(name: &str, args: &[Value]) -> Result<Pairs> {
     parse_pairs(name, args, 2, n, ["make code", "make value"])
 }
 
-/// `make_shape(heap, ndim, (code, v)*ndim)`: a shape of immediates and heap slots.
-fn make_shape(name: &'static str, args: &[Value]) -> Result<Value> {
-    build_shape(name, args, &make_pairs(name, args)?, None)
+/// `make_shape(heap, ndim, (code, v)*ndim)`: a shape of immediates and heap slots. The call
+/// site's cache, when it has one (a compiled-mode model's native call sites each have theirs),
+/// keeps the shape made last, handed out again while the dimensions stay the same.
+fn make_shape(name: &'static str, ctx: &mut CallCtx<'_>, args: &[Value]) -> Result<Value> {
+    build_shape(name, args, &make_pairs(name, args)?, ctx.site_cache())
 }
 
 /// The most dimensions a shape is built in place for (on the stack): more than any model's.

@@ -47,6 +47,7 @@ pub(crate) enum Reuse {
 /// ([`CallCtx::pool_sites`]; `None` when the call has none).
 ///
 /// [`CallCtx::pool_sites`]: relaxvm::CallCtx::pool_sites
+#[inline]
 pub(crate) fn storage(
     sites: Option<(&mut [Value], usize)>,
     nbytes: i128,

@@ -95,6 +95,8 @@ unsafe impl Send for Block {}
 // SAFETY: shared access from several threads goes through the `state` protocol (module docs):
 // `bytes` hands out `&[u8]` only while `state` counts it as a reader, and `write` mutates only
 // after swapping `state` from 0 (no readers) to WRITING, so no `&[u8]` aliases a safe write.
+// Word storage's bytes are reached by Rust only through 8-byte atomics (`words`): its doors
+// hand out copies, so no reference to them exists for an atomic store to race with.
 unsafe impl Sync for Block {}
 
 impl Drop for Block {

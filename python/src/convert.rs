@@ -130,11 +130,8 @@ fn held_array(ob: &Bound<'_, PyAny>) -> Option<Value> {
 #[inline(always)]
 fn quick_plain_value(ob: &Bound<'_, PyAny>) -> Option<Value> {
     if PyInt::is_exact_type_of(ob) {
-        let mut overflow = 0;
-        // SAFETY: `ob` is a live int; the call only reads it and reports overflow in `overflow`.
-        let v = unsafe { pyo3::ffi::PyLong_AsLongLongAndOverflow(ob.as_ptr(), &mut overflow) };
-        // -1 with no overflow is either -1 or an error (none for an exact int: it is -1).
-        return (overflow == 0).then_some(Value::Int(v));
+        // SAFETY: `ob` is a live exact int, and the thread is attached (`ob`'s lifetime).
+        return unsafe { crate::small_int::read(ob.as_ptr()) }.map(Value::Int);
     }
     if PyFloat::is_exact_type_of(ob) {
         return Some(Value::Float(ob.cast::<PyFloat>().ok()?.value()));

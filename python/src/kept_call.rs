@@ -19,20 +19,23 @@ const POLLED: u8 = 2;
 /// long (reached the VM's poll hook). The outer mark comes back whether `f` returns or unwinds;
 /// an outer kept call also keeps the inner one's "ran long" (it ran at least as long).
 pub fn kept<R>(f: impl FnOnce() -> R) -> (R, bool) {
-    struct Restore(u8);
-    impl Drop for Restore {
+    /// Puts the outer mark back (keeping the inner call's "ran long" under an outer kept call).
+    struct Restore<'a>(&'a Cell<u8>, u8);
+    impl Drop for Restore<'_> {
         fn drop(&mut self) {
-            KEPT.with(|k| {
-                let inner = k.get();
-                k.set(if self.0 == 0 { 0 } else { self.0 | (inner & POLLED) });
-            });
+            let inner = self.0.get();
+            self.0.set(if self.1 == 0 { 0 } else { self.1 | (inner & POLLED) });
         }
     }
-    let outer = Restore(KEPT.with(|k| k.replace(KEPT_CALL)));
-    let out = f();
-    let left = KEPT.with(|k| k.get());
-    drop(outer);
-    (out, left & POLLED != 0)
+    // One thread-local lookup for the whole call (each is an out-of-line `__tls_get_addr` in
+    // a shared library): the mark is set, read and restored through the one reference.
+    KEPT.with(|k| {
+        let outer = Restore(k, k.replace(KEPT_CALL));
+        let out = f();
+        let left = k.get();
+        drop(outer);
+        (out, left & POLLED != 0)
+    })
 }
 
 /// Whether this thread holds the GIL now.

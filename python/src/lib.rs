@@ -23,6 +23,7 @@ mod richcmp;
 mod shape;
 mod signals;
 mod signature;
+mod small_int;
 mod stdout;
 mod tensor;
 mod testing;
@@ -56,6 +57,7 @@ fn _relaxvm(m: &Bound<'_, PyModule>) -> PyResult<()> {
     if let Ok(logger) = pyo3_log::Logger::new(m.py(), pyo3_log::Caching::Nothing) {
         let _ = logger.install();
     }
+    small_int::init(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     m.add_class::<builder::PyArg>()?;

@@ -142,17 +142,27 @@ fn numpy_view<'py>(py: Python<'py>, t: &Tensor, owner: Bound<'py, PyAny>) -> PyR
 }
 
 impl PyTensor {
+    /// The live Python object already wrapping `t` (a new reference), if there is one: what
+    /// [`wrap`](Self::wrap) hands back before making one. Inline: a call's tensor result is
+    /// most often a tensor Python holds already (an argument, a kept output).
+    #[inline(always)]
+    pub fn live_object<'py>(py: Python<'py>, t: &Tensor) -> Option<Bound<'py, PyTensor>> {
+        let known = t.binding_slot().load(Ordering::Acquire);
+        if known.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null slot holds the address of a live `Tensor` object wrapping this
+        // tensor: `wrap` stores it once the object exists, and the object's drop (which runs
+        // in tp_dealloc with the GIL held, before the memory is freed, and with no Python code
+        // in between since the class has no weakrefs or finalizer) clears it. We hold the GIL
+        // (`py`), so the object cannot be freed before the new reference is taken.
+        Some(unsafe { Bound::from_borrowed_ptr(py, known.cast()).cast_into_unchecked() })
+    }
+
     /// The Python object for `t`: the live one already wrapping it, else a new one.
     pub fn wrap(py: Python<'_>, t: Tensor) -> PyResult<Bound<'_, PyTensor>> {
-        let slot = t.binding_slot();
-        let known = slot.load(Ordering::Acquire);
-        if !known.is_null() {
-            // SAFETY: a non-null slot holds the address of a live `Tensor` object wrapping this
-            // tensor: it is stored below once the object exists, and the object's drop (which
-            // runs in tp_dealloc with the GIL held, before the memory is freed, and with no
-            // Python code in between since the class has no weakrefs or finalizer) clears it.
-            // We hold the GIL, so the object cannot be freed before the new reference is taken.
-            return Ok(unsafe { Bound::from_borrowed_ptr(py, known.cast()).cast_into_unchecked() });
+        if let Some(known) = Self::live_object(py, &t) {
+            return Ok(known);
         }
         let obj = Bound::new(py, PyTensor(t, Me::default()))?;
         let me = obj.as_ptr().cast::<c_void>();

@@ -104,7 +104,9 @@ impl PyVirtualMachine {
             None => exe.func(name).map(|f| f.param_names.clone()).unwrap_or_default(),
         };
         let entry = self.shared.with(py, |vm| vm.entry(&func))?;
+        let direct_arity = PyVmFunction::direct_arity(entry.as_ref(), sig.as_deref(), release);
         Ok(PyVmFunction {
+            direct_arity,
             shared: Arc::clone(&self.shared),
             func,
             entry,

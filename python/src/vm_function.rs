@@ -32,6 +32,10 @@ pub struct PyVmFunction {
     pub(crate) sig: Option<Arc<Signature>>,
     /// The entry CPython's vectorcall protocol calls (see [`vectorcall`]).
     pub(crate) vectorcall: vectorcall::VectorcallFn,
+    /// The argument count of a call that may take the direct path of
+    /// [`call_positional`](Self::call_positional) (`entry` resolved, no signature, the GIL
+    /// kept), `usize::MAX` when none may: the three conditions folded into one comparison.
+    pub(crate) direct_arity: usize,
 }
 
 /// Sets `e` as the current Python error and returns null, as a C entry point reports it.
@@ -79,6 +83,14 @@ impl PyVmFunction {
         assign_args(&self.name, self.params(), args, kwargs, argv)
     }
 
+    /// [`Self::direct_arity`] of a function with these parts.
+    pub fn direct_arity(entry: Option<&Entry>, sig: Option<&Signature>, release: bool) -> usize {
+        match entry {
+            Some(e) if sig.is_none() && !release => e.num_args(),
+            _ => usize::MAX,
+        }
+    }
+
     /// Calls it with positional arguments only (the vectorcall path: no tuple is built): a new
     /// reference to the result, or null with the Python error set. The outcome travels as one
     /// pointer: a `PyResult` is 72 bytes, and moving it out of here stalled every call (its
@@ -93,7 +105,7 @@ impl PyVmFunction {
         // With the right count (a wrong one is reported as the general path reports it, after
         // converting the arguments), the common arguments go straight into the VM's registers,
         // with no list of them in between; any other declines the call to the general path.
-        if let (Some(e), None, false) = (self.entry.as_ref().filter(|e| e.num_args() == n), &self.sig, self.release) {
+        if let (true, Some(e)) = (n == self.direct_arity, &self.entry) {
             let mut each = args.clone();
             let call =
                 |vm: &mut VirtualMachine, on| vm.call_entry_on(on, e, n, |_| each.next().and_then(|a| held_value(&a)));
@@ -174,6 +186,8 @@ impl PyVmFunction {
     #[inline]
     fn run_vm(&self, py: Python<'_>, release: bool, argv: &[Value]) -> PyResult<Value> {
         match &self.entry {
+            // Kept attached, the thread named once: for the lock and the VM's stack limit.
+            Some(e) if !release => self.shared.run_attached_on(py, |vm, on| vm.call_entry_as(on, e, argv)),
             Some(e) => self.shared.run(py, release, |vm| vm.call_entry(e, argv)),
             None => self.shared.run(py, release, |vm| vm.invoke_closure(&self.func, argv)),
         }
@@ -187,13 +201,16 @@ impl PyVmFunction {
         if let Value::Int(i) = ret {
             // An int owns nothing: forgotten, not dropped (see `call_positional`).
             std::mem::forget(ret);
-            // SAFETY: the thread is attached (`py`); the call returns a new reference, or null
-            // with a MemoryError set, which is how this entry reports an error.
-            return unsafe { ffi::PyLong_FromLongLong(i) };
+            // SAFETY: the thread is attached (`py`); a new reference, or null with a
+            // MemoryError set, which is how this entry reports an error.
+            return unsafe { crate::small_int::to_py(i) };
         }
         // A tensor goes straight to its object too, as `result_to_py` sends it (one call
-        // less per tensor call).
-        if matches!(ret, Value::Tensor(_)) {
+        // less per tensor call); inline when Python holds that object already.
+        if let Value::Tensor(t) = &ret {
+            if let Some(known) = PyTensor::live_object(py, t) {
+                return known.into_ptr();
+            }
             return tensor_result(py, ret).map_or_else(|e| raise(py, e), Bound::into_ptr);
         }
         self.result_to_py(py, ret).map_or_else(|e| raise(py, e), Bound::into_ptr)

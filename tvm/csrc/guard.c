@@ -7,11 +7,21 @@
  * no Rust frame lies between the innermost guard and kernel code). Any other fault goes to the
  * handler installed before ours, or to the default action.
  *
- * The handler is installed with SA_NODEFER and an empty mask, so jumping out of it with
- * sigsetjmp(.., 0) (which saves no signal mask: no system call per guarded call) leaves the
- * thread's mask as it was when the kernel was called. */
+ * The jump is the compiler's own non-local goto (__builtin_setjmp / __builtin_longjmp, which
+ * GCC and Clang provide): the buffer holds the frame pointer, the stack pointer and the
+ * address to resume at, and the function that arms it saves every callee-saved register
+ * itself (the compiler treats them all as clobbered at the resume point). Arming it is three
+ * stores, where glibc's sigsetjmp saves and mangles eight registers in a call of its own
+ * (about 26 instructions), on every kernel call. No signal mask is saved or restored by
+ * either: the handler is installed with SA_NODEFER and an empty mask, so jumping out of it
+ * leaves the thread's mask as it was when the kernel was called. (The jump buffer lives in the
+ * guard's own frame, below the kernel's: a kernel that overruns its stack frame can overwrite
+ * a return address just as well, so glibc's pointer mangling would add no protection.)
+ *
+ * Each thread's innermost guard lives in a thread-local of the Rust side (one block with the
+ * raised-error flag, so that a kernel call looks up one thread-local): guarded calls get its
+ * address as an argument, the handler through a function the Rust side installs. */
 #define _GNU_SOURCE
-#include <setjmp.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,25 +38,18 @@ typedef int (*lambda_t)(int task_id, void *env, void *cdata);
 typedef int (*is_read_only_t)(uintptr_t addr);
 
 struct guard {
-    sigjmp_buf buf;
+    /* __builtin_setjmp's buffer: five words. */
+    void *buf[5];
     struct guard *prev;
     void *fault_addr;
 };
 
-/* The innermost guard of this thread, or NULL outside guarded calls. In a library loaded with
- * dlopen (the Python extension) a thread's first access to a __thread variable may allocate its
- * block, which a signal handler must not do; the handler reads it only for a fault on registered
- * read-only pages, which no code but a guarded kernel writes to (relaxvm refuses every write
- * of its own, and numpy's views of constants are read-only), and a thread that ran a guarded
- * call has its block already. (Initial-exec TLS would need no block, but does not fit the static
- * TLS space a dlopened library may use; a pthread key costs twice as much per call.) */
-static __thread struct guard *top;
-
-static struct guard *top_get(void) { return top; }
-
-static void top_set(struct guard *g) { top = g; }
+/* This thread's innermost guard slot (see `top_slot` in thread_state.rs for why the handler
+ * may call it). */
+typedef struct guard **(*top_slot_t)(void);
 
 static is_read_only_t is_read_only;
+static top_slot_t top_slot;
 static struct sigaction previous_segv, previous_bus;
 
 static void chain(int sig, siginfo_t *info, void *context) {
@@ -68,45 +71,50 @@ static void chain(int sig, siginfo_t *info, void *context) {
     prev->sa_handler(sig);
 }
 
+/* Not inlined into the handler: __builtin_longjmp may not be called from a function that
+ * also arms a buffer, and a separate frame keeps the handler itself ordinary. */
+static void __attribute__((noinline, noreturn)) jump_back(struct guard **slot, struct guard *g, void *addr) {
+    g->fault_addr = addr;
+    *slot = g->prev;
+    __builtin_longjmp(g->buf, 1);
+}
+
 static void handler(int sig, siginfo_t *info, void *context) {
-    /* The address first: see `top` for why the thread-local is read only then. */
+    /* The address first: see `top_slot` for why the thread-local is read only then. */
     if (is_read_only != NULL && info->si_code > 0 && is_read_only((uintptr_t)info->si_addr)) {
-        struct guard *g = top_get();
-        if (g != NULL) {
-            g->fault_addr = info->si_addr;
-            top_set(g->prev);
-            siglongjmp(g->buf, 1);
-        }
+        struct guard **slot = top_slot();
+        struct guard *g = *slot;
+        if (g != NULL) jump_back(slot, g, info->si_addr);
     }
     chain(sig, info, context);
 }
 
 /* Installs the handler for SIGSEGV and SIGBUS (once; the caller serialises). 0 on success. */
-int relaxvm_guard_install(is_read_only_t check) {
+int relaxvm_guard_install(is_read_only_t check, top_slot_t slot) {
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = handler;
     action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
     sigemptyset(&action.sa_mask);
+    top_slot = slot;
     is_read_only = check;
     if (sigaction(SIGSEGV, &action, &previous_segv) != 0) return -1;
     if (sigaction(SIGBUS, &action, &previous_bus) != 0) return -1;
     return 0;
 }
 
-/* Calls a kernel; `*fault` is the address it faulted at (the call then returns -1 without
- * finishing), or NULL. */
-int relaxvm_guard_safe_call(safe_call_t f, void *self, const TVMFFIAny *args, int32_t num_args,
-                            TVMFFIAny *result, void **fault) {
-    /* One lookup of this thread's `top` for the whole call (each access to a __thread variable
-     * of a dlopened library is a call into the dynamic loader); the handler restores `top`
-     * itself before it jumps back here. */
-    struct guard **volatile slot = &top; /* volatile: kept, not recomputed after the call */
+/* Calls a kernel under a guard pushed on `slot` (this thread's, from the Rust side); `*fault`
+ * is the address it faulted at (the call then returns -1 without finishing), or NULL. */
+int relaxvm_guard_safe_call(struct guard **slot, safe_call_t f, void *self, const TVMFFIAny *args,
+                            int32_t num_args, TVMFFIAny *result, void **fault) {
     struct guard g;
     g.prev = *slot;
     g.fault_addr = NULL;
     *fault = NULL;
-    if (sigsetjmp(g.buf, 0) != 0) {
+    /* Neither `slot` nor `fault` changes after the buffer is armed, and `g` is in memory, so
+     * both read the right values when the handler jumps back here (which restores `*slot`
+     * itself before it jumps). */
+    if (__builtin_setjmp(g.buf) != 0) {
         *fault = g.fault_addr;
         return -1;
     }
@@ -117,31 +125,19 @@ int relaxvm_guard_safe_call(safe_call_t f, void *self, const TVMFFIAny *args, in
 }
 
 /* Calls one task of a parallel launch; as relaxvm_guard_safe_call. */
-int relaxvm_guard_lambda(lambda_t f, int task_id, void *env, void *cdata, void **fault) {
+int relaxvm_guard_lambda(struct guard **slot, lambda_t f, int task_id, void *env, void *cdata, void **fault) {
     struct guard g;
-    g.prev = top_get();
+    g.prev = *slot;
     g.fault_addr = NULL;
     *fault = NULL;
-    if (sigsetjmp(g.buf, 0) != 0) {
+    if (__builtin_setjmp(g.buf) != 0) {
         *fault = g.fault_addr;
         return -1;
     }
-    top_set(&g);
+    *slot = &g;
     int rc = f(task_id, env, cdata);
-    top_set(g.prev);
+    *slot = g.prev;
     return rc;
-}
-
-/* Marks the thread as outside guarded calls (Rust code called back from a kernel): returns the
- * guard to restore with relaxvm_guard_resume. */
-void *relaxvm_guard_suspend(void) {
-    struct guard *g = top_get();
-    if (g != NULL) top_set(NULL);
-    return g;
-}
-
-void relaxvm_guard_resume(void *g) {
-    if (g != NULL) top_set((struct guard *)g);
 }
 
 /* Test support: a "kernel" that stores `value` at the address its one argument carries. */

@@ -359,3 +359,22 @@ fn an_entry_on_another_stack_of_the_same_thread_is_checked_against_that_stack() 
     // Back on the thread's own stack, calls run as before.
     assert_eq!(m.call_entry_on(here, &fib, 1, |_| Some(Value::Int(7))).unwrap().unwrap().as_int().unwrap(), 13);
 }
+
+/// `call_entry_as` is `call_entry` for a caller that named its thread already: the same
+/// results, the same errors, and the general entry when the call is not a plain one.
+#[test]
+fn call_entry_as_is_call_entry_on_a_named_thread() {
+    let mut m = vm();
+    let (fib, id) = (entry(&m, "fib"), entry(&m, "id"));
+    let here = relaxvm::CallingThread::current();
+    for n in 0..10 {
+        let want = m.call_entry(&fib, &[Value::Int(n)]).unwrap().as_int().unwrap();
+        assert_eq!(m.call_entry_as(here, &fib, &[Value::Int(n)]).unwrap().as_int().unwrap(), want);
+    }
+    let e = m.call_entry_as(here, &id, &[]).unwrap_err();
+    assert_eq!(e.to_string(), m.call_entry(&id, &[]).unwrap_err().to_string());
+    // A limit that refuses the fast entry sends the call down the general one, which reports it.
+    m.limits_mut().max_call_depth = 0;
+    let e = m.call_entry_as(here, &fib, &[Value::Int(3)]).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::StackOverflow(0)), "{e}");
+}

@@ -209,6 +209,42 @@ fn match_shape_and_make_shape() {
     assert!(e.contains("main.x expect Tensor with ndim 2 but get"), "{e}");
 }
 
+/// A `make_shape` call whose operands are not all fixed (here `ndim` is a register) runs the
+/// general function, which keeps the shape it made last in the site cache too (as at the native
+/// call sites of a compiled-mode model, each with a cache of its own) and hands it out again only
+/// for the same dimensions.
+#[test]
+fn a_general_make_shape_reuses_its_last_shape_only_for_the_same_dims() {
+    let funcs = vec![
+        func("main", (0, 4), 2, 4),
+        FuncInfo::packed("vm.builtin.alloc_shape_heap"),
+        FuncInfo::packed("vm.builtin.match_shape"),
+        FuncInfo::packed("vm.builtin.make_shape"),
+    ];
+    let instrs = vec![
+        call(1, vec![VmState, Imm(1)], Some(2)),
+        call(2, vec![Reg(0), Reg(2), Imm(1), Imm(1), Imm(0), Const(0)], None),
+        call(3, vec![Reg(2), Reg(1), Imm(1), Imm(0), Imm(0), Imm(32)], Some(3)),
+        Instruction::Ret { result: 3 },
+    ];
+    let exe = exe(funcs, instrs, vec![Value::str("x")]);
+    let mut m = VirtualMachine::with_overrides(Arc::clone(&exe), registry()).unwrap();
+    let mut make = |n: usize, ndim: i64| {
+        m.invoke("main", &[tensor(&[n as i64], vec![0.0f32; n]), Value::Int(ndim)])
+            .map(|v| v.as_shape().unwrap().clone())
+    };
+    let first = make(5, 2).unwrap();
+    assert_eq!(first.dims(), [5, 32]);
+    assert!(make(5, 2).unwrap().ptr_eq(&first), "the same dimensions: the site's last shape");
+    let other = make(6, 2).unwrap();
+    assert!(other.dims() == [6, 32] && !other.ptr_eq(&first), "a changed heap slot: a new shape");
+    assert!(make(6, 2).unwrap().ptr_eq(&other));
+    // A wrong `ndim` is still the general function's error, and the cache stays as it was.
+    let e = make(6, 3).unwrap_err().to_string();
+    assert!(e.contains("vm.builtin.make_shape"), "{e}");
+    assert!(make(6, 2).unwrap().ptr_eq(&other));
+}
+
 /// A `make_shape` site hands out the shape it made last (from its VM's site cache) when the
 /// heap gives the same dimensions, and a new one whenever they change; VMs (here one per
 /// thread) running one executable keep their own.

@@ -3,9 +3,10 @@
 //! `relaxvm::storage::read_only`) faults, and the fault becomes an error of the call instead
 //! of the end of the process — as wasmtime turns a guard-page fault into a trap.
 //!
-//! The mechanism is in `csrc/guard.c`: each guarded call `sigsetjmp`s and pushes its jump
-//! buffer on a thread-local stack; a SIGSEGV/SIGBUS handler that finds the thread inside a
-//! guarded call and the faulting address in registered read-only pages `siglongjmp`s back to
+//! The mechanism is in `csrc/guard.c`: each guarded call arms a jump buffer (the compiler's
+//! `__builtin_setjmp`) and pushes it on a per-thread stack whose top lives in this thread's
+//! [`thread_state`](super::thread_state); a SIGSEGV/SIGBUS handler that finds the thread
+//! inside a guarded call and the faulting address in registered read-only pages jumps back to
 //! the innermost guard, which returns the address. Any other fault goes on to the handler
 //! installed before ours (or the default action): a kernel's wild write still ends the process,
 //! as it would without the guard.
@@ -24,16 +25,22 @@
 //! faulting write itself did not happen. What a faulting kernel leaves behind: its outputs are
 //! partly written, and workspace it allocated and had not freed yet is leaked.
 //!
-//! The cost is one `sigsetjmp` without a signal mask (no system call) and three accesses to a
-//! thread-local per call; see the measurement in `docs/memory.md`.
+//! The cost is three stores to arm the buffer (no signal mask, no system call) and one lookup
+//! of the thread-local shared with the raised-error flag per call ([`clean_call`]); see the
+//! measurement in `docs/memory.md`.
 
 use super::abi::{ParallelLambda, SafeCall, TVMFFIAny, TVMParallelGroupEnv};
+use super::thread_state::{self, ThreadState};
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
 extern "C" {
-    fn relaxvm_guard_install(check: extern "C" fn(usize) -> c_int) -> c_int;
+    fn relaxvm_guard_install(
+        check: extern "C" fn(usize) -> c_int,
+        top_slot: extern "C" fn() -> *mut *mut c_void,
+    ) -> c_int;
     fn relaxvm_guard_safe_call(
+        slot: *mut *mut c_void,
         f: SafeCall,
         this: *mut c_void,
         args: *const TVMFFIAny,
@@ -42,14 +49,13 @@ extern "C" {
         fault: *mut *mut c_void,
     ) -> c_int;
     fn relaxvm_guard_lambda(
+        slot: *mut *mut c_void,
         f: ParallelLambda,
         task_id: c_int,
         env: *mut TVMParallelGroupEnv,
         cdata: *mut c_void,
         fault: *mut *mut c_void,
     ) -> c_int;
-    fn relaxvm_guard_suspend() -> *mut c_void;
-    fn relaxvm_guard_resume(guard: *mut c_void);
 }
 
 /// A guarded call that ended with a write to read-only memory, at this address.
@@ -79,7 +85,7 @@ fn installed() -> relaxvm::Result<()> {
     static INSTALLED: OnceLock<bool> = OnceLock::new();
     // SAFETY: installs a handler for SIGSEGV and SIGBUS that only reads atomics and thread-local
     // data, jumps to a live guard of the faulting thread, or hands the signal on (guard.c).
-    let ok = *INSTALLED.get_or_init(|| unsafe { relaxvm_guard_install(is_read_only) } == 0);
+    let ok = *INSTALLED.get_or_init(|| unsafe { relaxvm_guard_install(is_read_only, thread_state::top_slot) } == 0);
     if ok {
         Ok(())
     } else {
@@ -98,11 +104,48 @@ pub unsafe fn safe_call(
     num_args: i32,
     result: *mut TVMFFIAny,
 ) -> relaxvm::Result<Result<i32, Fault>> {
+    // SAFETY: the caller's contract.
+    thread_state::with(|state| unsafe { safe_call_in(state, f, args, num_args, result) })
+}
+
+/// [`safe_call`] after [`raised::clear`](super::raised::clear): what a kernel call does,
+/// with one lookup of the thread-local both use.
+///
+/// # Safety
+/// As [`safe_call`].
+#[inline(always)]
+pub(crate) unsafe fn clean_call(
+    f: SafeCall,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> relaxvm::Result<Result<i32, Fault>> {
+    thread_state::with(|state| {
+        super::raised::clear_in(state);
+        // SAFETY: the caller's contract.
+        unsafe { safe_call_in(state, f, args, num_args, result) }
+    })
+}
+
+/// [`safe_call`] with this thread's state at hand.
+///
+/// # Safety
+/// As [`safe_call`]; `state` is this thread's.
+#[inline(always)]
+unsafe fn safe_call_in(
+    state: &ThreadState,
+    f: SafeCall,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> relaxvm::Result<Result<i32, Fault>> {
     installed()?;
     let mut fault: *mut c_void = std::ptr::null_mut();
-    // SAFETY: the caller's contract for `f` and its arguments; `fault` is writable. The guard
-    // calls `f` directly, so only kernel frames lie between it and a fault in the kernel.
-    let rc = unsafe { relaxvm_guard_safe_call(f, std::ptr::null_mut(), args, num_args, result, &mut fault) };
+    // SAFETY: the caller's contract for `f` and its arguments; `fault` is writable; the slot is
+    // this thread's, which outlives the call. The guard calls `f` directly, so only kernel
+    // frames lie between it and a fault in the kernel.
+    let rc =
+        unsafe { relaxvm_guard_safe_call(state.top(), f, std::ptr::null_mut(), args, num_args, result, &mut fault) };
     Ok(if fault.is_null() { Ok(rc) } else { Err(Fault(fault as usize)) })
 }
 
@@ -123,8 +166,10 @@ pub unsafe fn lambda(
         return Err(Fault(0));
     }
     let mut fault: *mut c_void = std::ptr::null_mut();
-    // SAFETY: the caller's contract; `fault` is writable; the guard calls `f` directly.
-    let rc = unsafe { relaxvm_guard_lambda(f, task_id, env, cdata, &mut fault) };
+    // SAFETY: the caller's contract; `fault` is writable; the slot is this thread's; the guard
+    // calls `f` directly.
+    let rc =
+        thread_state::with(|state| unsafe { relaxvm_guard_lambda(state.top(), f, task_id, env, cdata, &mut fault) });
     if fault.is_null() {
         Ok(rc)
     } else {
@@ -139,16 +184,16 @@ pub struct Unguarded(*mut c_void);
 impl Unguarded {
     /// Leaves the innermost guard until the result drops.
     pub fn enter() -> Self {
-        // SAFETY: reads and clears this thread's guard pointer; `drop` restores it.
-        Unguarded(unsafe { relaxvm_guard_suspend() })
+        // Reads and clears this thread's guard pointer; `drop` restores it.
+        Unguarded(thread_state::with(|state| state.replace_top(std::ptr::null_mut())))
     }
 }
 
 impl Drop for Unguarded {
     fn drop(&mut self) {
-        // SAFETY: the pointer `enter` took from this thread (values are !Send), whose guard frame
-        // is still live: the Rust code returns to the kernel before the guard returns.
-        unsafe { relaxvm_guard_resume(self.0) }
+        // The pointer `enter` took from this thread (the value is !Send), whose guard frame is
+        // still live: the Rust code returns to the kernel before the guard returns.
+        thread_state::with(|state| state.replace_top(self.0));
     }
 }
 
@@ -227,17 +272,25 @@ mod tests {
 
     #[test]
     fn an_unguarded_stretch_leaves_the_guard_and_restores_it() {
-        // Inside `Unguarded`, the thread has no guard; afterwards the same one again (checked
-        // through a guarded call that faults: it returns to its own guard).
-        // SAFETY: reads this thread's guard pointer without changing it.
-        let outside = unsafe { relaxvm_guard_suspend() };
-        // SAFETY: restores what was read.
-        unsafe { relaxvm_guard_resume(outside) };
-        assert!(outside.is_null());
+        // Inside `Unguarded`, the thread has no guard; afterwards the same one again.
+        let top = || thread_state::with(ThreadState::top_guard);
+        assert!(top().is_null());
+        let mut stand_in = 0u8;
+        let guard: *mut c_void = (&raw mut stand_in).cast();
+        // As inside a guarded call (a stand-in guard, never jumped to).
+        thread_state::with(|state| state.replace_top(guard));
         let u = Unguarded::enter();
+        assert!(top().is_null());
+        // Nested stretches restore what they found.
+        drop(Unguarded::enter());
+        assert!(top().is_null());
         drop(u);
+        assert_eq!(top(), guard);
+        thread_state::with(|state| state.replace_top(std::ptr::null_mut()));
+        // And a guarded call that faults returns to its own guard, leaving none behind.
         let pages = ReadOnlyPages::filled(1, |_| Ok(())).unwrap();
         let at = pages.as_ptr().as_ptr();
         assert_eq!(store_at(at).unwrap(), Err(Fault(at as usize)));
+        assert!(top().is_null());
     }
 }

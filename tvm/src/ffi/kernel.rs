@@ -104,25 +104,35 @@ pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
 /// `N` is the arrays' length, at least `args.len()`.
 fn call_direct<const N: usize>(name: &str, f: SafeCall, args: &[Value]) -> Option<Result<Value>> {
     let mut dls = [const { MaybeUninit::<DLTensor>::uninit() }; N];
-    let mut anys = [TVMFFIAny::NONE; N];
-    for (i, v) in args.iter().enumerate() {
+    // Not cleared first: each call writes exactly its arguments' entries (the arrays are as
+    // long as the widest call, and clearing them cost up to 384 bytes of stores a call).
+    let mut anys = [const { MaybeUninit::<TVMFFIAny>::uninit() }; N];
+    // Zipped, not indexed: `args.len() <= N` is the caller's, so indexing would check bounds.
+    for (i, ((v, any), dl)) in args.iter().zip(&mut anys).zip(&mut dls).enumerate() {
         if let Value::Tensor(t) = v {
             if !viewable(t) {
                 return None;
             }
-            let dl: *const DLTensor = dls[i].write(convert::dl_tensor(t, None));
-            anys[i] = TVMFFIAny::ptr(type_index::DL_TENSOR_PTR, dl.cast());
+            let dl: *const DLTensor = dl.write(convert::dl_tensor(t, None));
+            any.write(TVMFFIAny::ptr(type_index::DL_TENSOR_PTR, dl.cast()));
         } else {
             match convert::scalar_to_ffi(v, &|| format!("argument {i} of kernel {name:?}")) {
-                Ok(Some(any)) => anys[i] = any,
+                Ok(Some(value)) => {
+                    any.write(value);
+                }
                 Ok(None) => unreachable!("only tensors have no scalar form"),
                 Err(e) => return Some(Err(e)),
             }
         }
     }
+    debug_assert!(args.len() <= N, "the caller picks arrays as long as the arguments");
+    let len = args.len().min(N);
+    // SAFETY: the loop wrote the first `len` entries of `anys` (one per argument; it returned
+    // early otherwise), and `MaybeUninit<T>` has `T`'s layout.
+    let anys: &[TVMFFIAny] = unsafe { std::slice::from_raw_parts(anys.as_ptr().cast(), len) };
     // `dls` is not moved or written again while the kernel runs: the pointers in `anys` stay
     // valid, and each DLTensor's shape points into its tensor, borrowed from `args`.
-    Some(invoke(name, f, &anys[..args.len()]).and_then(|r| convert::result_from_ffi(&r)))
+    Some(invoke(name, f, anys).and_then(|r| convert::result_from_ffi(&r)))
 }
 
 /// Whether a kernel can view `t` in place: contiguous, aligned as TVM's kernels assume, and
@@ -137,7 +147,9 @@ pub(crate) fn viewable(t: &Tensor) -> bool {
         && (t.storage().is_sealed() || !t.storage().is_frozen())
 }
 
-/// Calls `f` with `anys`; the kernel's result, or the error it raised.
+/// Calls `f` with `anys`; the kernel's result, or the error it raised. Inlined into each
+/// caller: a call and a frame less per kernel call.
+#[inline(always)]
 fn invoke(name: &str, f: SafeCall, anys: &[TVMFFIAny]) -> Result<TVMFFIAny> {
     let num_args = i32::try_from(anys.len()).map_err(|_| {
         relaxvm::Error::value(format!(
@@ -146,7 +158,6 @@ fn invoke(name: &str, f: SafeCall, anys: &[TVMFFIAny]) -> Result<TVMFFIAny> {
             anys.len()
         ))
     })?;
-    raised::clear();
     let mut result = TVMFFIAny::NONE;
     let called = std::panic::catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: `f` is a kernel exported by a library that stays loaded while this function
@@ -156,8 +167,9 @@ fn invoke(name: &str, f: SafeCall, anys: &[TVMFFIAny]) -> Result<TVMFFIAny> {
         // it is given in place: never a constant (its pages are read-only, and the guard turns
         // the fault into an error), never read-only foreign memory (passed as a private copy,
         // see `viewable`), never memory a Rust reader holds (readers are scoped to one builtin
-        // call, and this thread is in this call).
-        unsafe { guard::safe_call(f, anys.as_ptr(), num_args, &mut result) }
+        // call, and this thread is in this call). A stale recorded error is cleared first, so
+        // that only this kernel's is reported.
+        unsafe { guard::clean_call(f, anys.as_ptr(), num_args, &mut result) }
     }));
     let rc = match called {
         Ok(Ok(Ok(rc))) => rc,

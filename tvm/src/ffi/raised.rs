@@ -8,8 +8,9 @@
 //! defines no function under TVM's names, so the libraries TVM's runtime opens in the same
 //! process keep binding TVM's.
 
+use super::thread_state::{self, ThreadState};
 use relaxvm::{Error, ErrorKind};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::ffi::{c_char, CStr};
 use std::sync::{Arc, OnceLock};
 
@@ -24,12 +25,12 @@ struct Slot {
 }
 
 thread_local! {
+    /// Its flag, false only while the slot is surely empty, is in the thread's
+    /// [`ThreadState`] (shared with the kernel-call guard, one lookup a call): every access
+    /// through [`with_slot`] sets it, and [`clear`] resets it once it emptied the slot. A plain
+    /// flag (no destructor to register, no borrow to track) lets the [`clear`] before every
+    /// kernel call skip the slot itself, about 25 instructions a call.
     static SLOT: RefCell<Slot> = const { RefCell::new(Slot { raised: None, carried: None }) };
-    /// False only while this thread's [`SLOT`] is surely empty: every access through
-    /// [`with_slot`] sets it, and [`clear`] resets it once it emptied the slot. A plain flag (no
-    /// destructor to register, no borrow to track) lets the [`clear`] before every kernel call
-    /// skip the slot itself, about 25 instructions a call.
-    static DIRTY: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `f` on this thread's [`Slot`]. `f` must not drop an error it replaces: dropping an
@@ -37,7 +38,7 @@ thread_local! {
 /// (a kernel call's [`clear`], a callback's [`set`]) while it is borrowed; [`replace_slot`]
 /// and the takes hand the old contents out instead.
 fn with_slot<R>(f: impl FnOnce(&mut Slot) -> R) -> R {
-    DIRTY.with(|d| d.set(true));
+    thread_state::with(|state| state.set_raised_dirty(true));
     SLOT.with(|s| f(&mut s.borrow_mut()))
 }
 
@@ -151,8 +152,14 @@ pub fn set_error(e: &Error) {
 // Inline: the check is what every kernel call runs; the call around it cost as much again.
 #[inline]
 pub fn clear() {
+    thread_state::with(clear_in);
+}
+
+/// [`clear`] with this thread's state at hand (`state` is this thread's).
+#[inline]
+pub(crate) fn clear_in(state: &ThreadState) {
     // Usually untouched since the last clear: then the slot is not even looked at.
-    if DIRTY.with(Cell::get) {
+    if state.raised_dirty() {
         clear_slot();
     }
 }
@@ -164,7 +171,7 @@ fn clear_slot() {
     let old = with_slot(|s| (s.raised.is_some() || s.carried.is_some()).then(|| std::mem::take(s)));
     // Empty now. Reset before the drop, which may run an embedder's code that sets the slot
     // again (through `with_slot`, which marks it again).
-    DIRTY.with(|d| d.set(false));
+    thread_state::with(|state| state.set_raised_dirty(false));
     drop(old);
 }
 

@@ -46,6 +46,9 @@ impl CallingThread {
 /// whose limit this is, which no other stack can overlap. A frame outside it takes the cold
 /// path, which asks `stacker` (it tracks its own segments) and widens the range when the
 /// answer is the same stack (review R-perfpy-1).
+///
+/// The hot path's whole check is one range test: `floor <= here <= top` for the same key
+/// (`floor` is the limit plus [`MIN_NATIVE_STACK`], worked out once when the limit is learnt).
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct StackLimit {
     /// The thread's key (0: none yet).
@@ -53,6 +56,9 @@ pub(super) struct StackLimit {
     /// The lowest address of its stack (0 when unknown: `stacker` could not tell, and the
     /// check passes, as `check_native_stack` does then).
     limit: usize,
+    /// The lowest frame address the hot path lets through: `limit + MIN_NATIVE_STACK`, or
+    /// `usize::MAX` (every call takes the cold path) while the limit is unknown.
+    floor: usize,
     /// The highest frame address seen on that stack (0: none).
     top: usize,
 }
@@ -83,6 +89,23 @@ impl Entry {
     /// How many arguments the function takes.
     pub fn num_args(&self) -> usize {
         self.num_args as usize
+    }
+}
+
+/// Appends `v` to `list` without `Vec::push`'s capacity check (and the out-of-line growth
+/// behind it), for the entry's writes into room it reserved.
+///
+/// # Safety
+/// `list.len() < list.capacity()`.
+#[inline(always)]
+unsafe fn push_within<T>(list: &mut Vec<T>, v: T) {
+    let len = list.len();
+    debug_assert!(len < list.capacity(), "push_within: no room reserved");
+    // SAFETY: `len < capacity` (the caller's contract): the slot is allocated and holds no
+    // value; the length covers it only once it is written.
+    unsafe {
+        list.as_mut_ptr().add(len).write(v);
+        list.set_len(len + 1);
     }
 }
 
@@ -120,7 +143,14 @@ impl VirtualMachine {
         let index = self.bytecode_index(closure).ok()??;
         let info = &self.exe.funcs()[index as usize];
         let Callee::Bytecode { regs, .. } = self.code.callees[index as usize] else { return None };
-        info.signature.is_none().then(|| Entry { code: Arc::clone(&self.code), index, num_args: info.num_args, regs })
+        // The verifier refuses a function whose inputs exceed its registers; the entry's writes
+        // into reserved room rely on it (`call_entry_on`), so it is not taken on trust here.
+        (info.signature.is_none() && info.num_args <= regs).then(|| Entry {
+            code: Arc::clone(&self.code),
+            index,
+            num_args: info.num_args,
+            regs,
+        })
     }
 
     /// Calls the function `e` resolved with `args`: what
@@ -129,7 +159,14 @@ impl VirtualMachine {
     /// [`ErrorKind::Value`](crate::error::ErrorKind::Value) error.
     #[inline]
     pub fn call_entry(&mut self, e: &Entry, args: &[Value]) -> Result<Value> {
-        match self.call_entry_with(e, args.len(), |i| Some(args[i].clone()))? {
+        self.call_entry_as(CallingThread::current(), e, args)
+    }
+
+    /// [`call_entry`](Self::call_entry) on the thread `on` names, for a caller that named it
+    /// already (the thread-local lookup is then made once per call, not twice).
+    #[inline]
+    pub fn call_entry_as(&mut self, on: CallingThread, e: &Entry, args: &[Value]) -> Result<Value> {
+        match self.call_entry_on(on, e, args.len(), |i| Some(args[i].clone()))? {
             Some(result) => Ok(result),
             // Not a plain call from outside (or one a limit refuses): the general entry, which
             // counts, checks and reports as usual.
@@ -197,12 +234,18 @@ impl VirtualMachine {
         if self.frames.capacity() == self.frames.len() {
             super::reserve_frame(&mut self.frames)?;
         }
+        // From here on the registers and the frame are written into the room reserved above
+        // (`nargs == num_args <= regs`, which `entry` made sure of): no push checks the
+        // capacity again.
         // Until every argument is made, the registers go back to `mark` on the way out, also
         // when `arg` panics (the next call would otherwise start above values no frame owns).
         let made = Truncate { regs: &mut self.regs, mark };
         for i in 0..nargs {
             match arg(i) {
-                Some(v) => made.regs.push(v),
+                // SAFETY: room for `e.regs` registers past `mark` was reserved above, and this
+                // is register `mark + i`, `i < nargs == num_args <= regs` (see `entry`); `arg`
+                // cannot reach the registers (the VM is borrowed here).
+                Some(v) => unsafe { push_within(made.regs, v) },
                 None => return Ok(None),
             }
         }
@@ -211,9 +254,11 @@ impl VirtualMachine {
         self.reentry = 1;
         // A plain loop: `resize_with` is an out-of-line call here.
         for _ in nargs..e.regs as usize {
-            self.regs.push(Value::Null);
+            // SAFETY: registers `mark + nargs .. mark + regs`, inside the room reserved above.
+            unsafe { push_within(&mut self.regs, Value::Null) };
         }
-        self.frames.push(Frame { func: e.index, base: mark, pc: 0, dst: VOID });
+        // SAFETY: the frame stack had room for one more (reserved above; nothing pushed since).
+        unsafe { push_within(&mut self.frames, Frame { func: e.index, base: mark, pc: 0, dst: VOID }) };
         let result = self.run_frames(0);
         self.reentry = 0;
         if result.is_err() {
@@ -229,11 +274,9 @@ impl VirtualMachine {
     fn check_stack_on(&mut self, on: CallingThread) -> Result<()> {
         let here = stack_address();
         let known = self.stack_limit;
-        if known.key != on.key || known.limit == 0 || here < known.limit || here > known.top {
-            return self.learn_stack_limit(on, here);
-        }
-        if here - known.limit < MIN_NATIVE_STACK {
-            // Rare: the cold path words the error from `stacker`'s own answer.
+        // Another thread or stack, an unknown limit, or too little room left (rare: the cold
+        // path words the error from `stacker`'s own answer) all fail this one range test.
+        if known.key != on.key || here < known.floor || here > known.top {
             return self.learn_stack_limit(on, here);
         }
         Ok(())
@@ -251,7 +294,8 @@ impl VirtualMachine {
         // The same limit on the same thread is the same stack: the range grows to the caller's
         // frame (the address the hot path compares, not this deeper one).
         let top = if known.key == on.key && known.limit == limit { known.top.max(caller) } else { caller };
-        self.stack_limit = StackLimit { key: on.key, limit, top };
+        let floor = if limit == 0 { usize::MAX } else { limit.saturating_add(MIN_NATIVE_STACK) };
+        self.stack_limit = StackLimit { key: on.key, limit, floor, top };
         Ok(())
     }
 
