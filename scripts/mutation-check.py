@@ -170,11 +170,11 @@ MUTANTS = [
         ["-p", "relaxvm-builtins", "--lib", "site_alloc"],
     ),
     (
-        "builtins/src/site_alloc.rs",
-        "let sole = same && t.is_sole() && t.storage().is_sole();",
-        "let sole = same && t.is_sole();",
-        "site alloc: a site's own tensor is reused while its storage is held elsewhere",
-        ["-p", "relaxvm-builtins", "--lib", "site_alloc"],
+        "builtins/src/shape_heap.rs",
+        "if same && t.is_sole() && s.is_sole() {",
+        "if same && t.is_sole() {",
+        "shape heap: a site's own heap is reused while its storage is held elsewhere",
+        ["-p", "relaxvm-builtins", "--lib", "shape_heap"],
     ),
     (
         "core/src/tensor/pooled.rs",

@@ -80,3 +80,41 @@ def test_it_installs_and_runs(tmp_path):
         env=dict(os.environ, PYTHONPATH=str(target)),
     )
     assert cli.returncode == 0 and cli.stdout.startswith("relaxvm "), cli.stderr
+
+
+def test_its_kernel_guard_stops_a_write_to_a_constant_many_times(tmp_path):
+    """The guard's jump (tvm/csrc/guard.c, `__builtin_setjmp`) is compiled by the wheel's own
+    C compiler (zig's clang under `maturin --zig`), not the one the Rust tests use: a kernel told
+    to write its output into a constant fails with the guard's error 100 times in a row, the
+    signal mask stays as it was, and the model then runs normally (review R-mlp-1)."""
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), WHEEL], check=True
+    )
+    code = """
+import signal, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np, relaxvm as rx
+assert rx.__file__.startswith(sys.argv[1]), rx.__file__
+mlp = rx.load_module(sys.argv[2])
+x = np.random.default_rng(0).standard_normal((3, 8)).astype("float32")
+want = rx.VirtualMachine(mlp)["main"](x).numpy().copy()
+ib = rx.ExecBuilder()
+c = ib.convert_constant(np.arange(32, dtype="float32").reshape(8, 4))
+with ib.function("attack", num_inputs=1):
+    ib.emit_call("relu", args=[ib.r(0), c], dst=ib.void_arg())
+    ib.emit_ret(ib.r(0))
+vm = rx.VirtualMachine(rx.link([mlp, ib.get()]))
+before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+stopped = 0
+for _ in range(100):
+    try:
+        vm["attack"](np.full((8, 4), 5, "float32"))
+    except rx.VMError as e:
+        stopped += 'kernel "relu" wrote to read-only memory' in str(e)
+print(stopped, signal.pthread_sigmask(signal.SIG_BLOCK, []) == before, np.array_equal(vm["main"](x).numpy(), want))
+"""
+    mlp = ROOT / "tvm" / "tests" / "data" / "mlp.so"
+    out = subprocess.run([sys.executable, "-c", code, str(target), str(mlp)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "100 True True", out.stdout + out.stderr

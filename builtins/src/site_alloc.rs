@@ -47,7 +47,8 @@ pub(crate) enum Reuse {
 /// ([`CallCtx::pool_sites`]; `None` when the call has none).
 ///
 /// [`CallCtx::pool_sites`]: relaxvm::CallCtx::pool_sites
-#[inline]
+// Inlined into `alloc_storage` (a frame less per allocation); `#[inline]` alone left it out.
+#[inline(always)]
 pub(crate) fn storage(
     sites: Option<(&mut [Value], usize)>,
     nbytes: i128,

@@ -20,25 +20,33 @@ pub use crate::value::{
 impl<'a> CallCtx<'a> {
     /// A context inside a VM.
     pub fn new(vm: &'a mut dyn VmHandle) -> Self {
-        CallCtx { vm: Some(vm), entry: None, site: None }
+        CallCtx { vm: Some(vm), entry: None, site: None, native: false }
     }
 
     /// A context inside a VM that calls its function `entry` (an index of the VM's own).
     #[doc(hidden)] // the interpreter's
     pub fn calling(vm: &'a mut dyn VmHandle, entry: u32) -> Self {
-        CallCtx { vm: Some(vm), entry: Some(entry), site: None }
+        CallCtx { vm: Some(vm), entry: Some(entry), site: None, native: false }
     }
 
     /// A context inside a VM for a call from a site of native code that keeps its own cache
     /// `site` (see [`VmHandle::call_named_at`]).
     #[doc(hidden)] // the interpreter's
     pub fn at_site(vm: &'a mut dyn VmHandle, site: &'a mut Value) -> Self {
-        CallCtx { vm: Some(vm), entry: None, site: Some(site) }
+        CallCtx { vm: Some(vm), entry: None, site: Some(site), native: false }
+    }
+
+    /// As [`at_site`](Self::at_site), for a call of machine code TVM compiled (see
+    /// [`VmHandle::call_native_code_at`]): [`from_native_site`](Self::from_native_site) is
+    /// true only for a context made here.
+    #[doc(hidden)] // the interpreter's
+    pub fn at_native_code_site(vm: &'a mut dyn VmHandle, site: &'a mut Value) -> Self {
+        CallCtx { vm: Some(vm), entry: None, site: Some(site), native: true }
     }
 
     /// A context outside any VM (bytecode closures cannot be called from it).
     pub fn detached() -> CallCtx<'static> {
-        CallCtx { vm: None, entry: None, site: None }
+        CallCtx { vm: None, entry: None, site: None, native: false }
     }
 
     /// A value the calling VM keeps for this call site between calls, null at first: an inline
@@ -68,13 +76,15 @@ impl<'a> CallCtx<'a> {
         vm.site_cache(self.entry?)
     }
 
-    /// Whether the call comes from a call site of native code that keeps its own cache (a VM
-    /// TIR function of a TVM `exec_mode="compiled"` model, [`VmHandle::call_named_at`]). Its
+    /// Whether the call comes from a call site of machine code TVM compiled (a VM TIR function
+    /// of a TVM `exec_mode="compiled"` model, [`VmHandle::call_native_code_at`]). Its
     /// allocations serve TVM-built machine code, whose kernels write what they allocate before
     /// reading it (TVM's pooled allocator hands them back uninitialised), so `alloc_storage`
-    /// reuses a block at such a site as the last run left it instead of zeroing it again.
+    /// reuses a block at such a site as the last run left it instead of zeroing it again. An
+    /// explicit flag that only that path sets: a caller keeping its own site cache
+    /// ([`call_named_at`](Self::call_named_at)) gets `false`, and zeroed storage.
     pub fn from_native_site(&self) -> bool {
-        self.site.is_some()
+        self.native
     }
 
     /// Every site cache of the calling VM and the index of this call's among them, when the
@@ -141,6 +151,16 @@ impl<'a> CallCtx<'a> {
     ) -> Result<Value> {
         match &mut self.vm {
             Some(vm) => vm.call_named_at(name, f, args, site),
+            None => self.call_closure(f, args),
+        }
+    }
+
+    /// As [`call_closure_named_at`](Self::call_closure_named_at), for a call of machine code TVM
+    /// compiled (see [`VmHandle::call_native_code_at`]): only compiled mode's runtime calls it.
+    #[doc(hidden)]
+    pub fn call_native_code_at(&mut self, name: &str, f: &Closure, args: &[Value], site: &mut Value) -> Result<Value> {
+        match &mut self.vm {
+            Some(vm) => vm.call_native_code_at(name, f, args, site),
             None => self.call_closure(f, args),
         }
     }

@@ -157,6 +157,47 @@ print(np.array_equal(vm["get"]()[0].numpy(), mine), np.array_equal(vm["main"](x)
     ).assert_ok('kernel "relu" wrote to read-only memory | True\n' * 3 + "True True")
 
 
+def test_a_fault_leaves_every_threads_signal_mask_as_it_was_and_ctrl_c_still_arrives():
+    # The guard's jump out of the SIGSEGV handler restores no signal mask: the handler is
+    # installed with SA_NODEFER and an empty mask, so the mask stays the one the kernel was
+    # called with. A SIGSEGV left blocked would end the process at the next fault; SIGINT left
+    # blocked would lose Ctrl-C. Two faults each on the main thread and on a Python thread.
+    run_attack(
+        MLP_SETUP
+        + """
+import signal
+mine = np.arange(32, dtype="float32").reshape(8, 4) - 16
+linked = rx.link([mlp, attacker(mine)])
+def faults():
+    vm = rx.VirtualMachine(linked)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    seen = []
+    for _ in range(2):
+        try:
+            vm["attack"](np.full((8, 4), 5, "float32"))
+        except rx.VMError as e:
+            seen.append("wrote to read-only memory" in str(e))
+    after = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    blocked = {signal.SIGSEGV, signal.SIGBUS, signal.SIGINT} & after
+    return seen, before == after, sorted(blocked)
+print(faults())
+out = []
+t = threading.Thread(target=lambda: out.append(faults()))
+t.start()
+t.join()
+print(out[0])
+try:
+    signal.raise_signal(signal.SIGINT)
+    for _ in range(1000):
+        pass
+    print("no interrupt")
+except KeyboardInterrupt:
+    print("interrupted")
+print(np.array_equal(rx.VirtualMachine(linked)["main"](x).numpy(), want))
+"""
+    ).assert_ok("([True, True], True, [])\n([True, True], True, [])\ninterrupted\nTrue")
+
+
 def test_after_linking_a_kernel_cannot_write_another_models_weight():
     # The attacker's constant equals the MLP's weight, so linking stores them once: its `relu`
     # writes the MLP's weight. From several threads while others run the model.

@@ -5,30 +5,8 @@ use relaxvm::{
     registry::register_global, Arg, Executable, ExecutableParts, FuncInfo, Instruction, PackedFunc, Tensor, Value,
     VirtualMachine,
 };
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use relaxvm_test_alloc::{allocations_during, Counting};
 use std::sync::Arc;
-
-struct Counting;
-
-thread_local! {
-    /// Allocations made by this thread: other threads (the test harness's) do not count.
-    static ALLOCS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls (in a const-initialised
-// thread-local, which never allocates itself).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -47,12 +25,6 @@ fn bytecode(name: &str, start: u32, end: u32, num_args: u32, regs: u32) -> FuncI
 
 fn call(func: u32, args: Vec<Arg>, dst: u32) -> Instruction {
     Instruction::Call { func, args, dst: Some(dst) }
-}
-
-fn allocations_during(f: impl FnOnce()) -> usize {
-    let before = ALLOCS.with(Cell::get);
-    f();
-    ALLOCS.with(Cell::get) - before
 }
 
 #[test]
@@ -107,7 +79,7 @@ fn steady_state_runs_allocate_nothing() {
     vm.invoke("copies", &arg).unwrap();
     vm.invoke("sum", &n).unwrap();
     vm.invoke("down", &depth).unwrap();
-    assert_eq!(allocations_during(|| drop(vm.invoke("copies", &arg).unwrap())), 0);
-    assert_eq!(allocations_during(|| drop(vm.invoke("sum", &n).unwrap())), 0);
-    assert_eq!(allocations_during(|| drop(vm.invoke("down", &depth).unwrap())), 0);
+    assert_eq!(allocations_during(|| drop(vm.invoke("copies", &arg).unwrap())).0, 0);
+    assert_eq!(allocations_during(|| drop(vm.invoke("sum", &n).unwrap())).0, 0);
+    assert_eq!(allocations_during(|| drop(vm.invoke("down", &depth).unwrap())).0, 0);
 }

@@ -3,59 +3,17 @@
 //! `begin_forward`, the attention of every layer (kernel stand-ins that allocate nothing) and
 //! `end_forward` — at batch 1 and batch 4, after warm-up steps.
 //!
-//! The allocator counts per thread (each test runs on its own thread) and forwards to the
-//! system allocator, so the other tests of this binary run as before.
+//! The allocator (`relaxvm_test_alloc`, shared by the no-allocation tests) counts per thread
+//! (each test runs on its own thread) and forwards to the system allocator, so the other tests
+//! of this binary run as before.
 
 use crate::common::{registry, shape};
 use crate::kv_errors::{create, create_args, i, zeros};
 use relaxvm::{CallCtx, PackedFunc, Value};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
-struct Counting;
-
-thread_local! {
-    /// Allocations (and reallocations) made by this thread.
-    static ALLOCS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn count() {
-    let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; it only counts calls, in a
-// const-initialised thread-local without a destructor, which never allocates itself.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: the caller's contract, which is System's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: the caller's contract, which is System's.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: the caller's contract, which is System's (`ptr` came from it).
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract, which is System's (`ptr` came from it).
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use relaxvm_test_alloc::{allocations_during, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-/// The allocations this thread makes while `f` runs.
-fn allocations_during(f: impl FnOnce()) -> usize {
-    let before = ALLOCS.with(Cell::get);
-    f();
-    ALLOCS.with(Cell::get) - before
-}
 
 /// A decode step's calls, their arguments made beforehand (as a VM's registers hold them).
 struct Step {
@@ -113,11 +71,11 @@ fn decode_steps_allocate_nothing(batch: i64) {
     step.run();
     step.run();
     for n in 0..4 {
-        let allocs = allocations_during(|| step.run());
+        let (allocs, ()) = allocations_during(|| step.run());
         assert_eq!(allocs, 0, "batch {batch}: decode step {n} after warm-up allocated {allocs} times");
     }
     // The counter sees the cache's allocations: a prefill step (another layout) packs new arrays.
-    assert!(allocations_during(prefill) > 0, "a step of a new layout allocates its arrays");
+    assert!(allocations_during(prefill).0 > 0, "a step of a new layout allocates its arrays");
 }
 
 #[test]

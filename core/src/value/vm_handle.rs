@@ -47,9 +47,21 @@ pub trait VmHandle {
     /// gets `site` as its [`CallCtx::site_cache`] (and, when the VM pools allocations, as its
     /// [`CallCtx::pool_cache`]), as a `call` instruction's builtin gets the instruction's. A
     /// handle that keeps no site caches ignores it.
+    ///
+    /// The called function's storage comes zeroed at a reused site, as for any caller: only
+    /// [`Self::call_native_code_at`] marks a call as machine code's ([`CallCtx::from_native_site`]).
     fn call_named_at(&mut self, name: &str, f: &Closure, args: &[Value], site: &mut Value) -> Result<Value> {
         let _ = site;
         self.call_named(name, f, args)
+    }
+    /// As [`Self::call_named_at`], for a call of machine code TVM compiled (a VM TIR function):
+    /// the called function's context says so ([`CallCtx::from_native_site`]), and its
+    /// allocations at a reused site hand storage out as the last run left it, as TVM's pooled
+    /// allocator does. Only the compiled-mode runtime calls it; a handle that keeps no site
+    /// caches makes a plain [`Self::call_named`].
+    #[doc(hidden)]
+    fn call_native_code_at(&mut self, name: &str, f: &Closure, args: &[Value], site: &mut Value) -> Result<Value> {
+        self.call_named_at(name, f, args, site)
     }
     /// Calls `f` (named `name`) for a builtin in the middle of an operation a stop would leave
     /// half done (a KV cache running its kernels layer by layer under its lock): the
@@ -78,4 +90,7 @@ pub struct CallCtx<'a> {
     /// The site cache of the calling site when the caller keeps it (native code's call sites,
     /// [`VmHandle::call_named_at`]); `entry` is then unused.
     pub(crate) site: Option<&'a mut Value>,
+    /// Whether the call comes from machine code TVM compiled ([`CallCtx::from_native_site`]):
+    /// set only by [`CallCtx::at_native_code_site`], never inferred from `site`.
+    pub(crate) native: bool,
 }

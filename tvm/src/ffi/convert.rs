@@ -72,7 +72,8 @@ pub fn scalar_to_ffi(v: &Value, what: &dyn Fn() -> String) -> Result<Option<TVMF
     }))
 }
 
-/// A kernel's (or callback's) result as a relaxvm value.
+/// A kernel's (or callback's) result as a relaxvm value. Inline: every kernel call ends here.
+#[inline]
 pub fn result_from_ffi(a: &TVMFFIAny) -> Result<Value> {
     match a.type_index {
         type_index::NONE => Ok(Value::Null),

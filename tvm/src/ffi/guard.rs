@@ -5,7 +5,7 @@
 //!
 //! The mechanism is in `csrc/guard.c`: each guarded call arms a jump buffer (the compiler's
 //! `__builtin_setjmp`) and pushes it on a per-thread stack whose top lives in this thread's
-//! [`thread_state`](super::thread_state); a SIGSEGV/SIGBUS handler that finds the thread
+//! `thread_state` (`ffi/thread_state.rs`); a SIGSEGV/SIGBUS handler that finds the thread
 //! inside a guarded call and the faulting address in registered read-only pages jumps back to
 //! the innermost guard, which returns the address. Any other fault goes on to the handler
 //! installed before ours (or the default action): a kernel's wild write still ends the process,
@@ -26,7 +26,7 @@
 //! partly written, and workspace it allocated and had not freed yet is leaked.
 //!
 //! The cost is three stores to arm the buffer (no signal mask, no system call) and one lookup
-//! of the thread-local shared with the raised-error flag per call ([`clean_call`]); see the
+//! of the thread-local shared with the raised-error flag per call (`clean_call`); see the
 //! measurement in `docs/memory.md`.
 
 use super::abi::{ParallelLambda, SafeCall, TVMFFIAny, TVMParallelGroupEnv};
@@ -235,6 +235,43 @@ mod tests {
         assert_eq!(plain[0], 7);
         let e = Fault(at as usize).error("kernel \"add\"");
         assert!(e.to_string().starts_with("kernel \"add\" wrote to read-only memory at 0x"), "{e}");
+    }
+
+    /// This thread's blocked signals.
+    fn blocked() -> Vec<c_int> {
+        // SAFETY: an all-zero `sigset_t` is a valid (empty) set; with a null new set,
+        // `pthread_sigmask` only writes this thread's mask into `set`.
+        let set = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            assert_eq!(libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut set), 0);
+            set
+        };
+        // SAFETY: `set` is initialised; every number asked is a valid signal number.
+        (1..=64).filter(|s| unsafe { libc::sigismember(&set, *s) } == 1).collect()
+    }
+
+    #[test]
+    fn a_fault_leaves_the_signal_mask_as_it_was_on_any_thread_and_nested() {
+        // The jump restores no mask: the handler (SA_NODEFER, empty mask) never changed it.
+        let pages = ReadOnlyPages::filled(64, |_| Ok(())).unwrap();
+        let at = pages.as_ptr().as_ptr() as usize;
+        let faults_twice = move || {
+            let before = blocked();
+            for _ in 0..2 {
+                assert_eq!(store_at(at as *mut u8).unwrap(), Err(Fault(at)));
+            }
+            assert_eq!(blocked(), before);
+            assert!(!before.contains(&libc::SIGSEGV) && !before.contains(&libc::SIGBUS));
+        };
+        faults_twice();
+        std::thread::spawn(faults_twice).join().unwrap();
+        // Inside an outer guard (a stand-in, as when a kernel's callback calls another kernel):
+        // the fault returns to the inner guard, which hands the thread back to the outer one.
+        let mut stand_in = 0u8;
+        let outer: *mut c_void = (&raw mut stand_in).cast();
+        thread_state::with(|state| state.replace_top(outer));
+        faults_twice();
+        assert_eq!(thread_state::with(|state| state.replace_top(std::ptr::null_mut())), outer);
     }
 
     #[test]

@@ -74,8 +74,9 @@ fn first_copy_for(name: &str, address: usize) -> bool {
     said.insert((name.to_string(), address))
 }
 
-/// The most arguments [`call_direct`] takes in its common form (its arrays live on the stack,
-/// and the arguments array is cleared at every call, so it is kept small).
+/// The most arguments [`call_direct`] takes in its common form: its arrays (a DLTensor and a
+/// value per argument, about 1 KiB for 24) live on the stack, so the common calls, which take
+/// a few arguments, use a smaller frame than the wide form.
 const DIRECT_ARGS: usize = 8;
 
 /// The most arguments any call keeps on the stack: TVM's paged-attention kernels take about
@@ -101,8 +102,13 @@ pub fn call(name: &str, f: SafeCall, args: &[Value]) -> Result<Value> {
 /// in place, and the DLTensors and arguments are built once in arrays on the stack (no vectors
 /// moved, no second pass). `None` when an argument needs an aligned copy: [`call_staged`] then
 /// makes the whole call, meeting any argument error in the same order this loop would.
-/// `N` is the arrays' length, at least `args.len()`.
+/// `N` is the arrays' length; more arguments than that give `None` too (the staged call takes
+/// any number).
 fn call_direct<const N: usize>(name: &str, f: SafeCall, args: &[Value]) -> Option<Result<Value>> {
+    if args.len() > N {
+        // Never from `call`, which picks `N`; a kernel must not get fewer arguments than given.
+        return None;
+    }
     let mut dls = [const { MaybeUninit::<DLTensor>::uninit() }; N];
     // Not cleared first: each call writes exactly its arguments' entries (the arrays are as
     // long as the widest call, and clearing them cost up to 384 bytes of stores a call).
@@ -125,11 +131,10 @@ fn call_direct<const N: usize>(name: &str, f: SafeCall, args: &[Value]) -> Optio
             }
         }
     }
-    debug_assert!(args.len() <= N, "the caller picks arrays as long as the arguments");
-    let len = args.len().min(N);
-    // SAFETY: the loop wrote the first `len` entries of `anys` (one per argument; it returned
-    // early otherwise), and `MaybeUninit<T>` has `T`'s layout.
-    let anys: &[TVMFFIAny] = unsafe { std::slice::from_raw_parts(anys.as_ptr().cast(), len) };
+    // SAFETY: the loop wrote the first `args.len()` (at most `N`, checked above) entries of
+    // `anys`, one per argument (it returned early otherwise), and `MaybeUninit<T>` has `T`'s
+    // layout.
+    let anys: &[TVMFFIAny] = unsafe { std::slice::from_raw_parts(anys.as_ptr().cast(), args.len()) };
     // `dls` is not moved or written again while the kernel runs: the pointers in `anys` stay
     // valid, and each DLTensor's shape points into its tensor, borrowed from `args`.
     Some(invoke(name, f, anys).and_then(|r| convert::result_from_ffi(&r)))
@@ -296,6 +301,27 @@ mod tests {
         // SAFETY: the result is writable.
         unsafe { *result = TVMFFIAny::int(sum) };
         0
+    }
+
+    /// A kernel that fails without recording an error.
+    unsafe extern "C" fn fails_silently(_: *mut c_void, _: *const TVMFFIAny, _: i32, _: *mut TVMFFIAny) -> i32 {
+        -1
+    }
+
+    #[test]
+    fn an_error_recorded_before_a_kernel_call_is_never_reported_as_the_kernels() {
+        let unset = "failed without setting an error message";
+        for n in [0usize, 3, 9, WIDE_ARGS + 1] {
+            let args: Vec<Value> = (0..n).map(|i| Value::Int(i as i64)).collect();
+            // Stale: recorded by earlier code on this thread and never taken.
+            raised::set("ValueError".into(), "stale".into());
+            let e = call("k", fails_silently, &args).unwrap_err().to_string();
+            assert!(e.contains(unset) && !e.contains("stale"), "{n} arguments: {e}");
+            // A call that succeeds clears it too.
+            raised::set_error(&relaxvm::Error::value("stale again"));
+            call("k", sum_and_bump, &args).unwrap();
+            assert!(raised::take_raw().is_none(), "{n} arguments");
+        }
     }
 
     #[test]

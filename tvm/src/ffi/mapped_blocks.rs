@@ -150,8 +150,9 @@ impl Drop for ReleaseOnDrop {
     }
 }
 
-/// What a library's unloading gives back: every block `cache` keeps (whichever threads kept
-/// them), and the small blocks the unloading thread keeps ([`super::small_blocks`]; the
+/// What a library's unloading gives back: every block `cache` keeps — whichever threads kept
+/// them and whichever library's kernels used them: the cache is one for the process, so the
+/// kernels of libraries still loaded map their workspaces again at their next call — and the small blocks the unloading thread keeps ([`super::small_blocks`]; the
 /// unloading thread drops the library's last holder, a VM or kernel handle: usually the thread
 /// that called its kernels). Other threads (the pool's) keep their small blocks until they exit,
 /// at most 512 KiB each: heap memory, not the library's, which stays valid and serves any

@@ -26,29 +26,46 @@ pub(crate) const MAX_BYTES: usize = 512 << 10;
 const ALIGN: usize = relaxvm::storage::ALIGNMENT;
 
 /// A thread's kept blocks, freed when the thread exits.
-struct ThreadBlocks(Kept);
+struct ThreadBlocks {
+    kept: Kept,
+    /// The thread's id, noted when it first keeps a block (tests count each thread's release
+    /// at its exit, when the thread's handle may be gone already).
+    #[cfg(test)]
+    id: Option<std::thread::ThreadId>,
+}
 
 impl ThreadBlocks {
-    /// Frees every kept block.
-    fn release(&mut self) {
-        for b in self.0.take_all() {
+    /// Frees every kept block; returns how many.
+    fn release(&mut self) -> usize {
+        let blocks = self.kept.take_all();
+        let n = blocks.len();
+        for b in blocks {
             // SAFETY: every kept block came from `take_or_alloc` (through `give_back`'s
             // contract) and has no user while it is kept.
             unsafe { free(b) };
-            #[cfg(test)]
-            tests::FREED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
+        n
     }
 }
 
 impl Drop for ThreadBlocks {
     fn drop(&mut self) {
-        self.release();
+        let _freed = self.release();
+        #[cfg(test)]
+        if let Some(id) = self.id {
+            tests::freed_at_exit(id, _freed);
+        }
     }
 }
 
 thread_local! {
-    static KEPT: RefCell<ThreadBlocks> = const { RefCell::new(ThreadBlocks(Kept::new(MAX_BLOCKS, MAX_BYTES))) };
+    static KEPT: RefCell<ThreadBlocks> = const {
+        RefCell::new(ThreadBlocks {
+            kept: Kept::new(MAX_BLOCKS, MAX_BYTES),
+            #[cfg(test)]
+            id: None,
+        })
+    };
 }
 
 /// The layout of a block of `len` bytes; `None` when no allocation can have it.
@@ -73,7 +90,7 @@ unsafe fn free(b: Block) {
 pub(crate) fn take_or_alloc(size: usize) -> (usize, *mut u8) {
     if relaxvm::block_cache::enabled() {
         // `try_with`: during the thread's exit the cache may be gone; allocate then.
-        let taken = KEPT.try_with(|k| k.borrow_mut().0.take(size));
+        let taken = KEPT.try_with(|k| k.borrow_mut().kept.take(size));
         match taken {
             Ok(Ok(b)) => return (b.len(), b.base()),
             // SAFETY: a kept block (from `take_or_alloc`) that left the cache, unused.
@@ -99,7 +116,12 @@ pub(crate) unsafe fn give_back(len: usize, base: *mut u8) {
     }
     // A block's memory belongs to the global allocator, so any thread may keep or free it.
     let mut block = Some(block);
-    let leaving = KEPT.try_with(|k| k.borrow_mut().0.insert_evicting(block.take().expect("given once")));
+    let leaving = KEPT.try_with(|k| {
+        let mut k = k.borrow_mut();
+        #[cfg(test)]
+        k.id.get_or_insert_with(|| std::thread::current().id());
+        k.kept.insert_evicting(block.take().expect("given once"))
+    });
     for b in leaving.unwrap_or_default().into_iter().chain(block) {
         // SAFETY: `block` (the caller's contract) or blocks kept before it: each from
         // `take_or_alloc`, and unused once it leaves the cache.
@@ -122,23 +144,33 @@ pub(crate) fn release_this_thread() {
 /// The number of blocks and bytes this thread keeps (for tests).
 #[cfg(test)]
 pub(crate) fn kept() -> (usize, usize) {
-    KEPT.with(|k| k.borrow().0.counts())
+    KEPT.with(|k| k.borrow().kept.counts())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    use std::thread::ThreadId;
 
-    /// How many kept blocks threads' exits and unloads have freed (review R-pool-2: the release
-    /// is counted, since no leak checker runs with the cache on).
-    pub(super) static FREED: AtomicUsize = AtomicUsize::new(0);
+    /// How many kept blocks each thread's exit freed, by thread (review R-pool-2: the release
+    /// is counted, since no leak checker runs with the cache on; per thread, so other tests'
+    /// threads and releases cannot make up for a thread whose exit freed nothing).
+    static FREED_AT_EXIT: Mutex<Vec<(ThreadId, usize)>> = Mutex::new(Vec::new());
+
+    pub(super) fn freed_at_exit(id: ThreadId, n: usize) {
+        FREED_AT_EXIT.lock().unwrap_or_else(|p| p.into_inner()).push((id, n));
+    }
+
+    fn freed_at_exit_of(id: ThreadId) -> Vec<usize> {
+        let all = FREED_AT_EXIT.lock().unwrap_or_else(|p| p.into_inner());
+        all.iter().filter(|(t, _)| *t == id).map(|(_, n)| *n).collect()
+    }
 
     #[test]
     fn a_thread_gets_its_freed_small_block_back_and_frees_them_when_it_exits() {
-        let freed_before = FREED.load(Ordering::SeqCst);
         // Each test runs on a thread of its own: this thread's cache is this test's.
-        let kept_at_exit = std::thread::spawn(|| {
+        let thread = std::thread::spawn(|| {
             let (len, p) = take_or_alloc(1000);
             assert!(!p.is_null() && (p as usize).is_multiple_of(ALIGN) && len >= 1000);
             // SAFETY: the block holds `len` writable bytes; given back once, then not used.
@@ -172,14 +204,13 @@ mod tests {
             let (count, bytes) = kept();
             assert!(count == MAX_BLOCKS && bytes <= MAX_BYTES, "{count} blocks, {bytes} bytes");
             count
-        })
-        .join()
-        .unwrap();
-        // The thread's exit freed what it kept (other tests' threads may free theirs meanwhile,
-        // hence at least).
+        });
+        let id = thread.thread().id();
+        let kept_at_exit = thread.join().unwrap();
+        // The thread's exit freed exactly what it kept (its thread-local cache is dropped
+        // before `join` returns).
         if relaxvm::block_cache::enabled() {
-            let freed = FREED.load(Ordering::SeqCst) - freed_before;
-            assert!(freed >= kept_at_exit, "{freed} blocks freed at the exit, {kept_at_exit} kept");
+            assert_eq!(freed_at_exit_of(id), [kept_at_exit], "blocks freed at the exit");
         }
     }
 

@@ -2,15 +2,28 @@
 //! (`crate::ffi::function_handle::Handle`, one per name), resolved to the packed functions they name.
 
 use crate::ffi::function_handle::Handle;
-use relaxvm::{Callable, Closure, Result};
+use relaxvm::{Callable, Closure, PackedFunc, Result};
 
 /// A function handle's packed function as the VM calls it, looked up at registry generation
 /// `generation`: the lookup stands while the registry is unchanged (a re-registered name takes
 /// effect at the next call, as without the cache).
 pub struct Resolved {
-    generation: u64,
-    /// The packed function, as a closure capturing nothing.
+    /// `None` between runs: `func` is then [`emptied`], and the box waits to be refilled.
+    generation: Option<u64>,
+    /// The packed function, as a closure capturing nothing. Between runs the box is kept for
+    /// the next run, what it resolved to is not (attack perf/02): it holds [`emptied`] then.
     pub func: Closure,
+}
+
+/// What an emptied [`Resolved`] holds: a function of its own, shared by all (so that emptying
+/// a box drops what it resolved to and allocates nothing), never called.
+fn emptied() -> Closure {
+    static EMPTY: std::sync::LazyLock<PackedFunc> = std::sync::LazyLock::new(|| {
+        PackedFunc::from_fn("relaxvm.vmtir.unresolved", |_| {
+            Err(relaxvm::Error::value("a function handle of a finished run of a VM TIR function was called"))
+        })
+    });
+    Closure { callable: Callable::Packed(EMPTY.clone()), captured: Vec::new() }
 }
 
 /// The function handles of one running function: what they resolved to in this run, and where
@@ -20,8 +33,8 @@ pub struct Handles {
     /// For this run only: nothing outlives the run, so a function replaced in or removed from
     /// the registry is never kept alive by a VM (attack perf/02). Boxed: taken out for a call
     /// and put back by moving a pointer (moved by value, a closure cost a copy of its size at
-    /// each call, more than the box's allocation). The list keeps its length from run to run
-    /// (emptied, not cleared: no growth at each run).
+    /// each call). The list and its boxes are kept from run to run, each box emptied of its
+    /// function ([`Handles::recycle`]): a run allocates nothing to resolve its handles.
     resolved: Vec<Option<Box<Resolved>>>,
     /// Kept from run to run (it holds no function), so that a handle resolves without hashing
     /// its name while the registry is unchanged.
@@ -31,8 +44,9 @@ pub struct Handles {
 impl Handles {
     /// Empties what this run resolved, for another run (where names were found is kept).
     pub fn recycle(&mut self) {
-        for r in &mut self.resolved {
-            *r = None;
+        for r in self.resolved.iter_mut().flatten() {
+            r.generation = None;
+            r.func = emptied();
         }
     }
 
@@ -43,11 +57,12 @@ impl Handles {
         // Taken out for the call (a pointer), not cloned: a closure's clone counts several
         // references, and a nested call may resolve again meanwhile.
         let taken = self.resolved.get_mut(handle.index).and_then(Option::take);
-        if let Some(r) = taken {
-            if r.generation == generation {
-                return Ok(r);
-            }
-        }
+        let mut boxed = match taken {
+            Some(r) if r.generation == Some(generation) => return Ok(r),
+            // A box of an earlier run (emptied) or of an older registry: refilled in place.
+            Some(r) => r,
+            None => Box::new(Resolved { generation: None, func: emptied() }),
+        };
         let known = self.located.get(handle.index).copied().flatten();
         let packed = match known.and_then(|at| relaxvm::registry::get_global_at(at, &handle.name)) {
             Some(packed) => packed,
@@ -60,10 +75,9 @@ impl Handles {
                 packed
             }
         };
-        Ok(Box::new(Resolved {
-            generation,
-            func: Closure { callable: Callable::Packed(packed), captured: Vec::new() },
-        }))
+        boxed.generation = Some(generation);
+        boxed.func = Closure { callable: Callable::Packed(packed), captured: Vec::new() };
+        Ok(boxed)
     }
 
     /// Gives back what [`Handles::resolve`] took for handle `index`, for its next call in this
@@ -76,5 +90,31 @@ impl Handles {
         if slot.is_none() {
             *slot = Some(r);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_emptied_resolution_refuses_to_be_called_and_is_refilled() {
+        let Callable::Packed(p) = emptied().callable else { panic!("a packed function") };
+        let e = p.call(&mut relaxvm::CallCtx::detached(), &[]).unwrap_err().to_string();
+        assert!(e.contains("a function handle of a finished run of a VM TIR function was called"), "{e}");
+        // A kept box (emptied by `recycle`) is refilled by the next run's lookup.
+        relaxvm::registry::register_global(
+            PackedFunc::from_fn("test.vmtir.handles.one", |_| Ok(relaxvm::Value::Int(1))),
+            true,
+        )
+        .unwrap();
+        let handle = Handle { name: "test.vmtir.handles.one".into(), index: 0 };
+        let mut handles = Handles::default();
+        let r = handles.resolve(&handle).unwrap();
+        handles.give_back(0, r);
+        handles.recycle();
+        let r = handles.resolve(&handle).unwrap();
+        let Callable::Packed(p) = &r.func.callable else { panic!("a packed function") };
+        assert_eq!(p.name(), "test.vmtir.handles.one");
     }
 }

@@ -14,6 +14,8 @@ use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex};
 
 mod alloc_sites;
+mod borrowed_args;
+mod native_site;
 
 type Lists = (*mut c_void, *mut c_void, *mut c_void, *mut c_void);
 

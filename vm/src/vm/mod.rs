@@ -539,16 +539,21 @@ impl VmHandle for VirtualMachine {
 
     fn call_named(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
         self.count_step()?;
-        self.native_call(name, f, args, None)
+        self.native_call(name, f, args, None, false)
     }
 
     fn call_named_at(&mut self, name: &str, f: &Closure, args: &[Value], site: &mut Value) -> Result<Value> {
         self.count_step()?;
-        self.native_call(name, f, args, Some(site))
+        self.native_call(name, f, args, Some(site), false)
+    }
+
+    fn call_native_code_at(&mut self, name: &str, f: &Closure, args: &[Value], site: &mut Value) -> Result<Value> {
+        self.count_step()?;
+        self.native_call(name, f, args, Some(site), true)
     }
 
     fn call_observed(&mut self, name: &str, f: &Closure, args: &[Value]) -> Result<Value> {
-        self.native_call(name, f, args, None)
+        self.native_call(name, f, args, None, false)
     }
 
     fn program_lists(&mut self) -> Option<crate::value::ProgramLists<'_>> {

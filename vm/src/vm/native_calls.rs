@@ -19,16 +19,18 @@ use std::sync::Arc;
 impl VirtualMachine {
     /// Calls `f` (named `name`) for native code running in this VM's innermost frame, or for a
     /// builtin: the instrument hook sees it. The caller counts the step, if it is one.
-    /// `site` is the call site's own cache, when native code keeps one per site.
+    /// `site` is the call site's own cache, when native code keeps one per site;
+    /// `from_native_code` says the call is compiled-mode machine code's (see [`Self::call_plain`]).
     pub(super) fn native_call(
         &mut self,
         name: &str,
         f: &Closure,
         args: &[Value],
         site: Option<&mut Value>,
+        from_native_code: bool,
     ) -> Result<Value> {
         if self.instrument.is_none() {
-            return self.call_plain(f, args, site);
+            return self.call_plain(f, args, site, from_native_code);
         }
         // The caller is the bytecode function whose packed call entered the native code (a
         // compiled function's wrapper, whose one call is its instruction 0) or the builtin
@@ -42,7 +44,7 @@ impl VirtualMachine {
         if self.hook(&before)? == InstrumentAction::Skip {
             return Ok(Value::Null);
         }
-        let result = self.call_plain(f, args, site);
+        let result = self.call_plain(f, args, site, from_native_code);
         let after = |ret| InstrumentCall { func: &fval, name, before: false, args: &all, ret, caller: &caller, pc };
         match result {
             Ok(ret) => {
@@ -59,10 +61,20 @@ impl VirtualMachine {
     }
 
     /// Calls `f` without the hook: a packed function directly, a bytecode function on a frame.
-    fn call_plain(&mut self, f: &Closure, args: &[Value], site: Option<&mut Value>) -> Result<Value> {
+    /// `from_native_code`: the call is compiled-mode machine code's
+    /// ([`crate::packed::VmHandle::call_native_code_at`]), which its context says
+    /// ([`CallCtx::from_native_site`]).
+    fn call_plain(
+        &mut self,
+        f: &Closure,
+        args: &[Value],
+        site: Option<&mut Value>,
+        from_native_code: bool,
+    ) -> Result<Value> {
         match &f.callable {
             // Native code calls builtins, which capture nothing: their arguments go as they are.
             Callable::Packed(p) if f.captured.is_empty() => match site {
+                Some(site) if from_native_code => p.call(&mut CallCtx::at_native_code_site(self, site), args),
                 Some(site) => p.call(&mut CallCtx::at_site(self, site), args),
                 None => p.call(&mut CallCtx::new(self), args),
             },
