@@ -367,6 +367,14 @@ MUTANTS = [
         "site alloc: a compiled-mode site's reused storage is zeroed again (perfcomp, #35 block row)",
         ["-p", "relaxvm-builtins", "--lib", "site_alloc"],
     ),
+    # Review R-shape-5: a door's partial-word write keeps a racing slot store.
+    (
+        "core/src/storage/words.rs",
+        "let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, patch);",
+        "word.store(patch(word.load(Ordering::Relaxed)).unwrap(), Ordering::Relaxed);",
+        "word storage: a partial-word write stores back the word as it loaded it (undoing a racing slot store)",
+        ["-p", "relaxvm-core", "--lib", "storage::words"],
+    ),
 ]
 only = [int(a) for a in sys.argv[1:]] or range(len(MUTANTS))
 stale = []

@@ -30,7 +30,8 @@
 //! *Word storage* ([`Storage::alloc_words`], the shape heap's: see [`words`]) keeps this
 //! protocol for every door above, but Rust code never holds a reference to its bytes: the
 //! doors hand out copies, and its 64-bit words are also read and written, without the state
-//! word, through atomic operations ([`Storage::words`]).
+//! word, through atomic operations ([`Storage::words`] to read, [`Storage::words_for_write`] to
+//! write, which a frozen storage refuses).
 //!
 //! Raw pointers ([`Storage::as_ptr`]) are for foreign code — native kernels, numpy, DLPack
 //! consumers — whose writes run under `unsafe` contracts of their own: such code may write
@@ -375,7 +376,10 @@ impl Storage {
 
     /// Runs `f` on the bytes, read-only. When no one reads or writes them, they are held as a
     /// write holds them (one atomic operation, where a [`StorageRead`] takes two); otherwise
-    /// as a reader. The same rules as for [`write_with`](Self::write_with) apply to `f`.
+    /// as a reader. Word storage ([`words`]) is always held as a reader and `f` gets a copy of
+    /// its words, allocated and loaded on every call (read a word storage's slots through
+    /// [`Storage::words`] where that cost matters). The same rules as for
+    /// [`write_with`](Self::write_with) apply to `f`.
     #[inline]
     pub fn read_with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
         if self.0.words {

@@ -222,6 +222,8 @@ impl Tensor {
     /// A read-only ndarray view of the elements, which must be of type `T`. Safe writes to the
     /// storage fail while the view lives (see [`Storage`]). A `bool` view checks that every byte
     /// is 0 or 1: any other byte is not a `bool`, and reading it as one is undefined behaviour.
+    /// A view of word storage (a shape heap: see [`crate::storage::words`]) views a copy of its
+    /// words, allocated and loaded on every call, not the storage's bytes in place.
     pub fn view<T: Element>(&self) -> Result<TensorView<'_, T>> {
         if T::DTYPE != self.dtype() {
             return Err(Error::type_mismatch(format!("tensor of {}", T::DTYPE), format!("tensor of {}", self.dtype())));

@@ -14,8 +14,10 @@ use super::{
     apply_match, build_shape, constant_mismatch, heap_mismatch, make_pairs, Heap, MatchPlan, Subject, INLINE_RANK,
 };
 use crate::args;
-use relaxvm::{DataType, Error, PackedFunc, Result, Shape, Value};
+use relaxvm::storage::words::Words;
+use relaxvm::{DataType, Error, PackedFunc, Result, Shape, Storage, Value};
 use smallvec::SmallVec;
+use std::ops::Range;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 /// What a specialised `match_shape` does with one dimension.
@@ -95,25 +97,26 @@ struct Site {
     err_ctx: Option<String>,
 }
 
-/// The first `slots` slots of a heap argument that is a contiguous 1-D `int64` view of word
-/// storage (what `alloc_shape_heap` makes) with at least that many, as the storage's words (for
-/// writing when `write`: not when frozen); `None` for any other argument, which [`Heap::arg`]
-/// then serves (and reports, when it is wrong). Where [`Heap::arg`] works out the geometry
-/// of any view with overflow checks, a contiguous one's slot `s` is word `byte_offset / 8 + s`.
+/// The storage of a heap argument that is a contiguous 1-D `int64` view of word storage (what
+/// `alloc_shape_heap` makes) with at least `slots` slots, and the words that hold its first
+/// `slots`; `None` for any other argument, which [`Heap::arg`] then serves (and reports, when it
+/// is wrong). Where [`Heap::arg`] works out the geometry of any view with overflow checks, a
+/// contiguous one's slot `s` is word `byte_offset / 8 + s`. The caller takes the words to read
+/// ([`Storage::words`]) or to write ([`Storage::words_for_write`]: not when frozen).
 #[inline(always)]
-fn word_slots(arg: Option<&Value>, slots: usize, write: bool) -> Option<&[AtomicI64]> {
+fn word_slots(arg: Option<&Value>, slots: usize) -> Option<(&Storage, Range<usize>)> {
     let Some(Value::Tensor(t)) = arg else { return None };
     let offset = t.byte_offset();
-    if t.dtype() != DataType::I64 || !t.is_contiguous() || offset % 8 != 0 {
+    let storage = t.storage();
+    if !storage.is_words() || t.dtype() != DataType::I64 || !t.is_contiguous() || offset % 8 != 0 {
         return None;
     }
     let &[len] = t.shape().dims() else { return None };
-    let words = if write { t.storage().words_for_write().ok()?? } else { t.storage().words()? };
     // `len` slots from word `offset / 8` lie inside the storage (a view is checked against its
     // storage when made); checked here too, for the `slots` used, rather than assumed.
     let first = offset / 8;
-    if usize::try_from(len).is_ok_and(|len| len >= slots) && first + slots <= words.len() {
-        Some(&words[first..first + slots])
+    if usize::try_from(len).is_ok_and(|len| len >= slots) && first + slots <= storage.len() / 8 {
+        Some((storage, first..first + slots))
     } else {
         None
     }
@@ -133,8 +136,12 @@ fn run_checks(site: &Site, args: &[Value]) -> Option<Result<()>> {
         return None;
     }
     // A word heap (frozen, it refuses the stores: the general function says so).
-    if let Some(mut words) = word_slots(args.get(1), site.slots, site.stores) {
-        return Some(check_all(dims, &site.steps, (0, 1), &mut words).map_err(|m| m.error(site, dims)));
+    if let Some((storage, range)) = word_slots(args.get(1), site.slots) {
+        let checked = match site.stores {
+            true => check_all(dims, &site.steps, (0, 1), &mut storage.words_for_write().ok()??.get(range)?),
+            false => check_all(dims, &site.steps, (0, 1), &mut storage.words()?.get(range)?),
+        };
+        return Some(checked.map_err(|m| m.error(site, dims)));
     }
     let heap = Heap::arg(site.name, args, 1).ok()?;
     if site.slots > heap.reach {
@@ -145,10 +152,10 @@ fn run_checks(site: &Site, args: &[Value]) -> Option<Result<()>> {
         // No step names a slot (`slots` is 0, as a null heap's `reach` is).
         None => check_all(dims, &site.steps, at, &mut (&[] as &[u8])),
         // A view of word storage whose slots are not the fast path's (a strided one).
-        Some(t) if heap.words.is_some() => {
-            let mut words = if site.stores { t.storage().words_for_write().ok()?? } else { heap.words? };
-            check_all(dims, &site.steps, word_geometry(&heap), &mut words)
-        }
+        Some(t) if heap.words.is_some() => match site.stores {
+            true => check_all(dims, &site.steps, word_geometry(&heap), &mut t.storage().words_for_write().ok()??),
+            false => check_all(dims, &site.steps, word_geometry(&heap), &mut heap.words?),
+        },
         Some(t) if site.stores => t.storage().write_with(|mut b| check_all(dims, &site.steps, at, &mut b)).ok()?,
         Some(t) => t.storage().read_with(|mut b| check_all(dims, &site.steps, at, &mut b)),
     };
@@ -221,8 +228,21 @@ impl HeapBytes for &[u8] {
     }
 }
 
-/// A word heap's words, where `at` is a word index (the fast path's slots are words `0, 1, ...`;
-/// [`Heap`]'s byte offsets are divided by 8 by the caller's geometry: see [`word_geometry`]).
+/// A word heap's words lent to read, where `at` is a word index (the fast path's slots are words
+/// `0, 1, ...`; [`Heap`]'s byte offsets are divided by 8 by the caller's geometry: see
+/// [`word_geometry`]).
+impl HeapBytes for Words<'_> {
+    #[inline(always)]
+    fn load(&self, at: usize) -> i64 {
+        Words::load(self, at)
+    }
+
+    fn store(&mut self, _: usize, _: i64) {
+        unreachable!("a match with a store takes the words to write")
+    }
+}
+
+/// A word heap's words lent to write, indexed as [`Words`] are.
 impl HeapBytes for &[AtomicI64] {
     #[inline(always)]
     fn load(&self, at: usize) -> i64 {
@@ -297,8 +317,8 @@ pub(super) fn specialize_make_shape(name: &'static str, fixed: &[Option<&Value>]
 /// heap is not one that reaches their slots (the general function reports it).
 #[inline]
 fn make_dims(name: &'static str, args: &[Value], steps: &[Make], slots: usize) -> Option<[i64; INLINE_RANK]> {
-    if let Some(words) = word_slots(args.first(), slots, false) {
-        return Some(make_all(steps, (0, 1), &words));
+    if let Some((storage, range)) = word_slots(args.first(), slots) {
+        return Some(make_all(steps, (0, 1), &storage.words()?.get(range)?));
     }
     let heap = Heap::arg(name, args, 0).ok()?;
     let t = heap.tensor?;
@@ -392,16 +412,24 @@ mod tests {
         let view = |offset, len, strides, dtype| {
             Value::Tensor(Tensor::from_parts(words.clone(), offset, [len].into(), strides, dtype).unwrap())
         };
-        assert!(word_slots(Some(&view(8, 3, None, DataType::I64)), 3, true).is_some());
-        assert!(word_slots(Some(&view(8, 3, None, DataType::I64)), 4, false).is_none());
-        assert!(word_slots(Some(&view(4, 3, None, DataType::I64)), 1, false).is_none());
-        assert!(word_slots(Some(&view(0, 2, Some(vec![2]), DataType::I64)), 1, false).is_none());
-        assert!(word_slots(Some(&view(0, 4, None, DataType::F64)), 1, false).is_none());
-        assert!(word_slots(Some(&Value::Null), 0, false).is_none() && word_slots(None, 0, false).is_none());
+        let range = |v: &Value, slots| word_slots(Some(v), slots).map(|(_, r)| r);
+        assert_eq!(range(&view(8, 3, None, DataType::I64), 3), Some(1..4));
+        assert!(range(&view(8, 3, None, DataType::I64), 4).is_none());
+        assert!(range(&view(4, 3, None, DataType::I64), 1).is_none());
+        assert!(range(&view(0, 2, Some(vec![2]), DataType::I64), 1).is_none());
+        assert!(range(&view(0, 4, None, DataType::F64), 1).is_none());
+        assert!(word_slots(Some(&Value::Null), 0).is_none() && word_slots(None, 0).is_none());
         let plain = Tensor::zeros([3], DataType::I64, Default::default()).unwrap();
-        assert!(word_slots(Some(&Value::Tensor(plain)), 1, false).is_none());
+        assert!(range(&Value::Tensor(plain), 1).is_none());
+        // Frozen: a site that stores leaves the call to the general function (which reports
+        // it), one that only reads still runs its steps on the words.
         words.freeze();
-        assert!(word_slots(Some(&view(0, 4, None, DataType::I64)), 1, true).is_none(), "frozen: no stores");
-        assert!(word_slots(Some(&view(0, 4, None, DataType::I64)), 1, false).is_some());
+        let site = |code, stores| {
+            let steps = checks(&[(code, 0)]).unwrap().into_iter().collect();
+            Site { name: "m", steps, slots: 1, stores, err_ctx: None }
+        };
+        let args = [Value::Shape([0].into()), view(0, 4, None, DataType::I64)];
+        assert!(run_checks(&site(1, true), &args).is_none(), "frozen: no stores");
+        assert!(run_checks(&site(3, false), &args).unwrap().is_ok());
     }
 }

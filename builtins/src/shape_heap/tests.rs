@@ -474,17 +474,20 @@ fn match_then_make(h: &Value, dims: [i64; 2]) -> Result<Vec<i64>> {
 fn threads_sharing_one_heap_see_whole_slots_and_every_door_stays_usable() {
     // Four threads match and make on one heap (as calls of one VM function on threads that
     // share its heap would), while another reads it as a tensor and writes it through the
-    // storage's doors. Each slot only ever holds 3 or 5 (every writer stores its pair), so any
-    // other value would be a torn or invented one; a thread's make may see another's match.
+    // storage's doors. Each slot only ever holds A or B (every writer stores its pair), which
+    // differ in every byte, so a value mixing their bytes (a torn write) or any other would
+    // fail; a thread's make may see another's match.
+    const A: i64 = 0x0102_0304_0506_0708;
+    const B: i64 = 0x0807_0605_0403_0201;
     let h = heap(2);
     std::thread::scope(|scope| {
         for t in 0..4i64 {
             let h = &h;
             scope.spawn(move || {
                 for i in 0..500 {
-                    let d = if (i + t) % 2 == 0 { 3 } else { 5 };
+                    let d = if (i + t) % 2 == 0 { A } else { B };
                     let made = match_then_make(h, [d, d]).unwrap();
-                    assert!(made.iter().all(|x| *x == 3 || *x == 5), "{made:?}");
+                    assert!(made.iter().all(|x| *x == A || *x == B), "{made:x?}");
                 }
             });
         }
@@ -492,8 +495,9 @@ fn threads_sharing_one_heap_see_whole_slots_and_every_door_stays_usable() {
             let t = h.as_tensor().unwrap();
             for i in 0..500 {
                 let seen = t.to_vec::<i64>().unwrap();
-                assert!(seen.iter().all(|x| *x == 3 || *x == 5 || *x == 0), "{seen:?}");
-                let v: i64 = if i % 2 == 0 { 3 } else { 5 };
+                // 0 until the first store to the slot.
+                assert!(seen.iter().all(|x| *x == A || *x == B || *x == 0), "{seen:x?}");
+                let v = if i % 2 == 0 { A } else { B };
                 // Fails only while another door reads (the doors' own rule, as for any tensor).
                 let _ = t.storage().write(8 * (i % 2), &v.to_ne_bytes());
             }

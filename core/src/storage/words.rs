@@ -19,11 +19,16 @@
 //!   [`Storage::write_with`] a copy whose changed words are stored back atomically, and
 //!   [`Storage::write`] stores its bytes into the words atomically. No `&[u8]` or `&mut [u8]`
 //!   to the words themselves is ever made (a `Tensor::view` of word storage views the copy).
-//! - [`Storage::words`] lends the words as `&[AtomicI64]`: shared references to atomics, which
-//!   any number of threads may hold and load and store through at once. Every access by Rust
-//!   code is thus atomic and of one size (8 bytes, at 8-byte-aligned addresses), so there is
-//!   no data race in Rust's memory model whatever the interleaving: racing accesses give one
-//!   of the values written, never a torn or undefined one.
+//! - [`Storage::words`] lends the words to read ([`Words`]: atomic loads only), and
+//!   [`Storage::words_for_write`] lends them to write too, as `&[AtomicI64]`, unless the
+//!   storage is frozen: shared references to atomics, which any number of threads may hold and
+//!   load and store through at once. Every access by Rust code is thus atomic and of one size
+//!   (8 bytes, at 8-byte-aligned addresses), so there is no data race in Rust's memory model
+//!   whatever the interleaving: racing accesses give one of the values written, never a torn
+//!   or undefined one. A [`Storage::write`] that covers part of a word, or a
+//!   [`Storage::write_with`] that changes part of one, patches it with a compare-and-swap
+//!   loop, so a slot store racing with it is kept in the bytes the door does not write, not
+//!   undone by a store of the word as it was loaded before.
 //! - The flag is set when the storage is made, before a second handle exists
 //!   ([`Storage::alloc_words`] holds the only one: `Arc::get_mut` proves it), and never
 //!   cleared, so no reference made under the other rules can outlive the switch.
@@ -36,11 +41,13 @@
 //!   own bytes, in place, for as long as the storage lives.
 //!
 //! A frozen word storage refuses writes through [`Storage::words_for_write`] with the error a
-//! write to any frozen storage gives.
+//! write to any frozen storage gives; [`Storage::words`] cannot store, so a frozen storage's
+//! words (a constant's) never change by Rust code.
 
 use super::{frozen, Block, Storage, ALIGNMENT};
 use crate::device::Device;
 use crate::error::Result;
+use std::ops::Range;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -68,25 +75,82 @@ impl Storage {
         self.0.words
     }
 
-    /// The words of a word storage, for reading and, unless it is frozen, writing (relaxed
-    /// atomic loads and stores); `None` for other storage. A frozen word storage's words must
-    /// be written only after [`words_for_write`](Self::words_for_write) said they may be.
+    /// The words of a word storage, to read (relaxed atomic loads); `None` for other storage.
+    /// To store, [`words_for_write`](Self::words_for_write).
     #[inline]
-    pub fn words(&self) -> Option<&[AtomicI64]> {
+    pub fn words(&self) -> Option<Words<'_>> {
         if !self.0.words {
             return None;
         }
-        Some(atomic_words(&self.0))
+        Some(Words(atomic_words(&self.0)))
     }
 
-    /// As [`words`](Self::words), to write: the error of a write to frozen storage when it is
+    /// The words of a word storage, to read and write (relaxed atomic loads and stores);
+    /// `Ok(None)` for other storage, and the error of a write to frozen storage when it is
     /// frozen (a constant of an executable).
     #[inline]
     pub fn words_for_write(&self) -> Result<Option<&[AtomicI64]>> {
-        match self.words() {
-            Some(_) if self.is_frozen() => Err(frozen(self.len())),
-            words => Ok(words),
+        if !self.0.words {
+            return Ok(None);
         }
+        if self.is_frozen() {
+            return Err(frozen(self.len()));
+        }
+        Ok(Some(atomic_words(&self.0)))
+    }
+}
+
+/// A word storage's words, lent to read ([`Storage::words`]): loads only, so that a frozen
+/// storage's words cannot be stored through it. (To store, [`Storage::words_for_write`].)
+///
+/// ```
+/// # use relaxvm_core::{Device, Storage};
+/// let s = Storage::alloc_words(2, Device::cpu(0)).unwrap();
+/// assert_eq!(s.words().unwrap().load(1), 0);
+/// ```
+///
+/// It has no way to store:
+///
+/// ```compile_fail
+/// # use relaxvm_core::{Device, Storage};
+/// let s = Storage::alloc_words(2, Device::cpu(0)).unwrap();
+/// s.words().unwrap().store(1, 5);
+/// ```
+#[derive(Clone, Copy)]
+pub struct Words<'a>(&'a [AtomicI64]);
+
+impl<'a> Words<'a> {
+    /// The number of words.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when there are no words.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Word `i` (a relaxed atomic load). Panics when `i` is not below [`len`](Self::len), as
+    /// slice indexing does.
+    #[inline]
+    pub fn load(&self, i: usize) -> i64 {
+        self.0[i].load(Ordering::Relaxed)
+    }
+
+    /// The words in `range`, or `None` when it does not lie within these.
+    #[inline]
+    pub fn get(self, range: Range<usize>) -> Option<Words<'a>> {
+        self.0.get(range).map(Words)
+    }
+}
+
+/// Words lent to write may be read as well: a read-only view of them.
+impl<'a> From<&'a [AtomicI64]> for Words<'a> {
+    #[inline]
+    fn from(words: &'a [AtomicI64]) -> Self {
+        Words(words)
     }
 }
 
@@ -140,7 +204,8 @@ impl Snapshot {
 }
 
 /// [`Storage::write`] into word storage (held for writing; the range checked): each word the
-/// range covers is stored, a partly covered word with its other bytes as loaded.
+/// range covers is stored, a partly covered one by [`patch_word`] (its other bytes stay as they
+/// are at the store, even when a slot store, which does not take the state word, races with it).
 pub(super) fn store_bytes(storage: &Storage, offset: usize, src: &[u8]) {
     let words = atomic_words(&storage.0);
     let end = offset + src.len();
@@ -148,16 +213,16 @@ pub(super) fn store_bytes(storage: &Storage, offset: usize, src: &[u8]) {
     while at < end {
         let (word, start) = (at / 8, at % 8);
         let n = (8 - start).min(end - at);
-        let mut bytes = if n == 8 { [0; 8] } else { words[word].load(Ordering::Relaxed).to_ne_bytes() };
+        let mut bytes = [0; 8];
         bytes[start..start + n].copy_from_slice(&src[at - offset..at - offset + n]);
-        words[word].store(i64::from_ne_bytes(bytes), Ordering::Relaxed);
+        patch_word(&words[word], bytes, |i| (start..start + n).contains(&i));
         at += n;
     }
 }
 
 /// [`Storage::write_with`] on word storage (held for writing): `f` runs on a copy, and the
-/// words it changed are stored back (only those, so that slots it did not touch keep what an
-/// atomic store put there meanwhile).
+/// bytes it changed are stored back by [`patch_word`] (only those, so that slots and bytes it
+/// did not touch keep what an atomic store put there meanwhile).
 pub(super) fn write_with<R>(storage: &Storage, f: impl FnOnce(&mut [u8]) -> R) -> R {
     let before = Snapshot::of(storage);
     let mut after = Snapshot { lines: before.lines.clone(), len: before.len };
@@ -165,10 +230,30 @@ pub(super) fn write_with<R>(storage: &Storage, f: impl FnOnce(&mut [u8]) -> R) -
     let words = atomic_words(&storage.0);
     for ((old, new), word) in before.bytes().chunks_exact(8).zip(after.bytes().chunks_exact(8)).zip(words) {
         if old != new {
-            word.store(i64::from_ne_bytes(new.try_into().expect("8 bytes")), Ordering::Relaxed);
+            patch_word(word, new.try_into().expect("8 bytes"), |i| old[i] != new[i]);
         }
     }
     r
+}
+
+/// Stores into `word` the bytes of `new` that `take` selects, and its other bytes as they are
+/// at the store: a plain store when all eight are taken, else a compare-and-swap loop, so that
+/// a store racing with it (a builtin's slot store) is kept in the other bytes, not undone by a
+/// store of the word as it was loaded before.
+fn patch_word(word: &AtomicI64, new: [u8; 8], take: impl Fn(usize) -> bool) {
+    if (0..8).all(&take) {
+        word.store(i64::from_ne_bytes(new), Ordering::Relaxed);
+        return;
+    }
+    let patch = |old: i64| {
+        #[cfg(test)]
+        tests::racing_store(word);
+        let mut bytes = old.to_ne_bytes();
+        (0..8).filter(|&i| take(i)).for_each(|i| bytes[i] = new[i]);
+        Some(i64::from_ne_bytes(bytes))
+    };
+    // The closure never refuses, so this always succeeds.
+    let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, patch);
 }
 
 #[cfg(test)]

@@ -9,13 +9,13 @@
 //! a call into the VM, which may push and pop frames of its own): so no two mutable borrows of
 //! one frame exist at once.
 
-use super::call_args::CallArgs;
 use super::cells::{self, Cells, Prepared, Staged};
 use super::handles::Handles;
 use crate::ffi::abi::{type_index, TVMFFIAny};
 use crate::ffi::function_handle::Handle;
 use crate::ffi::{convert, raised};
 use relaxvm::{CallCtx, Error, Result, Value};
+use smallvec::SmallVec;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -48,10 +48,6 @@ pub struct Frame {
     pub handles: Handles,
     /// The caches of the function's call sites for this run (see `super::sites`).
     pub sites: super::sites::Running,
-    /// How many calls of this frame are running with arguments borrowed from its cells (a
-    /// kernel a callee runs may call into the same frame): while any does, no cell's value is
-    /// dropped (see `CallArgs`).
-    pub borrowing: u32,
 }
 
 /// What a run's frame allocates, kept by its VM for its next run (`super::Lists`): the register
@@ -450,59 +446,23 @@ pub unsafe extern "C" fn RVMBackendAnyListResetItem(list: *mut c_void, index: i3
     done.err().unwrap_or(0)
 }
 
-impl Frame {
-    /// Drops the values of released cells ([`Cells::drop_released`]) unless a call of this
-    /// frame still borrows cell values as its arguments (see [`CallArgs`]): they are dropped
-    /// at a later call, or with the run.
-    #[inline]
-    fn drop_released_unless_borrowed(&mut self) {
-        if self.borrowing == 0 {
-            self.owned.drop_released();
-        }
-    }
-
-    /// Appends to `out` the value native code passed in `a` (see [`Frame::value_of`]), borrowed
-    /// when it is a cell's.
-    ///
-    /// # Safety
-    /// As [`Frame::value_of`], and as [`CallArgs::borrow`] for the frame's borrowing count.
-    unsafe fn push_arg(
-        &self,
-        a: &TVMFFIAny,
-        out: &mut CallArgs,
-        copies: &mut convert::CallbackArgs,
-        what: &dyn Fn() -> String,
-    ) -> Result<()> {
-        if cells::is_object(a) {
-            let found = self.owned.get(a).or_else(|| self.consts.cells.get(a)).or_else(|| self.funcs.cells.get(a));
-            let v = found.ok_or_else(|| cells::unknown_object(a, &what()))?;
-            // SAFETY: a cell's value; the caller's contract.
-            unsafe { out.borrow(v) };
-            return Ok(());
-        }
-        // SAFETY: the caller's contract.
-        out.own(unsafe { self.value_of(a, copies, what) }?);
-        Ok(())
-    }
-}
-
 /// A call by native code of the innermost running function to the packed function `handle`
 /// names (`TVMFFIFunctionCall` on a handle from the library's lookup): the arguments become
-/// values (those of cells borrowed, see `CallArgs`), the call goes through the VM
-/// ([`CallCtx::call_named`]: a step, seen by the instrument hook), and the result is stored for
-/// native code as a new cell of the frame.
+/// values, the call goes through the VM ([`CallCtx::call_named`]: a step, seen by the
+/// instrument hook), and the result is stored for native code as a new cell of the frame.
 ///
 /// # Safety
 /// `args` holds `args.len()` values whose DLTensors and strings are live for the call;
 /// `result` is writable.
 pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result: *mut TVMFFIAny) -> i32 {
     let name = handle.name.as_str();
+    // Filled in place (a few hundred bytes, not moved through the results below).
+    let mut values: SmallVec<[Value; 8]> = SmallVec::new();
     let mut copies = convert::CallbackArgs::default();
-    let mut values = CallArgs::with_capacity(args.len());
     let prepared = frame.with(|frame| {
         // Outside the kernel-call guard here (`services::function_call`): the values of the
-        // cells let go of since the last call are dropped (unless an outer call borrows).
-        frame.drop_released_unless_borrowed();
+        // cells let go of since the last call are dropped.
+        frame.owned.drop_released();
         if let Some(e) = &frame.error {
             return Err(Error::value(format!(
                 "a call of {name:?}: VM TIR function {:?} failed before: {e}",
@@ -514,24 +474,10 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
             // Not the frame's failure: the call never started (native code reports it).
             Err(e) => return Ok(Err(e)),
         };
-        // Counted before the first borrow, uncounted once `values` is emptied (below, or
-        // here when an argument is refused).
-        frame.borrowing += 1;
-        let mut converted = Ok(());
+        values.reserve(args.len());
         for (i, a) in args.iter().enumerate() {
-            // SAFETY: the caller's contract; the frame counts this call as borrowing.
-            converted = unsafe {
-                frame.push_arg(a, &mut values, &mut copies, &|| format!("argument {i} of a call of {name:?}"))
-            };
-            if converted.is_err() {
-                break;
-            }
-        }
-        if let Err(e) = converted {
-            values.clear();
-            frame.borrowing -= 1;
-            frame.handles.give_back(handle.index, f);
-            return Err(e);
+            // SAFETY: the caller's contract.
+            values.push(unsafe { frame.value_of(a, &mut copies, &|| format!("argument {i} of a call of {name:?}")) }?);
         }
         Ok(Ok((f, frame.ctx, frame.sites.next(handle.index))))
     });
@@ -553,10 +499,9 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
     let out = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: as above.
         let ctx = unsafe { &mut *ctx };
-        let func = &f.func;
         match &mut site {
-            Some(site) => ctx.call_native_code_at(name, func, values.as_values(), &mut site.cache),
-            None => ctx.call_named(name, &Value::Func(Arc::new(func.clone())), values.as_values()),
+            Some(site) => ctx.call_native_code_at(name, &f.func, &values, &mut site.cache),
+            None => ctx.call_named(name, &Value::Func(Arc::new(f.func.clone())), &values),
         }
     }))
     .unwrap_or_else(|p| Err(Error::value(format!("{name} panicked: {}", relaxvm::packed::panic_message(&*p)))));
@@ -564,7 +509,6 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
     // SAFETY: the DLTensors native code passed are still live (it is inside this call).
     unsafe { copies.write_back() };
     let stored = frame.with(|frame| {
-        frame.borrowing -= 1;
         if let Some(site) = site {
             frame.sites.put_back(site);
         }

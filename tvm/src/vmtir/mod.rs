@@ -31,7 +31,6 @@
 //! Ctrl-C, seen by the profiler and the tracer. Kernels it calls directly (`call_cpacked`) are
 //! part of the function's own time, as in TVM's profiler.
 
-mod call_args;
 mod cells;
 pub mod frame;
 mod handles;
@@ -210,7 +209,6 @@ fn invoke(
         error: None,
         handles: parts.handles,
         sites: std::mem::take(sites),
-        borrowing: 0,
     };
     let ctx_ptr = frame.ctx_ptr();
     for (i, v) in inputs.iter().enumerate() {

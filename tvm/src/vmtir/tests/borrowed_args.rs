@@ -1,6 +1,5 @@
-//! Arguments a call of native code passes from cells are borrowed, not cloned
-//! (`frame::CallArgs`): a value stays alive while a call borrows it, even when its register lets
-//! go of it meanwhile and a nested call into the same frame follows.
+//! An argument a call of native code passes from a cell stays alive while the call runs, even
+//! when its register lets go of it meanwhile and a nested call into the same frame follows.
 
 use super::{call_by_name, lists, vm_with_registers};
 use crate::ffi::abi::TVMFFIAny;
