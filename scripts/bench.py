@@ -43,7 +43,12 @@ def replace_table(readme: str, table: list[str]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer rounds and shorter programs")
-    ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds per row, an even number: each side is timed first in half of them (default 6, quick 2)",
+    )
     ap.add_argument(
         "--update-readme",
         action="store_true",
@@ -83,9 +88,11 @@ def main() -> None:
     bench_measure.set_clock(args.clock)
     if args.only and args.update_readme:
         ap.error("--update-readme writes the whole table: run it without --only")
-    rounds = args.rounds or (2 if args.quick else 5)
-    if rounds < 1:
-        ap.error(f"--rounds must be at least 1, not {rounds}")
+    rounds = args.rounds if args.rounds is not None else (2 if args.quick else 6)
+    if rounds < 2 or rounds % 2:
+        ap.error(
+            f"--rounds must be an even number of at least 2 (each side is timed first in half of them), not {rounds}"
+        )
     min_seconds = 0.05 if args.quick else 0.2
     started, load_start = time.monotonic(), os.getloadavg()[0]
     backends = [b for b in (ours(), peer()) if b is not None]

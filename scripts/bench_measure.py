@@ -131,11 +131,11 @@ def measure_row(row: Row, backends: list[Backend], rounds: int, min_seconds: flo
         fns["baseline"] = row.baseline(backends[0])
     best = {name: float("inf") for name in fns}
     # Alternate, swapping which side is timed first every round (ours, peer, peer, ours, ...),
-    # over an even number of rounds so that each side goes first equally often: the side timed
-    # first measured slower in A/B runs of the same kernels either way round (MLP 784-256-10:
-    # 207 vs 193 us with ours first, 188 vs 201 with the peer first).
+    # over an even number of rounds (bench.py refuses an odd one) so that each side goes first
+    # equally often: the side timed first measured slower in A/B runs of the same kernels either
+    # way round (MLP 784-256-10: 207 vs 193 us with ours first, 188 vs 201 with the peer first).
     items = list(fns.items())
-    for i in range(rounds + rounds % 2):
+    for i in range(rounds):
         for name, fn in items if i % 2 == 0 else items[::-1]:
             best[name] = min(best[name], best_time(fn, min_seconds) / row.per * scale(row.unit))
     if row.baseline is not None:
