@@ -121,13 +121,14 @@ pub(crate) enum Op {
     },
     /// [`Op::IntJump`] of a register plus an int fixed at load (that fits 32 bits), into that
     /// same register (a loop's `i += 1`): no operand to look up and test, one register to
-    /// reach. Its jump is backward (a loop's back edge: `target` is at or before the `goto`),
-    /// so it always counts a step, with no test of the direction; a forward one keeps the
-    /// general [`Op::IntJump`].
+    /// reach. Its jump is backward (a loop's back edge: the target is at or before the
+    /// `goto`), so it always counts a step, with no test of the direction; a forward one keeps
+    /// the general [`Op::IntJump`]. `to` is the target's byte offset from the first op (its
+    /// index times the size of an op), so that finding it takes no multiply.
     IntAddJumpImm {
         a: Reg,
         imm: i32,
-        target: u32,
+        to: u32,
     },
     /// A call of a packed function that selects its result from its arguments (`site` indexes
     /// [`DecodedProgram::sites`], as for [`Op::CallPacked`]).

@@ -256,6 +256,66 @@ fn a_loop_step_in_place_runs_as_the_call_it_stands_for() {
     assert_eq!(*seen.lock().unwrap(), [(10, 20), (10, 7), (17, 20), (17, 7), (24, 20)]);
 }
 
+/// `add` on registers into a register holding a tuple, into its second operand and into its
+/// first (the accumulator `x = x + y`, whose payload alone is written), and `lt` then `if` into
+/// a register holding a tuple, on both sides of the branch: each writes what the call returns,
+/// drops the tuple it replaces once, and runs the same with an instrument (as its plain call).
+#[test]
+fn int_ops_write_their_destination_whatever_it_held() {
+    use Arg::*;
+    let mut m = vm(
+        vec![
+            FuncInfo::bytecode("mix", 0, 5, 3, 4),
+            FuncInfo::bytecode("pick", 5, 11, 3, 4),
+            FuncInfo::packed("d.add"),
+            FuncInfo::packed("d.lt"),
+            FuncInfo::packed("d.list"),
+        ],
+        vec![
+            // mix(x, y, t) = (2x + y, x + y, x + y)
+            call(2, vec![Reg(0), Reg(1)], Some(2)),
+            call(2, vec![Reg(0), Reg(1)], Some(1)),
+            call(2, vec![Reg(0), Reg(1)], Some(0)),
+            call(4, vec![Reg(0), Reg(1), Reg(2)], Some(3)),
+            Instruction::Ret { result: 3 },
+            // pick(x, y, t) = (x < y, x) if x < y else (x < y, y)
+            call(3, vec![Reg(0), Reg(1)], Some(2)),
+            Instruction::If { cond: 2, false_offset: 3 },
+            call(4, vec![Reg(2), Reg(0)], Some(3)),
+            Instruction::Ret { result: 3 },
+            call(4, vec![Reg(2), Reg(1)], Some(3)),
+            Instruction::Ret { result: 3 },
+        ],
+    );
+    let t = Value::tuple(vec![Value::Int(1)]);
+    let Value::Tuple(ref arc) = t else { panic!("a tuple") };
+    // The elements of a tuple of ints and bools, as text (none holds an address).
+    let text = |v: Value| match v {
+        Value::Tuple(ref items) => items.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>(),
+        other => panic!("a tuple: {other:?}"),
+    };
+    for instrumented in [false, true] {
+        if instrumented {
+            m.set_instrument(Some(Box::new(|_| Ok(relaxvm::InstrumentAction::Continue))));
+        }
+        let before = slow_calls();
+        let mix = m.invoke("mix", &[Value::Int(3), Value::Int(4), t.clone()]).unwrap();
+        assert_eq!(text(mix), text(Value::tuple(vec![Value::Int(10), Value::Int(7), Value::Int(7)])));
+        for (x, y, taken) in [(1, 2, true), (2, 1, false), (2, 2, false), (-5, 3, true)] {
+            let got = m.invoke("pick", &[Value::Int(x), Value::Int(y), t.clone()]).unwrap();
+            let want = Value::tuple(vec![Value::Bool(taken), Value::Int(if taken { x } else { y })]);
+            assert_eq!(text(got), text(want), "pick({x}, {y})");
+        }
+        assert_eq!(slow_calls(), before, "all inline");
+        assert_eq!(Arc::strong_count(arc), 1, "each tuple replaced was dropped once");
+    }
+    // Overflow into the second operand and into the first: the builtin's error, at the add.
+    let e = m.invoke("mix", &[Value::Int(i64::MAX), Value::Int(1), Value::Null]).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::At { pc: 0, .. }) && e.to_string().contains("+ overflows"), "{e}");
+    let e = m.invoke("mix", &[Value::Int(i64::MAX / 2 + 1), Value::Int(0), Value::Null]).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::At { pc: 2, .. }) && e.to_string().contains("+ overflows"), "{e}");
+}
+
 /// A fused int test whose builtin returns something an `if` cannot test: the error is the
 /// `if`'s, at its own instruction, after the result was written.
 #[test]

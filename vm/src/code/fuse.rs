@@ -38,11 +38,12 @@ impl DecodedProgram {
                     // own operand (`i += 1`) carries the target itself: it is a loop's back edge.
                     let Op::Goto { target } = self.ops[pc + 1] else { unreachable!("fused with a goto") };
                     let imm = self.int_constant(b).and_then(|i| i32::try_from(i).ok());
-                    match (reg(a), reg(b), imm, reg(dst)) {
-                        (Some(a), _, Some(imm), Some(_)) if a.index() == dst && target as usize <= pc + 1 => {
-                            Op::IntAddJumpImm { a, imm, target }
+                    let to = target.checked_mul(std::mem::size_of::<Op>() as u32);
+                    match (reg(a), reg(b), imm, reg(dst), to) {
+                        (Some(a), _, Some(imm), Some(_), Some(to)) if a.index() == dst && target as usize <= pc + 1 => {
+                            Op::IntAddJumpImm { a, imm, to }
                         }
-                        (Some(a), Some(b), _, Some(dst)) => Op::IntAddJump { a, b, dst },
+                        (Some(a), Some(b), _, Some(dst), _) => Op::IntAddJump { a, b, dst },
                         _ => self.ops[pc],
                     }
                 }

@@ -131,6 +131,18 @@ impl Ops {
         unsafe { self.0.add(pc) }
     }
 
+    /// The op at byte offset `offset` from the first (its index times the size of an op),
+    /// without a bounds check.
+    ///
+    /// # Safety
+    /// As for [`Ops::at`] with `offset`'s index, and `offset` is a multiple of the op size.
+    #[inline(always)]
+    pub(super) unsafe fn at_offset(self, offset: usize) -> *const Op {
+        debug_assert!(offset.is_multiple_of(std::mem::size_of::<Op>()));
+        // SAFETY: the caller's contract: the op is inside the ops' allocation.
+        unsafe { self.0.byte_add(offset) }
+    }
+
     /// The index of the op `ip` points to.
     ///
     /// # Safety

@@ -30,6 +30,35 @@ impl VirtualMachine {
         Ok(to)
     }
 
+    /// Runs the `if` at `ip` (on register `cond`, jumping to the op at index `false_target` when
+    /// false) and returns the next op; its error (a condition neither int, bool nor a
+    /// one-element tensor) is located at the `if`.
+    ///
+    /// # Safety
+    /// As for [`Self::jump`] (`from` is `ip`), and `cond` is a register operand of the `if`, a
+    /// decoded op of the frame `fp` holds (see [`Regs::get`]).
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(super) unsafe fn branch_if(
+        &mut self,
+        ops: Ops,
+        ip: *const Op,
+        cond: u32,
+        false_target: u32,
+        fp: Regs,
+    ) -> Result<*const Op> {
+        // SAFETY: the caller's contract (and the `if` is not its function's last op:
+        // RunsOffEnd).
+        unsafe {
+            let taken = fp.get(cond).truthy().map_err(|e| self.locate_at(At { ops, ip }, e))?;
+            // A backward `if` closes a loop as a backward `goto` does.
+            if taken {
+                Ok(ip.add(1))
+            } else {
+                self.jump(ops, ip, false_target)
+            }
+        }
+    }
+
     /// [`Self::jump`] for the `if` or `goto` at `next` after a fused op, which holds the target
     /// ([`DecodedProgram::fused_target`]).
     ///
@@ -41,15 +70,17 @@ impl VirtualMachine {
         unsafe { self.jump(ops, next, DecodedProgram::fused_target(next)) }
     }
 
-    /// [`Self::jump`] for a jump known at load to be backward (or to itself): it counts a step
-    /// with no test of the direction.
+    /// [`Self::jump`] for a jump known at load to be backward (or to itself), to the op at
+    /// byte offset `to` from the first (as [`Op::IntAddJumpImm`] holds it: no multiply to
+    /// find it): it counts a step with no test of the direction.
     ///
     /// # Safety
-    /// As for [`Self::jump`], and `target` is at or before `from`.
+    /// As for [`Self::jump`] with the target's index times the size of an op as `to`, and the
+    /// target is at or before `from`.
     #[cfg_attr(not(debug_assertions), inline(always))]
-    pub(super) unsafe fn jump_back(&mut self, ops: Ops, from: *const Op, target: u32) -> Result<*const Op> {
+    pub(super) unsafe fn jump_back(&mut self, ops: Ops, from: *const Op, to: u32) -> Result<*const Op> {
         // SAFETY: the caller's contract.
-        let to = unsafe { ops.at(target as usize) };
+        let to = unsafe { ops.at_offset(to as usize) };
         debug_assert!(to <= from, "a backward jump");
         self.count_step().map_err(|e| self.locate_at(At { ops, ip: from }, e))?;
         Ok(to)
@@ -78,6 +109,42 @@ impl VirtualMachine {
             None => self.int_slow(code, a, b, dst, fp, at)?,
         }
         Ok(())
+    }
+
+    /// [`Self::int_into`] of [`IntOp::Add`] on registers ([`Op::IntAdd`], [`Op::IntAddJump`]):
+    /// into its first operand (an accumulator, `x = x + y`), which was just found to be an
+    /// int, it writes the sum's payload alone, with no test of what the register held.
+    ///
+    /// # Safety
+    /// As for [`Self::int_into`].
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(super) unsafe fn int_add(
+        &mut self,
+        code: &DecodedProgram,
+        a: Reg,
+        b: Reg,
+        dst: Reg,
+        fp: Regs,
+        at: At,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract; the borrows of the operands end before a register is
+        // written.
+        unsafe {
+            if let (Value::Int(x), Value::Int(y)) = (fp.reg(a), fp.reg(b)) {
+                // `IntOp::Add` as `apply` defines it (an overflow is the builtin's to report).
+                if let Some(sum) = x.checked_add(*y) {
+                    if dst.offset() == a.offset() {
+                        if let Value::Int(x) = fp.reg_mut(a) {
+                            *x = sum;
+                        }
+                    } else {
+                        set_scalar(fp.reg_mut(dst), Value::Int(sum));
+                    }
+                    return Ok(());
+                }
+            }
+            self.int_slow(code, a, b, dst, fp, at)
+        }
     }
 
     /// An int op that [`int_inline`] left to its builtin: calls it and writes its result.
@@ -131,15 +198,60 @@ impl VirtualMachine {
     ) -> Result<*const Op> {
         let taken = match int_inline(code, op, a, b, fp) {
             Some(v) => {
-                let taken = matches!(v, Value::Bool(true)) || matches!(v, Value::Int(i) if i != 0);
+                // The result is written on each side of the test, not before it: written
+                // before, the two paths of the write (over a scalar or not) met again and the
+                // result was compared a second time.
+                if matches!(v, Value::Bool(true)) || matches!(v, Value::Int(i) if i != 0) {
+                    set_scalar(dst.slot(fp), v);
+                    return Ok(at.ip.add(2));
+                }
                 set_scalar(dst.slot(fp), v);
-                taken
+                false
             }
             None => self.int_branch_slow(code, a, b, dst, fp, at)?,
         };
         if taken {
             Ok(at.ip.add(2))
         } else {
+            let next = at.ip.add(1);
+            self.jump(at.ops, next, DecodedProgram::fused_target(next))
+        }
+    }
+
+    /// [`Self::int_branch`] of [`IntOp::Lt`] on registers ([`Op::IntLtBranch`], a loop's
+    /// test): the compare's outcome picks the branch, on each side of which the bool it makes
+    /// is written as the constant it is there (no result to make into a value and test again).
+    ///
+    /// # Safety
+    /// As for [`Self::int_branch`].
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(super) unsafe fn int_lt_branch(
+        &mut self,
+        code: &DecodedProgram,
+        a: Reg,
+        b: Reg,
+        dst: Reg,
+        fp: Regs,
+        at: At,
+    ) -> Result<*const Op> {
+        // SAFETY: the caller's contract (the `if` after the op holds the target); the borrows
+        // of the operands end before the destination is written.
+        unsafe {
+            match (fp.reg(a), fp.reg(b)) {
+                // `IntOp::Lt` as `apply` defines it.
+                (Value::Int(x), Value::Int(y)) => {
+                    if x < y {
+                        set_scalar(fp.reg_mut(dst), Value::Bool(true));
+                        return Ok(at.ip.add(2));
+                    }
+                    set_scalar(fp.reg_mut(dst), Value::Bool(false));
+                }
+                _ => {
+                    if self.int_branch_slow(code, a, b, dst, fp, at)? {
+                        return Ok(at.ip.add(2));
+                    }
+                }
+            }
             let next = at.ip.add(1);
             self.jump(at.ops, next, DecodedProgram::fused_target(next))
         }

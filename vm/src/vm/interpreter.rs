@@ -65,6 +65,55 @@ impl VirtualMachine {
             // `fp` is taken afresh after every op that can grow the register stack (a packed
             // call, which may call back into the VM, or the instrument hook).
             unsafe {
+                // The plain copy runs the ops that need no call out of the VM (register moves,
+                // int operations, jumps) in a loop of their own, apart from the large arms of
+                // calls, frames and hooks: its few live values (`ip`, `fp`) then keep registers
+                // across its arms instead of being spilled as the calls' arms need. Any other
+                // op leaves it for the `match` below, which comes back here after that op.
+                if !INSTRUMENTED {
+                    loop {
+                        let at = At { ops, ip };
+                        ip = match *ip {
+                            Op::IntBinary { op, a, b, dst } => {
+                                self.int_into(code, op, a, b, dst, fp, at)?;
+                                ip.add(1)
+                            }
+                            Op::IntAdd { a, b, dst } => {
+                                self.int_add(code, a, b, dst, fp, at)?;
+                                ip.add(1)
+                            }
+                            Op::IntBranch { op, a, b, dst } => self.int_branch(code, op, a, b, dst, fp, at)?,
+                            Op::IntLtBranch { a, b, dst } => self.int_lt_branch(code, a, b, dst, fp, at)?,
+                            Op::IntJump { op, a, b, dst } => {
+                                self.int_into(code, op, a, b, dst, fp, at)?;
+                                self.jump_fused(ops, ip.add(1))?
+                            }
+                            Op::IntAddJump { a, b, dst } => {
+                                self.int_add(code, a, b, dst, fp, at)?;
+                                self.jump_fused(ops, ip.add(1))?
+                            }
+                            Op::IntAddJumpImm { a, imm, to } => {
+                                self.int_add_imm(code, a, imm, fp, at)?;
+                                self.jump_back(ops, ip.add(1), to)?
+                            }
+                            Op::Move { a, dst } => {
+                                prefetch_ahead(ip);
+                                let v = fp.reg(a);
+                                // The destination often holds this very value already (a copy
+                                // in a loop): then there is nothing to do, not even reference
+                                // counting.
+                                if !v.same_object(fp.reg(dst)) {
+                                    let v = v.clone();
+                                    set_reg(fp.reg_mut(dst), v);
+                                }
+                                ip.add(1)
+                            }
+                            Op::Goto { target } => self.jump(ops, ip, target)?,
+                            Op::If { cond, false_target } => self.branch_if(ops, ip, cond, false_target, fp)?,
+                            _ => break,
+                        };
+                    }
+                }
                 // Where the op is, for errors: its index is computed only when one is made.
                 let at = At { ops, ip };
                 // The instrument hook before the call at `at`: the call's arguments for the
@@ -115,52 +164,46 @@ impl VirtualMachine {
                 // cost each int op three instructions, a store and a test of its drop.)
                 macro_rules! int_op {
                     ($dst:expr, $run:expr) => {{
-                        if INSTRUMENTED {
-                            let args = hook_before!();
-                            let ret = $run.map(|()| $dst.slot(fp).clone());
-                            hook_after!(args, ret).map(drop)?;
-                        } else {
-                            $run?;
-                        }
+                        let args = hook_before!();
+                        let ret = $run.map(|()| $dst.slot(fp).clone());
+                        hook_after!(args, ret).map(drop)?;
                     }};
                 }
                 match *ip {
-                    Op::IntBinary { op, a, b, dst } => {
+                    // The plain copy ran these in its loop above (never here: it leaves that
+                    // loop only for the other ops); the instrumented copy runs each as its plain
+                    // form with the hook around it, a fused op as its two ops.
+                    Op::IntBinary { .. }
+                    | Op::IntAdd { .. }
+                    | Op::IntBranch { .. }
+                    | Op::IntLtBranch { .. }
+                    | Op::IntJump { .. }
+                    | Op::IntAddJump { .. }
+                    | Op::IntAddJumpImm { .. }
+                    | Op::Move { .. }
+                    | Op::Goto { .. }
+                    | Op::If { .. }
+                        if !INSTRUMENTED =>
+                    {
+                        continue
+                    }
+                    Op::IntBinary { op, a, b, dst }
+                    | Op::IntBranch { op, a, b, dst }
+                    | Op::IntJump { op, a, b, dst } => {
                         int_op!(dst, self.int_into(code, op, a, b, dst, fp, at));
                         ip = ip.add(1);
                     }
-                    Op::IntAdd { a, b, dst } => {
-                        int_op!(dst, self.int_into(code, IntOp::Add, a, b, dst, fp, at));
+                    Op::IntAdd { a, b, dst } | Op::IntAddJump { a, b, dst } => {
+                        int_op!(dst, self.int_add(code, a, b, dst, fp, at));
                         ip = ip.add(1);
-                    }
-                    Op::IntBranch { op, a, b, dst } => {
-                        if INSTRUMENTED {
-                            int_op!(dst, self.int_into(code, op, a, b, dst, fp, at));
-                            ip = ip.add(1);
-                        } else {
-                            ip = self.int_branch(code, op, a, b, dst, fp, at)?;
-                        }
                     }
                     Op::IntLtBranch { a, b, dst } => {
-                        if INSTRUMENTED {
-                            int_op!(dst, self.int_into(code, IntOp::Lt, a, b, dst, fp, at));
-                            ip = ip.add(1);
-                        } else {
-                            ip = self.int_branch(code, IntOp::Lt, a, b, dst, fp, at)?;
-                        }
+                        int_op!(dst, self.int_into(code, IntOp::Lt, a, b, dst, fp, at));
+                        ip = ip.add(1);
                     }
-                    Op::IntJump { op, a, b, dst } => {
-                        int_op!(dst, self.int_into(code, op, a, b, dst, fp, at));
-                        // The `goto` after it, as its own op would run it.
-                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump_fused(ops, ip.add(1))? };
-                    }
-                    Op::IntAddJump { a, b, dst } => {
-                        int_op!(dst, self.int_into(code, IntOp::Add, a, b, dst, fp, at));
-                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump_fused(ops, ip.add(1))? };
-                    }
-                    Op::IntAddJumpImm { a, imm, target } => {
+                    Op::IntAddJumpImm { a, imm, .. } => {
                         int_op!(a, self.int_add_imm(code, a, imm, fp, at));
-                        ip = if INSTRUMENTED { ip.add(1) } else { self.jump_back(ops, ip.add(1), target)? };
+                        ip = ip.add(1);
                     }
                     Op::CallBinary { site } => {
                         prefetch_ahead(ip);
@@ -223,21 +266,11 @@ impl VirtualMachine {
                     }
                     Op::Move { a, dst } => {
                         prefetch_ahead(ip);
-                        if INSTRUMENTED {
-                            // The hook sees the call, and is given its result (a clone: the hook
-                            // may keep it).
-                            let hooked = hook_before!();
-                            let ret = hook_after!(hooked, Ok(fp.reg(a).clone()))?;
-                            set_reg(fp.reg_mut(dst), ret);
-                        } else {
-                            let v = fp.reg(a);
-                            // The destination often holds this very value already (a copy in a
-                            // loop): then there is nothing to do, not even reference counting.
-                            if !v.same_object(fp.reg(dst)) {
-                                let v = v.clone();
-                                set_reg(fp.reg_mut(dst), v);
-                            }
-                        }
+                        // The hook sees the call, and is given its result (a clone: the hook may
+                        // keep it).
+                        let hooked = hook_before!();
+                        let ret = hook_after!(hooked, Ok(fp.reg(a).clone()))?;
+                        set_reg(fp.reg_mut(dst), ret);
                         ip = ip.add(1);
                     }
                     Op::CallSelect { site, dst } => {
@@ -319,11 +352,7 @@ impl VirtualMachine {
                         }
                     }
                     Op::Goto { target } => ip = self.jump(ops, ip, target)?,
-                    Op::If { cond, false_target } => {
-                        let taken = fp.get(cond).truthy().map_err(|e| self.locate_at(at, e))?;
-                        // A backward `if` closes a loop as a backward `goto` does.
-                        ip = if taken { ip.add(1) } else { self.jump(ops, ip, false_target)? };
-                    }
+                    Op::If { cond, false_target } => ip = self.branch_if(ops, ip, cond, false_target, fp)?,
                 }
             }
         }
