@@ -110,10 +110,8 @@ impl VirtualMachine {
 
     /// Starts counting steps for a top-level invocation with the configured budget.
     pub(super) fn start_counting(&mut self) {
-        if self.limits.step_budget.is_none() {
-            return self.start_counting_unlimited();
-        }
-        self.steps_left = self.limits.step_budget.unwrap_or(u64::MAX);
+        let Some(budget) = self.limits.step_budget else { return self.start_counting_unlimited() };
+        self.steps_left = budget;
         self.interrupt.take();
         self.issue_fuel();
     }
