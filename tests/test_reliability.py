@@ -37,6 +37,34 @@ def test_ctrl_c_stops_an_endless_loop_and_the_vm_works_after():
     assert vm["one"]() == 1
 
 
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals go to the main thread")
+def test_ctrl_c_stops_a_loop_of_a_vm_without_a_step_budget_after_short_calls():
+    # Without a step budget, a call starts counting steps without reading the limits once an
+    # earlier call found them (the entry's cached limits): the poll for Ctrl-C still runs. The
+    # loop is finite (long, not endless): were Ctrl-C missed, the call would return its sum
+    # and the test fail, not hang.
+    ib = rx.ExecBuilder()
+    with ib.function("count", num_inputs=1):
+        ib.emit_call("vm.builtin.int.add", args=[ib.imm(0), ib.imm(0)], dst=ib.r(1))
+        ib.emit_call("vm.builtin.int.lt", args=[ib.r(1), ib.r(0)], dst=ib.r(2))
+        ib.emit_if(ib.r(2), 3)
+        ib.emit_call("vm.builtin.int.add", args=[ib.r(1), ib.imm(1)], dst=ib.r(1))
+        ib.emit_goto(-3)
+        ib.emit_ret(ib.r(1))
+    vm = rx.VirtualMachine(ib.get())
+    count = vm["count"]
+    for _ in range(3):
+        assert count(10) == 10
+    main = threading.main_thread().ident
+    finish = watch(main, lambda: signal.pthread_kill(main, signal.SIGINT))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            call_native(count, 1 << 31)
+    finally:
+        assert finish(), "the watcher never saw the loop run"
+    assert count(10) == 10
+
+
 def test_unbounded_recursion_is_an_error_not_a_crash():
     ib = rx.ExecBuilder()
     with ib.function("down", num_inputs=1):

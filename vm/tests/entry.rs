@@ -394,3 +394,89 @@ fn no_executable_has_a_function_with_more_inputs_than_registers() {
     let v = e.as_invalid().unwrap_or_else(|| panic!("not a verifier error: {e}"));
     assert_eq!(v.kind, relaxvm::verify::VerifyErrorKind::InputsExceedRegisters { inputs: 2, regs: 1 }, "{e}");
 }
+
+/// A plain call skips reading the limits once it found them allow it without a step budget;
+/// every change of them (`limits_mut`, or the deprecated `config_mut`) is seen by the next call
+/// all the same: a budget set later is enforced, one removed is not, and a register, depth or
+/// re-entry limit set later refuses the frame as invoke does.
+#[test]
+fn limits_changed_after_plain_calls_apply_to_the_next_call() {
+    let mut m = vm();
+    let fib = entry(&m, "fib");
+    let run = |m: &mut VirtualMachine, n: i64| m.call_entry(&fib, &[Value::Int(n)]);
+    for _ in 0..3 {
+        assert_eq!(run(&mut m, 10).unwrap().as_int().unwrap(), 55);
+    }
+    m.limits_mut().step_budget = Some(20);
+    for _ in 0..2 {
+        let e = run(&mut m, 10).unwrap_err();
+        assert!(matches!(e.root().kind(), ErrorKind::StepBudget(20)), "{e}");
+        assert_eq!(run(&mut m, 3).unwrap().as_int().unwrap(), 2, "each call has the whole budget");
+    }
+    m.limits_mut().step_budget = None;
+    // Thousands of steps: the budget's count is gone, not only reset.
+    for _ in 0..2 {
+        assert_eq!(run(&mut m, 15).unwrap().as_int().unwrap(), 610);
+    }
+    m.limits_mut().max_stack_registers = 3; // fib's frame has 5
+    let e = run(&mut m, 3).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::Alloc { .. }), "{e}");
+    m.limits_mut().max_stack_registers = 1 << 20;
+    assert_eq!(run(&mut m, 6).unwrap().as_int().unwrap(), 8);
+    m.limits_mut().max_call_depth = 0;
+    let e = run(&mut m, 3).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::StackOverflow(0)), "{e}");
+    m.limits_mut().max_call_depth = 1000;
+    assert_eq!(run(&mut m, 6).unwrap().as_int().unwrap(), 8);
+    m.limits_mut().max_reentry = 0;
+    let e = run(&mut m, 3).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::StackOverflow(0)), "{e}");
+    m.limits_mut().max_reentry = 10;
+    assert_eq!(run(&mut m, 6).unwrap().as_int().unwrap(), 8);
+    #[allow(deprecated)]
+    {
+        m.config_mut().step_budget = Some(20);
+    }
+    let e = run(&mut m, 10).unwrap_err();
+    assert!(matches!(e.root().kind(), ErrorKind::StepBudget(20)), "{e}");
+}
+
+/// A plain call without a step budget still checks every `POLL_INTERVAL` steps: the poll hook
+/// (Ctrl-C in Python) runs and its error ends the call, and an interrupt from another thread
+/// stops it; an interrupt raised between calls is dropped at the next call's start.
+#[test]
+fn a_plain_call_without_a_budget_polls_and_can_be_interrupted() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let mut m = vm();
+    let (spin, fib) = (entry(&m, "spin"), entry(&m, "fib"));
+    for _ in 0..2 {
+        assert_eq!(m.call_entry(&fib, &[Value::Int(5)]).unwrap().as_int().unwrap(), 5);
+    }
+    let polls = Arc::new(AtomicUsize::new(0));
+    let seen = polls.clone();
+    m.set_poll_hook(Some(Arc::new(move || {
+        if seen.fetch_add(1, Ordering::Relaxed) + 1 >= 3 {
+            return Err(relaxvm::Error::value("stopped by the poll hook"));
+        }
+        Ok(())
+    })));
+    let e = m.call_entry(&spin, &[]).unwrap_err();
+    assert!(e.to_string().contains("stopped by the poll hook"), "{e}");
+    assert_eq!(polls.load(Ordering::Relaxed), 3);
+    m.set_poll_hook(None);
+    m.interrupt_handle().interrupt();
+    assert_eq!(m.call_entry(&fib, &[Value::Int(5)]).unwrap().as_int().unwrap(), 5, "a stale interrupt is dropped");
+    // Interrupts keep coming until the endless call has stopped: one lands while it runs.
+    let (handle, done) = (m.interrupt_handle(), Arc::new(AtomicBool::new(false)));
+    let stop = done.clone();
+    let sender = std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            handle.interrupt();
+            std::thread::yield_now();
+        }
+    });
+    let e = m.call_entry(&spin, &[]).unwrap_err();
+    done.store(true, Ordering::Relaxed);
+    sender.join().unwrap();
+    assert!(matches!(e.root().kind(), ErrorKind::Interrupted), "{e}");
+}

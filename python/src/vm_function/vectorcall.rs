@@ -55,25 +55,22 @@ pub unsafe extern "C" fn call(
         let f = f.get();
         // SAFETY: `nargsf` is CPython's count, possibly with the offset flag.
         let nargs = unsafe { ffi::PyVectorcall_NARGS(nargsf) } as usize;
-        // SAFETY: `kwnames` is null or a tuple, alive for the call.
-        let kwnames =
-            (!kwnames.is_null()).then(|| unsafe { Borrowed::from_ptr(py, kwnames).cast_unchecked::<PyTuple>() });
-        let nkw = kwnames.as_ref().map_or(0, |k| k.len());
-        let all: &[*mut ffi::PyObject] = if nargs + nkw == 0 {
-            &[]
-        } else {
-            // SAFETY: CPython passes `nargs + len(kwnames)` live object pointers at `args`.
-            unsafe { std::slice::from_raw_parts(args, nargs + nkw) }
-        };
-        let (positional, keywords) = all.split_at(nargs);
-        // SAFETY (both closures): each pointer is a live object CPython lends for the call.
-        let borrow = |p: &*mut ffi::PyObject| unsafe { Borrowed::from_ptr(py, *p) };
-        match kwnames.filter(|_| nkw > 0) {
-            None => f.call_positional(py, positional.iter().map(borrow)),
-            Some(names) => {
-                call_with_keywords(f, py, positional, &names, keywords).map_or_else(|e| raise(py, e), Bound::into_ptr)
-            }
+        // SAFETY: CPython passes `nargs` live object pointers at `args`, followed by one per
+        // keyword name (`args` may be anything when there are none).
+        let array = |len: usize| if len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(args, len) } };
+        if kwnames.is_null() {
+            // The common call: positional arguments only, read where CPython put them.
+            // SAFETY: each is a live object CPython lends for the call.
+            return unsafe { f.call_positional(py, array(nargs)) };
         }
+        // SAFETY: `kwnames` is a tuple, alive for the call.
+        let names = unsafe { Borrowed::from_ptr(py, kwnames).cast_unchecked::<PyTuple>() };
+        let (positional, keywords) = array(nargs + names.len()).split_at(nargs);
+        if keywords.is_empty() {
+            // SAFETY: as above.
+            return unsafe { f.call_positional(py, positional) };
+        }
+        call_with_keywords(f, py, positional, &names, keywords).map_or_else(|e| raise(py, e), Bound::into_ptr)
     };
     match catch_unwind(AssertUnwindSafe(run)) {
         Ok(ret) => ret,

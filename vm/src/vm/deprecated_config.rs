@@ -72,7 +72,7 @@ impl DerefMut for ConfigMut<'_> {
 
 impl Drop for ConfigMut<'_> {
     fn drop(&mut self) {
-        self.vm.limits = self.config.limits();
+        *self.vm.limits_mut() = self.config.limits();
         self.vm.profiling = self.config.profile;
     }
 }

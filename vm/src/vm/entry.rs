@@ -63,12 +63,28 @@ pub(super) struct StackLimit {
     top: usize,
 }
 
+/// What a plain call through an entry ([`VirtualMachine::call_entry_on`]) may skip, worked out
+/// from the limits at the first such call after they last changed
+/// ([`VirtualMachine::limits_mut`] forgets it): whether they let its first frame run, and
+/// whether they set a step budget (without one, starting to count steps is stores of
+/// constants). Read once per call, instead of the limits' four fields.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct EntryLimits {
+    /// One past the highest register-stack top a plain call's first frame may reach without
+    /// looking at the limits: `max_stack_registers + 1` when they allow a first frame (call
+    /// depth and re-entry above 0) and set no step budget; else 0, as also when not worked
+    /// out yet, and every call takes the cold path (`plain_entry_allowed`).
+    top_below: usize,
+}
+
 /// An address in the caller's current stack frame: where the stack is now, to within the
 /// few hundred bytes the frames between here and the interpreter take.
 #[inline(always)]
 fn stack_address() -> usize {
-    let marker = 0u8;
-    std::hint::black_box(std::ptr::addr_of!(marker)) as usize
+    // Its address alone is used: no value is stored, nor read back through `black_box` (two
+    // memory operations a call, for nothing).
+    let marker = std::mem::MaybeUninit::<u8>::uninit();
+    std::ptr::addr_of!(marker) as usize
 }
 
 /// A bytecode function of one VM that takes its arguments as they are (no signature to check
@@ -83,6 +99,8 @@ pub struct Entry {
     num_args: u32,
     /// The function's register-file size.
     regs: u32,
+    /// Its first op.
+    start: u32,
 }
 
 impl Entry {
@@ -109,15 +127,19 @@ unsafe fn push_within<T>(list: &mut Vec<T>, v: T) {
     }
 }
 
-/// Truncates `regs` to `mark` when dropped.
-struct Truncate<'a> {
-    regs: &'a mut Vec<Value>,
-    mark: usize,
+/// The arguments an entry has written so far past the register stack's length (`made` values
+/// from `first` on), dropped with it: when their maker declines or panics part-way, the
+/// stack's length never covered them.
+struct Made {
+    first: *mut Value,
+    made: usize,
 }
 
-impl Drop for Truncate<'_> {
+impl Drop for Made {
     fn drop(&mut self) {
-        self.regs.truncate(self.mark);
+        // SAFETY: the first `made` values from `first` were written (`call_entry_on`) and are
+        // owned by nothing else: the stack's length was not moved over them.
+        unsafe { std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(self.first, self.made)) };
     }
 }
 
@@ -142,14 +164,20 @@ impl VirtualMachine {
         }
         let index = self.bytecode_index(closure).ok()??;
         let info = &self.exe.funcs()[index as usize];
-        let Callee::Bytecode { regs, .. } = self.code.callees[index as usize] else { return None };
+        let Callee::Bytecode { regs, start } = self.code.callees[index as usize] else { return None };
         // The entry's writes into reserved room (`call_entry_on`) rely on `num_args <= regs`.
         // Every `Executable` is built through `Executable::from_parts`, whose verifier refuses
         // a function whose inputs exceed its registers (`InputsExceedRegisters`, tested by
         // vm/tests/format/verifier.rs and, for `from_parts`, vm/tests/entry.rs): no executable
         // a VM runs breaks it, so a check here could never be taken (review R-pycall-3).
         debug_assert!(info.num_args <= regs, "the verifier let through more inputs than registers");
-        info.signature.is_none().then(|| Entry { code: Arc::clone(&self.code), index, num_args: info.num_args, regs })
+        info.signature.is_none().then(|| Entry {
+            code: Arc::clone(&self.code),
+            index,
+            num_args: info.num_args,
+            regs,
+            start,
+        })
     }
 
     /// Calls the function `e` resolved with `args`: what
@@ -220,7 +248,14 @@ impl VirtualMachine {
         }
         let mark = self.regs.len();
         let top = mark + e.regs as usize;
-        if self.reentry != 0 || !self.frames.is_empty() || !self.fits_top_level(top) {
+        if self.reentry != 0 || !self.frames.is_empty() {
+            return Ok(None);
+        }
+        // Within what the limits were found to allow without a step budget (one comparison);
+        // anything else (the first call after the limits changed, a budget, a frame they may
+        // refuse) asks the limits themselves.
+        let unlimited = top < self.entry_limits.top_below;
+        if !unlimited && !self.plain_entry_allowed(top) {
             return Ok(None);
         }
         self.check_stack_on(on)?;
@@ -235,21 +270,28 @@ impl VirtualMachine {
         }
         // From here on the registers and the frame are written into the room reserved above
         // (`nargs == num_args <= regs`, which the verifier made sure of, see `entry`): no push checks the
-        // capacity again.
-        // Until every argument is made, the registers go back to `mark` on the way out, also
-        // when `arg` panics (the next call would otherwise start above values no frame owns).
-        let made = Truncate { regs: &mut self.regs, mark };
+        // capacity again. The arguments are written past the stack's length, which covers them
+        // once all are made; until then `made` owns them, and drops them if `arg` declines or
+        // panics (the next call would otherwise start above values no frame owns).
+        // SAFETY: `mark` is the length, inside the allocation (room for `e.regs` more).
+        let first = unsafe { self.regs.as_mut_ptr().add(mark) };
+        let mut made = Made { first, made: 0 };
         for i in 0..nargs {
-            match arg(i) {
-                // SAFETY: room for `e.regs` registers past `mark` was reserved above, and this
-                // is register `mark + i`, `i < nargs == num_args <= regs` (verified, see `entry`); `arg`
-                // cannot reach the registers (the VM is borrowed here).
-                Some(v) => unsafe { push_within(made.regs, v) },
-                None => return Ok(None),
-            }
+            let Some(v) = arg(i) else { return Ok(None) };
+            // SAFETY: register `mark + i`, `i < nargs == num_args <= regs` (verified, see
+            // `entry`), inside the room reserved above and past the length; `arg` cannot reach
+            // the registers (the VM is borrowed here).
+            unsafe { first.add(i).write(v) };
+            made.made = i + 1;
         }
         std::mem::forget(made);
-        self.start_counting();
+        // SAFETY: the `nargs` values past `mark` were written just above.
+        unsafe { self.regs.set_len(mark + nargs) };
+        if unlimited {
+            self.start_counting_unlimited();
+        } else {
+            self.start_counting();
+        }
         self.reentry = 1;
         // A plain loop: `resize_with` is an out-of-line call here.
         for _ in nargs..e.regs as usize {
@@ -258,7 +300,9 @@ impl VirtualMachine {
         }
         // SAFETY: the frame stack had room for one more (reserved above; nothing pushed since).
         unsafe { push_within(&mut self.frames, Frame { func: e.index, base: mark, pc: 0, dst: VOID }) };
-        let result = self.run_frames(0);
+        // SAFETY: the frame just pushed is `e`'s function's (whose first op is `e.start`, and
+        // whose `regs` registers start at `mark`, written above), on top of an empty stack.
+        let result = unsafe { self.run_frames_at(0, e.start, mark) };
         self.reentry = 0;
         if result.is_err() {
             self.unwind(0, mark);
@@ -300,9 +344,22 @@ impl VirtualMachine {
 
     /// Whether a first frame reaching register `top` is within the limits (the rare cases —
     /// limits of zero, a frame larger than the register stack allows — take the general entry,
-    /// which reports them).
-    #[inline]
-    fn fits_top_level(&self, top: usize) -> bool {
-        top <= self.limits.max_stack_registers && self.limits.max_call_depth > 0 && self.limits.max_reentry > 0
+    /// which reports them); works out [`EntryLimits`] for the next calls.
+    #[cold]
+    #[inline(never)]
+    fn plain_entry_allowed(&mut self, top: usize) -> bool {
+        let limits = &self.limits;
+        let allowed = limits.max_call_depth > 0 && limits.max_reentry > 0;
+        let top_below = match limits.step_budget {
+            None if allowed => limits.max_stack_registers.saturating_add(1),
+            _ => 0,
+        };
+        self.entry_limits = EntryLimits { top_below };
+        allowed && top <= limits.max_stack_registers
+    }
+
+    /// Forgets the [`EntryLimits`] worked out from the limits (they are about to change).
+    pub(super) fn forget_entry_limits(&mut self) {
+        self.entry_limits = EntryLimits::default();
     }
 }

@@ -33,22 +33,29 @@ impl VirtualMachine {
     /// and after it, so a profiled or traced run executes what a plain run executes. The one
     /// difference: a fused op (an int operation and the `if` or `goto` after it) runs as its
     /// two ops, so that the hook sees the call end before the branch.
+    ///
+    /// # Safety
+    /// `start` and `base` are the first op of the function of the frame on top of the frame
+    /// stack, just entered (its registers sized by `enter_frame` or the entry), and that
+    /// frame's first register: what `run_frames_at`'s callers know already.
     #[inline(never)]
-    pub(super) fn run_loop<const INSTRUMENTED: bool>(&mut self, depth: usize) -> Result<Value> {
+    pub(super) unsafe fn run_loop<const INSTRUMENTED: bool>(
+        &mut self,
+        depth: usize,
+        start: u32,
+        base: usize,
+    ) -> Result<Value> {
         // SAFETY: `self.code` is set once, in the constructor, and never replaced or mutated, so
         // the `DecodedProgram` it points to lives as long as `self`; packed functions reach the VM only
         // through `CallCtx`, which cannot replace it either. Borrowing it through the pointer
         // (instead of cloning the `Arc`) spares two atomic operations per invocation.
         let code: &DecodedProgram = unsafe { &*Arc::as_ptr(&self.code) };
-        let top = *self.frames.last().expect("a frame was pushed");
-        // SAFETY: a frame's function is an entry of the function table.
-        let Callee::Bytecode { start, .. } = *(unsafe { code.callee(top.func) }) else { unreachable!() };
         // The running op is a pointer (`ip`), not an index: the next op is one add away, and
         // its index (`pc`), which only errors, instruments and frames need, is computed from it.
         let ops = Ops(code.ops.as_ptr());
-        // SAFETY: `start` is a function's first op, inside `code.ops`.
+        // SAFETY: `start` is the first op of a function (the contract), inside `code.ops`.
         let mut ip = unsafe { ops.at(start as usize) };
-        let mut base = top.base;
+        let mut base = base;
         let mut fp = self.frame_regs(base);
         // One argument list for the packed calls of this entry into the loop (its room on the
         // stack is taken once per re-entry, not once per arm).

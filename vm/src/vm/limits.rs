@@ -77,6 +77,8 @@ impl VirtualMachine {
 
     /// Changes the limits (they apply from the next call on).
     pub fn limits_mut(&mut self) -> &mut Limits {
+        // What entries worked out from the limits is worked out again at the next call.
+        self.forget_entry_limits();
         &mut self.limits
     }
 
@@ -108,9 +110,22 @@ impl VirtualMachine {
 
     /// Starts counting steps for a top-level invocation with the configured budget.
     pub(super) fn start_counting(&mut self) {
-        self.steps_left = self.limits.step_budget.unwrap_or(u64::MAX);
+        let Some(budget) = self.limits.step_budget else { return self.start_counting_unlimited() };
+        self.steps_left = budget;
         self.interrupt.take();
         self.issue_fuel();
+    }
+
+    /// [`start_counting`](Self::start_counting) for a VM without a step budget (the caller
+    /// knows it has none): stores of constants, with no look at the limits.
+    #[inline(always)]
+    pub(super) fn start_counting_unlimited(&mut self) {
+        debug_assert!(self.limits.step_budget.is_none());
+        // What `issue_fuel` issues for an unlimited budget.
+        self.steps_left = u64::MAX;
+        self.issued = POLL_INTERVAL;
+        self.fuel = POLL_INTERVAL;
+        self.interrupt.take();
     }
 
     /// The steps until the next check: at most [`POLL_INTERVAL`], and one past the budget, so

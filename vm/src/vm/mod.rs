@@ -59,6 +59,9 @@ pub struct VirtualMachine {
     reentry: usize,
     /// The native-stack limit of the thread that last called through an entry.
     stack_limit: entry::StackLimit,
+    /// What a plain call through an entry may skip, worked out from the limits at the first
+    /// such call after they changed (see `entry::EntryLimits`).
+    entry_limits: entry::EntryLimits,
     /// Steps the budget allows beyond those issued as fuel.
     steps_left: u64,
     /// Steps until the next check (see `count_step`), and how many were issued at the last.
@@ -108,6 +111,7 @@ impl VirtualMachine {
             regs: Vec::new(),
             reentry: 0,
             stack_limit: entry::StackLimit::default(),
+            entry_limits: entry::EntryLimits::default(),
             steps_left: u64::MAX,
             fuel: POLL_INTERVAL,
             issued: POLL_INTERVAL,
@@ -414,8 +418,23 @@ impl VirtualMachine {
         self.regs.truncate(mark);
     }
 
-    /// Runs frames until the one at `depth` returns: the loop without instrumentation code or,
-    /// when an instrument is installed, the loop with it.
+    /// Runs frames until the one at `depth` returns, from the start of the function of the
+    /// frame on top (just entered): [`run_frames_at`](Self::run_frames_at) with its first op
+    /// and registers looked up.
+    fn run_frames(&mut self, depth: usize) -> Result<Value> {
+        let top = *self.frames.last().expect("a frame was pushed");
+        let Callee::Bytecode { start, .. } = self.code.callees[top.func as usize] else {
+            unreachable!("frames run bytecode functions")
+        };
+        // SAFETY: `start` is the first op of the top frame's function, `top.base` its first
+        // register, and every caller has just entered that frame (`run`, after `enter_frame`).
+        unsafe { self.run_frames_at(depth, start, top.base) }
+    }
+
+    /// Runs frames until the one at `depth` returns, starting at op `start` (the first op of
+    /// the function of the frame on top, just entered) with that frame's registers at `base`:
+    /// the loop without instrumentation code or, when an instrument is installed, the loop
+    /// with it.
     ///
     /// Two copies of the loop: the plain one has no instrumentation code at all, so what the
     /// instrumented one does cannot cost the plain one registers or layout. Never inlined, so
@@ -423,11 +442,20 @@ impl VirtualMachine {
     /// (`call_entry_with`, generic, instantiated in the Python glue) would otherwise make that
     /// crate compile a copy of its own, with a code layout of its own (the loop's speed depends
     /// on its layout).
+    ///
+    /// # Safety
+    /// As for `run_loop`: `start` is the first op of the function of the frame on top, just
+    /// entered, and `base` that frame's first register.
     #[inline(never)]
-    fn run_frames(&mut self, depth: usize) -> Result<Value> {
-        match self.instrument {
-            None => self.run_loop::<false>(depth),
-            Some(_) => self.run_loop::<true>(depth),
+    unsafe fn run_frames_at(&mut self, depth: usize, start: u32, base: usize) -> Result<Value> {
+        debug_assert!(self.frames.last().is_some_and(|f| f.base == base
+            && matches!(self.code.callees[f.func as usize], Callee::Bytecode { start: s, .. } if s == start)));
+        // SAFETY: this function's contract is the loop's.
+        unsafe {
+            match self.instrument {
+                None => self.run_loop::<false>(depth, start, base),
+                Some(_) => self.run_loop::<true>(depth, start, base),
+            }
         }
     }
 
