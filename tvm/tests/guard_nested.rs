@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::signals::blocked;
 use common::{compile, kernels_source};
 use relaxvm::storage::read_only::ReadOnlyPages;
 use relaxvm::{registry, CallCtx, DataType, Device, NativeLibrary, PackedFunc, Shape, Storage, Tensor, Value};
@@ -23,19 +24,6 @@ fn f32s(v: &[f32]) -> Tensor {
     let t = Tensor::zeros([v.len() as i64], DataType::F32, Device::cpu(0)).unwrap();
     t.storage().write(0, &v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>()).unwrap();
     t
-}
-
-/// This thread's blocked signals, as a list of numbers.
-fn blocked() -> Vec<i32> {
-    // SAFETY: an all-zero `sigset_t` is a valid (empty) set; with a null new set,
-    // `pthread_sigmask` only writes this thread's mask into `set`.
-    let set = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        assert_eq!(libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut set), 0);
-        set
-    };
-    // SAFETY: `set` is initialised; every number asked is a valid signal number.
-    (1..=64).filter(|s| unsafe { libc::sigismember(&set, *s) } == 1).collect()
 }
 
 #[test]

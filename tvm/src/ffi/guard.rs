@@ -197,8 +197,15 @@ impl Drop for Unguarded {
     }
 }
 
+// The integration tests' helper, shared rather than written twice (declared out here: a path
+// inside the inline `tests` would be taken from a folder `guard/tests/` that does not exist).
+#[cfg(test)]
+#[path = "../../tests/common/signals.rs"]
+mod test_signals;
+
 #[cfg(test)]
 mod tests {
+    use super::test_signals::blocked;
     use super::*;
     use relaxvm::storage::read_only::ReadOnlyPages;
 
@@ -235,19 +242,6 @@ mod tests {
         assert_eq!(plain[0], 7);
         let e = Fault(at as usize).error("kernel \"add\"");
         assert!(e.to_string().starts_with("kernel \"add\" wrote to read-only memory at 0x"), "{e}");
-    }
-
-    /// This thread's blocked signals.
-    fn blocked() -> Vec<c_int> {
-        // SAFETY: an all-zero `sigset_t` is a valid (empty) set; with a null new set,
-        // `pthread_sigmask` only writes this thread's mask into `set`.
-        let set = unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            assert_eq!(libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut set), 0);
-            set
-        };
-        // SAFETY: `set` is initialised; every number asked is a valid signal number.
-        (1..=64).filter(|s| unsafe { libc::sigismember(&set, *s) } == 1).collect()
     }
 
     #[test]

@@ -1,0 +1,16 @@
+//! This thread's signal mask, for the tests that check a kernel's fault leaves it as it was.
+//! Shared by the integration tests (through `common`) and the guard's unit tests (which include
+//! this file by path: a unit test cannot use the integration tests' module).
+
+/// This thread's blocked signals, as a list of numbers.
+pub fn blocked() -> Vec<i32> {
+    // SAFETY: an all-zero `sigset_t` is a valid (empty) set; with a null new set,
+    // `pthread_sigmask` only writes this thread's mask into `set`.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        assert_eq!(libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut set), 0);
+        set
+    };
+    // SAFETY: `set` is initialised; every number asked is a valid signal number.
+    (1..=64).filter(|s| unsafe { libc::sigismember(&set, *s) } == 1).collect()
+}
