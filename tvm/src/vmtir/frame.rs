@@ -504,8 +504,8 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
         // SAFETY: as above.
         let ctx = unsafe { &mut *ctx };
         match &mut site {
-            Some(site) => ctx.call_native_code_at(name, &f.func, &values, &mut site.cache),
-            None => ctx.call_named(name, &Value::Func(Arc::new(f.func.clone())), &values),
+            Some(site) => ctx.call_native_code_at(name, f.func(), &values, &mut site.cache),
+            None => ctx.call_named(name, &Value::Func(Arc::new(f.func().clone())), &values),
         }
     }))
     .unwrap_or_else(|p| Err(Error::value(format!("{name} panicked: {}", relaxvm::packed::panic_message(&*p)))));
