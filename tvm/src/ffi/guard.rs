@@ -179,21 +179,35 @@ pub unsafe fn lambda(
 
 /// Rust code called back from a kernel: while it lives, the thread counts as outside guarded
 /// calls, so a fault in Rust code is never jumped over (it goes to the previous handler).
-pub struct Unguarded(*mut c_void);
+pub struct Unguarded {
+    /// The guard pointer `enter` took, restored by `drop`.
+    outer: *mut c_void,
+    /// This thread's state, where `drop` restores it (kept: no second thread-local lookup).
+    state: *const ThreadState,
+}
 
 impl Unguarded {
     /// Leaves the innermost guard until the result drops.
     pub fn enter() -> Self {
+        thread_state::with(Self::enter_in)
+    }
+
+    /// [`Unguarded::enter`] with this thread's state at hand (`state` is this thread's).
+    #[inline]
+    pub(crate) fn enter_in(state: &ThreadState) -> Self {
         // Reads and clears this thread's guard pointer; `drop` restores it.
-        Unguarded(thread_state::with(|state| state.replace_top(std::ptr::null_mut())))
+        Unguarded { outer: state.replace_top(std::ptr::null_mut()), state }
     }
 }
 
 impl Drop for Unguarded {
     fn drop(&mut self) {
-        // The pointer `enter` took from this thread (the value is !Send), whose guard frame is
-        // still live: the Rust code returns to the kernel before the guard returns.
-        thread_state::with(|state| state.replace_top(self.0));
+        // SAFETY: `state` is this thread's state (the value is !Send, so it drops on the thread
+        // that made it), which lives until the thread exits (it has no destructor).
+        let state = unsafe { &*self.state };
+        // The pointer `enter` took from this thread, whose guard frame is still live: the Rust
+        // code returns to the kernel before the guard returns.
+        state.replace_top(self.outer);
     }
 }
 

@@ -39,7 +39,7 @@
 //! | `raised.rs` | the errors kernels raise (`TVMFFIErrorSetRaisedFromCStr*`) |
 //! | `services.rs` | workspace memory and calls from kernels into the registry |
 //! | `small_blocks.rs` | small workspace blocks kept per thread for the next workspace |
-//! | `thread_state.rs` | each thread's innermost guard and raised-error flag, one thread-local |
+//! | `thread_state.rs` | each thread's innermost guard, raised-error flag and VM TIR frame, one thread-local |
 //! | `visibility.rs` | making the runtime's C symbols resolvable by the libraries |
 
 pub mod abi;
@@ -56,7 +56,7 @@ pub mod raised;
 mod rebind;
 pub mod services;
 mod small_blocks;
-mod thread_state;
+pub(crate) mod thread_state;
 mod visibility;
 
 pub use library::{Library, KERNEL_PREFIX};

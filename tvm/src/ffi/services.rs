@@ -154,8 +154,24 @@ pub unsafe extern "C" fn function_call(
     num_args: i32,
     result: *mut TVMFFIAny,
 ) -> i32 {
+    // One thread-local lookup finds this thread's guard and its running VM TIR function.
+    // SAFETY: the caller's contract.
+    super::thread_state::with(|state| unsafe { function_call_in(state, handle, args, num_args, result) })
+}
+
+/// [`function_call`] with this thread's state at hand (`state` is this thread's).
+///
+/// # Safety
+/// As [`function_call`].
+unsafe fn function_call_in(
+    state: &super::thread_state::ThreadState,
+    handle: *mut c_void,
+    args: *const TVMFFIAny,
+    num_args: i32,
+    result: *mut TVMFFIAny,
+) -> i32 {
     // Rust code from here on: a fault in it is never jumped over by the kernel-call guard.
-    let _unguarded = super::guard::Unguarded::enter();
+    let _unguarded = super::guard::Unguarded::enter_in(state);
     if handle.is_null() || result.is_null() || (args.is_null() && num_args > 0) {
         raised::set("RuntimeError".into(), "function call with a null argument".into());
         return -1;
@@ -165,7 +181,7 @@ pub unsafe extern "C" fn function_call(
     let n = usize::try_from(num_args).unwrap_or(0);
     // SAFETY: `args` holds `num_args` values (checked non-null when n > 0).
     let args = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(args, n) } };
-    if let Some(frame) = crate::vmtir::frame::innermost() {
+    if let Some(frame) = crate::vmtir::frame::innermost_in(state) {
         // A call of a compiled function's native code (or of a kernel it runs on this thread):
         // through the VM, with its objects (see crate::vmtir).
         // SAFETY: the caller's contract, as below.

@@ -1,8 +1,10 @@
 //! This thread's state for calls into kernel code, in one thread-local: the innermost guard
-//! (`guard.rs`) and whether the raised-error slot may hold something (`raised.rs`). A kernel
-//! call reads both; in a dynamically loaded library (the Python extension) each thread-local
-//! is a call into the dynamic loader (`__tls_get_addr`, about 11 instructions), so one block
-//! makes one lookup a call instead of two.
+//! (`guard.rs`), whether the raised-error slot may hold something (`raised.rs`) and the
+//! innermost running VM TIR function (`crate::vmtir::frame`). A kernel call reads the first
+//! two, a call of native code back into relaxvm (`services::function_call`) the first and the
+//! last; in a dynamically loaded library (the Python extension) each thread-local is a call
+//! into the dynamic loader (`__tls_get_addr`, about 11 instructions), so one block makes one
+//! lookup a call instead of two or three.
 
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -14,6 +16,9 @@ pub(crate) struct ThreadState {
     top: Cell<*mut c_void>,
     /// False only while this thread's raised-error slot is surely empty (see `raised.rs`).
     raised_dirty: Cell<bool>,
+    /// The innermost running VM TIR function of this thread (a `crate::vmtir::frame::Frame`,
+    /// null when none runs): only `vmtir::frame` reads and writes it.
+    innermost: Cell<*mut c_void>,
 }
 
 thread_local! {
@@ -21,7 +26,11 @@ thread_local! {
     /// (no lazy initialisation, no destructor registration, no failure), which the signal
     /// handler relies on (see [`top_slot`]).
     static STATE: ThreadState = const {
-        ThreadState { top: Cell::new(std::ptr::null_mut()), raised_dirty: Cell::new(false) }
+        ThreadState {
+            top: Cell::new(std::ptr::null_mut()),
+            raised_dirty: Cell::new(false),
+            innermost: Cell::new(std::ptr::null_mut()),
+        }
     };
 }
 
@@ -63,6 +72,18 @@ impl ThreadState {
     #[inline]
     pub(crate) fn raised_dirty(&self) -> bool {
         self.raised_dirty.get()
+    }
+
+    /// The innermost running VM TIR function of this thread (null when none runs).
+    #[inline]
+    pub(crate) fn innermost(&self) -> *mut c_void {
+        self.innermost.get()
+    }
+
+    /// Makes `frame` the innermost running VM TIR function of this thread; the one before.
+    #[inline]
+    pub(crate) fn replace_innermost(&self, frame: *mut c_void) -> *mut c_void {
+        self.innermost.replace(frame)
     }
 
     /// Marks the raised-error slot as possibly holding something (`true`) or surely empty.

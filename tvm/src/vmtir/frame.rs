@@ -13,10 +13,10 @@ use super::cells::{self, Cells, Prepared, Staged};
 use super::handles::Handles;
 use crate::ffi::abi::{type_index, TVMFFIAny};
 use crate::ffi::function_handle::Handle;
+use crate::ffi::thread_state::{self, ThreadState};
 use crate::ffi::{convert, raised};
 use relaxvm::{CallCtx, Error, Result, Value};
 use smallvec::SmallVec;
-use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -155,10 +155,13 @@ impl Frame {
     }
 }
 
-thread_local! {
-    /// The innermost running VM TIR function of this thread (null when none runs); the frames
-    /// it was entered from are kept by their [`Entered`] guards.
-    static INNERMOST: Cell<*mut Frame> = const { Cell::new(std::ptr::null_mut()) };
+/// The innermost running VM TIR function of this thread (null when none runs), kept in the
+/// thread's one block of kernel-call state (`crate::ffi::thread_state`: a call back from native
+/// code finds its guard and its frame with one thread-local lookup); the frames it was entered
+/// from are kept by their [`Entered`] guards.
+#[inline]
+fn innermost_ptr(state: &ThreadState) -> *mut Frame {
+    state.innermost().cast()
 }
 
 /// Keeps `frame` the innermost running function of this thread while it lives, then makes the
@@ -170,23 +173,24 @@ pub struct Entered {
 impl Entered {
     /// Enters `frame`; it must stay in place, unused by its owner, until this is dropped.
     pub fn enter(frame: *mut Frame) -> Self {
-        Entered { outer: INNERMOST.with(|f| f.replace(frame)) }
+        Entered { outer: thread_state::with(|state| state.replace_innermost(frame.cast())).cast() }
     }
 }
 
 impl Drop for Entered {
     fn drop(&mut self) {
-        INNERMOST.with(|f| f.set(self.outer));
+        thread_state::with(|state| state.replace_innermost(self.outer.cast()));
     }
 }
 
-/// The innermost VM TIR function running on this thread, if any (its native code's calls
-/// then come here, to [`call`]).
-pub fn innermost() -> Option<Innermost> {
-    std::ptr::NonNull::new(INNERMOST.with(|f| f.get())).map(Innermost)
+/// The innermost VM TIR function running on this thread (whose state is `state`), if any (its
+/// native code's calls then come here, to [`call`]).
+#[inline]
+pub(crate) fn innermost_in(state: &ThreadState) -> Option<Innermost> {
+    std::ptr::NonNull::new(innermost_ptr(state)).map(Innermost)
 }
 
-/// The innermost running frame of this thread, as [`innermost`] found it: valid while its
+/// The innermost running frame of this thread, as [`innermost_in`] found it: valid while its
 /// native code's call that found it lasts (the frame's [`Entered`] outlives the call).
 pub struct Innermost(std::ptr::NonNull<Frame>);
 
@@ -214,7 +218,7 @@ fn fail(e: Error) {
 
 /// Runs `step` on the innermost frame; an error (`RuntimeError`) when there is none.
 fn with_innermost<R>(step: impl FnOnce(&mut Frame) -> Result<R>) -> Result<R> {
-    let frame = INNERMOST.with(|f| f.get());
+    let frame = thread_state::with(innermost_ptr);
     if frame.is_null() {
         return Err(Error::value("an AnyList function called outside a running VM TIR function"));
     }
@@ -257,7 +261,7 @@ fn finish<R>(what: &str, body: impl FnOnce(&mut Frame) -> Result<R>) -> std::res
 /// AnyList functions, which fall back to their checked path (with its errors) otherwise.
 #[inline]
 fn healthy_innermost() -> Option<*mut Frame> {
-    let frame = INNERMOST.with(|f| f.get());
+    let frame = thread_state::with(innermost_ptr);
     // SAFETY: a pointer `Entered` set to a live frame (see `with_innermost`), read only.
     (!frame.is_null() && unsafe { (*frame).error.is_none() }).then_some(frame)
 }
@@ -500,8 +504,8 @@ pub unsafe fn call(frame: Innermost, handle: &Handle, args: &[TVMFFIAny], result
         // SAFETY: as above.
         let ctx = unsafe { &mut *ctx };
         match &mut site {
-            Some(site) => ctx.call_native_code_at(name, &f.func, &values, &mut site.cache),
-            None => ctx.call_named(name, &Value::Func(Arc::new(f.func.clone())), &values),
+            Some(site) => ctx.call_native_code_at(name, f.func(), &values, &mut site.cache),
+            None => ctx.call_named(name, &Value::Func(Arc::new(f.func().clone())), &values),
         }
     }))
     .unwrap_or_else(|p| Err(Error::value(format!("{name} panicked: {}", relaxvm::packed::panic_message(&*p)))));

@@ -8,22 +8,35 @@ use relaxvm::{Callable, Closure, PackedFunc, Result};
 /// `generation`: the lookup stands while the registry is unchanged (a re-registered name takes
 /// effect at the next call, as without the cache).
 pub struct Resolved {
-    /// `None` between runs: `func` is then [`emptied`], and the box waits to be refilled.
+    /// `None` between runs: `func` is then `None` too, and the box waits to be refilled.
     generation: Option<u64>,
     /// The packed function, as a closure capturing nothing. Between runs the box is kept for
-    /// the next run, what it resolved to is not (attack perf/02): it holds [`emptied`] then.
-    pub func: Closure,
+    /// the next run, what it resolved to is not (attack perf/02): it holds `None` then (emptied
+    /// by a drop alone: no placeholder is made or dropped per handle and run).
+    func: Option<Closure>,
 }
 
-/// What an emptied [`Resolved`] holds: a function of its own, shared by all (so that emptying
-/// a box drops what it resolved to and allocates nothing), never called.
-fn emptied() -> Closure {
-    static EMPTY: std::sync::LazyLock<PackedFunc> = std::sync::LazyLock::new(|| {
-        PackedFunc::from_fn("relaxvm.vmtir.unresolved", |_| {
+impl Resolved {
+    /// The closure to call: what the handle resolved to ([`Handles::resolve`] returns only
+    /// filled boxes; an emptied one would give [`emptied`]'s, which refuses to be called).
+    pub fn func(&self) -> &Closure {
+        match &self.func {
+            Some(f) => f,
+            None => emptied(),
+        }
+    }
+}
+
+/// What an emptied [`Resolved`] stands for: a function of its own, made once and shared by
+/// all, never called.
+fn emptied() -> &'static Closure {
+    static EMPTY: std::sync::LazyLock<Closure> = std::sync::LazyLock::new(|| {
+        let f = PackedFunc::from_fn("relaxvm.vmtir.unresolved", |_| {
             Err(relaxvm::Error::value("a function handle of a finished run of a VM TIR function was called"))
-        })
+        });
+        Closure { callable: Callable::Packed(f), captured: Vec::new() }
     });
-    Closure { callable: Callable::Packed(EMPTY.clone()), captured: Vec::new() }
+    &EMPTY
 }
 
 /// The function handles of one running function: what they resolved to in this run, and where
@@ -46,7 +59,7 @@ impl Handles {
     pub fn recycle(&mut self) {
         for r in self.resolved.iter_mut().flatten() {
             r.generation = None;
-            r.func = emptied();
+            r.func = None;
         }
     }
 
@@ -61,7 +74,7 @@ impl Handles {
             Some(r) if r.generation == Some(generation) => return Ok(r),
             // A box of an earlier run (emptied) or of an older registry: refilled in place.
             Some(r) => r,
-            None => Box::new(Resolved { generation: None, func: emptied() }),
+            None => Box::new(Resolved { generation: None, func: None }),
         };
         let known = self.located.get(handle.index).copied().flatten();
         let packed = match known.and_then(|at| relaxvm::registry::get_global_at(at, &handle.name)) {
@@ -76,7 +89,7 @@ impl Handles {
             }
         };
         boxed.generation = Some(generation);
-        boxed.func = Closure { callable: Callable::Packed(packed), captured: Vec::new() };
+        boxed.func = Some(Closure { callable: Callable::Packed(packed), captured: Vec::new() });
         Ok(boxed)
     }
 
@@ -99,7 +112,7 @@ mod tests {
 
     #[test]
     fn an_emptied_resolution_refuses_to_be_called_and_is_refilled() {
-        let Callable::Packed(p) = emptied().callable else { panic!("a packed function") };
+        let Callable::Packed(p) = &emptied().callable else { panic!("a packed function") };
         let e = p.call(&mut relaxvm::CallCtx::detached(), &[]).unwrap_err().to_string();
         assert!(e.contains("a function handle of a finished run of a VM TIR function was called"), "{e}");
         // A kept box (emptied by `recycle`) is refilled by the next run's lookup.
@@ -113,8 +126,12 @@ mod tests {
         let r = handles.resolve(&handle).unwrap();
         handles.give_back(0, r);
         handles.recycle();
+        // Emptied: nothing resolved is held, and the box stands for the refusing function.
+        let kept = handles.resolved[0].as_ref().unwrap();
+        assert!(kept.func.is_none() && kept.generation.is_none());
+        assert!(matches!(&kept.func().callable, Callable::Packed(p) if p.name() == "relaxvm.vmtir.unresolved"));
         let r = handles.resolve(&handle).unwrap();
-        let Callable::Packed(p) = &r.func.callable else { panic!("a packed function") };
+        let Callable::Packed(p) = &r.func().callable else { panic!("a packed function") };
         assert_eq!(p.name(), "test.vmtir.handles.one");
     }
 }
