@@ -75,14 +75,19 @@ mapfile -t needs < <(grep -E '^(maturin|numpy|pytest)\b' "$root/python/requireme
 (cd "$root/python" && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" \
   "$venv/bin/maturin" develop --release --quiet --target-dir "$root/target/$tag")
 
-echo "small ints read directly (python/src/small_int.rs):" \
-  "$("$venv/bin/python" -c 'import relaxvm; print(relaxvm._relaxvm._small_int_self_check(True)[1])')"
+# Whether the import-time check turned the direct read of ints on (test_small_int_calls.py fails
+# when it did not), for the log.
+"$venv/bin/python" -c 'import relaxvm
+wrong, direct = relaxvm._relaxvm._small_int_self_check(True)
+print(f"small ints read directly: {direct} (ints the lv_tag layout reads wrongly: {wrong})")'
 
-# The whole suite took 7 min 20 s here on 3.13 (2 cores shared with other builds, load 8; the
-# build above 5 CPU-minutes from scratch), past the 4 minutes this section may add to CI. These
-# files are left out: what they test does not depend on the interpreter (the Rust kernels' results
-# on TVM models, files, the C API, the repository's scripts), or they cost the most for what a
-# second interpreter adds; every other test runs, new ones included.
+# The whole suite, on 3.13 here: 7 min 20 s (2 min 45 s of CPU) on 2 cores shared with other
+# builds (load 8 to 10); with the build above (5 CPU-minutes from a fresh clone, as on CI, the
+# thin-LTO link the longest part) over the 4 minutes this section may add to CI. These files are
+# left out (what is left took 2 min 45 s under the same load, 1 min 10 s of CPU): what they test
+# does not depend on the interpreter (the Rust kernels' results on TVM models, files, the C API,
+# the repository's scripts), or they cost the most for what a second interpreter adds. Every other
+# test runs, new ones included.
 left_out=(
   # TVM models run bit for bit against TVM, and profiled and traced runs of them: the kernels'
   # numerics, not the binding (test_tvm_models.py and the VM suites, which cross it, stay).
