@@ -107,6 +107,11 @@ def test_recursion_through_global_functions_is_an_error_not_a_crash():
     # Attack finding perfpy/01: each vectorcall of a Closure counts a level of Python recursion
     # (as tp_call did), so a recursion through registered functions on a 2 MiB thread stack
     # raises RecursionError before the native stack runs out (a crash before the count).
+    # Up to 3.11 a level's C call and its Python frame count against the one recursion limit.
+    # 3.12+ counts C calls against a limit of their own, and only Python frames against
+    # `sys.getrecursionlimit()`: on 3.12.1 the C limit still comes first (RecursionError), on
+    # 3.13.0, whose C limit is larger, the stack runs low first and the VM's own check of the
+    # native stack left ends the recursion with a VMError saying so. An error either way.
     import subprocess
     import sys
 
@@ -121,11 +126,14 @@ def run():
     try:
         out.append(f("test.closure_vectorcall.deep")(2000))
     except BaseException as e:
-        out.append(type(e).__name__)
+        out.append(type(e).__name__ + (" (native stack)" if "native stack" in str(e) else ""))
 threading.stack_size(2 << 20)
 t = threading.Thread(target=run); t.start(); t.join()
 print(out)
 """
     r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
-    assert r.stdout.strip() == "['RecursionError']", r.stdout
+    allowed = ["['RecursionError']"]
+    if sys.version_info >= (3, 12):
+        allowed.append("['VMError (native stack)']")
+    assert r.stdout.strip() in allowed, r.stdout

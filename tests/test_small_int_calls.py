@@ -5,7 +5,10 @@ both signs, and the ints the direct path must not take (subclasses, bools, ints 
 
 The direct read's decoding is checked for both CPython layouts (3.11's ``ob_size``, 3.12+'s
 ``lv_tag``) on hand-made words, whichever one this interpreter has, and so is the import-time
-check that turns the direct read off when this interpreter's ints do not read right."""
+check that turns the direct read off when this interpreter's ints do not read right. CI runs this
+file on 3.11 and on the newest CPython >= 3.12 (scripts/test-python-versions.sh): there
+``test_the_import_check_passes_for_this_interpreters_layout`` shows that the direct read is on,
+reading real ints of each layout, so a fast path turned off by a failing check fails CI."""
 
 from __future__ import annotations
 
