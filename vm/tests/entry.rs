@@ -222,6 +222,26 @@ fn arguments_made_in_place_and_a_declined_call_leaves_the_vm_as_it_was() {
 }
 
 #[test]
+fn a_maker_that_panics_part_way_drops_what_it_made_once_and_leaves_the_vm_usable() {
+    // Review R-entry-1: the values made before the panic were written past the register
+    // stack's length; unwinding must drop each exactly once (a double drop would free the
+    // function twice, a missed one leak it) and leave nothing above the stack for the next call.
+    let mut m = vm();
+    let (fib, first) = (entry(&m, "fib"), entry(&m, "first"));
+    let f = m.get_function("id").unwrap();
+    let Value::Func(ref arc) = f else { panic!("a function") };
+    let before = Arc::strong_count(arc);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        m.call_entry_with(&first, 2, |i| if i == 0 { Some(f.clone()) } else { panic!("maker fails") })
+    }));
+    let payload = r.expect_err("the maker's panic reaches the caller");
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"maker fails"));
+    assert_eq!(Arc::strong_count(arc), before, "the value made was dropped, once");
+    assert_eq!(m.call_entry_with(&fib, 1, |_| Some(Value::Int(10))).unwrap().unwrap().as_int().unwrap(), 55);
+    assert_eq!(m.call_entry_with(&first, 2, |i| Some(Value::Int(3 + i as i64))).unwrap().unwrap().as_int().unwrap(), 3);
+}
+
+#[test]
 fn what_has_no_entry() {
     let m = vm();
     assert!(m.entry(&m.get_function("typed").unwrap()).is_none(), "a signature is checked by invoke");
@@ -460,7 +480,9 @@ fn a_plain_call_without_a_budget_polls_and_can_be_interrupted() {
         }
         Ok(())
     })));
-    let e = m.call_entry(&spin, &[]).unwrap_err();
+    // A finite call of about 21,900 steps (fib(20)'s calls), over 20 poll intervals: were the
+    // polls lost, it would return its value and `unwrap_err` fail, not hang (review R-entry-2).
+    let e = m.call_entry(&fib, &[Value::Int(20)]).unwrap_err();
     assert!(e.to_string().contains("stopped by the poll hook"), "{e}");
     assert_eq!(polls.load(Ordering::Relaxed), 3);
     m.set_poll_hook(None);

@@ -211,16 +211,10 @@ impl Drop for Unguarded {
     }
 }
 
-// The integration tests' helper, shared rather than written twice (declared out here: a path
-// inside the inline `tests` would be taken from a folder `guard/tests/` that does not exist).
-#[cfg(test)]
-#[path = "../../tests/common/signals.rs"]
-mod test_signals;
-
 #[cfg(test)]
 mod tests {
-    use super::test_signals::blocked;
     use super::*;
+    use crate::ffi::test_signals::blocked;
     use relaxvm::storage::read_only::ReadOnlyPages;
 
     extern "C" {

@@ -57,6 +57,10 @@ mod rebind;
 pub mod services;
 mod small_blocks;
 pub(crate) mod thread_state;
+// This thread's blocked signals, for the guard's tests; the integration tests include the file
+// by path from `tests/common` (shared rather than written twice).
+#[cfg(test)]
+mod test_signals;
 mod visibility;
 
 pub use library::{Library, KERNEL_PREFIX};

@@ -44,8 +44,10 @@ pub(crate) fn with<R>(f: impl FnOnce(&ThreadState) -> R) -> R {
     // through a function pointer, about 30 instructions more a call).
     let state: *const ThreadState = STATE.with(std::ptr::from_ref);
     // SAFETY: the address of this thread's `STATE`, which lives until the thread exits (it
-    // has no destructor, so it is never torn down before) and is used here, on this thread,
-    // for the duration of `f` only; `ThreadState` is only read and written through `Cell`s.
+    // has no destructor, so it is never torn down before). The reference is used on this
+    // thread only: by `f`, and past it by what `f` returns only when that is not `Send` and
+    // is dropped on this thread before it exits (`guard::Unguarded` keeps the address so; see
+    // its `Drop`). `ThreadState` is only read and written through `Cell`s.
     f(unsafe { &*state })
 }
 

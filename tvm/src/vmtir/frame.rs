@@ -190,7 +190,7 @@ pub(crate) fn innermost_in(state: &ThreadState) -> Option<Innermost> {
     std::ptr::NonNull::new(innermost_ptr(state)).map(Innermost)
 }
 
-/// The innermost running frame of this thread, as [`innermost_in`] found it: valid while its
+/// The innermost running frame of this thread, as `innermost_in` found it: valid while its
 /// native code's call that found it lasts (the frame's [`Entered`] outlives the call).
 pub struct Innermost(std::ptr::NonNull<Frame>);
 

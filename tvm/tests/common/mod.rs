@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+#[path = "../../src/ffi/test_signals.rs"]
 pub mod signals;
 
 use std::path::{Path, PathBuf};

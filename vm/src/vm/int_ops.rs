@@ -113,7 +113,8 @@ impl VirtualMachine {
 
     /// [`Self::int_into`] of [`IntOp::Add`] on registers ([`Op::IntAdd`], [`Op::IntAddJump`]):
     /// into its first operand (an accumulator, `x = x + y`), which was just found to be an
-    /// int, it writes the sum's payload alone, with no test of what the register held.
+    /// int, it writes the sum's payload alone, with no drop or test of what the register held
+    /// left in the machine code (see the comment at the write).
     ///
     /// # Safety
     /// As for [`Self::int_into`].
@@ -134,6 +135,10 @@ impl VirtualMachine {
                 // `IntOp::Add` as `apply` defines it (an overflow is the builtin's to report).
                 if let Some(sum) = x.checked_add(*y) {
                     if dst.offset() == a.offset() {
+                        // The register was matched as an int just above: this second match is
+                        // the safe way to reach its payload, and the compiler folds it (no test
+                        // is left in the machine code). Its `else` cannot happen; it is not a
+                        // path to make faster with an unchecked write (review R-loop-2).
                         if let Value::Int(x) = fp.reg_mut(a) {
                             *x = sum;
                         }

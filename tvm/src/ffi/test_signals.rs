@@ -1,6 +1,7 @@
 //! This thread's signal mask, for the tests that check a kernel's fault leaves it as it was.
-//! Shared by the integration tests (through `common`) and the guard's unit tests (which include
-//! this file by path: a unit test cannot use the integration tests' module).
+//! Test code only: the guard's unit tests declare it (`#[cfg(test)]`), and the integration tests
+//! include it by path from `tests/common` (they cannot use the library's test modules), so the
+//! tests depend on the source tree and not the other way round (review R-mlp-1).
 
 /// This thread's blocked signals, as a list of numbers.
 pub fn blocked() -> Vec<i32> {
