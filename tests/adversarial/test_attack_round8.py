@@ -348,3 +348,53 @@ print([int(v["relax_func"](lambda: val(0, 7)).numpy()[0]) for v in vms])
         memory=4 << 30,
         timeout=240,
     ).assert_ok("[]\n[7, 7, 7]")
+
+
+def test_nested_vm_calls_on_threads_of_small_stacks_end_in_an_error_not_a_crash() -> None:
+    # The entry keeps each VM's stack limit for the thread that called it last; threads of
+    # 256 KiB, 1 MiB and 8 MiB call, from deep Python recursion, a chain of 400 VMs whose
+    # callbacks call the next: each ends in its answer or the VM's native-stack error, no crash.
+    run_attack(
+        """
+import sys, threading, warnings
+import relaxvm as rx
+warnings.simplefilter("ignore")
+sys.setrecursionlimit(100000)
+@rx.register_func("a8.deep", override=True)
+def deep(n):
+    return g(n - 1) + 1 if n > 0 else 0
+ib = rx.ExecBuilder()
+with ib.function("g", num_inputs=1):
+    ib.emit_call("a8.deep", args=[ib.r(0)], dst=ib.r(1))
+    ib.emit_ret(ib.r(1))
+with ib.function("add2", num_inputs=2):
+    ib.emit_call("vm.builtin.int.add", args=[ib.r(0), ib.r(1)], dst=ib.r(0))
+    ib.emit_ret(ib.r(0))
+ex = ib.get()
+vms = [rx.VirtualMachine(ex) for _ in range(400)]
+def g(n):
+    return vms[n % 400]["g"](n)
+add2 = vms[0]["add2"]
+out = []
+def rec(n):
+    return add2(n, 1) if n == 0 else rec(n - 1)
+def run(size, depth, vmdepth):
+    r = rec(depth)
+    try:
+        v = g(vmdepth)
+        ok = v == vmdepth
+    except rx.VMError as e:
+        # How deep a small stack goes depends on the build's frame sizes (ASan's are larger):
+        # below 8 MiB the error is allowed, at 8 MiB the answer is required.
+        ok = "native stack" in str(e) and size < 8 << 20
+    out.append(r == 1 and ok)
+for size in [256 << 10, 1 << 20, 8 << 20, 256 << 10]:
+    threading.stack_size(size)
+    for depth, vmdepth in [(10, 10), (1000, 200), (10, 399)]:
+        t = threading.Thread(target=run, args=(size, depth, vmdepth))
+        t.start()
+        t.join()
+print(len(out), all(out), add2(1, 2))
+""",
+        timeout=120,
+    ).assert_ok("12 True 3")
