@@ -81,10 +81,13 @@ pub(super) struct EntryLimits {
 /// few hundred bytes the frames between here and the interpreter take.
 #[inline(always)]
 fn stack_address() -> usize {
-    // Its address alone is used: no value is stored, nor read back through `black_box` (two
-    // memory operations a call, for nothing).
-    let marker = std::mem::MaybeUninit::<u8>::uninit();
-    std::ptr::addr_of!(marker) as usize
+    // Through `black_box`, so the marker is a real slot of this frame: without it, an
+    // AddressSanitizer build (which may move an address-taken local to its heap-allocated
+    // "fake stack") gave an address outside the thread's stack, and the native-stack check of
+    // a deep call passed where it must fail (`an_entry_measures_the_stack_of_the_thread_that_calls`
+    // under CI's cargo-test-asan). Two memory operations a call.
+    let marker = 0u8;
+    std::hint::black_box(std::ptr::addr_of!(marker)) as usize
 }
 
 /// A bytecode function of one VM that takes its arguments as they are (no signature to check
