@@ -100,3 +100,17 @@ def unique_name(request):
     for n in names:
         if rx.get_global_func(n, allow_missing=True) is not None:
             rx.remove_global_func(n)
+
+
+def counting_builder(name: str = "spin") -> rx.ExecBuilder:
+    """A builder holding `name(n)`, a loop of n steps that returns n (long calls of it release
+    the GIL and poll for Ctrl-C; shared by the tests of interrupts and threads)."""
+    ib = rx.ExecBuilder()
+    with ib.function(name, num_inputs=1):
+        ib.emit_call("vm.builtin.int.add", args=[ib.imm(0), ib.imm(0)], dst=ib.r(1))
+        ib.emit_call("vm.builtin.int.lt", args=[ib.r(1), ib.r(0)], dst=ib.r(2))
+        ib.emit_if(ib.r(2), 3)
+        ib.emit_call("vm.builtin.int.add", args=[ib.r(1), ib.imm(1)], dst=ib.r(1))
+        ib.emit_goto(-3)
+        ib.emit_ret(ib.r(1))
+    return ib

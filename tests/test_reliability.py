@@ -9,6 +9,7 @@ import pytest
 from native_call import call_native, wait_until_inside, watch
 
 import relaxvm as rx
+from conftest import counting_builder
 
 
 def spin_vm(**limits) -> rx.VirtualMachine:
@@ -43,15 +44,7 @@ def test_ctrl_c_stops_a_loop_of_a_vm_without_a_step_budget_after_short_calls():
     # earlier call found them (the entry's cached limits): the poll for Ctrl-C still runs. The
     # loop is finite (long, not endless): were Ctrl-C missed, the call would return its sum
     # and the test fail, not hang.
-    ib = rx.ExecBuilder()
-    with ib.function("count", num_inputs=1):
-        ib.emit_call("vm.builtin.int.add", args=[ib.imm(0), ib.imm(0)], dst=ib.r(1))
-        ib.emit_call("vm.builtin.int.lt", args=[ib.r(1), ib.r(0)], dst=ib.r(2))
-        ib.emit_if(ib.r(2), 3)
-        ib.emit_call("vm.builtin.int.add", args=[ib.r(1), ib.imm(1)], dst=ib.r(1))
-        ib.emit_goto(-3)
-        ib.emit_ret(ib.r(1))
-    vm = rx.VirtualMachine(ib.get())
+    vm = rx.VirtualMachine(counting_builder("count").get())
     count = vm["count"]
     for _ in range(3):
         assert count(10) == 10

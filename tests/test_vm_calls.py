@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import relaxvm as rx
+from conftest import counting_builder
 
 VECTORCALL = 1 << 11  # Py_TPFLAGS_HAVE_VECTORCALL
 
@@ -100,21 +101,8 @@ def test_argument_lists_of_any_length_and_kind_are_released(n):
     assert sys.getrefcount(t) == before
 
 
-def _spin_builder() -> rx.ExecBuilder:
-    """A builder holding `spin(n)`, a loop of n steps that returns n (it releases the GIL)."""
-    ib = rx.ExecBuilder()
-    with ib.function("spin", num_inputs=1):
-        ib.emit_call("vm.builtin.int.add", args=[ib.imm(0), ib.imm(0)], dst=ib.r(1))
-        ib.emit_call("vm.builtin.int.lt", args=[ib.r(1), ib.r(0)], dst=ib.r(2))
-        ib.emit_if(ib.r(2), 3)
-        ib.emit_call("vm.builtin.int.add", args=[ib.r(1), ib.imm(1)], dst=ib.r(1))
-        ib.emit_goto(-3)
-        ib.emit_ret(ib.r(1))
-    return ib
-
-
 def test_a_busy_vm_is_waited_for_and_a_reentrant_call_is_refused():
-    ib = _spin_builder()
+    ib = counting_builder()
     with ib.function("back", num_inputs=1):
         ib.emit_call("test.reenter", args=[ib.r(0)], dst=ib.r(1))
         ib.emit_ret(ib.r(1))
@@ -144,7 +132,7 @@ def test_short_calls_that_keep_the_gil_wait_for_long_ones_that_release_it():
     # Short calls take the VM with the GIL held and keep it; long ones take it, then release
     # the GIL while they run. Threads mixing both on one VM each get their own answers, and a
     # short call that finds the VM busy waits (with the GIL released) rather than failing.
-    ib = _spin_builder()
+    ib = counting_builder()
     with ib.function("inc", num_inputs=1):
         ib.emit_call("vm.builtin.int.add", args=[ib.r(0), ib.imm(1)], dst=ib.r(1))
         ib.emit_ret(ib.r(1))
